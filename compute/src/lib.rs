@@ -1,0 +1,2 @@
+//! The compute: SQLite whose database file is a VFS over the pageserver (reads) and the safekeepers (commits),
+//! spoken to over the PostgreSQL wire protocol. Built in issue 5.

@@ -1,0 +1,465 @@
+//! The on-disk layer file: written once, fsynced, renamed into place, read through mmap.
+//!
+//! ```text
+//! summary  64 B : magic "CMBLAYER" | version u16 | kind u8 | 0 u8 x5 | key_start u64 | key_end u64
+//!                 | lsn_start u64 | lsn_end u64 | entry_count u64 | crc32(previous 56 B) u32 | 0 u32
+//! blobs         : (value encoding | crc32(value encoding) u32)*
+//! index         : (key u64 | lsn u64 | blob_offset u64 | blob_len u32)*  sorted by (key, lsn), 28 B each
+//! footer   32 B : index_offset u64 | entry_count u64 | crc32(index) u32 | crc32(previous 20 B) u32
+//!                 | magic "CMBLFOOT"
+//! ```
+//! Opening checks the sizes, both magics, the summary, footer and index crcs, that the summary matches the
+//! layer's descriptor, and that the index is sorted, inside the ranges and points inside the blob area. A read
+//! checks the crc of every blob it uses. So a flipped byte anywhere gives `Corrupt` naming the file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use crate::codec::{put_u32, put_u64, u32_at, u64_at};
+use crate::error::{corrupt, io_err, Result};
+use crate::fsio::{sync_file, temp_path, Durability};
+use crate::key::Key;
+use crate::layer::desc::{LayerDesc, LayerKind};
+use crate::lsn::Lsn;
+use crate::mmap::MappedFile;
+use crate::value::Value;
+
+const SUMMARY_MAGIC: &[u8; 8] = b"CMBLAYER";
+const FOOTER_MAGIC: &[u8; 8] = b"CMBLFOOT";
+/// Format version written by this code.
+pub const LAYER_FORMAT_VERSION: u16 = 1;
+const SUMMARY_BYTES: usize = 64;
+const FOOTER_BYTES: usize = 32;
+const INDEX_ENTRY_BYTES: usize = 28;
+const BLOB_CRC_BYTES: usize = 4;
+
+fn kind_code(kind: LayerKind) -> u8 {
+    match kind {
+        LayerKind::L0 => 1,
+        LayerKind::L1 => 2,
+        LayerKind::Image => 3,
+    }
+}
+
+/// Writes one layer file. Entries must come in strictly increasing `(key, lsn)` order, inside the ranges.
+pub(crate) struct LayerWriter {
+    desc: LayerDesc,
+    final_path: PathBuf,
+    temp_path: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+    index: Vec<u8>,
+    entry_count: u64,
+    last: Option<(Key, Lsn)>,
+    scratch: Vec<u8>,
+    durability: Durability,
+}
+
+impl LayerWriter {
+    /// Starts writing the layer `desc` in `dir` (its `size_bytes` is filled in by `finish`).
+    pub(crate) fn new(dir: &Path, desc: LayerDesc, durability: Durability) -> Result<LayerWriter> {
+        assert!(
+            desc.key_range.start < desc.key_range.end,
+            "empty key range {:?}",
+            desc.key_range
+        );
+        assert!(
+            desc.lsn_range.start < desc.lsn_range.end,
+            "empty LSN range {:?}",
+            desc.lsn_range
+        );
+        let final_path = dir.join(desc.file_name());
+        let temp_path = temp_path(&final_path);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp_path)
+            .map_err(io_err(&temp_path))?;
+        let mut out = BufWriter::with_capacity(256 * 1024, file);
+        // The summary is rewritten by `finish` once the entry count is known.
+        out.write_all(&[0u8; SUMMARY_BYTES])
+            .map_err(io_err(&temp_path))?;
+        Ok(LayerWriter {
+            desc,
+            final_path,
+            temp_path,
+            out,
+            offset: SUMMARY_BYTES as u64,
+            index: Vec::new(),
+            entry_count: 0,
+            last: None,
+            scratch: Vec::new(),
+            durability,
+        })
+    }
+
+    /// Appends one version.
+    pub(crate) fn put(&mut self, key: Key, lsn: Lsn, value: &Value) -> Result<()> {
+        assert!(
+            self.desc.covers_key(key),
+            "key {key} outside {:?}",
+            self.desc.key_range
+        );
+        assert!(
+            self.desc.lsn_range.start <= lsn && lsn < self.desc.lsn_range.end,
+            "lsn {lsn} outside {:?}",
+            self.desc.lsn_range
+        );
+        assert!(
+            self.last < Some((key, lsn)),
+            "entries out of order: {:?} then {key}@{lsn}",
+            self.last
+        );
+        assert!(
+            !self.desc.is_image() || value.will_init(),
+            "image layers hold images only"
+        );
+        self.last = Some((key, lsn));
+        self.scratch.clear();
+        value.encode(&mut self.scratch);
+        let crc = crc32fast::hash(&self.scratch);
+        self.scratch.extend_from_slice(&crc.to_le_bytes());
+        self.out
+            .write_all(&self.scratch)
+            .map_err(io_err(&self.temp_path))?;
+        put_u64(&mut self.index, key.0);
+        put_u64(&mut self.index, lsn.0);
+        put_u64(&mut self.index, self.offset);
+        put_u32(
+            &mut self.index,
+            u32::try_from(self.scratch.len()).expect("a value is at most a page plus framing"),
+        );
+        self.offset += self.scratch.len() as u64;
+        self.entry_count += 1;
+        Ok(())
+    }
+
+    /// The key range of the layer being written.
+    pub(crate) fn desc_key_range(&self) -> &std::ops::Range<Key> {
+        &self.desc.key_range
+    }
+
+    /// Writes index and footer, fsyncs and renames into place. The directory is not synced: the caller syncs
+    /// it once (the atomic metadata write that names this layer does so) before relying on the layer.
+    pub(crate) fn finish(mut self) -> Result<LayerFile> {
+        let path = self.temp_path.clone();
+        let index_offset = self.offset;
+        self.out.write_all(&self.index).map_err(io_err(&path))?;
+        let mut footer = Vec::with_capacity(FOOTER_BYTES);
+        put_u64(&mut footer, index_offset);
+        put_u64(&mut footer, self.entry_count);
+        put_u32(&mut footer, crc32fast::hash(&self.index));
+        let footer_crc = crc32fast::hash(&footer);
+        put_u32(&mut footer, footer_crc);
+        footer.extend_from_slice(FOOTER_MAGIC);
+        assert_eq!(footer.len(), FOOTER_BYTES);
+        self.out.write_all(&footer).map_err(io_err(&path))?;
+        let mut file = self
+            .out
+            .into_inner()
+            .map_err(|e| io_err(&path)(e.into_error()))?;
+        let summary = encode_summary(&self.desc, self.entry_count);
+        use std::io::{Seek, SeekFrom};
+        file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
+        file.write_all(&summary).map_err(io_err(&path))?;
+        sync_file(&file, &path, self.durability)?;
+        let size_bytes = index_offset + self.index.len() as u64 + FOOTER_BYTES as u64;
+        drop(file);
+        std::fs::rename(&self.temp_path, &self.final_path).map_err(io_err(&self.final_path))?;
+        let mut desc = self.desc;
+        desc.size_bytes = size_bytes;
+        Ok(LayerFile::new(self.final_path, desc))
+    }
+}
+
+fn encode_summary(desc: &LayerDesc, entry_count: u64) -> Vec<u8> {
+    let mut summary = Vec::with_capacity(SUMMARY_BYTES);
+    summary.extend_from_slice(SUMMARY_MAGIC);
+    summary.extend_from_slice(&LAYER_FORMAT_VERSION.to_le_bytes());
+    summary.push(kind_code(desc.kind));
+    summary.extend_from_slice(&[0u8; 5]);
+    put_u64(&mut summary, desc.key_range.start.0);
+    put_u64(&mut summary, desc.key_range.end.0);
+    put_u64(&mut summary, desc.lsn_range.start.0);
+    put_u64(&mut summary, desc.lsn_range.end.0);
+    put_u64(&mut summary, entry_count);
+    let crc = crc32fast::hash(&summary);
+    put_u32(&mut summary, crc);
+    put_u32(&mut summary, 0);
+    assert_eq!(summary.len(), SUMMARY_BYTES);
+    summary
+}
+
+/// What a search of one layer for one key found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LayerSearch {
+    /// An image was found (pushed last); the read can stop.
+    Complete,
+    /// Deltas (possibly none) were pushed; older layers must be searched too.
+    Continue,
+    /// An image layer covering the key holds no value for it: the key does not exist at that LSN.
+    Absent,
+}
+
+/// A layer file on disk, opened and verified lazily on first use.
+pub struct LayerFile {
+    path: PathBuf,
+    desc: LayerDesc,
+    opened: OnceLock<Verified>,
+}
+
+struct Verified {
+    map: MappedFile,
+    index_offset: usize,
+    entry_count: usize,
+}
+
+impl LayerFile {
+    pub(crate) fn new(path: PathBuf, desc: LayerDesc) -> LayerFile {
+        LayerFile {
+            path,
+            desc,
+            opened: OnceLock::new(),
+        }
+    }
+
+    /// A handle on the layer file at `path` described by `desc`, for checking it with [`LayerFile::verify`].
+    pub fn open_for_verify(path: PathBuf, desc: LayerDesc) -> LayerFile {
+        LayerFile::new(path, desc)
+    }
+
+    /// The descriptor.
+    pub fn desc(&self) -> &LayerDesc {
+        &self.desc
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn verified(&self) -> Result<&Verified> {
+        if let Some(verified) = self.opened.get() {
+            return Ok(verified);
+        }
+        let verified = self.open_and_verify()?;
+        // Another thread may have won the race; both verified the same immutable bytes.
+        let _ = self.opened.set(verified);
+        Ok(self.opened.get().expect("set just above"))
+    }
+
+    fn open_and_verify(&self) -> Result<Verified> {
+        let map = MappedFile::open(&self.path)?;
+        let bytes = map.bytes();
+        let bad = |offset: usize, reason: &str| corrupt(&self.path, offset as u64, reason);
+        if bytes.len() < SUMMARY_BYTES + FOOTER_BYTES {
+            return Err(bad(0, "file shorter than summary and footer"));
+        }
+        if &bytes[..8] != SUMMARY_MAGIC {
+            return Err(bad(0, "bad summary magic"));
+        }
+        if u32_at(bytes, 56) != crc32fast::hash(&bytes[..56]) || u32_at(bytes, 60) != 0 {
+            return Err(bad(56, "summary crc mismatch"));
+        }
+        let expected = encode_summary(&self.desc, u64_at(bytes, 48));
+        if bytes[..SUMMARY_BYTES] != expected[..] {
+            return Err(bad(8, "summary does not match the layer's descriptor"));
+        }
+        let footer_at = bytes.len() - FOOTER_BYTES;
+        let footer = &bytes[footer_at..];
+        if &footer[24..32] != FOOTER_MAGIC {
+            return Err(bad(footer_at + 24, "bad footer magic"));
+        }
+        if u32_at(footer, 20) != crc32fast::hash(&footer[..20]) {
+            return Err(bad(footer_at + 20, "footer crc mismatch"));
+        }
+        let index_offset = u64_at(footer, 0);
+        let entry_count = u64_at(footer, 8);
+        if entry_count != u64_at(bytes, 48) {
+            return Err(bad(
+                footer_at + 8,
+                "footer and summary disagree on the entry count",
+            ));
+        }
+        let index_len = entry_count.checked_mul(INDEX_ENTRY_BYTES as u64);
+        if index_offset < SUMMARY_BYTES as u64
+            || index_len.and_then(|l| l.checked_add(index_offset)) != Some(footer_at as u64)
+        {
+            return Err(bad(
+                footer_at,
+                "index offset and entry count do not fit the file",
+            ));
+        }
+        let (index_offset, entry_count) = (index_offset as usize, entry_count as usize);
+        let index = &bytes[index_offset..footer_at];
+        if crc32fast::hash(index) != u32_at(footer, 16) {
+            return Err(bad(index_offset, "index crc mismatch"));
+        }
+        self.check_index(index, index_offset)?;
+        Ok(Verified {
+            map,
+            index_offset,
+            entry_count,
+        })
+    }
+
+    fn check_index(&self, index: &[u8], index_offset: usize) -> Result<()> {
+        let mut previous: Option<(u64, u64)> = None;
+        let mut expected_offset = SUMMARY_BYTES as u64;
+        for (i, entry) in index.chunks_exact(INDEX_ENTRY_BYTES).enumerate() {
+            let at = index_offset + i * INDEX_ENTRY_BYTES;
+            let (key, lsn) = (u64_at(entry, 0), u64_at(entry, 8));
+            let (blob_offset, blob_len) = (u64_at(entry, 16), u32_at(entry, 24) as u64);
+            if previous >= Some((key, lsn)) {
+                return Err(corrupt(&self.path, at as u64, "index not sorted"));
+            }
+            previous = Some((key, lsn));
+            if !self.desc.covers_key(Key(key))
+                || lsn < self.desc.lsn_range.start.0
+                || lsn >= self.desc.lsn_range.end.0
+            {
+                return Err(corrupt(
+                    &self.path,
+                    at as u64,
+                    "index entry outside the layer's ranges",
+                ));
+            }
+            // Blobs are written back to back, so each one starts where the previous ended.
+            if blob_offset != expected_offset || blob_len <= BLOB_CRC_BYTES as u64 {
+                return Err(corrupt(
+                    &self.path,
+                    at as u64,
+                    "index entry points outside the blob sequence",
+                ));
+            }
+            expected_offset += blob_len;
+        }
+        if expected_offset != index_offset as u64 {
+            return Err(corrupt(
+                &self.path,
+                index_offset as u64,
+                "blobs do not end where the index starts",
+            ));
+        }
+        Ok(())
+    }
+
+    fn entry(verified: &Verified, i: usize) -> (Key, Lsn, usize, usize) {
+        let at = verified.index_offset + i * INDEX_ENTRY_BYTES;
+        let bytes = verified.map.bytes();
+        (
+            Key(u64_at(bytes, at)),
+            Lsn(u64_at(bytes, at + 8)),
+            u64_at(bytes, at + 16) as usize,
+            u32_at(bytes, at + 24) as usize,
+        )
+    }
+
+    fn read_blob(&self, verified: &Verified, key: Key, offset: usize, len: usize) -> Result<Value> {
+        // check_index proved the blob lies inside the blob area.
+        let blob = &verified.map.bytes()[offset..offset + len];
+        let (body, crc) = blob.split_at(len - BLOB_CRC_BYTES);
+        if crc32fast::hash(body) != u32_at(crc, 0) {
+            return Err(corrupt(
+                &self.path,
+                offset as u64,
+                format!("value crc mismatch for key {key}"),
+            ));
+        }
+        Value::decode_exact(&Bytes::copy_from_slice(body), key).map_err(|e| {
+            corrupt(
+                &self.path,
+                offset as u64,
+                format!("value of key {key}: {e}"),
+            )
+        })
+    }
+
+    /// Index of the first entry `>= (key, lsn)`.
+    fn lower_bound(verified: &Verified, key: Key, lsn: Lsn) -> usize {
+        let (mut low, mut high) = (0usize, verified.entry_count);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let (k, l, _, _) = Self::entry(verified, mid);
+            if (k, l) < (key, lsn) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    }
+
+    /// Pushes the versions of `key` with `floor < lsn < end`, newest first, onto `out`, stopping after an image.
+    pub(crate) fn search(
+        &self,
+        key: Key,
+        floor: Option<Lsn>,
+        end: Lsn,
+        out: &mut Vec<(Lsn, Value)>,
+    ) -> Result<LayerSearch> {
+        let verified = self.verified()?;
+        let mut i = Self::lower_bound(verified, key, end);
+        let mut found_any = false;
+        while i > 0 {
+            i -= 1;
+            let (k, lsn, offset, len) = Self::entry(verified, i);
+            if k != key || floor.is_some_and(|f| lsn <= f) {
+                break;
+            }
+            found_any = true;
+            let value = self.read_blob(verified, key, offset, len)?;
+            let will_init = value.will_init();
+            out.push((lsn, value));
+            if will_init {
+                return Ok(LayerSearch::Complete);
+            }
+        }
+        if self.desc.is_image() && !found_any && floor.is_none() {
+            return Ok(LayerSearch::Absent);
+        }
+        Ok(LayerSearch::Continue)
+    }
+
+    /// Every key with a version below `end`, in `range`, appended to `out`.
+    pub(crate) fn keys(
+        &self,
+        range: &std::ops::Range<Key>,
+        end: Lsn,
+        out: &mut Vec<Key>,
+    ) -> Result<()> {
+        let verified = self.verified()?;
+        let mut i = Self::lower_bound(verified, range.start, Lsn(0));
+        while i < verified.entry_count {
+            let (key, lsn, _, _) = Self::entry(verified, i);
+            if key >= range.end {
+                break;
+            }
+            if lsn < end && out.last() != Some(&key) {
+                out.push(key);
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Every entry, in `(key, lsn)` order, for compaction. Values are read and checked.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(Key, Lsn, Value) -> Result<()>) -> Result<()> {
+        let verified = self.verified()?;
+        for i in 0..verified.entry_count {
+            let (key, lsn, offset, len) = Self::entry(verified, i);
+            f(key, lsn, self.read_blob(verified, key, offset, len)?)?;
+        }
+        Ok(())
+    }
+
+    /// Verifies the whole file (summary, index, footer and every blob crc).
+    pub fn verify(&self) -> Result<()> {
+        self.for_each(|_, _, _| Ok(()))
+    }
+}

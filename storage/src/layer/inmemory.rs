@@ -1,0 +1,152 @@
+//! The in-memory layer: versions ingested since the last freeze, newest LSN range of a timeline.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use parking_lot::RwLock;
+
+use crate::key::Key;
+use crate::layer::file::LayerSearch;
+use crate::lsn::Lsn;
+use crate::value::Value;
+
+/// Every version of a layer in `(key, lsn)` order, and the key range they span (`None` when empty).
+pub(crate) type Snapshot = (Vec<(Key, Lsn, Value)>, Option<Range<Key>>);
+
+/// Versions with `start_lsn < lsn <= end_lsn`. Open while it takes writes; frozen (immutable) once its
+/// end is fixed, until a flush turns it into an L0 layer file.
+pub(crate) struct InMemoryLayer {
+    start_lsn: Lsn,
+    inner: RwLock<Inner>,
+}
+
+struct Inner {
+    versions: BTreeMap<Key, Vec<(Lsn, Value)>>,
+    end_lsn: Lsn,
+    wal_bytes: u64,
+    frozen: bool,
+}
+
+impl InMemoryLayer {
+    /// An empty layer holding versions after `start_lsn`.
+    pub(crate) fn new(start_lsn: Lsn) -> InMemoryLayer {
+        InMemoryLayer {
+            start_lsn,
+            inner: RwLock::new(Inner {
+                versions: BTreeMap::new(),
+                end_lsn: start_lsn,
+                wal_bytes: 0,
+                frozen: false,
+            }),
+        }
+    }
+
+    /// Versions are strictly after this LSN.
+    pub(crate) fn start_lsn(&self) -> Lsn {
+        self.start_lsn
+    }
+
+    /// The newest LSN this layer covers.
+    pub(crate) fn end_lsn(&self) -> Lsn {
+        self.inner.read().end_lsn
+    }
+
+    /// WAL bytes ingested into this layer.
+    pub(crate) fn wal_bytes(&self) -> u64 {
+        self.inner.read().wal_bytes
+    }
+
+    /// Adds the versions of one record ending at `end_lsn`, of `frame_bytes` WAL bytes.
+    pub(crate) fn put_record(
+        &self,
+        end_lsn: Lsn,
+        entries: impl Iterator<Item = (Key, Value)>,
+        frame_bytes: u64,
+    ) {
+        let mut inner = self.inner.write();
+        assert!(!inner.frozen, "put into a frozen layer");
+        assert!(
+            end_lsn > inner.end_lsn,
+            "record end {end_lsn} not after layer end {}",
+            inner.end_lsn
+        );
+        for (key, value) in entries {
+            let versions = inner.versions.entry(key).or_default();
+            // One record may change a key twice; the later change wins, as it would on replay.
+            if let Some(last) = versions.last_mut().filter(|(lsn, _)| *lsn == end_lsn) {
+                last.1 = merge_same_lsn(&last.1, value);
+            } else {
+                versions.push((end_lsn, value));
+            }
+        }
+        inner.end_lsn = end_lsn;
+        inner.wal_bytes += frame_bytes;
+    }
+
+    /// Marks the layer immutable; its end LSN is now fixed.
+    pub(crate) fn freeze(&self) {
+        self.inner.write().frozen = true;
+    }
+
+    /// Pushes versions of `key` below `end`, newest first, stopping after an image.
+    pub(crate) fn search(&self, key: Key, end: Lsn, out: &mut Vec<(Lsn, Value)>) -> LayerSearch {
+        let inner = self.inner.read();
+        let Some(versions) = inner.versions.get(&key) else {
+            return LayerSearch::Continue;
+        };
+        let below = versions.partition_point(|(lsn, _)| *lsn < end);
+        for (lsn, value) in versions[..below].iter().rev() {
+            out.push((*lsn, value.clone()));
+            if value.will_init() {
+                return LayerSearch::Complete;
+            }
+        }
+        LayerSearch::Continue
+    }
+
+    /// Every key with a version in `range` below `end`.
+    pub(crate) fn keys(&self, range: &Range<Key>, end: Lsn, out: &mut Vec<Key>) {
+        let inner = self.inner.read();
+        for (key, versions) in inner.versions.range(range.clone()) {
+            if versions.first().is_some_and(|(lsn, _)| *lsn < end) {
+                out.push(*key);
+            }
+        }
+    }
+
+    /// Every version in `(key, lsn)` order, with the key range they span (`None` when empty).
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let inner = self.inner.read();
+        let mut all = Vec::new();
+        for (key, versions) in &inner.versions {
+            for (lsn, value) in versions {
+                all.push((*key, *lsn, value.clone()));
+            }
+        }
+        let range = match (
+            inner.versions.keys().next(),
+            inner.versions.keys().next_back(),
+        ) {
+            (Some(first), Some(last)) => Some(*first..last.next()),
+            _ => None,
+        };
+        (all, range)
+    }
+}
+
+/// Combines two changes of one key at the same LSN into one value.
+fn merge_same_lsn(older: &Value, newer: Value) -> Value {
+    match (older, newer) {
+        (_, image @ Value::Image(_)) => image,
+        (Value::Image(base), Value::Delta(patches)) => {
+            let mut page = base.to_vec();
+            crate::value::apply_delta(&mut page, &patches);
+            Value::Image(bytes::Bytes::from(page))
+        }
+        (Value::Delta(first), Value::Delta(second)) => {
+            let mut patches = first.clone();
+            patches.extend(second);
+            Value::Delta(patches)
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Layers: the in-memory layer, layer files (delta and image) and the layer map.
+
+pub mod desc;
+pub mod file;
+pub(crate) mod inmemory;
+pub(crate) mod map;

@@ -1,0 +1,39 @@
+//! Cambium's storage engine: every version of every page, keyed by `(Key, Lsn)` in layer files.
+//!
+//! A [`Tenant`] holds [`Timeline`]s. A timeline ingests committed [`WalRecord`]s into an in-memory layer,
+//! freezes and flushes it to L0 delta layer files, compacts L0 into key-partitioned L1 layers and image
+//! layers, and answers [`Timeline::get_page`] at any LSN it keeps by applying deltas to the newest image,
+//! falling through to its ancestor below its branch point. Branching writes one log entry: O(1) whatever the
+//! size. GC drops layers no retained LSN needs. [`Timeline::lsn_for_timestamp`] maps a time to an LSN.
+//!
+//! **Boundary:** this crate does no networking and depends on no other Cambium crate; the pageserver wraps it.
+
+pub mod branch_log;
+pub mod cache;
+mod codec;
+pub mod config;
+pub mod error;
+pub mod fsio;
+pub mod id;
+pub mod key;
+pub mod layer;
+pub mod lsn;
+pub mod metadata;
+mod mmap;
+pub mod tenant;
+pub mod timeline;
+mod timestamps;
+pub mod value;
+pub mod wal;
+
+pub use cache::PageCache;
+pub use config::TimelineConfig;
+pub use error::{Result, StorageError};
+pub use fsio::Durability;
+pub use id::TimelineId;
+pub use key::{Key, DB_SIZE_KEY, PAGE_SIZE_BYTES};
+pub use lsn::Lsn;
+pub use tenant::{BranchPoint, Tenant};
+pub use timeline::{CompactionOutcome, GcOutcome, ReadStats, Timeline, TimelineInfo, TimestampLsn};
+pub use value::{Patch, Value};
+pub use wal::WalRecord;
