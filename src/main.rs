@@ -12,8 +12,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use storage::{
-    BranchPoint, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, TimelineId, Value, WalRecord,
-    PAGE_SIZE_BYTES,
+    BranchPoint, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES,
 };
 
 #[derive(Parser)]
@@ -64,27 +63,13 @@ fn main() -> Result<()> {
 }
 
 fn open_tenant(dir: &Path) -> Result<Tenant> {
-    Tenant::open(
-        dir,
-        TimelineConfig::default(),
-        Arc::new(PageCache::new(16 * 1024)),
-    )
-    .with_context(|| format!("opening tenant at {}", dir.display()))
+    Tenant::open(dir, TimelineConfig::default(), Arc::new(PageCache::new(16 * 1024)))
+        .with_context(|| format!("opening tenant at {}", dir.display()))
 }
 
-fn page_record(
-    ts_us: u64,
-    db_size_pages: u32,
-    blocks: std::ops::Range<u32>,
-    fill: u8,
-) -> WalRecord {
+fn page_record(ts_us: u64, db_size_pages: u32, blocks: std::ops::Range<u32>, fill: u8) -> WalRecord {
     let entries = blocks
-        .map(|b| {
-            (
-                Key::page(b),
-                Value::Image(Bytes::from(vec![fill; PAGE_SIZE_BYTES])),
-            )
-        })
+        .map(|b| (Key::page(b), Value::Image(Bytes::from(vec![fill; PAGE_SIZE_BYTES]))))
         .collect();
     WalRecord {
         commit_ts_us: ts_us,
@@ -95,10 +80,7 @@ fn page_record(
 
 fn demo(dir: &Path, pages: u32) -> Result<()> {
     if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
-        anyhow::bail!(
-            "{} is not empty; pass an empty or new --data-dir",
-            dir.display()
-        );
+        anyhow::bail!("{} is not empty; pass an empty or new --data-dir", dir.display());
     }
     let tenant = open_tenant(dir)?;
     let main_id = TimelineId::generate();
@@ -175,8 +157,15 @@ fn inspect(dir: &Path) -> Result<()> {
             .unwrap_or_else(|| "-".into());
         println!(
             "{} ancestor={} start={} last_record={} disk_consistent={} gc_cutoff={} size={} pages layers={} ({} bytes)",
-            info.timeline_id, ancestor, info.start_lsn, info.last_record_lsn, info.disk_consistent_lsn,
-            info.gc_cutoff_lsn, info.db_size_pages, info.layer_count, info.layer_bytes
+            info.timeline_id,
+            ancestor,
+            info.start_lsn,
+            info.last_record_lsn,
+            info.disk_consistent_lsn,
+            info.gc_cutoff_lsn,
+            info.db_size_pages,
+            info.layer_count,
+            info.layer_bytes
         );
     }
     Ok(())
@@ -188,10 +177,7 @@ fn verify(dir: &Path) -> Result<()> {
     let mut checked = 0usize;
     for timeline in tenant.timelines() {
         for desc in timeline.layer_descs() {
-            let file = storage::layer::file::LayerFile::open_for_verify(
-                timeline.dir().join(desc.file_name()),
-                desc,
-            );
+            let file = storage::layer::file::LayerFile::open_for_verify(timeline.dir().join(desc.file_name()), desc);
             checked += 1;
             if let Err(e) = file.verify() {
                 damaged += 1;

@@ -50,10 +50,7 @@ pub(crate) struct BranchLog {
 
 impl BranchLog {
     /// Opens (creating if needed) the log and returns its entries in order.
-    pub(crate) fn open(
-        path: &Path,
-        durability: Durability,
-    ) -> Result<(BranchLog, Vec<BranchLogEntry>)> {
+    pub(crate) fn open(path: &Path, durability: Durability) -> Result<(BranchLog, Vec<BranchLogEntry>)> {
         let existed = path.exists();
         let mut file = OpenOptions::new()
             .read(true)
@@ -85,11 +82,7 @@ impl BranchLog {
     /// Appends an entry and syncs it.
     pub(crate) fn append(&mut self, entry: &BranchLogEntry) -> Result<()> {
         let body = serde_json::to_vec(entry).expect("log entries serialize");
-        assert!(
-            body.len() <= ENTRY_BYTES_MAX,
-            "log entry of {} bytes",
-            body.len()
-        );
+        assert!(body.len() <= ENTRY_BYTES_MAX, "log entry of {} bytes", body.len());
         let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + body.len());
         frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
         frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
@@ -113,11 +106,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<(Vec<BranchLogEntry>, usize)> {
         if body_len > ENTRY_BYTES_MAX || rest.len() < frame_len {
             // Cut short by a crash, unless more frames follow (then it is damage, not a torn append).
             if body_len > ENTRY_BYTES_MAX && rest.len() > FRAME_HEADER_BYTES + ENTRY_BYTES_MAX {
-                return Err(corrupt(
-                    path,
-                    offset as u64,
-                    "branch log frame length out of bounds",
-                ));
+                return Err(corrupt(path, offset as u64, "branch log frame length out of bounds"));
             }
             return Ok((entries, offset));
         }
@@ -128,13 +117,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<(Vec<BranchLogEntry>, usize)> {
         match parsed {
             Some(entry) => entries.push(entry),
             None if offset + frame_len == bytes.len() => return Ok((entries, offset)),
-            None => {
-                return Err(corrupt(
-                    path,
-                    offset as u64,
-                    "branch log frame fails its crc",
-                ))
-            }
+            None => return Err(corrupt(path, offset as u64, "branch log frame fails its crc")),
         }
         offset += frame_len;
     }

@@ -54,9 +54,7 @@ impl PageCache {
     /// Zero disables caching.
     pub fn new(capacity_pages: usize) -> PageCache {
         PageCache {
-            shards: (0..SHARD_COUNT)
-                .map(|_| Mutex::new(Shard::default()))
-                .collect(),
+            shards: (0..SHARD_COUNT).map(|_| Mutex::new(Shard::default())).collect(),
             pages_per_shard_max: capacity_pages.div_ceil(SHARD_COUNT),
             hasher: Default::default(),
         }
@@ -112,10 +110,7 @@ impl PageCache {
         }
         let cache_key = (timeline, key);
         let mut shard = self.shard(&cache_key).lock();
-        let newer_written = shard
-            .max_written_lsn
-            .get(&timeline)
-            .is_some_and(|&max| max > read_lsn);
+        let newer_written = shard.max_written_lsn.get(&timeline).is_some_and(|&max| max > read_lsn);
         let historical = read_lsn < last_record_lsn;
         let superseded_lsn = if newer_written || historical {
             read_lsn.next()
@@ -158,9 +153,7 @@ impl PageCache {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             shard.max_written_lsn.remove(&timeline);
-            let Shard {
-                slots, index, hand, ..
-            } = &mut *shard;
+            let Shard { slots, index, hand, .. } = &mut *shard;
             slots.retain(|slot| slot.key.0 != timeline);
             index.clear();
             for (i, slot) in slots.iter().enumerate() {
@@ -209,10 +202,7 @@ mod tests {
         cache.insert(tl, Key::page(0), Lsn(10), Lsn(20), Lsn(20), page.clone());
         assert_eq!(cache.lookup(tl, Key::page(0), Lsn(9)), None);
         assert_eq!(cache.lookup(tl, Key::page(0), Lsn(10)), Some(page.clone()));
-        assert_eq!(
-            cache.lookup(tl, Key::page(0), Lsn(1000)),
-            Some(page.clone())
-        );
+        assert_eq!(cache.lookup(tl, Key::page(0), Lsn(1000)), Some(page.clone()));
         cache.invalidate(tl, Key::page(0), Lsn(30));
         assert_eq!(cache.lookup(tl, Key::page(0), Lsn(29)), Some(page));
         assert_eq!(cache.lookup(tl, Key::page(0), Lsn(30)), None);
@@ -224,14 +214,7 @@ mod tests {
         let tl = TimelineId(1);
         // A write at 50 was ingested (not yet visible to the reader at 40).
         cache.invalidate(tl, Key::page(0), Lsn(50));
-        cache.insert(
-            tl,
-            Key::page(0),
-            Lsn(10),
-            Lsn(40),
-            Lsn(40),
-            Bytes::from_static(b"old"),
-        );
+        cache.insert(tl, Key::page(0), Lsn(10), Lsn(40), Lsn(40), Bytes::from_static(b"old"));
         assert!(cache.lookup(tl, Key::page(0), Lsn(40)).is_some());
         assert!(cache.lookup(tl, Key::page(0), Lsn(41)).is_none());
     }
@@ -241,14 +224,7 @@ mod tests {
         let cache = PageCache::new(1024);
         let tl = TimelineId(1);
         // Read at 40 while the timeline is at 90 (versions above 40 may exist on disk, unknown to the cache).
-        cache.insert(
-            tl,
-            Key::page(0),
-            Lsn(10),
-            Lsn(40),
-            Lsn(90),
-            Bytes::from_static(b"old"),
-        );
+        cache.insert(tl, Key::page(0), Lsn(10), Lsn(40), Lsn(90), Bytes::from_static(b"old"));
         assert!(cache.lookup(tl, Key::page(0), Lsn(40)).is_some());
         assert!(cache.lookup(tl, Key::page(0), Lsn(41)).is_none());
     }
@@ -258,14 +234,7 @@ mod tests {
         let cache = PageCache::new(64);
         let tl = TimelineId(2);
         for block in 0..10_000 {
-            cache.insert(
-                tl,
-                Key::page(block),
-                Lsn(1),
-                Lsn(1),
-                Lsn(1),
-                Bytes::from_static(b"x"),
-            );
+            cache.insert(tl, Key::page(block), Lsn(1), Lsn(1), Lsn(1), Bytes::from_static(b"x"));
         }
         assert!(cache.len() <= 64, "{} pages cached", cache.len());
         cache.forget_timeline(tl);

@@ -32,8 +32,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        self.take(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     pub(crate) fn u64(&mut self) -> Option<u64> {

@@ -36,6 +36,17 @@ pub enum StorageError {
         /// The timeline's first LSN.
         start_lsn: Lsn,
     },
+    /// The ancestor has not ingested up to this branch's branch point yet (after a restart, its WAL must be
+    /// re-fed first).
+    #[error("ancestor {ancestor} is at {last_record_lsn}, behind the branch point {branch_lsn}")]
+    AncestorBehind {
+        /// The ancestor timeline.
+        ancestor: TimelineId,
+        /// The branch point.
+        branch_lsn: Lsn,
+        /// How far the ancestor has ingested.
+        last_record_lsn: Lsn,
+    },
     /// A file's bytes fail their checks.
     #[error("corrupt file {}: at offset {offset}: {reason}", file.display())]
     Corrupt {
@@ -111,11 +122,7 @@ pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) ->
 }
 
 /// A `Corrupt` error.
-pub(crate) fn corrupt(
-    file: impl Into<PathBuf>,
-    offset: u64,
-    reason: impl Into<String>,
-) -> StorageError {
+pub(crate) fn corrupt(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> StorageError {
     StorageError::Corrupt {
         file: file.into(),
         offset,

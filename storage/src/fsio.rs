@@ -22,10 +22,7 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 
 /// The temp path used while writing `path`.
 pub fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(TEMP_SUFFIX);
     path.with_file_name(name)
 }
@@ -41,9 +38,7 @@ pub fn sync_file(file: &File, path: &Path, durability: Durability) -> Result<()>
 /// Syncs a directory so a rename or create in it is durable.
 pub fn sync_dir(dir: &Path, durability: Durability) -> Result<()> {
     if durability == Durability::Fsync {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(dir))?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
     }
     Ok(())
 }

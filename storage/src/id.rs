@@ -54,9 +54,7 @@ impl FromStr for TimelineId {
         }
         u128::from_str_radix(s, 16)
             .map(TimelineId)
-            .map_err(|_| ParseTimelineIdError {
-                input: s.to_string(),
-            })
+            .map_err(|_| ParseTimelineIdError { input: s.to_string() })
     }
 }
 
@@ -85,8 +83,6 @@ mod tests {
         assert_eq!(a.to_string().len(), 32);
         assert_eq!(a.to_string().parse::<TimelineId>(), Ok(a));
         assert!("xyz".parse::<TimelineId>().is_err());
-        assert!("+0000000000000000000000000000001"
-            .parse::<TimelineId>()
-            .is_err());
+        assert!("+0000000000000000000000000000001".parse::<TimelineId>().is_err());
     }
 }

@@ -47,11 +47,7 @@ impl TimelineMetadata {
         let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&METADATA_FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(
-            &u32::try_from(body.len())
-                .expect("metadata under 4 GiB")
-                .to_le_bytes(),
-        );
+        bytes.extend_from_slice(&u32::try_from(body.len()).expect("metadata under 4 GiB").to_le_bytes());
         bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         bytes.extend_from_slice(&body);
         write_atomic(&dir.join(METADATA_FILE), &bytes, durability)
@@ -85,8 +81,7 @@ impl TimelineMetadata {
         if u32_at(bytes, 16) != crc32fast::hash(body) {
             return Err((16, "metadata crc mismatch".into()));
         }
-        serde_json::from_slice(body)
-            .map_err(|e| (HEADER_BYTES as u64, format!("metadata body: {e}")))
+        serde_json::from_slice(body).map_err(|e| (HEADER_BYTES as u64, format!("metadata body: {e}")))
     }
 }
 
@@ -114,10 +109,7 @@ mod tests {
         };
         assert_eq!(TimelineMetadata::load(dir.path()).expect("load"), None);
         meta.store(dir.path(), Durability::Fsync).expect("store");
-        assert_eq!(
-            TimelineMetadata::load(dir.path()).expect("load"),
-            Some(meta)
-        );
+        assert_eq!(TimelineMetadata::load(dir.path()).expect("load"), Some(meta));
         let path = dir.path().join(METADATA_FILE);
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 2;

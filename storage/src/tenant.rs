@@ -62,9 +62,7 @@ impl Tenant {
                     ancestor,
                     start_lsn,
                 } => created.push((timeline_id, ancestor, start_lsn)),
-                BranchLogEntry::Delete { timeline_id } => {
-                    created.retain(|(id, _, _)| *id != timeline_id)
-                }
+                BranchLogEntry::Delete { timeline_id } => created.retain(|(id, _, _)| *id != timeline_id),
             }
         }
         // The log lists a parent before its children, so ancestors are loaded first.
@@ -150,12 +148,7 @@ impl Tenant {
 
     /// Creates timeline `id` as a branch of `ancestor_id` at `point`. Writes one log entry and syncs once:
     /// O(1) whatever the ancestor's size. The branch point is then kept readable by the ancestor's GC.
-    pub fn branch(
-        &self,
-        id: TimelineId,
-        ancestor_id: TimelineId,
-        point: BranchPoint,
-    ) -> Result<Arc<Timeline>> {
+    pub fn branch(&self, id: TimelineId, ancestor_id: TimelineId, point: BranchPoint) -> Result<Arc<Timeline>> {
         let mut log = self.log.lock();
         if self.timelines.read().contains_key(&id) {
             return Err(StorageError::TimelineExists(id));
@@ -167,10 +160,7 @@ impl Tenant {
             BranchPoint::At(lsn) => lsn,
         };
         if lsn > last_record_lsn {
-            return Err(StorageError::LsnAhead {
-                lsn,
-                last_record_lsn,
-            });
+            return Err(StorageError::LsnAhead { lsn, last_record_lsn });
         }
         if lsn < ancestor.start_lsn() {
             return Err(StorageError::LsnBeforeStart {
@@ -214,10 +204,7 @@ impl Tenant {
         let timeline = self.timeline(id)?;
         let children = timeline.child_count();
         if children > 0 {
-            return Err(StorageError::HasChildren {
-                timeline: id,
-                children,
-            });
+            return Err(StorageError::HasChildren { timeline: id, children });
         }
         log.append(&BranchLogEntry::Delete { timeline_id: id })?;
         timeline.poison();

@@ -38,7 +38,6 @@ struct LayerState {
 }
 
 struct WriterState {
-    db_size_pages: u32,
     last_commit_ts_us: u64,
 }
 
@@ -64,7 +63,7 @@ pub struct TimelineInfo {
     pub disk_consistent_lsn: Lsn,
     /// Reads below this are refused.
     pub gc_cutoff_lsn: Lsn,
-    /// Database size in pages at `last_record_lsn`.
+    /// Database size in pages at `last_record_lsn` (0 if it cannot be read).
     pub db_size_pages: u32,
     /// On-disk layers.
     pub layer_count: usize,
@@ -141,10 +140,6 @@ impl Timeline {
         ancestor: Option<Arc<Timeline>>,
         start_lsn: Lsn,
     ) -> Result<Timeline> {
-        let db_size_pages = match &ancestor {
-            Some(ancestor) => ancestor.db_size_at(start_lsn)?,
-            None => 0,
-        };
         let timestamps = TimestampIndex::empty(dir.join(TIMESTAMPS_FILE), conf.durability);
         Ok(Timeline::assemble(
             id,
@@ -157,7 +152,6 @@ impl Timeline {
             start_lsn,
             start_lsn,
             timestamps,
-            db_size_pages,
         ))
     }
 
@@ -173,7 +167,6 @@ impl Timeline {
         disk_consistent_lsn: Lsn,
         gc_cutoff_lsn: Lsn,
         timestamps: TimestampIndex,
-        db_size_pages: u32,
     ) -> Timeline {
         assert!(
             start_lsn <= disk_consistent_lsn,
@@ -196,10 +189,7 @@ impl Timeline {
             last_record_lsn: AtomicU64::new(disk_consistent_lsn.0),
             disk_consistent_lsn: AtomicU64::new(disk_consistent_lsn.0),
             gc_cutoff_lsn: AtomicU64::new(gc_cutoff_lsn.0),
-            writer: Mutex::new(WriterState {
-                db_size_pages,
-                last_commit_ts_us: 0,
-            }),
+            writer: Mutex::new(WriterState { last_commit_ts_us: 0 }),
             ops: Mutex::new(()),
             branch_points: Mutex::new(BTreeMap::new()),
             timestamps,
@@ -250,11 +240,7 @@ impl Timeline {
             }
             layers.push(Arc::new(LayerFile::new(path, desc.clone())));
         }
-        let timestamps = TimestampIndex::open(
-            dir.join(TIMESTAMPS_FILE),
-            meta.timestamp_count,
-            conf.durability,
-        )?;
+        let timestamps = TimestampIndex::open(dir.join(TIMESTAMPS_FILE), meta.timestamp_count, conf.durability)?;
         let last_commit_ts_us = timestamps.last_timestamp()?.unwrap_or(0);
         let timeline = Timeline::assemble(
             id,
@@ -267,13 +253,8 @@ impl Timeline {
             meta.disk_consistent_lsn,
             meta.gc_cutoff_lsn,
             timestamps,
-            0,
         );
-        let db_size_pages = timeline.db_size_at(meta.disk_consistent_lsn)?;
-        *timeline.writer.lock() = WriterState {
-            db_size_pages,
-            last_commit_ts_us,
-        };
+        *timeline.writer.lock() = WriterState { last_commit_ts_us };
         Ok(timeline)
     }
 
@@ -350,24 +331,22 @@ impl Timeline {
                 got: start_lsn,
             });
         }
-        let end_lsn = start_lsn
-            .checked_add(frame_bytes)
-            .ok_or(StorageError::OutOfOrder {
-                expected,
-                got: start_lsn,
-            })?;
-        let size_change = (record.db_size_pages != writer.db_size_pages)
-            .then(|| db_size_value(record.db_size_pages));
+        let end_lsn = start_lsn.checked_add(frame_bytes).ok_or(StorageError::OutOfOrder {
+            expected,
+            got: start_lsn,
+        })?;
+        // Every record stores the size, so ingest never needs state derived from older history (perhaps an
+        // ancestor's, not yet re-fed after a restart).
+        let size = db_size_value(record.db_size_pages);
         let state = self.layers.read().clone();
-        for (key, _) in record.entries.iter().chain(size_change.iter()) {
+        for (key, _) in record.entries.iter().chain(std::iter::once(&size)) {
             self.cache.invalidate(self.id, *key, end_lsn);
         }
         state.open.put_record(
             end_lsn,
-            record.entries.iter().cloned().chain(size_change),
+            record.entries.iter().cloned().chain(std::iter::once(size)),
             frame_bytes,
         );
-        writer.db_size_pages = record.db_size_pages;
         // Commit timestamps must not go backwards for the index to stay sorted; a clock step back is clamped.
         writer.last_commit_ts_us = writer.last_commit_ts_us.max(record.commit_ts_us);
         self.timestamps.push(writer.last_commit_ts_us, end_lsn);
@@ -386,11 +365,7 @@ impl Timeline {
             lsn = self.ingest_record(record_lsn, &record)?;
         }
         match error {
-            Some(e) => Err(corrupt(
-                PathBuf::from("<wal stream>"),
-                e_lsn(&e).0,
-                e.to_string(),
-            )),
+            Some(e) => Err(corrupt(PathBuf::from("<wal stream>"), e_lsn(&e).0, e.to_string())),
             None => Ok(lsn),
         }
     }
@@ -406,9 +381,7 @@ impl Timeline {
         let _writer = self.writer.lock();
         let state = self.layers.read().clone();
         let has_data = state.open.end_lsn() > state.open.start_lsn();
-        if has_data
-            && state.open_since.elapsed().as_millis() as u64 >= self.conf.checkpoint_timeout_ms
-        {
+        if has_data && state.open_since.elapsed().as_millis() as u64 >= self.conf.checkpoint_timeout_ms {
             self.freeze_locked();
         }
     }
@@ -439,10 +412,7 @@ impl Timeline {
     fn check_read_lsn(&self, lsn: Lsn) -> Result<Lsn> {
         let last_record_lsn = self.last_record_lsn();
         if lsn > last_record_lsn {
-            return Err(StorageError::LsnAhead {
-                lsn,
-                last_record_lsn,
-            });
+            return Err(StorageError::LsnAhead { lsn, last_record_lsn });
         }
         if lsn < self.start_lsn {
             return Err(StorageError::LsnBeforeStart {
@@ -482,23 +452,11 @@ impl Timeline {
         Ok((page, stats))
     }
 
-    fn get_uncached(
-        &self,
-        key: Key,
-        lsn: Lsn,
-        last_record_lsn: Lsn,
-        stats: &mut ReadStats,
-    ) -> Result<Bytes> {
+    fn get_uncached(&self, key: Key, lsn: Lsn, last_record_lsn: Lsn, stats: &mut ReadStats) -> Result<Bytes> {
         match self.reconstruct(key, lsn, stats) {
             Ok(Some((version_lsn, page))) => {
-                self.cache.insert(
-                    self.id,
-                    key,
-                    version_lsn,
-                    lsn,
-                    last_record_lsn,
-                    page.clone(),
-                );
+                self.cache
+                    .insert(self.id, key, version_lsn, lsn, last_record_lsn, page.clone());
                 Ok(page)
             }
             Ok(None) if key.is_page() && key.block() < self.db_size_at(lsn)? => {
@@ -524,14 +482,8 @@ impl Timeline {
         let last_record_lsn = self.last_record_lsn();
         match self.reconstruct(DB_SIZE_KEY, lsn, &mut ReadStats::default())? {
             Some((version_lsn, bytes)) => {
-                self.cache.insert(
-                    self.id,
-                    DB_SIZE_KEY,
-                    version_lsn,
-                    lsn,
-                    last_record_lsn,
-                    bytes.clone(),
-                );
+                self.cache
+                    .insert(self.id, DB_SIZE_KEY, version_lsn, lsn, last_record_lsn, bytes.clone());
                 decode_db_size(&bytes)
             }
             None => Ok(0),
@@ -540,12 +492,7 @@ impl Timeline {
 
     /// The newest version of `key` at or below `lsn`, reconstructed, with the LSN of that version; `None` if the
     /// key has no version there.
-    fn reconstruct(
-        &self,
-        key: Key,
-        lsn: Lsn,
-        stats: &mut ReadStats,
-    ) -> Result<Option<(Lsn, Bytes)>> {
+    fn reconstruct(&self, key: Key, lsn: Lsn, stats: &mut ReadStats) -> Result<Option<(Lsn, Bytes)>> {
         let mut versions: Vec<(Lsn, Value)> = Vec::new();
         let mut timeline = self;
         let mut end = lsn.next();
@@ -571,12 +518,8 @@ impl Timeline {
                     NextLayer::Image { image, delta } => {
                         if let Some(delta) = delta {
                             stats.layers_visited += 1;
-                            if delta.search(
-                                key,
-                                Some(image.desc().max_lsn()),
-                                end,
-                                &mut versions,
-                            )? == LayerSearch::Complete
+                            if delta.search(key, Some(image.desc().max_lsn()), end, &mut versions)?
+                                == LayerSearch::Complete
                             {
                                 break 'timelines;
                             }
@@ -592,6 +535,16 @@ impl Timeline {
             match &timeline.ancestor {
                 Some(ancestor) => {
                     end = end.min(timeline.start_lsn.next());
+                    // After a restart the ancestor may not have been re-fed up to the branch point yet; its
+                    // answer would be incomplete, so refuse rather than guess.
+                    let ancestor_last = ancestor.last_record_lsn();
+                    if ancestor_last < timeline.start_lsn {
+                        return Err(StorageError::AncestorBehind {
+                            ancestor: ancestor.id,
+                            branch_lsn: timeline.start_lsn,
+                            last_record_lsn: ancestor_last,
+                        });
+                    }
                     timeline = ancestor;
                 }
                 None => break,
@@ -609,10 +562,7 @@ impl Timeline {
             _ => None,
         };
         let deltas: Vec<Value> = versions.into_iter().map(|(_, v)| v).collect();
-        Ok(Some((
-            version_lsn,
-            value::reconstruct(base.as_ref(), &deltas),
-        )))
+        Ok(Some((version_lsn, value::reconstruct(base.as_ref(), &deltas))))
     }
 
     /// Every key in `range` with a version at or below `lsn`, here or in the ancestors, sorted.
@@ -781,12 +731,7 @@ impl Timeline {
     }
 
     /// Persists a new layer set (same LSNs), swaps it in, then deletes the layers dropped from it.
-    fn replace_layers(
-        &self,
-        keep: Vec<Arc<LayerFile>>,
-        removed: &[Arc<LayerFile>],
-        gc_cutoff_lsn: Lsn,
-    ) -> Result<()> {
+    fn replace_layers(&self, keep: Vec<Arc<LayerFile>>, removed: &[Arc<LayerFile>], gc_cutoff_lsn: Lsn) -> Result<()> {
         self.store_metadata(
             self.disk_consistent_lsn(),
             gc_cutoff_lsn,
@@ -870,10 +815,7 @@ impl Timeline {
         let mut writer: Option<LayerWriter> = None;
         for (key, lsn, value) in &entries {
             let partition = self.partition_of(*key);
-            if writer
-                .as_ref()
-                .is_some_and(|w| w.desc_key_range() != &partition)
-            {
+            if writer.as_ref().is_some_and(|w| w.desc_key_range() != &partition) {
                 written.push(Arc::new(writer.take().expect("checked above").finish()?));
             }
             if writer.is_none() {
@@ -885,10 +827,7 @@ impl Timeline {
                 };
                 writer = Some(LayerWriter::new(&self.dir, desc, self.conf.durability)?);
             }
-            writer
-                .as_mut()
-                .expect("created above")
-                .put(*key, *lsn, value)?;
+            writer.as_mut().expect("created above").put(*key, *lsn, value)?;
         }
         if let Some(writer) = writer {
             written.push(Arc::new(writer.finish()?));
@@ -911,10 +850,7 @@ impl Timeline {
                 .map(|i| i.desc().max_lsn())
                 .max();
             if last_image.is_none_or(|image| layer.desc().lsn_range.start > image) {
-                deltas_above_image
-                    .entry(partition.start)
-                    .or_insert((partition, 0))
-                    .1 += 1;
+                deltas_above_image.entry(partition.start).or_insert((partition, 0)).1 += 1;
             }
         }
         let mut images = Vec::new();
@@ -928,18 +864,12 @@ impl Timeline {
                 lsn_range: image_lsn..image_lsn.next(),
                 size_bytes: 0,
             };
-            if state
-                .map
-                .iter()
-                .any(|l| l.desc().file_name() == desc.file_name())
-            {
+            if state.map.iter().any(|l| l.desc().file_name() == desc.file_name()) {
                 continue;
             }
             let mut writer = LayerWriter::new(&self.dir, desc, self.conf.durability)?;
             for key in self.keys_at(&partition, image_lsn)? {
-                if let Some((_, page)) =
-                    self.reconstruct(key, image_lsn, &mut ReadStats::default())?
-                {
+                if let Some((_, page)) = self.reconstruct(key, image_lsn, &mut ReadStats::default())? {
                     writer.put(key, image_lsn, &Value::Image(page))?;
                 }
             }
@@ -967,15 +897,9 @@ impl Timeline {
     }
 
     fn gc_locked(&self, now_us: u64) -> Result<GcOutcome> {
-        let horizon_cutoff = self
-            .last_record_lsn()
-            .saturating_sub(self.conf.gc_horizon_bytes);
-        let pitr_cutoff = match now_us.checked_sub(self.conf.pitr_interval_ms.saturating_mul(1000))
-        {
-            Some(ts) => self
-                .timestamps
-                .lookup(ts, Lsn::MAX)?
-                .unwrap_or(self.start_lsn),
+        let horizon_cutoff = self.last_record_lsn().saturating_sub(self.conf.gc_horizon_bytes);
+        let pitr_cutoff = match now_us.checked_sub(self.conf.pitr_interval_ms.saturating_mul(1000)) {
+            Some(ts) => self.timestamps.lookup(ts, Lsn::MAX)?.unwrap_or(self.start_lsn),
             None => self.start_lsn,
         };
         let computed = horizon_cutoff.min(pitr_cutoff).max(self.start_lsn);
@@ -1013,7 +937,7 @@ impl Timeline {
             last_record_lsn: self.last_record_lsn(),
             disk_consistent_lsn: self.disk_consistent_lsn(),
             gc_cutoff_lsn: self.gc_cutoff_lsn(),
-            db_size_pages: self.writer.lock().db_size_pages,
+            db_size_pages: self.db_size_at(self.last_record_lsn()).unwrap_or(0),
             layer_count: state.map.len(),
             layer_bytes: state.map.iter().map(|l| l.desc().size_bytes).sum(),
             frozen_layer_count: state.frozen.len(),
@@ -1022,12 +946,7 @@ impl Timeline {
 
     /// The on-disk layers' descriptors.
     pub fn layer_descs(&self) -> Vec<LayerDesc> {
-        self.layers
-            .read()
-            .map
-            .iter()
-            .map(|l| l.desc().clone())
-            .collect()
+        self.layers.read().map.iter().map(|l| l.desc().clone()).collect()
     }
 
     /// Reads served without the cache, and the layers they visited in all (read amplification =
@@ -1043,10 +962,7 @@ impl Timeline {
 fn e_lsn(e: &crate::wal::WalDecodeError) -> Lsn {
     use crate::wal::WalDecodeError::*;
     match e {
-        Truncated { lsn, .. }
-        | TooLarge { lsn, .. }
-        | Checksum { lsn, .. }
-        | Malformed { lsn, .. } => *lsn,
+        Truncated { lsn, .. } | TooLarge { lsn, .. } | Checksum { lsn, .. } | Malformed { lsn, .. } => *lsn,
     }
 }
 
@@ -1070,8 +986,7 @@ fn removable(layer: &LayerDesc, all: &[Arc<LayerFile>], cutoff: Lsn, retain: &[L
             image.is_image()
                 && image != &layer
                 && image.max_lsn() <= cutoff
-                && (image.max_lsn() > layer.max_lsn()
-                    || (!layer.is_image() && image.max_lsn() == layer.max_lsn()))
+                && (image.max_lsn() > layer.max_lsn() || (!layer.is_image() && image.max_lsn() == layer.max_lsn()))
                 && !retain
                     .iter()
                     .any(|&r| layer.lsn_range.start <= r && r < image.max_lsn())
@@ -1098,8 +1013,7 @@ fn remove_unreferenced(dir: &Path, keep: &[String]) -> Result<()> {
     for entry in entries {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_layer =
-            name.starts_with("l0_") || name.starts_with("l1_") || name.starts_with("img_");
+        let is_layer = name.starts_with("l0_") || name.starts_with("l1_") || name.starts_with("img_");
         if name.ends_with(TEMP_SUFFIX) || (is_layer && !keep.contains(&name)) {
             tracing::info!(file = %entry.path().display(), "removing a file left by an interrupted write");
             std::fs::remove_file(entry.path()).map_err(io_err(entry.path()))?;

@@ -61,11 +61,7 @@ impl TimestampIndex {
     }
 
     /// Opens the index with `count` durable entries, truncating any tail past them.
-    pub(crate) fn open(
-        path: PathBuf,
-        count: u64,
-        durability: Durability,
-    ) -> Result<TimestampIndex> {
+    pub(crate) fn open(path: PathBuf, count: u64, durability: Durability) -> Result<TimestampIndex> {
         let index = TimestampIndex::empty(path, durability);
         if count == 0 && !index.path.exists() {
             return Ok(index);
@@ -159,11 +155,7 @@ impl TimestampIndex {
             .get(at..at + ENTRY_BYTES)
             .ok_or_else(|| corrupt(&self.path, at as u64, "entry past the end"))?;
         if u32_at(entry, 16) != crc32fast::hash(&entry[..16]) {
-            return Err(corrupt(
-                &self.path,
-                at as u64,
-                "timestamp entry crc mismatch",
-            ));
+            return Err(corrupt(&self.path, at as u64, "timestamp entry crc mismatch"));
         }
         Ok((u64_at(entry, 0), Lsn(u64_at(entry, 8))))
     }
@@ -217,18 +209,9 @@ mod tests {
         assert_eq!(index.persist_up_to(Lsn(50_000)).expect("persist"), 50);
         assert_eq!(index.lookup(5, Lsn::MAX).expect("lookup"), None);
         assert_eq!(index.lookup(10, Lsn::MAX).expect("lookup"), Some(Lsn(1000)));
-        assert_eq!(
-            index.lookup(255, Lsn::MAX).expect("lookup"),
-            Some(Lsn(25_000))
-        );
-        assert_eq!(
-            index.lookup(755, Lsn::MAX).expect("lookup"),
-            Some(Lsn(75_000))
-        );
-        assert_eq!(
-            index.lookup(755, Lsn(30_500)).expect("lookup"),
-            Some(Lsn(30_000))
-        );
+        assert_eq!(index.lookup(255, Lsn::MAX).expect("lookup"), Some(Lsn(25_000)));
+        assert_eq!(index.lookup(755, Lsn::MAX).expect("lookup"), Some(Lsn(75_000)));
+        assert_eq!(index.lookup(755, Lsn(30_500)).expect("lookup"), Some(Lsn(30_000)));
         // A torn append past the durable count is dropped on open.
         std::fs::OpenOptions::new()
             .append(true)
@@ -236,10 +219,7 @@ mod tests {
             .and_then(|mut f| f.write_all(&[1, 2, 3]))
             .expect("append");
         let reopened = TimestampIndex::open(path.clone(), 50, Durability::Fsync).expect("open");
-        assert_eq!(
-            reopened.lookup(u64::MAX, Lsn::MAX).expect("lookup"),
-            Some(Lsn(50_000))
-        );
+        assert_eq!(reopened.lookup(u64::MAX, Lsn::MAX).expect("lookup"), Some(Lsn(50_000)));
         assert!(TimestampIndex::open(path, 51, Durability::Fsync).is_err());
     }
 }

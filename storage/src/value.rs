@@ -41,9 +41,7 @@ pub enum ValueError {
         len: usize,
     },
     /// A patch that reaches past the end of the page.
-    #[error(
-        "patch at offset {offset} of {len} bytes reaches past the {PAGE_SIZE_BYTES}-byte page"
-    )]
+    #[error("patch at offset {offset} of {len} bytes reaches past the {PAGE_SIZE_BYTES}-byte page")]
     PatchOutOfBounds {
         /// Patch offset.
         offset: usize,
@@ -74,9 +72,7 @@ impl Value {
             Value::Image(bytes) if key.is_page() && bytes.len() != PAGE_SIZE_BYTES => {
                 Err(ValueError::BadImageSize { len: bytes.len() })
             }
-            Value::Image(bytes) if bytes.len() > PAGE_SIZE_BYTES => {
-                Err(ValueError::BadImageSize { len: bytes.len() })
-            }
+            Value::Image(bytes) if bytes.len() > PAGE_SIZE_BYTES => Err(ValueError::BadImageSize { len: bytes.len() }),
             Value::Image(_) => Ok(()),
             Value::Delta(_) if !key.is_page() => Err(ValueError::DeltaOnMetadata(key)),
             Value::Delta(patches) => {
@@ -101,9 +97,7 @@ impl Value {
     pub fn encoded_len(&self) -> usize {
         match self {
             Value::Image(bytes) => 1 + 4 + bytes.len(),
-            Value::Delta(patches) => {
-                1 + 2 + patches.iter().map(|p| 4 + p.data.len()).sum::<usize>()
-            }
+            Value::Delta(patches) => 1 + 2 + patches.iter().map(|p| 4 + p.data.len()).sum::<usize>(),
         }
     }
 
@@ -113,10 +107,7 @@ impl Value {
         match self {
             Value::Image(bytes) => {
                 out.push(TAG_IMAGE);
-                put_u32(
-                    out,
-                    u32::try_from(bytes.len()).expect("validated image fits u32"),
-                );
+                put_u32(out, u32::try_from(bytes.len()).expect("validated image fits u32"));
                 out.extend_from_slice(bytes);
             }
             Value::Delta(patches) => {
@@ -139,11 +130,7 @@ impl Value {
 
     /// Decodes one value from the reader. `source` is the buffer the reader reads, so the value's bytes are
     /// zero-copy slices of it. The value is validated against `key`.
-    pub(crate) fn decode(
-        reader: &mut Reader<'_>,
-        source: &Bytes,
-        key: Key,
-    ) -> Result<Value, ValueError> {
+    pub(crate) fn decode(reader: &mut Reader<'_>, source: &Bytes, key: Key) -> Result<Value, ValueError> {
         let short = ValueError::Malformed("value is truncated");
         let slice_of = |bytes: &[u8]| source.slice_ref(bytes);
         let value = match reader.u8().ok_or(short.clone())? {
@@ -223,21 +210,18 @@ mod tests {
 
     fn arb_value() -> impl Strategy<Value = Value> {
         prop_oneof![
-            proptest::collection::vec(any::<u8>(), PAGE_SIZE_BYTES)
-                .prop_map(|v| Value::Image(Bytes::from(v))),
-            proptest::collection::vec(
-                (0u16..8000, proptest::collection::vec(any::<u8>(), 0..100)),
-                1..8
-            )
-            .prop_map(|patches| Value::Delta(
-                patches
-                    .into_iter()
-                    .map(|(offset, data)| Patch {
-                        offset,
-                        data: Bytes::from(data)
-                    })
-                    .collect()
-            )),
+            proptest::collection::vec(any::<u8>(), PAGE_SIZE_BYTES).prop_map(|v| Value::Image(Bytes::from(v))),
+            proptest::collection::vec((0u16..8000, proptest::collection::vec(any::<u8>(), 0..100)), 1..8).prop_map(
+                |patches| Value::Delta(
+                    patches
+                        .into_iter()
+                        .map(|(offset, data)| Patch {
+                            offset,
+                            data: Bytes::from(data)
+                        })
+                        .collect()
+                )
+            ),
         ]
     }
 
@@ -286,10 +270,7 @@ mod tests {
         }]);
         assert_eq!(
             out_of_page.validate(Key::page(0)),
-            Err(ValueError::PatchOutOfBounds {
-                offset: 8190,
-                len: 3
-            })
+            Err(ValueError::PatchOutOfBounds { offset: 8190, len: 3 })
         );
         assert!(Value::Delta(vec![]).validate(Key::page(0)).is_err());
     }

@@ -37,9 +37,7 @@ pub struct WalRecord {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WalDecodeError {
     /// Fewer bytes than the frame header or the body length claims.
-    #[error(
-        "truncated WAL record at {lsn}: needs {needed_bytes} bytes, {available_bytes} available"
-    )]
+    #[error("truncated WAL record at {lsn}: needs {needed_bytes} bytes, {available_bytes} available")]
     Truncated {
         /// Frame start.
         lsn: Lsn,
@@ -57,9 +55,7 @@ pub enum WalDecodeError {
         body_bytes: usize,
     },
     /// The crc does not match the body.
-    #[error(
-        "WAL record at {lsn} fails its crc (stored {stored:#010x}, computed {computed:#010x})"
-    )]
+    #[error("WAL record at {lsn} fails its crc (stored {stored:#010x}, computed {computed:#010x})")]
     Checksum {
         /// Frame start.
         lsn: Lsn,
@@ -124,14 +120,7 @@ impl WalRecord {
     }
 
     fn body_len(&self) -> usize {
-        1 + 8
-            + 4
-            + 4
-            + self
-                .entries
-                .iter()
-                .map(|(_, v)| 8 + v.encoded_len())
-                .sum::<usize>()
+        1 + 8 + 4 + 4 + self.entries.iter().map(|(_, v)| 8 + v.encoded_len()).sum::<usize>()
     }
 
     /// The length of the whole frame: the distance from this record's LSN to the next one's.
@@ -203,14 +192,9 @@ impl WalRecord {
         let body = &bytes[FRAME_HEADER_BYTES..frame_len];
         let computed = crc32fast::hash(body);
         if computed != stored {
-            return Err(WalDecodeError::Checksum {
-                lsn,
-                stored,
-                computed,
-            });
+            return Err(WalDecodeError::Checksum { lsn, stored, computed });
         }
-        let record = Self::decode_body(bytes, body)
-            .map_err(|reason| WalDecodeError::Malformed { lsn, reason })?;
+        let record = Self::decode_body(bytes, body).map_err(|reason| WalDecodeError::Malformed { lsn, reason })?;
         Ok((record, frame_len as u64))
     }
 
@@ -233,15 +217,11 @@ impl WalRecord {
             if !key.is_page() {
                 return Err(format!("entry {index}: key {key} is not a main-file page"));
             }
-            let value = Value::decode(&mut reader, source, key)
-                .map_err(|e| format!("entry {index} ({key}): {e}"))?;
+            let value = Value::decode(&mut reader, source, key).map_err(|e| format!("entry {index} ({key}): {e}"))?;
             entries.push((key, value));
         }
         if reader.remaining() != 0 {
-            return Err(format!(
-                "{} trailing bytes after {count} entries",
-                reader.remaining()
-            ));
+            return Err(format!("{} trailing bytes after {count} entries", reader.remaining()));
         }
         Ok(WalRecord {
             commit_ts_us,
@@ -253,10 +233,7 @@ impl WalRecord {
 
 /// Decodes consecutive frames from `bytes`, the first at `start_lsn`. Stops at the first error, returning the
 /// records decoded so far with their start LSNs, and the error (`None` when `bytes` ended on a frame boundary).
-pub fn decode_frames(
-    bytes: &Bytes,
-    start_lsn: Lsn,
-) -> (Vec<(Lsn, WalRecord)>, Option<WalDecodeError>) {
+pub fn decode_frames(bytes: &Bytes, start_lsn: Lsn) -> (Vec<(Lsn, WalRecord)>, Option<WalDecodeError>) {
     let mut records = Vec::new();
     let mut offset = 0usize;
     while offset < bytes.len() {
@@ -290,18 +267,16 @@ mod tests {
     fn arb_record() -> impl Strategy<Value = WalRecord> {
         let value = prop_oneof![
             any::<u8>().prop_map(|b| Value::Image(Bytes::from(vec![b; PAGE_SIZE_BYTES]))),
-            proptest::collection::vec(
-                (0u16..8100, proptest::collection::vec(any::<u8>(), 0..40)),
-                1..4
-            )
-            .prop_map(|p| Value::Delta(
-                p.into_iter()
-                    .map(|(offset, d)| Patch {
-                        offset,
-                        data: Bytes::from(d)
-                    })
-                    .collect()
-            )),
+            proptest::collection::vec((0u16..8100, proptest::collection::vec(any::<u8>(), 0..40)), 1..4).prop_map(
+                |p| Value::Delta(
+                    p.into_iter()
+                        .map(|(offset, d)| Patch {
+                            offset,
+                            data: Bytes::from(d)
+                        })
+                        .collect()
+                )
+            ),
         ];
         (
             any::<u64>(),
@@ -311,10 +286,7 @@ mod tests {
             .prop_map(|(commit_ts_us, db_size_pages, entries)| WalRecord {
                 commit_ts_us,
                 db_size_pages,
-                entries: entries
-                    .into_iter()
-                    .map(|(b, v)| (Key::page(b), v))
-                    .collect(),
+                entries: entries.into_iter().map(|(b, v)| (Key::page(b), v)).collect(),
             })
     }
 
@@ -359,10 +331,7 @@ mod tests {
         let b = WalRecord {
             commit_ts_us: 2,
             db_size_pages: 2,
-            entries: vec![(
-                Key::page(1),
-                Value::Image(Bytes::from(vec![3; PAGE_SIZE_BYTES])),
-            )],
+            entries: vec![(Key::page(1), Value::Image(Bytes::from(vec![3; PAGE_SIZE_BYTES])))],
         };
         let mut buf = Vec::new();
         a.encode(&mut buf).expect("encodes");
@@ -389,9 +358,6 @@ mod tests {
             db_size_pages: 0,
             entries: vec![(DB_SIZE_KEY, Value::Image(Bytes::from_static(b"1234")))],
         };
-        assert!(matches!(
-            record.to_frame(),
-            Err(WalEncodeError::NotAPage(_))
-        ));
+        assert!(matches!(record.to_frame(), Err(WalEncodeError::NotAPage(_))));
     }
 }

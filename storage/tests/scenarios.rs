@@ -10,9 +10,7 @@ use storage::{BranchPoint, Key, Lsn, StorageError, TimelineId, PAGE_SIZE_BYTES};
 fn reads_see_each_version_through_flush_compaction_and_images() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());
-    let tl = tenant
-        .create_timeline(TimelineId(1), START)
-        .expect("create");
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
     let mut lsn = START;
     let mut ends = Vec::new();
     for round in 0u8..12 {
@@ -39,11 +37,7 @@ fn reads_see_each_version_through_flush_compaction_and_images() {
     };
     for (round, &end) in ends.iter().enumerate() {
         let (uncached, _) = tl.get_page_uncached(Key::page(0), end).expect("read");
-        assert_page(
-            &uncached,
-            &expected_at(round),
-            &format!("uncached, round {round}"),
-        );
+        assert_page(&uncached, &expected_at(round), &format!("uncached, round {round}"));
         assert_page(
             &tl.get_page(Key::page(0), end).expect("read"),
             &expected_at(round),
@@ -52,14 +46,8 @@ fn reads_see_each_version_through_flush_compaction_and_images() {
         assert_eq!(tl.get_page(Key::page(1), end).expect("read")[0], 0xBB);
     }
     let kinds: Vec<_> = tl.layer_descs().iter().map(|d| d.kind).collect();
-    assert!(
-        kinds.contains(&storage::layer::desc::LayerKind::L1),
-        "{kinds:?}"
-    );
-    assert!(
-        kinds.contains(&storage::layer::desc::LayerKind::Image),
-        "{kinds:?}"
-    );
+    assert!(kinds.contains(&storage::layer::desc::LayerKind::L1), "{kinds:?}");
+    assert!(kinds.contains(&storage::layer::desc::LayerKind::Image), "{kinds:?}");
     // Inside the size a never-written page is zeros; outside it does not exist.
     let zeros = tl.get_page(Key::page(1), ends[0]).expect("read");
     assert_eq!(zeros[0], 0xBB);
@@ -93,10 +81,7 @@ fn reads_see_each_version_through_flush_compaction_and_images() {
         assert_page(
             &tl.get_page(Key::page(0), end).expect("read"),
             &expected_at(round),
-            &format!(
-                "after restart, round {round} at {end}: {:#?}",
-                tl.layer_descs()
-            ),
+            &format!("after restart, round {round} at {end}: {:#?}", tl.layer_descs()),
         );
     }
 }
@@ -105,9 +90,7 @@ fn reads_see_each_version_through_flush_compaction_and_images() {
 fn branch_sees_parent_as_of_branch_point_only() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());
-    let parent = tenant
-        .create_timeline(TimelineId(1), START)
-        .expect("create");
+    let parent = tenant.create_timeline(TimelineId(1), START).expect("create");
     let a = parent
         .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
         .expect("ingest");
@@ -154,9 +137,7 @@ fn branch_sees_parent_as_of_branch_point_only() {
     assert_eq!(child.get_page(Key::page(0), a).expect("read")[0], 1);
     drop(child);
     tenant.delete_timeline(TimelineId(2)).expect("delete child");
-    tenant
-        .delete_timeline(TimelineId(1))
-        .expect("delete parent");
+    tenant.delete_timeline(TimelineId(1)).expect("delete parent");
     drop(tenant);
     let tenant = open(dir.path(), small_config());
     assert!(tenant.timelines().is_empty());
@@ -166,9 +147,7 @@ fn branch_sees_parent_as_of_branch_point_only() {
 fn gc_removes_superseded_layers_and_keeps_branch_points_readable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());
-    let tl = tenant
-        .create_timeline(TimelineId(1), START)
-        .expect("create");
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
     let mut lsn = START;
     let mut ends = Vec::new();
     for round in 0u8..20 {
@@ -222,9 +201,7 @@ fn gc_removes_superseded_layers_and_keeps_branch_points_readable() {
 fn lsn_for_timestamp_walks_into_the_ancestor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());
-    let parent = tenant
-        .create_timeline(TimelineId(1), START)
-        .expect("create");
+    let parent = tenant.create_timeline(TimelineId(1), START).expect("create");
     let a = parent
         .ingest_record(START, &record(100, 1, vec![(0, image(1))]))
         .expect("ingest");
@@ -269,9 +246,7 @@ fn lsn_for_timestamp_walks_into_the_ancestor() {
 fn ingest_rejects_gaps_and_bad_records_without_change() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());
-    let tl = tenant
-        .create_timeline(TimelineId(1), START)
-        .expect("create");
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
     let a = tl
         .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
         .expect("ingest");
@@ -280,10 +255,7 @@ fn ingest_rejects_gaps_and_bad_records_without_change() {
         Err(StorageError::OutOfOrder { .. })
     ));
     let bad = record(2, 1, vec![(0, patch(8190, b"abc"))]);
-    assert!(matches!(
-        tl.ingest_record(a, &bad),
-        Err(StorageError::InvalidRecord(_))
-    ));
+    assert!(matches!(tl.ingest_record(a, &bad), Err(StorageError::InvalidRecord(_))));
     assert_eq!(tl.last_record_lsn(), a);
     assert_eq!(tl.get_page(Key::page(0), a).expect("read")[0], 1);
 }

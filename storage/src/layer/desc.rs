@@ -43,10 +43,7 @@ impl LayerDesc {
         };
         format!(
             "{kind}_{:016X}-{:016X}_{:016X}-{:016X}",
-            self.key_range.start.0,
-            self.key_range.end.0,
-            self.lsn_range.start.0,
-            self.lsn_range.end.0
+            self.key_range.start.0, self.key_range.end.0, self.lsn_range.start.0, self.lsn_range.end.0
         )
     }
 

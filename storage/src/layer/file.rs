@@ -82,8 +82,7 @@ impl LayerWriter {
             .map_err(io_err(&temp_path))?;
         let mut out = BufWriter::with_capacity(256 * 1024, file);
         // The summary is rewritten by `finish` once the entry count is known.
-        out.write_all(&[0u8; SUMMARY_BYTES])
-            .map_err(io_err(&temp_path))?;
+        out.write_all(&[0u8; SUMMARY_BYTES]).map_err(io_err(&temp_path))?;
         Ok(LayerWriter {
             desc,
             final_path,
@@ -100,11 +99,7 @@ impl LayerWriter {
 
     /// Appends one version.
     pub(crate) fn put(&mut self, key: Key, lsn: Lsn, value: &Value) -> Result<()> {
-        assert!(
-            self.desc.covers_key(key),
-            "key {key} outside {:?}",
-            self.desc.key_range
-        );
+        assert!(self.desc.covers_key(key), "key {key} outside {:?}", self.desc.key_range);
         assert!(
             self.desc.lsn_range.start <= lsn && lsn < self.desc.lsn_range.end,
             "lsn {lsn} outside {:?}",
@@ -124,9 +119,7 @@ impl LayerWriter {
         value.encode(&mut self.scratch);
         let crc = crc32fast::hash(&self.scratch);
         self.scratch.extend_from_slice(&crc.to_le_bytes());
-        self.out
-            .write_all(&self.scratch)
-            .map_err(io_err(&self.temp_path))?;
+        self.out.write_all(&self.scratch).map_err(io_err(&self.temp_path))?;
         put_u64(&mut self.index, key.0);
         put_u64(&mut self.index, lsn.0);
         put_u64(&mut self.index, self.offset);
@@ -159,10 +152,7 @@ impl LayerWriter {
         footer.extend_from_slice(FOOTER_MAGIC);
         assert_eq!(footer.len(), FOOTER_BYTES);
         self.out.write_all(&footer).map_err(io_err(&path))?;
-        let mut file = self
-            .out
-            .into_inner()
-            .map_err(|e| io_err(&path)(e.into_error()))?;
+        let mut file = self.out.into_inner().map_err(|e| io_err(&path)(e.into_error()))?;
         let summary = encode_summary(&self.desc, self.entry_count);
         use std::io::{Seek, SeekFrom};
         file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
@@ -281,19 +271,13 @@ impl LayerFile {
         let index_offset = u64_at(footer, 0);
         let entry_count = u64_at(footer, 8);
         if entry_count != u64_at(bytes, 48) {
-            return Err(bad(
-                footer_at + 8,
-                "footer and summary disagree on the entry count",
-            ));
+            return Err(bad(footer_at + 8, "footer and summary disagree on the entry count"));
         }
         let index_len = entry_count.checked_mul(INDEX_ENTRY_BYTES as u64);
         if index_offset < SUMMARY_BYTES as u64
             || index_len.and_then(|l| l.checked_add(index_offset)) != Some(footer_at as u64)
         {
-            return Err(bad(
-                footer_at,
-                "index offset and entry count do not fit the file",
-            ));
+            return Err(bad(footer_at, "index offset and entry count do not fit the file"));
         }
         let (index_offset, entry_count) = (index_offset as usize, entry_count as usize);
         let index = &bytes[index_offset..footer_at];
@@ -319,15 +303,9 @@ impl LayerFile {
                 return Err(corrupt(&self.path, at as u64, "index not sorted"));
             }
             previous = Some((key, lsn));
-            if !self.desc.covers_key(Key(key))
-                || lsn < self.desc.lsn_range.start.0
-                || lsn >= self.desc.lsn_range.end.0
+            if !self.desc.covers_key(Key(key)) || lsn < self.desc.lsn_range.start.0 || lsn >= self.desc.lsn_range.end.0
             {
-                return Err(corrupt(
-                    &self.path,
-                    at as u64,
-                    "index entry outside the layer's ranges",
-                ));
+                return Err(corrupt(&self.path, at as u64, "index entry outside the layer's ranges"));
             }
             // Blobs are written back to back, so each one starts where the previous ended.
             if blob_offset != expected_offset || blob_len <= BLOB_CRC_BYTES as u64 {
@@ -371,13 +349,8 @@ impl LayerFile {
                 format!("value crc mismatch for key {key}"),
             ));
         }
-        Value::decode_exact(&Bytes::copy_from_slice(body), key).map_err(|e| {
-            corrupt(
-                &self.path,
-                offset as u64,
-                format!("value of key {key}: {e}"),
-            )
-        })
+        Value::decode_exact(&Bytes::copy_from_slice(body), key)
+            .map_err(|e| corrupt(&self.path, offset as u64, format!("value of key {key}: {e}")))
     }
 
     /// Index of the first entry `>= (key, lsn)`.
@@ -427,12 +400,7 @@ impl LayerFile {
     }
 
     /// Every key with a version below `end`, in `range`, appended to `out`.
-    pub(crate) fn keys(
-        &self,
-        range: &std::ops::Range<Key>,
-        end: Lsn,
-        out: &mut Vec<Key>,
-    ) -> Result<()> {
+    pub(crate) fn keys(&self, range: &std::ops::Range<Key>, end: Lsn, out: &mut Vec<Key>) -> Result<()> {
         let verified = self.verified()?;
         let mut i = Self::lower_bound(verified, range.start, Lsn(0));
         while i < verified.entry_count {

@@ -57,12 +57,7 @@ impl InMemoryLayer {
     }
 
     /// Adds the versions of one record ending at `end_lsn`, of `frame_bytes` WAL bytes.
-    pub(crate) fn put_record(
-        &self,
-        end_lsn: Lsn,
-        entries: impl Iterator<Item = (Key, Value)>,
-        frame_bytes: u64,
-    ) {
+    pub(crate) fn put_record(&self, end_lsn: Lsn, entries: impl Iterator<Item = (Key, Value)>, frame_bytes: u64) {
         let mut inner = self.inner.write();
         assert!(!inner.frozen, "put into a frozen layer");
         assert!(
@@ -123,10 +118,7 @@ impl InMemoryLayer {
                 all.push((*key, *lsn, value.clone()));
             }
         }
-        let range = match (
-            inner.versions.keys().next(),
-            inner.versions.keys().next_back(),
-        ) {
+        let range = match (inner.versions.keys().next(), inner.versions.keys().next_back()) {
             (Some(first), Some(last)) => Some(*first..last.next()),
             _ => None,
         };

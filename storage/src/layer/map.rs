@@ -31,14 +31,9 @@ pub(crate) enum NextLayer<'a> {
 impl LayerMap {
     /// A map of these layers.
     pub(crate) fn new(layers: impl IntoIterator<Item = Arc<LayerFile>>) -> LayerMap {
-        let (mut images, mut deltas): (Vec<_>, Vec<_>) =
-            layers.into_iter().partition(|l| l.desc().is_image());
-        deltas.sort_by_key(|l| {
-            std::cmp::Reverse((l.desc().lsn_range.start, l.desc().key_range.start))
-        });
-        images.sort_by_key(|l| {
-            std::cmp::Reverse((l.desc().lsn_range.start, l.desc().key_range.start))
-        });
+        let (mut images, mut deltas): (Vec<_>, Vec<_>) = layers.into_iter().partition(|l| l.desc().is_image());
+        deltas.sort_by_key(|l| std::cmp::Reverse((l.desc().lsn_range.start, l.desc().key_range.start)));
+        images.sort_by_key(|l| std::cmp::Reverse((l.desc().lsn_range.start, l.desc().key_range.start)));
         LayerMap { deltas, images }
     }
 
@@ -63,10 +58,7 @@ impl LayerMap {
             .iter()
             .find(|l| l.desc().covers_key(key) && l.desc().lsn_range.start < end);
         match (image, delta) {
-            (Some(image), delta)
-                if delta
-                    .is_none_or(|d| image.desc().lsn_range.start >= d.desc().lsn_range.start) =>
-            {
+            (Some(image), delta) if delta.is_none_or(|d| image.desc().lsn_range.start >= d.desc().lsn_range.start) => {
                 // The delta (if any) starts at or below the image: only its part above the image matters.
                 let delta = delta.filter(|d| d.desc().lsn_range.end > image.desc().lsn_range.end);
                 NextLayer::Image { image, delta }

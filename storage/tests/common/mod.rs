@@ -4,10 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use storage::{
-    Durability, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, Value, WalRecord,
-    PAGE_SIZE_BYTES,
-};
+use storage::{Durability, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, Value, WalRecord, PAGE_SIZE_BYTES};
 
 /// A small configuration so flushes, compactions and images happen in small tests.
 pub fn small_config() -> TimelineConfig {
