@@ -7,8 +7,9 @@
 //! LSN (its start, each commit, points between commits, its last LSN) and must equal the model; reads below
 //! the GC cutoff must be refused; `lsn_for_timestamp` must agree with the model at every commit time.
 //!
-//! `PROPTEST_CASES=N` runs more cases. A failure prints the minimal failing op sequence, and proptest saves
-//! its seed under `storage/proptest-regressions/`, which replays it on the next run.
+//! `PROPTEST_CASES=N` runs more cases (256 by default). A failure prints the run's seed (replay it with
+//! `MODEL_SEED=<seed>`) and the minimal failing op sequence; proptest also saves the shrunk case in
+//! `storage/tests/model.proptest-regressions`, which every later run replays first.
 
 mod common;
 
@@ -597,10 +598,32 @@ fn engine_matches_model() {
         ))),
         ..ProptestConfig::default()
     };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
+    // An explicit seed, printed on failure, replays the whole run: MODEL_SEED=<seed> cargo test --test model.
+    let seed: u64 = match std::env::var("MODEL_SEED") {
+        Ok(text) => text.parse().expect("MODEL_SEED is a u64"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    };
+    let mut seed_bytes = [0u8; 32];
+    for (i, chunk) in seed_bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(
+            &seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(i as u64)
+                .to_le_bytes(),
+        );
+    }
+    let rng = proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &seed_bytes);
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(config, rng);
     let strategy = (knobs_strategy(), proptest::collection::vec(op_strategy(), 1..70));
     if let Err(e) = runner.run(&strategy, |(knobs, ops)| run_case(knobs, ops)) {
-        panic!("model test failed (its seed is saved in storage/tests/model.proptest-regressions): {e}");
+        panic!(
+            "model test failed with seed {seed}; replay with MODEL_SEED={seed} PROPTEST_CASES={cases} \
+             cargo test -p cambium-storage --test model (the shrunk case is also saved in \
+             storage/tests/model.proptest-regressions): {e}"
+        );
     }
     let c = &COVERAGE;
     let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
