@@ -1,6 +1,7 @@
 //! `Timeline`: one branch's history of every page: ingest, reads at any LSN, flush, compaction, GC.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -798,23 +799,26 @@ impl Timeline {
         Key(start)..Key(start.saturating_add(size))
     }
 
-    /// Merges the L0 layers (sorted by LSN, contiguous) into one L1 layer per key partition.
+    /// Merges the L0 layers (sorted by LSN, contiguous) into one L1 layer per key partition, streaming: a k-way
+    /// merge over the layers' sorted indexes holds one value at a time, whatever the layers' size.
     fn merge_l0(&self, l0: &[Arc<LayerFile>]) -> Result<Vec<Arc<LayerFile>>> {
         let lsn_range = l0[0].desc().lsn_range.start..l0[l0.len() - 1].desc().lsn_range.end;
-        // Every key's versions come in LSN order: the layers are read oldest first and their LSN ranges are
-        // disjoint, so a stable sort by key keeps each key's versions ordered.
-        let mut entries: Vec<(Key, Lsn, Value)> = Vec::new();
-        for layer in l0 {
-            layer.for_each(|key, lsn, value| {
-                entries.push((key, lsn, value));
-                Ok(())
-            })?;
+        let mut cursors = l0.iter().map(|layer| layer.cursor()).collect::<Result<Vec<_>>>()?;
+        let mut heap: BinaryHeap<Reverse<(Key, Lsn, usize)>> = BinaryHeap::with_capacity(cursors.len());
+        for (i, cursor) in cursors.iter().enumerate() {
+            if let Some((key, lsn)) = cursor.peek() {
+                heap.push(Reverse((key, lsn, i)));
+            }
         }
-        entries.sort_by_key(|(key, lsn, _)| (*key, *lsn));
         let mut written = Vec::new();
         let mut writer: Option<LayerWriter> = None;
-        for (key, lsn, value) in &entries {
-            let partition = self.partition_of(*key);
+        while let Some(Reverse((key, _, i))) = heap.pop() {
+            let (key_read, lsn, value) = cursors[i].take()?;
+            assert_eq!(key_read, key, "cursor moved under the merge");
+            if let Some((next_key, next_lsn)) = cursors[i].peek() {
+                heap.push(Reverse((next_key, next_lsn, i)));
+            }
+            let partition = self.partition_of(key);
             if writer.as_ref().is_some_and(|w| w.desc_key_range() != &partition) {
                 written.push(Arc::new(writer.take().expect("checked above").finish()?));
             }
@@ -827,7 +831,7 @@ impl Timeline {
                 };
                 writer = Some(LayerWriter::new(&self.dir, desc, self.conf.durability)?);
             }
-            writer.as_mut().expect("created above").put(*key, *lsn, value)?;
+            writer.as_mut().expect("created above").put(key, lsn, &value)?;
         }
         if let Some(writer) = writer {
             written.push(Arc::new(writer.finish()?));

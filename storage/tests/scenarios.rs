@@ -259,3 +259,73 @@ fn ingest_rejects_gaps_and_bad_records_without_change() {
     assert_eq!(tl.last_record_lsn(), a);
     assert_eq!(tl.get_page(Key::page(0), a).expect("read")[0], 1);
 }
+
+#[test]
+fn gc_cutoff_is_the_older_of_horizon_and_pitr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut conf = small_config();
+    conf.pitr_interval_ms = 5; // 5000 µs of history kept by time
+    conf.gc_horizon_bytes = 0;
+    let tenant = open(dir.path(), conf.clone());
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let mut lsn = START;
+    let mut ends = Vec::new();
+    for i in 0..20u64 {
+        lsn = tl
+            .ingest_record(lsn, &record(i * 1000, 1, vec![(0, image(i as u8))]))
+            .expect("ingest");
+        ends.push(lsn);
+    }
+    // now = 19_500 µs: the LSN at now - 5000 µs is the end of the commit at 14_000 µs.
+    assert_eq!(tl.gc(19_500).expect("gc").gc_cutoff_lsn, ends[14]);
+    // A time before every commit keeps everything; the cutoff never moves back.
+    assert_eq!(tl.gc(100).expect("gc").gc_cutoff_lsn, ends[14]);
+    drop(tl);
+    drop(tenant);
+
+    // With a byte horizon older than the time horizon, the horizon wins.
+    let dir = tempfile::tempdir().expect("tempdir");
+    conf.gc_horizon_bytes = 3 * (ends[1].0 - ends[0].0) + 1;
+    let tenant = open(dir.path(), conf);
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let mut lsn = START;
+    for i in 0..20u64 {
+        lsn = tl
+            .ingest_record(lsn, &record(i * 1000, 1, vec![(0, image(i as u8))]))
+            .expect("ingest");
+    }
+    let cutoff = tl.gc(1_000_000).expect("gc").gc_cutoff_lsn;
+    assert_eq!(cutoff, lsn.saturating_sub(3 * (ends[1].0 - ends[0].0) + 1));
+}
+
+#[test]
+fn open_layer_freezes_by_distance_and_by_age() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut conf = small_config();
+    conf.checkpoint_distance_bytes = 20_000;
+    conf.checkpoint_timeout_ms = 0;
+    let tenant = open(dir.path(), conf);
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let mut lsn = START;
+    for i in 0..2u8 {
+        lsn = tl
+            .ingest_record(lsn, &record(1, 1, vec![(0, image(i))]))
+            .expect("ingest");
+    }
+    assert!(!tl.has_frozen_layers(), "two 8 KiB records stay under 20 000 bytes");
+    lsn = tl
+        .ingest_record(lsn, &record(1, 1, vec![(0, image(2))]))
+        .expect("ingest");
+    assert!(tl.has_frozen_layers(), "the third passes the distance");
+    tl.flush_frozen_layers().expect("flush");
+    assert_eq!(tl.disk_consistent_lsn(), lsn);
+    lsn = tl
+        .ingest_record(lsn, &record(1, 1, vec![(0, image(3))]))
+        .expect("ingest");
+    tl.freeze_if_stale();
+    assert!(tl.has_frozen_layers(), "a zero timeout freezes any layer with data");
+    tl.flush_frozen_layers().expect("flush");
+    assert_eq!(tl.disk_consistent_lsn(), lsn);
+    tl.freeze_if_stale();
+    assert!(!tl.has_frozen_layers(), "an empty open layer is never frozen");
+}

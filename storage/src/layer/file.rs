@@ -416,6 +416,16 @@ impl LayerFile {
         Ok(())
     }
 
+    /// A cursor over every entry in `(key, lsn)` order, reading each value only when asked.
+    pub(crate) fn cursor(&self) -> Result<LayerCursor<'_>> {
+        let verified = self.verified()?;
+        Ok(LayerCursor {
+            layer: self,
+            verified,
+            next: 0,
+        })
+    }
+
     /// Every entry, in `(key, lsn)` order, for compaction. Values are read and checked.
     pub(crate) fn for_each(&self, mut f: impl FnMut(Key, Lsn, Value) -> Result<()>) -> Result<()> {
         let verified = self.verified()?;
@@ -429,6 +439,31 @@ impl LayerFile {
     /// Verifies the whole file (summary, index, footer and every blob crc).
     pub fn verify(&self) -> Result<()> {
         self.for_each(|_, _, _| Ok(()))
+    }
+}
+
+/// Walks a layer's entries in order; see [`LayerFile::cursor`].
+pub(crate) struct LayerCursor<'a> {
+    layer: &'a LayerFile,
+    verified: &'a Verified,
+    next: usize,
+}
+
+impl LayerCursor<'_> {
+    /// The key and LSN of the next entry, if any.
+    pub(crate) fn peek(&self) -> Option<(Key, Lsn)> {
+        (self.next < self.verified.entry_count).then(|| {
+            let (key, lsn, _, _) = LayerFile::entry(self.verified, self.next);
+            (key, lsn)
+        })
+    }
+
+    /// Reads the next entry's value (checking its crc) and moves past it.
+    pub(crate) fn take(&mut self) -> Result<(Key, Lsn, Value)> {
+        assert!(self.next < self.verified.entry_count, "take past the end of a layer");
+        let (key, lsn, offset, len) = LayerFile::entry(self.verified, self.next);
+        self.next += 1;
+        Ok((key, lsn, self.layer.read_blob(self.verified, key, offset, len)?))
     }
 }
 
