@@ -101,6 +101,12 @@ pub enum StorageError {
     /// An earlier write or fsync failed; the timeline takes no more writes until it is reloaded from disk.
     #[error("timeline {0} is poisoned by an earlier I/O failure; reload it")]
     Poisoned(TimelineId),
+    /// A WAL frame that does not decode.
+    #[error("bad WAL: {0}")]
+    Wal(#[from] crate::wal::WalDecodeError),
+    /// A configuration that makes no sense.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
     /// An I/O error on a path.
     #[error("I/O error on {}: {source}", path.display())]
     Io {

@@ -46,10 +46,7 @@ impl Tenant {
     /// Opens the tenant in `dir` (creating it if needed) and loads every timeline: each stands at its
     /// `disk_consistent_lsn`, ready for WAL to be re-fed from there.
     pub fn open(dir: &Path, conf: TimelineConfig, cache: Arc<PageCache>) -> Result<Tenant> {
-        conf.validate().map_err(|reason| StorageError::Io {
-            path: dir.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, reason),
-        })?;
+        conf.validate().map_err(StorageError::InvalidConfig)?;
         create_dir_durable(&dir.join(TIMELINES_DIR), conf.durability)?;
         let (log, entries) = BranchLog::open(&dir.join(BRANCH_LOG_FILE), conf.durability)?;
         let conf = Arc::new(conf);
@@ -207,6 +204,8 @@ impl Tenant {
             return Err(StorageError::HasChildren { timeline: id, children });
         }
         log.append(&BranchLogEntry::Delete { timeline_id: id })?;
+        // Wait out a running flush, compaction or GC, and stop later ones, before the files go.
+        let _ops = timeline.lock_ops();
         timeline.poison();
         self.timelines.write().remove(&id);
         if let Some((ancestor, _)) = timeline.ancestor() {

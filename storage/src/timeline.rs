@@ -311,6 +311,11 @@ impl Timeline {
         result
     }
 
+    /// Holds the lock of flush, compaction and GC (for deletion).
+    pub(crate) fn lock_ops(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.ops.lock()
+    }
+
     /// Marks the timeline dead (it is being deleted): it takes no more writes.
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
@@ -366,7 +371,7 @@ impl Timeline {
             lsn = self.ingest_record(record_lsn, &record)?;
         }
         match error {
-            Some(e) => Err(corrupt(PathBuf::from("<wal stream>"), e_lsn(&e).0, e.to_string())),
+            Some(e) => Err(e.into()),
             None => Ok(lsn),
         }
     }
@@ -665,8 +670,8 @@ impl Timeline {
 
     /// Writes the frozen layers, oldest first, as L0 layer files, advancing `disk_consistent_lsn` after each.
     pub fn flush_frozen_layers(&self) -> Result<()> {
-        self.check_writable()?;
         let _ops = self.ops.lock();
+        self.check_writable()?;
         loop {
             let Some(frozen) = self.layers.read().frozen.first().cloned() else {
                 return Ok(());
@@ -760,8 +765,8 @@ impl Timeline {
     /// Merges L0 layers into L1 layers partitioned by key once there are enough of them, then writes image
     /// layers for partitions that gathered enough deltas since their last image.
     pub fn compact(&self) -> Result<CompactionOutcome> {
-        self.check_writable()?;
         let _ops = self.ops.lock();
+        self.check_writable()?;
         let result = self.compact_locked();
         self.poison_on_error(result)
     }
@@ -894,8 +899,8 @@ impl Timeline {
     /// `now_us - pitr_interval`, then removes the layers no read at or above the cutoff, and no read at a
     /// child's branch point, can need.
     pub fn gc(&self, now_us: u64) -> Result<GcOutcome> {
-        self.check_writable()?;
         let _ops = self.ops.lock();
+        self.check_writable()?;
         let result = self.gc_locked(now_us);
         self.poison_on_error(result)
     }
@@ -960,13 +965,6 @@ impl Timeline {
             self.reads_total.load(Ordering::Relaxed),
             self.layers_visited_total.load(Ordering::Relaxed),
         )
-    }
-}
-
-fn e_lsn(e: &crate::wal::WalDecodeError) -> Lsn {
-    use crate::wal::WalDecodeError::*;
-    match e {
-        Truncated { lsn, .. } | TooLarge { lsn, .. } | Checksum { lsn, .. } | Malformed { lsn, .. } => *lsn,
     }
 }
 

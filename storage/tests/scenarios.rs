@@ -329,3 +329,43 @@ fn open_layer_freezes_by_distance_and_by_age() {
     tl.freeze_if_stale();
     assert!(!tl.has_frozen_layers(), "an empty open layer is never frozen");
 }
+
+#[test]
+fn ingest_frames_takes_whole_frames_and_reports_a_torn_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let a = record(1, 1, vec![(0, image(1))]);
+    let b = record(2, 1, vec![(0, patch(0, b"xy"))]);
+    let mut frames = a.to_frame().expect("frame").to_vec();
+    frames.extend_from_slice(&b.to_frame().expect("frame"));
+    let cut = bytes::Bytes::from(frames[..frames.len() - 1].to_vec());
+    match tl.ingest_frames(START, &cut) {
+        Err(StorageError::Wal(storage::wal::WalDecodeError::Truncated { lsn, .. })) => {
+            assert_eq!(
+                lsn,
+                Lsn(START.0 + a.frame_len()),
+                "the error names the torn frame's LSN"
+            )
+        }
+        other => panic!("expected a truncation error, got {other:?}"),
+    }
+    assert_eq!(
+        tl.last_record_lsn(),
+        Lsn(START.0 + a.frame_len()),
+        "the whole first frame was ingested"
+    );
+    let end = tl
+        .ingest_frames(tl.last_record_lsn(), &b.to_frame().expect("frame"))
+        .expect("the rest");
+    assert_eq!(&tl.get_page(Key::page(0), end).expect("read")[..3], b"xy\x01");
+}
+
+#[test]
+fn nonsense_configuration_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut conf = small_config();
+    conf.partition_keys = 0;
+    let result = storage::Tenant::open(dir.path(), conf, std::sync::Arc::new(storage::PageCache::new(8)));
+    assert!(matches!(result, Err(StorageError::InvalidConfig(_))));
+}
