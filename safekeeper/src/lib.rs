@@ -1,2 +1,11 @@
-//! The safekeeper: makes WAL durable on a quorum of three (terms, votes, fsync before ack, group commit) and
-//! streams committed WAL to the pageserver. Built in issue 3; DESIGN.md section 3 is its specification.
+//! The safekeeper: makes WAL durable on a quorum of three before a commit is acknowledged, and the proposer
+//! library the compute uses to write through it. DESIGN.md section 3 is the specification.
+//!
+//! The protocol core is sans-IO: [`acceptor::Acceptor`] runs over the [`protocol::WalStore`] and
+//! [`protocol::ControlStore`] traits, and the proposer is a state machine fed with responses and ticks. The
+//! deterministic simulation and the gRPC service drive the same code.
+
+pub mod acceptor;
+pub mod filestore;
+pub mod memstore;
+pub mod protocol;

@@ -30,7 +30,7 @@ pub use cache::PageCache;
 pub use config::TimelineConfig;
 pub use error::{Result, StorageError};
 pub use fsio::Durability;
-pub use id::TimelineId;
+pub use id::{TenantId, TimelineId};
 pub use key::{Key, DB_SIZE_KEY, PAGE_SIZE_BYTES};
 pub use lsn::Lsn;
 pub use tenant::{BranchPoint, Tenant};

@@ -249,6 +249,51 @@ pub fn decode_frames(bytes: &Bytes, start_lsn: Lsn) -> (Vec<(Lsn, WalRecord)>, O
     (records, None)
 }
 
+/// Checks the framing of consecutive frames in `bytes` (the first at `start_lsn`): each frame's length bound,
+/// completeness and crc, without parsing bodies. Returns the length of the valid prefix (a whole number of
+/// frames) and the error that stopped the scan, if any (`None`: `bytes` is whole frames).
+pub fn scan_frames(bytes: &[u8], start_lsn: Lsn) -> (usize, Option<WalDecodeError>) {
+    let mut offset = 0usize;
+    while offset < bytes.len() {
+        let lsn = Lsn(start_lsn.0 + offset as u64);
+        let rest = &bytes[offset..];
+        if rest.len() < FRAME_HEADER_BYTES {
+            let error = WalDecodeError::Truncated {
+                lsn,
+                needed_bytes: FRAME_HEADER_BYTES,
+                available_bytes: rest.len(),
+            };
+            return (offset, Some(error));
+        }
+        let body_len = crate::codec::u32_at(rest, 0) as usize;
+        if body_len > RECORD_BODY_BYTES_MAX {
+            return (
+                offset,
+                Some(WalDecodeError::TooLarge {
+                    lsn,
+                    body_bytes: body_len,
+                }),
+            );
+        }
+        let frame_len = FRAME_HEADER_BYTES + body_len;
+        if rest.len() < frame_len {
+            let error = WalDecodeError::Truncated {
+                lsn,
+                needed_bytes: frame_len,
+                available_bytes: rest.len(),
+            };
+            return (offset, Some(error));
+        }
+        let stored = crate::codec::u32_at(rest, 4);
+        let computed = crc32fast::hash(&rest[FRAME_HEADER_BYTES..frame_len]);
+        if stored != computed {
+            return (offset, Some(WalDecodeError::Checksum { lsn, stored, computed }));
+        }
+        offset += frame_len;
+    }
+    (offset, None)
+}
+
 /// The database size key's value for `db_size_pages`.
 pub(crate) fn db_size_value(db_size_pages: u32) -> (Key, Value) {
     (
@@ -348,6 +393,33 @@ mod tests {
                 assert_eq!(lsn, Lsn(1000 + a.frame_len()))
             }
             other => panic!("expected a truncation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn scan_frames_finds_the_valid_prefix() {
+        let a = WalRecord {
+            commit_ts_us: 1,
+            db_size_pages: 1,
+            entries: vec![],
+        };
+        let mut buf = Vec::new();
+        a.encode(&mut buf).expect("encodes");
+        a.encode(&mut buf).expect("encodes");
+        let frame = a.frame_len() as usize;
+        assert_eq!(scan_frames(&buf, Lsn(0)), (2 * frame, None));
+        let (valid, error) = scan_frames(&buf[..2 * frame - 1], Lsn(10));
+        assert_eq!(valid, frame);
+        assert!(matches!(error, Some(WalDecodeError::Truncated { lsn, .. }) if lsn == Lsn(10 + frame as u64)));
+        buf[frame + 9] ^= 1;
+        assert!(matches!(scan_frames(&buf, Lsn(0)), (v, Some(WalDecodeError::Checksum { .. })) if v == frame));
+    }
+
+    proptest! {
+        #[test]
+        fn scan_frames_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let (valid, _) = scan_frames(&bytes, Lsn(0));
+            prop_assert!(valid <= bytes.len());
         }
     }
 

@@ -1,0 +1,1 @@
+//! File-backed WAL segments and control file for the acceptor (being written).
