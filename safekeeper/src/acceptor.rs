@@ -15,7 +15,7 @@ use storage::wal::scan_frames;
 use storage::Lsn;
 
 use crate::protocol::{
-    AcceptorError, AcceptorState, AppendRequest, AppendResponse, ControlState, ControlStore, ElectedRequest,
+    AcceptorError, AcceptorState, AppendRequest, AppendResponse, ControlState, ControlStore, ElectedRequest, Term,
     VoteRequest, VoteResponse, WalStore,
 };
 
@@ -113,6 +113,17 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
                 request.term,
                 request.history.last_term()
             )));
+        }
+        if self.control.term == request.term && self.control.history.last_term() == request.term {
+            // This election was applied already (the message was duplicated or re-sent). Appends of this term
+            // may have been acknowledged since, so truncating now could drop acknowledged WAL: never do.
+            if self.control.history != request.history {
+                return Err(AcceptorError::Invalid(format!(
+                    "a second history for term {}: ours {:?}, now {:?}",
+                    request.term, self.control.history, request.history
+                )));
+            }
+            return Ok(());
         }
         let flush_lsn = self.wal.sync()?;
         let start = request.start_streaming_at;
@@ -217,9 +228,19 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         })
     }
 
-    /// Whole frames from `start_lsn` up to the durable end, at most about `max_bytes` (for a proposer
-    /// catching other acceptors up from this one).
-    pub fn read_wal(&self, start_lsn: Lsn, max_bytes: usize) -> Result<Bytes, AcceptorError> {
+    /// Whole frames from `start_lsn` up to the durable end, at most about `max_bytes`, for the proposer of
+    /// `term` catching other acceptors up from this one. Served only while this acceptor is in that term's
+    /// election, so the WAL read is that term's WAL (a newer term may have replaced it otherwise).
+    pub fn read_wal_in_term(&self, term: Term, start_lsn: Lsn, max_bytes: usize) -> Result<Bytes, AcceptorError> {
+        if term < self.control.term {
+            return Err(AcceptorError::StaleTerm {
+                got: term,
+                current: self.control.term,
+            });
+        }
+        if term > self.control.term || self.control.history.last_term() != term {
+            return Err(AcceptorError::NotElected { term });
+        }
         self.read(start_lsn, self.wal.flush_lsn(), max_bytes)
     }
 
@@ -259,6 +280,11 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
     /// The WAL store (for tests and the service's readers).
     pub fn wal(&self) -> &W {
         &self.wal
+    }
+
+    /// Takes the acceptor apart (a simulated crash keeps the stores' durable parts).
+    pub fn into_parts(self) -> (W, C) {
+        (self.wal, self.store)
     }
 }
 
@@ -400,6 +426,61 @@ mod tests {
             elect(&mut a, 1, &[(1, START.0)], START),
             Err(AcceptorError::StaleTerm { .. })
         ));
+    }
+
+    #[test]
+    fn a_repeated_election_never_truncates_acknowledged_wal() {
+        let mut a = acceptor();
+        a.vote(VoteRequest { term: 1 }).expect("vote");
+        elect(&mut a, 1, &[(1, START.0)], START).expect("elected");
+        let data = frames(2, 3);
+        a.append(&AppendRequest {
+            term: 1,
+            begin_lsn: START,
+            data: data.clone(),
+            commit_lsn: START,
+        })
+        .expect("append");
+        let acked = a.sync().expect("sync").flush_lsn;
+        // The same Elected again (a network duplicate, or a re-send computed from an older state).
+        elect(&mut a, 1, &[(1, START.0)], START).expect("idempotent");
+        assert_eq!(a.state().flush_lsn, acked);
+        assert!(matches!(
+            elect(&mut a, 1, &[(1, START.0 + 1)], START),
+            Err(AcceptorError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_read_inside_a_frame_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = crate::filestore::FileStoreConfig {
+            segment_size_bytes: 4096,
+            durability: storage::Durability::Fsync,
+        };
+        let (control, wal, store) = crate::filestore::create_timeline(dir.path(), START, &config).expect("create");
+        let mut a = Acceptor::new(control, wal, store).expect("new");
+        a.vote(VoteRequest { term: 1 }).expect("vote");
+        a.elected(ElectedRequest {
+            term: 1,
+            history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
+            start_streaming_at: START,
+        })
+        .expect("elected");
+        let data = frames(3, 9);
+        a.append(&AppendRequest {
+            term: 1,
+            begin_lsn: START,
+            data: data.clone(),
+            commit_lsn: START,
+        })
+        .expect("append");
+        a.sync().expect("sync");
+        for offset in [1u64, 5, 8, 13, data.len() as u64 - 1] {
+            let result = a.read_wal_in_term(1, Lsn(START.0 + offset), 1 << 20);
+            assert!(result.is_err(), "a read at +{offset}, inside a frame, must fail");
+        }
+        assert_eq!(a.read_wal_in_term(1, START, 1 << 20).expect("aligned read"), data);
     }
 
     #[test]

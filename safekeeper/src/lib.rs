@@ -6,6 +6,8 @@
 //! deterministic simulation and the gRPC service drive the same code.
 
 pub mod acceptor;
+pub mod dispatch;
 pub mod filestore;
 pub mod memstore;
+pub mod proposer;
 pub mod protocol;

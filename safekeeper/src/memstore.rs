@@ -35,6 +35,11 @@ impl MemWal {
         self.durable.truncate(valid);
     }
 
+    /// The durable WAL bytes, from the oldest LSN.
+    pub fn durable_bytes(&self) -> &[u8] {
+        &self.durable
+    }
+
     /// Bytes written but not synced.
     pub fn pending_bytes(&self) -> usize {
         self.pending.len()
@@ -75,11 +80,26 @@ impl WalStore for MemWal {
         let end_lsn = end_lsn.min(self.flush_lsn());
         let from = (lsn.0 - self.oldest_lsn.0) as usize;
         let to = (end_lsn.0 - self.oldest_lsn.0) as usize;
+        if lsn < self.oldest_lsn || from > to {
+            return Err(StoreError::Corrupt {
+                path: "memwal".into(),
+                offset: lsn.0,
+                reason: "read outside the WAL".into(),
+            });
+        }
         let available = &self.durable[from..to];
-        // Whole frames only, at least one.
+        // Untrusted start: only whole valid frames are served, at least one, about `max_bytes`.
+        let (valid, _) = scan_frames(available, lsn);
+        if valid == 0 && !available.is_empty() {
+            return Err(StoreError::Corrupt {
+                path: "memwal".into(),
+                offset: lsn.0,
+                reason: "no valid frame at this LSN".into(),
+            });
+        }
         let mut len = 0usize;
-        while len < available.len() {
-            let body = u32::from_le_bytes(available[len..len + 4].try_into().expect("frame header")) as usize;
+        while len < valid {
+            let body = u32::from_le_bytes(available[len..len + 4].try_into().expect("validated frame header")) as usize;
             let next = len + storage::wal::FRAME_HEADER_BYTES + body;
             if len > 0 && next > max_bytes {
                 break;

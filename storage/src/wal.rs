@@ -275,6 +275,14 @@ pub fn scan_frames(bytes: &[u8], start_lsn: Lsn) -> (usize, Option<WalDecodeErro
                 }),
             );
         }
+        // An empty body has crc 0, so eight zero bytes (a zero-filled tail after a crash) would pass the crc.
+        if body_len == 0 {
+            let error = WalDecodeError::Malformed {
+                lsn,
+                reason: "empty frame".into(),
+            };
+            return (offset, Some(error));
+        }
         let frame_len = FRAME_HEADER_BYTES + body_len;
         if rest.len() < frame_len {
             let error = WalDecodeError::Truncated {
@@ -413,6 +421,11 @@ mod tests {
         assert!(matches!(error, Some(WalDecodeError::Truncated { lsn, .. }) if lsn == Lsn(10 + frame as u64)));
         buf[frame + 9] ^= 1;
         assert!(matches!(scan_frames(&buf, Lsn(0)), (v, Some(WalDecodeError::Checksum { .. })) if v == frame));
+        let zeros = [0u8; 16];
+        assert!(matches!(
+            scan_frames(&zeros, Lsn(0)),
+            (0, Some(WalDecodeError::Malformed { .. }))
+        ));
     }
 
     proptest! {

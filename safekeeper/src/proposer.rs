@@ -1,0 +1,820 @@
+//! The proposer: the writer's side of the protocol (the compute runs one per timeline). Sans-IO: it emits
+//! [`Envelope`]s for the acceptors and consumes their [`Reply`]s and clock ticks; a driver (the gRPC client in
+//! production, the simulator in tests) moves the messages.
+//!
+//! 1. **Campaign.** Ask every acceptor for its state; with a majority, take `term = max(term) + 1` and ask for
+//!    votes. With a majority of votes, the voter with the highest `(last log term, flush LSN)` is the donor: the
+//!    new WAL continues at the donor's flush LSN (the *epoch start*), and the history is the donor's plus
+//!    `(term, epoch start)`.
+//! 2. **Lead.** Each acceptor gets `Elected` with the LSN where its WAL stops agreeing with the new history,
+//!    truncates there, and then receives appends: WAL below the proposer's buffer is read from a peer that
+//!    already agrees with this term (the donor at first), the rest comes from the buffer of new records.
+//! 3. **Commit.** `commit_lsn` is the highest LSN durable on a majority of acceptors *in this term*, and never
+//!    below the epoch start (Raft's rule: older terms' WAL commits only through the current term's).
+//! 4. **Fencing.** A reply carrying a higher term ends the leadership: nothing more is proposed, the caller
+//!    gets [`ProposeError::Fenced`].
+//!
+//! Bounds: one request of each kind in flight per acceptor for the campaign, `in_flight_bytes_max` of
+//! unacknowledged appends per acceptor, `backlog_bytes_max` of uncommitted WAL in the buffer, and every request
+//! times out after `request_timeout_ms` (then it is resent from the last acknowledged point).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use storage::Lsn;
+
+use crate::protocol::{
+    divergence_lsn, AcceptorState, AppendRequest, AppendResponse, ElectedRequest, Term, TermHistory, TermSwitch,
+    VoteRequest, VoteResponse,
+};
+
+/// Tuning of a proposer.
+#[derive(Clone, Debug)]
+pub struct ProposerConfig {
+    /// Number of acceptors (3 in production).
+    pub acceptor_count: usize,
+    /// A request unanswered for this long is considered lost.
+    pub request_timeout_ms: u64,
+    /// A campaign that has not won after this long fails.
+    pub election_timeout_ms: u64,
+    /// Unacknowledged append bytes in flight to one acceptor.
+    pub in_flight_bytes_max: usize,
+    /// Largest append message.
+    pub append_bytes_max: usize,
+    /// Largest amount of uncommitted WAL held; `propose` refuses beyond it.
+    pub backlog_bytes_max: usize,
+}
+
+impl Default for ProposerConfig {
+    fn default() -> Self {
+        ProposerConfig {
+            acceptor_count: 3,
+            request_timeout_ms: 2_000,
+            election_timeout_ms: 10_000,
+            in_flight_bytes_max: 8 * 1024 * 1024,
+            append_bytes_max: 1024 * 1024,
+            backlog_bytes_max: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A request to an acceptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// What do you have?
+    GetState,
+    /// Vote for this term.
+    Vote(VoteRequest),
+    /// This term was won.
+    Elected(ElectedRequest),
+    /// Append WAL.
+    Append(AppendRequest),
+    /// Send up to `max_bytes` of whole frames of durable WAL from `start_lsn` (for catching another up), if
+    /// still in `term`'s election (so the WAL read is that term's).
+    ReadWal {
+        /// The proposer's term.
+        term: Term,
+        /// First LSN.
+        start_lsn: Lsn,
+        /// Size bound.
+        max_bytes: usize,
+    },
+}
+
+/// Why an acceptor refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// It promised a higher term.
+    StaleTerm {
+        /// That term.
+        current: Term,
+    },
+    /// It has not heard of this term's election.
+    NotElected,
+    /// The append starts past its WAL end.
+    Gap {
+        /// Its WAL end.
+        write_lsn: Lsn,
+    },
+    /// Anything else (bad input, storage failure, unknown timeline).
+    Other(String),
+}
+
+/// An acceptor's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Answer to `GetState`.
+    State(AcceptorState),
+    /// Answer to `Vote`.
+    Vote(VoteResponse),
+    /// `Elected` was applied.
+    Elected,
+    /// Append acknowledged after a sync.
+    Append(AppendResponse),
+    /// WAL read for `ReadWal`.
+    Wal {
+        /// Where it starts.
+        start_lsn: Lsn,
+        /// Whole frames.
+        data: Bytes,
+    },
+    /// The request was refused.
+    Refused(Refusal),
+}
+
+/// A request addressed to acceptor `to`, tagged with an id its reply must carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// Acceptor index.
+    pub to: usize,
+    /// Request id.
+    pub id: u64,
+    /// The request.
+    pub request: Request,
+}
+
+/// Why a record was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// Not (yet) the leader.
+    #[error("the proposer is not elected")]
+    NotLeader,
+    /// Another proposer won a higher term; this one never writes again.
+    #[error("fenced: another proposer won term {term}")]
+    Fenced {
+        /// The higher term.
+        term: Term,
+    },
+    /// Too much uncommitted WAL; retry after commits advance.
+    #[error("backlog full: {backlog_bytes} uncommitted bytes")]
+    Backpressure {
+        /// Uncommitted bytes held.
+        backlog_bytes: usize,
+    },
+    /// The record is not one valid frame.
+    #[error("not a single valid WAL frame")]
+    BadFrame,
+}
+
+/// Where the proposer stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Not started.
+    Idle,
+    /// Campaigning for a term.
+    Campaigning,
+    /// Elected for `term`; WAL continues at `epoch_start_lsn`.
+    Leader {
+        /// The term.
+        term: Term,
+        /// Where this term's WAL begins.
+        epoch_start_lsn: Lsn,
+    },
+    /// Fenced by a higher term.
+    Fenced {
+        /// The higher term.
+        term: Term,
+    },
+    /// The campaign failed (no majority in time).
+    Failed(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    State,
+    Vote,
+    Elected,
+    Append { end_lsn: Lsn },
+    Read { peer: usize },
+}
+
+struct Outstanding {
+    to: usize,
+    kind: Kind,
+    sent_ms: u64,
+}
+
+struct Campaign {
+    started_ms: u64,
+    term: Option<Term>,
+    states: Vec<Option<AcceptorState>>,
+    votes: Vec<Option<VoteResponse>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Its state is needed to compute where it diverges.
+    NeedState,
+    /// `GetState` or `Elected` is in flight.
+    Waiting,
+    /// Elected in this term: appends flow.
+    Streaming,
+}
+
+struct Peer {
+    stage: Stage,
+    /// Durable on this acceptor in this term (meaningful once streaming).
+    flush_lsn: Lsn,
+    /// Next byte to send.
+    next_lsn: Lsn,
+    in_flight_bytes: usize,
+}
+
+struct Leader {
+    term: Term,
+    history: TermHistory,
+    epoch_start_lsn: Lsn,
+    /// Frames not yet committed (and possibly some committed ones), contiguous from `buffer_start_lsn`.
+    frames: VecDeque<(Lsn, Bytes)>,
+    buffer_start_lsn: Lsn,
+    end_lsn: Lsn,
+    peers: Vec<Peer>,
+}
+
+enum Phase {
+    Idle,
+    Campaign(Campaign),
+    Leader(Leader),
+    Fenced(Term),
+    Failed(String),
+}
+
+/// The proposer state machine for one timeline.
+pub struct Proposer {
+    config: ProposerConfig,
+    timeline_start_lsn: Lsn,
+    phase: Phase,
+    outstanding: BTreeMap<u64, Outstanding>,
+    next_id: u64,
+    commit_lsn: Lsn,
+    now_ms: u64,
+}
+
+fn majority(count: usize) -> usize {
+    count / 2 + 1
+}
+
+impl Proposer {
+    /// A proposer for a timeline whose WAL starts at `timeline_start_lsn`.
+    pub fn new(config: ProposerConfig, timeline_start_lsn: Lsn) -> Proposer {
+        assert!(config.acceptor_count >= 1, "a proposer needs acceptors");
+        Proposer {
+            config,
+            timeline_start_lsn,
+            phase: Phase::Idle,
+            outstanding: BTreeMap::new(),
+            next_id: 1,
+            commit_lsn: timeline_start_lsn,
+            now_ms: 0,
+        }
+    }
+
+    /// Where it stands.
+    pub fn status(&self) -> Status {
+        match &self.phase {
+            Phase::Idle => Status::Idle,
+            Phase::Campaign(_) => Status::Campaigning,
+            Phase::Leader(leader) => Status::Leader {
+                term: leader.term,
+                epoch_start_lsn: leader.epoch_start_lsn,
+            },
+            Phase::Fenced(term) => Status::Fenced { term: *term },
+            Phase::Failed(reason) => Status::Failed(reason.clone()),
+        }
+    }
+
+    /// The highest LSN known committed (durable on a majority in this term).
+    pub fn commit_lsn(&self) -> Lsn {
+        self.commit_lsn
+    }
+
+    /// The end of the WAL proposed so far (the commit point of the last record), once elected.
+    pub fn end_lsn(&self) -> Option<Lsn> {
+        match &self.phase {
+            Phase::Leader(leader) => Some(leader.end_lsn),
+            _ => None,
+        }
+    }
+
+    /// A one-line description of the leader's view of each acceptor, for logs and test failures.
+    pub fn describe(&self) -> String {
+        match &self.phase {
+            Phase::Leader(leader) => {
+                let peers: Vec<String> = leader
+                    .peers
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{:?} flush={} next={} in_flight={}",
+                            p.stage, p.flush_lsn, p.next_lsn, p.in_flight_bytes
+                        )
+                    })
+                    .collect();
+                format!(
+                    "term {} epoch {} buffer {}..{} commit {} outstanding {} peers [{}]",
+                    leader.term,
+                    leader.epoch_start_lsn,
+                    leader.buffer_start_lsn,
+                    leader.end_lsn,
+                    self.commit_lsn,
+                    self.outstanding.len(),
+                    peers.join("; ")
+                )
+            }
+            _ => format!("{:?}", self.status()),
+        }
+    }
+
+    /// Requests in flight (for drivers and tests).
+    pub fn outstanding_count(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    fn send(&mut self, out: &mut Vec<Envelope>, to: usize, kind: Kind, request: Request) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.outstanding.insert(
+            id,
+            Outstanding {
+                to,
+                kind,
+                sent_ms: self.now_ms,
+            },
+        );
+        out.push(Envelope { to, id, request });
+    }
+
+    /// Starts (or restarts) a campaign: asks every acceptor for its state.
+    pub fn start_campaign(&mut self, now_ms: u64) -> Vec<Envelope> {
+        self.now_ms = self.now_ms.max(now_ms);
+        if let Phase::Fenced(_) = self.phase {
+            return Vec::new();
+        }
+        self.outstanding.clear();
+        let n = self.config.acceptor_count;
+        self.phase = Phase::Campaign(Campaign {
+            started_ms: self.now_ms,
+            term: None,
+            states: vec![None; n],
+            votes: vec![None; n],
+        });
+        let mut out = Vec::new();
+        for to in 0..n {
+            self.send(&mut out, to, Kind::State, Request::GetState);
+        }
+        out
+    }
+
+    /// Takes one record (a single whole frame). Returns its end LSN: it is committed once `commit_lsn()`
+    /// reaches it.
+    pub fn propose(&mut self, frame: Bytes) -> Result<(Lsn, Vec<Envelope>), ProposeError> {
+        let leader = match &mut self.phase {
+            Phase::Leader(leader) => leader,
+            Phase::Fenced(term) => return Err(ProposeError::Fenced { term: *term }),
+            _ => return Err(ProposeError::NotLeader),
+        };
+        match storage::wal::scan_frames(&frame, leader.end_lsn) {
+            (valid, None) if valid == frame.len() && !frame.is_empty() => {}
+            _ => return Err(ProposeError::BadFrame),
+        }
+        let backlog_bytes = (leader.end_lsn.0 - self.commit_lsn.max(leader.buffer_start_lsn).0) as usize;
+        if backlog_bytes + frame.len() > self.config.backlog_bytes_max {
+            return Err(ProposeError::Backpressure { backlog_bytes });
+        }
+        let start = leader.end_lsn;
+        leader.end_lsn = Lsn(start.0 + frame.len() as u64);
+        leader.frames.push_back((start, frame));
+        let end = leader.end_lsn;
+        let mut out = Vec::new();
+        for peer in 0..self.config.acceptor_count {
+            self.pump(peer, &mut out);
+        }
+        Ok((end, out))
+    }
+
+    /// Handles a reply to request `id`. Replies to unknown (timed out, superseded) requests are ignored.
+    pub fn on_reply(&mut self, id: u64, reply: Reply, now_ms: u64) -> Vec<Envelope> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        let Some(request) = self.outstanding.remove(&id) else {
+            return out;
+        };
+        if let Reply::Refused(Refusal::StaleTerm { current }) = &reply {
+            if let Some(term) = self.current_term() {
+                if *current >= term && matches!(self.phase, Phase::Leader(_)) {
+                    tracing::warn!(term, higher = current, "fenced by a higher term");
+                    self.phase = Phase::Fenced(*current);
+                    self.outstanding.clear();
+                    return out;
+                }
+            }
+        }
+        match &mut self.phase {
+            Phase::Campaign(_) => self.on_campaign_reply(request, reply, &mut out),
+            Phase::Leader(_) => self.on_leader_reply(request, reply, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    fn current_term(&self) -> Option<Term> {
+        match &self.phase {
+            Phase::Leader(leader) => Some(leader.term),
+            Phase::Campaign(campaign) => campaign.term,
+            _ => None,
+        }
+    }
+
+    fn on_campaign_reply(&mut self, request: Outstanding, reply: Reply, out: &mut Vec<Envelope>) {
+        let n = self.config.acceptor_count;
+        let Phase::Campaign(campaign) = &mut self.phase else {
+            return;
+        };
+        match (request.kind, reply) {
+            (Kind::State, Reply::State(state)) if campaign.term.is_none() => {
+                campaign.states[request.to] = Some(state);
+                let known: Vec<&AcceptorState> = campaign.states.iter().flatten().collect();
+                if known.len() >= majority(n) {
+                    let term = known.iter().map(|s| s.term).max().unwrap_or(0) + 1;
+                    campaign.term = Some(term);
+                    self.outstanding.retain(|_, o| o.kind != Kind::State);
+                    for to in 0..n {
+                        self.send(out, to, Kind::Vote, Request::Vote(VoteRequest { term }));
+                    }
+                }
+            }
+            (Kind::Vote, Reply::Vote(vote)) => {
+                let Some(term) = campaign.term else { return };
+                if !vote.granted {
+                    // Someone promised a term at least ours: campaign again above it.
+                    if vote.state.term >= term {
+                        let restart = self.start_campaign(self.now_ms);
+                        out.extend(restart);
+                    }
+                    return;
+                }
+                campaign.votes[request.to] = Some(vote);
+                if campaign.votes.iter().flatten().count() >= majority(n) {
+                    self.become_leader(term, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn become_leader(&mut self, term: Term, out: &mut Vec<Envelope>) {
+        let Phase::Campaign(campaign) = &self.phase else { return };
+        let votes: Vec<(usize, &VoteResponse)> = campaign
+            .votes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+            .collect();
+        let (donor, donor_vote) = votes
+            .iter()
+            .max_by_key(|(i, v)| (v.state.last_log_term(), v.state.flush_lsn, std::cmp::Reverse(*i)))
+            .copied()
+            .expect("a majority of votes is not empty");
+        let epoch_start_lsn = donor_vote.state.flush_lsn;
+        let history = donor_vote.state.history.with(TermSwitch {
+            term,
+            lsn: epoch_start_lsn,
+        });
+        let vote_states: Vec<Option<AcceptorState>> = campaign
+            .votes
+            .iter()
+            .map(|v| v.as_ref().map(|v| v.state.clone()))
+            .collect();
+        tracing::info!(term, donor, epoch_start = %epoch_start_lsn, "elected");
+        self.commit_lsn = self.commit_lsn.max(donor_vote.state.commit_lsn.min(epoch_start_lsn));
+        let peers = (0..self.config.acceptor_count)
+            .map(|_| Peer {
+                stage: Stage::NeedState,
+                flush_lsn: Lsn(0),
+                next_lsn: Lsn(0),
+                in_flight_bytes: 0,
+            })
+            .collect();
+        self.outstanding.clear();
+        self.phase = Phase::Leader(Leader {
+            term,
+            history,
+            epoch_start_lsn,
+            frames: VecDeque::new(),
+            buffer_start_lsn: epoch_start_lsn,
+            end_lsn: epoch_start_lsn,
+            peers,
+        });
+        for (peer, state) in vote_states.into_iter().enumerate() {
+            match state {
+                Some(state) => self.send_elected(peer, &state, out),
+                None => self.request_promise(peer, out),
+            }
+        }
+    }
+
+    /// Asks `peer` to promise our term. Its WAL can be judged only from a state taken *after* that promise:
+    /// before it, an older proposer may still append (and commit) there.
+    fn request_promise(&mut self, peer: usize, out: &mut Vec<Envelope>) {
+        let Phase::Leader(leader) = &mut self.phase else { return };
+        leader.peers[peer].stage = Stage::Waiting;
+        let term = leader.term;
+        self.send(out, peer, Kind::Vote, Request::Vote(VoteRequest { term }));
+    }
+
+    fn send_elected(&mut self, peer: usize, state: &AcceptorState, out: &mut Vec<Envelope>) {
+        let Phase::Leader(leader) = &mut self.phase else { return };
+        let start = divergence_lsn(
+            &state.history,
+            state.flush_lsn,
+            &leader.history,
+            leader.end_lsn,
+            self.timeline_start_lsn,
+        );
+        let p = &mut leader.peers[peer];
+        p.stage = Stage::Waiting;
+        p.flush_lsn = start;
+        p.next_lsn = start;
+        p.in_flight_bytes = 0;
+        let request = ElectedRequest {
+            term: leader.term,
+            history: leader.history.clone(),
+            start_streaming_at: start,
+        };
+        self.send(out, peer, Kind::Elected, Request::Elected(request));
+    }
+
+    fn on_leader_reply(&mut self, request: Outstanding, reply: Reply, out: &mut Vec<Envelope>) {
+        let peer = request.to;
+        match (request.kind, reply) {
+            (Kind::Vote, Reply::Vote(vote)) => {
+                let Phase::Leader(leader) = &self.phase else { return };
+                let term = leader.term;
+                if vote.state.term > term {
+                    tracing::warn!(term, higher = vote.state.term, "fenced by a higher term");
+                    self.phase = Phase::Fenced(vote.state.term);
+                    self.outstanding.clear();
+                    return;
+                }
+                // Granted now, or promised to us already (a duplicate): either way the state is post-promise.
+                self.send_elected(peer, &vote.state, out);
+            }
+            (Kind::Elected, Reply::Elected) => {
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                leader.peers[peer].stage = Stage::Streaming;
+                self.advance_commit();
+                self.pump(peer, out);
+            }
+            (Kind::Append { end_lsn }, Reply::Append(ack)) => {
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                if ack.term != leader.term {
+                    return;
+                }
+                let p = &mut leader.peers[peer];
+                if p.stage != Stage::Streaming {
+                    return;
+                }
+                p.flush_lsn = p.flush_lsn.max(ack.flush_lsn);
+                if ack.flush_lsn < end_lsn {
+                    // The acceptor did not keep all of it (it restarted and lost unsynced data): resend.
+                    p.next_lsn = p.flush_lsn;
+                    self.forget_appends_to(peer);
+                }
+                self.refresh_in_flight(peer);
+                self.advance_commit();
+                for peer in 0..self.config.acceptor_count {
+                    self.pump(peer, out);
+                }
+            }
+            (Kind::Read { peer: target }, Reply::Wal { start_lsn, data }) => {
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let term = leader.term;
+                let p = &mut leader.peers[target];
+                if p.stage == Stage::Streaming && p.next_lsn == start_lsn && !data.is_empty() {
+                    let end_lsn = Lsn(start_lsn.0 + data.len() as u64);
+                    p.next_lsn = end_lsn;
+                    let append = AppendRequest {
+                        term,
+                        begin_lsn: start_lsn,
+                        data,
+                        commit_lsn: self.commit_lsn,
+                    };
+                    self.send(out, target, Kind::Append { end_lsn }, Request::Append(append));
+                    self.refresh_in_flight(target);
+                }
+                self.pump(target, out);
+            }
+            (Kind::Append { .. }, Reply::Refused(Refusal::Gap { write_lsn })) => {
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let p = &mut leader.peers[peer];
+                if p.stage == Stage::Streaming {
+                    p.next_lsn = write_lsn.max(p.flush_lsn);
+                    self.forget_appends_to(peer);
+                    self.pump(peer, out);
+                }
+            }
+            (Kind::Read { peer: target }, Reply::Refused(_)) => {
+                // The source could not serve it; another source (or a later retry) will.
+                self.pump(target, out);
+            }
+            (_, Reply::Refused(refusal)) => {
+                // The acceptor lost track of this term's election (or refused for another reason): start it over.
+                tracing::debug!(peer, ?refusal, "acceptor refused; re-sending its election");
+                self.reset_peer(peer, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn in_flight_of(&self, peer: usize) -> usize {
+        let Phase::Leader(leader) = &self.phase else { return 0 };
+        let flush = leader.peers[peer].flush_lsn;
+        self.outstanding
+            .values()
+            .filter(|o| o.to == peer)
+            .filter_map(|o| match o.kind {
+                Kind::Append { end_lsn } => Some(end_lsn.0.saturating_sub(flush.0) as usize),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn refresh_in_flight(&mut self, peer: usize) {
+        let in_flight = self.in_flight_of(peer);
+        if let Phase::Leader(leader) = &mut self.phase {
+            leader.peers[peer].in_flight_bytes = in_flight;
+        }
+    }
+
+    /// Whether a catch-up read for `peer` is in flight (from whichever source).
+    fn is_reading(&self, peer: usize) -> bool {
+        self.outstanding.values().any(|o| o.kind == Kind::Read { peer })
+    }
+
+    /// Drops the appends to `peer` and the catch-up reads for it.
+    fn forget_appends_to(&mut self, peer: usize) {
+        self.outstanding
+            .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || o.kind == Kind::Read { peer }));
+        if let Phase::Leader(leader) = &mut self.phase {
+            leader.peers[peer].in_flight_bytes = 0;
+        }
+    }
+
+    fn reset_peer(&mut self, peer: usize, out: &mut Vec<Envelope>) {
+        // Reads sent to this peer on behalf of others stay: they are answered or time out on their own.
+        self.outstanding
+            .retain(|_, o| !((o.to == peer && !matches!(o.kind, Kind::Read { .. })) || o.kind == Kind::Read { peer }));
+        if let Phase::Leader(leader) = &mut self.phase {
+            leader.peers[peer].in_flight_bytes = 0;
+        }
+        self.request_promise(peer, out);
+    }
+
+    /// Commit = the highest LSN durable on a majority of acceptors streaming in this term, if at least the
+    /// epoch start.
+    fn advance_commit(&mut self) {
+        let Phase::Leader(leader) = &mut self.phase else { return };
+        let mut flushed: Vec<Lsn> = leader
+            .peers
+            .iter()
+            .filter(|p| p.stage == Stage::Streaming)
+            .map(|p| p.flush_lsn)
+            .collect();
+        let needed = majority(self.config.acceptor_count);
+        if flushed.len() < needed {
+            return;
+        }
+        flushed.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = flushed[needed - 1];
+        if candidate >= leader.epoch_start_lsn && candidate > self.commit_lsn {
+            assert!(
+                candidate <= leader.end_lsn,
+                "commit {candidate} past the proposed end {}",
+                leader.end_lsn
+            );
+            self.commit_lsn = candidate;
+            // Committed frames are on a majority; lagging acceptors catch up by reading from a peer.
+            while leader
+                .frames
+                .front()
+                .is_some_and(|(lsn, frame)| lsn.0 + frame.len() as u64 <= candidate.0)
+            {
+                let (lsn, frame) = leader.frames.pop_front().expect("checked above");
+                leader.buffer_start_lsn = Lsn(lsn.0 + frame.len() as u64);
+            }
+        }
+    }
+
+    /// Sends what `peer` may take now: catch-up from another acceptor below the buffer, frames from the buffer
+    /// above it, within the in-flight bound.
+    fn pump(&mut self, peer: usize, out: &mut Vec<Envelope>) {
+        let reading = self.is_reading(peer);
+        let Phase::Leader(leader) = &mut self.phase else { return };
+        let term = leader.term;
+        let p = &leader.peers[peer];
+        if p.stage != Stage::Streaming || reading {
+            return;
+        }
+        if p.next_lsn < leader.buffer_start_lsn {
+            // Read from the streaming peer with the most durable WAL in this term that has what is needed.
+            let next = p.next_lsn;
+            let source = (0..leader.peers.len())
+                .filter(|&i| i != peer && leader.peers[i].stage == Stage::Streaming && leader.peers[i].flush_lsn > next)
+                .max_by_key(|&i| leader.peers[i].flush_lsn);
+            if let Some(source) = source {
+                let max_bytes = self.config.append_bytes_max;
+                self.send(
+                    out,
+                    source,
+                    Kind::Read { peer },
+                    Request::ReadWal {
+                        term,
+                        start_lsn: next,
+                        max_bytes,
+                    },
+                );
+            }
+            return;
+        }
+        loop {
+            let Phase::Leader(leader) = &mut self.phase else { return };
+            let p = &leader.peers[peer];
+            if p.next_lsn >= leader.end_lsn || p.in_flight_bytes >= self.config.in_flight_bytes_max {
+                return;
+            }
+            let first = leader.frames.partition_point(|(lsn, _)| *lsn < p.next_lsn);
+            assert!(
+                leader.frames.get(first).is_some_and(|(lsn, _)| *lsn == p.next_lsn),
+                "peer position {} is not a buffered frame boundary",
+                p.next_lsn
+            );
+            let mut data = Vec::new();
+            for (_, frame) in leader.frames.range(first..) {
+                if !data.is_empty() && data.len() + frame.len() > self.config.append_bytes_max {
+                    break;
+                }
+                data.extend_from_slice(frame);
+            }
+            let begin_lsn = p.next_lsn;
+            let end_lsn = Lsn(begin_lsn.0 + data.len() as u64);
+            let p = &mut leader.peers[peer];
+            p.next_lsn = end_lsn;
+            p.in_flight_bytes += data.len();
+            let append = AppendRequest {
+                term,
+                begin_lsn,
+                data: Bytes::from(data),
+                commit_lsn: self.commit_lsn,
+            };
+            self.send(out, peer, Kind::Append { end_lsn }, Request::Append(append));
+        }
+    }
+
+    /// Advances the clock: lost requests are resent from the last acknowledged point; a campaign past its
+    /// deadline fails.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Envelope> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        if let Phase::Campaign(campaign) = &self.phase {
+            if self.now_ms.saturating_sub(campaign.started_ms) >= self.config.election_timeout_ms {
+                self.phase = Phase::Failed("no majority answered before the election timeout".into());
+                self.outstanding.clear();
+                return out;
+            }
+        }
+        let timeout = self.config.request_timeout_ms;
+        let expired: Vec<(u64, usize, Kind)> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| self.now_ms.saturating_sub(o.sent_ms) >= timeout)
+            .map(|(&id, o)| (id, o.to, o.kind))
+            .collect();
+        for (id, to, kind) in expired {
+            if self.outstanding.remove(&id).is_none() {
+                continue;
+            }
+            match (&mut self.phase, kind) {
+                (Phase::Campaign(_), Kind::State) => self.send(&mut out, to, Kind::State, Request::GetState),
+                (Phase::Campaign(campaign), Kind::Vote) => {
+                    if let Some(term) = campaign.term {
+                        self.send(&mut out, to, Kind::Vote, Request::Vote(VoteRequest { term }));
+                    }
+                }
+                (Phase::Leader(_), Kind::Append { .. }) => {
+                    // Resend everything after the last acknowledged point.
+                    if let Phase::Leader(leader) = &mut self.phase {
+                        let p = &mut leader.peers[to];
+                        p.next_lsn = p.flush_lsn;
+                    }
+                    self.forget_appends_to(to);
+                    self.pump(to, &mut out);
+                }
+                (Phase::Leader(_), Kind::Read { peer }) => self.pump(peer, &mut out),
+                (Phase::Leader(_), Kind::State | Kind::Vote | Kind::Elected) => self.reset_peer(to, &mut out),
+                _ => {}
+            }
+        }
+        out
+    }
+}
