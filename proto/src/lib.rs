@@ -1,3 +1,9 @@
-//! Wire contracts: the `.proto` files and the tonic/prost code generated from them (with `protox`, no system
-//! `protoc`) for the page service and the safekeeper service. Filled in with the safekeeper (issue 3) and the
-//! pageserver (issue 4).
+//! Wire contracts: the `.proto` files under `proto/proto/` and the tonic/prost code generated from them at
+//! build time with `protox` (no system `protoc`). Only the service crates use these types; core types are
+//! converted at their edges.
+
+/// The safekeeper service (`cambium.safekeeper.v1`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod safekeeper {
+    tonic::include_proto!("cambium.safekeeper.v1");
+}

@@ -1,0 +1,12 @@
+//! Generates the gRPC code from `proto/*.proto` with `protox` (a pure-Rust protobuf compiler): no system
+//! `protoc` is needed, and nothing is downloaded.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["proto/safekeeper.proto"];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(files, ["proto"])?;
+    tonic_prost_build::configure().compile_fds(descriptors)?;
+    Ok(())
+}
