@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={file}");
     }
     let descriptors = protox::compile(files, ["proto"])?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // `bytes` fields become `bytes::Bytes`, so WAL moves through the service without copies.
+    tonic_prost_build::configure().bytes(".").compile_fds(descriptors)?;
     Ok(())
 }

@@ -1,16 +1,22 @@
 //! The `cambium` command line.
 //!
-//! Until the services exist (`cambium up`, issue 6), it drives the storage engine directly: `demo` builds a
-//! database's worth of pages on disk, branches it and reads both sides; `inspect` and `verify` examine a
-//! tenant directory.
+//! `safekeeper` runs one safekeeper (the gRPC service over a data directory). Until the other services exist
+//! (`cambium up`, issue 6), the rest drives the storage engine directly: `demo` builds a database's worth of
+//! pages on disk, branches it and reads both sides; `inspect` and `verify` examine a tenant directory.
+//!
+//! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
 
+use std::future::Future;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
+use safekeeper::filestore::FileStoreConfig;
+use safekeeper::node::{NodeConfig, SafekeeperNode};
 use storage::{
     BranchPoint, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES,
 };
@@ -49,17 +55,99 @@ enum Command {
         #[arg(long, env = "CAMBIUM_DATA_DIR")]
         data_dir: PathBuf,
     },
+    /// Runs a safekeeper: the gRPC service that makes WAL durable, over a data directory. Prints one line,
+    /// `cambium safekeeper <id> listening on <address>`, once it accepts connections; stops cleanly on SIGINT
+    /// or SIGTERM.
+    Safekeeper {
+        /// This safekeeper's id (for logs).
+        #[arg(long, env = "CAMBIUM_SAFEKEEPER_ID")]
+        id: u64,
+        /// Address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:7676")]
+        listen: String,
+        /// Data directory (made if missing); one process at a time (it holds a `LOCK` file).
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+    },
 }
+
+/// How long a stopping safekeeper waits for in-flight requests before it exits anyway.
+const SAFEKEEPER_CLOSE_TIMEOUT_MS: u64 = 5_000;
 
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
         Command::Demo { data_dir, pages } => demo(&data_dir, pages),
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::Verify { data_dir } => verify(&data_dir),
+        Command::Safekeeper { id, listen, data_dir } => run_safekeeper(id, &listen, data_dir),
     }
+}
+
+fn run_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("safekeeper")
+        .build()
+        .context("starting the tokio runtime")?;
+    let result = runtime.block_on(serve_safekeeper(id, listen, data_dir));
+    // Dropping the runtime waits for blocking tasks (an fdatasync in progress) and drops every task, so the
+    // last references to the node go and its lock file is removed before the process exits.
+    drop(runtime);
+    result
+}
+
+async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()> {
+    let config = NodeConfig {
+        node_id: id,
+        data_dir: data_dir.clone(),
+        store: FileStoreConfig::default(),
+    };
+    let node = tokio::task::spawn_blocking(move || SafekeeperNode::open(config))
+        .await
+        .context("opening the safekeeper node")?
+        .with_context(|| format!("opening the safekeeper data directory {}", data_dir.display()))?;
+    let node = Arc::new(node);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let address = listener.local_addr().context("reading the bound address")?;
+    // Handlers first: a signal sent right after the line below is read must stop us cleanly.
+    let shutdown = shutdown_signal()?;
+    tracing::info!(node = id, data_dir = %data_dir.display(), "listening on {address}");
+    {
+        // The one line of stdout: tests and supervisors read the bound port from it (`--listen ...:0`).
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "cambium safekeeper {id} listening on {address}").context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    safekeeper::service::serve(Arc::clone(&node), listener, shutdown)
+        .await
+        .context("serving gRPC")?;
+    if !node.close(Duration::from_millis(SAFEKEEPER_CLOSE_TIMEOUT_MS)).await {
+        tracing::warn!(
+            node = id,
+            "requests outlived the close timeout; the lock goes when the runtime stops"
+        );
+    }
+    tracing::info!(node = id, "stopped");
+    Ok(())
+}
+
+/// Completes on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
 }
 
 fn open_tenant(dir: &Path) -> Result<Tenant> {

@@ -6,8 +6,12 @@
 //! deterministic simulation and the gRPC service drive the same code.
 
 pub mod acceptor;
+pub mod client;
+pub mod convert;
 pub mod dispatch;
 pub mod filestore;
 pub mod memstore;
+pub mod node;
 pub mod proposer;
 pub mod protocol;
+pub mod service;

@@ -1,0 +1,697 @@
+//! A safekeeper node: the timelines of one data directory, each an [`Acceptor`] over the file store, shared by
+//! the gRPC service's tasks.
+//!
+//! # Layout
+//!
+//! ```text
+//! <data_dir>/LOCK                                   who owns the directory (below)
+//! <data_dir>/<tenant_id>/<timeline_id>/control      one timeline: see `filestore` for its files
+//! <data_dir>/<tenant_id>/<timeline_id>/*.seg
+//! ```
+//!
+//! Ids are 32 lowercase hex digits. [`SafekeeperNode::open`] opens every timeline it finds; a torn WAL tail is
+//! cut by `FileWal::open` (and logged there). A timeline directory without a control file is a creation that
+//! crashed before it was acknowledged: it is left for `CreateTimeline` to finish. A timeline that fails to
+//! load is *broken*: it is logged, its requests fail with `INTERNAL`, and the other timelines are served.
+//!
+//! # Concurrency
+//!
+//! Each timeline's acceptor sits behind a `parking_lot` mutex that is only ever taken on a blocking thread
+//! ([`Timeline::run`] uses `spawn_blocking`): appends, fdatasyncs and reads happen under it, never on an async
+//! worker and never across an `.await` (the guard is `!Send`, so a future holding it would not compile into
+//! the service). A `tokio::sync::watch` carries each timeline's commit LSN to the `StreamWal` tailers; it is
+//! published after every operation on the acceptor. A request that panics marks its timeline broken: the
+//! acceptor may be half way through a change, and only a restart recovers from durable state (STYLE 18). A
+//! failed write or fsync poisons the timeline's store the same way (`StoreError::Poisoned`, `INTERNAL`): the
+//! node never retries an fsync; restarting the process reopens the timeline from what is durable.
+//!
+//! # The lock file
+//!
+//! Two processes must never open one data directory. The workspace's minimum Rust (1.85) predates
+//! `File::try_lock`, and no new dependency is allowed for `flock`, so the lock is a file: `LOCK` holds the
+//! owner's pid, its start time (`/proc/<pid>/stat` field 22) and the boot id, and is created atomically with
+//! its content (written to a temp file, then hard-linked to `LOCK`, which fails if `LOCK` exists). It is
+//! removed when the node is dropped after its last user. A `LOCK` whose owner is provably gone (another boot,
+//! or no live process with that pid and start time) is stale and taken over with a warning, so a node killed
+//! with `kill -9` restarts without help. Without `/proc`, or if `LOCK` cannot be parsed, the owner is assumed
+//! alive and the node refuses to start: remove `LOCK` by hand once no safekeeper runs on the directory.
+//! Known gap: two nodes starting at the same instant over the *same stale* lock may both take it over.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use storage::fsio;
+use storage::{Lsn, TenantId, TimelineId};
+use tokio::sync::watch;
+
+use crate::acceptor::Acceptor;
+use crate::convert::{parse_lower_hex_id, TimelineKey};
+use crate::filestore::{self, FileControl, FileStoreConfig, FileWal};
+use crate::protocol::{AcceptorError, AcceptorState};
+
+/// The lock file's name in the data directory.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+/// How often [`SafekeeperNode::close`] checks whether the node's last users are gone.
+const CLOSE_POLL_INTERVAL_MS: u64 = 10;
+
+/// The acceptor of one timeline, over its files.
+pub type FileAcceptor = Acceptor<FileWal, FileControl>;
+
+/// What a node is given at start.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This safekeeper's id (for logs).
+    pub node_id: u64,
+    /// The data directory (created if missing).
+    pub data_dir: PathBuf,
+    /// Segment size and durability of every timeline.
+    pub store: FileStoreConfig,
+}
+
+/// Why a node operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// Another live process (or another node in this one) owns the data directory.
+    #[error("{path} is held by another safekeeper ({holder}); if none runs on this directory, remove the file")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the lock file says about its owner.
+        holder: String,
+    },
+    /// The data directory could not be read or written.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// No such timeline here.
+    #[error("timeline {}/{} not found", .key.0, .key.1)]
+    NotFound {
+        /// The timeline.
+        key: TimelineKey,
+    },
+    /// The timeline exists with another start LSN.
+    #[error("timeline {}/{} exists with start LSN {existing}, not {requested}", .key.0, .key.1)]
+    AlreadyExists {
+        /// The timeline.
+        key: TimelineKey,
+        /// Its start LSN.
+        existing: Lsn,
+        /// The start LSN asked for.
+        requested: Lsn,
+    },
+    /// The timeline failed to load, or a request on it panicked: it serves nothing until a restart.
+    #[error("timeline {}/{} is broken: {reason}", .key.0, .key.1)]
+    Broken {
+        /// The timeline.
+        key: TimelineKey,
+        /// Why.
+        reason: String,
+    },
+    /// The acceptor refused or failed.
+    #[error(transparent)]
+    Acceptor(#[from] AcceptorError),
+    /// The node is shutting down.
+    #[error("the safekeeper is shutting down")]
+    ShuttingDown,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
+    move |source| NodeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One timeline of a node: its acceptor and the watch of its commit LSN.
+pub struct Timeline {
+    key: TimelineKey,
+    start_lsn: Lsn,
+    acceptor: Mutex<FileAcceptor>,
+    commit_lsn: watch::Sender<Lsn>,
+    /// Set when a request panicked while holding the acceptor.
+    broken: AtomicBool,
+    /// Keeps the data directory locked while any task still uses this timeline.
+    _lock: Arc<DirLock>,
+}
+
+impl std::fmt::Debug for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timeline")
+            .field("key", &self.key)
+            .field("start_lsn", &self.start_lsn)
+            .field("commit_lsn", &*self.commit_lsn.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Timeline {
+    fn new(key: TimelineKey, acceptor: FileAcceptor, lock: Arc<DirLock>) -> Timeline {
+        let control = acceptor.control();
+        Timeline {
+            key,
+            start_lsn: control.timeline_start_lsn,
+            commit_lsn: watch::Sender::new(control.commit_lsn),
+            acceptor: Mutex::new(acceptor),
+            broken: AtomicBool::new(false),
+            _lock: lock,
+        }
+    }
+
+    /// The tenant and timeline ids.
+    pub fn key(&self) -> TimelineKey {
+        self.key
+    }
+
+    /// Where the timeline's WAL begins (fixed at creation).
+    pub fn start_lsn(&self) -> Lsn {
+        self.start_lsn
+    }
+
+    /// The last published commit LSN.
+    pub fn commit_lsn(&self) -> Lsn {
+        *self.commit_lsn.borrow()
+    }
+
+    /// A receiver that sees every advance of the commit LSN.
+    pub fn subscribe_commit_lsn(&self) -> watch::Receiver<Lsn> {
+        self.commit_lsn.subscribe()
+    }
+
+    /// Runs `f` on the acceptor, on this thread, which must be allowed to block (the lock may be held by an
+    /// fdatasync). Publishes the commit LSN afterwards. A panic in `f` marks the timeline broken.
+    pub fn run_blocking<R>(&self, f: impl FnOnce(&mut FileAcceptor) -> R) -> Result<R, NodeError> {
+        self.check_not_broken()?;
+        let mut acceptor = self.acceptor.lock();
+        // A request that panicked while we waited for the lock may have left the acceptor half changed.
+        self.check_not_broken()?;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut acceptor))) {
+            Ok(result) => {
+                let commit_lsn = acceptor.control().commit_lsn;
+                drop(acceptor);
+                self.commit_lsn.send_if_modified(|published| {
+                    let advanced = commit_lsn > *published;
+                    if advanced {
+                        *published = commit_lsn;
+                    }
+                    advanced
+                });
+                Ok(result)
+            }
+            Err(_) => {
+                // The panic message went to the panic hook already.
+                self.broken.store(true, Ordering::SeqCst);
+                tracing::error!(tenant = %self.key.0, timeline = %self.key.1, "a request panicked; the timeline serves nothing until a restart");
+                Err(self.broken_error())
+            }
+        }
+    }
+
+    /// Runs `f` on the acceptor on a blocking thread (see [`Timeline::run_blocking`]).
+    pub async fn run<R, F>(self: &Arc<Self>, f: F) -> Result<R, NodeError>
+    where
+        F: FnOnce(&mut FileAcceptor) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let timeline = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || timeline.run_blocking(f)).await {
+            Ok(result) => result,
+            // `run_blocking` catches panics, so this is a cancelled task (the runtime is shutting down).
+            Err(_) => Err(NodeError::ShuttingDown),
+        }
+    }
+
+    /// The acceptor's state.
+    pub async fn state(self: &Arc<Self>) -> Result<AcceptorState, NodeError> {
+        self.run(|acceptor| acceptor.state()).await
+    }
+
+    fn check_not_broken(&self) -> Result<(), NodeError> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(self.broken_error());
+        }
+        Ok(())
+    }
+
+    fn broken_error(&self) -> NodeError {
+        NodeError::Broken {
+            key: self.key,
+            reason: "a request panicked on it".into(),
+        }
+    }
+}
+
+/// A timeline as the node knows it.
+#[derive(Debug)]
+enum Slot {
+    Ready(Arc<Timeline>),
+    /// It failed to load; the reason was logged.
+    Broken(String),
+}
+
+/// The timelines of one data directory.
+#[derive(Debug)]
+pub struct SafekeeperNode {
+    config: NodeConfig,
+    timelines: RwLock<HashMap<TimelineKey, Slot>>,
+    /// Serializes timeline creations (each is a few fsyncs; the map lock is never held across them).
+    create_lock: Mutex<()>,
+    lock: Arc<DirLock>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl SafekeeperNode {
+    /// Locks `config.data_dir` (creating it if missing) and opens every timeline in it. Blocks on disk I/O:
+    /// call it before serving or from a blocking thread.
+    pub fn open(config: NodeConfig) -> Result<SafekeeperNode, NodeError> {
+        let data_dir = config.data_dir.clone();
+        fsio::create_dir_durable(&data_dir, config.store.durability).map_err(|e| NodeError::Io {
+            path: data_dir.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        let lock = Arc::new(DirLock::acquire(&data_dir)?);
+        let mut timelines = HashMap::new();
+        for (key, dir) in list_timeline_dirs(&data_dir)? {
+            match open_timeline_dir(&dir, &config.store) {
+                Ok(Some(acceptor)) => {
+                    let timeline = Timeline::new(key, acceptor, Arc::clone(&lock));
+                    tracing::info!(
+                        node = config.node_id,
+                        tenant = %key.0,
+                        timeline = %key.1,
+                        start_lsn = %timeline.start_lsn,
+                        commit_lsn = %timeline.commit_lsn(),
+                        "opened timeline"
+                    );
+                    timelines.insert(key, Slot::Ready(Arc::new(timeline)));
+                }
+                Ok(None) => {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "a timeline directory without a control file (a creation cut short); \
+                         CreateTimeline will finish it"
+                    );
+                }
+                Err(error) => {
+                    tracing::error!(dir = %dir.display(), %error, "timeline failed to load; it is served as broken");
+                    timelines.insert(key, Slot::Broken(error.to_string()));
+                }
+            }
+        }
+        tracing::info!(
+            node = config.node_id,
+            data_dir = %data_dir.display(),
+            timelines = timelines.len(),
+            "safekeeper node opened"
+        );
+        Ok(SafekeeperNode {
+            config,
+            timelines: RwLock::new(timelines),
+            create_lock: Mutex::new(()),
+            lock,
+            shutdown: watch::Sender::new(false),
+        })
+    }
+
+    /// This safekeeper's id.
+    pub fn node_id(&self) -> u64 {
+        self.config.node_id
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    /// The directory of a timeline.
+    pub fn timeline_dir(&self, key: TimelineKey) -> PathBuf {
+        self.config.data_dir.join(key.0.to_string()).join(key.1.to_string())
+    }
+
+    /// The ids of the timelines loaded (broken ones included), sorted.
+    pub fn timeline_keys(&self) -> Vec<TimelineKey> {
+        let mut keys: Vec<_> = self.timelines.read().keys().copied().collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// The timeline `key`: `NotFound` if there is none, `Broken` if it failed to load.
+    pub fn timeline(&self, key: TimelineKey) -> Result<Arc<Timeline>, NodeError> {
+        match self.timelines.read().get(&key) {
+            Some(Slot::Ready(timeline)) => Ok(Arc::clone(timeline)),
+            Some(Slot::Broken(reason)) => Err(NodeError::Broken {
+                key,
+                reason: reason.clone(),
+            }),
+            None => Err(NodeError::NotFound { key }),
+        }
+    }
+
+    /// Creates the timeline `key` whose WAL starts at `start_lsn`, durably; blocks on disk I/O. Idempotent
+    /// for the same start LSN; `AlreadyExists` for another.
+    pub fn create_timeline_blocking(&self, key: TimelineKey, start_lsn: Lsn) -> Result<Arc<Timeline>, NodeError> {
+        if self.is_shut_down() {
+            return Err(NodeError::ShuttingDown);
+        }
+        let _creating = self.create_lock.lock();
+        match self.timeline(key) {
+            Ok(timeline) if timeline.start_lsn == start_lsn => return Ok(timeline),
+            Ok(timeline) => {
+                return Err(NodeError::AlreadyExists {
+                    key,
+                    existing: timeline.start_lsn,
+                    requested: start_lsn,
+                })
+            }
+            Err(NodeError::NotFound { .. }) => {}
+            Err(other) => return Err(other),
+        }
+        let durability = self.config.store.durability;
+        let tenant_dir = self.config.data_dir.join(key.0.to_string());
+        // The tenant directory's own entry in the data directory must be durable too.
+        fsio::create_dir_durable(&tenant_dir, durability).map_err(|e| NodeError::Io {
+            path: tenant_dir.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        let dir = self.timeline_dir(key);
+        let (control, wal, store) =
+            filestore::create_timeline(&dir, start_lsn, &self.config.store).map_err(AcceptorError::from)?;
+        if control.timeline_start_lsn != start_lsn {
+            // `create_timeline` checks this too; a directory left by a crash holds whatever it holds.
+            return Err(NodeError::AlreadyExists {
+                key,
+                existing: control.timeline_start_lsn,
+                requested: start_lsn,
+            });
+        }
+        let acceptor = Acceptor::new(control, wal, store)?;
+        let timeline = Arc::new(Timeline::new(key, acceptor, Arc::clone(&self.lock)));
+        self.timelines.write().insert(key, Slot::Ready(Arc::clone(&timeline)));
+        tracing::info!(node = self.config.node_id, tenant = %key.0, timeline = %key.1, %start_lsn, "created timeline");
+        Ok(timeline)
+    }
+
+    /// [`SafekeeperNode::create_timeline_blocking`] on a blocking thread.
+    pub async fn create_timeline(
+        self: &Arc<Self>,
+        key: TimelineKey,
+        start_lsn: Lsn,
+    ) -> Result<Arc<Timeline>, NodeError> {
+        let node = Arc::clone(self);
+        tokio::task::spawn_blocking(move || node.create_timeline_blocking(key, start_lsn))
+            .await
+            .unwrap_or(Err(NodeError::ShuttingDown))
+    }
+
+    /// Starts shutting down: streams end, new requests are refused with `ShuttingDown`. Idempotent.
+    pub fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Whether [`SafekeeperNode::shut_down`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// A receiver that turns `true` when the node shuts down (and errs if the node is dropped).
+    pub fn subscribe_shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Shuts the node down, waits up to `timeout` for every other user of it and of its timelines (request
+    /// tasks) to let go, then drops it, which removes the lock file. Returns whether the lock file is gone;
+    /// if not, it goes when the last user drops its reference.
+    pub async fn close(self: Arc<Self>, timeout: Duration) -> bool {
+        self.shut_down();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let in_use = |node: &Arc<SafekeeperNode>| {
+            Arc::strong_count(node) > 1
+                || node.timelines.read().values().any(|slot| match slot {
+                    Slot::Ready(timeline) => Arc::strong_count(timeline) > 1,
+                    Slot::Broken(_) => false,
+                })
+        };
+        while in_use(&self) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    node = self.config.node_id,
+                    "requests still hold the node after the close timeout; the lock file goes with the last"
+                );
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(CLOSE_POLL_INTERVAL_MS)).await;
+        }
+        let lock = Arc::clone(&self.lock);
+        drop(self);
+        // Ours is now the last reference: dropping it removes the file.
+        let released = Arc::strong_count(&lock) == 1;
+        drop(lock);
+        released
+    }
+}
+
+/// The timeline directories under `data_dir`: `<tenant_id>/<timeline_id>`, both 32 lowercase hex digits.
+fn list_timeline_dirs(data_dir: &Path) -> Result<Vec<(TimelineKey, PathBuf)>, NodeError> {
+    let mut found = Vec::new();
+    for (tenant_name, tenant_dir) in subdirectories(data_dir)? {
+        let Some(tenant_id) = parse_lower_hex_id(&tenant_name) else {
+            tracing::warn!(path = %tenant_dir.display(), "ignoring a directory that is not a tenant id");
+            continue;
+        };
+        for (timeline_name, timeline_dir) in subdirectories(&tenant_dir)? {
+            let Some(timeline_id) = parse_lower_hex_id(&timeline_name) else {
+                tracing::warn!(path = %timeline_dir.display(), "ignoring a directory that is not a timeline id");
+                continue;
+            };
+            found.push(((TenantId(tenant_id), TimelineId(timeline_id)), timeline_dir));
+        }
+    }
+    found.sort_unstable_by_key(|(key, _)| *key);
+    Ok(found)
+}
+
+/// The subdirectories of `dir` with UTF-8 names (others are logged and skipped; files are skipped).
+fn subdirectories(dir: &Path) -> Result<Vec<(String, PathBuf)>, NodeError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry = entry.map_err(io_error(dir))?;
+        let path = entry.path();
+        if !entry.file_type().map_err(io_error(&path))?.is_dir() {
+            continue;
+        }
+        match entry.file_name().into_string() {
+            Ok(name) => out.push((name, path)),
+            Err(_) => tracing::warn!(path = %path.display(), "ignoring a directory with a non-UTF-8 name"),
+        }
+    }
+    Ok(out)
+}
+
+fn open_timeline_dir(dir: &Path, config: &FileStoreConfig) -> Result<Option<FileAcceptor>, AcceptorError> {
+    let Some((control, wal, store)) = filestore::open_timeline(dir, config)? else {
+        return Ok(None);
+    };
+    Acceptor::new(control, wal, store).map(Some)
+}
+
+/// Who owns a lock file: a process named by its pid, start time and boot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Owner {
+    pid: u32,
+    /// Clock ticks after boot at which the process started (`/proc/<pid>/stat` field 22), if known.
+    start_ticks: Option<u64>,
+    /// `/proc/sys/kernel/random/boot_id`, if known.
+    boot_id: Option<String>,
+}
+
+impl Owner {
+    fn current() -> Owner {
+        let pid = std::process::id();
+        Owner {
+            pid,
+            start_ticks: process_start_ticks(pid),
+            boot_id: boot_id(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        let mut out = format!("pid {}\n", self.pid);
+        if let Some(ticks) = self.start_ticks {
+            out.push_str(&format!("start_ticks {ticks}\n"));
+        }
+        if let Some(boot) = &self.boot_id {
+            out.push_str(&format!("boot_id {boot}\n"));
+        }
+        out
+    }
+
+    fn decode(text: &str) -> Option<Owner> {
+        let mut pid = None;
+        let mut start_ticks = None;
+        let mut boot_id = None;
+        for line in text.lines() {
+            let (name, value) = line.split_once(' ')?;
+            match name {
+                "pid" => pid = Some(value.parse().ok()?),
+                "start_ticks" => start_ticks = Some(value.parse().ok()?),
+                "boot_id" => boot_id = Some(value.to_string()),
+                _ => return None,
+            }
+        }
+        Some(Owner {
+            pid: pid?,
+            start_ticks,
+            boot_id,
+        })
+    }
+
+    /// Whether this owner is provably gone (otherwise it is assumed alive).
+    fn is_gone(&self) -> bool {
+        if let (Some(theirs), Some(ours)) = (&self.boot_id, boot_id()) {
+            if *theirs != ours {
+                return true;
+            }
+        }
+        if !Path::new("/proc/self/stat").exists() {
+            return false;
+        }
+        match process_start_ticks(self.pid) {
+            None => !Path::new(&format!("/proc/{}", self.pid)).exists(),
+            Some(now) => self.start_ticks.is_some_and(|then| then != now),
+        }
+    }
+}
+
+fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+}
+
+/// Field 22 of `/proc/<pid>/stat`. The second field (the command) is in parentheses and may hold spaces, so
+/// fields are counted after the last `)`, where field 3 begins.
+fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_command = &stat[stat.rfind(')')? + 1..];
+    after_command.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The data directory's lock file; removed on drop.
+#[derive(Debug)]
+struct DirLock {
+    path: PathBuf,
+}
+
+impl DirLock {
+    fn acquire(data_dir: &Path) -> Result<DirLock, NodeError> {
+        static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = data_dir.join(LOCK_FILE_NAME);
+        let me = Owner::current();
+        let temp = data_dir.join(format!(
+            "{LOCK_FILE_NAME}.{}.{}.tmp",
+            me.pid,
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::File::create(&temp)
+            .and_then(|mut file| file.write_all(me.encode().as_bytes()))
+            .map_err(io_error(&temp))?;
+        let result = Self::link(&temp, &path);
+        if let Err(error) = fs::remove_file(&temp) {
+            tracing::warn!(path = %temp.display(), %error, "could not remove a lock temp file");
+        }
+        result?;
+        Ok(DirLock { path })
+    }
+
+    /// Links `temp` to `path` (atomic: `path` appears with its whole content), taking over a stale lock once.
+    fn link(temp: &Path, path: &Path) -> Result<(), NodeError> {
+        let mut took_over = false;
+        loop {
+            match fs::hard_link(temp, path) {
+                Ok(()) => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(io_error(path)(error)),
+            }
+            let text = match fs::read_to_string(path) {
+                Ok(text) => text,
+                // Its owner just removed it: try again.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(io_error(path)(error)),
+            };
+            let holder = Owner::decode(&text);
+            let stale = holder.as_ref().is_some_and(Owner::is_gone);
+            if !stale || took_over {
+                return Err(NodeError::Locked {
+                    path: path.to_path_buf(),
+                    holder: text.trim().replace('\n', ", "),
+                });
+            }
+            tracing::warn!(path = %path.display(), holder = ?holder, "taking over a stale lock file (its owner is gone)");
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => return Err(io_error(path)(error)),
+            }
+            took_over = true;
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        match fs::remove_file(&self.path) {
+            Ok(()) => tracing::info!(path = %self.path.display(), "released the data directory lock"),
+            Err(error) => tracing::warn!(path = %self.path.display(), %error, "could not remove the lock file"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_round_trips_and_we_are_alive() {
+        let me = Owner::current();
+        assert_eq!(Owner::decode(&me.encode()), Some(me.clone()));
+        assert!(!me.is_gone(), "this process is alive");
+        assert_eq!(Owner::decode("garbage"), None);
+        assert_eq!(Owner::decode("pid 12\nsurprise 1\n"), None);
+    }
+
+    #[test]
+    fn a_lock_of_a_gone_process_is_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOCK_FILE_NAME);
+        let mut gone = Owner::current();
+        gone.start_ticks = gone.start_ticks.map(|t| t + 1);
+        gone.boot_id = Some("another-boot".into());
+        fs::write(&path, gone.encode()).expect("write");
+        let lock = DirLock::acquire(dir.path()).expect("stale lock taken over");
+        assert!(DirLock::acquire(dir.path()).is_err(), "held by this process now");
+        drop(lock);
+        assert!(!path.exists(), "removed on drop");
+        fs::write(&path, "not a lock file").expect("write");
+        assert!(
+            matches!(DirLock::acquire(dir.path()), Err(NodeError::Locked { .. })),
+            "an unreadable lock is assumed held"
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "no temp files left: {leftovers:?}");
+    }
+}

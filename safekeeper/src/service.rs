@@ -1,0 +1,551 @@
+//! The safekeeper's gRPC service (`cambium.safekeeper.v1.Safekeeper`) over a [`SafekeeperNode`], and
+//! [`serve`], which runs it on a listener until a shutdown signal.
+//!
+//! Every request is validated (ids, term histories, sizes) before it reaches the acceptor, and the acceptor
+//! validates before it writes: a refused request changes nothing on disk. Statuses follow the contract in the
+//! header of `proto/proto/safekeeper.proto` (see [`crate::convert::status_from_acceptor`]).
+//!
+//! **Append** is a bidirectional stream and the group-commit point: the task serving it takes one message,
+//! then every further message already received on the stream (without waiting, up to
+//! [`APPEND_BATCH_MESSAGES_MAX`] messages or [`APPEND_BATCH_BYTES_MAX`] bytes), writes them all, makes them
+//! durable with one `sync` (one fdatasync) and acknowledges each, in order, with the same flush and commit
+//! LSN. A refused message ends the stream with its status, after the messages before it are acknowledged;
+//! the messages after it are not written.
+//!
+//! **StreamWal** sends committed WAL from the requested LSN in chunks of at most [`STREAM_WAL_CHUNK_BYTES_MAX`]
+//! (or one larger frame), then waits for the timeline's commit LSN to move and goes on, until the client goes
+//! away or the node shuts down.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use proto::safekeeper as pb;
+use proto::safekeeper::safekeeper_server::{Safekeeper, SafekeeperServer};
+use storage::Lsn;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{self, status_from_acceptor, status_from_read_error, TimelineKey};
+use crate::dispatch::READ_BYTES_MAX;
+use crate::node::{NodeError, SafekeeperNode, Timeline};
+use crate::protocol::{AcceptorError, AppendRequest, AppendResponse, VoteRequest};
+
+/// Largest gRPC message accepted or sent. An append carries at most `acceptor::APPEND_BYTES_MAX` (16 MiB) of
+/// WAL; this leaves room for the envelope and makes an oversized append a clear `INVALID_ARGUMENT` from the
+/// acceptor rather than a transport error, up to this size.
+pub const MESSAGE_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// Most appends written under one sync.
+pub const APPEND_BATCH_MESSAGES_MAX: usize = 256;
+/// Most WAL bytes written under one sync (a batch stops growing once it reaches this).
+pub const APPEND_BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Acknowledgements queued for an append stream's client before the stream stops reading appends.
+pub const APPEND_RESPONSE_CHANNEL_MESSAGES: usize = 1024;
+/// Largest chunk `StreamWal` sends (a single larger frame is sent whole).
+pub const STREAM_WAL_CHUNK_BYTES_MAX: usize = 1024 * 1024;
+/// Chunks queued for a `StreamWal` client before the stream stops reading WAL.
+pub const STREAM_WAL_CHANNEL_CHUNKS: usize = 16;
+/// After the shutdown signal, how long open connections get to finish before they are cut.
+pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
+/// HTTP/2 flow-control window of one stream: how much a proposer may pipeline on an append stream while a
+/// sync runs (matches the proposer's default `in_flight_bytes_max`, so a whole in-flight window can land in
+/// one group commit).
+pub const HTTP2_STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+/// HTTP/2 flow-control window of one connection (all its streams).
+pub const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
+/// HTTP/2 keepalive pings on idle connections, so a vanished client's streams end.
+pub const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+/// A keepalive ping unanswered for this long closes the connection.
+pub const HTTP2_KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
+
+/// The gRPC service over one node.
+#[derive(Clone, Debug)]
+pub struct SafekeeperService {
+    node: Arc<SafekeeperNode>,
+}
+
+impl SafekeeperService {
+    /// A service over `node`.
+    pub fn new(node: Arc<SafekeeperNode>) -> SafekeeperService {
+        SafekeeperService { node }
+    }
+
+    /// The tonic server for this service, with the message size limits set.
+    pub fn into_server(self) -> SafekeeperServer<SafekeeperService> {
+        SafekeeperServer::new(self)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+
+    fn check_running(&self) -> Result<(), Status> {
+        if self.node.is_shut_down() {
+            return Err(status_from_node(&NodeError::ShuttingDown));
+        }
+        Ok(())
+    }
+
+    /// The timeline a request names.
+    fn timeline(&self, timeline: Option<&pb::TimelineRef>) -> Result<Arc<Timeline>, Status> {
+        self.check_running()?;
+        let key = convert::timeline_key(timeline)?;
+        self.node.timeline(key).map_err(|e| status_from_node(&e))
+    }
+}
+
+/// The status that reports a node error, as the service contract specifies.
+pub fn status_from_node(error: &NodeError) -> Status {
+    match error {
+        NodeError::NotFound { .. } => Status::not_found(error.to_string()),
+        NodeError::AlreadyExists { .. } => Status::already_exists(error.to_string()),
+        NodeError::Acceptor(error) => status_from_acceptor(error),
+        NodeError::ShuttingDown => Status::unavailable(error.to_string()),
+        NodeError::Broken { .. } | NodeError::Io { .. } | NodeError::Locked { .. } => convert::internal(error),
+    }
+}
+
+/// The status for a node error of a read: a start outside the available WAL is `OUT_OF_RANGE`.
+fn status_from_node_read(error: &NodeError) -> Status {
+    match error {
+        NodeError::Acceptor(error) => status_from_read_error(error),
+        other => status_from_node(other),
+    }
+}
+
+/// Completes when the node shuts down (or is dropped).
+async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
+    // An error means the node is gone, which is a shutdown too.
+    let _ = shutdown.wait_for(|&down| down).await;
+}
+
+#[tonic::async_trait]
+impl Safekeeper for SafekeeperService {
+    async fn create_timeline(
+        &self,
+        request: Request<pb::CreateTimelineRequest>,
+    ) -> Result<Response<pb::CreateTimelineResponse>, Status> {
+        self.check_running()?;
+        let request = request.into_inner();
+        let key = convert::timeline_key(request.timeline.as_ref())?;
+        let start_lsn = Lsn(request.start_lsn);
+        if start_lsn > convert::TIMELINE_START_LSN_MAX {
+            return Err(Status::invalid_argument(format!(
+                "start_lsn {start_lsn} is past {}",
+                convert::TIMELINE_START_LSN_MAX
+            )));
+        }
+        let timeline = self
+            .node
+            .create_timeline(key, start_lsn)
+            .await
+            .map_err(|e| status_from_node(&e))?;
+        let state = timeline.state().await.map_err(|e| status_from_node(&e))?;
+        Ok(Response::new(pb::CreateTimelineResponse {
+            state: Some(convert::state_to_proto(&state)),
+        }))
+    }
+
+    async fn get_state(&self, request: Request<pb::TimelineRef>) -> Result<Response<pb::AcceptorState>, Status> {
+        let timeline = self.timeline(Some(request.get_ref()))?;
+        let state = timeline.state().await.map_err(|e| status_from_node(&e))?;
+        Ok(Response::new(convert::state_to_proto(&state)))
+    }
+
+    async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteResponse>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let vote = VoteRequest { term: request.term };
+        let response = timeline
+            .run(move |acceptor| acceptor.vote(vote))
+            .await
+            .map_err(|e| status_from_node(&e))?
+            .map_err(|e| status_from_acceptor(&e))?;
+        tracing::info!(
+            node = self.node.node_id(),
+            tenant = %timeline.key().0,
+            timeline = %timeline.key().1,
+            term = vote.term,
+            granted = response.granted,
+            "vote"
+        );
+        Ok(Response::new(pb::VoteResponse {
+            granted: response.granted,
+            state: Some(convert::state_to_proto(&response.state)),
+        }))
+    }
+
+    async fn elected(&self, request: Request<pb::ElectedRequest>) -> Result<Response<pb::ElectedResponse>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let elected = convert::elected_from_proto(&request)?;
+        let (term, start) = (elected.term, elected.start_streaming_at);
+        timeline
+            .run(move |acceptor| acceptor.elected(elected))
+            .await
+            .map_err(|e| status_from_node(&e))?
+            .map_err(|e| status_from_acceptor(&e))?;
+        tracing::info!(
+            node = self.node.node_id(),
+            tenant = %timeline.key().0,
+            timeline = %timeline.key().1,
+            term,
+            start_streaming_at = %start,
+            "elected"
+        );
+        Ok(Response::new(pb::ElectedResponse {}))
+    }
+
+    type AppendStream = ReceiverStream<Result<pb::AppendResponse, Status>>;
+
+    async fn append(
+        &self,
+        request: Request<Streaming<pb::AppendRequest>>,
+    ) -> Result<Response<Self::AppendStream>, Status> {
+        self.check_running()?;
+        let (tx, rx) = mpsc::channel(APPEND_RESPONSE_CHANNEL_MESSAGES);
+        tokio::spawn(append_stream(Arc::clone(&self.node), request.into_inner(), tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn read_wal(&self, request: Request<pb::ReadWalRequest>) -> Result<Response<pb::WalChunk>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let (term, start_lsn) = (request.term, Lsn(request.start_lsn));
+        let max_bytes = usize::try_from(request.max_bytes)
+            .unwrap_or(usize::MAX)
+            .min(READ_BYTES_MAX);
+        let (data, commit_lsn) = timeline
+            .run(move |acceptor| {
+                let data = acceptor.read_wal_in_term(term, start_lsn, max_bytes)?;
+                Ok::<_, AcceptorError>((data, acceptor.control().commit_lsn))
+            })
+            .await
+            .map_err(|e| status_from_node(&e))?
+            .map_err(|e| status_from_read_error(&e))?;
+        Ok(Response::new(pb::WalChunk {
+            start_lsn: start_lsn.0,
+            data,
+            commit_lsn: commit_lsn.0,
+        }))
+    }
+
+    type StreamWalStream = ReceiverStream<Result<pb::WalChunk, Status>>;
+
+    async fn stream_wal(
+        &self,
+        request: Request<pb::StreamWalRequest>,
+    ) -> Result<Response<Self::StreamWalStream>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let start_lsn = Lsn(request.start_lsn);
+        let oldest_lsn = timeline
+            .run(|acceptor| {
+                use crate::protocol::WalStore;
+                acceptor.wal().oldest_lsn()
+            })
+            .await
+            .map_err(|e| status_from_node(&e))?;
+        if start_lsn < oldest_lsn {
+            return Err(Status::out_of_range(format!(
+                "WAL before {oldest_lsn} was removed; asked from {start_lsn}"
+            )));
+        }
+        let (tx, rx) = mpsc::channel(STREAM_WAL_CHANNEL_CHUNKS);
+        tokio::spawn(stream_wal(timeline, start_lsn, tx, self.node.subscribe_shutdown()));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn report_horizons(
+        &self,
+        request: Request<pb::HorizonsRequest>,
+    ) -> Result<Response<pb::HorizonsResponse>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let lsn = Lsn(request.remote_consistent_lsn);
+        let (commit_lsn, oldest_lsn) = timeline
+            .run(move |acceptor| {
+                use crate::protocol::WalStore;
+                acceptor.set_remote_consistent_lsn(lsn)?;
+                Ok::<_, AcceptorError>((acceptor.control().commit_lsn, acceptor.wal().oldest_lsn()))
+            })
+            .await
+            .map_err(|e| status_from_node(&e))?
+            .map_err(|e| status_from_acceptor(&e))?;
+        Ok(Response::new(pb::HorizonsResponse {
+            commit_lsn: commit_lsn.0,
+            oldest_lsn: oldest_lsn.0,
+        }))
+    }
+}
+
+type AppendSender = mpsc::Sender<Result<pb::AppendResponse, Status>>;
+
+/// What writing one batch of appends gave.
+struct BatchOutcome {
+    /// Request ids of the appends written (and covered by `ack` if it is `Ok`).
+    written: Vec<u64>,
+    /// The sync after them (`None` if none was written).
+    ack: Option<Result<AppendResponse, AcceptorError>>,
+    /// The append that was refused, which ends the stream.
+    refused: Option<AcceptorError>,
+}
+
+/// Serves one append stream until the client ends it, a request is refused, or the node shuts down.
+async fn append_stream(node: Arc<SafekeeperNode>, mut inbound: Streaming<pb::AppendRequest>, tx: AppendSender) {
+    let mut shutdown = node.subscribe_shutdown();
+    let mut timeline: Option<Arc<Timeline>> = None;
+    loop {
+        let first = tokio::select! {
+            message = inbound.next() => message,
+            () = shutdown_signalled(&mut shutdown) => {
+                let _ = tx.send(Err(status_from_node(&NodeError::ShuttingDown))).await;
+                return;
+            }
+            () = tx.closed() => return,
+        };
+        let first = match first {
+            None => return,
+            Some(Err(status)) => {
+                tracing::debug!(%status, "append stream failed on the client side");
+                return;
+            }
+            Some(Ok(message)) => message,
+        };
+        // Group commit: take whatever else has already arrived, without waiting.
+        let mut batch_bytes = first.data.len();
+        let mut batch = vec![first];
+        let mut inbound_ended = false;
+        while batch.len() < APPEND_BATCH_MESSAGES_MAX && batch_bytes < APPEND_BATCH_BYTES_MAX {
+            match inbound.next().now_or_never() {
+                Some(Some(Ok(message))) => {
+                    batch_bytes += message.data.len();
+                    batch.push(message);
+                }
+                Some(Some(Err(status))) => {
+                    tracing::debug!(%status, "append stream failed on the client side");
+                    inbound_ended = true;
+                    break;
+                }
+                Some(None) => {
+                    inbound_ended = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        let (appends, refusal) = resolve_batch(&node, &mut timeline, batch);
+        if let (Some(target), false) = (&timeline, appends.is_empty()) {
+            let outcome = target.run(move |acceptor| write_batch(acceptor, appends)).await;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    let _ = tx.send(Err(status_from_node(&error))).await;
+                    return;
+                }
+            };
+            match outcome.ack {
+                Some(Ok(ack)) => {
+                    tracing::trace!(appends = outcome.written.len(), flush_lsn = %ack.flush_lsn, "group commit");
+                    for request_id in outcome.written {
+                        let response = convert::append_response_to_proto(request_id, &ack);
+                        if tx.send(Ok(response)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(error)) => {
+                    let _ = tx.send(Err(status_from_acceptor(&error))).await;
+                    return;
+                }
+                None => {}
+            }
+            if let Some(error) = outcome.refused {
+                tracing::debug!(%error, "append refused; ending the stream");
+                let _ = tx.send(Err(status_from_acceptor(&error))).await;
+                return;
+            }
+        }
+        if let Some(status) = refusal {
+            let _ = tx.send(Err(status)).await;
+            return;
+        }
+        if inbound_ended {
+            return;
+        }
+    }
+}
+
+/// Checks the timeline each message names (the first must name one; later ones may omit it but not change
+/// it). Returns the appends up to the first bad message, and that message's status.
+fn resolve_batch(
+    node: &SafekeeperNode,
+    timeline: &mut Option<Arc<Timeline>>,
+    batch: Vec<pb::AppendRequest>,
+) -> (Vec<(u64, AppendRequest)>, Option<Status>) {
+    let mut appends = Vec::with_capacity(batch.len());
+    for message in batch {
+        match (&message.timeline, &*timeline) {
+            (None, None) => {
+                return (
+                    appends,
+                    Some(Status::invalid_argument(
+                        "the first append of a stream must name its timeline",
+                    )),
+                )
+            }
+            (None, Some(_)) => {}
+            (Some(named), current) => {
+                let key: TimelineKey = match convert::timeline_key(Some(named)) {
+                    Ok(key) => key,
+                    Err(status) => return (appends, Some(status)),
+                };
+                match current {
+                    Some(current) if current.key() == key => {}
+                    Some(current) => {
+                        return (
+                            appends,
+                            Some(Status::invalid_argument(format!(
+                                "an append stream serves one timeline: this one is {}/{}, not {}/{}",
+                                current.key().0,
+                                current.key().1,
+                                key.0,
+                                key.1
+                            ))),
+                        )
+                    }
+                    None => match node.timeline(key) {
+                        Ok(found) => *timeline = Some(found),
+                        Err(error) => return (appends, Some(status_from_node(&error))),
+                    },
+                }
+            }
+        }
+        let request_id = message.request_id;
+        appends.push((request_id, convert::append_from_proto(message)));
+    }
+    (appends, None)
+}
+
+/// Writes the appends in order until one is refused, then syncs once if anything was written.
+fn write_batch(acceptor: &mut crate::node::FileAcceptor, appends: Vec<(u64, AppendRequest)>) -> BatchOutcome {
+    let mut written = Vec::with_capacity(appends.len());
+    let mut refused = None;
+    for (request_id, append) in &appends {
+        match acceptor.append(append) {
+            Ok(()) => written.push(*request_id),
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    let ack = (!written.is_empty()).then(|| acceptor.sync());
+    BatchOutcome { written, ack, refused }
+}
+
+type WalSender = mpsc::Sender<Result<pb::WalChunk, Status>>;
+
+/// Sends `item` unless the client is gone or the node shuts down first; returns whether it was sent.
+async fn send_or_stop<T>(
+    tx: &mpsc::Sender<Result<T, Status>>,
+    item: Result<T, Status>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        sent = tx.send(item) => sent.is_ok(),
+        () = shutdown_signalled(shutdown) => false,
+    }
+}
+
+/// Streams committed WAL of `timeline` from `next_lsn` and tails it.
+async fn stream_wal(timeline: Arc<Timeline>, mut next_lsn: Lsn, tx: WalSender, mut shutdown: watch::Receiver<bool>) {
+    let mut commits = timeline.subscribe_commit_lsn();
+    loop {
+        let commit_lsn = *commits.borrow_and_update();
+        if next_lsn < commit_lsn {
+            let start_lsn = next_lsn;
+            let read = timeline
+                .run(move |acceptor| {
+                    let data = acceptor.read_committed(start_lsn, STREAM_WAL_CHUNK_BYTES_MAX)?;
+                    Ok::<_, AcceptorError>((data, acceptor.control().commit_lsn))
+                })
+                .await;
+            let item = match read {
+                Ok(Ok((data, commit_lsn))) if !data.is_empty() => {
+                    next_lsn = Lsn(start_lsn.0 + data.len() as u64);
+                    Ok(pb::WalChunk {
+                        start_lsn: start_lsn.0,
+                        data,
+                        commit_lsn: commit_lsn.0,
+                    })
+                }
+                Ok(Ok(_)) => Err(convert::internal(&format!(
+                    "no WAL readable at {start_lsn} below the commit LSN {commit_lsn}"
+                ))),
+                Ok(Err(error)) => Err(status_from_read_error(&error)),
+                Err(error) => Err(status_from_node_read(&error)),
+            };
+            let failed = item.is_err();
+            if !send_or_stop(&tx, item, &mut shutdown).await || failed {
+                return;
+            }
+            continue;
+        }
+        tokio::select! {
+            changed = commits.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tx.closed() => return,
+            () = shutdown_signalled(&mut shutdown) => {
+                let _ = tx.try_send(Err(status_from_node(&NodeError::ShuttingDown)));
+                return;
+            }
+        }
+    }
+}
+
+/// Serves `node` on `listener` until `shutdown` completes; then shuts the node down (its streams end with
+/// `UNAVAILABLE`), lets open connections finish for up to [`SHUTDOWN_GRACE_MS`], and returns. The node's lock
+/// is released by [`SafekeeperNode::close`] (or when its last reference drops).
+pub async fn serve(
+    node: Arc<SafekeeperNode>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // TcpIncoming is tonic's listener stream with per-socket options: without TCP_NODELAY, small
+    // acknowledgements can wait out Nagle's algorithm against the client's delayed ACKs.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tonic::transport::Server::builder()
+        .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW_BYTES))
+        .http2_keepalive_interval(Some(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS)))
+        .http2_keepalive_timeout(Some(Duration::from_millis(HTTP2_KEEPALIVE_TIMEOUT_MS)))
+        .add_service(SafekeeperService::new(Arc::clone(&node)).into_server())
+        .serve_with_incoming_shutdown(incoming, async {
+            let _ = stop_rx.await;
+        });
+    let mut server: Pin<Box<_>> = Box::pin(server);
+    tokio::select! {
+        result = &mut server => return result,
+        () = shutdown => {}
+    }
+    tracing::info!(node = node.node_id(), "shutting down");
+    node.shut_down();
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(
+                node = node.node_id(),
+                "connections still open after {SHUTDOWN_GRACE_MS} ms; closing them"
+            );
+            Ok(())
+        }
+    }
+}

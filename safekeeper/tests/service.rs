@@ -1,0 +1,729 @@
+//! The safekeeper's gRPC service end to end, in process: a `SafekeeperNode` over a temp directory served on
+//! 127.0.0.1:0, driven by the generated tonic client.
+//!
+//! Proves: timelines are created idempotently; vote, elected and pipelined appends round-trip, and appends that
+//! arrive together share one sync (group commit: the same flush LSN on each acknowledgement); `ReadWal` serves
+//! a term's WAL; `StreamWal` returns committed WAL and tails later commits; every bad input gets its precise
+//! status and metadata and leaves the timeline's files byte-for-byte unchanged (stale term, unelected term,
+//! gap, bad crc, torn frame, unknown timeline, malformed ids and histories, reads out of range); a restarted
+//! node finds its timelines with the same flush LSN, and open streams do not hold a shutdown up; the lock file keeps a second node off the directory.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use proto::safekeeper as pb;
+use proto::safekeeper::safekeeper_client::SafekeeperClient;
+use safekeeper::convert::{metadata_u64, CURRENT_TERM_METADATA, NOT_ELECTED_METADATA, WRITE_LSN_METADATA};
+use safekeeper::filestore::FileStoreConfig;
+use safekeeper::node::{NodeConfig, NodeError, SafekeeperNode, LOCK_FILE_NAME};
+use safekeeper::service::{serve, MESSAGE_BYTES_MAX};
+use storage::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::Code;
+
+const START: Lsn = Lsn(0x100);
+const TENANT: TenantId = TenantId(0xabc);
+const TIMELINE: TimelineId = TimelineId(0x123);
+const WAIT: Duration = Duration::from_secs(10);
+
+type Client = SafekeeperClient<Channel>;
+
+struct Server {
+    node: Arc<SafekeeperNode>,
+    address: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+fn open_node(dir: &Path) -> Result<SafekeeperNode, NodeError> {
+    SafekeeperNode::open(NodeConfig {
+        node_id: 1,
+        data_dir: dir.to_path_buf(),
+        store: FileStoreConfig {
+            segment_size_bytes: 4096,
+            durability: Durability::Fsync,
+        },
+    })
+}
+
+async fn start(dir: &Path) -> Server {
+    let node = Arc::new(open_node(dir).expect("open node"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(Arc::clone(&node), listener, async {
+        let _ = stopped.await;
+    }));
+    Server {
+        node,
+        address,
+        stop,
+        task,
+    }
+}
+
+impl Server {
+    async fn client(&self) -> Client {
+        SafekeeperClient::connect(format!("http://{}", self.address))
+            .await
+            .expect("connect")
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+
+    /// Stops serving and closes the node; returns whether the lock file was released.
+    async fn stop(self) -> bool {
+        let _ = self.stop.send(());
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("server stops")
+            .expect("server task")
+            .expect("serve");
+        self.node.close(WAIT).await
+    }
+}
+
+fn timeline_ref() -> pb::TimelineRef {
+    pb::TimelineRef {
+        tenant_id: TENANT.to_string(),
+        timeline_id: TIMELINE.to_string(),
+    }
+}
+
+fn frame(seed: u8) -> Bytes {
+    WalRecord {
+        commit_ts_us: u64::from(seed),
+        db_size_pages: 1,
+        entries: vec![(
+            Key::page(0),
+            Value::Delta(vec![Patch {
+                offset: u16::from(seed) % 64,
+                data: Bytes::from(vec![seed; 40 + usize::from(seed)]),
+            }]),
+        )],
+    }
+    .to_frame()
+    .expect("encodes")
+}
+
+fn end_of(begin: Lsn, data: &[u8]) -> Lsn {
+    Lsn(begin.0 + data.len() as u64)
+}
+
+async fn create(client: &mut Client) -> pb::AcceptorState {
+    client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0,
+        })
+        .await
+        .expect("create timeline")
+        .into_inner()
+        .state
+        .expect("state")
+}
+
+async fn state(client: &mut Client) -> pb::AcceptorState {
+    client.get_state(timeline_ref()).await.expect("get state").into_inner()
+}
+
+/// Votes for `term` and announces its election with the history `[(term, at)]` plus `earlier`.
+async fn elect(client: &mut Client, term: u64, earlier: &[(u64, u64)], at: Lsn) {
+    let granted = client
+        .vote(pb::VoteRequest {
+            timeline: Some(timeline_ref()),
+            term,
+        })
+        .await
+        .expect("vote")
+        .into_inner()
+        .granted;
+    assert!(granted, "vote for term {term}");
+    let mut history: Vec<pb::TermSwitch> = earlier
+        .iter()
+        .map(|&(term, lsn)| pb::TermSwitch { term, lsn })
+        .collect();
+    history.push(pb::TermSwitch { term, lsn: at.0 });
+    client
+        .elected(pb::ElectedRequest {
+            timeline: Some(timeline_ref()),
+            term,
+            history,
+            start_streaming_at: at.0,
+        })
+        .await
+        .expect("elected");
+}
+
+fn append_message(request_id: u64, term: u64, begin: Lsn, data: Bytes, commit: Lsn) -> pb::AppendRequest {
+    pb::AppendRequest {
+        timeline: (request_id == 0).then(timeline_ref),
+        request_id,
+        term,
+        begin_lsn: begin.0,
+        data,
+        commit_lsn: commit.0,
+    }
+}
+
+/// Sends `messages` on one append stream and collects the acknowledgements and the status that ended it.
+async fn append_all(
+    client: &mut Client,
+    messages: Vec<pb::AppendRequest>,
+) -> (Vec<pb::AppendResponse>, Option<tonic::Status>) {
+    let mut responses = client
+        .append(tokio_stream::iter(messages))
+        .await
+        .expect("append stream opens")
+        .into_inner();
+    let mut acks = Vec::new();
+    loop {
+        match tokio::time::timeout(WAIT, responses.next())
+            .await
+            .expect("append answer")
+        {
+            Some(Ok(ack)) => acks.push(ack),
+            Some(Err(status)) => return (acks, Some(status)),
+            None => return (acks, None),
+        }
+    }
+}
+
+/// Every file of a directory tree and its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_vote_elect_append_with_group_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+
+    let created = create(&mut client).await;
+    assert_eq!(
+        (created.flush_lsn, created.timeline_start_lsn, created.term),
+        (START.0, START.0, 0)
+    );
+    assert_eq!(
+        create(&mut client).await,
+        created,
+        "creation is idempotent for the same start"
+    );
+    let other_start = client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0 + 8,
+        })
+        .await
+        .expect_err("another start LSN");
+    assert_eq!(other_start.code(), Code::AlreadyExists);
+
+    elect(&mut client, 1, &[], START).await;
+
+    // One append alone, acknowledged after its sync.
+    let first = frame(1);
+    let (acks, status) = append_all(&mut client, vec![append_message(0, 1, START, first.clone(), START)]).await;
+    assert!(status.is_none(), "{status:?}");
+    let mut end = end_of(START, &first);
+    assert_eq!(acks.len(), 1);
+    assert_eq!((acks[0].request_id, acks[0].flush_lsn, acks[0].term), (0, end.0, 1));
+
+    // Pipelined appends while the acceptor is busy (its lock held by a slow "fsync"): they pile up on the
+    // stream and are written under one or two syncs, not eight.
+    let timeline = server.node.timeline((TENANT, TIMELINE)).expect("timeline");
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        timeline
+            .run_blocking(|_| {
+                locked_tx.send(()).expect("signal");
+                std::thread::sleep(Duration::from_millis(500));
+            })
+            .expect("run")
+    });
+    locked_rx.recv().expect("lock held");
+    let (tx, rx) = mpsc::channel(64);
+    let mut responses = client
+        .append(ReceiverStream::new(rx))
+        .await
+        .expect("append stream")
+        .into_inner();
+    let mut expected_ends = Vec::new();
+    for i in 0..8u64 {
+        let data = frame(10 + i as u8);
+        let begin = end;
+        end = end_of(begin, &data);
+        expected_ends.push(end);
+        let mut message = append_message(i, 1, begin, data, START);
+        message.request_id = 100 + i;
+        message.timeline = (i == 0).then(timeline_ref);
+        tx.send(message).await.expect("send");
+    }
+    let mut acks = Vec::new();
+    while acks.len() < 8 {
+        let ack = tokio::time::timeout(WAIT, responses.next())
+            .await
+            .expect("ack in time")
+            .expect("stream open")
+            .expect("ack");
+        acks.push(ack);
+    }
+    holder.join().expect("holder");
+    let ids: Vec<u64> = acks.iter().map(|a| a.request_id).collect();
+    assert_eq!(
+        ids,
+        (100..108).collect::<Vec<_>>(),
+        "acknowledged in order, each with its own id"
+    );
+    for (ack, expected_end) in acks.iter().zip(&expected_ends) {
+        assert!(ack.flush_lsn >= expected_end.0, "acknowledged only once durable");
+    }
+    assert_eq!(acks[7].flush_lsn, end.0);
+    let mut flushes: Vec<u64> = acks.iter().map(|a| a.flush_lsn).collect();
+    flushes.dedup();
+    assert!(
+        flushes.len() <= 2,
+        "eight pipelined appends took {} syncs: {flushes:?}",
+        flushes.len()
+    );
+
+    // The commit LSN rides on a later (here empty) append.
+    tx.send(append_message(200, 1, end, Bytes::new(), end))
+        .await
+        .expect("send");
+    let ack = responses.next().await.expect("open").expect("ack");
+    assert_eq!((ack.request_id, ack.commit_lsn, ack.flush_lsn), (200, end.0, end.0));
+    drop(tx);
+    assert!(
+        responses.next().await.is_none(),
+        "the stream ends when the client ends it"
+    );
+
+    let now = state(&mut client).await;
+    assert_eq!((now.flush_lsn, now.commit_lsn, now.term), (end.0, end.0, 1));
+    assert_eq!(now.history, vec![pb::TermSwitch { term: 1, lsn: START.0 }]);
+
+    // ReadWal serves the term's WAL from a frame boundary.
+    let chunk = client
+        .read_wal(pb::ReadWalRequest {
+            timeline: Some(timeline_ref()),
+            term: 1,
+            start_lsn: START.0,
+            max_bytes: 1 << 20,
+        })
+        .await
+        .expect("read wal")
+        .into_inner();
+    assert_eq!(chunk.start_lsn, START.0);
+    assert_eq!(chunk.data.len() as u64, end.0 - START.0);
+    assert_eq!(&chunk.data[..first.len()], &first[..]);
+    assert!(server.stop().await, "the lock file is released");
+    assert!(!dir.path().join(LOCK_FILE_NAME).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_wal_sends_committed_wal_and_tails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+
+    let (a, b) = (frame(1), frame(2));
+    let end_a = end_of(START, &a);
+    let end_b = end_of(end_a, &b);
+    // Both written; only `a` committed (the second append carries the commit of the first).
+    let (acks, status) = append_all(
+        &mut client,
+        vec![
+            append_message(0, 1, START, a.clone(), START),
+            append_message(1, 1, end_a, b.clone(), end_a),
+        ],
+    )
+    .await;
+    assert!(status.is_none(), "{status:?}");
+    assert_eq!(acks.last().expect("acks").flush_lsn, end_b.0);
+    assert_eq!(state(&mut client).await.commit_lsn, end_a.0);
+
+    let mut wal = client
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0,
+        })
+        .await
+        .expect("stream wal")
+        .into_inner();
+    let chunk = tokio::time::timeout(WAIT, wal.next())
+        .await
+        .expect("chunk in time")
+        .expect("open")
+        .expect("chunk");
+    assert_eq!((chunk.start_lsn, chunk.commit_lsn), (START.0, end_a.0));
+    assert_eq!(chunk.data, a, "only committed WAL is streamed");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), wal.next())
+            .await
+            .is_err(),
+        "nothing more until a commit"
+    );
+
+    // Commit `b` and a new frame `c`: the stream tails them.
+    let c = frame(3);
+    let end_c = end_of(end_b, &c);
+    let (_, status) = append_all(
+        &mut client,
+        vec![
+            append_message(0, 1, end_b, c.clone(), end_b),
+            append_message(1, 1, end_c, Bytes::new(), end_c),
+        ],
+    )
+    .await;
+    assert!(status.is_none(), "{status:?}");
+    let mut tailed = Vec::new();
+    let mut next = end_a.0;
+    while next < end_c.0 {
+        let chunk = tokio::time::timeout(WAIT, wal.next())
+            .await
+            .expect("tailed chunk in time")
+            .expect("open")
+            .expect("chunk");
+        assert_eq!(chunk.start_lsn, next, "chunks are contiguous");
+        next += chunk.data.len() as u64;
+        tailed.extend_from_slice(&chunk.data);
+    }
+    assert_eq!(tailed, [b.as_ref(), c.as_ref()].concat());
+
+    // A stream from a later committed LSN starts there.
+    let mut from_b = client
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: end_b.0,
+        })
+        .await
+        .expect("stream wal")
+        .into_inner();
+    let chunk = from_b.next().await.expect("open").expect("chunk");
+    assert_eq!((chunk.start_lsn, chunk.data), (end_b.0, c));
+
+    // On shutdown, tailing streams end with UNAVAILABLE rather than keeping the server up.
+    assert!(server.stop().await, "streams let go of the node");
+    let ended = tokio::time::timeout(WAIT, wal.next())
+        .await
+        .expect("stream ends on shutdown");
+    assert!(
+        matches!(&ended, None | Some(Err(_))),
+        "the tail ends with the server: {ended:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_precise_statuses_and_change_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let good = frame(1);
+    let end = end_of(START, &good);
+    let (_, status) = append_all(&mut client, vec![append_message(0, 1, START, good.clone(), START)]).await;
+    assert!(status.is_none(), "{status:?}");
+    // Term 2 elected at the end of term 1's WAL: term 1 is stale from here on.
+    elect(&mut client, 2, &[(1, START.0)], end).await;
+
+    let before_state = state(&mut client).await;
+    let before_files = snapshot(dir.path());
+    let next = frame(2);
+
+    let expect_append = |message: pb::AppendRequest, code: Code| {
+        let mut client = client.clone();
+        async move {
+            let (acks, status) = append_all(&mut client, vec![message]).await;
+            assert!(acks.is_empty(), "nothing acknowledged: {acks:?}");
+            let status = status.expect("the stream ends with a status");
+            assert_eq!(status.code(), code, "{status:?}");
+            status
+        }
+    };
+    let stale = expect_append(append_message(0, 1, end, next.clone(), end), Code::FailedPrecondition).await;
+    assert_eq!(metadata_u64(&stale, CURRENT_TERM_METADATA), Some(2));
+    let unelected = expect_append(append_message(0, 7, end, next.clone(), end), Code::FailedPrecondition).await;
+    assert_eq!(metadata_u64(&unelected, NOT_ELECTED_METADATA), Some(1));
+    let gap = expect_append(append_message(0, 2, end.next(), next.clone(), end), Code::OutOfRange).await;
+    assert_eq!(metadata_u64(&gap, WRITE_LSN_METADATA), Some(end.0));
+    let mut bad_crc = next.to_vec();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0x5a;
+    expect_append(append_message(0, 2, end, Bytes::from(bad_crc), end), Code::DataLoss).await;
+    expect_append(
+        append_message(0, 2, end, next.slice(..next.len() - 3), end),
+        Code::InvalidArgument,
+    )
+    .await;
+    let mut nameless = append_message(0, 2, end, next.clone(), end);
+    nameless.timeline = None;
+    expect_append(nameless, Code::InvalidArgument).await;
+    let mut unknown = append_message(0, 2, end, next.clone(), end);
+    unknown.timeline = Some(pb::TimelineRef {
+        tenant_id: TENANT.to_string(),
+        timeline_id: TimelineId(0x999).to_string(),
+    });
+    expect_append(unknown, Code::NotFound).await;
+    let mut malformed = append_message(0, 2, end, next.clone(), end);
+    malformed.timeline = Some(pb::TimelineRef {
+        tenant_id: TENANT.to_string().to_uppercase(),
+        timeline_id: TIMELINE.to_string(),
+    });
+    expect_append(malformed, Code::InvalidArgument).await;
+
+    // Unary requests.
+    let unknown_ref = pb::TimelineRef {
+        tenant_id: TenantId(0x777).to_string(),
+        timeline_id: TIMELINE.to_string(),
+    };
+    assert_eq!(
+        client.get_state(unknown_ref.clone()).await.expect_err("unknown").code(),
+        Code::NotFound
+    );
+    for malformed in [
+        "",
+        "xyz",
+        "0123456789abcdef0123456789abcdef0",
+        "0123456789ABCDEF0123456789ABCDEF",
+    ] {
+        let bad = pb::TimelineRef {
+            tenant_id: malformed.into(),
+            timeline_id: TIMELINE.to_string(),
+        };
+        let status = client.get_state(bad.clone()).await.expect_err("malformed tenant id");
+        assert_eq!(status.code(), Code::InvalidArgument, "{malformed:?}");
+        let status = client
+            .create_timeline(pb::CreateTimelineRequest {
+                timeline: Some(pb::TimelineRef {
+                    tenant_id: TENANT.to_string(),
+                    timeline_id: malformed.into(),
+                }),
+                start_lsn: START.0,
+            })
+            .await
+            .expect_err("malformed timeline id");
+        assert_eq!(status.code(), Code::InvalidArgument, "{malformed:?}");
+    }
+    let status = client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: None,
+            start_lsn: START.0,
+        })
+        .await
+        .expect_err("no timeline");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let status = client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0 + 1,
+        })
+        .await
+        .expect_err("another start");
+    assert_eq!(status.code(), Code::AlreadyExists);
+    // A vote for a term not above the promised one is refused without an error and without a write.
+    let vote = client
+        .vote(pb::VoteRequest {
+            timeline: Some(timeline_ref()),
+            term: 2,
+        })
+        .await
+        .expect("vote")
+        .into_inner();
+    assert!(!vote.granted);
+    let vote = client
+        .vote(pb::VoteRequest {
+            timeline: Some(unknown_ref.clone()),
+            term: 9,
+        })
+        .await
+        .expect_err("unknown");
+    assert_eq!(vote.code(), Code::NotFound);
+    let elected = |term: u64, history: Vec<(u64, u64)>, at: Lsn| pb::ElectedRequest {
+        timeline: Some(timeline_ref()),
+        term,
+        history: history
+            .into_iter()
+            .map(|(term, lsn)| pb::TermSwitch { term, lsn })
+            .collect(),
+        start_streaming_at: at.0,
+    };
+    let status = client
+        .elected(elected(1, vec![(1, START.0)], START))
+        .await
+        .expect_err("stale");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(metadata_u64(&status, CURRENT_TERM_METADATA), Some(2));
+    let status = client
+        .elected(elected(3, vec![(3, START.0), (1, end.0)], START))
+        .await
+        .expect_err("malformed history");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let status = client
+        .elected(elected(2, vec![(1, START.0), (2, START.0)], START))
+        .await
+        .expect_err("a second history for an adopted term");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let read = |term: u64, start: Lsn| pb::ReadWalRequest {
+        timeline: Some(timeline_ref()),
+        term,
+        start_lsn: start.0,
+        max_bytes: 1 << 20,
+    };
+    let status = client.read_wal(read(1, START)).await.expect_err("stale read");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    let status = client.read_wal(read(5, START)).await.expect_err("unelected read");
+    assert_eq!(metadata_u64(&status, NOT_ELECTED_METADATA), Some(1));
+    let status = client.read_wal(read(2, end.next())).await.expect_err("past the end");
+    assert_eq!(status.code(), Code::OutOfRange);
+    let status = client
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0 - 1,
+        })
+        .await
+        .expect_err("before the start");
+    assert_eq!(status.code(), Code::OutOfRange);
+    let status = client
+        .report_horizons(pb::HorizonsRequest {
+            timeline: Some(timeline_ref()),
+            remote_consistent_lsn: end.0 + 1000,
+        })
+        .await
+        .expect_err("past the commit LSN");
+    assert_eq!(status.code(), Code::InvalidArgument);
+
+    assert_eq!(
+        state(&mut client).await,
+        before_state,
+        "no refused request changed the state"
+    );
+    assert_eq!(snapshot(dir.path()), before_files, "no refused request changed a file");
+
+    // A good append followed by a bad one on the same stream: the good one is written and acknowledged, the
+    // stream ends with the bad one's status, and what follows it is not written.
+    let after = frame(3);
+    let end_next = end_of(end, &next);
+    let (acks, status) = append_all(
+        &mut client,
+        vec![
+            append_message(0, 2, end, next.clone(), end),
+            append_message(1, 2, end_next.next(), after.clone(), end),
+            append_message(2, 2, end_next, after.clone(), end),
+        ],
+    )
+    .await;
+    let status = status.expect("ends with the refusal");
+    assert_eq!(status.code(), Code::OutOfRange);
+    assert_eq!(acks.iter().map(|a| a.request_id).collect::<Vec<_>>(), vec![0]);
+    assert_eq!(acks[0].flush_lsn, end_next.0);
+    assert_eq!(state(&mut client).await.flush_lsn, end_next.0);
+    assert!(server.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_finds_its_timelines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let mut messages = Vec::new();
+    let mut end = START;
+    for i in 0..40u8 {
+        // Enough WAL for several 4 KiB segments.
+        let data = frame(i + 60);
+        messages.push(append_message(u64::from(i), 1, end, data.clone(), end));
+        end = end_of(end, &data);
+    }
+    let (acks, status) = append_all(&mut client, messages).await;
+    assert!(status.is_none(), "{status:?}");
+    assert_eq!(acks.last().expect("acks").flush_lsn, end.0);
+    let before = state(&mut client).await;
+    // An append stream left open by its client does not hold the shutdown up: it ends with UNAVAILABLE.
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(append_message(0, 1, end, Bytes::new(), START))
+        .await
+        .expect("send");
+    let mut open_stream = client
+        .append(ReceiverStream::new(rx))
+        .await
+        .expect("append stream")
+        .into_inner();
+    open_stream.next().await.expect("open").expect("ack");
+    let stopping = std::time::Instant::now();
+    assert!(server.stop().await);
+    assert!(
+        stopping.elapsed() < Duration::from_millis(safekeeper::service::SHUTDOWN_GRACE_MS / 2),
+        "shutdown took {:?}",
+        stopping.elapsed()
+    );
+    match open_stream.next().await {
+        Some(Err(status)) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        other => panic!("the open append stream must end with UNAVAILABLE: {other:?}"),
+    }
+    drop((tx, client));
+
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    let after = state(&mut client).await;
+    assert_eq!(after.flush_lsn, end.0);
+    assert_eq!((after.term, &after.history), (before.term, &before.history));
+    let chunk = client
+        .read_wal(pb::ReadWalRequest {
+            timeline: Some(timeline_ref()),
+            term: 1,
+            start_lsn: START.0,
+            max_bytes: 1 << 20,
+        })
+        .await
+        .expect("read")
+        .into_inner();
+    assert_eq!(
+        chunk.data.len() as u64,
+        end.0 - START.0,
+        "all WAL read back across segments"
+    );
+    assert!(server.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_file_keeps_a_second_node_off_the_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = open_node(dir.path()).expect("first node");
+    assert!(dir.path().join(LOCK_FILE_NAME).exists());
+    match open_node(dir.path()) {
+        Err(NodeError::Locked { .. }) => {}
+        other => panic!("a second node on the same directory: {other:?}"),
+    }
+    assert!(Arc::new(first).close(WAIT).await, "released");
+    assert!(!dir.path().join(LOCK_FILE_NAME).exists());
+    let again = open_node(dir.path()).expect("reopened after release");
+    drop(again);
+    assert!(
+        !dir.path().join(LOCK_FILE_NAME).exists(),
+        "dropping a node releases its lock"
+    );
+}
