@@ -189,7 +189,7 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         if request.begin_lsn > write_lsn {
             return Err(AcceptorError::Gap {
                 begin_lsn: request.begin_lsn,
-                flush_lsn: write_lsn,
+                write_lsn,
             });
         }
         if let (_, Some(error)) = scan_frames(&request.data, request.begin_lsn) {
@@ -264,12 +264,8 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         if lsn <= self.control.remote_consistent_lsn {
             return Ok(());
         }
-        if lsn > self.control.commit_lsn {
-            return Err(AcceptorError::Invalid(format!(
-                "remote_consistent_lsn {lsn} is past the commit LSN {}",
-                self.control.commit_lsn
-            )));
-        }
+        // The commit LSN here may lag (it is persisted lazily, and the pageserver may follow another
+        // safekeeper): keep the report, and remove only below both.
         self.control.remote_consistent_lsn = lsn;
         self.persist()?;
         let horizon = self.control.commit_lsn.min(lsn);

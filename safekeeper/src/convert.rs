@@ -171,8 +171,8 @@ pub fn status_from_acceptor(error: &AcceptorError) -> Status {
         AcceptorError::NotElected { .. } => {
             with_metadata(Code::FailedPrecondition, error.to_string(), NOT_ELECTED_METADATA, 1)
         }
-        AcceptorError::Gap { flush_lsn, .. } => {
-            with_metadata(Code::OutOfRange, error.to_string(), WRITE_LSN_METADATA, flush_lsn.0)
+        AcceptorError::Gap { write_lsn, .. } => {
+            with_metadata(Code::OutOfRange, error.to_string(), WRITE_LSN_METADATA, write_lsn.0)
         }
         AcceptorError::BadFrame(WalDecodeError::Checksum { .. }) => Status::data_loss(error.to_string()),
         AcceptorError::BadFrame(_) | AcceptorError::Invalid(_) => Status::invalid_argument(error.to_string()),
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(metadata_u64(&status, NOT_ELECTED_METADATA), Some(1));
         let status = status_from_acceptor(&AcceptorError::Gap {
             begin_lsn: Lsn(900),
-            flush_lsn: Lsn(500),
+            write_lsn: Lsn(500),
         });
         assert_eq!(status.code(), Code::OutOfRange);
         assert_eq!(metadata_u64(&status, WRITE_LSN_METADATA), Some(500));

@@ -42,7 +42,7 @@ pub fn refusal(error: &AcceptorError) -> Refusal {
     match error {
         AcceptorError::StaleTerm { current, .. } => Refusal::StaleTerm { current: *current },
         AcceptorError::NotElected { .. } => Refusal::NotElected,
-        AcceptorError::Gap { flush_lsn, .. } => Refusal::Gap { write_lsn: *flush_lsn },
+        AcceptorError::Gap { write_lsn, .. } => Refusal::Gap { write_lsn: *write_lsn },
         other => Refusal::Other(other.to_string()),
     }
 }

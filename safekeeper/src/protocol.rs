@@ -192,12 +192,12 @@ pub enum AcceptorError {
         term: Term,
     },
     /// An append that starts after the end of the WAL (OUT_OF_RANGE).
-    #[error("append at {begin_lsn} leaves a gap after the WAL end {flush_lsn}")]
+    #[error("append at {begin_lsn} leaves a gap after the WAL end {write_lsn}")]
     Gap {
         /// Where the append starts.
         begin_lsn: Lsn,
-        /// Where the WAL ends.
-        flush_lsn: Lsn,
+        /// Where the written WAL ends.
+        write_lsn: Lsn,
     },
     /// Data that is not whole valid frames (DATA_LOSS for a crc failure, INVALID_ARGUMENT otherwise).
     #[error("bad WAL frame: {0}")]
