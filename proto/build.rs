@@ -2,7 +2,7 @@
 //! `protoc` is needed, and nothing is downloaded.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/safekeeper.proto"];
+    let files = ["proto/safekeeper.proto", "proto/pageserver.proto"];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

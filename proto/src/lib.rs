@@ -7,3 +7,9 @@
 pub mod safekeeper {
     tonic::include_proto!("cambium.safekeeper.v1");
 }
+
+/// The pageserver's page and management services (`cambium.pageserver.v1`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pageserver {
+    tonic::include_proto!("cambium.pageserver.v1");
+}

@@ -42,6 +42,14 @@ struct WriterState {
     last_commit_ts_us: u64,
 }
 
+/// What GC must keep readable besides the cutoff: children's branch points and leased LSNs.
+#[derive(Default)]
+struct RetainPoints {
+    children: BTreeMap<TimelineId, Lsn>,
+    /// Leased LSN -> expiry (µs since the epoch).
+    leases: BTreeMap<Lsn, u64>,
+}
+
 /// How many layers reads visited, for tracking read amplification.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadStats {
@@ -123,7 +131,7 @@ pub struct Timeline {
     /// Serializes flush, compaction and GC: everything that writes the metadata.
     ops: Mutex<()>,
     /// Children's branch points. Its lock also orders branch creation against GC's cutoff move.
-    branch_points: Mutex<BTreeMap<TimelineId, Lsn>>,
+    branch_points: Mutex<RetainPoints>,
     timestamps: TimestampIndex,
     poisoned: AtomicBool,
     reads_total: AtomicU64,
@@ -192,7 +200,7 @@ impl Timeline {
             gc_cutoff_lsn: AtomicU64::new(gc_cutoff_lsn.0),
             writer: Mutex::new(WriterState { last_commit_ts_us: 0 }),
             ops: Mutex::new(()),
-            branch_points: Mutex::new(BTreeMap::new()),
+            branch_points: Mutex::new(RetainPoints::default()),
             timestamps,
             poisoned: AtomicBool::new(false),
             reads_total: AtomicU64::new(0),
@@ -641,22 +649,40 @@ impl Timeline {
         if lsn < gc_cutoff {
             return Err(StorageError::LsnBelowGcCutoff { lsn, gc_cutoff });
         }
-        points.insert(child, lsn);
+        points.children.insert(child, lsn);
         Ok(())
     }
 
     /// Registers a child found on disk at load, whose branch point was checked when it was created.
     pub(crate) fn restore_branch_point(&self, child: TimelineId, lsn: Lsn) {
-        self.branch_points.lock().insert(child, lsn);
+        self.branch_points.lock().children.insert(child, lsn);
     }
 
     pub(crate) fn remove_branch_point(&self, child: TimelineId) {
-        self.branch_points.lock().remove(&child);
+        self.branch_points.lock().children.remove(&child);
     }
 
     /// The number of child timelines.
     pub fn child_count(&self) -> usize {
-        self.branch_points.lock().len()
+        self.branch_points.lock().children.len()
+    }
+
+    /// Keeps `lsn` readable on this timeline until `until_us` (µs since the epoch): GC's cutoff does not pass
+    /// it while the lease lasts. Fails if `lsn` is already below the cutoff or ahead of the last record.
+    /// Leases live in memory: after a restart a holder renews its lease (as it must before expiry anyway).
+    pub fn lease_lsn(&self, lsn: Lsn, until_us: u64) -> Result<()> {
+        let mut points = self.branch_points.lock();
+        let gc_cutoff = self.gc_cutoff_lsn();
+        if lsn < gc_cutoff {
+            return Err(StorageError::LsnBelowGcCutoff { lsn, gc_cutoff });
+        }
+        let last_record_lsn = self.last_record_lsn();
+        if lsn > last_record_lsn {
+            return Err(StorageError::LsnAhead { lsn, last_record_lsn });
+        }
+        let until = points.leases.entry(lsn).or_insert(until_us);
+        *until = (*until).max(until_us);
+        Ok(())
     }
 
     // ---------------------------------------------------------------- flush
@@ -914,10 +940,12 @@ impl Timeline {
         let computed = horizon_cutoff.min(pitr_cutoff).max(self.start_lsn);
         let old_cutoff = self.gc_cutoff_lsn();
         let (cutoff, retain) = {
-            let points = self.branch_points.lock();
-            let cutoff = old_cutoff.max(computed);
+            let mut points = self.branch_points.lock();
+            points.leases.retain(|_, until_us| *until_us > now_us);
+            let leased = points.leases.keys().next().copied().unwrap_or(Lsn::MAX);
+            let cutoff = old_cutoff.max(computed.min(leased));
             self.gc_cutoff_lsn.store(cutoff.0, Ordering::Release);
-            (cutoff, points.values().copied().collect::<Vec<Lsn>>())
+            (cutoff, points.children.values().copied().collect::<Vec<Lsn>>())
         };
         let state = self.layers.read().clone();
         let all: Vec<Arc<LayerFile>> = state.map.iter().cloned().collect();

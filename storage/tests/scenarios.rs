@@ -369,3 +369,38 @@ fn nonsense_configuration_is_refused() {
     let result = storage::Tenant::open(dir.path(), conf, std::sync::Arc::new(storage::PageCache::new(8)));
     assert!(matches!(result, Err(StorageError::InvalidConfig(_))));
 }
+
+#[test]
+fn a_lease_holds_the_gc_cutoff_until_it_expires() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let tl = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let mut lsn = START;
+    let mut ends = Vec::new();
+    for i in 0..10u8 {
+        lsn = tl
+            .ingest_record(lsn, &record(i as u64, 1, vec![(0, image(i))]))
+            .expect("ingest");
+        ends.push(lsn);
+    }
+    tl.lease_lsn(ends[3], 5_000).expect("lease");
+    assert!(matches!(
+        tl.lease_lsn(lsn.next(), 5_000),
+        Err(StorageError::LsnAhead { .. })
+    ));
+    assert_eq!(
+        tl.gc(1_000).expect("gc").gc_cutoff_lsn,
+        ends[3],
+        "the lease holds the cutoff"
+    );
+    assert_eq!(tl.get_page(Key::page(0), ends[3]).expect("leased LSN readable")[0], 3);
+    assert_eq!(
+        tl.gc(6_000).expect("gc").gc_cutoff_lsn,
+        lsn,
+        "expired: the cutoff moves on"
+    );
+    assert!(matches!(
+        tl.lease_lsn(ends[3], 9_000),
+        Err(StorageError::LsnBelowGcCutoff { .. })
+    ));
+}
