@@ -1,2 +1,4 @@
 //! The pageserver: serves pages of any branch at any LSN over gRPC from the storage engine, ingests WAL from
-//! the safekeepers, runs flush, compaction, GC and upload to object storage. Built in issue 4.
+//! the safekeepers, and runs flush, compaction and GC in the background. DESIGN.md sections 1, 2 and 4.
+
+pub mod tenants;

@@ -1,0 +1,290 @@
+//! The pageserver's tenants: one [`storage::Tenant`] per directory under `<data_dir>/tenants/`, a shared
+//! page cache, and a watch of every timeline's `last_record_lsn` so reads can wait (bounded) for ingest.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use storage::{BranchPoint, Lsn, PageCache, StorageError, Tenant, TenantId, Timeline, TimelineConfig, TimelineId};
+use tokio::sync::watch;
+
+/// Why a tenant operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PageserverError {
+    /// No such tenant.
+    #[error("tenant {0} not found")]
+    TenantNotFound(TenantId),
+    /// The tenant exists already.
+    #[error("tenant {0} already exists")]
+    TenantExists(TenantId),
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// `read_lsn` was not ingested before the deadline.
+    #[error("timed out waiting for LSN {lsn}; ingested up to {last_record_lsn}")]
+    WaitLsnTimeout {
+        /// The LSN waited for.
+        lsn: Lsn,
+        /// How far ingest got.
+        last_record_lsn: Lsn,
+    },
+    /// A file system error outside the engine.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a new timeline starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewTimeline {
+    /// A root timeline whose WAL starts at this LSN.
+    Root {
+        /// Its first LSN.
+        start_lsn: Lsn,
+    },
+    /// A branch of `ancestor` at `point`.
+    Branch {
+        /// The ancestor timeline.
+        ancestor: TimelineId,
+        /// Where on the ancestor.
+        point: BranchPoint,
+    },
+}
+
+type TimelineKey = (TenantId, TimelineId);
+
+/// Every tenant of this pageserver.
+pub struct TenantManager {
+    tenants_dir: PathBuf,
+    conf: TimelineConfig,
+    cache: Arc<PageCache>,
+    tenants: RwLock<HashMap<TenantId, Arc<Tenant>>>,
+    /// Creations and deletions of tenants, one at a time.
+    lifecycle: Mutex<()>,
+    last_record_lsns: Mutex<HashMap<TimelineKey, watch::Sender<Lsn>>>,
+}
+
+impl TenantManager {
+    /// Opens (creating if needed) `<data_dir>/tenants` and loads every tenant in it.
+    pub fn open(
+        data_dir: &Path,
+        conf: TimelineConfig,
+        cache: Arc<PageCache>,
+    ) -> Result<TenantManager, PageserverError> {
+        let tenants_dir = data_dir.join("tenants");
+        storage::fsio::create_dir_durable(&tenants_dir, conf.durability)?;
+        let mut tenants = HashMap::new();
+        let entries = std::fs::read_dir(&tenants_dir).map_err(|source| PageserverError::Io {
+            path: tenants_dir.clone(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| PageserverError::Io {
+                path: tenants_dir.clone(),
+                source,
+            })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(id) = name.parse::<TenantId>() else {
+                tracing::warn!(path = %entry.path().display(), "ignoring a file that is not a tenant");
+                continue;
+            };
+            let tenant = Tenant::open(&entry.path(), conf.clone(), Arc::clone(&cache))?;
+            tracing::info!(tenant = %id, timelines = tenant.timelines().len(), "loaded tenant");
+            tenants.insert(id, Arc::new(tenant));
+        }
+        Ok(TenantManager {
+            tenants_dir,
+            conf,
+            cache,
+            tenants: RwLock::new(tenants),
+            lifecycle: Mutex::new(()),
+            last_record_lsns: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The page cache shared by every timeline.
+    pub fn cache(&self) -> &Arc<PageCache> {
+        &self.cache
+    }
+
+    /// Every tenant id.
+    pub fn tenant_ids(&self) -> Vec<TenantId> {
+        self.tenants.read().keys().copied().collect()
+    }
+
+    /// The tenant `id`.
+    pub fn tenant(&self, id: TenantId) -> Result<Arc<Tenant>, PageserverError> {
+        self.tenants
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or(PageserverError::TenantNotFound(id))
+    }
+
+    /// The timeline `timeline` of tenant `tenant`.
+    pub fn timeline(&self, tenant: TenantId, timeline: TimelineId) -> Result<Arc<Timeline>, PageserverError> {
+        Ok(self.tenant(tenant)?.timeline(timeline)?)
+    }
+
+    /// Creates an empty tenant.
+    pub fn create_tenant(&self, id: TenantId) -> Result<Arc<Tenant>, PageserverError> {
+        let _lifecycle = self.lifecycle.lock();
+        if self.tenants.read().contains_key(&id) {
+            return Err(PageserverError::TenantExists(id));
+        }
+        let tenant = Arc::new(Tenant::open(
+            &self.tenants_dir.join(id.to_string()),
+            self.conf.clone(),
+            Arc::clone(&self.cache),
+        )?);
+        self.tenants.write().insert(id, Arc::clone(&tenant));
+        Ok(tenant)
+    }
+
+    /// Deletes a tenant and all its data.
+    pub fn delete_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
+        let _lifecycle = self.lifecycle.lock();
+        let tenant = self
+            .tenants
+            .write()
+            .remove(&id)
+            .ok_or(PageserverError::TenantNotFound(id))?;
+        for timeline in tenant.timelines() {
+            self.cache.forget_timeline(timeline.id());
+            self.last_record_lsns.lock().remove(&(id, timeline.id()));
+        }
+        let dir = tenant.dir().to_path_buf();
+        drop(tenant);
+        std::fs::remove_dir_all(&dir).map_err(|source| PageserverError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        storage::fsio::sync_dir(&self.tenants_dir, self.conf.durability)?;
+        Ok(())
+    }
+
+    /// Creates a timeline (a root, or a branch that writes metadata only).
+    pub fn create_timeline(
+        &self,
+        tenant: TenantId,
+        id: TimelineId,
+        new: NewTimeline,
+    ) -> Result<Arc<Timeline>, PageserverError> {
+        let tenant = self.tenant(tenant)?;
+        let timeline = match new {
+            NewTimeline::Root { start_lsn } => tenant.create_timeline(id, start_lsn)?,
+            NewTimeline::Branch { ancestor, point } => tenant.branch(id, ancestor, point)?,
+        };
+        Ok(timeline)
+    }
+
+    /// Deletes a timeline that has no children.
+    pub fn delete_timeline(&self, tenant: TenantId, id: TimelineId) -> Result<(), PageserverError> {
+        self.tenant(tenant)?.delete_timeline(id)?;
+        self.last_record_lsns.lock().remove(&(tenant, id));
+        Ok(())
+    }
+
+    fn last_record_lsn_sender(&self, key: TimelineKey, timeline: &Timeline) -> watch::Sender<Lsn> {
+        self.last_record_lsns
+            .lock()
+            .entry(key)
+            .or_insert_with(|| watch::channel(timeline.last_record_lsn()).0)
+            .clone()
+    }
+
+    /// Tells waiting readers that `timeline` has ingested up to its current `last_record_lsn`.
+    pub fn notify_ingested(&self, tenant: TenantId, timeline: &Timeline) {
+        let sender = self.last_record_lsn_sender((tenant, timeline.id()), timeline);
+        sender.send_replace(timeline.last_record_lsn());
+    }
+
+    /// Waits until `timeline` has ingested up to `lsn`, or `timeout` passes.
+    pub async fn wait_for_lsn(
+        &self,
+        tenant: TenantId,
+        timeline: &Timeline,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<(), PageserverError> {
+        if timeline.last_record_lsn() >= lsn {
+            return Ok(());
+        }
+        let mut receiver = self
+            .last_record_lsn_sender((tenant, timeline.id()), timeline)
+            .subscribe();
+        let waited = tokio::time::timeout(timeout, receiver.wait_for(|_| timeline.last_record_lsn() >= lsn)).await;
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(PageserverError::WaitLsnTimeout {
+                lsn,
+                last_record_lsn: timeline.last_record_lsn(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::{Key, Value, WalRecord, PAGE_SIZE_BYTES};
+
+    #[tokio::test]
+    async fn wait_for_lsn_wakes_on_ingest_and_times_out_otherwise() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manager = Arc::new(
+            TenantManager::open(dir.path(), TimelineConfig::default(), Arc::new(PageCache::new(64))).expect("open"),
+        );
+        let tenant = TenantId(1);
+        manager.create_tenant(tenant).expect("tenant");
+        assert!(matches!(
+            manager.create_tenant(tenant),
+            Err(PageserverError::TenantExists(_))
+        ));
+        let timeline = manager
+            .create_timeline(tenant, TimelineId(2), NewTimeline::Root { start_lsn: Lsn(0x100) })
+            .expect("timeline");
+        let record = WalRecord {
+            commit_ts_us: 1,
+            db_size_pages: 1,
+            entries: vec![(Key::page(0), Value::Image(bytes::Bytes::from(vec![1; PAGE_SIZE_BYTES])))],
+        };
+        let end = Lsn(0x100 + record.frame_len());
+        let waiter = {
+            let manager = Arc::clone(&manager);
+            let timeline = Arc::clone(&timeline);
+            tokio::spawn(async move {
+                manager
+                    .wait_for_lsn(tenant, &timeline, end, Duration::from_secs(5))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        timeline.ingest_record(Lsn(0x100), &record).expect("ingest");
+        manager.notify_ingested(tenant, &timeline);
+        waiter.await.expect("join").expect("woken by the ingest");
+        let late = manager
+            .wait_for_lsn(tenant, &timeline, end.next(), Duration::from_millis(30))
+            .await;
+        assert!(matches!(late, Err(PageserverError::WaitLsnTimeout { .. })));
+        // Reopen: the tenant and its timeline are found again.
+        drop(timeline);
+        drop(manager);
+        let manager =
+            TenantManager::open(dir.path(), TimelineConfig::default(), Arc::new(PageCache::new(64))).expect("reopen");
+        assert!(manager.timeline(tenant, TimelineId(2)).is_ok());
+        manager.delete_tenant(tenant).expect("delete");
+        assert!(matches!(
+            manager.tenant(tenant),
+            Err(PageserverError::TenantNotFound(_))
+        ));
+    }
+}
