@@ -69,6 +69,21 @@ enum Command {
         #[arg(long, env = "CAMBIUM_DATA_DIR")]
         data_dir: PathBuf,
     },
+    /// Runs a pageserver: pages of any branch at any LSN over gRPC, WAL ingested from the safekeepers.
+    Pageserver {
+        /// Address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:7677")]
+        listen: String,
+        /// Data directory (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',')]
+        safekeepers: Vec<String>,
+        /// Object storage for layers (`file:///path` or `s3://bucket/prefix`): not supported yet.
+        #[arg(long, env = "CAMBIUM_REMOTE")]
+        remote: Option<String>,
+    },
 }
 
 /// How long a stopping safekeeper waits for in-flight requests before it exits anyway.
@@ -84,6 +99,22 @@ fn main() -> Result<()> {
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::Verify { data_dir } => verify(&data_dir),
         Command::Safekeeper { id, listen, data_dir } => run_safekeeper(id, &listen, data_dir),
+        Command::Pageserver {
+            listen,
+            data_dir,
+            safekeepers,
+            remote,
+        } => {
+            if let Some(remote) = remote {
+                anyhow::bail!("remote storage ({remote}) is not supported yet: run without --remote");
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("pageserver")
+                .build()
+                .context("starting the tokio runtime")?;
+            runtime.block_on(serve_pageserver(&listen, data_dir, safekeepers))
+        }
     }
 }
 
@@ -134,6 +165,30 @@ async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()
         );
     }
     tracing::info!(node = id, "stopped");
+    Ok(())
+}
+
+async fn serve_pageserver(listen: &str, data_dir: PathBuf, safekeepers: Vec<String>) -> Result<()> {
+    anyhow::ensure!(!safekeepers.is_empty(), "--safekeepers names no safekeeper");
+    let config = pageserver::runner::PageserverConfig::new(data_dir.clone(), safekeepers);
+    let manager = pageserver::runner::open(&config)
+        .await
+        .with_context(|| format!("opening the pageserver data directory {}", data_dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let address = listener.local_addr().context("reading the bound address")?;
+    let shutdown = shutdown_signal()?;
+    tracing::info!(data_dir = %data_dir.display(), "listening on {address}");
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "cambium pageserver listening on {address}").context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    pageserver::runner::run(manager, config, listener, shutdown)
+        .await
+        .context("serving gRPC")?;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -5,10 +5,11 @@
 //! timeout and nothing acknowledged is lost; once they are back, commits resume; a second proposer that wins
 //! a higher term fences the first. Every acknowledged record is then read back from a majority's WAL.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::Duration;
+
+use common::Process;
 
 use bytes::Bytes;
 use proto::safekeeper as pb;
@@ -17,71 +18,9 @@ use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 
 const START: Lsn = Lsn(0x100_0000);
 
-struct Safekeeper {
-    id: u32,
-    dir: PathBuf,
-    address: String,
-    child: Option<Child>,
-}
-
-/// Spawns `cambium safekeeper` and waits for the line that says where it listens.
-fn spawn(id: u32, dir: &Path, address: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cambium"))
-        .args(["safekeeper", "--id", &id.to_string(), "--listen", address, "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cambium safekeeper");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the listening line");
-    let address = line
-        .split("listening on ")
-        .nth(1)
-        .map(|a| a.trim().to_string())
-        .unwrap_or_else(|| panic!("safekeeper {id} did not report its address: {line:?}"));
-    (child, address)
-}
-
-impl Safekeeper {
-    fn start(id: u32, dir: &Path, address: &str) -> Safekeeper {
-        let (child, address) = spawn(id, dir, address);
-        Safekeeper {
-            id,
-            dir: dir.to_path_buf(),
-            address,
-            child: Some(child),
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().expect("kill -9");
-            child.wait().expect("reap");
-        }
-    }
-
-    /// Starts it again on the same address and data directory.
-    fn restart(&mut self) {
-        assert!(self.child.is_none(), "restart a killed safekeeper");
-        let (child, address) = spawn(self.id, &self.dir, &self.address);
-        assert_eq!(address, self.address);
-        self.child = Some(child);
-    }
-}
-
-impl Drop for Safekeeper {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
 struct Cluster {
     _root: tempfile::TempDir,
-    safekeepers: Vec<Safekeeper>,
+    safekeepers: Vec<Process>,
     tenant_id: TenantId,
     timeline_id: TimelineId,
 }
@@ -89,11 +28,8 @@ struct Cluster {
 impl Cluster {
     async fn start() -> Cluster {
         let root = tempfile::tempdir().expect("tempdir");
-        let safekeepers: Vec<Safekeeper> = (1..=3)
-            .map(|id| {
-                let dir = root.path().join(format!("sk{id}"));
-                Safekeeper::start(id, &dir, "127.0.0.1:0")
-            })
+        let safekeepers: Vec<Process> = (1..=3)
+            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
             .collect();
         let cluster = Cluster {
             _root: root,
@@ -121,7 +57,7 @@ impl Cluster {
         }
     }
 
-    async fn client(&self, sk: &Safekeeper) -> pb::safekeeper_client::SafekeeperClient<tonic::transport::Channel> {
+    async fn client(&self, sk: &Process) -> pb::safekeeper_client::SafekeeperClient<tonic::transport::Channel> {
         pb::safekeeper_client::SafekeeperClient::connect(format!("http://{}", sk.address))
             .await
             .expect("connect")
@@ -181,7 +117,7 @@ fn record(tag: &str) -> Bytes {
 async fn assert_acknowledged_present(cluster: &Cluster, acknowledged: &[(Lsn, Bytes)]) {
     let mut holders = vec![0usize; acknowledged.len()];
     for i in 0..cluster.safekeepers.len() {
-        if cluster.safekeepers[i].child.is_none() {
+        if !cluster.safekeepers[i].is_running() {
             continue;
         }
         let wal = cluster.wal_of(i).await;

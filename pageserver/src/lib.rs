@@ -1,4 +1,11 @@
 //! The pageserver: serves pages of any branch at any LSN over gRPC from the storage engine, ingests WAL from
 //! the safekeepers, and runs flush, compaction and GC in the background. DESIGN.md sections 1, 2 and 4.
 
+pub mod background;
+pub mod convert;
+pub mod management;
+pub mod page_service;
+pub mod runner;
+pub mod server;
 pub mod tenants;
+pub mod wal_receiver;

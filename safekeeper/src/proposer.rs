@@ -218,6 +218,9 @@ struct Peer {
     /// Next byte to send.
     next_lsn: Lsn,
     in_flight_bytes: usize,
+    /// The commit LSN last sent to this acceptor: when it falls behind and no WAL is left to send, an empty
+    /// append carries the new one (safekeepers stream only committed WAL, so they must learn of commits).
+    sent_commit_lsn: Lsn,
 }
 
 struct Leader {
@@ -493,6 +496,7 @@ impl Proposer {
                 flush_lsn: Lsn(0),
                 next_lsn: Lsn(0),
                 in_flight_bytes: 0,
+                sent_commit_lsn: Lsn(0),
             })
             .collect();
         self.outstanding.clear();
@@ -536,6 +540,7 @@ impl Proposer {
         p.flush_lsn = start;
         p.next_lsn = start;
         p.in_flight_bytes = 0;
+        p.sent_commit_lsn = Lsn(0);
         let request = ElectedRequest {
             term: leader.term,
             history: leader.history.clone(),
@@ -658,6 +663,8 @@ impl Proposer {
             .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || o.kind == Kind::Read { peer }));
         if let Phase::Leader(leader) = &mut self.phase {
             leader.peers[peer].in_flight_bytes = 0;
+            // What was sent may be lost: tell the commit LSN again with the next append.
+            leader.peers[peer].sent_commit_lsn = Lsn(0);
         }
     }
 
@@ -740,7 +747,22 @@ impl Proposer {
         loop {
             let Phase::Leader(leader) = &mut self.phase else { return };
             let p = &leader.peers[peer];
-            if p.next_lsn >= leader.end_lsn || p.in_flight_bytes >= self.config.in_flight_bytes_max {
+            if p.in_flight_bytes >= self.config.in_flight_bytes_max {
+                return;
+            }
+            if p.next_lsn >= leader.end_lsn {
+                if p.sent_commit_lsn < self.commit_lsn {
+                    // Nothing left to send, but the acceptor has not heard of the latest commit.
+                    let begin_lsn = p.next_lsn;
+                    leader.peers[peer].sent_commit_lsn = self.commit_lsn;
+                    let append = AppendRequest {
+                        term,
+                        begin_lsn,
+                        data: Bytes::new(),
+                        commit_lsn: self.commit_lsn,
+                    };
+                    self.send(out, peer, Kind::Append { end_lsn: begin_lsn }, Request::Append(append));
+                }
                 return;
             }
             let first = leader.frames.partition_point(|(lsn, _)| *lsn < p.next_lsn);
@@ -761,6 +783,7 @@ impl Proposer {
             let p = &mut leader.peers[peer];
             p.next_lsn = end_lsn;
             p.in_flight_bytes += data.len();
+            p.sent_commit_lsn = self.commit_lsn;
             let append = AppendRequest {
                 term,
                 begin_lsn,

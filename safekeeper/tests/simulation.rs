@@ -114,6 +114,8 @@ struct Sim {
     /// Proposers that are gone (their computes died): they send and receive nothing.
     stopped: Vec<bool>,
     coverage: Coverage,
+    /// In the healed phase, records are proposed only until then.
+    proposing_until: u64,
 }
 
 impl Sim {
@@ -150,6 +152,7 @@ impl Sim {
             healed: false,
             stopped: Vec::new(),
             coverage: Coverage::default(),
+            proposing_until: u64::MAX,
         }
     }
 
@@ -357,6 +360,7 @@ impl Sim {
                 }
                 self.at(10, Event::Tick);
             }
+            Event::Propose if self.healed && self.now_ms > self.proposing_until => {}
             Event::Propose => {
                 for p in (0..self.proposers.len())
                     .filter(|&p| !self.stopped[p])
@@ -551,6 +555,8 @@ impl Sim {
         self.stopped.iter_mut().for_each(|s| *s = true);
         self.start_proposer();
         let last = self.proposers.len() - 1;
+        // Stop proposing after a while, so the final commit has no later record to carry it.
+        self.proposing_until = self.now_ms + 2_000;
         let deadline = self.now_ms + 20_000;
         let before = self.acknowledged.len();
         while self.now_ms < deadline {
@@ -564,7 +570,23 @@ impl Sim {
             }
             self.handle(event)?;
             let progressed = self.acknowledged.len() > before + 5;
-            if progressed && matches!(self.proposers[last].status(), Status::Leader { .. }) {
+            // The safekeepers stream only WAL they know is committed, so they must learn every commit, even
+            // the last one, with no later record to carry it.
+            let commit = self.proposers[last].commit_lsn();
+            let informed = (0..ACCEPTORS)
+                .filter(|&a| {
+                    self.nodes[a]
+                        .live
+                        .as_ref()
+                        .is_some_and(|l| l.control().commit_lsn >= commit)
+                })
+                .count();
+            let settled = self.now_ms > self.proposing_until + 1_000;
+            if progressed
+                && settled
+                && informed == ACCEPTORS
+                && matches!(self.proposers[last].status(), Status::Leader { .. })
+            {
                 return Ok(());
             }
         }

@@ -415,6 +415,11 @@ impl Timeline {
         *guard = Arc::new(state);
     }
 
+    /// How many frozen layers wait for a flush (ingest should slow down when this grows).
+    pub fn frozen_layer_count(&self) -> usize {
+        self.layers.read().frozen.len()
+    }
+
     /// Whether frozen layers wait for a flush.
     pub fn has_frozen_layers(&self) -> bool {
         !self.layers.read().frozen.is_empty()

@@ -1,0 +1,260 @@
+//! The management service (`cambium.pageserver.v1.Management`) over a [`TenantManager`]: tenants, timelines
+//! (roots and branches), timeline state and LSN leases.
+//!
+//! Creations and deletions write and fsync files (a tenant directory, the branch log, removed timeline
+//! directories) and a timeline deletion waits out a running flush or compaction, so they run on tokio's
+//! blocking pool, never on the async workers. Statuses follow [`crate::convert`]; an LSN past the ancestor's
+//! last record (a branch point, a lease) is `OUT_OF_RANGE`.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use proto::pageserver as pb;
+use proto::pageserver::management_server::{Management, ManagementServer};
+use storage::{BranchPoint, Lsn, StorageError, TenantId};
+use tonic::{Request, Response, Status};
+
+use crate::convert::{self, status_from_error, status_from_storage, Operation};
+use crate::server::MESSAGE_BYTES_MAX;
+use crate::tenants::{NewTimeline, TenantManager};
+
+/// The longest LSN lease granted; a longer request gets this (the response says when the lease ends).
+/// A holder renews before expiry, so an hour costs nothing and bounds the history a forgotten lease pins.
+pub const LEASE_DURATION_MS_MAX: u64 = 3_600_000;
+/// Highest start LSN of a root timeline: LSN arithmetic (`start + record length`) must never overflow,
+/// whatever WAL follows (the safekeeper has the same bound).
+pub const TIMELINE_START_LSN_MAX: Lsn = Lsn(u64::MAX / 2);
+
+/// Runs a filesystem-touching step on the blocking pool.
+async fn blocking<T: Send + 'static>(step: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(step)
+        .await
+        .map_err(|join| convert::internal(&join))?
+}
+
+fn now_us() -> Result<u64, Status> {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| convert::internal(&e))?;
+    u64::try_from(since_epoch.as_micros()).map_err(|e| convert::internal(&e))
+}
+
+/// Where a requested timeline starts; `INVALID_ARGUMENT` for a malformed request.
+fn new_timeline(request: &pb::CreateTimelineRequest) -> Result<NewTimeline, Status> {
+    if request.ancestor_timeline_id.is_empty() {
+        // The contract: `ancestor_lsn` is ignored for a root.
+        let start_lsn = Lsn(request.start_lsn);
+        if start_lsn > TIMELINE_START_LSN_MAX {
+            return Err(Status::invalid_argument(format!(
+                "start_lsn {start_lsn} is past {TIMELINE_START_LSN_MAX}"
+            )));
+        }
+        return Ok(NewTimeline::Root { start_lsn });
+    }
+    let ancestor = convert::timeline_id("ancestor_timeline_id", &request.ancestor_timeline_id)?;
+    // A branch starts at its branch point; a different start_lsn would be a caller's mistake, so say so.
+    if request.start_lsn != 0 {
+        return Err(Status::invalid_argument(
+            "start_lsn is for root timelines; a branch starts at ancestor_lsn",
+        ));
+    }
+    let point = match request.ancestor_lsn {
+        0 => BranchPoint::Latest,
+        lsn => BranchPoint::At(Lsn(lsn)),
+    };
+    Ok(NewTimeline::Branch { ancestor, point })
+}
+
+/// The management service over a tenant manager.
+#[derive(Clone)]
+pub struct ManagementHandler {
+    manager: Arc<TenantManager>,
+}
+
+impl ManagementHandler {
+    /// A service over `manager`.
+    pub fn new(manager: Arc<TenantManager>) -> ManagementHandler {
+        ManagementHandler { manager }
+    }
+
+    /// The tonic server for this service, with the message size limits set.
+    pub fn into_server(self) -> ManagementServer<ManagementHandler> {
+        ManagementServer::new(self)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+}
+
+#[tonic::async_trait]
+impl Management for ManagementHandler {
+    async fn create_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .create_tenant(tenant)
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, "created tenant");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
+    async fn delete_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .delete_tenant(tenant)
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, "deleted tenant");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
+    async fn create_timeline(
+        &self,
+        request: Request<pb::CreateTimelineRequest>,
+    ) -> Result<Response<pb::TimelineInfo>, Status> {
+        let request = request.into_inner();
+        let (tenant, id) = convert::timeline_key(request.timeline.as_ref())?;
+        let new = new_timeline(&request)?;
+        let manager = Arc::clone(&self.manager);
+        let info = blocking(move || {
+            let timeline = manager
+                .create_timeline(tenant, id, new)
+                .map_err(|e| status_from_error(&e, Operation::Manage))?;
+            Ok(timeline.info())
+        })
+        .await?;
+        tracing::info!(%tenant, timeline = %id, ancestor = ?info.ancestor, start_lsn = %info.start_lsn, "created timeline");
+        Ok(Response::new(convert::timeline_info_to_proto(tenant, &info)))
+    }
+
+    async fn delete_timeline(
+        &self,
+        request: Request<pb::TimelineRef>,
+    ) -> Result<Response<pb::DeleteTimelineResponse>, Status> {
+        let (tenant, id) = convert::timeline_key(Some(request.get_ref()))?;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .delete_timeline(tenant, id)
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, timeline = %id, "deleted timeline");
+        Ok(Response::new(pb::DeleteTimelineResponse {}))
+    }
+
+    async fn get_timeline_info(&self, request: Request<pb::TimelineRef>) -> Result<Response<pb::TimelineInfo>, Status> {
+        let (tenant, id) = convert::timeline_key(Some(request.get_ref()))?;
+        let timeline = self
+            .manager
+            .timeline(tenant, id)
+            .map_err(|e| status_from_error(&e, Operation::Manage))?;
+        Ok(Response::new(convert::timeline_info_to_proto(tenant, &timeline.info())))
+    }
+
+    async fn list_timelines(
+        &self,
+        request: Request<pb::TenantRequest>,
+    ) -> Result<Response<pb::ListTimelinesResponse>, Status> {
+        let tenant_id: TenantId = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let tenant = self
+            .manager
+            .tenant(tenant_id)
+            .map_err(|e| status_from_error(&e, Operation::Manage))?;
+        // Each info reads the database size, which may touch layer files: off the async workers.
+        let mut infos = blocking(move || Ok(tenant.timelines().iter().map(|t| t.info()).collect::<Vec<_>>())).await?;
+        infos.sort_by_key(|info| info.timeline_id);
+        let timelines = infos
+            .iter()
+            .map(|info| convert::timeline_info_to_proto(tenant_id, info))
+            .collect();
+        Ok(Response::new(pb::ListTimelinesResponse { timelines }))
+    }
+
+    async fn lease_lsn(&self, request: Request<pb::LeaseLsnRequest>) -> Result<Response<pb::LeaseLsnResponse>, Status> {
+        let request = request.into_inner();
+        let (tenant, id) = convert::timeline_key(request.timeline.as_ref())?;
+        if request.duration_ms == 0 {
+            return Err(Status::invalid_argument("duration_ms must be positive"));
+        }
+        let duration_ms = request.duration_ms.min(LEASE_DURATION_MS_MAX);
+        let timeline = self
+            .manager
+            .timeline(tenant, id)
+            .map_err(|e| status_from_error(&e, Operation::Manage))?;
+        let lsn = Lsn(request.lsn);
+        // The engine checks the cutoff and the last record; below the timeline's own start the history is the
+        // ancestor's, and a lease here would pin nothing.
+        if lsn < timeline.start_lsn() {
+            let error = StorageError::LsnBeforeStart {
+                timeline: id,
+                lsn,
+                start_lsn: timeline.start_lsn(),
+            };
+            return Err(status_from_storage(&error, Operation::Manage));
+        }
+        let until_us = now_us()?.saturating_add(duration_ms * 1000);
+        timeline
+            .lease_lsn(lsn, until_us)
+            .map_err(|e| status_from_storage(&e, Operation::Manage))?;
+        tracing::debug!(%tenant, timeline = %id, %lsn, until_us, "leased LSN");
+        Ok(Response::new(pb::LeaseLsnResponse {
+            valid_until_ms: until_us / 1000,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::TimelineId;
+    use tonic::Code;
+
+    fn request(ancestor: &str, ancestor_lsn: u64, start_lsn: u64) -> pb::CreateTimelineRequest {
+        pb::CreateTimelineRequest {
+            timeline: None,
+            ancestor_timeline_id: ancestor.into(),
+            ancestor_lsn,
+            start_lsn,
+        }
+    }
+
+    #[test]
+    fn timeline_creations_are_parsed() {
+        let ancestor = TimelineId(7).to_string();
+        assert_eq!(
+            new_timeline(&request("", 5, 0x100)).expect("root"),
+            NewTimeline::Root { start_lsn: Lsn(0x100) }
+        );
+        assert_eq!(
+            new_timeline(&request(&ancestor, 0, 0)).expect("latest"),
+            NewTimeline::Branch {
+                ancestor: TimelineId(7),
+                point: BranchPoint::Latest
+            }
+        );
+        assert_eq!(
+            new_timeline(&request(&ancestor, 0x80, 0)).expect("at"),
+            NewTimeline::Branch {
+                ancestor: TimelineId(7),
+                point: BranchPoint::At(Lsn(0x80))
+            }
+        );
+        for bad in [
+            request(&ancestor, 0x80, 0x80),
+            request("7", 0, 0),
+            request("", 0, u64::MAX),
+        ] {
+            assert_eq!(new_timeline(&bad).expect_err("refused").code(), Code::InvalidArgument);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Runs a whole pageserver: the tenants, a WAL receiver per timeline, the background loop and the gRPC
+//! services, until shutdown.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use storage::{PageCache, TenantId, TimelineConfig, TimelineId};
+use tokio::sync::watch;
+
+use crate::background::{self, BackgroundConfig};
+use crate::tenants::{PageserverError, TenantManager};
+use crate::wal_receiver::{self, WalReceiverConfig};
+
+/// Everything a pageserver needs.
+#[derive(Clone, Debug)]
+pub struct PageserverConfig {
+    /// Where tenants live.
+    pub data_dir: PathBuf,
+    /// Flush, compaction and GC knobs of every timeline.
+    pub timeline: TimelineConfig,
+    /// Pages in the shared page cache.
+    pub page_cache_pages: usize,
+    /// The safekeepers to follow.
+    pub receiver: WalReceiverConfig,
+    /// Background work intervals.
+    pub background: BackgroundConfig,
+    /// How often the receivers are matched to the current timelines.
+    pub receiver_sync_interval_ms: u64,
+}
+
+impl PageserverConfig {
+    /// Defaults for a data directory and a set of safekeepers (a 512 MiB page cache).
+    pub fn new(data_dir: PathBuf, safekeepers: Vec<String>) -> PageserverConfig {
+        PageserverConfig {
+            data_dir,
+            timeline: TimelineConfig::default(),
+            page_cache_pages: 64 * 1024,
+            receiver: WalReceiverConfig::new(safekeepers),
+            background: BackgroundConfig::default(),
+            receiver_sync_interval_ms: 200,
+        }
+    }
+}
+
+/// Opens the tenants (blocking work, on the blocking pool).
+pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, PageserverError> {
+    let data_dir = config.data_dir.clone();
+    let timeline = config.timeline.clone();
+    let cache = Arc::new(PageCache::new(config.page_cache_pages));
+    let opened = tokio::task::spawn_blocking(move || TenantManager::open(&data_dir, timeline, cache)).await;
+    match opened {
+        Ok(result) => result.map(Arc::new),
+        Err(join) => Err(PageserverError::Io {
+            path: config.data_dir.clone(),
+            source: std::io::Error::other(join),
+        }),
+    }
+}
+
+/// Serves until `shutdown` resolves: gRPC on `listener`, a receiver per timeline, background work.
+pub async fn run(
+    manager: Arc<TenantManager>,
+    config: PageserverConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let background = tokio::spawn(background::run(
+        Arc::clone(&manager),
+        config.background.clone(),
+        stop_rx.clone(),
+    ));
+    let receivers = tokio::spawn(supervise_receivers(Arc::clone(&manager), config.clone(), stop_rx));
+    let served = crate::server::serve(Arc::clone(&manager), listener, shutdown).await;
+    let _ = stop_tx.send(true);
+    let _ = receivers.await;
+    let _ = background.await;
+    // Flush what was ingested so a clean restart does not have to re-fetch it.
+    let flushed = tokio::task::spawn_blocking(move || {
+        for tenant_id in manager.tenant_ids() {
+            if let Ok(tenant) = manager.tenant(tenant_id) {
+                for timeline in tenant.timelines() {
+                    if let Err(e) = timeline.checkpoint() {
+                        tracing::warn!(timeline = %timeline.id(), error = %e, "checkpoint at shutdown failed");
+                    }
+                }
+            }
+        }
+    });
+    let _ = flushed.await;
+    served
+}
+
+/// Keeps exactly one receiver running per existing timeline.
+async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConfig, mut stop: watch::Receiver<bool>) {
+    let mut running: HashMap<(TenantId, TimelineId), (watch::Sender<bool>, tokio::task::JoinHandle<()>)> =
+        HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(config.receiver_sync_interval_ms.max(1)));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => break,
+        }
+        if *stop.borrow() {
+            break;
+        }
+        let mut live = Vec::new();
+        for tenant_id in manager.tenant_ids() {
+            let Ok(tenant) = manager.tenant(tenant_id) else {
+                continue;
+            };
+            for timeline in tenant.timelines() {
+                let key = (tenant_id, timeline.id());
+                live.push(key);
+                if running.contains_key(&key) {
+                    continue;
+                }
+                let (receiver_stop, receiver_stop_rx) = watch::channel(false);
+                let task = tokio::spawn(wal_receiver::run(
+                    Arc::clone(&manager),
+                    tenant_id,
+                    timeline,
+                    config.receiver.clone(),
+                    receiver_stop_rx,
+                ));
+                running.insert(key, (receiver_stop, task));
+            }
+        }
+        running.retain(|key, (receiver_stop, _)| {
+            let keep = live.contains(key);
+            if !keep {
+                let _ = receiver_stop.send(true);
+            }
+            keep
+        });
+    }
+    for (_, (receiver_stop, task)) in running {
+        let _ = receiver_stop.send(true);
+        let _ = task.await;
+    }
+}

@@ -1,0 +1,76 @@
+//! [`serve`]: the pageserver's gRPC server, the page service and the management service on one listener,
+//! until a shutdown signal.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tonic::transport::server::TcpIncoming;
+
+use crate::management::ManagementHandler;
+use crate::page_service::PageServiceHandler;
+use crate::tenants::TenantManager;
+
+/// Largest gRPC message accepted or sent. The largest legitimate one is a full `GetPages` response batch:
+/// `page_service::BATCH_REQUESTS_MAX` pages of 8 KiB (8 MiB) plus framing.
+pub const MESSAGE_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// Requests in flight on one connection; more wait for a slot. A `GetPage` waiting for ingest holds one, so
+/// this bounds the waits one client can pile up, while leaving a compute's readers plenty of room.
+pub const CONNECTION_REQUESTS_MAX: usize = 1024;
+/// HTTP/2 streams open at once on one connection.
+pub const HTTP2_STREAMS_MAX: u32 = 1024;
+/// HTTP/2 flow-control window of one stream: a full `GetPages` response batch flows without stalling on
+/// window updates.
+pub const HTTP2_STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+/// HTTP/2 flow-control window of one connection (all its streams).
+pub const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
+/// HTTP/2 keepalive pings on idle connections, so a vanished client's streams end.
+pub const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+/// A keepalive ping unanswered for this long closes the connection.
+pub const HTTP2_KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
+/// After the shutdown signal, how long open connections get to finish before they are cut.
+pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
+
+/// Serves the page service and the management service over `manager` on `listener` until `shutdown`
+/// completes; then ends waiting reads and open page streams with `UNAVAILABLE`, lets connections finish for
+/// up to [`SHUTDOWN_GRACE_MS`], and returns.
+pub async fn serve(
+    manager: Arc<TenantManager>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // TcpIncoming is tonic's listener stream with per-socket options: without TCP_NODELAY a small GetPage
+    // response can wait out Nagle's algorithm against the client's delayed ACKs.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(CONNECTION_REQUESTS_MAX)
+        .max_concurrent_streams(HTTP2_STREAMS_MAX)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
+        .http2_keepalive_interval(Some(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS)))
+        .http2_keepalive_timeout(Some(Duration::from_millis(HTTP2_KEEPALIVE_TIMEOUT_MS)))
+        .add_service(PageServiceHandler::new(Arc::clone(&manager), shutdown_rx).into_server())
+        .add_service(ManagementHandler::new(manager).into_server())
+        .serve_with_incoming_shutdown(incoming, async {
+            let _ = stop_rx.await;
+        });
+    let mut server: Pin<Box<_>> = Box::pin(server);
+    tokio::select! {
+        result = &mut server => return result,
+        () = shutdown => {}
+    }
+    tracing::info!("pageserver gRPC shutting down");
+    shutdown_tx.send_replace(true);
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("connections still open after {SHUTDOWN_GRACE_MS} ms; closing them");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The WAL receiver: one task per timeline that follows the safekeeper with the highest commit LSN, streams
+//! committed WAL from the timeline's `last_record_lsn` (so after a restart it resumes at
+//! `disk_consistent_lsn`), ingests it, and fails over to another safekeeper when its stream breaks.
+//!
+//! Bounds: each state query and connection attempt has a timeout; reconnects back off up to
+//! `reconnect_backoff_max_ms`; ingest pauses while `frozen_layers_max` frozen layers wait for a flush, so
+//! memory stays bounded when the disk is slower than the WAL.
+//!
+//! The receiver does not report `remote_consistent_lsn` to the safekeepers yet: that LSN must mean "durable
+//! in object storage", and reporting local durability would let the safekeepers delete WAL that exists only
+//! on this pageserver's disk. Until remote storage lands, the safekeepers keep all WAL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::safekeeper as pb;
+use proto::safekeeper::safekeeper_client::SafekeeperClient;
+use storage::{Lsn, TenantId, Timeline};
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::tenants::TenantManager;
+
+/// Largest WAL message accepted from a safekeeper.
+const MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Where the safekeepers are and how patient to be.
+#[derive(Clone, Debug)]
+pub struct WalReceiverConfig {
+    /// Safekeeper addresses (`host:port` or `http://host:port`).
+    pub safekeepers: Vec<String>,
+    /// A state query or connection attempt gives up after this long.
+    pub request_timeout_ms: u64,
+    /// The longest pause between reconnection attempts.
+    pub reconnect_backoff_max_ms: u64,
+    /// Ingest waits while this many frozen layers are not yet flushed.
+    pub frozen_layers_max: usize,
+}
+
+impl WalReceiverConfig {
+    /// Defaults for these safekeepers.
+    pub fn new(safekeepers: Vec<String>) -> WalReceiverConfig {
+        WalReceiverConfig {
+            safekeepers,
+            request_timeout_ms: 2_000,
+            reconnect_backoff_max_ms: 2_000,
+            frozen_layers_max: 4,
+        }
+    }
+}
+
+/// Why one streaming attempt ended.
+#[derive(Debug, thiserror::Error)]
+enum ReceiveError {
+    #[error("no safekeeper answered")]
+    NoSafekeeper,
+    #[error("safekeeper {address}: {status}")]
+    Status { address: String, status: tonic::Status },
+    #[error("safekeeper {address} sent WAL at {got}, expected {expected}")]
+    Misaligned { address: String, got: Lsn, expected: Lsn },
+    #[error("ingest failed: {0}")]
+    Ingest(#[from] storage::StorageError),
+    #[error("bad safekeeper address {0}")]
+    BadAddress(String),
+}
+
+fn endpoint(address: &str, timeout: Duration) -> Result<Endpoint, ReceiveError> {
+    let uri = if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("http://{address}")
+    };
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|_| ReceiveError::BadAddress(address.to_string()))?
+        .connect_timeout(timeout)
+        .tcp_nodelay(true))
+}
+
+/// Runs the receiver of one timeline until `stop` turns true.
+pub async fn run(
+    manager: Arc<TenantManager>,
+    tenant_id: TenantId,
+    timeline: Arc<Timeline>,
+    config: WalReceiverConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let timeline_ref = pb::TimelineRef {
+        tenant_id: tenant_id.to_string(),
+        timeline_id: timeline.id().to_string(),
+    };
+    let mut backoff_ms = 50u64;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let attempt = receive_once(&manager, tenant_id, &timeline, &config, &timeline_ref, &mut stop);
+        match attempt.await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::info!(tenant = %tenant_id, timeline = %timeline.id(), error = %e, "WAL stream ended; reconnecting");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
+            _ = stop.changed() => {}
+        }
+        backoff_ms = (backoff_ms * 2).min(config.reconnect_backoff_max_ms);
+    }
+}
+
+/// Picks the safekeeper with the highest commit LSN that has something new, and streams from it. Returns
+/// `Ok` only when stopped.
+async fn receive_once(
+    manager: &TenantManager,
+    tenant_id: TenantId,
+    timeline: &Timeline,
+    config: &WalReceiverConfig,
+    timeline_ref: &pb::TimelineRef,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), ReceiveError> {
+    let timeout = Duration::from_millis(config.request_timeout_ms);
+    let mut best: Option<(Lsn, String, SafekeeperClient<Channel>)> = None;
+    for address in &config.safekeepers {
+        let channel = endpoint(address, timeout)?.connect_lazy();
+        let mut client = SafekeeperClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
+        let state = tokio::time::timeout(timeout, client.get_state(timeline_ref.clone())).await;
+        if let Ok(Ok(state)) = state {
+            let commit_lsn = Lsn(state.into_inner().commit_lsn);
+            if best
+                .as_ref()
+                .is_none_or(|(best_commit, _, _)| commit_lsn > *best_commit)
+            {
+                best = Some((commit_lsn, address.clone(), client));
+            }
+        }
+    }
+    let Some((commit_lsn, address, mut client)) = best else {
+        return Err(ReceiveError::NoSafekeeper);
+    };
+    let start_lsn = timeline.last_record_lsn();
+    tracing::debug!(tenant = %tenant_id, timeline = %timeline.id(), %address, %commit_lsn, %start_lsn, "following safekeeper");
+    let request = pb::StreamWalRequest {
+        timeline: Some(timeline_ref.clone()),
+        start_lsn: start_lsn.0,
+    };
+    let mut stream = match tokio::time::timeout(timeout, client.stream_wal(request)).await {
+        Ok(Ok(response)) => response.into_inner(),
+        Ok(Err(status)) => return Err(ReceiveError::Status { address, status }),
+        Err(_) => {
+            return Err(ReceiveError::Status {
+                address,
+                status: tonic::Status::deadline_exceeded("connect"),
+            })
+        }
+    };
+    loop {
+        let message = tokio::select! {
+            message = stream.message() => message,
+            _ = stop.changed() => return Ok(()),
+        };
+        let chunk = match message {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => {
+                return Err(ReceiveError::Status {
+                    address,
+                    status: tonic::Status::unavailable("stream ended"),
+                })
+            }
+            Err(status) => return Err(ReceiveError::Status { address, status }),
+        };
+        if chunk.data.is_empty() {
+            continue;
+        }
+        let expected = timeline.last_record_lsn();
+        if Lsn(chunk.start_lsn) != expected {
+            return Err(ReceiveError::Misaligned {
+                address,
+                got: Lsn(chunk.start_lsn),
+                expected,
+            });
+        }
+        while timeline.frozen_layer_count() >= config.frozen_layers_max {
+            // Backpressure: let the background flush catch up.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        timeline.ingest_frames(expected, &chunk.data)?;
+        manager.notify_ingested(tenant_id, timeline);
+    }
+}

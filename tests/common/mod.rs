@@ -1,0 +1,91 @@
+//! Helpers shared by the process tests: real `cambium` processes started, killed with -9 and restarted.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A `cambium <subcommand>` process and what it needs to be restarted the same way.
+pub struct Process {
+    args: Vec<String>,
+    /// Where it listens (read from its one stdout line).
+    pub address: String,
+    child: Option<Child>,
+}
+
+/// Spawns `cambium <args> --listen <address>` and waits for the line that says where it listens.
+fn spawn(args: &[String], address: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cambium"))
+        .args(args)
+        .args(["--listen", address])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cambium");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the listening line");
+    let address = line
+        .split("listening on ")
+        .nth(1)
+        .map(|a| a.trim().to_string())
+        .unwrap_or_else(|| panic!("{args:?} did not report its address: {line:?}"));
+    (child, address)
+}
+
+impl Process {
+    /// Starts `cambium <args>` on a free loopback port.
+    pub fn start(args: Vec<String>) -> Process {
+        let (child, address) = spawn(&args, "127.0.0.1:0");
+        Process {
+            args,
+            address,
+            child: Some(child),
+        }
+    }
+
+    /// A safekeeper with data in `dir`.
+    pub fn safekeeper(id: u32, dir: &Path) -> Process {
+        Process::start(vec![
+            "safekeeper".into(),
+            "--id".into(),
+            id.to_string(),
+            "--data-dir".into(),
+            dir.display().to_string(),
+        ])
+    }
+
+    /// Whether it runs.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// kill -9, and reap it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("reap");
+        }
+    }
+
+    /// Starts it again with the same arguments on the same address.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart a killed process");
+        let (child, address) = spawn(&self.args, &self.address);
+        assert_eq!(address, self.address);
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A fresh directory path under `root`.
+pub fn dir(root: &Path, name: &str) -> PathBuf {
+    root.join(name)
+}
