@@ -149,25 +149,23 @@ impl TenantManager {
         Ok(tenant)
     }
 
-    /// Deletes a tenant and all its data.
+    /// Deletes a tenant and all its data. Running background work on it is waited out first; if removing the
+    /// files fails, the tenant stays listed (and closed), so a restart does not bring back a half-deleted one.
     pub fn delete_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let _lifecycle = self.lifecycle.lock();
-        let tenant = self
-            .tenants
-            .write()
-            .remove(&id)
-            .ok_or(PageserverError::TenantNotFound(id))?;
-        for timeline in tenant.timelines() {
-            self.cache.forget_timeline(timeline.id());
-            self.last_record_lsns.lock().remove(&(id, timeline.id()));
-        }
+        let tenant = self.tenant(id)?;
+        tenant.close();
         let dir = tenant.dir().to_path_buf();
-        drop(tenant);
         std::fs::remove_dir_all(&dir).map_err(|source| PageserverError::Io {
             path: dir.clone(),
             source,
         })?;
         storage::fsio::sync_dir(&self.tenants_dir, self.conf.durability)?;
+        self.tenants.write().remove(&id);
+        for timeline in tenant.timelines() {
+            self.cache.forget_timeline(timeline.id());
+            self.last_record_lsns.lock().remove(&(id, timeline.id()));
+        }
         Ok(())
     }
 
@@ -178,6 +176,8 @@ impl TenantManager {
         id: TimelineId,
         new: NewTimeline,
     ) -> Result<Arc<Timeline>, PageserverError> {
+        // Not while the tenant is being deleted.
+        let _lifecycle = self.lifecycle.lock();
         let tenant = self.tenant(tenant)?;
         let timeline = match new {
             NewTimeline::Root { start_lsn } => tenant.create_timeline(id, start_lsn)?,

@@ -219,6 +219,15 @@ impl Tenant {
         }
     }
 
+    /// Stops the tenant's timelines from writing: waits out any running flush, compaction or GC and makes later
+    /// ones fail (`Poisoned`). Reads go on. Used before the tenant's files are removed.
+    pub fn close(&self) {
+        for timeline in self.timelines() {
+            let _ops = timeline.lock_ops();
+            timeline.poison();
+        }
+    }
+
     /// Runs GC on every timeline.
     pub fn gc(&self, now_us: u64) -> Result<Vec<(TimelineId, GcOutcome)>> {
         let mut outcomes = Vec::new();

@@ -478,7 +478,7 @@ impl Timeline {
                     .insert(self.id, key, version_lsn, lsn, last_record_lsn, page.clone());
                 Ok(page)
             }
-            Ok(None) if key.is_page() && key.block() < self.db_size_at(lsn)? => {
+            Ok(None) if key.is_page() && key.block() < self.db_size_at_checked(lsn)? => {
                 Ok(Bytes::from(vec![0u8; PAGE_SIZE_BYTES]))
             }
             Ok(None) => Err(StorageError::PageNotFound { key, lsn }),
@@ -493,8 +493,14 @@ impl Timeline {
         }
     }
 
-    /// The database size in pages at `lsn` (zero before the first record).
+    /// The database size in pages at `lsn` (zero before the first record). `lsn` is checked like a page read's.
     pub fn db_size_at(&self, lsn: Lsn) -> Result<u32> {
+        self.check_read_lsn(lsn)?;
+        self.db_size_at_checked(lsn)
+    }
+
+    /// [`Timeline::db_size_at`] for an LSN already checked.
+    fn db_size_at_checked(&self, lsn: Lsn) -> Result<u32> {
         if let Some(bytes) = self.cache.lookup(self.id, DB_SIZE_KEY, lsn) {
             return decode_db_size(&bytes);
         }
@@ -676,6 +682,13 @@ impl Timeline {
     /// it while the lease lasts. Fails if `lsn` is already below the cutoff or ahead of the last record.
     /// Leases live in memory: after a restart a holder renews its lease (as it must before expiry anyway).
     pub fn lease_lsn(&self, lsn: Lsn, until_us: u64) -> Result<()> {
+        if lsn < self.start_lsn {
+            return Err(StorageError::LsnBeforeStart {
+                timeline: self.id,
+                lsn,
+                start_lsn: self.start_lsn,
+            });
+        }
         let mut points = self.branch_points.lock();
         let gc_cutoff = self.gc_cutoff_lsn();
         if lsn < gc_cutoff {
