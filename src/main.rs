@@ -80,9 +80,21 @@ enum Command {
         /// The safekeepers, comma-separated `host:port`.
         #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',')]
         safekeepers: Vec<String>,
-        /// Object storage for layers (`file:///path` or `s3://bucket/prefix`): not supported yet.
+        /// Remote storage for layers and timeline indexes: `file:///abs/path` or a plain path (a local
+        /// directory), or `s3://bucket/prefix` (configured from `AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`,
+        /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`). Tenants missing locally are rebuilt from it
+        /// at start. Without it, the local disk is the only copy and the safekeepers keep all WAL.
         #[arg(long, env = "CAMBIUM_REMOTE")]
         remote: Option<String>,
+        /// Freeze a timeline's in-memory layer (and flush it) once it holds this many bytes of WAL.
+        #[arg(long, env = "CAMBIUM_CHECKPOINT_DISTANCE_BYTES", default_value_t = TimelineConfig::default().checkpoint_distance_bytes)]
+        checkpoint_distance_bytes: u64,
+        /// Freeze a timeline's in-memory layer (and flush it) once it has held data this long.
+        #[arg(long, env = "CAMBIUM_CHECKPOINT_TIMEOUT_MS", default_value_t = TimelineConfig::default().checkpoint_timeout_ms)]
+        checkpoint_timeout_ms: u64,
+        /// Serve Prometheus metrics at `http://ADDR/metrics` (off when absent).
+        #[arg(long, env = "CAMBIUM_METRICS_LISTEN")]
+        metrics_listen: Option<String>,
     },
 }
 
@@ -104,16 +116,24 @@ fn main() -> Result<()> {
             data_dir,
             safekeepers,
             remote,
+            checkpoint_distance_bytes,
+            checkpoint_timeout_ms,
+            metrics_listen,
         } => {
-            if let Some(remote) = remote {
-                anyhow::bail!("remote storage ({remote}) is not supported yet: run without --remote");
-            }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("pageserver")
                 .build()
                 .context("starting the tokio runtime")?;
-            runtime.block_on(serve_pageserver(&listen, data_dir, safekeepers))
+            let mut config = pageserver::runner::PageserverConfig::new(data_dir, safekeepers);
+            config.timeline.checkpoint_distance_bytes = checkpoint_distance_bytes;
+            config.timeline.checkpoint_timeout_ms = checkpoint_timeout_ms;
+            if let Some(url) = remote {
+                let storage = pageserver::remote::RemoteStorage::from_url(&url, Default::default())
+                    .with_context(|| format!("opening remote storage {url}"))?;
+                config.remote = Some(Arc::new(storage));
+            }
+            runtime.block_on(serve_pageserver(&listen, metrics_listen.as_deref(), config))
         }
     }
 }
@@ -168,9 +188,16 @@ async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()
     Ok(())
 }
 
-async fn serve_pageserver(listen: &str, data_dir: PathBuf, safekeepers: Vec<String>) -> Result<()> {
-    anyhow::ensure!(!safekeepers.is_empty(), "--safekeepers names no safekeeper");
-    let config = pageserver::runner::PageserverConfig::new(data_dir.clone(), safekeepers);
+async fn serve_pageserver(
+    listen: &str,
+    metrics_listen: Option<&str>,
+    config: pageserver::runner::PageserverConfig,
+) -> Result<()> {
+    anyhow::ensure!(
+        !config.receiver.safekeepers.is_empty(),
+        "--safekeepers names no safekeeper"
+    );
+    let data_dir = config.data_dir.clone();
     let manager = pageserver::runner::open(&config)
         .await
         .with_context(|| format!("opening the pageserver data directory {}", data_dir.display()))?;
@@ -178,7 +205,29 @@ async fn serve_pageserver(listen: &str, data_dir: PathBuf, safekeepers: Vec<Stri
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let address = listener.local_addr().context("reading the bound address")?;
-    let shutdown = shutdown_signal()?;
+    // One signal stops both the gRPC services and the metrics endpoint.
+    let signal = shutdown_signal()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    };
+    if let Some(metrics_listen) = metrics_listen {
+        let metrics_listener = tokio::net::TcpListener::bind(metrics_listen)
+            .await
+            .with_context(|| format!("listening for metrics on {metrics_listen}"))?;
+        let metrics_address = metrics_listener.local_addr().context("reading the metrics address")?;
+        tracing::info!("metrics at http://{metrics_address}/metrics");
+        tokio::spawn(pageserver::metrics::serve(
+            Arc::clone(&manager),
+            metrics_listener,
+            stopped(stop_rx.clone()),
+        ));
+    }
+    let shutdown = stopped(stop_rx);
     tracing::info!(data_dir = %data_dir.display(), "listening on {address}");
     {
         let mut stdout = std::io::stdout().lock();

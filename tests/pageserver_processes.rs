@@ -4,7 +4,10 @@
 //! Proves: pages read back over gRPC at every commit LSN equal a model; a branch at a past LSN reads its
 //! parent as of then; after `kill -9` of the pageserver in the middle of ingest and a restart, everything reads
 //! the same (it re-ingests from its `disk_consistent_lsn`); after a safekeeper is killed, new commits still
-//! reach the pageserver (it follows another).
+//! reach the pageserver (it follows another). With `--remote`: after the pageserver reports a
+//! `remote_consistent_lsn`, `kill -9` and a wiped data directory lose nothing: restarted with the same
+//! remote, it rebuilds its tenant from there, re-ingests the rest from the safekeepers, and every page at every
+//! LSN (on a branch too) reads as before.
 
 mod common;
 
@@ -73,7 +76,13 @@ struct Cluster {
 }
 
 impl Cluster {
-    async fn start() -> Cluster {
+    /// A cluster whose pageserver serves metrics on `metrics_port`.
+    async fn start_with_metrics(metrics_port: u16) -> Cluster {
+        Cluster::start_with(move |_| vec!["--metrics-listen".into(), format!("127.0.0.1:{metrics_port}")]).await
+    }
+
+    /// Starts the cluster; the pageserver gets the extra arguments `extra(root)` returns.
+    async fn start_with(extra: impl FnOnce(&std::path::Path) -> Vec<String>) -> Cluster {
         let root = tempfile::tempdir().expect("tempdir");
         let safekeepers: Vec<Process> = (1..=3)
             .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
@@ -95,13 +104,15 @@ impl Cluster {
                 .expect("create safekeeper timeline");
         }
         let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let pageserver = Process::start(vec![
+        let mut args: Vec<String> = vec![
             "pageserver".into(),
             "--data-dir".into(),
             root.path().join("pageserver").display().to_string(),
             "--safekeepers".into(),
             addresses.join(","),
-        ]);
+        ];
+        args.extend(extra(root.path()));
+        let pageserver = Process::start(args);
         let cluster = Cluster {
             safekeepers,
             pageserver,
@@ -196,7 +207,8 @@ async fn write(proposer: &WalProposer, model: &mut Model, from: u64, count: u64)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_survive_restarts_branches_and_failover() {
-    let mut cluster = Cluster::start().await;
+    let metrics_port = free_port();
+    let mut cluster = Cluster::start_with_metrics(metrics_port).await;
     let proposer = cluster.proposer();
     proposer.elect().await.expect("elected");
     let mut model = Model::default();
@@ -204,6 +216,18 @@ async fn pages_survive_restarts_branches_and_failover() {
     cluster
         .check(cluster.timeline, &model.history, "after the first writes")
         .await;
+    let metrics = scrape(metrics_port).await;
+    let last = model.history.last().expect("written").0;
+    for expected in [
+        "cambium_pageserver_get_page_seconds_count".to_string(),
+        format!(
+            "cambium_pageserver_last_record_lsn{{tenant_id=\"{}\",timeline_id=\"{}\"}} {}",
+            cluster.tenant, cluster.timeline, last.0
+        ),
+        "cambium_pageserver_layers_visited_total".to_string(),
+    ] {
+        assert!(metrics.contains(&expected), "/metrics lacks {expected:?}:\n{metrics}");
+    }
 
     // A branch at a past LSN reads its parent as of then.
     let (branch_lsn, branch_pages) = model.history[15].clone();
@@ -254,4 +278,146 @@ async fn pages_survive_restarts_branches_and_failover() {
     cluster
         .check(cluster.timeline, &tail, "after another safekeeper restarted")
         .await;
+}
+
+/// The `remote_consistent_lsn` a safekeeper's control file records (its JSON body holds `"X/Y"`).
+fn safekeeper_remote_consistent_lsn(control: &std::path::Path) -> Lsn {
+    let Ok(bytes) = std::fs::read(control) else {
+        return Lsn(0);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let field = "\"remote_consistent_lsn\":\"";
+    let start = text.find(field).expect("the control file names remote_consistent_lsn") + field.len();
+    let end = start + text[start..].find('"').expect("a closing quote");
+    text[start..end].parse().expect("an LSN")
+}
+
+impl Cluster {
+    async fn remote_consistent_lsn(&self) -> Lsn {
+        let info = self
+            .management()
+            .await
+            .get_timeline_info(self.timeline_ref(self.timeline))
+            .await
+            .expect("timeline info")
+            .into_inner();
+        assert!(info.remote_consistent_lsn <= info.disk_consistent_lsn);
+        Lsn(info.remote_consistent_lsn)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pageserver_rebuilds_from_remote_storage_after_losing_its_disk() {
+    let mut cluster = Cluster::start_with(|root| {
+        vec![
+            "--remote".into(),
+            format!("file://{}", root.join("remote").display()),
+            // Flush (and so upload) a few times a second, whatever the WAL volume.
+            "--checkpoint-timeout-ms".into(),
+            "200".into(),
+        ]
+    })
+    .await;
+    assert_eq!(cluster.remote_consistent_lsn().await, START, "nothing uploaded yet");
+    let proposer = cluster.proposer();
+    proposer.elect().await.expect("elected");
+    let mut model = Model::default();
+    write(&proposer, &mut model, 0, 40).await;
+    cluster.check(cluster.timeline, &model.history, "ingested").await;
+    let (branch_lsn, branch_pages) = model.history[15].clone();
+    let branch = TimelineId(0xC);
+    cluster
+        .management()
+        .await
+        .create_timeline(ps::CreateTimelineRequest {
+            timeline: Some(cluster.timeline_ref(branch)),
+            ancestor_timeline_id: cluster.timeline.to_string(),
+            ancestor_lsn: branch_lsn.0,
+            start_lsn: 0,
+        })
+        .await
+        .expect("branch");
+
+    // Wait until everything written so far is in remote storage.
+    let target = model.history[39].0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let uploaded = loop {
+        let lsn = cluster.remote_consistent_lsn().await;
+        if lsn >= target {
+            break lsn;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "remote_consistent_lsn {lsn} never reached {target}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The safekeepers hear of it (and may remove WAL below it): their control files record it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for id in 1..=3 {
+        let control = cluster
+            ._root
+            .path()
+            .join(format!("sk{id}"))
+            .join(cluster.tenant.to_string())
+            .join(cluster.timeline.to_string())
+            .join("control");
+        loop {
+            let recorded = safekeeper_remote_consistent_lsn(&control);
+            if recorded >= uploaded {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "safekeeper {id} records remote_consistent_lsn {recorded}, not {uploaded}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // More commits, some of them only on the safekeepers when the pageserver dies.
+    write(&proposer, &mut model, 40, 20).await;
+    cluster
+        .check(cluster.timeline, &model.history, "before the crash")
+        .await;
+
+    cluster.pageserver.kill9();
+    let data_dir = cluster._root.path().join("pageserver");
+    std::fs::remove_dir_all(&data_dir).expect("wipe the pageserver's disk");
+    cluster.pageserver.restart();
+    cluster
+        .check(cluster.timeline, &model.history, "rebuilt from remote storage")
+        .await;
+    cluster
+        .check(branch, &[(branch_lsn, branch_pages)], "the branch, rebuilt")
+        .await;
+    assert!(cluster.remote_consistent_lsn().await >= uploaded);
+    // It goes on ingesting.
+    write(&proposer, &mut model, 60, 10).await;
+    let tail: Vec<_> = model.history[60..].to_vec();
+    cluster.check(cluster.timeline, &tail, "after the rebuild").await;
+}
+
+/// A free loopback port (bound, then released for the process to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port()
+}
+
+/// `GET /metrics` over plain HTTP/1.1.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "metrics answered {response:?}");
+    response
 }

@@ -98,9 +98,9 @@ pub fn timeline_info_to_proto(tenant: TenantId, info: &TimelineInfo) -> pb::Time
         start_lsn: info.start_lsn.0,
         last_record_lsn: info.last_record_lsn.0,
         disk_consistent_lsn: info.disk_consistent_lsn.0,
-        // Remote storage does not exist yet: the local disk is the only durable copy, so the remotely
-        // consistent LSN is the disk-consistent one. Replace with the uploaded index's LSN when uploads land.
-        remote_consistent_lsn: info.disk_consistent_lsn.0,
+        // The engine knows nothing of remote storage: the management service fills in the uploaded index's LSN
+        // (0 without remote storage).
+        remote_consistent_lsn: 0,
         gc_cutoff_lsn: info.gc_cutoff_lsn.0,
         logical_size_bytes: u64::from(info.db_size_pages) * PAGE_SIZE_BYTES as u64,
         layer_count: u32::try_from(info.layer_count).unwrap_or(u32::MAX),
@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(wire.ancestor_timeline_id, TimelineId(1).to_string());
         assert_eq!(wire.ancestor_lsn, 0x40);
         assert_eq!(wire.logical_size_bytes, 3 * 8192);
-        assert_eq!(wire.remote_consistent_lsn, 0x60);
+        assert_eq!(wire.remote_consistent_lsn, 0);
         assert_eq!(wire.layer_count, 2);
         let root = TimelineInfo { ancestor: None, ..info };
         assert_eq!(timeline_info_to_proto(TenantId(7), &root).ancestor_timeline_id, "");

@@ -4,7 +4,9 @@
 pub mod background;
 pub mod convert;
 pub mod management;
+pub mod metrics;
 pub mod page_service;
+pub mod remote;
 pub mod runner;
 pub mod server;
 pub mod tenants;

@@ -5,6 +5,10 @@
 //! directories) and a timeline deletion waits out a running flush or compaction, so they run on tokio's
 //! blocking pool, never on the async workers. Statuses follow [`crate::convert`]; an LSN past the ancestor's
 //! last record (a branch point, a lease) is `OUT_OF_RANGE`.
+//!
+//! `TimelineInfo.remote_consistent_lsn` is what remote storage holds: 0 when the pageserver has no remote
+//! storage, the timeline's start LSN until its first upload, then the `disk_consistent_lsn` of the last
+//! metadata uploaded (see [`crate::remote`]).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,6 +19,7 @@ use storage::{BranchPoint, Lsn, StorageError, TenantId};
 use tonic::{Request, Response, Status};
 
 use crate::convert::{self, status_from_error, status_from_storage, Operation};
+use crate::remote::RemoteConsistentLsns;
 use crate::server::MESSAGE_BYTES_MAX;
 use crate::tenants::{NewTimeline, TenantManager};
 
@@ -69,12 +74,37 @@ fn new_timeline(request: &pb::CreateTimelineRequest) -> Result<NewTimeline, Stat
 #[derive(Clone)]
 pub struct ManagementHandler {
     manager: Arc<TenantManager>,
+    /// `None` without remote storage.
+    remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
 }
 
 impl ManagementHandler {
-    /// A service over `manager`.
+    /// A service over `manager`, with no remote storage.
     pub fn new(manager: Arc<TenantManager>) -> ManagementHandler {
-        ManagementHandler { manager }
+        ManagementHandler {
+            manager,
+            remote_consistent_lsns: None,
+        }
+    }
+
+    /// Reports the `remote_consistent_lsn`s of `lsns` (remote storage is configured).
+    pub fn with_remote_consistent_lsns(mut self, lsns: Option<Arc<RemoteConsistentLsns>>) -> ManagementHandler {
+        self.remote_consistent_lsns = lsns;
+        self
+    }
+
+    /// The wire form of a timeline's info, with its `remote_consistent_lsn` (see the module doc).
+    fn info_to_proto(&self, tenant: TenantId, info: &storage::TimelineInfo) -> pb::TimelineInfo {
+        let mut wire = convert::timeline_info_to_proto(tenant, info);
+        wire.remote_consistent_lsn = match &self.remote_consistent_lsns {
+            None => 0,
+            Some(lsns) => {
+                lsns.get(tenant, info.timeline_id)
+                    .map_or(info.start_lsn, |lsn| lsn.max(info.start_lsn))
+                    .0
+            }
+        };
+        wire
     }
 
     /// The tonic server for this service, with the message size limits set.
@@ -133,7 +163,7 @@ impl Management for ManagementHandler {
         })
         .await?;
         tracing::info!(%tenant, timeline = %id, ancestor = ?info.ancestor, start_lsn = %info.start_lsn, "created timeline");
-        Ok(Response::new(convert::timeline_info_to_proto(tenant, &info)))
+        Ok(Response::new(self.info_to_proto(tenant, &info)))
     }
 
     async fn delete_timeline(
@@ -158,7 +188,7 @@ impl Management for ManagementHandler {
             .manager
             .timeline(tenant, id)
             .map_err(|e| status_from_error(&e, Operation::Manage))?;
-        Ok(Response::new(convert::timeline_info_to_proto(tenant, &timeline.info())))
+        Ok(Response::new(self.info_to_proto(tenant, &timeline.info())))
     }
 
     async fn list_timelines(
@@ -173,10 +203,7 @@ impl Management for ManagementHandler {
         // Each info reads the database size, which may touch layer files: off the async workers.
         let mut infos = blocking(move || Ok(tenant.timelines().iter().map(|t| t.info()).collect::<Vec<_>>())).await?;
         infos.sort_by_key(|info| info.timeline_id);
-        let timelines = infos
-            .iter()
-            .map(|info| convert::timeline_info_to_proto(tenant_id, info))
-            .collect();
+        let timelines = infos.iter().map(|info| self.info_to_proto(tenant_id, info)).collect();
         Ok(Response::new(pb::ListTimelinesResponse { timelines }))
     }
 

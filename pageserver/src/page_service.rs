@@ -163,9 +163,15 @@ async fn wait_for_lsn(
 
 /// Reads a page whose LSN is ingested.
 fn read_page(timeline: &Timeline, read: &PageRead) -> Result<Bytes, Status> {
-    timeline
-        .get_page(read.key, read.lsn)
-        .map_err(|e| status_from_storage(&e, Operation::Read))
+    let started = std::time::Instant::now();
+    let result = timeline.get_page(read.key, read.lsn);
+    crate::metrics::METRICS.get_page_seconds.observe(started.elapsed());
+    result.map_err(|e| {
+        crate::metrics::METRICS
+            .get_page_errors_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        status_from_storage(&e, Operation::Read)
+    })
 }
 
 /// The database size at an ingested `lsn`, refused below the timeline's start or GC cutoff as page reads are

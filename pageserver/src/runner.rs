@@ -1,5 +1,6 @@
 //! Runs a whole pageserver: the tenants, a WAL receiver per timeline, the background loop and the gRPC
-//! services, until shutdown.
+//! services, until shutdown. With remote storage, [`open`] first rebuilds the tenants the local disk lacks from
+//! it, and [`run`] keeps it up to date (an uploader task; receivers report `remote_consistent_lsn`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use storage::{PageCache, TenantId, TimelineConfig, TimelineId};
 use tokio::sync::watch;
 
 use crate::background::{self, BackgroundConfig};
+use crate::remote::{self, RemoteStorage, Uploader, UploaderConfig};
 use crate::tenants::{PageserverError, TenantManager};
 use crate::wal_receiver::{self, WalReceiverConfig};
 
@@ -28,6 +30,10 @@ pub struct PageserverConfig {
     pub background: BackgroundConfig,
     /// How often the receivers are matched to the current timelines.
     pub receiver_sync_interval_ms: u64,
+    /// Remote storage for layers and timeline indexes; `None`: the local disk is the only copy.
+    pub remote: Option<Arc<RemoteStorage>>,
+    /// How uploads to remote storage are paced.
+    pub uploader: UploaderConfig,
 }
 
 impl PageserverConfig {
@@ -40,12 +46,26 @@ impl PageserverConfig {
             receiver: WalReceiverConfig::new(safekeepers),
             background: BackgroundConfig::default(),
             receiver_sync_interval_ms: 200,
+            remote: None,
+            uploader: UploaderConfig::default(),
         }
     }
 }
 
-/// Opens the tenants (blocking work, on the blocking pool).
+/// Opens the tenants (blocking work, on the blocking pool). With remote storage, the tenants it holds and the
+/// local disk does not are downloaded first (see [`remote::rebuild`]).
 pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, PageserverError> {
+    if let Some(remote) = &config.remote {
+        let rebuilt = remote::rebuild(&config.data_dir, remote, config.timeline.durability)
+            .await
+            .map_err(|e| PageserverError::Io {
+                path: config.data_dir.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        if !rebuilt.is_empty() {
+            tracing::info!(tenants = ?rebuilt, "rebuilt tenants from remote storage");
+        }
+    }
     let data_dir = config.data_dir.clone();
     let timeline = config.timeline.clone();
     let cache = Arc::new(PageCache::new(config.page_cache_pages));
@@ -62,21 +82,40 @@ pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, Pages
 /// Serves until `shutdown` resolves: gRPC on `listener`, a receiver per timeline, background work.
 pub async fn run(
     manager: Arc<TenantManager>,
-    config: PageserverConfig,
+    mut config: PageserverConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let uploader = config
+        .remote
+        .clone()
+        .map(|remote| Uploader::new(Arc::clone(&manager), remote, config.uploader.clone()));
+    let upload_queue = uploader.as_ref().map(Uploader::queue);
+    let remote_consistent_lsns = uploader.as_ref().map(Uploader::remote_consistent_lsns);
+    config.receiver.remote_consistent_lsns = remote_consistent_lsns.clone();
+    let uploader = uploader.map(|uploader| tokio::spawn(uploader.run(stop_rx.clone())));
     let background = tokio::spawn(background::run(
         Arc::clone(&manager),
         config.background.clone(),
+        upload_queue,
         stop_rx.clone(),
     ));
     let receivers = tokio::spawn(supervise_receivers(Arc::clone(&manager), config.clone(), stop_rx));
-    let served = crate::server::serve(Arc::clone(&manager), listener, shutdown).await;
+    let served =
+        crate::server::serve_with_remote(Arc::clone(&manager), remote_consistent_lsns, listener, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = receivers.await;
     let _ = background.await;
+    let uploader = match uploader {
+        Some(task) => match task.await {
+            Ok(uploader) => Some(uploader),
+            // A panic is our bug: carry it on (STYLE 8).
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        },
+        None => None,
+    };
     // Flush what was ingested so a clean restart does not have to re-fetch it.
     let flushed = tokio::task::spawn_blocking(move || {
         for tenant_id in manager.tenant_ids() {
@@ -90,6 +129,15 @@ pub async fn run(
         }
     });
     let _ = flushed.await;
+    if let Some(mut uploader) = uploader {
+        // Upload what the checkpoint wrote, so a rebuild after this clean stop re-fetches little WAL.
+        let timeout = Duration::from_millis(uploader.config().shutdown_upload_timeout_ms);
+        match tokio::time::timeout(timeout, uploader.upload_all()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "upload at shutdown failed"),
+            Err(_) => tracing::warn!("upload at shutdown timed out"),
+        }
+    }
     served
 }
 

@@ -11,6 +11,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::management::ManagementHandler;
 use crate::page_service::PageServiceHandler;
+use crate::remote::RemoteConsistentLsns;
 use crate::tenants::TenantManager;
 
 /// Largest gRPC message accepted or sent. The largest legitimate one is a full `GetPages` response batch:
@@ -41,6 +42,17 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
+    serve_with_remote(manager, None, listener, shutdown).await
+}
+
+/// As [`serve`], with the management service reporting the `remote_consistent_lsn`s of remote storage (`None`:
+/// no remote storage).
+pub async fn serve_with_remote(
+    manager: Arc<TenantManager>,
+    remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // TcpIncoming is tonic's listener stream with per-socket options: without TCP_NODELAY a small GetPage
@@ -54,7 +66,11 @@ pub async fn serve(
         .http2_keepalive_interval(Some(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS)))
         .http2_keepalive_timeout(Some(Duration::from_millis(HTTP2_KEEPALIVE_TIMEOUT_MS)))
         .add_service(PageServiceHandler::new(Arc::clone(&manager), shutdown_rx).into_server())
-        .add_service(ManagementHandler::new(manager).into_server())
+        .add_service(
+            ManagementHandler::new(manager)
+                .with_remote_consistent_lsns(remote_consistent_lsns)
+                .into_server(),
+        )
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });

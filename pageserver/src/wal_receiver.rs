@@ -6,10 +6,14 @@
 //! `reconnect_backoff_max_ms`; ingest pauses while `frozen_layers_max` frozen layers wait for a flush, so
 //! memory stays bounded when the disk is slower than the WAL.
 //!
-//! The receiver does not report `remote_consistent_lsn` to the safekeepers yet: that LSN must mean "durable
-//! in object storage", and reporting local durability would let the safekeepers delete WAL that exists only
-//! on this pageserver's disk. Until remote storage lands, the safekeepers keep all WAL.
+//! With remote storage, each receiver also reports the timeline's `remote_consistent_lsn` to every safekeeper
+//! (`ReportHorizons`) every `horizons_report_interval_ms`, whenever it passed what that safekeeper last
+//! acknowledged; the safekeepers may then remove WAL below `min(commit_lsn, remote_consistent_lsn)`. That LSN
+//! means "durable in object storage", where a rebuild finds it (see [`crate::remote`]). Without remote
+//! storage nothing is reported: local durability alone would let the safekeepers delete WAL that exists only
+//! on this pageserver's disk, so they keep all WAL.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use storage::{Lsn, TenantId, Timeline};
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::remote::RemoteConsistentLsns;
 use crate::tenants::TenantManager;
 
 /// Largest WAL message accepted from a safekeeper.
@@ -35,6 +40,11 @@ pub struct WalReceiverConfig {
     pub reconnect_backoff_max_ms: u64,
     /// Ingest waits while this many frozen layers are not yet flushed.
     pub frozen_layers_max: usize,
+    /// With remote storage: where the timelines' `remote_consistent_lsn`s are, to report them to the
+    /// safekeepers. `None`: report nothing.
+    pub remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
+    /// How often `remote_consistent_lsn` is checked and, if it advanced, reported.
+    pub horizons_report_interval_ms: u64,
 }
 
 impl WalReceiverConfig {
@@ -45,6 +55,8 @@ impl WalReceiverConfig {
             request_timeout_ms: 2_000,
             reconnect_backoff_max_ms: 2_000,
             frozen_layers_max: 4,
+            remote_consistent_lsns: None,
+            horizons_report_interval_ms: 1_000,
         }
     }
 }
@@ -88,12 +100,37 @@ pub async fn run(
         tenant_id: tenant_id.to_string(),
         timeline_id: timeline.id().to_string(),
     };
+    let reporter = config.remote_consistent_lsns.clone().map(|lsns| {
+        tokio::spawn(report_horizons(
+            lsns,
+            tenant_id,
+            timeline.id(),
+            timeline_ref.clone(),
+            config.clone(),
+            stop.clone(),
+        ))
+    });
+    receive(&manager, tenant_id, &timeline, &config, &timeline_ref, &mut stop).await;
+    if let Some(reporter) = reporter {
+        let _ = reporter.await;
+    }
+}
+
+/// Streams and ingests, reconnecting with backoff, until `stop` turns true.
+async fn receive(
+    manager: &TenantManager,
+    tenant_id: TenantId,
+    timeline: &Timeline,
+    config: &WalReceiverConfig,
+    timeline_ref: &pb::TimelineRef,
+    stop: &mut watch::Receiver<bool>,
+) {
     let mut backoff_ms = 50u64;
     loop {
         if *stop.borrow() {
             return;
         }
-        let attempt = receive_once(&manager, tenant_id, &timeline, &config, &timeline_ref, &mut stop);
+        let attempt = receive_once(manager, tenant_id, timeline, config, timeline_ref, stop);
         match attempt.await {
             Ok(()) => return,
             Err(e) => {
@@ -185,5 +222,75 @@ async fn receive_once(
         }
         timeline.ingest_frames(expected, &chunk.data)?;
         manager.notify_ingested(tenant_id, timeline);
+    }
+}
+
+/// Reports the timeline's `remote_consistent_lsn` to every safekeeper whenever it passed what that safekeeper
+/// last acknowledged, until `stop` turns true. A safekeeper that does not answer (or does not have the
+/// timeline yet) is asked again at the next tick.
+async fn report_horizons(
+    lsns: Arc<RemoteConsistentLsns>,
+    tenant_id: TenantId,
+    timeline_id: storage::TimelineId,
+    timeline_ref: pb::TimelineRef,
+    config: WalReceiverConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let timeout = Duration::from_millis(config.request_timeout_ms);
+    let mut clients: HashMap<String, SafekeeperClient<Channel>> = HashMap::new();
+    let mut acknowledged: HashMap<String, Lsn> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(config.horizons_report_interval_ms.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let Some(lsn) = lsns.get(tenant_id, timeline_id) else {
+            continue;
+        };
+        for address in &config.safekeepers {
+            if acknowledged.get(address).is_some_and(|&done| done >= lsn) {
+                continue;
+            }
+            let client = match clients.get(address) {
+                Some(client) => client.clone(),
+                None => match endpoint(address, timeout) {
+                    Ok(endpoint) => {
+                        let client = SafekeeperClient::new(endpoint.connect_lazy());
+                        clients.insert(address.clone(), client.clone());
+                        client
+                    }
+                    Err(e) => {
+                        tracing::warn!(%address, error = %e, "cannot report horizons");
+                        continue;
+                    }
+                },
+            };
+            let request = pb::HorizonsRequest {
+                timeline: Some(timeline_ref.clone()),
+                remote_consistent_lsn: lsn.0,
+            };
+            let mut client = client;
+            match tokio::time::timeout(timeout, client.report_horizons(request)).await {
+                Ok(Ok(_)) => {
+                    tracing::debug!(tenant = %tenant_id, timeline = %timeline_id, %address, %lsn, "reported remote_consistent_lsn");
+                    acknowledged.insert(address.clone(), lsn);
+                }
+                Ok(Err(status)) => {
+                    tracing::debug!(tenant = %tenant_id, timeline = %timeline_id, %address, %status, "horizons report refused");
+                }
+                Err(_) => {
+                    tracing::debug!(tenant = %tenant_id, timeline = %timeline_id, %address, "horizons report timed out");
+                }
+            }
+        }
     }
 }

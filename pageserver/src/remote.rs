@@ -1,0 +1,40 @@
+//! Remote storage: every tenant's layer files and timeline index copied to an object store after each flush,
+//! `remote_consistent_lsn` per timeline, and the rebuild of missing tenants from the object store at startup.
+//! DESIGN.md section 2, "Remote storage" and "Crash safety".
+//!
+//! ```text
+//! <root>/tenants/<tenant id>/branches.log                                the tenant's branch log (a valid prefix)
+//! <root>/tenants/<tenant id>/timelines/<timeline id>/<layer file name>   immutable, uploaded once
+//! <root>/tenants/<tenant id>/timelines/<timeline id>/timestamps         the first `timestamp_count` entries
+//! <root>/tenants/<tenant id>/timelines/<timeline id>/metadata           the local metadata file, byte for byte
+//! ```
+//!
+//! `<root>` is a local directory (`file:///abs/path` or a plain path) or `s3://bucket/prefix` (any
+//! S3-compatible store, configured from the `AWS_*` environment).
+//!
+//! **Invariant:** a remote `metadata` never names a missing object. One timeline is uploaded by one job at a
+//! time, in this order: the layers the local metadata snapshot names (each checked whole, uploaded once),
+//! then `timestamps` holding at least the snapshot's `timestamp_count` entries (the object only grows), then
+//! the metadata bytes themselves, then the tenant's `branches.log`. Only after that is `remote_consistent_lsn`
+//! advanced to the snapshot's `disk_consistent_lsn`, and only after that are remote layers the new metadata no
+//! longer names deleted. A crash anywhere leaves the previous metadata with all its objects, plus some
+//! unreferenced layers that the next upload deletes.
+//!
+//! **Invariant:** `remote_consistent_lsn` never passes what a rebuild would find: a rebuild downloads the
+//! newest remote metadata of every timeline the remote `branches.log` lists, and `remote_consistent_lsn` is
+//! the `disk_consistent_lsn` of a metadata uploaded before a `branches.log` that lists its timeline. So the
+//! WAL the safekeepers may remove once it is reported (below it) is never needed again.
+//!
+//! The local snapshot is consistent without stopping flushes: the metadata file is replaced atomically, layer
+//! files are immutable and removed only after a newer metadata no longer names them (so a layer missing while
+//! uploading means the snapshot is stale: take a new one), and the timestamps file only grows past the count a
+//! metadata names.
+
+mod download;
+mod files;
+mod store;
+mod upload;
+
+pub use download::rebuild;
+pub use store::{RemoteConfig, RemoteError, RemoteStorage};
+pub use upload::{RemoteConsistentLsns, UploadQueue, Uploader, UploaderConfig};
