@@ -168,6 +168,11 @@ pub fn status_from_storage(error: &StorageError, operation: Operation) -> Status
         },
         StorageError::TimelineExists(_) => Status::already_exists(error.to_string()),
         StorageError::AncestorBehind { .. } => Status::unavailable(error.to_string()),
+        StorageError::Fetch { file, reason } => {
+            // A layer could not be downloaded from remote storage: a retry may succeed.
+            tracing::warn!(file = %file.display(), %reason, "layer download failed");
+            Status::unavailable("a layer could not be downloaded from remote storage; retry")
+        }
         StorageError::Corrupt { file, offset, reason } => {
             tracing::error!(file = %file.display(), offset, reason, "corrupt file: reads that touch it fail");
             Status::data_loss(error.to_string())

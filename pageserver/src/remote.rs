@@ -1,6 +1,7 @@
 //! Remote storage: every tenant's layer files and timeline index copied to an object store after each flush,
-//! `remote_consistent_lsn` per timeline, and the rebuild of missing tenants from the object store at startup.
-//! DESIGN.md section 2, "Remote storage" and "Crash safety".
+//! `remote_consistent_lsn` per timeline, the rebuild of missing tenants from the object store at startup (small
+//! files only), and layers downloaded on demand when the local disk lacks them (`fetch`). DESIGN.md section 2,
+//! "Remote storage" and "Crash safety".
 //!
 //! ```text
 //! <root>/tenants/<tenant id>/branches.log                                the tenant's branch log (a valid prefix)
@@ -29,12 +30,22 @@
 //! files are immutable and removed only after a newer metadata no longer names them (so a layer missing while
 //! uploading means the snapshot is stale: take a new one), and the timestamps file only grows past the count a
 //! metadata names.
+//!
+//! **Invariant (layers on demand):** a layer the local metadata names but the local disk lacks is in the
+//! remote. Such a layer comes either from a rebuild (the local metadata is a remote one, which never names a
+//! missing object) or from a local loss of a layer uploaded before (a layer is uploaded before any metadata
+//! naming it). A remote layer is deleted only after an uploaded metadata dropped it, which the local timeline
+//! did first; a read still holding the older layer set then fails (`Fetch`), as it would locally. Every
+//! tenant is opened with a fetcher when remote storage is configured, so such a layer is downloaded on its
+//! first use: see `fetch` for how, and on what threads.
 
 mod download;
+mod fetch;
 mod files;
 mod store;
 mod upload;
 
 pub use download::rebuild;
+pub use fetch::LayerDownloader;
 pub use store::{RemoteConfig, RemoteError, RemoteStorage};
 pub use upload::{RemoteConsistentLsns, UploadQueue, Uploader, UploaderConfig};

@@ -1,6 +1,8 @@
 //! Runs a whole pageserver: the tenants, a WAL receiver per timeline, the background loop and the gRPC
 //! services, until shutdown. With remote storage, [`open`] first rebuilds the tenants the local disk lacks from
-//! it, and [`run`] keeps it up to date (an uploader task; receivers report `remote_consistent_lsn`).
+//! it (their small files only) and opens every tenant with a layer fetcher (layers missing locally are
+//! downloaded on first use), and [`run`] keeps the remote copy up to date (an uploader task; receivers report
+//! `remote_consistent_lsn`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,7 +13,7 @@ use storage::{PageCache, TenantId, TimelineConfig, TimelineId};
 use tokio::sync::watch;
 
 use crate::background::{self, BackgroundConfig};
-use crate::remote::{self, RemoteStorage, Uploader, UploaderConfig};
+use crate::remote::{self, LayerDownloader, RemoteStorage, Uploader, UploaderConfig};
 use crate::tenants::{PageserverError, TenantManager};
 use crate::wal_receiver::{self, WalReceiverConfig};
 
@@ -53,23 +55,33 @@ impl PageserverConfig {
 }
 
 /// Opens the tenants (blocking work, on the blocking pool). With remote storage, the tenants it holds and the
-/// local disk does not are downloaded first (see [`remote::rebuild`]).
+/// local disk does not are rebuilt first (see [`remote::rebuild`]), and every tenant fetches the layers its
+/// disk lacks on demand (see [`LayerDownloader`]).
 pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, PageserverError> {
-    if let Some(remote) = &config.remote {
-        let rebuilt = remote::rebuild(&config.data_dir, remote, config.timeline.durability)
-            .await
-            .map_err(|e| PageserverError::Io {
-                path: config.data_dir.clone(),
-                source: std::io::Error::other(e),
-            })?;
-        if !rebuilt.is_empty() {
-            tracing::info!(tenants = ?rebuilt, "rebuilt tenants from remote storage");
+    let remote_error = |e: remote::RemoteError| PageserverError::Io {
+        path: config.data_dir.clone(),
+        source: std::io::Error::other(e),
+    };
+    let downloader = match &config.remote {
+        Some(remote) => {
+            let rebuilt = remote::rebuild(&config.data_dir, remote, config.timeline.durability)
+                .await
+                .map_err(remote_error)?;
+            if !rebuilt.is_empty() {
+                tracing::info!(tenants = ?rebuilt, "rebuilt tenants from remote storage; layers come on demand");
+            }
+            Some(LayerDownloader::new(Arc::clone(remote)).map_err(remote_error)?)
         }
-    }
+        None => None,
+    };
     let data_dir = config.data_dir.clone();
     let timeline = config.timeline.clone();
     let cache = Arc::new(PageCache::new(config.page_cache_pages));
-    let opened = tokio::task::spawn_blocking(move || TenantManager::open(&data_dir, timeline, cache)).await;
+    let opened = tokio::task::spawn_blocking(move || match downloader {
+        Some(downloader) => TenantManager::open_with_fetchers(&data_dir, timeline, cache, downloader.fetchers()),
+        None => TenantManager::open(&data_dir, timeline, cache),
+    })
+    .await;
     match opened {
         Ok(result) => result.map(Arc::new),
         Err(join) => Err(PageserverError::Io {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use storage::{BranchPoint, Lsn, PageCache, StorageError, Tenant, TenantId, Timeline, TimelineConfig, TimelineId};
+use storage::{
+    BranchPoint, LayerFetcher, Lsn, PageCache, StorageError, Tenant, TenantId, Timeline, TimelineConfig, TimelineId,
+};
 use tokio::sync::watch;
 
 /// Why a tenant operation failed.
@@ -61,11 +63,16 @@ pub enum NewTimeline {
 
 type TimelineKey = (TenantId, TimelineId);
 
+/// Makes a tenant's layer fetcher (with remote storage: downloads the layers the tenant's disk lacks).
+pub type LayerFetchers = Arc<dyn Fn(TenantId) -> Arc<dyn LayerFetcher> + Send + Sync>;
+
 /// Every tenant of this pageserver.
 pub struct TenantManager {
     tenants_dir: PathBuf,
     conf: TimelineConfig,
     cache: Arc<PageCache>,
+    /// `None`: the local disk is the only copy, and a missing layer is corruption.
+    fetchers: Option<LayerFetchers>,
     tenants: RwLock<HashMap<TenantId, Arc<Tenant>>>,
     /// Creations and deletions of tenants, one at a time.
     lifecycle: Mutex<()>,
@@ -78,6 +85,26 @@ impl TenantManager {
         data_dir: &Path,
         conf: TimelineConfig,
         cache: Arc<PageCache>,
+    ) -> Result<TenantManager, PageserverError> {
+        TenantManager::open_inner(data_dir, conf, cache, None)
+    }
+
+    /// As [`TenantManager::open`], with every tenant (those loaded and those created later) given its fetcher
+    /// from `fetchers`: a layer its metadata names and its disk lacks is fetched on first use.
+    pub fn open_with_fetchers(
+        data_dir: &Path,
+        conf: TimelineConfig,
+        cache: Arc<PageCache>,
+        fetchers: LayerFetchers,
+    ) -> Result<TenantManager, PageserverError> {
+        TenantManager::open_inner(data_dir, conf, cache, Some(fetchers))
+    }
+
+    fn open_inner(
+        data_dir: &Path,
+        conf: TimelineConfig,
+        cache: Arc<PageCache>,
+        fetchers: Option<LayerFetchers>,
     ) -> Result<TenantManager, PageserverError> {
         let tenants_dir = data_dir.join("tenants");
         storage::fsio::create_dir_durable(&tenants_dir, conf.durability)?;
@@ -96,7 +123,7 @@ impl TenantManager {
                 tracing::warn!(path = %entry.path().display(), "ignoring a file that is not a tenant");
                 continue;
             };
-            let tenant = Tenant::open(&entry.path(), conf.clone(), Arc::clone(&cache))?;
+            let tenant = open_tenant(&entry.path(), id, &conf, &cache, fetchers.as_ref())?;
             tracing::info!(tenant = %id, timelines = tenant.timelines().len(), "loaded tenant");
             tenants.insert(id, Arc::new(tenant));
         }
@@ -104,6 +131,7 @@ impl TenantManager {
             tenants_dir,
             conf,
             cache,
+            fetchers,
             tenants: RwLock::new(tenants),
             lifecycle: Mutex::new(()),
             last_record_lsns: Mutex::new(HashMap::new()),
@@ -140,10 +168,12 @@ impl TenantManager {
         if self.tenants.read().contains_key(&id) {
             return Err(PageserverError::TenantExists(id));
         }
-        let tenant = Arc::new(Tenant::open(
+        let tenant = Arc::new(open_tenant(
             &self.tenants_dir.join(id.to_string()),
-            self.conf.clone(),
-            Arc::clone(&self.cache),
+            id,
+            &self.conf,
+            &self.cache,
+            self.fetchers.as_ref(),
         )?);
         self.tenants.write().insert(id, Arc::clone(&tenant));
         Ok(tenant)
@@ -229,6 +259,20 @@ impl TenantManager {
                 last_record_lsn: timeline.last_record_lsn(),
             }),
         }
+    }
+}
+
+/// Opens the tenant in `dir`, with its fetcher if there are fetchers.
+fn open_tenant(
+    dir: &Path,
+    id: TenantId,
+    conf: &TimelineConfig,
+    cache: &Arc<PageCache>,
+    fetchers: Option<&LayerFetchers>,
+) -> Result<Tenant, StorageError> {
+    match fetchers {
+        Some(fetchers) => Tenant::open_with_fetcher(dir, conf.clone(), Arc::clone(cache), fetchers(id)),
+        None => Tenant::open(dir, conf.clone(), Arc::clone(cache)),
     }
 }
 

@@ -3,6 +3,15 @@
 //! that remote (through `runner::open`) serves the same pages at the same LSNs, and reports the same
 //! `disk_consistent_lsn` as the uploaded `remote_consistent_lsn`.
 //!
+//! Layers come on demand: right after the rebuild the local timeline directories hold no layer file; reads
+//! (many at once first, inline on the runtime's workers and on blocking threads, then every page at every
+//! LSN) fetch what they need, each layer exactly once (the remote's layer GETs equal the layer files that
+//! appeared). Reads from a current-thread runtime's own thread work too; a layer lost locally is fetched
+//! again; a layer the remote lacks fails the read with `Fetch` (and the rebuild, if it is missing already).
+//! In the S3 test the server runs on the test's own two-worker runtime, so readers waiting for a download
+//! must not hold the workers (they wait in `block_in_place`): if they did, the download could never be
+//! served and the reads would time out.
+//!
 //! The remote store is the real `LocalFileSystem` behind a wrapper that, after every object written or
 //! deleted, checks the remote copy: every remote metadata names only objects that exist with their size, its
 //! timestamps object holds the entries it counts, and no timeline's `remote_consistent_lsn` passes what a
@@ -159,6 +168,12 @@ struct Checker {
     checks: AtomicU64,
     puts: AtomicU64,
     multipart_puts: AtomicU64,
+    /// GETs of layer objects (on-demand downloads).
+    layer_gets: AtomicU64,
+}
+
+fn is_layer_name(name: &str) -> bool {
+    (name.starts_with("l0_") || name.starts_with("l1_") || name.starts_with("img_")) && !name.ends_with(".tmp")
 }
 
 fn decode_metadata(bytes: &[u8]) -> TimelineMetadata {
@@ -321,6 +336,9 @@ impl ObjectStore for CheckingStore {
     }
 
     async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
+        if location.filename().is_some_and(is_layer_name) && !options.head {
+            self.checker.layer_gets.fetch_add(1, Ordering::Relaxed);
+        }
         self.inner.get_opts(location, options).await
     }
 
@@ -355,6 +373,7 @@ fn checked_remote(dir: &Path) -> (Arc<RemoteStorage>, Arc<Checker>) {
         checks: AtomicU64::new(0),
         puts: AtomicU64::new(0),
         multipart_puts: AtomicU64::new(0),
+        layer_gets: AtomicU64::new(0),
     });
     let inner = Arc::new(LocalFileSystem::new_with_prefix(dir).expect("local store"));
     let store = CheckingStore {
@@ -461,20 +480,81 @@ async fn write_upload_rounds(manager: &Arc<TenantManager>, uploader: &mut Upload
     }
 }
 
+/// The layer files in a local timeline directory.
+fn local_layer_files(timeline: &Timeline) -> Vec<String> {
+    let mut names: Vec<String> = match std::fs::read_dir(timeline.dir()) {
+        Ok(entries) => entries
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| is_layer_name(name))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+/// Reads every block at `lsn` (a commit of the model) from many readers at once: half inline in async tasks
+/// (on the runtime's workers, as the page service does), half on blocking threads.
+async fn read_all_at_once(timeline: &Arc<Timeline>, model: &Model, lsn: Lsn) {
+    let pages = model
+        .history
+        .iter()
+        .find(|(l, _)| *l == lsn)
+        .map(|(_, pages)| pages.clone())
+        .expect("a commit of the model");
+    let mut tasks = Vec::new();
+    for reader in 0..8u32 {
+        let (timeline, pages) = (Arc::clone(timeline), pages.clone());
+        let read = move || {
+            for block in (0..BLOCKS).map(|b| (b + reader) % BLOCKS) {
+                let page = timeline
+                    .get_page(Key::page(block), lsn)
+                    .unwrap_or_else(|e| panic!("reader {reader}: block {block} at {lsn}: {e}"));
+                let expected = pages.get(&block).cloned().unwrap_or_else(|| vec![0; PAGE_SIZE_BYTES]);
+                assert!(page[..] == expected[..], "reader {reader}: block {block} at {lsn}");
+            }
+        };
+        tasks.push(if reader % 2 == 0 {
+            tokio::spawn(async move { read() })
+        } else {
+            tokio::task::spawn_blocking(read)
+        });
+    }
+    for task in tasks {
+        task.await.expect("reader");
+    }
+}
+
 /// Rebuilds `data_dir` from `remote` through `runner::open` and checks every page at every LSN up to the
-/// uploaded one against the model and the original.
+/// uploaded one against the model and the original. Checks no layer was downloaded before the first read;
+/// returns the rebuilt manager and how many layer files the reads brought down.
 async fn rebuild_and_compare(
     data_dir: &Path,
     remote: Arc<RemoteStorage>,
     original: &TenantManager,
     tenant: TenantId,
     written: &Written,
-) {
+) -> (Arc<TenantManager>, usize) {
     let mut config = PageserverConfig::new(data_dir.to_path_buf(), Vec::new());
     config.timeline = timeline_config();
     config.remote = Some(remote);
     let rebuilt = runner::open(&config).await.expect("rebuild");
     assert_eq!(rebuilt.tenant_ids(), vec![tenant]);
+    let ids = [written.main_id, written.branch_id];
+    let timelines: Vec<Arc<Timeline>> = ids
+        .iter()
+        .map(|id| rebuilt.timeline(tenant, *id).expect("rebuilt timeline"))
+        .collect();
+    for timeline in &timelines {
+        assert!(!timeline.layer_descs().is_empty(), "the metadata names layers");
+        assert_eq!(
+            local_layer_files(timeline),
+            Vec::<String>::new(),
+            "no layer before the first read"
+        );
+    }
+    read_all_at_once(&timelines[0], &written.main, written.uploaded.0).await;
+    read_all_at_once(&timelines[1], &written.branch, written.uploaded.1).await;
     let mut checked = 0;
     for (id, model, uploaded) in [
         (written.main_id, &written.main, written.uploaded.0),
@@ -496,6 +576,18 @@ async fn rebuild_and_compare(
     assert_eq!(ancestor.id(), written.main_id);
     assert!(branch.get_page(Key::page(0), point).is_ok());
     assert!(checked > 100, "checked {checked} pages");
+    let mut fetched = 0;
+    for timeline in &timelines {
+        let names = local_layer_files(timeline);
+        let named: Vec<String> = timeline.layer_descs().iter().map(|d| d.file_name()).collect();
+        assert!(
+            names.iter().all(|n| named.contains(n)),
+            "only named layers come down: {names:?}"
+        );
+        fetched += names.len();
+    }
+    assert!(fetched > 0, "the reads fetched layers");
+    (rebuilt, fetched)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,7 +625,8 @@ async fn uploaded_tenant_rebuilds_with_the_same_pages() {
     local_layers.sort();
     assert_eq!(remote_layers, local_layers);
 
-    rebuild_and_compare(
+    let gets_before = checker.layer_gets.load(Ordering::Relaxed);
+    let (rebuilt, fetched) = rebuild_and_compare(
         &root.path().join("ps2"),
         Arc::clone(&remote),
         &manager,
@@ -541,6 +634,12 @@ async fn uploaded_tenant_rebuilds_with_the_same_pages() {
         &written,
     )
     .await;
+    assert_eq!(
+        checker.layer_gets.load(Ordering::Relaxed) - gets_before,
+        fetched as u64,
+        "each layer downloaded once, by concurrent readers too"
+    );
+    drop(rebuilt);
 
     // A restart with the local disk intact reads remote_consistent_lsn back from the remote, uploading nothing.
     let puts = checker.puts.load(Ordering::Relaxed);
@@ -558,6 +657,110 @@ async fn uploaded_tenant_rebuilds_with_the_same_pages() {
         .await
         .expect("rebuild again");
     assert!(rebuilt.is_empty());
+}
+
+/// Every error the reads of every block at every LSN of `model` give.
+fn read_errors(timeline: &Timeline, model: &Model) -> Vec<storage::StorageError> {
+    let mut errors = Vec::new();
+    for (lsn, _) in &model.history {
+        for block in 0..BLOCKS {
+            if let Err(e) = timeline.get_page(Key::page(block), *lsn) {
+                errors.push(e);
+            }
+        }
+    }
+    errors
+}
+
+// A current-thread runtime: the reads below run on its only thread, which must not wait for a download that
+// needs that thread.
+#[tokio::test]
+async fn layers_on_demand_from_a_current_thread_runtime_and_after_local_loss() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let remote_dir = root.path().join("remote");
+    std::fs::create_dir_all(&remote_dir).expect("remote dir");
+    let (remote, checker) = checked_remote(&remote_dir);
+    let manager = open_manager(&root.path().join("ps1"));
+    let mut uploader = Uploader::new(Arc::clone(&manager), Arc::clone(&remote), UploaderConfig::default());
+    let (tenant, id) = (TenantId(0xC7), TimelineId(0xD8));
+    manager.create_tenant(tenant).expect("tenant");
+    let timeline = manager
+        .create_timeline(tenant, id, NewTimeline::Root { start_lsn: START })
+        .expect("timeline");
+    let mut model = Model::new(START);
+    for n in 0..30 {
+        model.write(&timeline, n);
+        if n % 6 == 5 {
+            timeline.checkpoint().expect("checkpoint");
+        }
+    }
+    uploader.upload_all().await.expect("upload");
+    drop(timeline);
+
+    let mut config = PageserverConfig::new(root.path().join("ps2"), Vec::new());
+    config.timeline = timeline_config();
+    config.remote = Some(Arc::clone(&remote));
+    let rebuilt = runner::open(&config).await.expect("rebuild");
+    let copy = rebuilt.timeline(tenant, id).expect("timeline");
+    assert!(local_layer_files(&copy).is_empty(), "no layer before the first read");
+    let all = START..=model.lsn;
+    check_pages(&copy, &model, all.clone(), "read on a current-thread runtime");
+    let fetched = local_layer_files(&copy);
+    assert!(!fetched.is_empty());
+    assert_eq!(checker.layer_gets.load(Ordering::Relaxed), fetched.len() as u64);
+
+    // A layer lost locally is fetched again (a tenant present locally has a fetcher too).
+    let lost = copy.dir().join(&fetched[0]);
+    drop(copy);
+    drop(rebuilt);
+    std::fs::remove_file(&lost).expect("lose a layer");
+    let reopened = runner::open(&config).await.expect("reopen");
+    let copy = reopened.timeline(tenant, id).expect("timeline");
+    check_pages(&copy, &model, all.clone(), "after losing a layer locally");
+    assert!(lost.exists(), "fetched again");
+
+    // Lost locally and missing from the remote: the reads that need it fail with `Fetch` naming it; the others
+    // are served.
+    drop(copy);
+    drop(reopened);
+    std::fs::remove_file(&lost).expect("lose the layer again");
+    let remote_object = remote_dir
+        .join("tenants")
+        .join(tenant.to_string())
+        .join("timelines")
+        .join(id.to_string())
+        .join(&fetched[0]);
+    let aside = root.path().join("aside");
+    std::fs::rename(&remote_object, &aside).expect("hide the remote layer");
+    let reopened = runner::open(&config).await.expect("reopen without the layer");
+    let copy = reopened.timeline(tenant, id).expect("timeline");
+    let errors = read_errors(&copy, &model);
+    assert!(!errors.is_empty(), "some reads need the missing layer");
+    for error in &errors {
+        match error {
+            storage::StorageError::Fetch { file, reason } => {
+                assert_eq!(file, &lost, "names the layer");
+                assert!(reason.contains("remote"), "{reason}");
+            }
+            other => panic!("expected a fetch error, got {other}"),
+        }
+    }
+    assert!(
+        errors.len() < model.history.len() * BLOCKS as usize,
+        "reads not needing it are served"
+    );
+    assert!(!lost.exists());
+    // A rebuild from a remote whose metadata names a missing layer refuses to start.
+    let mut fresh = config.clone();
+    fresh.data_dir = root.path().join("ps3");
+    let refused = runner::open(&fresh)
+        .await
+        .err()
+        .expect("a rebuild from a broken remote fails");
+    assert!(refused.to_string().contains("lacks"), "{refused}");
+    // Back in the remote: the same pageserver reads it.
+    std::fs::rename(&aside, &remote_object).expect("restore the remote layer");
+    check_pages(&copy, &model, all, "after the remote layer is back");
 }
 
 fn remote_files(dir: &Path) -> Vec<String> {

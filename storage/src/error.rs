@@ -57,6 +57,14 @@ pub enum StorageError {
         /// What check failed.
         reason: String,
     },
+    /// A layer file missing locally could not be fetched (see [`crate::fetch`]). Trying again may succeed.
+    #[error("fetching layer {}: {reason}", file.display())]
+    Fetch {
+        /// The layer file that was to be fetched.
+        file: PathBuf,
+        /// Why the fetch failed.
+        reason: String,
+    },
     /// A page outside the database at that LSN, never written.
     #[error("page {key} does not exist at {lsn}")]
     PageNotFound {

@@ -5,14 +5,18 @@
 //! layers, and answers [`Timeline::get_page`] at any LSN it keeps by applying deltas to the newest image,
 //! falling through to its ancestor below its branch point. Branching writes one log entry: O(1) whatever the
 //! size. GC drops layers no retained LSN needs. [`Timeline::lsn_for_timestamp`] maps a time to an LSN.
+//! A tenant opened with a [`LayerFetcher`] fetches the layers its metadata names but its disk lacks on first
+//! use ([`fetch`]).
 //!
-//! **Boundary:** this crate does no networking and depends on no other Cambium crate; the pageserver wraps it.
+//! **Boundary:** this crate does no networking and depends on no other Cambium crate; the pageserver wraps it
+//! (and implements the fetcher over its remote storage).
 
 pub mod branch_log;
 pub mod cache;
 mod codec;
 pub mod config;
 pub mod error;
+pub mod fetch;
 pub mod fsio;
 pub mod id;
 pub mod key;
@@ -29,6 +33,7 @@ pub mod wal;
 pub use cache::PageCache;
 pub use config::TimelineConfig;
 pub use error::{Result, StorageError};
+pub use fetch::{FetchError, LayerFetcher};
 pub use fsio::Durability;
 pub use id::{TenantId, TimelineId};
 pub use key::{Key, DB_SIZE_KEY, PAGE_SIZE_BYTES};

@@ -15,6 +15,7 @@ use crate::branch_log::{BranchLog, BranchLogEntry};
 use crate::cache::PageCache;
 use crate::config::TimelineConfig;
 use crate::error::{io_err, Result, StorageError};
+use crate::fetch::LayerFetcher;
 use crate::fsio::create_dir_durable;
 use crate::id::TimelineId;
 use crate::lsn::Lsn;
@@ -37,6 +38,8 @@ pub struct Tenant {
     dir: PathBuf,
     conf: Arc<TimelineConfig>,
     cache: Arc<PageCache>,
+    /// Fetches layers the metadata names but the disk lacks; `None`: a missing layer is corruption.
+    fetcher: Option<Arc<dyn LayerFetcher>>,
     timelines: RwLock<HashMap<TimelineId, Arc<Timeline>>>,
     /// Serializes creations and deletions (and their log appends).
     log: Mutex<BranchLog>,
@@ -44,8 +47,30 @@ pub struct Tenant {
 
 impl Tenant {
     /// Opens the tenant in `dir` (creating it if needed) and loads every timeline: each stands at its
-    /// `disk_consistent_lsn`, ready for WAL to be re-fed from there.
+    /// `disk_consistent_lsn`, ready for WAL to be re-fed from there. Every layer the metadata names must be on
+    /// disk.
     pub fn open(dir: &Path, conf: TimelineConfig, cache: Arc<PageCache>) -> Result<Tenant> {
+        Tenant::open_inner(dir, conf, cache, None)
+    }
+
+    /// As [`Tenant::open`], but a layer the metadata names and the disk lacks (a tenant rebuilt from remote
+    /// storage with its small files only, or a layer lost locally) is fetched through `fetcher` on first use,
+    /// by every timeline of the tenant (see [`crate::fetch`]).
+    pub fn open_with_fetcher(
+        dir: &Path,
+        conf: TimelineConfig,
+        cache: Arc<PageCache>,
+        fetcher: Arc<dyn LayerFetcher>,
+    ) -> Result<Tenant> {
+        Tenant::open_inner(dir, conf, cache, Some(fetcher))
+    }
+
+    fn open_inner(
+        dir: &Path,
+        conf: TimelineConfig,
+        cache: Arc<PageCache>,
+        fetcher: Option<Arc<dyn LayerFetcher>>,
+    ) -> Result<Tenant> {
         conf.validate().map_err(StorageError::InvalidConfig)?;
         create_dir_durable(&dir.join(TIMELINES_DIR), conf.durability)?;
         let (log, entries) = BranchLog::open(&dir.join(BRANCH_LOG_FILE), conf.durability)?;
@@ -78,6 +103,7 @@ impl Tenant {
                 timeline_dir,
                 Arc::clone(&conf),
                 Arc::clone(&cache),
+                fetcher.clone(),
                 ancestor.clone(),
                 start_lsn,
             )?;
@@ -91,6 +117,7 @@ impl Tenant {
             dir: dir.to_path_buf(),
             conf,
             cache,
+            fetcher,
             timelines: RwLock::new(timelines),
             log: Mutex::new(log),
         })
@@ -130,6 +157,7 @@ impl Tenant {
             self.timeline_dir(id),
             Arc::clone(&self.conf),
             Arc::clone(&self.cache),
+            self.fetcher.clone(),
             None,
             start_lsn,
         )?;
@@ -173,6 +201,7 @@ impl Tenant {
             self.timeline_dir(id),
             Arc::clone(&self.conf),
             Arc::clone(&self.cache),
+            self.fetcher.clone(),
             Some(Arc::clone(&ancestor)),
             lsn,
         )

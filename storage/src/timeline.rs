@@ -14,11 +14,12 @@ use parking_lot::{Mutex, RwLock};
 use crate::cache::PageCache;
 use crate::config::TimelineConfig;
 use crate::error::{corrupt, io_err, Result, StorageError};
-use crate::fsio::{create_dir_durable, TEMP_SUFFIX};
+use crate::fetch::LayerFetcher;
+use crate::fsio::{create_dir_durable, Durability, TEMP_SUFFIX};
 use crate::id::TimelineId;
 use crate::key::{Key, DB_SIZE_KEY, PAGE_SIZE_BYTES};
 use crate::layer::desc::{LayerDesc, LayerKind};
-use crate::layer::file::{LayerFile, LayerSearch, LayerWriter};
+use crate::layer::file::{LayerFile, LayerSearch, LayerSource, LayerWriter};
 use crate::layer::inmemory::InMemoryLayer;
 use crate::layer::map::{LayerMap, NextLayer};
 use crate::lsn::Lsn;
@@ -121,6 +122,8 @@ pub struct Timeline {
     dir: PathBuf,
     conf: Arc<TimelineConfig>,
     cache: Arc<PageCache>,
+    /// Fetches layers the metadata names but the disk lacks; `None`: a missing layer is corruption.
+    fetcher: Option<Arc<dyn LayerFetcher>>,
     ancestor: Option<Arc<Timeline>>,
     start_lsn: Lsn,
     layers: RwLock<Arc<LayerState>>,
@@ -146,6 +149,7 @@ impl Timeline {
         dir: PathBuf,
         conf: Arc<TimelineConfig>,
         cache: Arc<PageCache>,
+        fetcher: Option<Arc<dyn LayerFetcher>>,
         ancestor: Option<Arc<Timeline>>,
         start_lsn: Lsn,
     ) -> Result<Timeline> {
@@ -155,6 +159,7 @@ impl Timeline {
             dir,
             conf,
             cache,
+            fetcher,
             ancestor,
             start_lsn,
             LayerMap::default(),
@@ -170,6 +175,7 @@ impl Timeline {
         dir: PathBuf,
         conf: Arc<TimelineConfig>,
         cache: Arc<PageCache>,
+        fetcher: Option<Arc<dyn LayerFetcher>>,
         ancestor: Option<Arc<Timeline>>,
         start_lsn: Lsn,
         map: LayerMap,
@@ -192,6 +198,7 @@ impl Timeline {
             dir,
             conf,
             cache,
+            fetcher,
             ancestor,
             start_lsn,
             layers: RwLock::new(Arc::new(state)),
@@ -210,12 +217,14 @@ impl Timeline {
 
     /// Loads a timeline from its directory: the durable metadata names the layers; stray temp files and layer
     /// files that no metadata names (a flush or compaction cut short) are removed. The timeline then stands at
-    /// `disk_consistent_lsn`, and the caller re-feeds WAL from there.
+    /// `disk_consistent_lsn`, and the caller re-feeds WAL from there. A layer the metadata names but the disk
+    /// lacks is corruption, unless there is a fetcher: then it is fetched on first use.
     pub(crate) fn load(
         id: TimelineId,
         dir: PathBuf,
         conf: Arc<TimelineConfig>,
         cache: Arc<PageCache>,
+        fetcher: Option<Arc<dyn LayerFetcher>>,
         ancestor: Option<Arc<Timeline>>,
         start_lsn: Lsn,
     ) -> Result<Timeline> {
@@ -223,7 +232,7 @@ impl Timeline {
             if dir.exists() {
                 remove_unreferenced(&dir, &[])?;
             }
-            return Timeline::create(id, dir, conf, cache, ancestor, start_lsn);
+            return Timeline::create(id, dir, conf, cache, fetcher, ancestor, start_lsn);
         };
         if meta.timeline_id != id {
             return Err(corrupt(
@@ -242,12 +251,25 @@ impl Timeline {
         let names: Vec<String> = meta.layers.iter().map(LayerDesc::file_name).collect();
         remove_unreferenced(&dir, &names)?;
         let mut layers = Vec::with_capacity(meta.layers.len());
+        let mut missing = 0usize;
         for desc in &meta.layers {
             let path = dir.join(desc.file_name());
             if !path.exists() {
-                return Err(corrupt(&path, 0, "layer named by the metadata is missing"));
+                if fetcher.is_none() {
+                    return Err(corrupt(&path, 0, "layer named by the metadata is missing"));
+                }
+                missing += 1;
             }
-            layers.push(Arc::new(LayerFile::new(path, desc.clone())));
+            let layer = LayerFile::new(path, desc.clone());
+            layers.push(Arc::new(with_fetcher(layer, fetcher.as_ref(), id, conf.durability)));
+        }
+        if missing > 0 {
+            tracing::info!(
+                timeline = %id,
+                missing,
+                layers = layers.len(),
+                "layers missing locally will be fetched on first use"
+            );
         }
         let timestamps = TimestampIndex::open(dir.join(TIMESTAMPS_FILE), meta.timestamp_count, conf.durability)?;
         let last_commit_ts_us = timestamps.last_timestamp()?.unwrap_or(0);
@@ -256,6 +278,7 @@ impl Timeline {
             dir,
             conf,
             cache,
+            fetcher,
             ancestor,
             start_lsn,
             LayerMap::new(layers),
@@ -300,6 +323,16 @@ impl Timeline {
     /// The timeline's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A layer this timeline just wrote, fetchable again (once uploaded) if its file is lost.
+    fn adopt(&self, layer: LayerFile) -> Arc<LayerFile> {
+        Arc::new(with_fetcher(
+            layer,
+            self.fetcher.as_ref(),
+            self.id,
+            self.conf.durability,
+        ))
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -741,7 +774,7 @@ impl Timeline {
                 for (key, lsn, value) in &entries {
                     writer.put(*key, *lsn, value)?;
                 }
-                Some(Arc::new(writer.finish()?))
+                Some(self.adopt(writer.finish()?))
             }
             None => None,
         };
@@ -796,10 +829,8 @@ impl Timeline {
         }
         for layer in removed {
             // Readers holding an older snapshot keep their mapping; an unopened layer they still name makes that
-            // read fail, and get_page then reports the cutoff it fell below.
-            if let Err(e) = std::fs::remove_file(layer.path()) {
-                tracing::warn!(path = %layer.path().display(), error = %e, "could not remove a dropped layer");
-            }
+            // read fail (it is not fetched back), and get_page then reports the cutoff it fell below.
+            layer.remove_file();
         }
         Ok(())
     }
@@ -869,7 +900,7 @@ impl Timeline {
             }
             let partition = self.partition_of(key);
             if writer.as_ref().is_some_and(|w| w.desc_key_range() != &partition) {
-                written.push(Arc::new(writer.take().expect("checked above").finish()?));
+                written.push(self.adopt(writer.take().expect("checked above").finish()?));
             }
             if writer.is_none() {
                 let desc = LayerDesc {
@@ -883,7 +914,7 @@ impl Timeline {
             writer.as_mut().expect("created above").put(key, lsn, &value)?;
         }
         if let Some(writer) = writer {
-            written.push(Arc::new(writer.finish()?));
+            written.push(self.adopt(writer.finish()?));
         }
         Ok(written)
     }
@@ -926,7 +957,7 @@ impl Timeline {
                     writer.put(key, image_lsn, &Value::Image(page))?;
                 }
             }
-            images.push(Arc::new(writer.finish()?));
+            images.push(self.adopt(writer.finish()?));
         }
         if images.is_empty() {
             return Ok(0);
@@ -1053,6 +1084,23 @@ fn removable(layer: &LayerDesc, all: &[Arc<LayerFile>], cutoff: Lsn, retain: &[L
         }
     }
     false
+}
+
+/// `layer`, fetched by `fetcher` (if any) when its file is missing.
+fn with_fetcher(
+    layer: LayerFile,
+    fetcher: Option<&Arc<dyn LayerFetcher>>,
+    timeline: TimelineId,
+    durability: Durability,
+) -> LayerFile {
+    match fetcher {
+        Some(fetcher) => layer.with_source(LayerSource {
+            fetcher: Arc::clone(fetcher),
+            timeline,
+            durability,
+        }),
+        None => layer,
+    }
 }
 
 /// Removes temp files and layer files not in `keep` from a timeline directory.

@@ -1,26 +1,25 @@
 //! Rebuilding tenants from remote storage at startup, before the tenants are opened.
 //!
-//! Every tenant the remote holds and the local disk does not is downloaded whole into a staging directory
-//! (`<data_dir>/remote_download/<tenant>/`): per live timeline of its `branches.log`, the layers the remote
-//! metadata names (size checked, then every checksum verified), the timestamps it counts, and the metadata
-//! itself; then the branch log. Each file is written to a temp name, fsynced and renamed; the finished tenant
-//! directory is then renamed into `<data_dir>/tenants/`, so a crash mid-rebuild leaves no half tenant behind
-//! (the staging directory is cleared at the next start, which downloads again). The tenant then opens like
-//! any other at the metadata's `disk_consistent_lsn`, and the WAL receiver resumes from there.
-//!
-//! This step downloads every layer eagerly before serving. Downloading layers on demand (open with the
-//! remote index only, fetch a layer on its first read) is a later step.
+//! Every tenant the remote holds and the local disk does not is rebuilt in a staging directory
+//! (`<data_dir>/remote_download/<tenant>/`) from its small files only: per live timeline of its
+//! `branches.log`, the metadata (checked) and the timestamps it counts; then the branch log. No layer is
+//! downloaded: the tenant opens with a fetcher ([`super::fetch`]) and each layer comes down the first time a
+//! read needs it. The remote listing of each timeline is checked to hold every layer the metadata names, with
+//! its size, so a damaged remote copy fails the start rather than a read later. Each file is written to a
+//! temp name, fsynced and renamed; the finished tenant directory is then renamed into `<data_dir>/tenants/`,
+//! so a crash mid-rebuild leaves no half tenant behind (the staging directory is cleared at the next start,
+//! which downloads again). The tenant then opens like any other at the metadata's `disk_consistent_lsn`, and
+//! the WAL receiver resumes from there.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use futures::{StreamExt, TryStreamExt};
-use storage::layer::desc::LayerDesc;
-use storage::layer::file::LayerFile;
+use storage::metadata::TimelineMetadata;
 use storage::{Durability, TenantId, TimelineId};
 
 use super::files::{
-    branch_log_prefix, check_metadata, check_timestamps, decode_metadata, live_timelines, BRANCH_LOG_FILE,
-    METADATA_FILE, TIMELINES_DIR, TIMESTAMPS_FILE, TIMESTAMP_ENTRY_BYTES,
+    branch_log_prefix, check_metadata, check_timestamps, decode_metadata, is_layer_file_name, live_timelines,
+    BRANCH_LOG_FILE, METADATA_FILE, TIMELINES_DIR, TIMESTAMPS_FILE, TIMESTAMP_ENTRY_BYTES,
 };
 use super::store::{blocking, RemoteError, RemoteStorage};
 
@@ -36,10 +35,10 @@ fn corrupt(what: &impl ToString) -> impl FnOnce(String) -> RemoteError + '_ {
     }
 }
 
-/// Downloads every remote tenant missing from `<data_dir>/tenants/` (see the module doc); returns the
-/// tenants rebuilt. A tenant whose remote `branches.log` is missing (never fully uploaded, or being deleted)
-/// is skipped. Any other failure fails the rebuild: serving without a tenant the remote holds would let a new
-/// one of the same id overwrite it.
+/// Rebuilds every remote tenant missing from `<data_dir>/tenants/` from its small files (see the module doc);
+/// returns the tenants rebuilt. Their layers are left to be fetched on demand. A tenant whose remote
+/// `branches.log` is missing (never fully uploaded, or being deleted) is skipped. Any other failure fails the
+/// rebuild: serving without a tenant the remote holds would let a new one of the same id overwrite it.
 pub async fn rebuild(
     data_dir: &Path,
     remote: &RemoteStorage,
@@ -122,8 +121,9 @@ async fn rebuild_tenant(
     Ok(true)
 }
 
-/// Downloads one timeline's files into `dir`: layers and timestamps first, the metadata that names them
-/// last. A timeline with no remote metadata never flushed before the upload: it starts empty.
+/// Downloads one timeline's small files into `dir`, after checking the remote holds every layer its metadata
+/// names: timestamps first, the metadata that counts them last. A timeline with no remote metadata never
+/// flushed before the upload: it starts empty.
 async fn download_timeline(
     remote: &RemoteStorage,
     tenant: TenantId,
@@ -138,16 +138,11 @@ async fn download_timeline(
     let meta = decode_metadata(&meta_bytes)
         .and_then(|meta| check_metadata(&meta, timeline).map(|()| meta))
         .map_err(corrupt(&meta_key))?;
+    check_remote_layers(remote, tenant, timeline, &meta).await?;
     {
         let dir = dir.clone();
         blocking(move || Ok(storage::fsio::create_dir_durable(&dir, durability)?)).await?;
     }
-    let concurrency = remote.config().requests_in_flight_max.max(1);
-    futures::stream::iter(meta.layers.iter().cloned())
-        .map(|desc| download_layer(remote, tenant, timeline, &dir, desc, durability))
-        .buffer_unordered(concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
     let timestamps = if meta.timestamp_count > 0 {
         let key = remote.timeline_key(tenant, timeline, TIMESTAMPS_FILE);
         let count = meta.timestamp_count;
@@ -171,22 +166,46 @@ async fn download_timeline(
         )?)
     })
     .await?;
-    tracing::info!(%tenant, %timeline, layers = meta.layers.len(), disk_consistent_lsn = %meta.disk_consistent_lsn, "downloaded timeline");
+    tracing::info!(
+        %tenant,
+        %timeline,
+        layers = meta.layers.len(),
+        disk_consistent_lsn = %meta.disk_consistent_lsn,
+        "downloaded timeline metadata; layers come on demand"
+    );
     Ok(())
 }
 
-/// Downloads one layer and verifies every checksum of it before anything names it locally.
-async fn download_layer(
+/// Checks, with one listing, that the remote holds every layer `meta` names, with its size.
+async fn check_remote_layers(
     remote: &RemoteStorage,
     tenant: TenantId,
     timeline: TimelineId,
-    dir: &Path,
-    desc: LayerDesc,
-    durability: Durability,
+    meta: &TimelineMetadata,
 ) -> Result<(), RemoteError> {
-    let name = desc.file_name();
-    let key = remote.timeline_key(tenant, timeline, &name);
-    let path = dir.join(&name);
-    remote.get_to_file(&key, &path, desc.size_bytes, durability).await?;
-    blocking(move || Ok(LayerFile::open_for_verify(path, desc).verify()?)).await
+    let listed: HashMap<String, u64> = remote
+        .list_objects(&remote.timeline_prefix(tenant, timeline))
+        .await?
+        .into_iter()
+        .filter_map(|(path, size)| {
+            let name = path.filename()?;
+            is_layer_file_name(name).then(|| (name.to_string(), size))
+        })
+        .collect();
+    for desc in &meta.layers {
+        let name = desc.file_name();
+        let reason = match listed.get(&name) {
+            Some(&size) if size == desc.size_bytes => continue,
+            Some(&size) => format!(
+                "names layer {name} of {} bytes; the remote one holds {size}",
+                desc.size_bytes
+            ),
+            None => format!("names layer {name}, which the remote lacks"),
+        };
+        return Err(RemoteError::Corrupt {
+            what: remote.timeline_key(tenant, timeline, METADATA_FILE).to_string(),
+            reason,
+        });
+    }
+    Ok(())
 }

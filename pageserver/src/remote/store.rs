@@ -17,7 +17,7 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
-use storage::{Durability, StorageError, TenantId, TimelineId};
+use storage::{StorageError, TenantId, TimelineId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
@@ -45,6 +45,12 @@ pub struct RemoteConfig {
     pub multipart_part_bytes: usize,
     /// Parts of one multipart upload in flight at once, at most.
     pub multipart_parts_in_flight_max: usize,
+    /// An on-demand layer download (waiting for a slot, retries included) gives up after this long, and the
+    /// read that needed it fails.
+    pub layer_download_timeout_ms: u64,
+    /// On-demand layer downloads in flight at once, at most (each also takes one of the
+    /// `requests_in_flight_max` request slots).
+    pub layer_downloads_in_flight_max: usize,
 }
 
 impl Default for RemoteConfig {
@@ -58,6 +64,8 @@ impl Default for RemoteConfig {
             single_put_bytes_max: 16 * 1024 * 1024,
             multipart_part_bytes: 8 * 1024 * 1024,
             multipart_parts_in_flight_max: 2,
+            layer_download_timeout_ms: 60_000,
+            layer_downloads_in_flight_max: 4,
         }
     }
 }
@@ -515,34 +523,22 @@ impl RemoteStorage {
         }
     }
 
-    /// Downloads the object into `dest` through a temp file (fsynced, renamed into place), checking it has
-    /// `size_bytes` bytes. A missing object is an error: the caller knows it must exist.
-    pub(crate) async fn get_to_file(
-        &self,
-        key: &ObjectPath,
-        dest: &Path,
-        size_bytes: u64,
-        durability: Durability,
-    ) -> Result<(), RemoteError> {
+    /// Downloads the object into `path` (created or truncated), checking it has `size_bytes` bytes. The file is
+    /// neither synced nor renamed: the caller (the engine, for a layer fetched on demand) checks it, syncs it
+    /// and renames it into place. A missing object is an error: the caller knows it must exist.
+    pub(crate) async fn get_to_path(&self, key: &ObjectPath, path: &Path, size_bytes: u64) -> Result<(), RemoteError> {
         let this = self;
         self.retry("get", key, move || async move {
-            this.get_to_file_once(key, dest, size_bytes, durability).await
+            this.get_to_path_once(key, path, size_bytes).await
         })
         .await
     }
 
-    async fn get_to_file_once(
-        &self,
-        key: &ObjectPath,
-        dest: &Path,
-        size_bytes: u64,
-        durability: Durability,
-    ) -> Result<(), RemoteError> {
+    async fn get_to_path_once(&self, key: &ObjectPath, path: &Path, size_bytes: u64) -> Result<(), RemoteError> {
         let corrupt = |reason: String| RemoteError::Corrupt {
             what: key.to_string(),
             reason,
         };
-        let temp = storage::fsio::temp_path(dest);
         let result = self.timed("get", key, self.store.get(key)).await?;
         if result.meta.size != size_bytes {
             return Err(corrupt(format!(
@@ -551,7 +547,7 @@ impl RemoteStorage {
             )));
         }
         let mut stream = result.into_stream();
-        let mut file = tokio::fs::File::create(&temp).await.map_err(io_error(&temp))?;
+        let mut file = tokio::fs::File::create(path).await.map_err(io_error(path))?;
         let mut written = 0u64;
         while let Some(chunk) = self
             .timed("get", key, stream.next().map(Ok::<_, object_store::Error>))
@@ -566,20 +562,12 @@ impl RemoteStorage {
             if written > size_bytes {
                 return Err(corrupt(format!("longer than the expected {size_bytes} bytes")));
             }
-            file.write_all(&chunk).await.map_err(io_error(&temp))?;
+            file.write_all(&chunk).await.map_err(io_error(path))?;
         }
         if written != size_bytes {
             return Err(corrupt(format!("ended after {written} of {size_bytes} bytes")));
         }
-        file.flush().await.map_err(io_error(&temp))?;
-        let file = file.into_std().await;
-        let dest = dest.to_path_buf();
-        blocking(move || {
-            storage::fsio::sync_file(&file, &temp, durability)?;
-            drop(file);
-            Ok(storage::fsio::rename_durable(&temp, &dest, durability)?)
-        })
-        .await
+        file.flush().await.map_err(io_error(path))
     }
 
     /// The names of the "directories" right under `prefix`.

@@ -11,17 +11,25 @@
 //! Opening checks the sizes, both magics, the summary, footer and index crcs, that the summary matches the
 //! layer's descriptor, and that the index is sorted, inside the ranges and points inside the blob area. A read
 //! checks the crc of every blob it uses. So a flipped byte anywhere gives `Corrupt` naming the file.
+//!
+//! A layer of a timeline with a [`LayerFetcher`] may be missing locally: its first use fetches it (see
+//! [`crate::fetch`] for the procedure and its argument); such a file is checked in full, every blob crc too,
+//! before it is renamed into place.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::codec::{put_u32, put_u64, u32_at, u64_at};
-use crate::error::{corrupt, io_err, Result};
-use crate::fsio::{sync_file, temp_path, Durability};
+use crate::error::{corrupt, io_err, Result, StorageError};
+use crate::fetch::LayerFetcher;
+use crate::fsio::{sync_file, temp_path, Durability, TEMP_SUFFIX};
+use crate::id::TimelineId;
 use crate::key::Key;
 use crate::layer::desc::{LayerDesc, LayerKind};
 use crate::lsn::Lsn;
@@ -196,11 +204,14 @@ pub(crate) enum LayerSearch {
     Absent,
 }
 
-/// A layer file on disk, opened and verified lazily on first use.
+/// A layer file on disk, opened and verified lazily on first use (and fetched first, if it is missing and the
+/// timeline has a fetcher).
 pub struct LayerFile {
     path: PathBuf,
     desc: LayerDesc,
     opened: OnceLock<Verified>,
+    /// `None`: the local file is the only copy.
+    remote: Option<Remote>,
 }
 
 struct Verified {
@@ -209,12 +220,91 @@ struct Verified {
     entry_count: usize,
 }
 
+/// Where a timeline's missing layers come from.
+#[derive(Clone)]
+pub(crate) struct LayerSource {
+    pub(crate) fetcher: Arc<dyn LayerFetcher>,
+    pub(crate) timeline: TimelineId,
+    pub(crate) durability: Durability,
+}
+
+/// The fetch state of a layer with a source.
+struct Remote {
+    source: LayerSource,
+    /// Held across a fetch: concurrent first readers of a missing layer fetch it once.
+    fetching: Mutex<Option<FailedFetch>>,
+    /// Failed fetches so far; changed only under `fetching`, read before waiting for it.
+    failures: AtomicU64,
+    /// Set when the timeline drops the layer; taken (briefly) by the removal and by a fetch's rename, so a fetch
+    /// in flight never brings a dropped layer back.
+    dropped: Mutex<bool>,
+}
+
+/// A failed fetch, kept to give the readers that waited on it the same answer (a `StorageError` is not `Clone`).
+enum FailedFetch {
+    Corrupt { offset: u64, reason: String },
+    Other(String),
+}
+
+impl FailedFetch {
+    fn from_error(error: &StorageError) -> FailedFetch {
+        match error {
+            StorageError::Corrupt { offset, reason, .. } => FailedFetch::Corrupt {
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            StorageError::Fetch { reason, .. } => FailedFetch::Other(reason.clone()),
+            other => FailedFetch::Other(other.to_string()),
+        }
+    }
+
+    fn to_error(&self, path: &Path) -> StorageError {
+        match self {
+            FailedFetch::Corrupt { offset, reason } => corrupt(path, *offset, reason.clone()),
+            FailedFetch::Other(reason) => fetch_error(path, reason.clone()),
+        }
+    }
+}
+
+fn fetch_error(path: &Path, reason: impl Into<String>) -> StorageError {
+    StorageError::Fetch {
+        file: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// The temp name a fetch writes to: `<layer>.fetch.tmp` (removed on load, like every temp file).
+fn fetch_temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".fetch");
+    name.push(TEMP_SUFFIX);
+    path.with_file_name(name)
+}
+
+fn is_not_found(error: &StorageError) -> bool {
+    matches!(error, StorageError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 impl LayerFile {
     pub(crate) fn new(path: PathBuf, desc: LayerDesc) -> LayerFile {
         LayerFile {
             path,
             desc,
             opened: OnceLock::new(),
+            remote: None,
+        }
+    }
+
+    /// This layer, fetched from `source` on first use if its file is missing.
+    pub(crate) fn with_source(self, source: LayerSource) -> LayerFile {
+        LayerFile {
+            remote: Some(Remote {
+                source,
+                fetching: Mutex::new(None),
+                failures: AtomicU64::new(0),
+                dropped: Mutex::new(false),
+            }),
+            ..self
         }
     }
 
@@ -237,14 +327,132 @@ impl LayerFile {
         if let Some(verified) = self.opened.get() {
             return Ok(verified);
         }
-        let verified = self.open_and_verify()?;
-        // Another thread may have won the race; both verified the same immutable bytes.
-        let _ = self.opened.set(verified);
+        let Some(remote) = &self.remote else {
+            let verified = self.open_and_verify()?;
+            // Another thread may have won the race; both verified the same immutable bytes.
+            let _ = self.opened.set(verified);
+            return Ok(self.opened.get().expect("set just above"));
+        };
+        let mut opened = None;
+        remote
+            .source
+            .fetcher
+            .block(&mut || opened = Some(self.open_or_fetch(remote)));
+        opened.expect("LayerFetcher::block runs its work")
+    }
+
+    /// Opens the layer, fetching it first if it is missing. One thread at a time per layer: the others wait
+    /// and use what it found (or its error).
+    fn open_or_fetch(&self, remote: &Remote) -> Result<&Verified> {
+        let failures_seen = remote.failures.load(Ordering::Acquire);
+        let mut last_failure = remote.fetching.lock();
+        if let Some(verified) = self.opened.get() {
+            return Ok(verified);
+        }
+        if remote.failures.load(Ordering::Acquire) != failures_seen {
+            // A fetch failed while this reader waited for it: the same answer, rather than one more timeout each.
+            let failure = last_failure.as_ref().expect("recorded with the count");
+            return Err(failure.to_error(&self.path));
+        }
+        let verified = match self.open_and_verify() {
+            Err(e) if is_not_found(&e) => match self.fetch(remote) {
+                Ok(verified) => verified,
+                Err(e) => {
+                    *last_failure = Some(FailedFetch::from_error(&e));
+                    remote.failures.fetch_add(1, Ordering::AcqRel);
+                    return Err(e);
+                }
+            },
+            other => other?,
+        };
+        assert!(self.opened.set(verified).is_ok(), "set only under the fetch lock");
         Ok(self.opened.get().expect("set just above"))
     }
 
+    /// Fetches the missing file to a temp name, checks it whole and renames it into place.
+    fn fetch(&self, remote: &Remote) -> Result<Verified> {
+        if *remote.dropped.lock() {
+            return Err(fetch_error(&self.path, "the timeline dropped this layer"));
+        }
+        let temp = fetch_temp_path(&self.path);
+        let started = std::time::Instant::now();
+        let source = &remote.source;
+        let result = source
+            .fetcher
+            .fetch(source.timeline, &self.desc, &temp)
+            .map_err(|e| fetch_error(&self.path, e.reason()))
+            .and_then(|()| self.check_fetched(&temp, source.durability))
+            .and_then(|verified| {
+                let dropped = remote.dropped.lock();
+                if *dropped {
+                    return Err(fetch_error(
+                        &self.path,
+                        "the timeline dropped this layer during the fetch",
+                    ));
+                }
+                std::fs::rename(&temp, &self.path).map_err(io_err(&self.path))?;
+                Ok(verified)
+            });
+        match &result {
+            Ok(_) => tracing::info!(
+                layer = %self.path.display(),
+                size_bytes = self.desc.size_bytes,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "fetched a missing layer"
+            ),
+            Err(e) => {
+                tracing::warn!(layer = %self.path.display(), error = %e, "fetching a missing layer failed");
+                if let Err(remove) = std::fs::remove_file(&temp) {
+                    if remove.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(path = %temp.display(), error = %remove, "could not remove a fetch temp file");
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    /// Checks a fetched file at `temp` (errors name the layer): its size, then (after an fsync) everything
+    /// opening checks, and every blob's crc.
+    fn check_fetched(&self, temp: &Path, durability: Durability) -> Result<Verified> {
+        let file = File::open(temp).map_err(io_err(temp))?;
+        let len = file.metadata().map_err(io_err(temp))?.len();
+        if len != self.desc.size_bytes {
+            return Err(corrupt(
+                &self.path,
+                0,
+                format!("fetched {len} bytes, the metadata says {}", self.desc.size_bytes),
+            ));
+        }
+        sync_file(&file, temp, durability)?;
+        drop(file);
+        let verified = self.verify_map(MappedFile::open(temp)?)?;
+        self.check_blobs(&verified)?;
+        Ok(verified)
+    }
+
+    /// Marks the layer dropped by its timeline and removes its file. A fetch in flight will not rename its file
+    /// into place after this.
+    pub(crate) fn remove_file(&self) {
+        let _dropped = self.remote.as_ref().map(|remote| {
+            let mut dropped = remote.dropped.lock();
+            *dropped = true;
+            dropped
+        });
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => {}
+            // Never fetched: nothing to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.remote.is_some() => {}
+            Err(e) => tracing::warn!(path = %self.path.display(), error = %e, "could not remove a dropped layer"),
+        }
+    }
+
     fn open_and_verify(&self) -> Result<Verified> {
-        let map = MappedFile::open(&self.path)?;
+        self.verify_map(MappedFile::open(&self.path)?)
+    }
+
+    /// Checks the structure of a map of this layer's bytes (wherever they are: errors name the layer).
+    fn verify_map(&self, map: MappedFile) -> Result<Verified> {
         let bytes = map.bytes();
         let bad = |offset: usize, reason: &str| corrupt(&self.path, offset as u64, reason);
         if bytes.len() < SUMMARY_BYTES + FOOTER_BYTES {
@@ -427,13 +635,22 @@ impl LayerFile {
     }
 
     /// Every entry, in `(key, lsn)` order, for compaction. Values are read and checked.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(Key, Lsn, Value) -> Result<()>) -> Result<()> {
+    pub(crate) fn for_each(&self, f: impl FnMut(Key, Lsn, Value) -> Result<()>) -> Result<()> {
         let verified = self.verified()?;
+        self.for_each_in(verified, f)
+    }
+
+    fn for_each_in(&self, verified: &Verified, mut f: impl FnMut(Key, Lsn, Value) -> Result<()>) -> Result<()> {
         for i in 0..verified.entry_count {
             let (key, lsn, offset, len) = Self::entry(verified, i);
             f(key, lsn, self.read_blob(verified, key, offset, len)?)?;
         }
         Ok(())
+    }
+
+    /// Reads and checks every blob.
+    fn check_blobs(&self, verified: &Verified) -> Result<()> {
+        self.for_each_in(verified, |_, _, _| Ok(()))
     }
 
     /// Verifies the whole file (summary, index, footer and every blob crc).
@@ -470,8 +687,83 @@ impl LayerCursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fetch::FetchError;
     use crate::value::Patch;
     use proptest::prelude::*;
+
+    /// Fetches by copying one file.
+    struct CopyFrom(PathBuf);
+
+    impl LayerFetcher for CopyFrom {
+        fn fetch(&self, _: TimelineId, _: &LayerDesc, destination: &Path) -> std::result::Result<(), FetchError> {
+            std::fs::copy(&self.0, destination)
+                .map(|_| ())
+                .map_err(|e| FetchError::new(e.to_string()))
+        }
+    }
+
+    fn fetchable(path: PathBuf, desc: LayerDesc, source: &Path) -> LayerFile {
+        LayerFile::new(path, desc).with_source(LayerSource {
+            fetcher: Arc::new(CopyFrom(source.to_path_buf())),
+            timeline: TimelineId(1),
+            durability: Durability::Fsync,
+        })
+    }
+
+    fn entries_in(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_short_fetch_is_corrupt_and_a_dropped_layer_is_not_fetched_back() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let mut writer = LayerWriter::new(root.path(), desc(LayerKind::L1), Durability::Off).expect("writer");
+        writer
+            .put(
+                Key(3),
+                Lsn(20),
+                &Value::Image(Bytes::from(vec![9; crate::PAGE_SIZE_BYTES])),
+            )
+            .expect("put");
+        let written = writer.finish().expect("finish");
+        let (name, desc) = (written.desc().file_name(), written.desc().clone());
+        let bytes = std::fs::read(written.path()).expect("read");
+        let short = root.path().join("short");
+        std::fs::write(&short, &bytes[..bytes.len() - 1]).expect("write");
+        let local = root.path().join("local");
+        std::fs::create_dir(&local).expect("mkdir");
+
+        let layer = fetchable(local.join(&name), desc.clone(), &short);
+        match layer.verify() {
+            Err(StorageError::Corrupt { file, reason, .. }) => {
+                assert_eq!(file, local.join(&name));
+                assert!(reason.contains("bytes"), "{reason}");
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        assert!(entries_in(&local).is_empty(), "{:?}", entries_in(&local));
+        // The source repaired, the same layer fetches again.
+        std::fs::write(&short, &bytes).expect("repair");
+        layer.verify().expect("fetched after the repair");
+        assert_eq!(entries_in(&local), vec![name.clone()]);
+        layer.remove_file();
+        assert!(entries_in(&local).is_empty());
+
+        // Dropped by its timeline before its first use: never fetched back.
+        let dropped = fetchable(local.join(&name), desc, &short);
+        dropped.remove_file();
+        match dropped.verify() {
+            Err(StorageError::Fetch { file, reason }) => {
+                assert_eq!(file, local.join(&name));
+                assert!(reason.contains("dropped"), "{reason}");
+            }
+            other => panic!("expected a fetch error, got {other:?}"),
+        }
+        assert!(entries_in(&local).is_empty());
+    }
 
     fn desc(kind: LayerKind) -> LayerDesc {
         LayerDesc {
