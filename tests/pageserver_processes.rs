@@ -225,6 +225,8 @@ async fn pages_survive_restarts_branches_and_failover() {
             cluster.tenant, cluster.timeline, last.0
         ),
         "cambium_pageserver_layers_visited_total".to_string(),
+        "cambium_pageserver_upload_queue_length 0".to_string(),
+        "cambium_pageserver_ingest_lag_bytes".to_string(),
     ] {
         assert!(metrics.contains(&expected), "/metrics lacks {expected:?}:\n{metrics}");
     }

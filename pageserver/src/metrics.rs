@@ -67,6 +67,8 @@ pub struct Metrics {
     pub get_page_errors_total: AtomicU64,
     /// WAL bytes ingested.
     pub wal_ingested_bytes_total: AtomicU64,
+    /// Timelines waiting in the upload queue.
+    pub upload_queue_length: AtomicU64,
     /// Per timeline: the commit LSN of the safekeeper being followed, as of its last message.
     followed_commit_lsn: Mutex<BTreeMap<(TenantId, TimelineId), Lsn>>,
 }
@@ -76,6 +78,7 @@ pub static METRICS: Metrics = Metrics {
     get_page_seconds: Histogram::new(),
     get_page_errors_total: AtomicU64::new(0),
     wal_ingested_bytes_total: AtomicU64::new(0),
+    upload_queue_length: AtomicU64::new(0),
     followed_commit_lsn: parking_lot::const_mutex(BTreeMap::new()),
 };
 
@@ -104,6 +107,12 @@ impl Metrics {
             "cambium_pageserver_wal_ingested_bytes_total",
             "WAL bytes ingested.",
             self.wal_ingested_bytes_total.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP cambium_pageserver_upload_queue_length Timelines waiting to be uploaded to remote storage.\n\
+             # TYPE cambium_pageserver_upload_queue_length gauge\ncambium_pageserver_upload_queue_length {}",
+            self.upload_queue_length.load(Ordering::Relaxed)
         );
         let followed = self.followed_commit_lsn.lock().clone();
         let gauges: [(&str, &str); 7] = [

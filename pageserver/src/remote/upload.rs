@@ -117,18 +117,31 @@ impl UploadQueue {
     /// Asks for the timeline's current state to be uploaded. Never blocks or waits: a timeline already
     /// queued stays queued once.
     pub fn schedule(&self, tenant: TenantId, timeline: TimelineId) {
-        self.pending.lock().insert(Work::Timeline(tenant, timeline));
+        let mut pending = self.pending.lock();
+        pending.insert(Work::Timeline(tenant, timeline));
+        publish_queue_length(pending.len());
+        drop(pending);
         self.wake.notify_one();
     }
 
     /// Queues without waking the uploader (work put back for later).
     fn put_back(&self, work: impl IntoIterator<Item = Work>) {
-        self.pending.lock().extend(work);
+        let mut pending = self.pending.lock();
+        pending.extend(work);
+        publish_queue_length(pending.len());
     }
 
     fn take_all(&self) -> Vec<Work> {
-        std::mem::take(&mut *self.pending.lock()).into_iter().collect()
+        let taken = std::mem::take(&mut *self.pending.lock());
+        publish_queue_length(0);
+        taken.into_iter().collect()
     }
+}
+
+fn publish_queue_length(length: usize) {
+    crate::metrics::METRICS
+        .upload_queue_length
+        .store(length as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// What the uploader knows of one timeline's remote copy.
