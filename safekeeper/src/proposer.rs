@@ -575,8 +575,16 @@ impl Proposer {
                 if ack.term != leader.term {
                     return;
                 }
+                let end_lsn_proposed = leader.end_lsn;
                 let p = &mut leader.peers[peer];
                 if p.stage != Stage::Streaming {
+                    return;
+                }
+                if ack.flush_lsn > end_lsn_proposed {
+                    // More than was ever proposed in this term: the acceptor is confused. Never trust it for a
+                    // commit; start its election over.
+                    tracing::error!(peer, flush = %ack.flush_lsn, end = %end_lsn_proposed, "acceptor acknowledged WAL never sent");
+                    self.reset_peer(peer, out);
                     return;
                 }
                 p.flush_lsn = p.flush_lsn.max(ack.flush_lsn);
@@ -611,8 +619,14 @@ impl Proposer {
             }
             (Kind::Append { .. }, Reply::Refused(Refusal::Gap { write_lsn })) => {
                 let Phase::Leader(leader) = &mut self.phase else { return };
+                let end_lsn_proposed = leader.end_lsn;
                 let p = &mut leader.peers[peer];
                 if p.stage == Stage::Streaming {
+                    if write_lsn > end_lsn_proposed {
+                        tracing::error!(peer, write = %write_lsn, end = %end_lsn_proposed, "acceptor reports WAL never sent");
+                        self.reset_peer(peer, out);
+                        return;
+                    }
                     p.next_lsn = write_lsn.max(p.flush_lsn);
                     self.forget_appends_to(peer);
                     self.pump(peer, out);
@@ -766,11 +780,12 @@ impl Proposer {
                 return;
             }
             let first = leader.frames.partition_point(|(lsn, _)| *lsn < p.next_lsn);
-            assert!(
-                leader.frames.get(first).is_some_and(|(lsn, _)| *lsn == p.next_lsn),
-                "peer position {} is not a buffered frame boundary",
-                p.next_lsn
-            );
+            if leader.frames.get(first).is_none_or(|(lsn, _)| *lsn != p.next_lsn) {
+                // A position reported by the acceptor that is not a record boundary of ours: start over with it.
+                tracing::error!(peer, position = %p.next_lsn, "acceptor position is not a record boundary");
+                self.reset_peer(peer, out);
+                return;
+            }
             let mut data = Vec::new();
             for (_, frame) in leader.frames.range(first..) {
                 if !data.is_empty() && data.len() + frame.len() > self.config.append_bytes_max {
