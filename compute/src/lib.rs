@@ -1,2 +1,5 @@
 //! The compute: SQLite whose database file is a VFS over the pageserver (reads) and the safekeepers (commits),
 //! spoken to over the PostgreSQL wire protocol. Built in issue 5.
+pub mod page_store;
+pub mod pg;
+pub mod vfs;

@@ -1,0 +1,138 @@
+//! SQLite errors mapped to PostgreSQL SQLSTATEs, so clients can branch on the code.
+
+use pgwire::error::{ErrorInfo, PgWireError, SEVERITY_ERROR};
+use rusqlite::ffi;
+
+/// syntax_error
+pub(crate) const SYNTAX_ERROR: &str = "42601";
+/// undefined_table
+const UNDEFINED_TABLE: &str = "42P01";
+/// undefined_column
+const UNDEFINED_COLUMN: &str = "42703";
+/// duplicate_table
+const DUPLICATE_TABLE: &str = "42P07";
+/// unique_violation
+const UNIQUE_VIOLATION: &str = "23505";
+/// not_null_violation
+const NOT_NULL_VIOLATION: &str = "23502";
+/// foreign_key_violation
+const FOREIGN_KEY_VIOLATION: &str = "23503";
+/// check_violation
+const CHECK_VIOLATION: &str = "23514";
+/// integrity_constraint_violation
+const INTEGRITY_CONSTRAINT_VIOLATION: &str = "23000";
+/// invalid_text_representation
+pub(crate) const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+/// in_failed_sql_transaction
+pub(crate) const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
+/// protocol_violation
+pub(crate) const PROTOCOL_VIOLATION: &str = "08P01";
+/// feature_not_supported
+pub(crate) const FEATURE_NOT_SUPPORTED: &str = "0A000";
+/// program_limit_exceeded
+pub(crate) const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+/// invalid_catalog_name (unknown database)
+pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
+/// internal_error
+const INTERNAL_ERROR: &str = "XX000";
+
+/// An error to send to the client: a SQLSTATE and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SqlError {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl SqlError {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> SqlError {
+        SqlError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn into_info(self) -> ErrorInfo {
+        ErrorInfo::new(SEVERITY_ERROR.to_owned(), self.code.to_owned(), self.message)
+    }
+
+    pub(crate) fn into_pgwire(self) -> PgWireError {
+        PgWireError::UserError(Box::new(self.into_info()))
+    }
+}
+
+impl From<rusqlite::Error> for SqlError {
+    fn from(error: rusqlite::Error) -> SqlError {
+        let mut message = error.to_string();
+        let code = match &error {
+            rusqlite::Error::SqliteFailure(failure, text) => sqlstate_of(failure, text.as_deref().unwrap_or("")),
+            rusqlite::Error::SqlInputError { error, msg, .. } => {
+                message.clone_from(msg);
+                sqlstate_of(error, msg)
+            }
+            rusqlite::Error::InvalidParameterCount(..) => PROTOCOL_VIOLATION,
+            _ => INTERNAL_ERROR,
+        };
+        SqlError { code, message }
+    }
+}
+
+/// The SQLSTATE for a SQLite failure: the extended code where it says enough, else the message, since
+/// SQLite reports most compile errors as plain `SQLITE_ERROR`.
+fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
+    match failure.extended_code {
+        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+            return UNIQUE_VIOLATION;
+        }
+        ffi::SQLITE_CONSTRAINT_NOTNULL => return NOT_NULL_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => return FOREIGN_KEY_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_CHECK => return CHECK_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_DATATYPE => return INVALID_TEXT_REPRESENTATION,
+        _ => {}
+    }
+    match failure.code {
+        ffi::ErrorCode::ConstraintViolation => INTEGRITY_CONSTRAINT_VIOLATION,
+        ffi::ErrorCode::TypeMismatch => INVALID_TEXT_REPRESENTATION,
+        ffi::ErrorCode::TooBig => PROGRAM_LIMIT_EXCEEDED,
+        ffi::ErrorCode::Unknown => {
+            if message.starts_with("no such table") {
+                UNDEFINED_TABLE
+            } else if message.starts_with("no such column") {
+                UNDEFINED_COLUMN
+            } else if message.contains("syntax error")
+                || message.starts_with("incomplete input")
+                || message.starts_with("unrecognized token")
+            {
+                SYNTAX_ERROR
+            } else if message.contains("already exists") {
+                DUPLICATE_TABLE
+            } else {
+                INTERNAL_ERROR
+            }
+        }
+        _ => INTERNAL_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(sql: &str) -> &'static str {
+        let conn = rusqlite::Connection::open_in_memory().expect("open");
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+            .expect("create");
+        conn.execute_batch("INSERT INTO t VALUES (1, 'a')").expect("insert");
+        let error = conn.execute_batch(sql).expect_err("must fail");
+        SqlError::from(error).code
+    }
+
+    #[test]
+    fn sqlite_errors_map_to_sqlstates() {
+        assert_eq!(code_of("SELEC 1"), SYNTAX_ERROR);
+        assert_eq!(code_of("SELECT * FROM missing"), UNDEFINED_TABLE);
+        assert_eq!(code_of("SELECT nope FROM t"), UNDEFINED_COLUMN);
+        assert_eq!(code_of("INSERT INTO t VALUES (1, 'b')"), UNIQUE_VIOLATION);
+        assert_eq!(code_of("INSERT INTO t VALUES (2, NULL)"), NOT_NULL_VIOLATION);
+        assert_eq!(code_of("CREATE TABLE t (x)"), DUPLICATE_TABLE);
+    }
+}

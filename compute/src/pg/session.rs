@@ -1,0 +1,462 @@
+//! One client's SQLite connection and transaction state. Everything here blocks: callers run it on a
+//! blocking thread, never on the async executor.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pgwire::api::portal::Format;
+use pgwire::api::results::{DataRowEncoder, FieldInfo};
+use pgwire::api::Type;
+use pgwire::messages::data::DataRow;
+use rusqlite::fallible_iterator::FallibleIterator;
+use rusqlite::types::Value;
+use rusqlite::{Batch, Connection, Statement};
+
+use super::error::{SqlError, IN_FAILED_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION};
+use super::types;
+
+/// Most rows one statement may return: results are built in memory before they are sent.
+const RESULT_ROWS_MAX: usize = 1_000_000;
+/// Most bytes of values one statement may return, for the same reason.
+const RESULT_BYTES_MAX: usize = 256 << 20;
+/// Most statements whose described column types a session remembers.
+const DESCRIBED_STATEMENTS_MAX: usize = 1024;
+
+/// Where the session is with respect to a transaction block, as PostgreSQL sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxState {
+    Idle,
+    InBlock,
+    /// An error happened inside the block: everything but ROLLBACK/COMMIT is refused with 25P02.
+    Failed,
+}
+
+/// What one statement did.
+pub(crate) enum Outcome {
+    /// Rows, and the command tag without its row count (`SELECT`, `INSERT 0`).
+    Rows {
+        fields: Arc<Vec<FieldInfo>>,
+        rows: Vec<DataRow>,
+        tag: String,
+    },
+    /// A command with its full tag (`INSERT 0 3`, `CREATE TABLE`).
+    Command(String),
+    /// BEGIN.
+    TxStart(String),
+    /// COMMIT or ROLLBACK.
+    TxEnd(String),
+}
+
+/// The leading keyword of a statement, which picks its command tag and its transaction effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Begin,
+    Commit,
+    Rollback,
+    RollbackTo,
+    Insert,
+    Update,
+    Delete,
+    Other(String),
+}
+
+/// A statement's parameter types (PostgreSQL numbering) and result columns.
+pub(crate) struct Described {
+    pub(crate) params: Vec<Type>,
+    pub(crate) columns: Vec<(String, Type)>,
+}
+
+/// A client's session: a SQLite connection with PostgreSQL transaction semantics on top.
+pub(crate) struct Session {
+    conn: Connection,
+    tx: TxState,
+    /// Column types given to the client when it described a statement, so execution agrees.
+    described: HashMap<String, Vec<Type>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("tx", &self.tx).finish()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(conn: Connection) -> Session {
+        Session {
+            conn,
+            tx: TxState::Idle,
+            described: HashMap::new(),
+        }
+    }
+
+    /// Runs every statement of a simple query in order, stopping at the first error (as PostgreSQL does).
+    pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
+        let mut outcomes = Vec::new();
+        let sql = translate(sql);
+        let mut batch = Batch::new(&self.conn, &sql);
+        loop {
+            let mut stmt = match batch.next() {
+                Ok(Some(stmt)) => stmt,
+                Ok(None) => return (outcomes, None),
+                Err(error) => {
+                    let error = if self.tx == TxState::Failed {
+                        aborted()
+                    } else {
+                        SqlError::from(error)
+                    };
+                    self.tx = tx_after_error(&self.conn, self.tx);
+                    return (outcomes, Some(error));
+                }
+            };
+            let result = run(&self.conn, &mut self.tx, &mut stmt, &[], &Format::UnifiedText, None);
+            match result {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(error) => return (outcomes, Some(error)),
+            }
+        }
+    }
+
+    /// Runs one prepared statement with its parameters (PostgreSQL numbering).
+    pub(crate) fn execute(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
+        let hints = self.described.get(sql).cloned();
+        let mut stmt = match self.conn.prepare(&translate(sql)) {
+            Ok(stmt) => stmt,
+            Err(error) => {
+                let error = if self.tx == TxState::Failed {
+                    aborted()
+                } else {
+                    SqlError::from(error)
+                };
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return Err(error);
+            }
+        };
+        run(&self.conn, &mut self.tx, &mut stmt, params, format, hints.as_deref())
+    }
+
+    /// Parameter types (PostgreSQL numbering) and result columns of a statement, without running it
+    /// unless it is read-only and takes no parameters, when one row is read to type its expressions.
+    pub(crate) fn describe(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
+        let mut stmt = self.conn.prepare(&translate(sql))?;
+        let count = parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
+        let params = (0..count.max(client_types.len()))
+            .map(|index| {
+                client_types
+                    .get(index)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or(types::PARAMETER_TYPE_DEFAULT)
+            })
+            .collect();
+        let declared = declared_types(&stmt);
+        let probe = if declared.iter().any(Option::is_none) && stmt.readonly() && count == 0 {
+            let mut rows = stmt.raw_query();
+            match rows.next()? {
+                Some(row) => (0..declared.len())
+                    .map(|i| row.get::<_, Value>(i))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        let columns: Vec<(String, Type)> = names(&stmt)
+            .into_iter()
+            .zip(declared)
+            .enumerate()
+            .map(|(i, (name, ty))| {
+                let ty = ty.unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
+                (name, ty)
+            })
+            .collect();
+        if self.described.len() >= DESCRIBED_STATEMENTS_MAX {
+            self.described.clear();
+        }
+        self.described
+            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| ty.clone()).collect());
+        Ok(Described { params, columns })
+    }
+}
+
+/// PostgreSQL spellings SQLite does not know, rewritten at the start of a query: `START TRANSACTION
+/// [modes]` (which `tokio-postgres` sends) and `BEGIN [TRANSACTION] ISOLATION LEVEL …` become `BEGIN`.
+/// SQLite transactions are serializable, so dropping the modes only ever strengthens them.
+fn translate(sql: &str) -> Cow<'_, str> {
+    let words = leading_words(sql, 3);
+    let is_start = words.first().is_some_and(|w| w == "START") && words.get(1).is_some_and(|w| w == "TRANSACTION");
+    let is_begin_with_modes = words.first().is_some_and(|w| w == "BEGIN")
+        && words
+            .get(1)
+            .is_some_and(|w| matches!(w.as_str(), "ISOLATION" | "READ" | "TRANSACTION" | "WORK"))
+        && !(words.get(1).is_some_and(|w| w == "TRANSACTION") && words.len() == 2);
+    if !(is_start || is_begin_with_modes) {
+        return Cow::Borrowed(sql);
+    }
+    let rest = sql.split_once(';').map_or("", |(_, rest)| rest);
+    Cow::Owned(format!("BEGIN;{rest}"))
+}
+
+fn aborted() -> SqlError {
+    SqlError::new(
+        IN_FAILED_SQL_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block",
+    )
+}
+
+/// After an error, a transaction block (ours, or one SQLite still has open) is failed.
+fn tx_after_error(conn: &Connection, tx: TxState) -> TxState {
+    if tx != TxState::Idle || !conn.is_autocommit() {
+        TxState::Failed
+    } else {
+        TxState::Idle
+    }
+}
+
+/// Runs one prepared statement under the transaction rules, updating the transaction state.
+fn run(
+    conn: &Connection,
+    tx: &mut TxState,
+    stmt: &mut Statement<'_>,
+    params: &[Value],
+    format: &Format,
+    hints: Option<&[Type]>,
+) -> Result<Outcome, SqlError> {
+    let kind = kind_of(&stmt.expanded_sql().unwrap_or_default());
+    if *tx == TxState::Failed {
+        return match kind {
+            Kind::Commit | Kind::Rollback => {
+                if !conn.is_autocommit() {
+                    conn.execute_batch("ROLLBACK")?;
+                }
+                *tx = TxState::Idle;
+                Ok(Outcome::TxEnd("ROLLBACK".to_owned()))
+            }
+            Kind::RollbackTo => {
+                // Still failed if this fails: the state is left as it is.
+                bind(stmt, params)?;
+                stmt.raw_execute()?;
+                *tx = TxState::InBlock;
+                Ok(Outcome::Command("ROLLBACK".to_owned()))
+            }
+            _ => Err(aborted()),
+        };
+    }
+    match execute(stmt, params, format, hints, &kind) {
+        Ok(outcome) => {
+            *tx = if conn.is_autocommit() {
+                TxState::Idle
+            } else {
+                TxState::InBlock
+            };
+            Ok(outcome)
+        }
+        Err(error) => {
+            *tx = tx_after_error(conn, *tx);
+            Err(error)
+        }
+    }
+}
+
+fn execute(
+    stmt: &mut Statement<'_>,
+    params: &[Value],
+    format: &Format,
+    hints: Option<&[Type]>,
+    kind: &Kind,
+) -> Result<Outcome, SqlError> {
+    bind(stmt, params)?;
+    if stmt.column_count() == 0 {
+        let changed = stmt.raw_execute()?;
+        return Ok(match kind {
+            Kind::Begin => Outcome::TxStart("BEGIN".to_owned()),
+            Kind::Commit => Outcome::TxEnd("COMMIT".to_owned()),
+            Kind::Rollback => Outcome::TxEnd("ROLLBACK".to_owned()),
+            Kind::RollbackTo => Outcome::Command("ROLLBACK".to_owned()),
+            Kind::Insert => Outcome::Command(format!("INSERT 0 {changed}")),
+            Kind::Update => Outcome::Command(format!("UPDATE {changed}")),
+            Kind::Delete => Outcome::Command(format!("DELETE {changed}")),
+            Kind::Other(tag) => Outcome::Command(tag.clone()),
+        });
+    }
+    let names = names(stmt);
+    let declared = declared_types(stmt);
+    let values = collect_rows(stmt, names.len())?;
+    let columns: Vec<(String, Type)> = names
+        .into_iter()
+        .zip(declared)
+        .enumerate()
+        .map(|(i, (name, declared))| {
+            let ty = declared
+                .or_else(|| hints.and_then(|h| h.get(i).cloned()))
+                .unwrap_or_else(|| types::type_of_values(values.iter().map(|row| &row[i])));
+            (name, ty)
+        })
+        .collect();
+    let fields = Arc::new(types::fields(&columns, format));
+    let mut encoder = DataRowEncoder::new(fields.clone());
+    let rows = values
+        .iter()
+        .map(|row| types::encode_row(&mut encoder, &fields, row))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tag = match kind {
+        Kind::Insert => "INSERT 0",
+        Kind::Update => "UPDATE",
+        Kind::Delete => "DELETE",
+        _ => "SELECT",
+    };
+    Ok(Outcome::Rows {
+        fields,
+        rows,
+        tag: tag.to_owned(),
+    })
+}
+
+fn collect_rows(stmt: &mut Statement<'_>, width: usize) -> Result<Vec<Vec<Value>>, SqlError> {
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(row) = rows.next()? {
+        let values = (0..width)
+            .map(|i| row.get::<_, Value>(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        bytes += values
+            .iter()
+            .map(|v| match v {
+                Value::Text(t) => t.len(),
+                Value::Blob(b) => b.len(),
+                _ => 8,
+            })
+            .sum::<usize>();
+        out.push(values);
+        if out.len() > RESULT_ROWS_MAX || bytes > RESULT_BYTES_MAX {
+            return Err(SqlError::new(
+                PROGRAM_LIMIT_EXCEEDED,
+                format!("result exceeds {RESULT_ROWS_MAX} rows or {RESULT_BYTES_MAX} bytes; add a LIMIT"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn names(stmt: &Statement<'_>) -> Vec<String> {
+    stmt.column_names().into_iter().map(str::to_owned).collect()
+}
+
+fn declared_types(stmt: &Statement<'_>) -> Vec<Option<Type>> {
+    stmt.columns()
+        .iter()
+        .map(|c| c.decl_type().and_then(types::type_of_declared))
+        .collect()
+}
+
+/// The PostgreSQL number (1-based) of each SQLite parameter, in SQLite's order: `$N` and `?N` name
+/// theirs, a bare `?` is its position.
+fn parameter_numbers(stmt: &Statement<'_>) -> Result<Vec<usize>, SqlError> {
+    (1..=stmt.parameter_count())
+        .map(|index| match stmt.parameter_name(index) {
+            None => Ok(index),
+            Some(name) => name
+                .strip_prefix('$')
+                .or_else(|| name.strip_prefix('?'))
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| SqlError::new(PROTOCOL_VIOLATION, format!("parameter {name} is not of the form $N"))),
+        })
+        .collect()
+}
+
+fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
+    let numbers = parameter_numbers(stmt)?;
+    for (index, number) in numbers.into_iter().enumerate() {
+        let value = params.get(number - 1).ok_or_else(|| {
+            SqlError::new(
+                PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but the statement uses ${number}",
+                    params.len()
+                ),
+            )
+        })?;
+        stmt.raw_bind_parameter(index + 1, value)?;
+    }
+    Ok(())
+}
+
+/// The statement's kind from its first keywords, past whitespace and comments.
+fn kind_of(sql: &str) -> Kind {
+    let words = leading_words(sql, 4);
+    let word = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    match word(0) {
+        "BEGIN" => Kind::Begin,
+        "COMMIT" | "END" => Kind::Commit,
+        "ROLLBACK" if word(1) == "TO" || (word(1) == "TRANSACTION" && word(2) == "TO") => Kind::RollbackTo,
+        "ROLLBACK" => Kind::Rollback,
+        "INSERT" | "REPLACE" => Kind::Insert,
+        "UPDATE" => Kind::Update,
+        "DELETE" => Kind::Delete,
+        "CREATE" | "DROP" | "ALTER" => {
+            let object = words[1..]
+                .iter()
+                .find(|w| !matches!(w.as_str(), "UNIQUE" | "TEMP" | "TEMPORARY" | "VIRTUAL"))
+                .map(String::as_str)
+                .unwrap_or("");
+            Kind::Other(format!("{} {object}", word(0)).trim_end().to_owned())
+        }
+        other => Kind::Other(other.to_owned()),
+    }
+}
+
+fn leading_words(sql: &str, count: usize) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut rest = sql;
+    while words.len() < count {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r);
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        words.push(rest[..end].to_ascii_uppercase());
+        rest = &rest[end..];
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_begin_spellings_become_begin() {
+        assert_eq!(translate("START TRANSACTION"), "BEGIN;");
+        assert_eq!(
+            translate("begin isolation level serializable; select 1"),
+            "BEGIN; select 1"
+        );
+        assert_eq!(translate("BEGIN TRANSACTION"), "BEGIN TRANSACTION");
+        assert_eq!(translate("SELECT 1"), "SELECT 1");
+    }
+
+    #[test]
+    fn kinds_come_from_leading_keywords() {
+        assert_eq!(kind_of("  -- hi\n begin"), Kind::Begin);
+        assert_eq!(kind_of("/* x */ insert into t values (1)"), Kind::Insert);
+        assert_eq!(kind_of("rollback to sp"), Kind::RollbackTo);
+        assert_eq!(
+            kind_of("create unique index i on t(x)"),
+            Kind::Other("CREATE INDEX".to_owned())
+        );
+        assert_eq!(kind_of("select 1"), Kind::Other("SELECT".to_owned()));
+        assert_eq!(kind_of(""), Kind::Other(String::new()));
+    }
+}

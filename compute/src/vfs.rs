@@ -1,0 +1,141 @@
+//! The SQLite VFS `cambium`: a main database file that is pages in a `PageStore` (DESIGN §5).
+//!
+//! A database is registered by name with the `PageStore` that holds it (`register_database`); a connection
+//! opened with `open_connection(name)` reads its main file from that store and commits to it:
+//!
+//! - Reads come from the transaction's own buffer, then `PageStore::read_page`; pages never written read as
+//!   zeros, and a read past the end is zero-filled and reported short, as SQLite requires.
+//! - Writes (cache spills included) are buffered per transaction; `xSync` turns the buffer into ONE
+//!   `PageStore::commit`, so a transaction is either all in the store or not at all. A failed commit fails
+//!   the `COMMIT` and drops the buffer. The rollback journal lives in memory (`journal_mode=MEMORY`), so a
+//!   `ROLLBACK` writes nothing to the store.
+//! - SQLite's lock levels are kept in the process per database: many connections read, one writes.
+//! - Temporary files and every other file go to SQLite's default VFS; a rollback journal or WAL on disk for
+//!   a registered database is refused (it would be a second, unreplicated copy of changes).
+//!
+//! The `unsafe` is all in `ffi`; `file` and `lock` are safe code.
+
+mod ffi;
+mod file;
+mod lock;
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::page_store::PageStore;
+use lock::LockTable;
+
+/// The name the VFS is registered under with SQLite.
+pub const VFS_NAME: &str = "cambium";
+
+/// How long a connection waits for another's lock before `SQLITE_BUSY` reaches the caller.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a database could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VfsError {
+    /// The name is already registered.
+    #[error("database {0:?} is already registered")]
+    AlreadyRegistered(String),
+    /// The name cannot be a SQLite main database file name.
+    #[error("invalid database name {0:?}: {1}")]
+    InvalidName(String, &'static str),
+    /// SQLite refused to register the VFS.
+    #[error("sqlite3_vfs_register failed with code {0}")]
+    Register(i32),
+}
+
+/// One registered database: its store and the locks of every connection to it.
+pub(crate) struct Database {
+    store: Arc<dyn PageStore>,
+    locks: Mutex<LockTable>,
+}
+
+/// Registered databases by name.
+static DATABASES: LazyLock<Mutex<HashMap<String, Arc<Database>>>> = LazyLock::new(Default::default);
+
+/// Registers `name` as a database held by `store`, so `open_connection(name)` serves it. Registers the VFS
+/// with SQLite on first use.
+pub fn register_database(name: &str, store: Arc<dyn PageStore>) -> Result<(), VfsError> {
+    validate_name(name)?;
+    ffi::register_vfs()?;
+    let mut databases = DATABASES.lock();
+    if databases.contains_key(name) {
+        return Err(VfsError::AlreadyRegistered(name.to_owned()));
+    }
+    let database = Database {
+        store,
+        locks: Mutex::new(LockTable::default()),
+    };
+    databases.insert(name.to_owned(), Arc::new(database));
+    Ok(())
+}
+
+/// Removes `name` from the registry; connections already open keep their store. Returns whether it was there.
+pub fn unregister_database(name: &str) -> bool {
+    DATABASES.lock().remove(name).is_some()
+}
+
+/// The registered database `name`, if any.
+fn database(name: &str) -> Option<Arc<Database>> {
+    DATABASES.lock().get(name).cloned()
+}
+
+/// The names SQLite derives from a main file name for a rollback journal or a WAL, if `name` is one of
+/// those of a registered database.
+fn is_journal_of_registered(name: &str) -> bool {
+    ["-journal", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| name.strip_suffix(suffix))
+        .any(|main| database(main).is_some())
+}
+
+fn validate_name(name: &str) -> Result<(), VfsError> {
+    let invalid = |reason| Err(VfsError::InvalidName(name.to_owned(), reason));
+    if name.is_empty() || name.starts_with(':') {
+        return invalid("empty names and ':memory:' are SQLite's temporary databases");
+    }
+    if name.contains('\0') {
+        return invalid("contains a NUL byte");
+    }
+    if name.starts_with("file:") {
+        return invalid("URI file names are not used");
+    }
+    Ok(())
+}
+
+/// Opens a connection to the registered database `database` through the VFS, with the pragmas it relies on:
+///
+/// - `page_size=8192`: the store's page size; set before the first write, a no-op on an existing database.
+/// - `journal_mode=MEMORY`: the rollback journal never leaves the process; atomicity comes from the store
+///   committing a transaction's pages all or nothing, so a journal on disk would protect nothing.
+/// - `synchronous=FULL`: `xSync` of the main file is the commit point, so it must never be skipped (`OFF`
+///   skips it). With the journal in memory `FULL` costs nothing over `NORMAL` (their difference is journal
+///   syncs), and it states the intent.
+/// - `locking_mode=NORMAL` (the default): locks are released after each transaction so other connections to
+///   the same database in the process can read and write; plus a busy timeout of `BUSY_TIMEOUT`.
+pub fn open_connection(database: &str) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_EXRESCODE;
+    let connection = Connection::open_with_flags_and_vfs(database, flags, VFS_NAME)?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.pragma_update(None, "page_size", 8192)?;
+    let mode: String = connection.pragma_update_and_check(None, "journal_mode", "MEMORY", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("memory") {
+        let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR);
+        return Err(rusqlite::Error::SqliteFailure(
+            code,
+            Some(format!("journal_mode is {mode}, not memory")),
+        ));
+    }
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    let _locking_mode: String = connection.pragma_update_and_check(None, "locking_mode", "NORMAL", |row| row.get(0))?;
+    Ok(connection)
+}

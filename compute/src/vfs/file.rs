@@ -1,0 +1,244 @@
+//! `MainFile`: the main database file of one SQLite connection, as pages in a `PageStore`. Safe code; the
+//! callbacks in `ffi` only translate pointers and codes.
+//!
+//! Reads come from the transaction's buffer, then the store; writes (cache spills included) go to the buffer;
+//! `sync` turns the buffer into one `PageStore::commit`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use storage::PAGE_SIZE_BYTES;
+
+use super::lock::{Busy, LockLevel};
+use super::Database;
+use crate::page_store::PageStoreError;
+
+/// `PAGE_SIZE_BYTES` as the `u64` file offsets are counted in.
+const PAGE_SIZE_U64: u64 = PAGE_SIZE_BYTES as u64;
+
+/// Gives every open main file its own lock handle.
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
+
+/// Why an operation on the main file failed; `ffi` maps each to a `SQLITE_IOERR_*` code.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FileError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] PageStoreError),
+    /// SQLite asked for something this file does not do (a write that is not one whole aligned page, …).
+    #[error("unsupported access: {0}")]
+    Unsupported(String),
+}
+
+/// Whether a read found all the bytes it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOutcome {
+    /// Every byte was inside the file.
+    Full,
+    /// The read went past the end of the file; the bytes beyond it are zeros.
+    Short,
+}
+
+/// The main database file of one connection.
+pub(crate) struct MainFile {
+    database: Arc<Database>,
+    handle: u64,
+    lock_level: LockLevel,
+    /// Pages written in the current transaction, by block.
+    dirty: BTreeMap<u32, Bytes>,
+    /// The database size in pages once the buffered writes and truncations are committed; `None` when the
+    /// transaction has not changed it.
+    pending_size_pages: Option<u32>,
+    /// A commit failed and the writer's lock is still held: SQLite is rolling back, replaying the old pages
+    /// from its journal, which is exactly what the store still holds. Those writes and their sync are
+    /// discarded, so a failed commit is not followed by a second, redundant one.
+    rolling_back_failed_commit: bool,
+}
+
+impl MainFile {
+    pub(crate) fn new(database: Arc<Database>) -> Self {
+        Self {
+            database,
+            handle: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
+            lock_level: LockLevel::None,
+            dirty: BTreeMap::new(),
+            pending_size_pages: None,
+            rolling_back_failed_commit: false,
+        }
+    }
+
+    /// The database size in pages this connection sees, buffered growth and truncation included.
+    fn size_pages(&self) -> Result<u32, FileError> {
+        match self.pending_size_pages {
+            Some(size_pages) => Ok(size_pages),
+            None => Ok(self.database.store.db_size_pages()?),
+        }
+    }
+
+    /// The file size in bytes.
+    pub(crate) fn size_bytes(&self) -> Result<u64, FileError> {
+        Ok(u64::from(self.size_pages()?) * PAGE_SIZE_U64)
+    }
+
+    /// Fills `buf` from `offset`; bytes beyond the file (or in a page never written) are zeros.
+    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<ReadOutcome, FileError> {
+        let size_bytes = self.size_bytes()?;
+        let mut done = 0;
+        while done < buf.len() {
+            let position = offset + done as u64;
+            let in_page = (position % PAGE_SIZE_U64) as usize;
+            let len = (PAGE_SIZE_BYTES - in_page).min(buf.len() - done);
+            let target = &mut buf[done..done + len];
+            match self.page(position / PAGE_SIZE_U64)? {
+                Some(page) => target.copy_from_slice(&page[in_page..in_page + len]),
+                None => target.fill(0),
+            }
+            done += len;
+        }
+        let end = offset + buf.len() as u64;
+        if end > size_bytes {
+            // SQLite requires the bytes past the end to be zeros on a short read, whatever a page held.
+            let inside = size_bytes.saturating_sub(offset) as usize;
+            buf[inside..].fill(0);
+            return Ok(ReadOutcome::Short);
+        }
+        Ok(ReadOutcome::Full)
+    }
+
+    /// The page at `page_index`, from the buffer or the store; `None` if there is none.
+    fn page(&self, page_index: u64) -> Result<Option<Bytes>, FileError> {
+        let Ok(block) = u32::try_from(page_index) else {
+            return Ok(None);
+        };
+        if let Some(page) = self.dirty.get(&block) {
+            return Ok(Some(page.clone()));
+        }
+        if self.pending_size_pages.is_some_and(|size_pages| block >= size_pages) {
+            // Truncated away in this transaction.
+            return Ok(None);
+        }
+        let page = self.database.store.read_page(block)?;
+        // Bytes from the store are checked after they are read, as before they were written.
+        if let Some(len_bytes) = page.as_ref().map(Bytes::len).filter(|len| *len != PAGE_SIZE_BYTES) {
+            return Err(PageStoreError::InvalidPage { block, len_bytes }.into());
+        }
+        Ok(page)
+    }
+
+    /// Buffers one whole page written at a page-aligned `offset`.
+    pub(crate) fn write(&mut self, data: &[u8], offset: u64) -> Result<(), FileError> {
+        if data.len() != PAGE_SIZE_BYTES || offset % PAGE_SIZE_U64 != 0 {
+            return Err(FileError::Unsupported(format!(
+                "write of {} bytes at offset {offset}: only whole {PAGE_SIZE_BYTES}-byte pages (PRAGMA page_size)",
+                data.len()
+            )));
+        }
+        let block = u32::try_from(offset / PAGE_SIZE_U64)
+            .map_err(|_| FileError::Unsupported(format!("write at offset {offset} is beyond u32 pages")))?;
+        if self.rolling_back_failed_commit {
+            return Ok(());
+        }
+        let size_pages = self.size_pages()?;
+        self.pending_size_pages = Some(size_pages.max(block + 1));
+        self.dirty.insert(block, Bytes::copy_from_slice(data));
+        Ok(())
+    }
+
+    /// Shrinks (or grows) the pending size to `size_bytes`, a whole number of pages.
+    pub(crate) fn truncate(&mut self, size_bytes: u64) -> Result<(), FileError> {
+        if size_bytes % PAGE_SIZE_U64 != 0 {
+            return Err(FileError::Unsupported(format!(
+                "truncate to {size_bytes} bytes: not whole pages"
+            )));
+        }
+        let size_pages = u32::try_from(size_bytes / PAGE_SIZE_U64)
+            .map_err(|_| FileError::Unsupported(format!("truncate to {size_bytes} bytes: beyond u32 pages")))?;
+        if self.rolling_back_failed_commit {
+            return Ok(());
+        }
+        let in_transaction = self.pending_size_pages.is_some() || !self.dirty.is_empty();
+        if !in_transaction && size_pages == self.database.store.db_size_pages()? {
+            // SQLite truncates after the commit's sync when the database shrank; the commit already took the
+            // size from the database header (see `sync`).
+            return Ok(());
+        }
+        let _beyond = self.dirty.split_off(&size_pages);
+        self.pending_size_pages = Some(size_pages);
+        Ok(())
+    }
+
+    /// Commits the buffered transaction as one `PageStore::commit`. On failure the buffer is dropped: nothing
+    /// of the transaction is anywhere.
+    pub(crate) fn sync(&mut self) -> Result<(), FileError> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let Some(pending_size_pages) = self.pending_size_pages.take() else {
+            assert!(dirty.is_empty(), "{} dirty pages but no pending size", dirty.len());
+            return Ok(());
+        };
+        // When the database shrinks, SQLite truncates the file only after this sync; the header it wrote on
+        // page 1 already holds the new size, so the commit takes it from there.
+        let size_pages = dirty
+            .get(&0)
+            .and_then(|page| header_size_pages(page))
+            .unwrap_or(pending_size_pages);
+        let pages: Vec<(u32, Bytes)> = dirty.into_iter().filter(|(block, _)| *block < size_pages).collect();
+        tracing::debug!(pages = pages.len(), size_pages, "committing a transaction");
+        if let Err(error) = self.database.store.commit(pages, size_pages) {
+            self.rolling_back_failed_commit = true;
+            return Err(error.into());
+        }
+        Ok(())
+    }
+
+    /// Raises this handle's lock to `wanted`.
+    pub(crate) fn lock(&mut self, wanted: LockLevel) -> Result<(), Busy> {
+        let (level, result) = self.database.locks.lock().lock(self.handle, self.lock_level, wanted);
+        self.lock_level = level;
+        result
+    }
+
+    /// Lowers this handle's lock to `wanted`. Leaving the writer's levels without a sync abandons the buffer.
+    pub(crate) fn unlock(&mut self, wanted: LockLevel) {
+        if wanted < LockLevel::Reserved && (!self.dirty.is_empty() || self.pending_size_pages.is_some()) {
+            // SQLite syncs before it unlocks unless `synchronous=OFF`; with that, writes are lost, loudly.
+            tracing::error!(
+                pages = self.dirty.len(),
+                "unlock without sync: dropping the uncommitted writes"
+            );
+            self.dirty.clear();
+            self.pending_size_pages = None;
+        }
+        if wanted < LockLevel::Reserved {
+            self.rolling_back_failed_commit = false;
+        }
+        self.lock_level = self.database.locks.lock().unlock(self.handle, self.lock_level, wanted);
+    }
+
+    /// Whether any connection to this database holds RESERVED or above.
+    pub(crate) fn is_reserved(&self) -> bool {
+        self.database.locks.lock().is_reserved()
+    }
+}
+
+/// The database size in pages that a SQLite header (page 1) records, if it is valid: SQLite trusts it only
+/// when the "version valid for" number equals the change counter, and so do we.
+fn header_size_pages(page: &[u8]) -> Option<u32> {
+    let be_u32 = |offset: usize| {
+        let bytes = page.get(offset..offset + 4)?;
+        Some(u32::from_be_bytes(bytes.try_into().ok()?))
+    };
+    let change_counter = be_u32(24)?;
+    let size_pages = be_u32(28)?;
+    let version_valid_for = be_u32(92)?;
+    (size_pages > 0 && version_valid_for == change_counter).then_some(size_pages)
+}
+
+impl Drop for MainFile {
+    fn drop(&mut self) {
+        if self.lock_level > LockLevel::None {
+            self.unlock(LockLevel::None);
+        }
+    }
+}

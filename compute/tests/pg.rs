@@ -1,0 +1,316 @@
+//! The PostgreSQL wire protocol end to end: an in-process server on 127.0.0.1:0 over SQLite files in a
+//! temporary directory, driven by `tokio-postgres` (and by `psql` when it is installed). Proves command
+//! tags and row counts, simple multi-statement queries, prepared statements with typed parameters,
+//! transactions, SQLSTATEs of errors with the session usable afterwards, and password refusal.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use compute::pg::{serve, FileSessionFactory};
+use tokio::sync::oneshot;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+struct Server {
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let passwords = HashMap::from([("alice".to_owned(), "secret".to_owned())]);
+    let factory = Arc::new(FileSessionFactory::new(dir.path(), passwords));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(listener, factory, async move {
+        let _ = stopped.await;
+    }));
+    Server {
+        addr,
+        _dir: dir,
+        _stop: stop,
+    }
+}
+
+async fn connect_as(server: &Server, password: &str) -> Result<Client, tokio_postgres::Error> {
+    let config = format!(
+        "host=127.0.0.1 port={} user=alice password={password} dbname=test",
+        server.addr.port()
+    );
+    let (client, connection) = tokio_postgres::connect(&config, NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+async fn connect(server: &Server) -> Client {
+    connect_as(server, "secret").await.expect("connect")
+}
+
+/// The row counts of a simple query's command tags, in order.
+async fn tags(client: &Client, sql: &str) -> Vec<u64> {
+    client
+        .simple_query(sql)
+        .await
+        .expect("simple query")
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn row_counts_of_writes() {
+    let server = start().await;
+    let client = connect(&server).await;
+    client
+        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        .await
+        .expect("create");
+    let n = client
+        .execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", &[])
+        .await
+        .expect("insert");
+    assert_eq!(n, 3);
+    let n = client
+        .execute("UPDATE t SET name = 'z' WHERE id >= 2", &[])
+        .await
+        .expect("update");
+    assert_eq!(n, 2);
+    let n = client.execute("DELETE FROM t WHERE id = 1", &[]).await.expect("delete");
+    assert_eq!(n, 1);
+    let rows = client
+        .query("SELECT id, name FROM t ORDER BY id", &[])
+        .await
+        .expect("select");
+    let got: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got, vec![(2, "z".to_owned()), (3, "z".to_owned())]);
+}
+
+#[tokio::test]
+async fn simple_multi_statement_query() {
+    let server = start().await;
+    let client = connect(&server).await;
+    let counts = tags(
+        &client,
+        "CREATE TABLE m (x INTEGER); INSERT INTO m VALUES (1), (2); UPDATE m SET x = x + 1; \
+         SELECT x FROM m ORDER BY x; DELETE FROM m",
+    )
+    .await;
+    assert_eq!(counts, vec![0, 2, 2, 2, 2]);
+    let messages = client
+        .simple_query("SELECT 1 AS one, 'two' AS two, NULL AS three")
+        .await
+        .expect("select");
+    let row = messages
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .expect("a row");
+    assert_eq!(row.get(0), Some("1"));
+    assert_eq!(row.get(1), Some("two"));
+    assert_eq!(row.get(2), None);
+}
+
+#[tokio::test]
+async fn prepared_statements_with_parameters() {
+    let server = start().await;
+    let client = connect(&server).await;
+    client
+        .batch_execute("CREATE TABLE p (i INTEGER, f REAL, s TEXT, b BLOB)")
+        .await
+        .expect("create");
+    let insert = client
+        .prepare_typed(
+            "INSERT INTO p VALUES ($1, $2, $3, $4)",
+            &[Type::INT8, Type::FLOAT8, Type::TEXT, Type::BYTEA],
+        )
+        .await
+        .expect("prepare");
+    let blob: &[u8] = &[0, 1, 255];
+    client
+        .execute(&insert, &[&7i64, &2.5f64, &"seven", &blob])
+        .await
+        .expect("insert");
+    client
+        .execute(
+            &insert,
+            &[&None::<i64>, &None::<f64>, &None::<String>, &None::<Vec<u8>>],
+        )
+        .await
+        .expect("insert nulls");
+    // Parameters out of order, and untyped ones taken as text.
+    let rows = client
+        .query("SELECT i, f, s, b FROM p WHERE s = $2 AND i = $1", &[&"7", &"seven"])
+        .await
+        .expect("select");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i64>(0), 7);
+    assert_eq!(rows[0].get::<_, f64>(1), 2.5);
+    assert_eq!(rows[0].get::<_, &str>(2), "seven");
+    assert_eq!(rows[0].get::<_, Vec<u8>>(3), blob.to_vec());
+    let rows = client
+        .query("SELECT i, f, s, b FROM p WHERE i IS NULL", &[])
+        .await
+        .expect("select nulls");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, Option<i64>>(0), None);
+    assert_eq!(rows[0].get::<_, Option<f64>>(1), None);
+    assert_eq!(rows[0].get::<_, Option<&str>>(2), None);
+    assert_eq!(rows[0].get::<_, Option<Vec<u8>>>(3), None);
+    // Expression columns are typed from their values.
+    let row = client
+        .query_one("SELECT count(*), 1.5, 'x' FROM p", &[])
+        .await
+        .expect("expressions");
+    assert_eq!(row.get::<_, i64>(0), 2);
+    assert_eq!(row.get::<_, f64>(1), 1.5);
+    assert_eq!(row.get::<_, &str>(2), "x");
+}
+
+#[tokio::test]
+async fn transactions_commit_and_roll_back() {
+    let server = start().await;
+    let mut client = connect(&server).await;
+    client
+        .batch_execute("CREATE TABLE tx (x INTEGER)")
+        .await
+        .expect("create");
+    client
+        .batch_execute("BEGIN; INSERT INTO tx VALUES (1); ROLLBACK")
+        .await
+        .expect("rolled back");
+    client
+        .batch_execute("BEGIN; INSERT INTO tx VALUES (2); COMMIT")
+        .await
+        .expect("committed");
+    let t = client.transaction().await.expect("begin");
+    t.execute("INSERT INTO tx VALUES (3)", &[]).await.expect("insert");
+    t.rollback().await.expect("rollback");
+    let rows = client.query("SELECT x FROM tx", &[]).await.expect("select");
+    let got: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, vec![2]);
+}
+
+#[tokio::test]
+async fn errors_carry_sqlstates_and_the_session_survives() {
+    let server = start().await;
+    let client = connect(&server).await;
+    client
+        .batch_execute("CREATE TABLE e (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .await
+        .expect("create");
+    client
+        .execute("INSERT INTO e VALUES (1, 'a')", &[])
+        .await
+        .expect("insert");
+    let cases: [(&str, &SqlState); 4] = [
+        ("SELEC 1", &SqlState::SYNTAX_ERROR),
+        ("SELECT * FROM missing", &SqlState::UNDEFINED_TABLE),
+        ("INSERT INTO e VALUES (1, 'b')", &SqlState::UNIQUE_VIOLATION),
+        ("INSERT INTO e VALUES (2, NULL)", &SqlState::NOT_NULL_VIOLATION),
+    ];
+    for (sql, code) in cases {
+        let simple = client.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(simple.code(), Some(code), "simple {sql}: {simple:?}");
+        let extended = client.execute(sql, &[]).await.expect_err(sql);
+        assert_eq!(extended.code(), Some(code), "extended {sql}: {extended:?}");
+        let one = client.query_one("SELECT 1", &[]).await.expect("usable");
+        assert_eq!(one.get::<_, i64>(0), 1);
+    }
+    // A multi-statement query runs up to its error and no further.
+    let error = client
+        .batch_execute("INSERT INTO e VALUES (5, 'x'); SELEC; INSERT INTO e VALUES (6, 'y')")
+        .await
+        .expect_err("syntax");
+    assert_eq!(error.code(), Some(&SqlState::SYNTAX_ERROR));
+    let ids: Vec<i64> = client
+        .query("SELECT id FROM e ORDER BY id", &[])
+        .await
+        .expect("select")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, vec![1, 5]);
+}
+
+#[tokio::test]
+async fn failed_transaction_refuses_until_rollback() {
+    let server = start().await;
+    let client = connect(&server).await;
+    client
+        .batch_execute("CREATE TABLE f (id INTEGER PRIMARY KEY); BEGIN; INSERT INTO f VALUES (1)")
+        .await
+        .expect("begin");
+    let error = client
+        .batch_execute("INSERT INTO f VALUES (1)")
+        .await
+        .expect_err("duplicate");
+    assert_eq!(error.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    let error = client.batch_execute("SELECT 1").await.expect_err("aborted");
+    assert_eq!(error.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    let error = client.query("SELECT 1", &[]).await.expect_err("aborted, extended");
+    assert_eq!(error.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    // COMMIT of a failed transaction rolls it back, as in PostgreSQL.
+    client.batch_execute("COMMIT").await.expect("commit");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM f", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 0);
+}
+
+#[tokio::test]
+async fn wrong_password_is_refused() {
+    let server = start().await;
+    let Err(error) = connect_as(&server, "wrong").await else {
+        panic!("a wrong password must be refused");
+    };
+    assert_eq!(error.code(), Some(&SqlState::INVALID_PASSWORD), "{error:?}");
+    // The server still serves the right password afterwards.
+    let client = connect(&server).await;
+    client.simple_query("SELECT 1").await.expect("select");
+}
+
+#[tokio::test]
+async fn invalid_database_name_is_refused() {
+    let server = start().await;
+    let config = format!(
+        "host=127.0.0.1 port={} user=alice password=secret dbname=../x",
+        server.addr.port()
+    );
+    let Err(error) = tokio_postgres::connect(&config, NoTls).await else {
+        panic!("an invalid database name must be refused");
+    };
+    assert_eq!(error.code(), Some(&SqlState::INVALID_CATALOG_NAME), "{error:?}");
+}
+
+#[tokio::test]
+async fn psql_selects_one() {
+    if std::process::Command::new("psql").arg("--version").output().is_err() {
+        eprintln!("psql not installed: skipped");
+        return;
+    }
+    let server = start().await;
+    let url = format!("postgresql://alice:secret@127.0.0.1:{}/test", server.addr.port());
+    let output = tokio::process::Command::new("psql")
+        .args([url.as_str(), "-X", "-A", "-t", "-c", "select 1"])
+        .output()
+        .await
+        .expect("run psql");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "psql failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout.trim(), "1");
+}
