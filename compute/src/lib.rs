@@ -2,4 +2,8 @@
 //! spoken to over the PostgreSQL wire protocol. Built in issue 5.
 pub mod page_store;
 pub mod pg;
+pub mod remote_store;
 pub mod vfs;
+
+/// The SQLite bindings the compute uses, for callers of `vfs::open_connection`.
+pub use rusqlite;

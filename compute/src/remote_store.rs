@@ -1,0 +1,546 @@
+//! `RemotePageStore`: a [`PageStore`] that reads pages from the pageserver and commits through the
+//! safekeepers (DESIGN §1, §5).
+//!
+//! - **Start.** [`RemotePageStore::start`] starts a [`WalProposer`] and campaigns: the epoch start LSN it wins
+//!   with is where this compute's history begins, so it is the first read LSN. The database size at that LSN
+//!   comes from `GetDbSize` and is kept in memory from then on.
+//! - **Reads.** The compute page cache first; else `GetPage` at the read LSN, with a deadline. One compute
+//!   writes a branch, so a page changes only by this store's own commits: a cached page stays valid at every
+//!   later read LSN as long as commits update the cache, which they do.
+//! - **Commits.** One [`WalRecord`] of whole page images (byte-range deltas come later), appended through the
+//!   proposer. On success its end LSN becomes the read LSN and the cache and size are updated. On any error
+//!   after the record may have been sent (a timeout is ambiguous, a newer proposer fenced this one) the store
+//!   is failed: every later call fails too, because guessing whether the record is there would be a lie
+//!   (DESIGN §5). The caller restarts the compute from what the safekeepers committed.
+//!
+//! **Threading.** The `PageStore` methods block: SQLite calls them synchronously. They must be called from
+//! blocking threads (`spawn_blocking` threads or plain threads), not from async code. The gRPC work runs on a
+//! small multi-thread runtime owned by the store, never on the caller's runtime (the caller's runtime may be
+//! a current-thread one whose only thread is the caller, and `Handle::block_on` from inside a runtime panics).
+//! The caller waits on a std channel with a timeout: inside `block_in_place` if it is a worker of a
+//! multi-thread runtime (so that runtime moves the worker's other tasks elsewhere), as is anywhere else (a
+//! current-thread runtime stalls for at most the timeout; it cannot deadlock because the work runs elsewhere).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use proto::pageserver as pb;
+use proto::pageserver::page_service_client::PageServiceClient;
+use safekeeper::client::{WalProposer, WalProposerConfig, WalProposerError};
+use storage::{Key, Lsn, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
+use tokio::runtime::{Runtime, RuntimeFlavor};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::page_store::{validate_commit, PageStore, PageStoreError};
+
+/// Worker threads of the store's runtime: the work is waiting on the network.
+const WORKER_THREADS: usize = 2;
+/// How much longer than an operation's own timeout the caller waits before giving up on it.
+const WAIT_MARGIN: Duration = Duration::from_secs(2);
+
+/// Where the store's database lives and how long to wait.
+#[derive(Clone, Debug)]
+pub struct RemotePageStoreConfig {
+    /// Safekeeper addresses (`host:port` or `http://host:port`).
+    pub safekeepers: Vec<String>,
+    /// The pageserver's address (`host:port` or `http://host:port`).
+    pub pageserver: String,
+    /// The tenant.
+    pub tenant_id: TenantId,
+    /// The timeline (the branch this compute writes).
+    pub timeline_id: TimelineId,
+    /// Where the timeline's WAL starts.
+    pub timeline_start_lsn: Lsn,
+    /// Connecting to a safekeeper or the pageserver gives up after this long.
+    pub connect_timeout_ms: u64,
+    /// One request to a safekeeper is considered lost after this long (the proposer resends).
+    pub safekeeper_request_timeout_ms: u64,
+    /// Campaigning at start gives up after this long.
+    pub election_timeout_ms: u64,
+    /// A commit not confirmed by a majority after this long fails, ambiguously.
+    pub commit_timeout_ms: u64,
+    /// The deadline of one `GetPage` or `GetDbSize` (including the pageserver's wait for the read LSN).
+    pub get_page_timeout_ms: u64,
+    /// Pages kept in the compute page cache, at most.
+    pub page_cache_capacity_pages: usize,
+}
+
+impl RemotePageStoreConfig {
+    /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit, 10 s `GetPage`, 4096 cached
+    /// pages (32 MiB).
+    pub fn new(
+        safekeepers: Vec<String>,
+        pageserver: String,
+        tenant_id: TenantId,
+        timeline_id: TimelineId,
+        timeline_start_lsn: Lsn,
+    ) -> Self {
+        RemotePageStoreConfig {
+            safekeepers,
+            pageserver,
+            tenant_id,
+            timeline_id,
+            timeline_start_lsn,
+            connect_timeout_ms: 1_000,
+            safekeeper_request_timeout_ms: 2_000,
+            election_timeout_ms: 10_000,
+            commit_timeout_ms: 5_000,
+            get_page_timeout_ms: 10_000,
+            page_cache_capacity_pages: 4096,
+        }
+    }
+
+    fn proposer_config(&self) -> WalProposerConfig {
+        let mut config = WalProposerConfig::new(
+            self.safekeepers.clone(),
+            self.tenant_id,
+            self.timeline_id,
+            self.timeline_start_lsn,
+        );
+        config.proposer.request_timeout_ms = self.safekeeper_request_timeout_ms;
+        config.proposer.election_timeout_ms = self.election_timeout_ms;
+        config.connect_timeout_ms = self.connect_timeout_ms;
+        config.commit_timeout_ms = self.commit_timeout_ms;
+        config.election_timeout_ms = self.election_timeout_ms;
+        config
+    }
+}
+
+/// Why a [`RemotePageStore`] could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteStoreError {
+    /// The store's runtime could not be started.
+    #[error("starting the store runtime: {0}")]
+    Runtime(String),
+    /// The pageserver address does not parse.
+    #[error("bad pageserver address {0:?}")]
+    BadAddress(String),
+    /// Starting the proposer or the election failed.
+    #[error("proposer: {0}")]
+    Proposer(#[from] WalProposerError),
+    /// The pageserver did not give the database size at the epoch start.
+    #[error("pageserver: {0}")]
+    Pageserver(String),
+}
+
+/// A [`PageStore`] over the pageserver (reads) and the safekeepers (commits); see the module doc.
+pub struct RemotePageStore {
+    timeline: pb::TimelineRef,
+    pages: PageServiceClient<Channel>,
+    /// `Arc` so the runtime's tasks can hold it while the caller waits.
+    proposer: Arc<WalProposer>,
+    get_page_timeout: Duration,
+    commit_timeout: Duration,
+    state: Mutex<State>,
+    /// Held for the whole of a commit: commits are one at a time, in order.
+    committing: Mutex<()>,
+    /// Last field: dropped after the proposer and the channel that live on it.
+    runtime: OwnedRuntime,
+}
+
+impl std::fmt::Debug for RemotePageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("RemotePageStore")
+            .field("timeline", &self.timeline)
+            .field("read_lsn", &state.read_lsn)
+            .field("db_size_pages", &state.db_size_pages)
+            .field("failed", &state.failed)
+            .finish()
+    }
+}
+
+/// What reads and commits share, under one lock (never held while waiting on the network).
+struct State {
+    /// Reads are at this LSN: the end of this compute's last commit, or the epoch start.
+    read_lsn: Lsn,
+    db_size_pages: u32,
+    cache: PageLru,
+    /// Why the store failed, once it has: every later call fails with it.
+    failed: Option<String>,
+}
+
+impl RemotePageStore {
+    /// Starts the proposer, campaigns, and reads the database size at the epoch start. Callable from any async
+    /// context: the work runs on the store's own runtime.
+    pub async fn start(config: RemotePageStoreConfig) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKER_THREADS)
+            .max_blocking_threads(1)
+            .thread_name("compute-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| RemoteStoreError::Runtime(e.to_string()))?;
+        let runtime = OwnedRuntime(Some(runtime));
+        let uri = if config.pageserver.contains("://") {
+            config.pageserver.clone()
+        } else {
+            format!("http://{}", config.pageserver)
+        };
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|_| RemoteStoreError::BadAddress(config.pageserver.clone()))?
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .tcp_nodelay(true);
+        let timeline = pb::TimelineRef {
+            tenant_id: config.tenant_id.to_string(),
+            timeline_id: config.timeline_id.to_string(),
+        };
+        let get_page_timeout = Duration::from_millis(config.get_page_timeout_ms);
+        let init = {
+            let (config, timeline) = (config.clone(), timeline.clone());
+            async move {
+                // Inside the store's runtime: the proposer's tasks and the channel's worker are spawned on it.
+                let pages = PageServiceClient::new(endpoint.connect_lazy());
+                let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
+                let (term, epoch_start_lsn) = proposer.elect().await?;
+                let db_size_pages = get_db_size(pages.clone(), timeline, epoch_start_lsn, get_page_timeout)
+                    .await
+                    .map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
+                tracing::info!(term, epoch_start = %epoch_start_lsn, db_size_pages, "remote page store started");
+                Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages))
+            }
+        };
+        // Every step of `init` is bounded (election timeout, GetDbSize deadline).
+        let (pages, proposer, epoch_start_lsn, db_size_pages) = runtime
+            .get()
+            .spawn(init)
+            .await
+            .map_err(|e| RemoteStoreError::Runtime(format!("start task: {e}")))??;
+        Ok(Arc::new(RemotePageStore {
+            timeline,
+            pages,
+            proposer,
+            get_page_timeout,
+            commit_timeout: Duration::from_millis(config.commit_timeout_ms),
+            state: Mutex::new(State {
+                read_lsn: epoch_start_lsn,
+                db_size_pages,
+                cache: PageLru::new(config.page_cache_capacity_pages),
+                failed: None,
+            }),
+            committing: Mutex::new(()),
+            runtime,
+        }))
+    }
+
+    /// The LSN reads are at: the end LSN of this store's last commit, or the epoch start.
+    pub fn read_lsn(&self) -> Lsn {
+        self.state.lock().read_lsn
+    }
+
+    /// Why the store failed, if it has (then every call fails).
+    pub fn failure(&self) -> Option<String> {
+        self.state.lock().failed.clone()
+    }
+
+    fn check_not_failed(&self) -> Result<(), PageStoreError> {
+        match &self.state.lock().failed {
+            Some(reason) => Err(PageStoreError::Unavailable(format!(
+                "the page store has failed: {reason}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `work` on the store's runtime and waits for it (bounded by `timeout` plus a margin) from this
+    /// blocking thread; see the module doc.
+    fn run<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, RecvTimeoutError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let task = self.runtime.get().spawn(async move {
+            // The caller may have stopped waiting; then nobody needs the answer.
+            let _ = tx.send(work.await);
+        });
+        let received = wait_blocking(|| rx.recv_timeout(timeout + WAIT_MARGIN));
+        if received.is_err() {
+            task.abort();
+        }
+        received
+    }
+
+    fn fetch_page(&self, block: u32, read_lsn: Lsn) -> Result<Option<Bytes>, PageStoreError> {
+        let request = pb::GetPageRequest {
+            timeline: Some(self.timeline.clone()),
+            key: Key::page(block).0,
+            read_lsn: read_lsn.0,
+            not_modified_since: 0,
+            request_id: 0,
+        };
+        let (mut client, timeout) = (self.pages.clone(), self.get_page_timeout);
+        let work = async move {
+            let mut request = tonic::Request::new(request);
+            request.set_timeout(timeout);
+            match tokio::time::timeout(timeout, client.get_page(request)).await {
+                Ok(result) => result,
+                Err(_) => Err(tonic::Status::deadline_exceeded("no GetPage answer in time")),
+            }
+        };
+        let unavailable = |what: String| PageStoreError::Unavailable(format!("GetPage {block} at {read_lsn}: {what}"));
+        match self.run(timeout, work) {
+            Ok(Ok(response)) => {
+                let page = response.into_inner().page;
+                // Bytes from a peer are checked before use.
+                if page.len() != PAGE_SIZE_BYTES {
+                    return Err(PageStoreError::InvalidPage {
+                        block,
+                        len_bytes: page.len(),
+                    });
+                }
+                Ok(Some(page))
+            }
+            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(None),
+            Ok(Err(status)) => Err(unavailable(status.to_string())),
+            Err(RecvTimeoutError::Timeout) => Err(unavailable("no answer in time".to_owned())),
+            Err(RecvTimeoutError::Disconnected) => Err(unavailable("the store is shutting down".to_owned())),
+        }
+    }
+
+    /// Marks the store failed and returns the error for this call.
+    fn fail(&self, reason: String) -> PageStoreError {
+        tracing::error!(%reason, "remote page store failed");
+        let mut state = self.state.lock();
+        state.failed.get_or_insert(reason.clone());
+        PageStoreError::Unavailable(reason)
+    }
+}
+
+impl PageStore for RemotePageStore {
+    fn read_page(&self, block: u32) -> Result<Option<Bytes>, PageStoreError> {
+        let read_lsn = {
+            let mut state = self.state.lock();
+            if let Some(reason) = &state.failed {
+                return Err(PageStoreError::Unavailable(format!(
+                    "the page store has failed: {reason}"
+                )));
+            }
+            if block >= state.db_size_pages {
+                return Ok(None);
+            }
+            if let Some(page) = state.cache.get(block) {
+                return Ok(Some(page));
+            }
+            state.read_lsn
+        };
+        let page = self.fetch_page(block, read_lsn)?;
+        if let Some(page) = &page {
+            let mut state = self.state.lock();
+            // Only if no commit moved the read point meanwhile: else the page may be older than the cache's.
+            if state.read_lsn == read_lsn {
+                state.cache.insert(block, page.clone());
+            }
+        }
+        Ok(page)
+    }
+
+    fn db_size_pages(&self) -> Result<u32, PageStoreError> {
+        self.check_not_failed()?;
+        Ok(self.state.lock().db_size_pages)
+    }
+
+    fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+        let _committing = self.committing.lock();
+        self.check_not_failed()?;
+        // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
+        validate_commit(&pages, db_size_pages)?;
+        let record = WalRecord {
+            commit_ts_us: now_us(),
+            db_size_pages,
+            entries: pages
+                .iter()
+                .map(|(block, page)| (Key::page(*block), Value::Image(page.clone())))
+                .collect(),
+        };
+        let frame = record
+            .to_frame()
+            .map_err(|e| PageStoreError::Unavailable(format!("encoding the commit record: {e}")))?;
+        let proposer = Arc::clone(&self.proposer);
+        let end_lsn = match self.run(self.commit_timeout, async move { proposer.append(frame).await }) {
+            Ok(Ok(end_lsn)) => end_lsn,
+            // Refused before it was sent: nothing of it is there, and the store can go on.
+            Ok(Err(e @ (WalProposerError::BadRecord | WalProposerError::Overloaded))) => {
+                return Err(PageStoreError::Unavailable(format!("commit refused: {e}")));
+            }
+            // Timeout (ambiguous), fenced, shut down: never guess (DESIGN §5).
+            Ok(Err(e)) => return Err(self.fail(format!("commit failed: {e}"))),
+            Err(_) => return Err(self.fail("commit gave no answer in time: it may or may not be there".to_owned())),
+        };
+        let mut state = self.state.lock();
+        assert!(
+            end_lsn > state.read_lsn,
+            "commit end LSN {end_lsn} is not past the read LSN {}",
+            state.read_lsn
+        );
+        state.read_lsn = end_lsn;
+        state.db_size_pages = db_size_pages;
+        state.cache.truncate(db_size_pages);
+        for (block, page) in pages {
+            state.cache.insert(block, page);
+        }
+        Ok(())
+    }
+}
+
+/// `GetDbSize` at `read_lsn`, with a deadline.
+async fn get_db_size(
+    mut client: PageServiceClient<Channel>,
+    timeline: pb::TimelineRef,
+    read_lsn: Lsn,
+    timeout: Duration,
+) -> Result<u32, tonic::Status> {
+    let mut request = tonic::Request::new(pb::GetDbSizeRequest {
+        timeline: Some(timeline),
+        read_lsn: read_lsn.0,
+    });
+    request.set_timeout(timeout);
+    match tokio::time::timeout(timeout, client.get_db_size(request)).await {
+        Ok(response) => Ok(response?.into_inner().db_size_pages),
+        Err(_) => Err(tonic::Status::deadline_exceeded("no GetDbSize answer in time")),
+    }
+}
+
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Runs `wait` (which blocks) from any thread: inside `block_in_place` on a multi-thread runtime worker, as is
+/// anywhere else (see the module doc).
+fn wait_blocking<T>(wait: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
+        _ => wait(),
+    }
+}
+
+/// The store's runtime, shut down without waiting when dropped (dropping a runtime blocks, which panics
+/// inside an async context, and the store may well be dropped there).
+struct OwnedRuntime(Option<Runtime>);
+
+impl OwnedRuntime {
+    fn get(&self) -> &Runtime {
+        match &self.0 {
+            Some(runtime) => runtime,
+            None => unreachable!("the runtime is taken only in drop"),
+        }
+    }
+}
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A bounded page cache: block → page, least recently used evicted first.
+struct PageLru {
+    capacity_pages: usize,
+    pages: HashMap<u32, (Bytes, u64)>,
+    /// Use tick → block, oldest first.
+    by_use: BTreeMap<u64, u32>,
+    tick: u64,
+}
+
+impl PageLru {
+    fn new(capacity_pages: usize) -> PageLru {
+        PageLru {
+            capacity_pages,
+            pages: HashMap::new(),
+            by_use: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    fn get(&mut self, block: u32) -> Option<Bytes> {
+        let tick = self.next_tick();
+        let (page, used) = self.pages.get_mut(&block)?;
+        self.by_use.remove(used);
+        *used = tick;
+        self.by_use.insert(tick, block);
+        Some(page.clone())
+    }
+
+    fn insert(&mut self, block: u32, page: Bytes) {
+        if self.capacity_pages == 0 {
+            return;
+        }
+        let tick = self.next_tick();
+        if let Some((_, used)) = self.pages.insert(block, (page, tick)) {
+            self.by_use.remove(&used);
+        }
+        self.by_use.insert(tick, block);
+        while self.pages.len() > self.capacity_pages {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.pages.remove(&oldest);
+        }
+        assert!(
+            self.pages.len() == self.by_use.len(),
+            "cache map has {} pages, use order {}",
+            self.pages.len(),
+            self.by_use.len()
+        );
+    }
+
+    /// Drops every block at or beyond `db_size_pages`.
+    fn truncate(&mut self, db_size_pages: u32) {
+        let by_use = &mut self.by_use;
+        self.pages.retain(|block, (_, used)| {
+            let keep = *block < db_size_pages;
+            if !keep {
+                by_use.remove(used);
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(byte: u8) -> Bytes {
+        Bytes::from(vec![byte; PAGE_SIZE_BYTES])
+    }
+
+    #[test]
+    fn lru_evicts_least_recently_used_and_truncates() {
+        let mut cache = PageLru::new(2);
+        cache.insert(0, page(0));
+        cache.insert(1, page(1));
+        assert_eq!(cache.get(0), Some(page(0)));
+        cache.insert(2, page(2));
+        assert_eq!(cache.get(1), None, "block 1 was the least recently used");
+        assert_eq!(cache.get(0), Some(page(0)));
+        cache.insert(0, page(9));
+        assert_eq!(cache.get(0), Some(page(9)), "an insert replaces the page");
+        cache.truncate(1);
+        assert_eq!(cache.get(2), None);
+        assert_eq!(cache.pages.len(), 1);
+        assert_eq!(cache.by_use.len(), 1);
+    }
+
+    #[test]
+    fn zero_capacity_caches_nothing() {
+        let mut cache = PageLru::new(0);
+        cache.insert(0, page(0));
+        assert_eq!(cache.get(0), None);
+    }
+}

@@ -1,0 +1,214 @@
+//! SQLite over `RemotePageStore` in real processes: three `cambium safekeeper`s and one `cambium pageserver`.
+//!
+//! Proves: SQL through the `cambium` VFS on a `RemotePageStore` commits through the safekeepers (create table,
+//! many rows over many pages, update, delete, a rolled-back transaction), and a fresh compute, a new
+//! `RemotePageStore` with an empty page cache started after the first one is dropped, reads exactly that data
+//! back from the pageserver, and can go on writing; a commit that no majority confirms fails the store.
+
+mod common;
+
+use std::sync::{Arc, Weak};
+
+use common::Process;
+use compute::remote_store::{RemotePageStore, RemotePageStoreConfig};
+use compute::rusqlite::{self, params, Connection};
+use compute::vfs::{open_connection, register_database, unregister_database};
+use proto::pageserver as ps;
+use proto::safekeeper as sk;
+use storage::{Lsn, TenantId, TimelineId};
+
+const START: Lsn = Lsn(0x100_0000);
+const ROWS: i64 = 2000;
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Fields drop in order: the processes are killed before their directory goes.
+struct Cluster {
+    safekeepers: Vec<Process>,
+    pageserver: Process,
+    tenant: TenantId,
+    timeline: TimelineId,
+    _root: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Three safekeepers and a pageserver following them, the timeline created on all of them.
+    async fn start() -> TestResult<Cluster> {
+        let root = tempfile::tempdir()?;
+        let safekeepers: Vec<Process> = (1..=3)
+            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
+            .collect();
+        let (tenant, timeline) = (TenantId(0xC1), TimelineId(0xC2));
+        for s in &safekeepers {
+            let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", s.address)).await?;
+            client
+                .create_timeline(sk::CreateTimelineRequest {
+                    timeline: Some(sk::TimelineRef {
+                        tenant_id: tenant.to_string(),
+                        timeline_id: timeline.to_string(),
+                    }),
+                    start_lsn: START.0,
+                })
+                .await?;
+        }
+        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
+        let pageserver = Process::start(vec![
+            "pageserver".into(),
+            "--data-dir".into(),
+            root.path().join("pageserver").display().to_string(),
+            "--safekeepers".into(),
+            addresses.join(","),
+        ]);
+        let mut management =
+            ps::management_client::ManagementClient::connect(format!("http://{}", pageserver.address)).await?;
+        management
+            .create_tenant(ps::TenantRequest {
+                tenant_id: tenant.to_string(),
+            })
+            .await?;
+        management
+            .create_timeline(ps::CreateTimelineRequest {
+                timeline: Some(ps::TimelineRef {
+                    tenant_id: tenant.to_string(),
+                    timeline_id: timeline.to_string(),
+                }),
+                ancestor_timeline_id: String::new(),
+                ancestor_lsn: 0,
+                start_lsn: START.0,
+            })
+            .await?;
+        Ok(Cluster {
+            safekeepers,
+            pageserver,
+            tenant,
+            timeline,
+            _root: root,
+        })
+    }
+
+    fn store_config(&self) -> RemotePageStoreConfig {
+        let mut config = RemotePageStoreConfig::new(
+            self.safekeepers.iter().map(|s| s.address.clone()).collect(),
+            self.pageserver.address.clone(),
+            self.tenant,
+            self.timeline,
+            START,
+        );
+        config.connect_timeout_ms = 500;
+        config.safekeeper_request_timeout_ms = 500;
+        config.get_page_timeout_ms = 20_000;
+        config.commit_timeout_ms = 2_000;
+        config.page_cache_capacity_pages = 64;
+        config
+    }
+}
+
+/// The table's rows as (id, value), ordered by id.
+fn rows(connection: &Connection) -> rusqlite::Result<Vec<(i64, String)>> {
+    let mut statement = connection.prepare("SELECT id, v FROM t ORDER BY id")?;
+    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+/// The first compute's SQL; returns the rows it leaves.
+fn write_first(connection: &mut Connection) -> rusqlite::Result<Vec<(i64, String)>> {
+    connection.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+    let transaction = connection.transaction()?;
+    for id in 0..ROWS {
+        transaction.execute(
+            "INSERT INTO t (id, v) VALUES (?1, ?2)",
+            params![id, format!("row {id} {}", "x".repeat(100))],
+        )?;
+    }
+    transaction.commit()?;
+    connection.execute("UPDATE t SET v = 'updated ' || id WHERE id % 7 = 0", [])?;
+    connection.execute("DELETE FROM t WHERE id % 5 = 1", [])?;
+    let transaction = connection.transaction()?;
+    transaction.execute("DELETE FROM t", [])?;
+    transaction.execute("INSERT INTO t (id, v) VALUES (-1, 'rolled back')", [])?;
+    transaction.rollback()?;
+    rows(connection)
+}
+
+/// What `write_first` must have left.
+fn expected_rows() -> Vec<(i64, String)> {
+    (0..ROWS)
+        .filter(|id| id % 5 != 1)
+        .map(|id| {
+            let v = if id % 7 == 0 {
+                format!("updated {id}")
+            } else {
+                format!("row {id} {}", "x".repeat(100))
+            };
+            (id, v)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_commits_through_safekeepers_and_reads_back_from_the_pageserver() -> TestResult {
+    let mut cluster = Cluster::start().await?;
+    let expected = expected_rows();
+
+    // The first compute writes.
+    let store = RemotePageStore::start(cluster.store_config()).await?;
+    assert_eq!(store.read_lsn(), START, "a new timeline's epoch starts at its start");
+    register_database("db1", store.clone())?;
+    let written = tokio::task::spawn_blocking(|| -> TestResult<Vec<(i64, String)>> {
+        let mut connection = open_connection("db1")?;
+        Ok(write_first(&mut connection)?)
+    })
+    .await??;
+    assert!(written == expected, "the first compute reads what it wrote");
+    let (end_lsn, size_pages) = (
+        store.read_lsn(),
+        compute::page_store::PageStore::db_size_pages(&*store)?,
+    );
+    assert!(end_lsn > START, "commits moved the read LSN: {end_lsn}");
+    assert!(size_pages > 10, "the rows take many pages: {size_pages}");
+    assert_eq!(store.failure(), None);
+    let first: Weak<RemotePageStore> = Arc::downgrade(&store);
+    assert!(unregister_database("db1"));
+    drop(store);
+    assert!(first.upgrade().is_none(), "the first compute is gone");
+
+    // A fresh compute, empty cache: everything comes from the pageserver.
+    let store = RemotePageStore::start(cluster.store_config()).await?;
+    assert!(
+        store.read_lsn() >= end_lsn,
+        "the new epoch starts after the first compute's commits: {} < {end_lsn}",
+        store.read_lsn()
+    );
+    assert_eq!(compute::page_store::PageStore::db_size_pages(&*store)?, size_pages);
+    register_database("db1", store.clone())?;
+    let (read, check, after) = tokio::task::spawn_blocking(|| -> TestResult<_> {
+        let connection = open_connection("db1")?;
+        let read = rows(&connection)?;
+        let check: String = connection.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+        connection.execute("INSERT INTO t (id, v) VALUES (?1, 'second compute')", params![ROWS])?;
+        let after: i64 = connection.query_row("SELECT count(*) FROM t", [], |row| row.get(0))?;
+        Ok((read, check, after))
+    })
+    .await??;
+    assert!(read == expected, "the fresh compute reads what the first one committed");
+    assert_eq!(check, "ok");
+    assert_eq!(after, expected.len() as i64 + 1);
+    assert!(store.read_lsn() > end_lsn);
+
+    // Without a majority the commit cannot be confirmed: it fails, and so does everything after it.
+    for safekeeper in &mut cluster.safekeepers[..2] {
+        safekeeper.kill9();
+    }
+    let (commit, later) = tokio::task::spawn_blocking(|| -> TestResult<_> {
+        let connection = open_connection("db1")?;
+        let commit = connection.execute("INSERT INTO t (id, v) VALUES (?1, 'no quorum')", params![ROWS + 1]);
+        let later = connection.query_row("SELECT count(*) FROM t", [], |row| row.get::<_, i64>(0));
+        Ok((commit.is_err(), later.is_err()))
+    })
+    .await??;
+    assert!(commit, "a commit without a majority fails");
+    assert!(later, "a failed store fails every later call");
+    assert!(store.failure().is_some());
+    assert!(unregister_database("db1"));
+    Ok(())
+}
