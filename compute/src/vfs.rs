@@ -81,6 +81,12 @@ pub fn unregister_database(name: &str) -> bool {
     DATABASES.lock().remove(name).is_some()
 }
 
+/// Whether `name` is a registered database (`open_connection` on any other name would reach SQLite's default
+/// VFS, a local file).
+pub fn is_registered(name: &str) -> bool {
+    database(name).is_some()
+}
+
 /// The registered database `name`, if any.
 fn database(name: &str) -> Option<Arc<Database>> {
     DATABASES.lock().get(name).cloned()

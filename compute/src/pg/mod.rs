@@ -101,6 +101,34 @@ impl SessionFactory for FileSessionFactory {
     }
 }
 
+/// A [`SessionFactory`] over the databases registered with the compute's VFS (`compute::vfs`): the database
+/// name a client gives selects a registered database; any other name is refused (it never falls through to a
+/// local file). Users and passwords are a fixed map.
+#[derive(Debug, Clone)]
+pub struct VfsSessionFactory {
+    passwords: HashMap<String, String>,
+}
+
+impl VfsSessionFactory {
+    /// A factory serving registered databases to the users in `passwords` (user → password).
+    pub fn new(passwords: HashMap<String, String>) -> VfsSessionFactory {
+        VfsSessionFactory { passwords }
+    }
+}
+
+impl SessionFactory for VfsSessionFactory {
+    fn password(&self, user: &str) -> Option<String> {
+        self.passwords.get(user).cloned()
+    }
+
+    fn open(&self, _user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {
+        if !crate::vfs::is_registered(database) {
+            return Err(SessionError::InvalidDatabaseName(database.to_owned()));
+        }
+        Ok(crate::vfs::open_connection(database)?)
+    }
+}
+
 /// Serves PostgreSQL clients on `listener` until `shutdown` completes, then closes every connection.
 pub async fn serve(listener: TcpListener, sessions: Arc<dyn SessionFactory>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
