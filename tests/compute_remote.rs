@@ -195,6 +195,23 @@ async fn sqlite_commits_through_safekeepers_and_reads_back_from_the_pageserver()
     assert_eq!(after, expected.len() as i64 + 1);
     assert!(store.read_lsn() > end_lsn);
 
+    // Write amplification: LSNs are contiguous, so a commit's WAL bytes are how far it moves the read LSN. A
+    // one-row UPDATE changes a few bytes of a leaf page and page 1's change counter: byte-range deltas, not
+    // two 8 KiB pages.
+    let before = store.read_lsn();
+    tokio::task::spawn_blocking(|| -> TestResult<()> {
+        let connection = open_connection("db1")?;
+        connection.execute("UPDATE t SET v = 'tiny' WHERE id = 3", [])?;
+        Ok(())
+    })
+    .await??;
+    let update_wal_bytes = store.read_lsn().0 - before.0;
+    eprintln!("a one-row UPDATE: {update_wal_bytes} WAL bytes");
+    assert!(
+        update_wal_bytes < 1_000,
+        "a one-row UPDATE took {update_wal_bytes} WAL bytes"
+    );
+
     // Without a majority the commit cannot be confirmed: it fails, and so does everything after it.
     for safekeeper in &mut cluster.safekeepers[..2] {
         safekeeper.kill9();

@@ -31,7 +31,8 @@ use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
 use safekeeper::client::{WalProposer, WalProposerConfig, WalProposerError};
-use storage::{Key, Lsn, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
+use storage::value::PATCHES_PER_DELTA_MAX;
+use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
 use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
 
@@ -350,13 +351,29 @@ impl PageStore for RemotePageStore {
         self.check_not_failed()?;
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
         validate_commit(&pages, db_size_pages)?;
+        let entries = {
+            let mut state = self.state.lock();
+            let committed_size_pages = state.db_size_pages;
+            pages
+                .iter()
+                .map(|(block, page)| {
+                    // A page inside the committed database whose current version is cached goes as the byte
+                    // ranges that changed: the pageserver holds exactly that version at the read LSN, since this
+                    // compute is the branch's only writer. Anything else goes whole.
+                    let previous = (*block < committed_size_pages)
+                        .then(|| state.cache.get(*block))
+                        .flatten();
+                    let value = previous
+                        .and_then(|old| page_delta(&old, page))
+                        .map_or_else(|| Value::Image(page.clone()), Value::Delta);
+                    (Key::page(*block), value)
+                })
+                .collect()
+        };
         let record = WalRecord {
             commit_ts_us: now_us(),
             db_size_pages,
-            entries: pages
-                .iter()
-                .map(|(block, page)| (Key::page(*block), Value::Image(page.clone())))
-                .collect(),
+            entries,
         };
         let frame = record
             .to_frame()
@@ -441,6 +458,46 @@ impl Drop for OwnedRuntime {
             runtime.shutdown_background();
         }
     }
+}
+
+/// Bytes of unchanged data worth carrying inside a patch rather than starting a new one (a patch header is 4).
+const PATCH_GAP_MERGE_BYTES: usize = 8;
+
+/// The byte ranges of `new` that differ from `old` (same length), as patches, if they encode smaller than the
+/// whole page; `None` when the page should go whole (also when nothing changed: a delta needs a patch).
+pub fn page_delta(old: &[u8], new: &[u8]) -> Option<Vec<Patch>> {
+    if old.len() != new.len() || new.len() > usize::from(u16::MAX) {
+        return None;
+    }
+    let mut patches: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < new.len() {
+        if old[i] == new[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < new.len() && old[i] != new[i] {
+            i += 1;
+        }
+        match patches.last_mut() {
+            Some((_, end)) if start - *end <= PATCH_GAP_MERGE_BYTES => *end = i,
+            _ => patches.push((start, i)),
+        }
+    }
+    let encoded_bytes: usize = 2 + patches.iter().map(|(s, e)| 4 + (e - s)).sum::<usize>();
+    if patches.is_empty() || patches.len() > PATCHES_PER_DELTA_MAX || encoded_bytes >= 4 + new.len() {
+        return None;
+    }
+    Some(
+        patches
+            .into_iter()
+            .map(|(start, end)| Patch {
+                offset: u16::try_from(start).expect("offsets fit u16: the page is at most 64 KiB"),
+                data: Bytes::copy_from_slice(&new[start..end]),
+            })
+            .collect(),
+    )
 }
 
 /// A bounded page cache: block → page, least recently used evicted first.
@@ -542,5 +599,52 @@ mod tests {
         let mut cache = PageLru::new(0);
         cache.insert(0, page(0));
         assert_eq!(cache.get(0), None);
+    }
+
+    fn apply(old: &[u8], patches: &[Patch]) -> Vec<u8> {
+        let mut page = old.to_vec();
+        storage::value::apply_delta(&mut page, patches);
+        page
+    }
+
+    #[test]
+    fn a_small_change_travels_as_a_small_delta() {
+        let old = vec![7u8; PAGE_SIZE_BYTES];
+        let mut new = old.clone();
+        new[24..28].copy_from_slice(&[1, 2, 3, 4]); // the file change counter, say
+        new[8000] = 9;
+        new[8005] = 9; // merged with the previous run: the gap is small
+        let patches = page_delta(&old, &new).expect("a delta");
+        assert_eq!(patches.len(), 2);
+        assert_eq!(apply(&old, &patches), new);
+        let encoded: usize = 2 + patches.iter().map(|p| 4 + p.data.len()).sum::<usize>();
+        assert!(encoded < 32, "{encoded} bytes for 6 changed bytes");
+        assert!(page_delta(&old, &old).is_none(), "nothing changed: no delta");
+        let different: Vec<u8> = (0..PAGE_SIZE_BYTES).map(|i| (i % 251) as u8).collect();
+        assert!(page_delta(&old, &different).is_none(), "a rewritten page goes whole");
+    }
+
+    #[test]
+    fn deltas_always_rebuild_the_new_page() {
+        // A deterministic spread of edits: any delta returned must rebuild `new` exactly.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200 {
+            let old: Vec<u8> = (0..PAGE_SIZE_BYTES).map(|_| next() as u8).collect();
+            let mut new = old.clone();
+            for _ in 0..(next() % 64) {
+                let at = (next() % PAGE_SIZE_BYTES as u64) as usize;
+                new[at] = next() as u8;
+            }
+            if let Some(patches) = page_delta(&old, &new) {
+                assert_eq!(apply(&old, &patches), new);
+                assert!(Value::Delta(patches).validate(Key::page(0)).is_ok());
+            }
+        }
     }
 }
