@@ -1,8 +1,9 @@
 //! The `cambium` command line.
 //!
-//! `safekeeper` runs one safekeeper (the gRPC service over a data directory). Until the other services exist
-//! (`cambium up`, issue 6), the rest drives the storage engine directly: `demo` builds a database's worth of
-//! pages on disk, branches it and reads both sides; `inspect` and `verify` examine a tenant directory.
+//! `safekeeper`, `pageserver` and `compute` each run one service and print one stdout line saying where it
+//! listens; SIGINT or SIGTERM stops it. Until `cambium up` exists (issue 6), the rest drives the storage engine
+//! directly: `demo` builds a database's worth of pages on disk, branches it and reads both sides; `inspect` and
+//! `verify` examine a tenant directory.
 //!
 //! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
 
@@ -96,6 +97,55 @@ enum Command {
         #[arg(long, env = "CAMBIUM_METRICS_LISTEN")]
         metrics_listen: Option<String>,
     },
+    /// Runs a compute for one database: SQLite over the pageserver and the safekeepers, spoken to over the
+    /// PostgreSQL wire protocol. The database name of a connection picks the branch (`NAME`, or `NAME@LSN`
+    /// read-only at that LSN). Prints one line, `cambium compute listening on <address>`; stops on SIGINT or
+    /// SIGTERM.
+    Compute {
+        /// PostgreSQL address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:5433")]
+        listen: String,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
+        safekeepers: Vec<String>,
+        /// The pageserver, `host:port`.
+        #[arg(long, env = "CAMBIUM_PAGESERVER")]
+        pageserver: String,
+        /// The tenant id (32 hex digits).
+        #[arg(long, env = "CAMBIUM_TENANT")]
+        tenant: storage::TenantId,
+        /// A branch served: `NAME=TIMELINE_ID:START_LSN` (`db_x=<32 hex>:0/1000000`); repeat for more
+        /// (comma-separated in the environment variable).
+        #[arg(long = "branch", env = "CAMBIUM_BRANCHES", value_delimiter = ',', required = true, value_parser = parse_branch)]
+        branches: Vec<compute::compute::BranchConfig>,
+        /// A user: `USER=PASSWORD`; repeat for more (comma-separated in the environment variable).
+        #[arg(long = "password", env = "CAMBIUM_PASSWORDS", value_delimiter = ',', required = true, value_parser = parse_password)]
+        passwords: Vec<(String, String)>,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+    },
+}
+
+/// Parses `NAME=TIMELINE_ID:START_LSN`.
+fn parse_branch(text: &str) -> Result<compute::compute::BranchConfig, String> {
+    let (name, rest) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=TIMELINE_ID:START_LSN"))?;
+    let (timeline, lsn) = rest
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not NAME=TIMELINE_ID:START_LSN"))?;
+    Ok(compute::compute::BranchConfig {
+        name: name.to_owned(),
+        timeline_id: timeline.parse().map_err(|_| format!("bad timeline id {timeline:?}"))?,
+        start_lsn: lsn.parse().map_err(|_| format!("bad LSN {lsn:?}"))?,
+    })
+}
+
+/// Parses `USER=PASSWORD`.
+fn parse_password(text: &str) -> Result<(String, String), String> {
+    let (user, password) = text.split_once('=').ok_or_else(|| "not USER=PASSWORD".to_owned())?;
+    Ok((user.to_owned(), password.to_owned()))
 }
 
 /// How long a stopping safekeeper waits for in-flight requests before it exits anyway.
@@ -135,7 +185,54 @@ fn main() -> Result<()> {
             }
             runtime.block_on(serve_pageserver(&listen, metrics_listen.as_deref(), config))
         }
+        Command::Compute {
+            listen,
+            safekeepers,
+            pageserver,
+            tenant,
+            branches,
+            passwords,
+            page_cache_pages,
+        } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("compute")
+                .build()
+                .context("starting the tokio runtime")?;
+            let config = compute::compute::ComputeConfig {
+                listen,
+                safekeepers,
+                pageserver,
+                tenant_id: tenant,
+                branches,
+                passwords: passwords.into_iter().collect(),
+                page_cache_capacity_pages: page_cache_pages,
+            };
+            let result = runtime.block_on(serve_compute(config));
+            // The stores' runtimes shut down in the background; do not wait on blocking SQLite calls.
+            runtime.shutdown_timeout(Duration::from_secs(5));
+            result
+        }
     }
+}
+
+async fn serve_compute(config: compute::compute::ComputeConfig) -> Result<()> {
+    // Handlers first: a signal sent right after the line below is read must stop us cleanly.
+    let shutdown = shutdown_signal()?;
+    let compute = compute::compute::Compute::start(config)
+        .await
+        .context("starting the compute")?;
+    let address = compute.address();
+    tracing::info!("listening on {address}");
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "cambium compute listening on {address}").context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    shutdown.await;
+    compute.stop().await;
+    tracing::info!("stopped");
+    Ok(())
 }
 
 fn run_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()> {

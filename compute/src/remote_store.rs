@@ -13,6 +13,9 @@
 //!   is failed: every later call fails too, because guessing whether the record is there would be a lie
 //!   (DESIGN §5). The caller restarts the compute from what the safekeepers committed.
 //!
+//! - **Read-only at an LSN.** [`RemotePageStore::start_read_only`] starts no proposer: reads are `GetPage` at
+//!   that fixed LSN (time travel) and every commit is refused, leaving the store usable.
+//!
 //! **Threading.** The `PageStore` methods block: SQLite calls them synchronously. They must be called from
 //! blocking threads (`spawn_blocking` threads or plain threads), not from async code. The gRPC work runs on a
 //! small multi-thread runtime owned by the store, never on the caller's runtime (the caller's runtime may be
@@ -133,8 +136,8 @@ pub enum RemoteStoreError {
 pub struct RemotePageStore {
     timeline: pb::TimelineRef,
     pages: PageServiceClient<Channel>,
-    /// `Arc` so the runtime's tasks can hold it while the caller waits.
-    proposer: Arc<WalProposer>,
+    /// `Arc` so the runtime's tasks can hold it while the caller waits. `None`: read-only at a fixed LSN.
+    proposer: Option<Arc<WalProposer>>,
     get_page_timeout: Duration,
     commit_timeout: Duration,
     state: Mutex<State>,
@@ -166,10 +169,35 @@ struct State {
     failed: Option<String>,
 }
 
+/// How a store starts: writing (a proposer, reads at its own commits) or read-only at a fixed LSN.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Write,
+    ReadOnlyAt(Lsn),
+}
+
 impl RemotePageStore {
     /// Starts the proposer, campaigns, and reads the database size at the epoch start. Callable from any async
     /// context: the work runs on the store's own runtime.
     pub async fn start(config: RemotePageStoreConfig) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
+        RemotePageStore::start_mode(config, Mode::Write).await
+    }
+
+    /// Starts a read-only store at `read_lsn` (time travel): no proposer, no election; every read is `GetPage`
+    /// at `read_lsn`, and every commit is refused. The safekeepers in `config` are not used.
+    pub async fn start_read_only(
+        config: RemotePageStoreConfig,
+        read_lsn: Lsn,
+    ) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
+        RemotePageStore::start_mode(config, Mode::ReadOnlyAt(read_lsn)).await
+    }
+
+    /// Whether this store refuses commits (it was started with [`RemotePageStore::start_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.proposer.is_none()
+    }
+
+    async fn start_mode(config: RemotePageStoreConfig, mode: Mode) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
             .max_blocking_threads(1)
@@ -197,12 +225,19 @@ impl RemotePageStore {
             async move {
                 // Inside the store's runtime: the proposer's tasks and the channel's worker are spawned on it.
                 let pages = PageServiceClient::new(endpoint.connect_lazy());
-                let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
-                let (term, epoch_start_lsn) = proposer.elect().await?;
+                let (proposer, epoch_start_lsn) = match mode {
+                    Mode::Write => {
+                        let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
+                        let (term, epoch_start_lsn) = proposer.elect().await?;
+                        tracing::info!(term, epoch_start = %epoch_start_lsn, "elected");
+                        (Some(proposer), epoch_start_lsn)
+                    }
+                    Mode::ReadOnlyAt(read_lsn) => (None, read_lsn),
+                };
                 let db_size_pages = get_db_size(pages.clone(), timeline, epoch_start_lsn, get_page_timeout)
                     .await
                     .map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
-                tracing::info!(term, epoch_start = %epoch_start_lsn, db_size_pages, "remote page store started");
+                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, "remote page store started");
                 Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages))
             }
         };
@@ -347,6 +382,13 @@ impl PageStore for RemotePageStore {
     }
 
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+        let Some(proposer) = &self.proposer else {
+            // Refused before anything is sent: the store stays usable for reads.
+            return Err(PageStoreError::Unavailable(format!(
+                "read-only at LSN {}: commits are refused",
+                self.read_lsn()
+            )));
+        };
         let _committing = self.committing.lock();
         self.check_not_failed()?;
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
@@ -378,7 +420,7 @@ impl PageStore for RemotePageStore {
         let frame = record
             .to_frame()
             .map_err(|e| PageStoreError::Unavailable(format!("encoding the commit record: {e}")))?;
-        let proposer = Arc::clone(&self.proposer);
+        let proposer = Arc::clone(proposer);
         let end_lsn = match self.run(self.commit_timeout, async move { proposer.append(frame).await }) {
             Ok(Ok(end_lsn)) => end_lsn,
             // Refused before it was sent: nothing of it is there, and the store can go on.
