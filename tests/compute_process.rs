@@ -127,8 +127,26 @@ async fn compute_process_serves_branches_time_travel_and_survives_kill9() -> Tes
         .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
         .await?;
     let after_first = wal_end(&safekeepers, tenant, timeline).await?;
+    // A moment between the two commits (the compute stamps commits with the same system clock).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let between = jiff::Timestamp::now();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     client.execute("INSERT INTO t VALUES (2, 'two')", &[]).await?;
     assert_eq!(ids(&client).await?, vec![1, 2]);
+
+    // Time travel by timestamp: the newest commit at or before it is the first insert.
+    let at_time = connect(&compute.address, &format!("{DB}@{between}")).await?;
+    assert_eq!(
+        ids(&at_time).await?,
+        vec![1],
+        "at {between} only the first insert is there"
+    );
+    assert!(
+        connect(&compute.address, &format!("{DB}@2000-01-01T00:00:00Z"))
+            .await
+            .is_err(),
+        "a time before any commit has no state to show"
+    );
 
     // Time travel: the first insert only, read-only.
     let past = connect(&compute.address, &format!("{DB}@{after_first}")).await?;

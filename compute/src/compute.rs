@@ -250,6 +250,30 @@ impl ComputeSessions {
         }
     }
 
+    /// The LSN a time-travel suffix names: an LSN (`0/16B3748`) or an RFC 3339 timestamp
+    /// (`2026-11-22T13:00:00Z`), resolved by the pageserver to the newest commit at or before it. A timestamp
+    /// before the branch's own first commit resolves into its ancestor: refused here (connect to the parent).
+    fn time_travel_lsn(&self, branch: &str, text: &str) -> Result<Lsn, String> {
+        if let Ok(lsn) = text.parse::<Lsn>() {
+            return Ok(lsn);
+        }
+        let timestamp: jiff::Timestamp = text
+            .parse()
+            .map_err(|_| format!("{text:?} is neither an LSN (0/16B3748) nor an RFC 3339 timestamp"))?;
+        let timestamp_us =
+            u64::try_from(timestamp.as_microsecond()).map_err(|_| "a timestamp before 1970".to_owned())?;
+        let Some((branch_config, store)) = self.branches.get(branch) else {
+            return Err(format!("no branch {branch:?}"));
+        };
+        let (timeline, lsn) = store.lsn_for_timestamp(timestamp_us).map_err(|e| e.to_string())?;
+        if timeline != branch_config.timeline_id {
+            return Err(format!(
+                "{text} is before this branch's first commit; connect to its parent"
+            ));
+        }
+        Ok(lsn)
+    }
+
     /// Registers the read-only store of `name` (`branch@lsn`) unless it already is. Blocks.
     fn ensure_time_travel(&self, name: &str, branch: &str, lsn: Lsn) -> Result<(), String> {
         let Some((branch_config, store)) = self.branches.get(branch) else {
@@ -312,9 +336,9 @@ impl SessionFactory for ComputeSessions {
         if !self.branches.contains_key(branch) {
             return Err(SessionError::InvalidDatabaseName(database.to_owned()));
         }
-        let lsn: Lsn = lsn_text
-            .parse()
-            .map_err(|_| SessionError::InvalidDatabaseName(database.to_owned()))?;
+        let lsn = self
+            .time_travel_lsn(branch, lsn_text)
+            .map_err(|reason| cannot_open(format!("time travel to {database}: {reason}")))?;
         // The canonical spelling, so `0/16b3748` and `0/16B3748` share one store.
         let name = format!("{branch}@{lsn}");
         self.ensure_time_travel(&name, branch, lsn)

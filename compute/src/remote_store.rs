@@ -302,6 +302,42 @@ impl RemotePageStore {
         received
     }
 
+    /// The LSN of the newest commit at or before `timestamp_us` (µs since the epoch) on this store's branch:
+    /// the timeline holding it (this one, or an ancestor below the branch point) and the LSN. Blocks.
+    pub fn lsn_for_timestamp(&self, timestamp_us: u64) -> Result<(TimelineId, Lsn), PageStoreError> {
+        let request = pb::LsnForTimestampRequest {
+            timeline: Some(self.timeline.clone()),
+            timestamp_us,
+        };
+        let (mut client, timeout) = (self.pages.clone(), self.get_page_timeout);
+        // The pageserver answers from what it has ingested: first let it catch up with this compute's commits
+        // (GetDbSize at the read LSN waits for that, within its deadline).
+        let (waiting_client, timeline, read_lsn) = (client.clone(), self.timeline.clone(), self.read_lsn());
+        let work = async move {
+            get_db_size(waiting_client, timeline, read_lsn, timeout).await?;
+            match tokio::time::timeout(timeout, client.lsn_for_timestamp(request)).await {
+                Ok(result) => result,
+                Err(_) => Err(tonic::Status::deadline_exceeded("no LsnForTimestamp answer in time")),
+            }
+        };
+        match self.run(timeout, work) {
+            Ok(Ok(response)) => {
+                let response = response.into_inner();
+                let timeline = response.timeline_id.parse::<TimelineId>().map_err(|_| {
+                    PageStoreError::Unavailable(format!("the pageserver named timeline {:?}", response.timeline_id))
+                })?;
+                Ok((timeline, Lsn(response.lsn)))
+            }
+            Ok(Err(status)) => Err(PageStoreError::Unavailable(format!(
+                "no history at timestamp {timestamp_us}: {}",
+                status.message()
+            ))),
+            Err(_) => Err(PageStoreError::Unavailable(
+                "LsnForTimestamp gave no answer in time".to_owned(),
+            )),
+        }
+    }
+
     fn fetch_page(&self, block: u32, read_lsn: Lsn) -> Result<Option<Bytes>, PageStoreError> {
         let request = pb::GetPageRequest {
             timeline: Some(self.timeline.clone()),
