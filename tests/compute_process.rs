@@ -94,7 +94,7 @@ async fn ids(client: &tokio_postgres::Client) -> Result<Vec<i64>, tokio_postgres
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compute_process_serves_branches_time_travel_and_survives_kill9() -> TestResult {
     let root = tempfile::tempdir()?;
-    let safekeepers: Vec<Process> = (1..=3)
+    let mut safekeepers: Vec<Process> = (1..=3)
         .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
         .collect();
     let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
@@ -203,5 +203,30 @@ async fn compute_process_serves_branches_time_travel_and_survives_kill9() -> Tes
     assert_eq!(ids(&client).await?, vec![1, 2, 3]);
     let past = connect(&compute.address, &format!("{DB}@{after_first}")).await?;
     assert_eq!(ids(&past).await?, vec![1], "time travel after the restart");
+
+    // An ambiguous commit (a majority dies before it is acknowledged) fails the session; once the safekeepers
+    // are back, a new session gets a store restarted from what they committed (DESIGN §5): every
+    // acknowledged row is there, the ambiguous one may or may not be, and writes go on.
+    safekeepers[0].kill9();
+    safekeepers[1].kill9();
+    assert!(
+        client
+            .execute("INSERT INTO t VALUES (10, 'ambiguous')", &[])
+            .await
+            .is_err(),
+        "a commit without a majority is not acknowledged"
+    );
+    safekeepers[0].restart();
+    safekeepers[1].restart();
+    let client = connect(&compute.address, DB).await?;
+    let after = ids(&client).await?;
+    assert!(
+        after == vec![1, 2, 3] || after == vec![1, 2, 3, 10],
+        "acknowledged rows survive: {after:?}"
+    );
+    client
+        .execute("INSERT INTO t VALUES (11, 'after the restart')", &[])
+        .await?;
+    assert_eq!(ids(&client).await?.last(), Some(&11));
     Ok(())
 }

@@ -163,7 +163,7 @@ impl Compute {
 
     /// The store of the branch served as `name`, if any.
     pub fn store(&self, name: &str) -> Option<Arc<RemotePageStore>> {
-        self.sessions.branches.get(name).map(|(_, store)| store.clone())
+        self.sessions.branches.get(name).map(|(_, store)| store.lock().clone())
     }
 
     /// Stops serving: shuts the listener and every client connection, unregisters every name, drops the
@@ -201,7 +201,9 @@ async fn start_branches(config: &ComputeConfig, sessions: &mut ComputeSessions) 
                 source,
             })?;
         vfs::register_database(&branch.name, store.clone())?;
-        sessions.branches.insert(branch.name.clone(), (branch.clone(), store));
+        sessions
+            .branches
+            .insert(branch.name.clone(), (branch.clone(), Mutex::new(store)));
     }
     Ok(())
 }
@@ -234,7 +236,7 @@ fn validate_branch_names(branches: &[BranchConfig]) -> Result<(), ComputeError> 
 struct ComputeSessions {
     config: ComputeConfig,
     /// Connection name → branch and its store.
-    branches: HashMap<String, (BranchConfig, Arc<RemotePageStore>)>,
+    branches: HashMap<String, (BranchConfig, Mutex<Arc<RemotePageStore>>)>,
     /// Registered time-travel names, oldest first; at most [`TIME_TRAVEL_STORES_MAX`].
     time_travel: Mutex<VecDeque<String>>,
     vfs: VfsSessionFactory,
@@ -248,6 +250,27 @@ impl ComputeSessions {
         for name in self.time_travel.lock().drain(..) {
             vfs::unregister_database(&name);
         }
+    }
+
+    /// If the branch's store failed (an ambiguous commit: DESIGN §5 — never guess), replaces it with a fresh one
+    /// that starts again from what the safekeepers committed (a new election; the pageserver serves the rest).
+    /// Sessions still open on the failed store keep failing; new sessions get the fresh one. Blocks.
+    fn restart_if_failed(&self, name: &str) -> Result<(), String> {
+        let Some((branch_config, store)) = self.branches.get(name) else {
+            return Err(format!("no branch {name:?}"));
+        };
+        let mut current = store.lock();
+        let Some(reason) = current.failure() else {
+            return Ok(());
+        };
+        tracing::warn!(branch = %name, %reason, "restarting the branch's store from what the safekeepers committed");
+        // Called on a blocking thread; the store's work runs on its own runtime, so any executor can wait.
+        let fresh = futures::executor::block_on(RemotePageStore::start(self.config.store_config(branch_config)))
+            .map_err(|e| format!("restarting after a failed commit: {e}"))?;
+        vfs::unregister_database(name);
+        vfs::register_database(name, fresh.clone()).map_err(|e| e.to_string())?;
+        *current = fresh;
+        Ok(())
     }
 
     /// The LSN a time-travel suffix names: an LSN (`0/16B3748`) or an RFC 3339 timestamp
@@ -265,6 +288,7 @@ impl ComputeSessions {
         let Some((branch_config, store)) = self.branches.get(branch) else {
             return Err(format!("no branch {branch:?}"));
         };
+        let store = store.lock().clone();
         let (timeline, lsn) = store.lsn_for_timestamp(timestamp_us).map_err(|e| e.to_string())?;
         if timeline != branch_config.timeline_id {
             return Err(format!(
@@ -279,6 +303,7 @@ impl ComputeSessions {
         let Some((branch_config, store)) = self.branches.get(branch) else {
             return Err(format!("no branch {branch:?}"));
         };
+        let store = store.lock().clone();
         if vfs::is_registered(name) {
             return Ok(());
         }
@@ -331,6 +356,8 @@ impl SessionFactory for ComputeSessions {
             if !self.branches.contains_key(database) {
                 return Err(SessionError::InvalidDatabaseName(database.to_owned()));
             }
+            self.restart_if_failed(database)
+                .map_err(|reason| cannot_open(format!("{database}: {reason}")))?;
             return self.vfs.open(user, database);
         };
         if !self.branches.contains_key(branch) {
