@@ -37,9 +37,10 @@ struct Cli {
 enum Command {
     /// Writes a database of pages into a tenant, branches it, writes on both sides, restarts and reads back.
     Demo {
-        /// Tenant directory (made if missing; must be empty or absent).
-        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium/demo")]
-        data_dir: PathBuf,
+        /// Tenant directory (made if missing; must be empty or absent). Default: a new
+        /// `.cambium/demo-<unix seconds>` each run, so the command can be repeated.
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
         /// Pages to write (8 KiB each).
         #[arg(long, default_value_t = 4096)]
         pages: u32,
@@ -157,7 +158,15 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Demo { data_dir, pages } => demo(&data_dir, pages),
+        Command::Demo { data_dir, pages } => {
+            let data_dir = data_dir.unwrap_or_else(|| {
+                let seconds = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                PathBuf::from(format!(".cambium/demo-{seconds}"))
+            });
+            demo(&data_dir, pages)
+        }
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::Verify { data_dir } => verify(&data_dir),
         Command::Safekeeper { id, listen, data_dir } => run_safekeeper(id, &listen, data_dir),
