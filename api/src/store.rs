@@ -1,0 +1,340 @@
+//! Control metadata in SQLite: accounts, API keys and projects.
+//!
+//! The schema is versioned by a `schema_version` table; each migration runs in its own transaction
+//! together with the version bump, so a crash leaves the schema at a whole version. Every state change
+//! is one transaction. Calls block: async callers run them in `spawn_blocking`.
+//!
+//! **Invariant:** a project row is visible only through its `account_id`; every project query filters on
+//! it, so another account's project is indistinguishable from a missing one.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::ids;
+
+/// Migrations in order; migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE accounts (
+        id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        hash BLOB NOT NULL UNIQUE,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+    );
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        name TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX projects_by_account ON projects(account_id, id);
+"];
+
+/// How long a statement waits for a lock held by another connection.
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// An error from the metadata store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database holds something this code cannot have written.
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+}
+
+/// An account: the owner of keys and projects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AccountId(pub String);
+
+/// A project row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    /// `proj_<ULID>`.
+    pub id: String,
+    /// The owning account.
+    pub account_id: AccountId,
+    /// The user-chosen name.
+    pub name: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// An API key row; the secret itself is never stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// `key_<ULID>`.
+    pub id: String,
+    /// The account the key acts for.
+    pub account_id: AccountId,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+    /// When the key was revoked, if it was.
+    pub revoked_at: Option<String>,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    /// The rows, in id (creation) order.
+    pub items: Vec<T>,
+    /// The id to pass as the next `after`, or `None` at the end.
+    pub next_after: Option<String>,
+}
+
+/// The metadata store: one SQLite connection behind a mutex.
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+/// Now, as the ISO 8601 UTC string stored in `created_at` columns.
+fn now() -> (u64, String) {
+    let now = jiff::Timestamp::now();
+    let ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
+    (ms, now.to_string())
+}
+
+/// A new id with `prefix`.
+fn new_id(prefix: &str, now_ms: u64) -> String {
+    format!("{prefix}{}", ids::new_ulid(now_ms))
+}
+
+impl Store {
+    /// Opens (creating if needed) `metadata.sqlite` in `data_dir` and brings its schema up to date.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open(data_dir.join("metadata.sqlite"))?;
+        conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let store = Store { conn: Mutex::new(conn) };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock rolled back its transaction (dropped uncommitted).
+        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The schema version after migrations.
+    pub fn schema_version(&self) -> Result<usize, StoreError> {
+        let conn = self.conn();
+        let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |row| row.get(0))?;
+        usize::try_from(version).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))
+    }
+
+    fn migrate(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+        let existing: Option<i64> = tx
+            .query_row("SELECT version FROM schema_version", [], |row| row.get(0))
+            .optional()?;
+        if existing.is_none() {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", [])?;
+        }
+        tx.commit()?;
+        loop {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version: i64 = tx.query_row("SELECT version FROM schema_version", [], |row| row.get(0))?;
+            let version =
+                usize::try_from(version).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
+            if version > MIGRATIONS.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "schema version {version} is newer than this binary's {}",
+                    MIGRATIONS.len()
+                )));
+            }
+            let Some(migration) = MIGRATIONS.get(version) else {
+                return Ok(());
+            };
+            tx.execute_batch(migration)?;
+            let next =
+                i64::try_from(version + 1).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
+            tx.execute("UPDATE schema_version SET version = ?1", [next])?;
+            tx.commit()?;
+        }
+    }
+
+    /// Creates an account.
+    pub fn create_account(&self) -> Result<AccountId, StoreError> {
+        let (ms, created_at) = now();
+        let id = new_id("acct_", ms);
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO accounts (id, created_at) VALUES (?1, ?2)",
+            params![id, created_at],
+        )?;
+        Ok(AccountId(id))
+    }
+
+    /// Stores a key for `account` by the hash of its secret; returns the key id.
+    pub fn insert_key(&self, account: &AccountId, hash: &[u8]) -> Result<String, StoreError> {
+        let (ms, created_at) = now();
+        let id = new_id("key_", ms);
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO api_keys (id, account_id, hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![id, account.0, hash, created_at],
+        )?;
+        Ok(id)
+    }
+
+    /// The key whose secret hashes to `hash`, revoked or not.
+    pub fn key_by_hash(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
+        let conn = self.conn();
+        let key = conn
+            .query_row(
+                "SELECT id, account_id, created_at, revoked_at FROM api_keys WHERE hash = ?1",
+                [hash],
+                |row| {
+                    Ok(ApiKey {
+                        id: row.get(0)?,
+                        account_id: AccountId(row.get(1)?),
+                        created_at: row.get(2)?,
+                        revoked_at: row.get(3)?,
+                    })
+                },
+            )
+            .optional()?;
+        Ok(key)
+    }
+
+    /// Revokes key `id`; returns whether a not-yet-revoked key was revoked.
+    pub fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
+        let (_, revoked_at) = now();
+        let conn = self.conn();
+        let changed = conn.execute(
+            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, revoked_at],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Creates a project named `name` for `account`.
+    pub fn create_project(&self, account: &AccountId, name: &str) -> Result<Project, StoreError> {
+        let (ms, created_at) = now();
+        let project = Project {
+            id: new_id("proj_", ms),
+            account_id: account.clone(),
+            name: name.to_owned(),
+            created_at,
+        };
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO projects (id, account_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![project.id, account.0, project.name, project.created_at],
+        )?;
+        Ok(project)
+    }
+
+    /// Up to `limit` of `account`'s projects with ids after `after`, in id (creation) order.
+    pub fn list_projects(
+        &self,
+        account: &AccountId,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<Project>, StoreError> {
+        assert!(limit > 0, "limit {limit}");
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, account_id, name, created_at FROM projects
+             WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+        )?;
+        // One extra row says whether another page follows.
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let mut items = stmt
+            .query_map(params![account.0, after.unwrap_or(""), fetch], project_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_after = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|p| p.id.clone())
+        } else {
+            None
+        };
+        Ok(Page { items, next_after })
+    }
+
+    /// `account`'s project `id`.
+    pub fn get_project(&self, account: &AccountId, id: &str) -> Result<Option<Project>, StoreError> {
+        let conn = self.conn();
+        let project = conn
+            .query_row(
+                "SELECT id, account_id, name, created_at FROM projects
+                 WHERE account_id = ?1 AND id = ?2",
+                params![account.0, id],
+                project_row,
+            )
+            .optional()?;
+        Ok(project)
+    }
+
+    /// Renames `account`'s project `id`; `None` if there is no such project.
+    pub fn rename_project(&self, account: &AccountId, id: &str, name: &str) -> Result<Option<Project>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx.execute(
+            "UPDATE projects SET name = ?3 WHERE account_id = ?1 AND id = ?2",
+            params![account.0, id, name],
+        )?;
+        let project = if changed == 1 {
+            Some(tx.query_row(
+                "SELECT id, account_id, name, created_at FROM projects WHERE id = ?1",
+                [id],
+                project_row,
+            )?)
+        } else {
+            None
+        };
+        tx.commit()?;
+        Ok(project)
+    }
+
+    /// Deletes `account`'s project `id`; returns whether it existed.
+    pub fn delete_project(&self, account: &AccountId, id: &str) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let changed = conn.execute(
+            "DELETE FROM projects WHERE account_id = ?1 AND id = ?2",
+            params![account.0, id],
+        )?;
+        Ok(changed == 1)
+    }
+}
+
+fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
+    Ok(Project {
+        id: row.get(0)?,
+        account_id: AccountId(row.get(1)?),
+        name: row.get(2)?,
+        created_at: row.get(3)?,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test failure is a panic
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_apply_once_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "a").unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
+        assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
+    }
+}
