@@ -9,12 +9,10 @@
 
 mod common;
 
-use common::Process;
-use compute::remote_store::{RemotePageStore, RemotePageStoreConfig};
+use common::cluster::{Cluster, TestResult};
+use compute::remote_store::RemotePageStore;
 use compute::rusqlite::{params, Connection};
 use compute::vfs::{open_connection, register_database, unregister_database};
-use proto::pageserver as ps;
-use proto::safekeeper as sk;
 use storage::{Lsn, TenantId, TimelineId};
 
 const START: Lsn = Lsn(0x100_0000);
@@ -22,89 +20,6 @@ const ACCOUNTS: i64 = 50;
 const INITIAL_BALANCE: i64 = 1_000;
 const TRANSFERS: i64 = 200;
 const BIG_ROWS: i64 = 5_000;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Fields drop in order: the processes are killed before their directory goes.
-struct Cluster {
-    safekeepers: Vec<Process>,
-    pageserver: Process,
-    tenant: TenantId,
-    timeline: TimelineId,
-    _root: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// Three safekeepers and a pageserver following them, the timeline created on all of them.
-    async fn start() -> TestResult<Cluster> {
-        let root = tempfile::tempdir()?;
-        let safekeepers: Vec<Process> = (1..=3)
-            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
-            .collect();
-        let (tenant, timeline) = (TenantId(0xA1), TimelineId(0xA2));
-        for s in &safekeepers {
-            let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", s.address)).await?;
-            client
-                .create_timeline(sk::CreateTimelineRequest {
-                    timeline: Some(sk::TimelineRef {
-                        tenant_id: tenant.to_string(),
-                        timeline_id: timeline.to_string(),
-                    }),
-                    start_lsn: START.0,
-                })
-                .await?;
-        }
-        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let pageserver = Process::start(vec![
-            "pageserver".into(),
-            "--data-dir".into(),
-            root.path().join("pageserver").display().to_string(),
-            "--safekeepers".into(),
-            addresses.join(","),
-        ]);
-        let mut management =
-            ps::management_client::ManagementClient::connect(format!("http://{}", pageserver.address)).await?;
-        management
-            .create_tenant(ps::TenantRequest {
-                tenant_id: tenant.to_string(),
-            })
-            .await?;
-        management
-            .create_timeline(ps::CreateTimelineRequest {
-                timeline: Some(ps::TimelineRef {
-                    tenant_id: tenant.to_string(),
-                    timeline_id: timeline.to_string(),
-                }),
-                ancestor_timeline_id: String::new(),
-                ancestor_lsn: 0,
-                start_lsn: START.0,
-            })
-            .await?;
-        Ok(Cluster {
-            safekeepers,
-            pageserver,
-            tenant,
-            timeline,
-            _root: root,
-        })
-    }
-
-    fn store_config(&self) -> RemotePageStoreConfig {
-        let mut config = RemotePageStoreConfig::new(
-            self.safekeepers.iter().map(|s| s.address.clone()).collect(),
-            self.pageserver.address.clone(),
-            self.tenant,
-            self.timeline,
-            START,
-        );
-        config.connect_timeout_ms = 500;
-        config.safekeeper_request_timeout_ms = 500;
-        config.get_page_timeout_ms = 20_000;
-        config.commit_timeout_ms = 1_500;
-        config.page_cache_capacity_pages = 64;
-        config
-    }
-}
 
 /// One transfer, in its own transaction: `(id, from, to, amount)`.
 type Transfer = (i64, i64, i64, i64);
@@ -156,10 +71,10 @@ fn expected_balances(acknowledged: &[Transfer]) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_without_a_majority_is_all_or_nothing_and_acknowledged_commits_survive() -> TestResult {
-    let mut cluster = Cluster::start().await?;
+    let mut cluster = Cluster::start(TenantId(0xA1), TimelineId(0xA2), START).await?;
 
     // The first compute: accounts, many small acknowledged transfers.
-    let store = RemotePageStore::start(cluster.store_config()).await?;
+    let store = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 1_500)).await?;
     register_database("atomic", store.clone())?;
     let acknowledged = tokio::task::spawn_blocking(|| -> TestResult<Vec<Transfer>> {
         let mut connection = open_connection("atomic")?;
@@ -220,7 +135,7 @@ async fn a_commit_without_a_majority_is_all_or_nothing_and_acknowledged_commits_
     for safekeeper in &mut cluster.safekeepers[..2] {
         safekeeper.restart();
     }
-    let store = RemotePageStore::start(cluster.store_config()).await?;
+    let store = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 1_500)).await?;
     register_database("atomic", store.clone())?;
     let (balances, transfer_ids, big_rows, check) = tokio::task::spawn_blocking(|| -> TestResult<_> {
         let connection = open_connection("atomic")?;

@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::Process;
-use compute::remote_store::{RemotePageStore, RemotePageStoreConfig};
+use common::cluster::{Cluster, TestResult};
+use compute::remote_store::RemotePageStore;
 use compute::rusqlite::{self, params, Connection};
 use compute::vfs::{open_connection, register_database, unregister_database};
 use proto::pageserver as ps;
@@ -17,89 +17,6 @@ use storage::{Lsn, TenantId, TimelineId};
 
 const START: Lsn = Lsn(0x100_0000);
 const BRANCH: TimelineId = TimelineId(0xB3);
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Fields drop in order: the processes are killed before their directory goes.
-struct Cluster {
-    safekeepers: Vec<Process>,
-    pageserver: Process,
-    tenant: TenantId,
-    timeline: TimelineId,
-    _root: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// Three safekeepers and a pageserver following them, the timeline created on all of them.
-    async fn start() -> TestResult<Cluster> {
-        let root = tempfile::tempdir()?;
-        let safekeepers: Vec<Process> = (1..=3)
-            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
-            .collect();
-        let (tenant, timeline) = (TenantId(0xB1), TimelineId(0xB2));
-        for s in &safekeepers {
-            let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", s.address)).await?;
-            client
-                .create_timeline(sk::CreateTimelineRequest {
-                    timeline: Some(sk::TimelineRef {
-                        tenant_id: tenant.to_string(),
-                        timeline_id: timeline.to_string(),
-                    }),
-                    start_lsn: START.0,
-                })
-                .await?;
-        }
-        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let pageserver = Process::start(vec![
-            "pageserver".into(),
-            "--data-dir".into(),
-            root.path().join("pageserver").display().to_string(),
-            "--safekeepers".into(),
-            addresses.join(","),
-        ]);
-        let mut management =
-            ps::management_client::ManagementClient::connect(format!("http://{}", pageserver.address)).await?;
-        management
-            .create_tenant(ps::TenantRequest {
-                tenant_id: tenant.to_string(),
-            })
-            .await?;
-        management
-            .create_timeline(ps::CreateTimelineRequest {
-                timeline: Some(ps::TimelineRef {
-                    tenant_id: tenant.to_string(),
-                    timeline_id: timeline.to_string(),
-                }),
-                ancestor_timeline_id: String::new(),
-                ancestor_lsn: 0,
-                start_lsn: START.0,
-            })
-            .await?;
-        Ok(Cluster {
-            safekeepers,
-            pageserver,
-            tenant,
-            timeline,
-            _root: root,
-        })
-    }
-
-    fn store_config(&self, timeline: TimelineId, start: Lsn) -> RemotePageStoreConfig {
-        let mut config = RemotePageStoreConfig::new(
-            self.safekeepers.iter().map(|s| s.address.clone()).collect(),
-            self.pageserver.address.clone(),
-            self.tenant,
-            timeline,
-            start,
-        );
-        config.connect_timeout_ms = 500;
-        config.safekeeper_request_timeout_ms = 500;
-        config.get_page_timeout_ms = 20_000;
-        config.commit_timeout_ms = 5_000;
-        config.page_cache_capacity_pages = 64;
-        config
-    }
-}
 
 /// Creates `BRANCH` off the main timeline at `lsn` on the pageserver and on every safekeeper.
 async fn create_branch(cluster: &Cluster, lsn: Lsn) -> TestResult {
@@ -174,10 +91,10 @@ fn insert(connection: &mut Connection, ids: std::ops::Range<i64>, tag: &str) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_sees_the_parent_at_the_branch_point_and_then_only_its_own_writes() -> TestResult {
-    let cluster = Cluster::start().await?;
+    let cluster = Cluster::start(TenantId(0xB1), TimelineId(0xB2), START).await?;
 
     // The parent: 500 rows, then the branch point.
-    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START)).await?;
+    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 5_000)).await?;
     register_database("parent", parent.clone())?;
     with_db("parent", |c| {
         c.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
@@ -191,7 +108,7 @@ async fn a_branch_sees_the_parent_at_the_branch_point_and_then_only_its_own_writ
     with_db("parent", |c| insert(c, 1000..1300, "parent-after")).await?;
 
     // The branch sees the parent as of the branch point.
-    let branch = RemotePageStore::start(cluster.store_config(BRANCH, branch_lsn)).await?;
+    let branch = RemotePageStore::start(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
     assert!(branch.read_lsn() >= branch_lsn);
     register_database("branch", branch.clone())?;
     let seen = with_db("branch", |c| ids(c)).await?;
@@ -224,7 +141,7 @@ async fn a_branch_sees_the_parent_at_the_branch_point_and_then_only_its_own_writ
         (cluster.timeline, START, "parent2", parent_expected),
         (BRANCH, branch_lsn, "branch2", branch_expected),
     ] {
-        let store = RemotePageStore::start(cluster.store_config(timeline, start)).await?;
+        let store = RemotePageStore::start(cluster.store_config(timeline, start, 5_000)).await?;
         register_database(name, store.clone())?;
         let (seen, check) = with_db(name, |c| {
             let check: String = c.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;

@@ -9,99 +9,14 @@ mod common;
 
 use std::sync::{Arc, Weak};
 
-use common::Process;
-use compute::remote_store::{RemotePageStore, RemotePageStoreConfig};
+use common::cluster::{Cluster, TestResult};
+use compute::remote_store::RemotePageStore;
 use compute::rusqlite::{self, params, Connection};
 use compute::vfs::{open_connection, register_database, unregister_database};
-use proto::pageserver as ps;
-use proto::safekeeper as sk;
 use storage::{Lsn, TenantId, TimelineId};
 
 const START: Lsn = Lsn(0x100_0000);
 const ROWS: i64 = 2000;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Fields drop in order: the processes are killed before their directory goes.
-struct Cluster {
-    safekeepers: Vec<Process>,
-    pageserver: Process,
-    tenant: TenantId,
-    timeline: TimelineId,
-    _root: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// Three safekeepers and a pageserver following them, the timeline created on all of them.
-    async fn start() -> TestResult<Cluster> {
-        let root = tempfile::tempdir()?;
-        let safekeepers: Vec<Process> = (1..=3)
-            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
-            .collect();
-        let (tenant, timeline) = (TenantId(0xC1), TimelineId(0xC2));
-        for s in &safekeepers {
-            let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", s.address)).await?;
-            client
-                .create_timeline(sk::CreateTimelineRequest {
-                    timeline: Some(sk::TimelineRef {
-                        tenant_id: tenant.to_string(),
-                        timeline_id: timeline.to_string(),
-                    }),
-                    start_lsn: START.0,
-                })
-                .await?;
-        }
-        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let pageserver = Process::start(vec![
-            "pageserver".into(),
-            "--data-dir".into(),
-            root.path().join("pageserver").display().to_string(),
-            "--safekeepers".into(),
-            addresses.join(","),
-        ]);
-        let mut management =
-            ps::management_client::ManagementClient::connect(format!("http://{}", pageserver.address)).await?;
-        management
-            .create_tenant(ps::TenantRequest {
-                tenant_id: tenant.to_string(),
-            })
-            .await?;
-        management
-            .create_timeline(ps::CreateTimelineRequest {
-                timeline: Some(ps::TimelineRef {
-                    tenant_id: tenant.to_string(),
-                    timeline_id: timeline.to_string(),
-                }),
-                ancestor_timeline_id: String::new(),
-                ancestor_lsn: 0,
-                start_lsn: START.0,
-            })
-            .await?;
-        Ok(Cluster {
-            safekeepers,
-            pageserver,
-            tenant,
-            timeline,
-            _root: root,
-        })
-    }
-
-    fn store_config(&self) -> RemotePageStoreConfig {
-        let mut config = RemotePageStoreConfig::new(
-            self.safekeepers.iter().map(|s| s.address.clone()).collect(),
-            self.pageserver.address.clone(),
-            self.tenant,
-            self.timeline,
-            START,
-        );
-        config.connect_timeout_ms = 500;
-        config.safekeeper_request_timeout_ms = 500;
-        config.get_page_timeout_ms = 20_000;
-        config.commit_timeout_ms = 2_000;
-        config.page_cache_capacity_pages = 64;
-        config
-    }
-}
 
 /// The table's rows as (id, value), ordered by id.
 fn rows(connection: &Connection) -> rusqlite::Result<Vec<(i64, String)>> {
@@ -147,11 +62,11 @@ fn expected_rows() -> Vec<(i64, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_commits_through_safekeepers_and_reads_back_from_the_pageserver() -> TestResult {
-    let mut cluster = Cluster::start().await?;
+    let mut cluster = Cluster::start(TenantId(0xC1), TimelineId(0xC2), START).await?;
     let expected = expected_rows();
 
     // The first compute writes.
-    let store = RemotePageStore::start(cluster.store_config()).await?;
+    let store = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 2_000)).await?;
     assert_eq!(store.read_lsn(), START, "a new timeline's epoch starts at its start");
     register_database("db1", store.clone())?;
     let written = tokio::task::spawn_blocking(|| -> TestResult<Vec<(i64, String)>> {
@@ -173,7 +88,7 @@ async fn sqlite_commits_through_safekeepers_and_reads_back_from_the_pageserver()
     assert!(first.upgrade().is_none(), "the first compute is gone");
 
     // A fresh compute, empty cache: everything comes from the pageserver.
-    let store = RemotePageStore::start(cluster.store_config()).await?;
+    let store = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 2_000)).await?;
     assert!(
         store.read_lsn() >= end_lsn,
         "the new epoch starts after the first compute's commits: {} < {end_lsn}",

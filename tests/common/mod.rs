@@ -1,6 +1,8 @@
 //! Helpers shared by the process tests: real `cambium` processes started, killed with -9 and restarted.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
