@@ -167,6 +167,8 @@ struct State {
     cache: PageLru,
     /// Why the store failed, once it has: every later call fails with it.
     failed: Option<String>,
+    /// Whether the failure is a [`RemotePageStore::close`] by its owner rather than one of its own.
+    closed: bool,
 }
 
 /// How a store starts: writing (a proposer, reads at its own commits) or read-only at a fixed LSN.
@@ -258,6 +260,7 @@ impl RemotePageStore {
                 db_size_pages,
                 cache: PageLru::new(config.page_cache_capacity_pages),
                 failed: None,
+                closed: false,
             }),
             committing: Mutex::new(()),
             runtime,
@@ -274,13 +277,23 @@ impl RemotePageStore {
         self.state.lock().failed.clone()
     }
 
+    /// Closes the store on purpose (its owner replaced or stopped serving it): from now on every read and
+    /// commit fails with `reason`, as after a failure of its own, and [`RemotePageStore::is_closed`] says so,
+    /// so that no owner restarts it. A commit already sent is not cut short: its outcome is reported as it is.
+    pub fn close(&self, reason: &str) {
+        let mut state = self.state.lock();
+        state.failed = Some(reason.to_owned());
+        state.closed = true;
+        tracing::info!(timeline = %self.timeline.timeline_id, %reason, "remote page store closed");
+    }
+
+    /// Whether [`RemotePageStore::close`] was called (then [`RemotePageStore::failure`] is its reason).
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
     fn check_not_failed(&self) -> Result<(), PageStoreError> {
-        match &self.state.lock().failed {
-            Some(reason) => Err(PageStoreError::Unavailable(format!(
-                "the page store has failed: {reason}"
-            ))),
-            None => Ok(()),
-        }
+        check_state(&self.state.lock())
     }
 
     /// Runs `work` on the store's runtime and waits for it (bounded by `timeout` plus a margin) from this
@@ -388,11 +401,7 @@ impl PageStore for RemotePageStore {
     fn read_page(&self, block: u32) -> Result<Option<Bytes>, PageStoreError> {
         let read_lsn = {
             let mut state = self.state.lock();
-            if let Some(reason) = &state.failed {
-                return Err(PageStoreError::Unavailable(format!(
-                    "the page store has failed: {reason}"
-                )));
-            }
+            check_state(&state)?;
             if block >= state.db_size_pages {
                 return Ok(None);
             }
@@ -480,6 +489,19 @@ impl PageStore for RemotePageStore {
             state.cache.insert(block, page);
         }
         Ok(())
+    }
+}
+
+/// The error every call gets once the store has failed or was closed.
+fn check_state(state: &State) -> Result<(), PageStoreError> {
+    match (&state.failed, state.closed) {
+        (None, _) => Ok(()),
+        (Some(reason), false) => Err(PageStoreError::Unavailable(format!(
+            "the page store has failed: {reason}"
+        ))),
+        (Some(reason), true) => Err(PageStoreError::Unavailable(format!(
+            "the page store is closed: {reason}"
+        ))),
     }
 }
 

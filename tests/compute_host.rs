@@ -1,0 +1,288 @@
+//! `compute::host::ComputeHost` in this process, over three `cambium safekeeper`s and a `cambium pageserver`
+//! as real processes, spoken to with tokio-postgres.
+//!
+//! Proves: one listener serves branches of two tenants, each seeing only its own data; a lazily defined branch
+//! starts its store on the first session; an alias reaches its branch (time travel too) and re-pointing it
+//! changes what new sessions get while old ones stay; a refused name fails with the reason, and serves again
+//! once cleared; a detached branch is unknown and its open sessions fail; attaching a branch to a new timeline
+//! (a restore) fails the old store's open sessions with a clear error and refuses its commits, while new
+//! sessions see the new timeline's data and write to it.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::cluster::{Cluster, TestResult};
+use compute::host::{BranchTarget, ComputeHost, HostConfig};
+use proto::pageserver as ps;
+use proto::safekeeper as sk;
+use storage::{Lsn, TenantId, TimelineId};
+use tokio_postgres::NoTls;
+
+const START: Lsn = Lsn(0x100_0000);
+
+fn host_config(cluster: &Cluster) -> HostConfig {
+    HostConfig {
+        listen: "127.0.0.1:0".into(),
+        safekeepers: cluster.safekeepers.iter().map(|s| s.address.clone()).collect(),
+        pageserver: cluster.pageserver.address.clone(),
+        passwords: HashMap::from([("alice".to_string(), "secret".to_string())]),
+        page_cache_capacity_pages: 64,
+    }
+}
+
+/// Creates `timeline` of `tenant` (a root timeline, or a branch of `ancestor` at its LSN) on the pageserver
+/// and every safekeeper; creates the tenant on the pageserver first when it is not the cluster's.
+async fn create_timeline(
+    cluster: &Cluster,
+    tenant: TenantId,
+    timeline: TimelineId,
+    ancestor: Option<(TimelineId, Lsn)>,
+) -> TestResult {
+    let mut management =
+        ps::management_client::ManagementClient::connect(format!("http://{}", cluster.pageserver.address)).await?;
+    if tenant != cluster.tenant {
+        management
+            .create_tenant(ps::TenantRequest {
+                tenant_id: tenant.to_string(),
+            })
+            .await?;
+    }
+    let (ancestor_timeline_id, ancestor_lsn, start_lsn) = match ancestor {
+        Some((parent, lsn)) => (parent.to_string(), lsn, Lsn(0)),
+        None => (String::new(), Lsn(0), START),
+    };
+    // The pageserver may not have ingested up to the branch point yet: it refuses it until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let created = management
+            .create_timeline(ps::CreateTimelineRequest {
+                timeline: Some(ps::TimelineRef {
+                    tenant_id: tenant.to_string(),
+                    timeline_id: timeline.to_string(),
+                }),
+                ancestor_timeline_id: ancestor_timeline_id.clone(),
+                ancestor_lsn: ancestor_lsn.0,
+                start_lsn: start_lsn.0,
+            })
+            .await;
+        match created {
+            Ok(_) => break,
+            Err(status) if status.code() == tonic::Code::OutOfRange && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(status) => return Err(status.into()),
+        }
+    }
+    for s in &cluster.safekeepers {
+        let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", s.address)).await?;
+        client
+            .create_timeline(sk::CreateTimelineRequest {
+                timeline: Some(sk::TimelineRef {
+                    tenant_id: tenant.to_string(),
+                    timeline_id: timeline.to_string(),
+                }),
+                start_lsn: ancestor.map_or(START, |(_, lsn)| lsn).0,
+            })
+            .await?;
+    }
+    Ok(())
+}
+
+async fn connect(host: &ComputeHost, database: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let address = host.address();
+    let (client, connection) = tokio_postgres::connect(
+        &format!(
+            "host={} port={} user=alice password=secret dbname='{database}'",
+            address.ip(),
+            address.port()
+        ),
+        NoTls,
+    )
+    .await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// The server's message of a failed connect or statement (or the error's text if it has none).
+fn message(error: &tokio_postgres::Error) -> String {
+    error
+        .as_db_error()
+        .map_or_else(|| error.to_string(), |e| e.message().to_owned())
+}
+
+/// The message a connection to `database` is refused with; panics if it opens.
+async fn refusal(host: &ComputeHost, database: &str) -> String {
+    match connect(host, database).await {
+        Ok(_) => panic!("{database} must be refused"),
+        Err(e) => message(&e),
+    }
+}
+
+async fn values(client: &tokio_postgres::Client) -> Result<Vec<String>, tokio_postgres::Error> {
+    let rows = client.query("SELECT v FROM t ORDER BY id", &[]).await?;
+    Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_listener_serves_two_tenants_with_aliases_refusals_and_detach() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xD1), TimelineId(0xD2), START).await?;
+    let (tenant_b, timeline_b) = (TenantId(0xD3), TimelineId(0xD4));
+    create_timeline(&cluster, tenant_b, timeline_b, None).await?;
+    let host = ComputeHost::start(host_config(&cluster)).await?;
+
+    // Tenant A's branch starts now; tenant B's lazily, on its first session.
+    let target_a = BranchTarget {
+        tenant_id: cluster.tenant,
+        timeline_id: cluster.timeline,
+        start_lsn: START,
+    };
+    host.attach("br_host_a", target_a.clone()).await?;
+    assert!(host.store("br_host_a").is_some(), "attach starts the store");
+    host.attach("br_host_a", target_a).await?; // the same target: nothing changes
+    host.define(
+        "br_host_b",
+        BranchTarget {
+            tenant_id: tenant_b,
+            timeline_id: timeline_b,
+            start_lsn: START,
+        },
+    )?;
+    assert!(host.store("br_host_b").is_none(), "define starts nothing");
+    host.set_alias("db_host_a", "br_host_a")?;
+    host.set_alias("db_host_b", "br_host_b")?;
+    assert!(
+        host.set_alias("br_host_a", "br_host_b").is_err(),
+        "a branch name is not an alias"
+    );
+
+    let a = connect(&host, "db_host_a").await?;
+    a.batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'a1')")
+        .await?;
+    let b = connect(&host, "br_host_b").await?;
+    assert!(host.store("br_host_b").is_some(), "the first session started the store");
+    b.batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'b1')")
+        .await?;
+    assert_eq!(values(&connect(&host, "br_host_a").await?).await?, ["a1"]);
+    assert_eq!(values(&connect(&host, "db_host_b").await?).await?, ["b1"]);
+
+    // Time travel through an alias: read-only, as of then.
+    let lsn_a = host.store("br_host_a").ok_or("a's store")?.read_lsn();
+    a.execute("INSERT INTO t VALUES (2, 'a2')", &[]).await?;
+    let past = connect(&host, &format!("db_host_a@{lsn_a}")).await?;
+    assert_eq!(values(&past).await?, ["a1"]);
+    assert!(past.execute("INSERT INTO t VALUES (3, 'x')", &[]).await.is_err());
+
+    // Re-pointing the alias: new sessions get the other branch, the open one stays where it was.
+    host.set_alias("db_host_a", "br_host_b")?;
+    assert_eq!(values(&connect(&host, "db_host_a").await?).await?, ["b1"]);
+    assert_eq!(values(&a).await?, ["a1", "a2"]);
+    host.set_alias("db_host_a", "br_host_a")?;
+
+    // A refused name fails with the reason, its time-travel form too, and serves again once cleared.
+    let reason = "database db_host_b is suspended; resume it";
+    host.refuse("db_host_b", reason);
+    let refused = refusal(&host, "db_host_b").await;
+    assert!(refused.contains(reason), "{refused}");
+    let refused = refusal(&host, &format!("db_host_b@{START}")).await;
+    assert!(refused.contains(reason), "{refused}");
+    assert_eq!(
+        values(&connect(&host, "br_host_b").await?).await?,
+        ["b1"],
+        "only that name"
+    );
+    host.clear_refusal("db_host_b");
+    assert_eq!(values(&connect(&host, "db_host_b").await?).await?, ["b1"]);
+
+    // Detach: the branch and its alias are unknown; its open session fails on its next statement.
+    let store_b = host.store("br_host_b").ok_or("b's store")?;
+    assert!(host.detach("br_host_b"));
+    assert!(!host.detach("br_host_b"), "detached already");
+    assert!(host.store("br_host_b").is_none());
+    for name in ["br_host_b", "db_host_b"] {
+        let refused = refusal(&host, name).await;
+        assert!(refused.contains("invalid database name"), "{name}: {refused}");
+    }
+    assert!(b.query("SELECT v FROM t", &[]).await.is_err(), "b's session must fail");
+    let reason = store_b.failure().unwrap_or_default();
+    assert!(store_b.is_closed() && reason.contains("no longer served"), "{reason}");
+    assert_eq!(values(&a).await?, ["a1", "a2"], "the other tenant is untouched");
+    assert!(refusal(&host, "nothing_here").await.contains("invalid database name"));
+
+    host.stop().await;
+    assert!(!compute::vfs::is_registered("br_host_a"), "stop unregisters");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xE1), TimelineId(0xE2), START).await?;
+    let host = ComputeHost::start(host_config(&cluster)).await?;
+    host.attach(
+        "br_restore",
+        BranchTarget {
+            tenant_id: cluster.tenant,
+            timeline_id: cluster.timeline,
+            start_lsn: START,
+        },
+    )
+    .await?;
+    let old_session = connect(&host, "br_restore").await?;
+    old_session
+        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'kept')")
+        .await?;
+    let old_store = host.store("br_restore").ok_or("the old store")?;
+    let restore_point = old_store.read_lsn();
+    old_session
+        .execute("INSERT INTO t VALUES (2, 'after the restore point')", &[])
+        .await?;
+
+    // The restore: a new timeline branched from the old one at the restore point, served under the same name.
+    let restored = TimelineId(0xE3);
+    create_timeline(
+        &cluster,
+        cluster.tenant,
+        restored,
+        Some((cluster.timeline, restore_point)),
+    )
+    .await?;
+    host.attach(
+        "br_restore",
+        BranchTarget {
+            tenant_id: cluster.tenant,
+            timeline_id: restored,
+            start_lsn: restore_point,
+        },
+    )
+    .await?;
+    assert!(old_store.is_closed(), "the old store is closed");
+    let new_store = host.store("br_restore").ok_or("the new store")?;
+    assert!(!std::sync::Arc::ptr_eq(&old_store, &new_store));
+
+    // The old session's next statement fails (SQLite reports the store's error as an I/O error; the reason
+    // is the store's failure); its store refuses commits.
+    let failed = old_session.execute("INSERT INTO t VALUES (3, 'lost')", &[]).await;
+    assert!(failed.is_err(), "the old session must fail");
+    let reason = old_store.failure().unwrap_or_default();
+    assert!(reason.contains("moved from timeline"), "{reason}");
+    let commit = tokio::task::spawn_blocking(move || {
+        use compute::page_store::PageStore;
+        old_store.commit(Vec::new(), 1)
+    })
+    .await?;
+    let refused = commit.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("closed"), "a closed store refuses commits: {refused}");
+
+    // A new session sees the new timeline: the data as of the restore point, and writes there.
+    let new_session = connect(&host, "br_restore").await?;
+    assert_eq!(values(&new_session).await?, ["kept"]);
+    new_session.execute("INSERT INTO t VALUES (4, 'restored')", &[]).await?;
+    assert_eq!(
+        values(&connect(&host, "br_restore").await?).await?,
+        ["kept", "restored"]
+    );
+    assert!(new_store.read_lsn() > restore_point);
+    assert_eq!(new_store.failure(), None);
+    host.stop().await;
+    Ok(())
+}
