@@ -1,9 +1,9 @@
 //! The `cambium` command line.
 //!
-//! `safekeeper`, `pageserver` and `compute` each run one service and print one stdout line saying where it
-//! listens; SIGINT or SIGTERM stops it. Until `cambium up` exists (issue 6), the rest drives the storage engine
-//! directly: `demo` builds a database's worth of pages on disk, branches it and reads both sides; `inspect` and
-//! `verify` examine a tenant directory.
+//! `up` runs the whole service in one process ([`up`]); `api`, `safekeeper`, `pageserver` and `compute` each
+//! run one part. Each prints one stdout line saying where it listens; SIGINT or SIGTERM stops it. `keys` manages
+//! API keys. `demo` drives the storage engine directly (a database's worth of pages on disk, branched, read on
+//! both sides); `inspect` and `verify` examine a tenant directory.
 //!
 //! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
 
@@ -18,6 +18,8 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, SafekeeperNode};
+mod up;
+
 use storage::{
     BranchPoint, Key, Lsn, PageCache, Patch, Tenant, TimelineConfig, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES,
 };
@@ -35,6 +37,61 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs the whole service in one process: the `/v1` API, the PostgreSQL listener, a pageserver and three
+    /// safekeepers (gRPC over loopback). Prints one line saying where, and where the admin API key is; Ctrl-C
+    /// stops it cleanly, and `up` again on the same data directory finds everything.
+    Up {
+        /// Data directory (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        /// The API's address.
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
+        listen: String,
+        /// The PostgreSQL address.
+        #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
+        pg_listen: String,
+        /// Remote storage for the pageserver's layers (see `cambium pageserver --remote`).
+        #[arg(long, env = "CAMBIUM_REMOTE")]
+        remote: Option<String>,
+        /// API requests a second per account (0: no limit).
+        #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
+        rate_limit: u32,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+    },
+    /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
+    Api {
+        /// Data directory for the control metadata (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        /// The API's address.
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
+        listen: String,
+        /// The PostgreSQL address.
+        #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
+        pg_listen: String,
+        /// The pageserver, `host:port`.
+        #[arg(long, env = "CAMBIUM_PAGESERVER")]
+        pageserver: String,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
+        safekeepers: Vec<String>,
+        /// API requests a second per account (0: no limit).
+        #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
+        rate_limit: u32,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+    },
+    /// Manages API keys in a data directory: create, list, revoke.
+    Keys {
+        /// Data directory.
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: up::KeysCommand,
+    },
     /// Writes a database of pages into a tenant, branches it, writes on both sides, restarts and reads back.
     Demo {
         /// Tenant directory (made if missing; must be empty or absent). Default: a new
@@ -158,6 +215,42 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Up {
+            data_dir,
+            listen,
+            pg_listen,
+            remote,
+            rate_limit,
+            page_cache_pages,
+        } => {
+            let options = up::ApiOptions {
+                data_dir,
+                listen,
+                pg_listen,
+                rate_limit_per_s: rate_limit,
+                page_cache_pages,
+            };
+            run_service("up", |shutdown| up::up(options, remote, shutdown))
+        }
+        Command::Api {
+            data_dir,
+            listen,
+            pg_listen,
+            pageserver,
+            safekeepers,
+            rate_limit,
+            page_cache_pages,
+        } => {
+            let options = up::ApiOptions {
+                data_dir,
+                listen,
+                pg_listen,
+                rate_limit_per_s: rate_limit,
+                page_cache_pages,
+            };
+            run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
+        }
+        Command::Keys { data_dir, command } => up::keys(&data_dir, command),
         Command::Demo { data_dir, pages } => {
             let data_dir = data_dir.unwrap_or_else(|| {
                 let seconds = std::time::SystemTime::now()
@@ -223,6 +316,27 @@ fn main() -> Result<()> {
             result
         }
     }
+}
+
+/// Runs `serve` (given the shutdown signal) on a fresh runtime, then stops the runtime without waiting long on
+/// blocking work (SQLite calls of sessions still open).
+fn run_service<F, Fut>(name: &str, serve: F) -> Result<()>
+where
+    F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .context("starting the tokio runtime")?;
+    let result = runtime.block_on(async {
+        // Handlers first: a signal sent right after the line printed must stop us cleanly.
+        let shutdown = shutdown_signal()?;
+        serve(Box::pin(shutdown)).await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    result
 }
 
 async fn serve_compute(config: compute::compute::ComputeConfig) -> Result<()> {

@@ -1,10 +1,18 @@
 //! The `/v1` HTTP API: projects, databases, branches, endpoints and operations over the pageserver,
-//! safekeepers and computes, with bearer keys and control metadata in SQLite. Built in issue 6.
+//! safekeepers and computes, with bearer keys and control metadata in SQLite.
 //!
-//! First slice: accounts, API keys ([`auth`]) and projects, in a SQLite [`store`] served over
-//! [`http`].
+//! - [`store`]: the control metadata (SQLite, migrations, one transaction per change).
+//! - [`auth`]: API keys, stored hashed.
+//! - [`backend`]: the pageserver and safekeepers over gRPC.
+//! - [`control`]: what each call does to the metadata, the storage and the computes.
+//! - `worker`: runs operations in the background, bounded.
+//! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
 
 pub mod auth;
+pub mod backend;
+pub mod control;
+pub mod error;
 pub mod http;
 mod ids;
 pub mod store;
+mod worker;

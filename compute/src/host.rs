@@ -109,6 +109,7 @@ impl ComputeHost {
             vfs: VfsSessionFactory::new(config.passwords.clone()),
             config,
             names: RwLock::new(Names::default()),
+            credentials: RwLock::new(HashMap::new()),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -123,6 +124,20 @@ impl ComputeHost {
             shutdown: Some(shutdown_tx),
             server: Some(server),
         })
+    }
+
+    /// Gives connection name `name` (a branch or an alias, with or without a time-travel suffix) its own
+    /// credentials: from now on only `user` with `password` opens it, not the users of [`HostConfig::passwords`].
+    pub fn set_credentials(&self, name: &str, user: &str, password: &str) {
+        self.shared
+            .credentials
+            .write()
+            .insert(name.to_owned(), (user.to_owned(), password.to_owned()));
+    }
+
+    /// Takes back `name`'s own credentials (the users of [`HostConfig::passwords`] open it again).
+    pub fn remove_credentials(&self, name: &str) {
+        self.shared.credentials.write().remove(name);
     }
 
     /// The address the PostgreSQL listener is bound to.
@@ -284,6 +299,8 @@ struct HostShared {
     config: HostConfig,
     names: RwLock<Names>,
     vfs: VfsSessionFactory,
+    /// Connection name → (user, password), for names with their own credentials.
+    credentials: RwLock<HashMap<String, (String, String)>>,
 }
 
 impl HostShared {
@@ -543,8 +560,13 @@ fn cannot_open(message: String) -> SessionError {
 }
 
 impl SessionFactory for HostShared {
-    fn password(&self, user: &str) -> Option<String> {
-        self.vfs.password(user)
+    fn password(&self, user: &str, database: &str) -> Option<String> {
+        let name = database.split_once('@').map_or(database, |(name, _)| name);
+        match self.credentials.read().get(name) {
+            // A name with its own credentials accepts only them.
+            Some((own_user, password)) => (own_user == user).then(|| password.clone()),
+            None => self.vfs.password(user, database),
+        }
     }
 
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {

@@ -11,7 +11,7 @@
 //! metadata uploaded (see [`crate::remote`]).
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proto::pageserver as pb;
 use proto::pageserver::management_server::{Management, ManagementServer};
@@ -21,6 +21,9 @@ use tonic::{Request, Response, Status};
 use crate::convert::{self, status_from_error, status_from_storage, Operation};
 use crate::remote::RemoteConsistentLsns;
 use crate::server::MESSAGE_BYTES_MAX;
+
+/// How long a branch creation waits for the WAL receiver to ingest up to the branch point.
+const BRANCH_POINT_WAIT_MS: u64 = 5_000;
 use crate::tenants::{NewTimeline, TenantManager};
 
 /// The longest LSN lease granted; a longer request gets this (the response says when the lease ends).
@@ -154,6 +157,26 @@ impl Management for ManagementHandler {
         let request = request.into_inner();
         let (tenant, id) = convert::timeline_key(request.timeline.as_ref())?;
         let new = new_timeline(&request)?;
+        if let NewTimeline::Branch {
+            ancestor,
+            point: BranchPoint::At(lsn),
+        } = &new
+        {
+            let (ancestor, lsn) = (*ancestor, *lsn);
+            // A branch point the WAL receiver has not ingested yet (the compute committed it a moment ago) is
+            // waited for, bounded; only a point that stays ahead is refused (OUT_OF_RANGE).
+            let timeline = self
+                .manager
+                .timeline(tenant, ancestor)
+                .map_err(|e| status_from_error(&e, Operation::Manage))?;
+            let waited = self
+                .manager
+                .wait_for_lsn(tenant, &timeline, lsn, Duration::from_millis(BRANCH_POINT_WAIT_MS))
+                .await;
+            if let Err(error) = waited {
+                return Err(Status::out_of_range(format!("branch point {lsn} is ahead: {error}")));
+            }
+        }
         let manager = Arc::clone(&self.manager);
         let info = blocking(move || {
             let timeline = manager

@@ -1,6 +1,7 @@
 //! Helpers shared by the process tests: real `cambium` processes started, killed with -9 and restarted.
 #![allow(dead_code)]
 
+pub mod api;
 pub mod cluster;
 
 use std::io::{BufRead, BufReader};
@@ -32,7 +33,9 @@ fn spawn(args: &[String], address: &str) -> (Child, String) {
     let address = line
         .split("listening on ")
         .nth(1)
-        .map(|a| a.trim().to_string())
+        .and_then(|a| a.split_whitespace().next())
+        // `cambium up` says `http://…`: the address is what follows.
+        .map(|a| a.trim_start_matches("http://").to_string())
         .unwrap_or_else(|| panic!("{args:?} did not report its address: {line:?}"));
     (child, address)
 }

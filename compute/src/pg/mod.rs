@@ -54,8 +54,9 @@ pub enum SessionError {
 
 /// Gives each authenticated client its SQLite connection, and knows the users' passwords.
 pub trait SessionFactory: Send + Sync + 'static {
-    /// The password `user` must present, or `None` if there is no such user.
-    fn password(&self, user: &str) -> Option<String>;
+    /// The password `user` must present to open `database` (the name the client gave, time-travel suffix and
+    /// all), or `None` if there is no such user there.
+    fn password(&self, user: &str, database: &str) -> Option<String>;
 
     /// Opens the connection for `user` on the database named `database`. Blocks; called off the
     /// async executor.
@@ -87,7 +88,7 @@ fn is_valid_database_name(name: &str) -> bool {
 }
 
 impl SessionFactory for FileSessionFactory {
-    fn password(&self, user: &str) -> Option<String> {
+    fn password(&self, user: &str, _database: &str) -> Option<String> {
         self.passwords.get(user).cloned()
     }
 
@@ -117,7 +118,7 @@ impl VfsSessionFactory {
 }
 
 impl SessionFactory for VfsSessionFactory {
-    fn password(&self, user: &str) -> Option<String> {
+    fn password(&self, user: &str, _database: &str) -> Option<String> {
         self.passwords.get(user).cloned()
     }
 
@@ -213,21 +214,23 @@ fn fatal(code: &str, message: String) -> PgWireError {
 impl AuthSource for ConnectionAuth {
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
         let user = login.user().unwrap_or_default();
+        // PostgreSQL's default: the database is named after the user.
+        let database = login.database().unwrap_or(user);
         let password = self
             .sessions
-            .password(user)
+            .password(user, database)
             .ok_or_else(|| PgWireError::InvalidPassword(user.to_owned()))?;
         Ok(Password::new(None, password.into_bytes()))
     }
 
     async fn verify_password(&self, login: &LoginInfo, presented_password: &[u8]) -> PgWireResult<Option<()>> {
         let user = login.user().unwrap_or_default().to_owned();
-        let expected = self.sessions.password(&user);
+        // PostgreSQL's default: the database is named after the user.
+        let database = login.database().unwrap_or(&user).to_owned();
+        let expected = self.sessions.password(&user, &database);
         if expected.as_deref().map(str::as_bytes) != Some(presented_password) {
             return Err(PgWireError::InvalidPassword(user));
         }
-        // PostgreSQL's default: the database is named after the user.
-        let database = login.database().unwrap_or(&user).to_owned();
         let sessions = self.sessions.clone();
         let opened = tokio::task::spawn_blocking(move || sessions.open(&user, &database))
             .await

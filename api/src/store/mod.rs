@@ -1,4 +1,5 @@
-//! Control metadata in SQLite: accounts, API keys and projects.
+//! Control metadata in SQLite: accounts, API keys, projects ([`mod@self`]); databases, branches and timelines
+//! ([`databases`]); operations ([`operations`]); idempotent responses ([`idempotency`]).
 //!
 //! The schema is versioned by a `schema_version` table; each migration runs in its own transaction
 //! together with the version bump, so a crash leaves the schema at a whole version. Every state change
@@ -14,8 +15,13 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::ids;
 
+pub mod databases;
+pub mod idempotency;
+pub mod operations;
+
 /// Migrations in order; migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE accounts (
         id TEXT PRIMARY KEY,
         created_at TEXT NOT NULL
@@ -34,7 +40,67 @@ const MIGRATIONS: &[&str] = &["
         created_at TEXT NOT NULL
     );
     CREATE INDEX projects_by_account ON projects(account_id, id);
-"];
+",
+    "
+    CREATE TABLE databases (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL REFERENCES projects(id),
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        name TEXT NOT NULL,
+        region TEXT NOT NULL,
+        status TEXT NOT NULL,
+        tenant_id TEXT NOT NULL UNIQUE,
+        default_branch_id TEXT NOT NULL,
+        password TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (project_id, name)
+    );
+    CREATE INDEX databases_by_project ON databases(project_id, id);
+    CREATE TABLE timelines (
+        timeline_id TEXT PRIMARY KEY,
+        database_id TEXT NOT NULL,
+        ancestor_timeline_id TEXT,
+        start_lsn INTEGER NOT NULL
+    );
+    CREATE INDEX timelines_by_database ON timelines(database_id);
+    CREATE TABLE branches (
+        id TEXT PRIMARY KEY,
+        database_id TEXT NOT NULL REFERENCES databases(id),
+        name TEXT NOT NULL,
+        parent_branch_id TEXT,
+        parent_lsn INTEGER,
+        timeline_id TEXT NOT NULL REFERENCES timelines(timeline_id),
+        created_at TEXT NOT NULL,
+        UNIQUE (database_id, name)
+    );
+    CREATE INDEX branches_by_database ON branches(database_id, id);
+    CREATE TABLE operations (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        database_id TEXT,
+        branch_id TEXT,
+        action TEXT NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT,
+        params TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX operations_by_project ON operations(project_id, id);
+    CREATE INDEX operations_running ON operations(status) WHERE status = 'running';
+    CREATE TABLE idempotency_keys (
+        account_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, key)
+    );
+",
+];
 
 /// How long a statement waits for a lock held by another connection.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
@@ -49,6 +115,19 @@ pub enum StoreError {
     /// The database holds something this code cannot have written.
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
+    /// A uniqueness rule refused the change (a duplicate name).
+    #[error("conflict: {0}")]
+    Conflict(String),
+}
+
+/// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
+pub(crate) fn conflict_on_unique(error: rusqlite::Error, message: &str) -> StoreError {
+    match &error {
+        rusqlite::Error::SqliteFailure(code, _) if code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => {
+            StoreError::Conflict(message.to_owned())
+        }
+        _ => StoreError::Sqlite(error),
+    }
 }
 
 /// An account: the owner of keys and projects.
@@ -97,14 +176,19 @@ pub struct Store {
 }
 
 /// Now, as the ISO 8601 UTC string stored in `created_at` columns.
-fn now() -> (u64, String) {
+pub(crate) fn now() -> (u64, String) {
     let now = jiff::Timestamp::now();
     let ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
-    (ms, now.to_string())
+    (ms, timestamp_text(now))
+}
+
+/// `timestamp` as stored: ISO 8601 UTC with exactly three fractional digits, so the text sorts as the time.
+pub(crate) fn timestamp_text(timestamp: jiff::Timestamp) -> String {
+    format!("{timestamp:.3}")
 }
 
 /// A new id with `prefix`.
-fn new_id(prefix: &str, now_ms: u64) -> String {
+pub(crate) fn new_id(prefix: &str, now_ms: u64) -> String {
     format!("{prefix}{}", ids::new_ulid(now_ms))
 }
 
@@ -121,7 +205,7 @@ impl Store {
         Ok(store)
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock rolled back its transaction (dropped uncommitted).
         self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -300,14 +384,58 @@ impl Store {
         Ok(project)
     }
 
-    /// Deletes `account`'s project `id`; returns whether it existed.
-    pub fn delete_project(&self, account: &AccountId, id: &str) -> Result<bool, StoreError> {
+    /// Deletes `account`'s project `id` with its databases, branches, timelines and operations, in one
+    /// transaction; returns the deleted databases (their storage is the caller's to delete), or `None` if there
+    /// is no such project.
+    pub fn delete_project(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> Result<Option<Vec<databases::Database>>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let exists = tx
+            .query_row(
+                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
+                params![account.0, id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !exists {
+            return Ok(None);
+        }
+        let deleted = databases::databases_of_project(&tx, id)?;
+        for database in &deleted {
+            databases::delete_database_rows(&tx, &database.id)?;
+        }
+        tx.execute("DELETE FROM operations WHERE project_id = ?1", [id])?;
+        tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
+        tx.commit()?;
+        Ok(Some(deleted))
+    }
+
+    /// Every account, oldest first.
+    pub fn accounts(&self) -> Result<Vec<AccountId>, StoreError> {
         let conn = self.conn();
-        let changed = conn.execute(
-            "DELETE FROM projects WHERE account_id = ?1 AND id = ?2",
-            params![account.0, id],
-        )?;
-        Ok(changed == 1)
+        let mut stmt = conn.prepare("SELECT id FROM accounts ORDER BY id")?;
+        let rows = stmt.query_map([], |row| Ok(AccountId(row.get(0)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every key, revoked or not, oldest first.
+    pub fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT id, account_id, created_at, revoked_at FROM api_keys ORDER BY id")?;
+        let rows = stmt.query_map([], |row| {
+            Ok(ApiKey {
+                id: row.get(0)?,
+                account_id: AccountId(row.get(1)?),
+                created_at: row.get(2)?,
+                revoked_at: row.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }
 

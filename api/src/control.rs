@@ -1,0 +1,922 @@
+//! The control plane: what the `/v1` calls do to the metadata, the storage and the computes.
+//!
+//! - **Databases** are tenants; a database's branches are served by the shared [`ComputeHost`] under their ids
+//!   (`br_…`), and the database id (`db_…`) is an alias of its default branch.
+//! - **Ordering.** Metadata changes are one transaction each. Storage is created *before* the metadata that
+//!   points at it (an orphan is harmless; a dangling pointer is not) and deleted *after* the metadata that
+//!   pointed at it is gone. Structural changes to one database (branch create/delete/promote, restore, suspend,
+//!   resume, delete) hold that database's lock, so they apply one at a time.
+//! - **Operations** (`create_database`, `restore_branch`) are rows first, then work for the [`worker`]; each
+//!   step is idempotent, so a run resumed after a crash redoes what was done and finishes.
+//!
+//! [`worker`]: crate::worker
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use compute::host::{BranchTarget, ComputeHost};
+use parking_lot::Mutex;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use storage::{Lsn, TenantId, TimelineId};
+use tokio::sync::Notify;
+
+use crate::backend::{Backend, BackendError};
+use crate::error::ApiError;
+use crate::store::databases::{Branch, Database, DatabaseStatus, NewDatabase, RestoreChange, TimelineRow};
+use crate::store::operations::{NewOperation, Operation, OperationStatus};
+use crate::store::{new_id, AccountId, Store, StoreError};
+use crate::worker::Worker;
+
+/// Where a database's root timeline starts its WAL.
+pub const ROOT_START_LSN: Lsn = Lsn(0x100_0000);
+/// The name of a new database's default branch.
+pub const DEFAULT_BRANCH_NAME: &str = "main";
+/// The PostgreSQL user of every connection string.
+pub const PG_USER: &str = "cambium";
+
+/// What the control plane needs to know about its deployment.
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    /// The region code of this deployment's computes; the only one databases may ask for.
+    pub region: String,
+    /// The host name in connection strings.
+    pub pg_host: String,
+    /// The port in connection strings.
+    pub pg_port: u16,
+}
+
+/// The parameters of a `restore_branch` operation, fixed when it is created.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RestoreParams {
+    branch_id: String,
+    old_timeline_id: String,
+    /// The timeline that holds the restore point (the branch's, or an ancestor's).
+    source_timeline_id: String,
+    target_lsn: String,
+    new_timeline_id: String,
+    preserved_name: Option<String>,
+    preserved_id: String,
+}
+
+/// The control plane; see the module doc.
+pub struct Control {
+    pub(crate) store: Arc<Store>,
+    backend: Backend,
+    host: Arc<ComputeHost>,
+    config: ControlConfig,
+    /// Per database: held for a structural change.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Woken whenever an operation ends.
+    operation_ended: Notify,
+    worker: Worker,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A random 128-bit id (tenants, timelines).
+fn random_u128() -> u128 {
+    let mut bytes = [0u8; 16];
+    // SystemRandom fails only if the OS has no randomness source: nothing can run then.
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .unwrap_or_else(|_| panic!("the OS random source failed"));
+    u128::from_be_bytes(bytes)
+}
+
+/// A random password: 32 characters of [A-Za-z0-9].
+fn random_password() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .unwrap_or_else(|_| panic!("the OS random source failed"));
+    bytes
+        .iter()
+        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+        .collect()
+}
+
+/// The timeline of `timelines` that holds `lsn` in the history of `start`: `start` itself, or the ancestor it
+/// was branched from below its branch point (recursively).
+pub(crate) fn timeline_holding(
+    timelines: &[TimelineRow],
+    start: TimelineId,
+    lsn: Lsn,
+) -> Result<TimelineRow, ApiError> {
+    let find = |id: TimelineId| {
+        timelines.iter().find(|t| t.timeline_id == id).copied().ok_or_else(|| {
+            tracing::error!(timeline = %id, "a branch's timeline has no row");
+            ApiError::Internal
+        })
+    };
+    let mut current = find(start)?;
+    // Bounded: each step goes to an ancestor, and there are finitely many rows.
+    for _ in 0..=timelines.len() {
+        match current.ancestor_timeline_id {
+            Some(ancestor) if lsn < current.start_lsn => current = find(ancestor)?,
+            _ => {
+                if lsn < current.start_lsn {
+                    return Err(ApiError::Unprocessable(format!(
+                        "LSN {lsn} is before the database's history, which starts at {}",
+                        current.start_lsn
+                    )));
+                }
+                return Ok(current);
+            }
+        }
+    }
+    tracing::error!(timeline = %start, "the timeline ancestry has a cycle");
+    Err(ApiError::Internal)
+}
+
+/// A point in a branch's history, as a request gives it.
+#[derive(Debug, Clone)]
+pub enum PointInTime {
+    /// The branch's latest committed state.
+    Latest,
+    /// An LSN.
+    Lsn(Lsn),
+    /// The newest commit at or before this time.
+    Timestamp(jiff::Timestamp),
+}
+
+impl Control {
+    /// The control plane over `store`, the storage behind `backend`, and `host` serving the databases. Call
+    /// [`Control::resume`] once to serve what the metadata holds and resume unfinished operations.
+    pub fn new(store: Arc<Store>, backend: Backend, host: Arc<ComputeHost>, config: ControlConfig) -> Arc<Control> {
+        Arc::new_cyclic(|weak| Control {
+            store,
+            backend,
+            host,
+            config,
+            locks: Mutex::new(HashMap::new()),
+            operation_ended: Notify::new(),
+            worker: Worker::new(weak.clone()),
+        })
+    }
+
+    /// This deployment's configuration.
+    pub fn config(&self) -> &ControlConfig {
+        &self.config
+    }
+
+    /// The compute host serving the databases.
+    pub fn host(&self) -> &Arc<ComputeHost> {
+        &self.host
+    }
+
+    /// After a start: serves every database as its status says (lazily: stores start on first use) and hands
+    /// every operation left `running` to the worker, which finishes or fails it.
+    pub async fn resume(self: &Arc<Self>) -> Result<(), ApiError> {
+        let store = Arc::clone(&self.store);
+        let databases = tokio::task::spawn_blocking(move || store.all_databases())
+            .await
+            .map_err(|_| ApiError::Internal)??;
+        for database in &databases {
+            match database.status {
+                DatabaseStatus::Active => self.serve(database, false).await?,
+                status => self.refuse(database, status),
+            }
+        }
+        let store = Arc::clone(&self.store);
+        let running = tokio::task::spawn_blocking(move || store.running_operations())
+            .await
+            .map_err(|_| ApiError::Internal)??;
+        tracing::info!(databases = databases.len(), operations = running.len(), "resuming");
+        for operation in running {
+            self.worker.resume(operation.id);
+        }
+        Ok(())
+    }
+
+    /// Runs a store call on the blocking pool.
+    pub async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = Arc::clone(&self.store);
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(result) => Ok(result?),
+            Err(error) => {
+                tracing::error!(%error, "metadata store task failed");
+                Err(ApiError::Internal)
+            }
+        }
+    }
+
+    fn lock(&self, database_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(self.locks.lock().entry(database_id.to_owned()).or_default())
+    }
+
+    /// `postgresql://…` for connection name `name` of `database`.
+    pub fn connection_uri(&self, database: &Database, name: &str) -> String {
+        format!(
+            "postgresql://{PG_USER}:{}@{}:{}/{name}?sslmode=disable",
+            database.password, self.config.pg_host, self.config.pg_port
+        )
+    }
+
+    // ---- serving databases through the compute host ----
+
+    async fn target(&self, database: &Database, branch: &Branch) -> Result<BranchTarget, ApiError> {
+        let (database_id, timeline_id) = (database.id.clone(), branch.timeline_id);
+        let timelines = self.blocking(move |store| store.timelines_of(&database_id)).await?;
+        let row = timeline_holding(&timelines, timeline_id, Lsn(u64::MAX))?;
+        Ok(BranchTarget {
+            tenant_id: database.tenant_id,
+            timeline_id,
+            start_lsn: row.start_lsn,
+        })
+    }
+
+    /// Serves every branch of `database` (the default one started now if `eager`), its id as an alias of the
+    /// default branch, with its password.
+    async fn serve(&self, database: &Database, eager: bool) -> Result<(), ApiError> {
+        let database_id = database.id.clone();
+        let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
+        for branch in &branches {
+            let target = self.target(database, branch).await?;
+            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            let served = if eager && branch.id == database.default_branch_id {
+                self.host.attach(&branch.id, target).await
+            } else {
+                self.host.define(&branch.id, target)
+            };
+            served.map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
+        }
+        self.host.set_credentials(&database.id, PG_USER, &database.password);
+        self.host
+            .set_alias(&database.id, &database.default_branch_id)
+            .map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
+        Ok(())
+    }
+
+    /// Stops serving `database`; its names then refuse sessions saying why (its status).
+    fn refuse(&self, database: &Database, status: DatabaseStatus) {
+        let reason = match status {
+            DatabaseStatus::Suspended => format!("database {} is suspended; resume it to connect", database.id),
+            DatabaseStatus::Provisioning => format!("database {} is being created", database.id),
+            DatabaseStatus::Failed => format!("database {} failed to be created", database.id),
+            DatabaseStatus::Active => format!("database {} is restarting", database.id),
+        };
+        self.unserve(database);
+        self.host.refuse(&database.id, &reason);
+        if let Ok(branches) = self.store.branches_of(&database.id) {
+            for branch in branches {
+                self.host.refuse(&branch.id, &reason);
+            }
+        }
+    }
+
+    /// Stops serving `database` and forgets its names.
+    fn unserve(&self, database: &Database) {
+        self.host.remove_alias(&database.id);
+        self.host.clear_refusal(&database.id);
+        if let Ok(branches) = self.store.branches_of(&database.id) {
+            for branch in branches {
+                self.host.detach(&branch.id);
+                self.host.clear_refusal(&branch.id);
+            }
+        }
+    }
+
+    /// Checks that a SQL session on branch `name` works: opens it and reads the schema.
+    async fn check_sql(&self, name: &str) -> Result<(), String> {
+        let name = name.to_owned();
+        let checked = tokio::task::spawn_blocking(move || {
+            let connection = compute::vfs::open_connection(&name)?;
+            connection.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0))
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        checked.map(|_| ()).map_err(|e| format!("SQL check: {e}"))
+    }
+
+    // ---- databases ----
+
+    /// Creates a database in `account`'s project and starts its `create_database` operation.
+    pub async fn create_database(
+        self: &Arc<Self>,
+        account: &AccountId,
+        project_id: &str,
+        name: String,
+        region: Option<String>,
+    ) -> Result<(Database, Operation), ApiError> {
+        let region = region.unwrap_or_else(|| self.config.region.clone());
+        if region != self.config.region {
+            return Err(ApiError::InvalidRequest(format!(
+                "unknown region {region:?}; this deployment has {:?}",
+                self.config.region
+            )));
+        }
+        let slot = self.worker.reserve()?;
+        let new = NewDatabase {
+            project_id: project_id.to_owned(),
+            name,
+            region,
+            tenant_id: TenantId(random_u128()),
+            timeline: TimelineRow {
+                timeline_id: TimelineId(random_u128()),
+                ancestor_timeline_id: None,
+                start_lsn: ROOT_START_LSN,
+            },
+            branch_name: DEFAULT_BRANCH_NAME.to_owned(),
+            password: random_password(),
+        };
+        let account = account.clone();
+        let created = self
+            .blocking(move |store| store.create_database(&account, &new, "{}"))
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        self.refuse(&created.database, DatabaseStatus::Provisioning);
+        slot.submit(created.operation.id.clone());
+        Ok((created.database, created.operation))
+    }
+
+    /// The `create_database` work: storage, compute, a SQL check, then `active`.
+    pub(crate) async fn run_create_database(&self, operation: &Operation) -> Result<(), String> {
+        let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let id = database_id.clone();
+        let database = self
+            .blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| format!("{e:?}"))?
+            .ok_or("the database was deleted")?;
+        let id = database_id.clone();
+        let timelines = self
+            .blocking(move |store| store.timelines_of(&id))
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let root = timelines
+            .iter()
+            .find(|t| t.ancestor_timeline_id.is_none())
+            .copied()
+            .ok_or("the database has no root timeline")?;
+        retry(|| self.backend.create_tenant(database.tenant_id)).await?;
+        retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        self.serve(&database, true).await.map_err(|e| format!("{e:?}"))?;
+        self.check_sql(&database.default_branch_id).await?;
+        let id = database_id.clone();
+        let activated = self
+            .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Active))
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        if !activated {
+            return Err("the database was deleted".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Resumes or suspends `account`'s database `id`: its compute starts (a SQL session is checked) or stops.
+    pub async fn set_active(&self, account: &AccountId, id: &str, active: bool) -> Result<Database, ApiError> {
+        let database = self.get_database(account, id).await?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let database = self.get_database(account, id).await?;
+        match database.status {
+            DatabaseStatus::Provisioning => {
+                return Err(ApiError::Conflict("the database is still being created".to_owned()))
+            }
+            DatabaseStatus::Failed => {
+                return Err(ApiError::Conflict(
+                    "the database failed to be created; delete it".to_owned(),
+                ))
+            }
+            DatabaseStatus::Active | DatabaseStatus::Suspended => {}
+        }
+        let status = if active {
+            self.host.clear_refusal(&database.id);
+            self.serve(&database, true).await?;
+            self.check_sql(&database.default_branch_id)
+                .await
+                .map_err(ApiError::Unavailable)?;
+            DatabaseStatus::Active
+        } else {
+            self.refuse(&database, DatabaseStatus::Suspended);
+            DatabaseStatus::Suspended
+        };
+        let id = database.id.clone();
+        self.blocking(move |store| store.set_database_status(&id, status))
+            .await?;
+        Ok(Database { status, ..database })
+    }
+
+    /// `account`'s database `id`.
+    pub async fn get_database(&self, account: &AccountId, id: &str) -> Result<Database, ApiError> {
+        let (account, id) = (account.clone(), id.to_owned());
+        self.blocking(move |store| store.get_database(&account, &id))
+            .await?
+            .ok_or(ApiError::NotFound)
+    }
+
+    /// Deletes `account`'s database `id`: metadata, compute, then storage. Refused while an operation runs on it.
+    pub async fn delete_database(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let database = self.get_database(account, id).await?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let database_id = database.id.clone();
+        if let Some(running) = self
+            .blocking(move |store| store.running_operation_on_database(&database_id))
+            .await?
+        {
+            return Err(ApiError::Conflict(format!(
+                "operation {running} is running on this database"
+            )));
+        }
+        self.unserve(&database);
+        let (account, id) = (account.clone(), id.to_owned());
+        let deleted = self
+            .blocking(move |store| store.delete_database(&account, &id))
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        self.delete_storage(&deleted).await;
+        Ok(())
+    }
+
+    /// Deletes `account`'s project `id` with its databases and their storage.
+    pub async fn delete_project(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let (account_id, project_id) = (account.clone(), id.to_owned());
+        let page = self
+            .blocking(move |store| store.list_databases(&account_id, &project_id, None, usize::MAX / 2))
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        for database in &page.items {
+            let database_id = database.id.clone();
+            if let Some(running) = self
+                .blocking(move |store| store.running_operation_on_database(&database_id))
+                .await?
+            {
+                return Err(ApiError::Conflict(format!(
+                    "operation {running} is running on database {}",
+                    database.id
+                )));
+            }
+        }
+        for database in &page.items {
+            self.unserve(database);
+        }
+        let (account, id) = (account.clone(), id.to_owned());
+        let deleted = self
+            .blocking(move |store| store.delete_project(&account, &id))
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        for database in &deleted {
+            self.delete_storage(database).await;
+        }
+        Ok(())
+    }
+
+    /// Deletes a deleted database's tenant; a failure is logged (the tenant is an orphan then).
+    async fn delete_storage(&self, database: &Database) {
+        if let Err(error) = retry(|| self.backend.delete_tenant(database.tenant_id)).await {
+            tracing::error!(database = %database.id, tenant = %database.tenant_id, %error, "the tenant could not be deleted; it is orphaned");
+        }
+    }
+
+    // ---- branches ----
+
+    /// The LSN of `branch`'s latest committed state: its running compute's last commit, or what a majority of
+    /// safekeepers hold as committed.
+    async fn head_lsn(&self, database: &Database, branch: &Branch) -> Result<Lsn, ApiError> {
+        if let Some(store) = self.host.store(&branch.id) {
+            if store.failure().is_none() {
+                return Ok(store.read_lsn());
+            }
+        }
+        Ok(self
+            .backend
+            .committed_lsn(database.tenant_id, branch.timeline_id)
+            .await?)
+    }
+
+    /// Resolves `point` of `branch` to the timeline that holds it and its LSN, checking it against the
+    /// branch's head and the GC cutoff (422 if out of reach).
+    async fn resolve(
+        &self,
+        database: &Database,
+        branch: &Branch,
+        point: &PointInTime,
+    ) -> Result<(TimelineRow, Lsn), ApiError> {
+        let head = self.head_lsn(database, branch).await?;
+        let database_id = database.id.clone();
+        let timelines = self.blocking(move |store| store.timelines_of(&database_id)).await?;
+        let lsn = match point {
+            PointInTime::Latest => head,
+            PointInTime::Lsn(lsn) => {
+                if *lsn > head {
+                    return Err(ApiError::Unprocessable(format!(
+                        "LSN {lsn} is ahead of the branch, which is at {head}"
+                    )));
+                }
+                *lsn
+            }
+            PointInTime::Timestamp(timestamp) => {
+                if *timestamp > jiff::Timestamp::now() {
+                    return Err(ApiError::Unprocessable(format!("{timestamp} is in the future")));
+                }
+                let timestamp_us = u64::try_from(timestamp.as_microsecond())
+                    .map_err(|_| ApiError::Unprocessable(format!("{timestamp} is before 1970")))?;
+                // Every commit up to the head must be indexed before asking which one was last at that time.
+                self.backend
+                    .wait_ingested(database.tenant_id, branch.timeline_id, head)
+                    .await?;
+                let (_, lsn) = self
+                    .backend
+                    .lsn_for_timestamp(database.tenant_id, branch.timeline_id, timestamp_us)
+                    .await?;
+                lsn.min(head)
+            }
+        };
+        let holder = timeline_holding(&timelines, branch.timeline_id, lsn)?;
+        let state = self
+            .backend
+            .timeline_state(database.tenant_id, holder.timeline_id)
+            .await?;
+        if lsn < state.gc_cutoff_lsn {
+            return Err(ApiError::Unprocessable(format!(
+                "LSN {lsn} is outside the retained history, which starts at {}",
+                state.gc_cutoff_lsn
+            )));
+        }
+        Ok((holder, lsn))
+    }
+
+    /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
+    pub async fn create_branch(
+        &self,
+        database: &Database,
+        parent: &Branch,
+        name: String,
+        point: PointInTime,
+    ) -> Result<Branch, ApiError> {
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let (holder, lsn) = self.resolve(database, parent, &point).await?;
+        let timeline = TimelineRow {
+            timeline_id: TimelineId(random_u128()),
+            ancestor_timeline_id: Some(holder.timeline_id),
+            start_lsn: lsn,
+        };
+        self.backend.create_timeline(database.tenant_id, &timeline).await?;
+        let now = jiff::Timestamp::now();
+        let branch = Branch {
+            id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
+            database_id: database.id.clone(),
+            name,
+            parent_branch_id: Some(parent.id.clone()),
+            parent_lsn: Some(lsn),
+            timeline_id: timeline.timeline_id,
+            created_at: crate::store::timestamp_text(now),
+        };
+        let (row, timeline_row) = (branch.clone(), timeline);
+        let inserted = self
+            .blocking(move |store| store.insert_branch(&row, &timeline_row))
+            .await;
+        if let Err(error) = inserted {
+            // Nothing points at the new timeline: take it back.
+            if let Err(e) = self
+                .backend
+                .delete_timeline(database.tenant_id, timeline.timeline_id)
+                .await
+            {
+                tracing::warn!(%e, "an unused timeline could not be deleted");
+            }
+            return Err(error);
+        }
+        let served = self.current_status(&database.id).await? == Some(DatabaseStatus::Active);
+        if served {
+            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            let target = BranchTarget {
+                tenant_id: database.tenant_id,
+                timeline_id: timeline.timeline_id,
+                start_lsn: lsn,
+            };
+            if let Err(error) = self.host.define(&branch.id, target) {
+                tracing::error!(%error, branch = %branch.id, "the new branch could not be served");
+            }
+        } else {
+            self.host
+                .refuse(&branch.id, &format!("database {} is not active", database.id));
+        }
+        Ok(branch)
+    }
+
+    async fn current_status(&self, database_id: &str) -> Result<Option<DatabaseStatus>, ApiError> {
+        let id = database_id.to_owned();
+        Ok(self.blocking(move |store| store.database(&id)).await?.map(|d| d.status))
+    }
+
+    /// `account`'s branch `id` with its database.
+    pub async fn get_branch(&self, account: &AccountId, id: &str) -> Result<(Branch, Database), ApiError> {
+        let (account, id) = (account.clone(), id.to_owned());
+        self.blocking(move |store| store.get_branch(&account, &id))
+            .await?
+            .ok_or(ApiError::NotFound)
+    }
+
+    /// Renames and/or promotes a branch.
+    pub async fn update_branch(
+        &self,
+        account: &AccountId,
+        id: &str,
+        name: Option<String>,
+        is_default: Option<bool>,
+    ) -> Result<(Branch, Database), ApiError> {
+        let (_, database) = self.get_branch(account, id).await?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let (branch, database) = self.get_branch(account, id).await?;
+        if is_default == Some(false) && database.default_branch_id == branch.id {
+            return Err(ApiError::Unprocessable(
+                "a database always has a default branch: promote another branch instead".to_owned(),
+            ));
+        }
+        let branch_id = branch.id.clone();
+        self.blocking(move |store| {
+            if let Some(name) = name {
+                store.rename_branch(&branch_id, &name)?;
+            }
+            if is_default == Some(true) {
+                store.promote_branch(&branch_id)?;
+            }
+            Ok(())
+        })
+        .await?;
+        let (branch, database) = self.get_branch(account, id).await?;
+        if is_default == Some(true) && database.status == DatabaseStatus::Active {
+            self.host
+                .set_alias(&database.id, &branch.id)
+                .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        }
+        Ok((branch, database))
+    }
+
+    /// Deletes a branch and its subtree: rows, computes, then the timelines nothing needs any more.
+    pub async fn delete_branch(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let (_, database) = self.get_branch(account, id).await?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let database_id = database.id.clone();
+        if let Some(running) = self
+            .blocking(move |store| store.running_operation_on_database(&database_id))
+            .await?
+        {
+            return Err(ApiError::Conflict(format!(
+                "operation {running} is running on this database"
+            )));
+        }
+        let branch_id = id.to_owned();
+        let deleted = self
+            .blocking(move |store| store.delete_branch_subtree(&branch_id))
+            .await?;
+        for branch in &deleted {
+            self.host.detach(&branch.id);
+            self.host.clear_refusal(&branch.id);
+        }
+        self.sweep_timelines(&database).await;
+        Ok(())
+    }
+
+    /// Deletes the timelines of `database` that nothing needs any more, children first; failures are logged.
+    async fn sweep_timelines(&self, database: &Database) {
+        // Bounded: every round deletes at least one row or stops.
+        for _ in 0..1_000 {
+            let database_id = database.id.clone();
+            let unreferenced = match self
+                .blocking(move |store| store.unreferenced_timelines(&database_id))
+                .await
+            {
+                Ok(unreferenced) if !unreferenced.is_empty() => unreferenced,
+                _ => return,
+            };
+            for timeline in unreferenced {
+                if let Err(error) = self.backend.delete_timeline(database.tenant_id, timeline).await {
+                    tracing::warn!(%error, %timeline, "an unused timeline could not be deleted; kept for later");
+                    return;
+                }
+                if self
+                    .blocking(move |store| store.remove_timeline(timeline))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+
+    // ---- restore ----
+
+    /// Validates a restore of `branch` to `point` and starts its `restore_branch` operation.
+    pub async fn restore_branch(
+        self: &Arc<Self>,
+        account: &AccountId,
+        id: &str,
+        point: PointInTime,
+        preserve: bool,
+    ) -> Result<Operation, ApiError> {
+        let (branch, database) = self.get_branch(account, id).await?;
+        if database.status == DatabaseStatus::Provisioning || database.status == DatabaseStatus::Failed {
+            return Err(ApiError::Conflict(format!(
+                "the database is {}",
+                database.status.as_str()
+            )));
+        }
+        let (holder, lsn) = self.resolve(&database, &branch, &point).await?;
+        let now = jiff::Timestamp::now();
+        let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
+        let params = RestoreParams {
+            branch_id: branch.id.clone(),
+            old_timeline_id: branch.timeline_id.to_string(),
+            source_timeline_id: holder.timeline_id.to_string(),
+            target_lsn: lsn.to_string(),
+            new_timeline_id: TimelineId(random_u128()).to_string(),
+            preserved_name: preserve
+                .then(|| format!("{}_before_restore_{}", branch.name, now.strftime("%Y%m%dT%H%M%SZ"))),
+            preserved_id: new_id("br_", now_ms),
+        };
+        let params = serde_json::to_string(&params).map_err(|_| ApiError::Internal)?;
+        let slot = self.worker.reserve()?;
+        let (account, project_id, database_id, branch_id) = (
+            account.clone(),
+            database.project_id.clone(),
+            database.id.clone(),
+            branch.id.clone(),
+        );
+        let operation = self
+            .blocking(move |store| {
+                store.start_operation(&NewOperation {
+                    project_id: &project_id,
+                    account_id: &account,
+                    database_id: Some(&database_id),
+                    branch_id: Some(&branch_id),
+                    action: "restore_branch",
+                    params: &params,
+                })
+            })
+            .await?;
+        slot.submit(operation.id.clone());
+        Ok(operation)
+    }
+
+    /// The `restore_branch` work: the new timeline at the point, the rows, then the compute.
+    pub(crate) async fn run_restore(&self, operation: &Operation) -> Result<(), String> {
+        let params: RestoreParams =
+            serde_json::from_str(&operation.params).map_err(|e| format!("malformed parameters: {e}"))?;
+        let parse_timeline = |text: &str| {
+            text.parse::<TimelineId>()
+                .map_err(|_| format!("malformed timeline {text}"))
+        };
+        let old_timeline_id = parse_timeline(&params.old_timeline_id)?;
+        let source = parse_timeline(&params.source_timeline_id)?;
+        let new_timeline_id = parse_timeline(&params.new_timeline_id)?;
+        let lsn: Lsn = params
+            .target_lsn
+            .parse()
+            .map_err(|_| format!("malformed LSN {}", params.target_lsn))?;
+        let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let id = database_id.clone();
+        let database = self
+            .blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| format!("{e:?}"))?
+            .ok_or("the database was deleted")?;
+        let lock = self.lock(&database.id);
+        let _held = lock.lock().await;
+        let new_timeline = TimelineRow {
+            timeline_id: new_timeline_id,
+            ancestor_timeline_id: Some(source),
+            start_lsn: lsn,
+        };
+        retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline)).await?;
+        let change = RestoreChange {
+            branch_id: params.branch_id.clone(),
+            old_timeline_id,
+            new_timeline,
+            preserved_name: params.preserved_name.clone(),
+            preserved_id: params.preserved_id.clone(),
+        };
+        let preserved = self
+            .blocking(move |store| store.apply_restore(&change))
+            .await
+            .map_err(|e| match e {
+                ApiError::Conflict(message) => message,
+                other => format!("{other:?}"),
+            })?;
+        let id = database_id.clone();
+        let database = self
+            .blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| format!("{e:?}"))?
+            .ok_or("the database was deleted")?;
+        if database.status == DatabaseStatus::Active {
+            // The branch's sessions move to the restored timeline: the old store is closed, new sessions get it.
+            let target = BranchTarget {
+                tenant_id: database.tenant_id,
+                timeline_id: new_timeline_id,
+                start_lsn: lsn,
+            };
+            self.host
+                .attach(&params.branch_id, target)
+                .await
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
+            if let Some(preserved) = &preserved {
+                self.host.set_credentials(&preserved.id, PG_USER, &database.password);
+                let target = self.target(&database, preserved).await.map_err(|e| format!("{e:?}"))?;
+                self.host
+                    .define(&preserved.id, target)
+                    .map_err(|e| format!("serving the preserved branch: {e}"))?;
+            }
+        } else if let Some(preserved) = &preserved {
+            self.host
+                .refuse(&preserved.id, &format!("database {} is not active", database.id));
+        }
+        if params.preserved_name.is_none() {
+            self.sweep_timelines(&database).await;
+        }
+        Ok(())
+    }
+
+    // ---- operations ----
+
+    /// Records the end of `operation` and wakes the long-pollers.
+    pub(crate) async fn finish(&self, operation: &Operation, outcome: Result<(), String>) {
+        if let Err(error) = &outcome {
+            tracing::warn!(operation = %operation.id, action = %operation.action, %error, "operation failed");
+            if operation.action == "create_database" {
+                if let Some(database_id) = operation.database_id.clone() {
+                    let id = database_id.clone();
+                    let _ = self
+                        .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Failed))
+                        .await;
+                    if let Ok(Some(database)) = self.blocking(move |store| store.database(&database_id)).await {
+                        self.refuse(&database, DatabaseStatus::Failed);
+                    }
+                }
+            }
+        } else {
+            tracing::info!(operation = %operation.id, action = %operation.action, "operation finished");
+        }
+        let id = operation.id.clone();
+        if let Err(error) = self.blocking(move |store| store.finish_operation(&id, outcome)).await {
+            tracing::error!(operation = %operation.id, ?error, "an operation's end could not be recorded");
+        }
+        self.operation_ended.notify_waiters();
+    }
+
+    /// `account`'s operation `id`, once it has ended or `wait` has passed, whichever is first.
+    pub async fn wait_operation(&self, account: &AccountId, id: &str, wait: Duration) -> Result<Operation, ApiError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before reading, so an end between the read and the wait is not missed.
+            let ended = self.operation_ended.notified();
+            let (account_id, operation_id) = (account.clone(), id.to_owned());
+            let operation = self
+                .blocking(move |store| store.get_operation(&account_id, &operation_id))
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            if operation.status != OperationStatus::Running || tokio::time::Instant::now() >= deadline {
+                return Ok(operation);
+            }
+            let _ = tokio::time::timeout_at(deadline, ended).await;
+        }
+    }
+}
+
+/// Runs a storage step, retrying while the storage is unavailable: at most [`RETRIES_MAX`] tries with doubling
+/// waits. Anything else fails at once.
+async fn retry<F, Fut>(mut step: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), BackendError>>,
+{
+    let mut wait_ms = RETRY_FIRST_WAIT_MS;
+    for attempt in 1..=RETRIES_MAX {
+        match step().await {
+            Ok(()) => return Ok(()),
+            Err(BackendError::Unavailable(message)) if attempt < RETRIES_MAX => {
+                tracing::warn!(attempt, %message, "storage unavailable; retrying");
+                tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+                wait_ms *= 2;
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    Err("storage unavailable".to_owned())
+}
+
+/// Tries of a storage step before its operation fails.
+const RETRIES_MAX: u32 = 6;
+/// The first wait between tries; it doubles (100 ms … 3.2 s, about 6 s in all).
+const RETRY_FIRST_WAIT_MS: u64 = 100;

@@ -1,0 +1,120 @@
+//! [`ApiError`]: every way a `/v1` request fails, with its HTTP status and envelope code (DESIGN §6).
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+
+use crate::backend::BackendError;
+use crate::store::StoreError;
+
+/// Seconds a client is told to wait after a 429.
+pub const RETRY_AFTER_S: u64 = 1;
+
+/// A failed request, rendered as the error envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// 400 `invalid_request`: bad JSON, an unknown field, a bad parameter, a bad LSN or timestamp.
+    InvalidRequest(String),
+    /// 401 `unauthenticated`: a missing, malformed, unknown or revoked key.
+    Unauthenticated,
+    /// 404 `not_found`, also for another account's resource.
+    NotFound,
+    /// 409 `conflict`: deleting the default branch, a duplicate name, a conflicting operation in progress.
+    Conflict(String),
+    /// 422 `unprocessable`: well-formed but impossible (an LSN ahead of the branch, outside retention).
+    Unprocessable(String),
+    /// 429 `rate_limited`, with `Retry-After`.
+    RateLimited(String),
+    /// 503 `unavailable`: the storage did not answer; retrying later may work.
+    Unavailable(String),
+    /// 500 `internal`; the cause is logged, never returned.
+    Internal,
+}
+
+/// The code and message of an error response, filled into the envelope by the request-id middleware.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorInfo {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    /// The HTTP status, envelope code and message.
+    pub fn parts(&self) -> (StatusCode, &'static str, String) {
+        match self {
+            ApiError::InvalidRequest(message) => (StatusCode::BAD_REQUEST, "invalid_request", message.clone()),
+            ApiError::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "a valid `Authorization: Bearer <key>` header is required".to_owned(),
+            ),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "not found".to_owned()),
+            ApiError::Conflict(message) => (StatusCode::CONFLICT, "conflict", message.clone()),
+            ApiError::Unprocessable(message) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message.clone()),
+            ApiError::RateLimited(message) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", message.clone()),
+            ApiError::Unavailable(message) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message.clone()),
+            ApiError::Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error".to_owned(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.parts();
+        let mut response = (status, Extension(ErrorInfo { code, message })).into_response();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from(RETRY_AFTER_S));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        match error {
+            StoreError::Conflict(message) => ApiError::Conflict(message),
+            error => {
+                tracing::error!(%error, "metadata store failed");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl From<BackendError> for ApiError {
+    fn from(error: BackendError) -> ApiError {
+        match error {
+            BackendError::Unprocessable(message) => ApiError::Unprocessable(message),
+            BackendError::NotFound(message) | BackendError::Unavailable(message) => {
+                tracing::warn!(%message, "storage call failed");
+                ApiError::Unavailable(message)
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        ApiError::InvalidRequest(rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::InvalidRequest(rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> ApiError {
+        ApiError::InvalidRequest(rejection.body_text())
+    }
+}

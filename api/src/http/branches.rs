@@ -1,0 +1,203 @@
+//! `/v1/databases/{id}/branches` and `/v1/branches/{id}`, restore included.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use storage::Lsn;
+
+use super::views::{
+    BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, RestoreBranch, UpdateBranch,
+};
+use super::{parse_id, parse_name, AppState, ListParams};
+use crate::control::PointInTime;
+use crate::error::ApiError;
+use crate::store::AccountId;
+
+/// An LSN field: `X/Y` hex, else 400.
+fn parse_lsn(field: &str, text: &str) -> Result<Lsn, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::InvalidRequest(format!("`{field}` must be an LSN like 0/16B3748, not {text:?}")))
+}
+
+/// A timestamp field: RFC 3339 / ISO 8601 with an offset, else 400.
+fn parse_timestamp(field: &str, text: &str) -> Result<jiff::Timestamp, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::InvalidRequest(format!(
+            "`{field}` must be an ISO 8601 timestamp like 2026-11-22T13:00:00Z, not {text:?}"
+        ))
+    })
+}
+
+/// The point an LSN xor a timestamp names; `None` for neither. Both: 400.
+fn point(
+    lsn_field: &str,
+    lsn: Option<&str>,
+    timestamp_field: &str,
+    timestamp: Option<&str>,
+) -> Result<Option<PointInTime>, ApiError> {
+    match (lsn, timestamp) {
+        (Some(_), Some(_)) => Err(ApiError::InvalidRequest(format!(
+            "give `{lsn_field}` or `{timestamp_field}`, not both"
+        ))),
+        (Some(lsn), None) => Ok(Some(PointInTime::Lsn(parse_lsn(lsn_field, lsn)?))),
+        (None, Some(timestamp)) => Ok(Some(PointInTime::Timestamp(parse_timestamp(
+            timestamp_field,
+            timestamp,
+        )?))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Lists a database's branches, oldest first.
+#[utoipa::path(get, path = "/v1/databases/{id}/branches", tag = "branches",
+    params(("id" = String, Path, description = "database id"), ListParams),
+    responses((status = 200, body = BranchList), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(database_id): Path<String>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Json<BranchList>, ApiError> {
+    let database_id = parse_id(database_id, "db_")?;
+    let (limit, after) = params?.checked("br_")?;
+    let database = state.control.get_database(&account, &database_id).await?;
+    let page = state
+        .control
+        .blocking(move |store| store.list_branches(&account, &database_id, after.as_deref(), limit))
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(BranchList {
+        branches: page
+            .items
+            .into_iter()
+            .map(|b| BranchView::new(&state.control, b, &database))
+            .collect(),
+        next_cursor: page.next_after,
+    }))
+}
+
+/// Forks a branch, copying no data: from the parent's latest state, or at `parent_lsn` / `parent_timestamp`.
+#[utoipa::path(post, path = "/v1/databases/{id}/branches", tag = "branches",
+    params(("id" = String, Path, description = "database id")), request_body = CreateBranch,
+    responses((status = 201, body = BranchEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(database_id): Path<String>,
+    body: Result<Json<CreateBranch>, JsonRejection>,
+) -> Result<(StatusCode, Json<BranchEnvelope>), ApiError> {
+    let database_id = parse_id(database_id, "db_")?;
+    let Json(body) = body?;
+    let name = parse_name(body.name)?;
+    let point = point(
+        "parent_lsn",
+        body.parent_lsn.as_deref(),
+        "parent_timestamp",
+        body.parent_timestamp.as_deref(),
+    )?
+    .unwrap_or(PointInTime::Latest);
+    let database = state.control.get_database(&account, &database_id).await?;
+    let parent_id = body
+        .parent_branch_id
+        .unwrap_or_else(|| database.default_branch_id.clone());
+    let (parent, _) = match state.control.get_branch(&account, &parent_id).await {
+        Ok(found) if found.0.database_id == database.id => found,
+        Ok(_) | Err(ApiError::NotFound) => {
+            return Err(ApiError::Unprocessable(format!(
+                "`parent_branch_id` {parent_id:?} is not a branch of this database"
+            )))
+        }
+        Err(other) => return Err(other),
+    };
+    let branch = state.control.create_branch(&database, &parent, name, point).await?;
+    let database = state.control.get_database(&account, &database_id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(BranchEnvelope {
+            branch: BranchView::new(&state.control, branch, &database),
+        }),
+    ))
+}
+
+/// Gets a branch.
+#[utoipa::path(get, path = "/v1/branches/{id}", tag = "branches", params(("id" = String, Path)),
+    responses((status = 200, body = BranchEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<BranchEnvelope>, ApiError> {
+    let id = parse_id(id, "br_")?;
+    let (branch, database) = state.control.get_branch(&account, &id).await?;
+    Ok(Json(BranchEnvelope {
+        branch: BranchView::new(&state.control, branch, &database),
+    }))
+}
+
+/// Renames a branch and/or promotes it to the database's default.
+#[utoipa::path(patch, path = "/v1/branches/{id}", tag = "branches", params(("id" = String, Path)),
+    request_body = UpdateBranch,
+    responses((status = 200, body = BranchEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    body: Result<Json<UpdateBranch>, JsonRejection>,
+) -> Result<Json<BranchEnvelope>, ApiError> {
+    let id = parse_id(id, "br_")?;
+    let Json(body) = body?;
+    let name = body.name.map(parse_name).transpose()?;
+    let (branch, database) = state
+        .control
+        .update_branch(&account, &id, name, body.is_default)
+        .await?;
+    Ok(Json(BranchEnvelope {
+        branch: BranchView::new(&state.control, branch, &database),
+    }))
+}
+
+/// Deletes a branch and every branch forked from it. Irreversible; the default branch cannot be deleted (409).
+#[utoipa::path(delete, path = "/v1/branches/{id}", tag = "branches", params(("id" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(id, "br_")?;
+    state.control.delete_branch(&account, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Restores a branch to `target_lsn` or `target_timestamp`: same id, name and connection string; the state before
+/// is kept as a branch unless `preserve` is false; child branches keep their data.
+#[utoipa::path(post, path = "/v1/branches/{id}/restore", tag = "branches", params(("id" = String, Path)),
+    request_body = RestoreBranch,
+    responses((status = 202, body = OperationEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn restore(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    body: Result<Json<RestoreBranch>, JsonRejection>,
+) -> Result<(StatusCode, Json<OperationEnvelope>), ApiError> {
+    let id = parse_id(id, "br_")?;
+    let Json(body) = body?;
+    let point = point(
+        "target_lsn",
+        body.target_lsn.as_deref(),
+        "target_timestamp",
+        body.target_timestamp.as_deref(),
+    )?
+    .ok_or_else(|| ApiError::InvalidRequest("give `target_lsn` or `target_timestamp`".to_owned()))?;
+    let operation = state
+        .control
+        .restore_branch(&account, &id, point, body.preserve.unwrap_or(true))
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(OperationEnvelope {
+            operation: operation.into(),
+        }),
+    ))
+}

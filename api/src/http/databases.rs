@@ -1,0 +1,167 @@
+//! `/v1/projects/{id}/databases` and `/v1/databases/{id}` with its compute actions and endpoint listing.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+
+use super::views::{
+    CreateDatabase, CreatedDatabaseEnvelope, DatabaseEnvelope, DatabaseList, DatabaseView, EndpointList, EndpointView,
+    ErrorEnvelope, UpdateDatabase,
+};
+use super::{parse_id, parse_name, AppState, ListParams};
+use crate::error::ApiError;
+use crate::store::AccountId;
+
+/// Lists a project's databases, oldest first.
+#[utoipa::path(get, path = "/v1/projects/{id}/databases", tag = "databases",
+    params(("id" = String, Path, description = "project id"), ListParams),
+    responses((status = 200, body = DatabaseList), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(project_id): Path<String>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Json<DatabaseList>, ApiError> {
+    let project_id = parse_id(project_id, "proj_")?;
+    let (limit, after) = params?.checked("db_")?;
+    let page = state
+        .control
+        .blocking(move |store| store.list_databases(&account, &project_id, after.as_deref(), limit))
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(DatabaseList {
+        databases: page
+            .items
+            .into_iter()
+            .map(|d| DatabaseView::new(&state.control, d))
+            .collect(),
+        next_cursor: page.next_after,
+    }))
+}
+
+/// Creates a database with a default branch `main`; its `create_database` operation provisions the storage and
+/// the compute, and finishes once a SQL session works.
+#[utoipa::path(post, path = "/v1/projects/{id}/databases", tag = "databases",
+    params(("id" = String, Path, description = "project id")), request_body = CreateDatabase,
+    responses((status = 201, body = CreatedDatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(project_id): Path<String>,
+    body: Result<Json<CreateDatabase>, JsonRejection>,
+) -> Result<(StatusCode, Json<CreatedDatabaseEnvelope>), ApiError> {
+    let project_id = parse_id(project_id, "proj_")?;
+    let Json(body) = body?;
+    let name = parse_name(body.name)?;
+    let (database, operation) = state
+        .control
+        .create_database(&account, &project_id, name, body.region)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedDatabaseEnvelope {
+            database: DatabaseView::new(&state.control, database),
+            operation: operation.into(),
+        }),
+    ))
+}
+
+/// Gets a database (also: get endpoint).
+#[utoipa::path(get, path = "/v1/databases/{id}", tag = "databases", params(("id" = String, Path)),
+    responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<DatabaseEnvelope>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let database = state.control.get_database(&account, &id).await?;
+    Ok(Json(DatabaseEnvelope {
+        database: DatabaseView::new(&state.control, database),
+    }))
+}
+
+/// Renames a database (also: update endpoint).
+#[utoipa::path(patch, path = "/v1/databases/{id}", tag = "databases", params(("id" = String, Path)),
+    request_body = UpdateDatabase,
+    responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    body: Result<Json<UpdateDatabase>, JsonRejection>,
+) -> Result<Json<DatabaseEnvelope>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let Json(body) = body?;
+    let name = body.name.map(parse_name).transpose()?;
+    let database = state
+        .control
+        .blocking(move |store| match name {
+            Some(name) => store.rename_database(&account, &id, &name),
+            None => store.get_database(&account, &id),
+        })
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(DatabaseEnvelope {
+        database: DatabaseView::new(&state.control, database),
+    }))
+}
+
+/// Deletes a database with its branches and storage. Irreversible.
+#[utoipa::path(delete, path = "/v1/databases/{id}", tag = "databases", params(("id" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(id, "db_")?;
+    state.control.delete_database(&account, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Starts the database's compute (also: start endpoint).
+#[utoipa::path(post, path = "/v1/databases/{id}/resume", tag = "databases", params(("id" = String, Path)),
+    responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<DatabaseEnvelope>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let database = state.control.set_active(&account, &id, true).await?;
+    Ok(Json(DatabaseEnvelope {
+        database: DatabaseView::new(&state.control, database),
+    }))
+}
+
+/// Stops the database's compute; the data is kept (also: suspend endpoint).
+#[utoipa::path(post, path = "/v1/databases/{id}/suspend", tag = "databases", params(("id" = String, Path)),
+    responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn suspend(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<DatabaseEnvelope>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let database = state.control.set_active(&account, &id, false).await?;
+    Ok(Json(DatabaseEnvelope {
+        database: DatabaseView::new(&state.control, database),
+    }))
+}
+
+/// Lists the database's compute endpoints: the database itself, as a compute.
+#[utoipa::path(get, path = "/v1/databases/{id}/endpoints", tag = "databases", params(("id" = String, Path)),
+    responses((status = 200, body = EndpointList), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn endpoints(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<EndpointList>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let database = state.control.get_database(&account, &id).await?;
+    Ok(Json(EndpointList {
+        endpoints: vec![EndpointView::new(&state.control, &database)],
+    }))
+}

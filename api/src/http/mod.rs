@@ -1,0 +1,214 @@
+//! The `/v1` routes over axum.
+//!
+//! Every response carries `X-Request-Id` (`req_<ULID>`). Errors are
+//! `{"error": {"code", "message", "request_id"}}`: a handler returns an [`ApiError`], which becomes a
+//! bodiless response carrying the code and message as an extension, and the request-id middleware
+//! writes the envelope with the id it assigned. Every `/v1` route but the OpenAPI document requires
+//! `Authorization: Bearer <key>`; each account is rate limited ([`limits`]), and a POST with an
+//! `Idempotency-Key` is answered once ([`idempotency`]).
+//!
+//! Lists are in id order, which is creation order (ULIDs sort by time), oldest first; operations are newest
+//! first. `?limit=` is 1..=500 (default 50); `next_cursor` is the last id of a full page when more follow,
+//! `null` at the end, and is opaque to clients.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::auth;
+use crate::control::Control;
+use crate::error::{ApiError, ErrorInfo};
+use crate::ids;
+
+mod branches;
+mod databases;
+mod idempotency;
+pub mod limits;
+pub mod openapi;
+mod operations;
+mod projects;
+mod views;
+
+/// The request id header set on every response.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// `?limit=` when absent.
+const LIST_LIMIT_DEFAULT: usize = 50;
+/// The largest `?limit=`.
+const LIST_LIMIT_MAX: usize = 500;
+/// The longest name, in bytes.
+const NAME_LEN_MAX_BYTES: usize = 256;
+
+/// How the HTTP layer behaves.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Requests per second allowed per account, on average; 0 turns the limit off.
+    pub rate_limit_per_s: u32,
+    /// Requests an account may make at once above the average.
+    pub rate_limit_burst: u32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> HttpConfig {
+        HttpConfig {
+            rate_limit_per_s: 1_000,
+            rate_limit_burst: 2_000,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) control: Arc<Control>,
+    limiter: Arc<limits::RateLimiter>,
+    idempotency: Arc<idempotency::InFlight>,
+}
+
+/// The API's router over `control`.
+pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
+    let state = AppState {
+        control,
+        limiter: Arc::new(limits::RateLimiter::new(
+            config.rate_limit_per_s,
+            config.rate_limit_burst,
+        )),
+        idempotency: Arc::new(idempotency::InFlight::default()),
+    };
+    let v1 = Router::new()
+        .route("/v1/projects", get(projects::list).post(projects::create))
+        .route(
+            "/v1/projects/{id}",
+            get(projects::get).patch(projects::update).delete(projects::delete),
+        )
+        .route(
+            "/v1/projects/{id}/databases",
+            get(databases::list).post(databases::create),
+        )
+        .route("/v1/projects/{id}/operations", get(operations::list))
+        .route(
+            "/v1/databases/{id}",
+            get(databases::get).patch(databases::update).delete(databases::delete),
+        )
+        .route("/v1/databases/{id}/resume", post(databases::resume))
+        .route("/v1/databases/{id}/suspend", post(databases::suspend))
+        .route("/v1/databases/{id}/endpoints", get(databases::endpoints))
+        .route(
+            "/v1/databases/{id}/branches",
+            get(branches::list).post(branches::create),
+        )
+        .route(
+            "/v1/branches/{id}",
+            get(branches::get).patch(branches::update).delete(branches::delete),
+        )
+        .route("/v1/branches/{id}/restore", post(branches::restore))
+        .route("/v1/operations/{id}", get(operations::get))
+        .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+    Router::new()
+        .route("/v1/openapi.json", get(openapi::document))
+        .merge(v1)
+        .fallback(|| async { ApiError::NotFound })
+        .with_state(state)
+        .layer(middleware::from_fn(request_id))
+}
+
+/// Assigns the request id, sets `X-Request-Id` and writes error envelopes.
+async fn request_id(request: Request, next: Next) -> Response {
+    let now_ms = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0);
+    let id = format!("req_{}", ids::new_ulid(now_ms));
+    let mut response = next.run(request).await;
+    if let Some(info) = response.extensions_mut().remove::<ErrorInfo>() {
+        let body = serde_json::json!({
+            "error": { "code": info.code, "message": info.message, "request_id": id }
+        });
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        response = (status, Json(body)).into_response();
+        for (name, value) in &headers {
+            if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+    }
+    match HeaderValue::from_str(&id) {
+        Ok(value) => {
+            response.headers_mut().insert(REQUEST_ID_HEADER, value);
+        }
+        Err(_) => unreachable!("a request id is ASCII: {id}"),
+    }
+    response
+}
+
+/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
+async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
+    let secret = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|secret| secret.trim().to_owned())
+        .ok_or(ApiError::Unauthenticated)?;
+    let account = state
+        .control
+        .blocking(move |store| auth::authenticate(store, &secret))
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    state.limiter.check(&account)?;
+    request.extensions_mut().insert(account);
+    Ok(next.run(request).await)
+}
+
+/// `?limit=` and `?cursor=` of a list call.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListParams {
+    /// Items per page, 1..=500 (default 50).
+    limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+impl ListParams {
+    /// The checked limit and cursor; a cursor is an id with `prefix`.
+    fn checked(&self, prefix: &str) -> Result<(usize, Option<String>), ApiError> {
+        let limit = self.limit.unwrap_or(LIST_LIMIT_DEFAULT);
+        if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+            return Err(ApiError::InvalidRequest(format!(
+                "`limit` must be between 1 and {LIST_LIMIT_MAX}"
+            )));
+        }
+        let cursor = match &self.cursor {
+            Some(cursor) if ids::is_id(cursor, prefix) => Some(cursor.clone()),
+            Some(_) => return Err(ApiError::InvalidRequest("malformed `cursor`".to_owned())),
+            None => None,
+        };
+        Ok((limit, cursor))
+    }
+}
+
+/// A name, checked: 1..=256 bytes, not blank, no control characters.
+fn parse_name(name: String) -> Result<String, ApiError> {
+    if name.trim().is_empty() {
+        return Err(ApiError::InvalidRequest("`name` must not be empty".to_owned()));
+    }
+    if name.len() > NAME_LEN_MAX_BYTES || name.chars().any(char::is_control) {
+        return Err(ApiError::InvalidRequest(format!(
+            "`name` must be at most {NAME_LEN_MAX_BYTES} bytes without control characters"
+        )));
+    }
+    Ok(name)
+}
+
+/// An id from a path: anything but `<prefix><ULID>` cannot exist.
+fn parse_id(id: String, prefix: &str) -> Result<String, ApiError> {
+    if ids::is_id(&id, prefix) {
+        Ok(id)
+    } else {
+        Err(ApiError::NotFound)
+    }
+}

@@ -1,0 +1,110 @@
+//! `/v1/projects`.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+
+use super::views::{CreateProject, ProjectEnvelope, ProjectList, ProjectView, UpdateProject};
+use super::{parse_id, parse_name, AppState, ListParams};
+use crate::error::ApiError;
+use crate::store::AccountId;
+
+/// Lists the account's projects, oldest first.
+#[utoipa::path(get, path = "/v1/projects", tag = "projects", params(ListParams),
+    responses((status = 200, body = ProjectList), (status = "4XX", body = super::views::ErrorEnvelope)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Json<ProjectList>, ApiError> {
+    let (limit, after) = params?.checked("proj_")?;
+    let page = state
+        .control
+        .blocking(move |store| store.list_projects(&account, after.as_deref(), limit))
+        .await?;
+    Ok(Json(ProjectList {
+        projects: page.items.into_iter().map(ProjectView::from).collect(),
+        next_cursor: page.next_after,
+    }))
+}
+
+/// Creates a project.
+#[utoipa::path(post, path = "/v1/projects", tag = "projects", request_body = CreateProject,
+    responses((status = 201, body = ProjectEnvelope), (status = "4XX", body = super::views::ErrorEnvelope)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    body: Result<Json<CreateProject>, JsonRejection>,
+) -> Result<(StatusCode, Json<ProjectEnvelope>), ApiError> {
+    let Json(body) = body?;
+    let name = parse_name(body.name)?;
+    let project = state
+        .control
+        .blocking(move |store| store.create_project(&account, &name))
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ProjectEnvelope {
+            project: project.into(),
+        }),
+    ))
+}
+
+/// Gets a project.
+#[utoipa::path(get, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
+    responses((status = 200, body = ProjectEnvelope), (status = "4XX", body = super::views::ErrorEnvelope)))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<ProjectEnvelope>, ApiError> {
+    let id = parse_id(id, "proj_")?;
+    let project = state
+        .control
+        .blocking(move |store| store.get_project(&account, &id))
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(ProjectEnvelope {
+        project: project.into(),
+    }))
+}
+
+/// Renames a project.
+#[utoipa::path(patch, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
+    request_body = UpdateProject,
+    responses((status = 200, body = ProjectEnvelope), (status = "4XX", body = super::views::ErrorEnvelope)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    body: Result<Json<UpdateProject>, JsonRejection>,
+) -> Result<Json<ProjectEnvelope>, ApiError> {
+    let id = parse_id(id, "proj_")?;
+    let Json(body) = body?;
+    let name = body.name.map(parse_name).transpose()?;
+    let project = state
+        .control
+        .blocking(move |store| match name {
+            Some(name) => store.rename_project(&account, &id, &name),
+            None => store.get_project(&account, &id),
+        })
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(ProjectEnvelope {
+        project: project.into(),
+    }))
+}
+
+/// Deletes a project with its databases and their storage. Irreversible.
+#[utoipa::path(delete, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
+    responses((status = 204), (status = "4XX", body = super::views::ErrorEnvelope)))]
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(id, "proj_")?;
+    state.control.delete_project(&account, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

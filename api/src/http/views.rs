@@ -1,0 +1,309 @@
+//! The resources as the API shows them (the seed's field names and wrapping keys), and the request bodies.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::control::Control;
+use crate::store::databases::{Branch, Database};
+use crate::store::operations::Operation;
+use crate::store::Project;
+
+/// A project.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ProjectView {
+    /// `proj_…`.
+    id: String,
+    name: String,
+    /// ISO 8601 UTC.
+    created_at: String,
+}
+
+impl From<Project> for ProjectView {
+    fn from(project: Project) -> ProjectView {
+        ProjectView {
+            id: project.id,
+            name: project.name,
+            created_at: project.created_at,
+        }
+    }
+}
+
+/// `{project}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ProjectEnvelope {
+    pub(crate) project: ProjectView,
+}
+
+/// `{projects, next_cursor}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ProjectList {
+    pub(crate) projects: Vec<ProjectView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
+/// A database (its compute endpoint is the same resource).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DatabaseView {
+    /// `db_…`.
+    id: String,
+    project_id: String,
+    name: String,
+    /// `provisioning`, `active`, `suspended` or `failed`.
+    status: String,
+    region: String,
+    default_branch_id: String,
+    /// Connects to the default branch, read-write.
+    connection_uri: String,
+    /// ISO 8601 UTC.
+    created_at: String,
+}
+
+impl DatabaseView {
+    pub(crate) fn new(control: &Control, database: Database) -> DatabaseView {
+        DatabaseView {
+            connection_uri: control.connection_uri(&database, &database.id),
+            id: database.id,
+            project_id: database.project_id,
+            name: database.name,
+            status: database.status.as_str().to_owned(),
+            region: database.region,
+            default_branch_id: database.default_branch_id,
+            created_at: database.created_at,
+        }
+    }
+}
+
+/// `{database}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DatabaseEnvelope {
+    pub(crate) database: DatabaseView,
+}
+
+/// `{database, operation}`: a created database and its `create_database` operation.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CreatedDatabaseEnvelope {
+    pub(crate) database: DatabaseView,
+    pub(crate) operation: OperationView,
+}
+
+/// `{databases, next_cursor}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DatabaseList {
+    pub(crate) databases: Vec<DatabaseView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
+/// A compute endpoint: the database as a compute.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EndpointView {
+    /// Equal to the database id.
+    id: String,
+    database_id: String,
+    region: String,
+    /// `active` when it serves; otherwise the database's status.
+    status: String,
+    host: String,
+    port: u16,
+    connection_uri: String,
+}
+
+impl EndpointView {
+    pub(crate) fn new(control: &Control, database: &Database) -> EndpointView {
+        EndpointView {
+            id: database.id.clone(),
+            database_id: database.id.clone(),
+            region: database.region.clone(),
+            status: database.status.as_str().to_owned(),
+            host: control.config().pg_host.clone(),
+            port: control.config().pg_port,
+            connection_uri: control.connection_uri(database, &database.id),
+        }
+    }
+}
+
+/// `{endpoints}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EndpointList {
+    pub(crate) endpoints: Vec<EndpointView>,
+}
+
+/// A branch.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BranchView {
+    /// `br_…`.
+    id: String,
+    database_id: String,
+    name: String,
+    /// Absent on a database's first branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_branch_id: Option<String>,
+    /// The parent's LSN the branch was forked at (`X/Y` hex); absent on a database's first branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_lsn: Option<String>,
+    is_default: bool,
+    /// Connects to this branch, read-write.
+    connection_uri: String,
+    /// ISO 8601 UTC.
+    created_at: String,
+}
+
+impl BranchView {
+    pub(crate) fn new(control: &Control, branch: Branch, database: &Database) -> BranchView {
+        BranchView {
+            connection_uri: control.connection_uri(database, &branch.id),
+            is_default: database.default_branch_id == branch.id,
+            id: branch.id,
+            database_id: branch.database_id,
+            name: branch.name,
+            parent_branch_id: branch.parent_branch_id,
+            parent_lsn: branch.parent_lsn.map(|lsn| lsn.to_string()),
+            created_at: branch.created_at,
+        }
+    }
+}
+
+/// `{branch}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BranchEnvelope {
+    pub(crate) branch: BranchView,
+}
+
+/// `{branches, next_cursor}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BranchList {
+    pub(crate) branches: Vec<BranchView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
+/// An operation.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct OperationView {
+    /// `op_…`.
+    id: String,
+    project_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch_id: Option<String>,
+    /// `create_database` or `restore_branch`.
+    action: String,
+    /// `running`, `finished` or `failed`.
+    status: String,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// ISO 8601 UTC.
+    created_at: String,
+    /// ISO 8601 UTC: the last status change.
+    updated_at: String,
+}
+
+impl From<Operation> for OperationView {
+    fn from(operation: Operation) -> OperationView {
+        OperationView {
+            id: operation.id,
+            project_id: operation.project_id,
+            database_id: operation.database_id,
+            branch_id: operation.branch_id,
+            action: operation.action,
+            status: operation.status.as_str().to_owned(),
+            error: operation.error,
+            created_at: operation.created_at,
+            updated_at: operation.updated_at,
+        }
+    }
+}
+
+/// `{operation}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct OperationEnvelope {
+    pub(crate) operation: OperationView,
+}
+
+/// `{operations, next_cursor}`, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct OperationList {
+    pub(crate) operations: Vec<OperationView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
+/// The error envelope.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorEnvelope {
+    error: ErrorBody,
+}
+
+/// An error.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorBody {
+    /// `invalid_request`, `unauthenticated`, `not_found`, `conflict`, `unprocessable`, `rate_limited`,
+    /// `unavailable` or `internal`.
+    code: String,
+    message: String,
+    /// Also in the `X-Request-Id` header.
+    request_id: String,
+}
+
+/// Creates a project.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateProject {
+    pub(crate) name: String,
+}
+
+/// Renames a project.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateProject {
+    pub(crate) name: Option<String>,
+}
+
+/// Creates a database.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateDatabase {
+    pub(crate) name: String,
+    /// This deployment's region when absent (the only one accepted).
+    pub(crate) region: Option<String>,
+}
+
+/// Renames a database.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateDatabase {
+    pub(crate) name: Option<String>,
+}
+
+/// Creates a branch: from the parent's latest state, or at `parent_lsn` or `parent_timestamp` (not both).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateBranch {
+    pub(crate) name: String,
+    /// The database's default branch when absent.
+    pub(crate) parent_branch_id: Option<String>,
+    /// `X/Y` hex.
+    pub(crate) parent_lsn: Option<String>,
+    /// ISO 8601; the newest commit at or before it.
+    pub(crate) parent_timestamp: Option<String>,
+}
+
+/// Renames and/or promotes a branch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateBranch {
+    pub(crate) name: Option<String>,
+    /// `true` makes it the database's default branch.
+    pub(crate) is_default: Option<bool>,
+}
+
+/// Restores a branch to `target_lsn` or `target_timestamp` (exactly one).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RestoreBranch {
+    /// `X/Y` hex.
+    pub(crate) target_lsn: Option<String>,
+    /// ISO 8601; the newest commit at or before it.
+    pub(crate) target_timestamp: Option<String>,
+    /// Keep the state before the restore as a branch `<name>_before_restore_<time>` (default `true`).
+    pub(crate) preserve: Option<bool>,
+}

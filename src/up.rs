@@ -1,0 +1,345 @@
+//! `cambium up` (the whole service in one process) and `cambium api` (the API and computes, against storage
+//! services elsewhere), and `cambium keys`.
+//!
+//! `up` lays its data directory out as `safekeeper-{1,2,3}/`, `pageserver/`, `metadata.sqlite` (the control
+//! metadata) and `api_key` (the admin key, mode 0600, written on first start). The parts talk gRPC over
+//! loopback on ports picked at start, exactly as separate hosts would; only the API (8420) and PostgreSQL
+//! (5433) ports are fixed. Ctrl-C stops the API, then the computes, the pageserver (which checkpoints) and the
+//! safekeepers, in that order.
+
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use api::backend::{Backend, BackendConfig};
+use api::control::{Control, ControlConfig};
+use api::http::HttpConfig;
+use api::store::{AccountId, Store};
+use compute::host::{ComputeHost, HostConfig};
+use safekeeper::filestore::FileStoreConfig;
+use safekeeper::node::{NodeConfig, SafekeeperNode};
+
+/// The region code of a single-host deployment.
+pub const LOCAL_REGION: &str = "local";
+/// Safekeepers `up` runs.
+const SAFEKEEPERS: u64 = 3;
+/// How long a stopping safekeeper waits for in-flight requests.
+const SAFEKEEPER_CLOSE_TIMEOUT_MS: u64 = 5_000;
+/// Bound of one control-plane call to the storage.
+const BACKEND_REQUEST_TIMEOUT_MS: u64 = 10_000;
+/// Bound of connecting to a storage service.
+const BACKEND_CONNECT_TIMEOUT_MS: u64 = 2_000;
+
+/// What `up` and `api` share.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The API's listen address.
+    pub listen: String,
+    /// The PostgreSQL listen address.
+    pub pg_listen: String,
+    /// Requests a second per account (0: no limit).
+    pub rate_limit_per_s: u32,
+    /// Pages cached per branch.
+    pub page_cache_pages: usize,
+}
+
+/// A storage side running in this process: three safekeepers and a pageserver.
+struct LocalStorage {
+    safekeepers: Vec<(Arc<SafekeeperNode>, tokio::task::JoinHandle<()>)>,
+    safekeeper_addresses: Vec<String>,
+    pageserver: tokio::task::JoinHandle<()>,
+    pageserver_address: String,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+impl LocalStorage {
+    async fn start(data_dir: &Path, remote: Option<&str>) -> Result<LocalStorage> {
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut safekeepers = Vec::new();
+        let mut safekeeper_addresses = Vec::new();
+        for id in 1..=SAFEKEEPERS {
+            let dir = data_dir.join(format!("safekeeper-{id}"));
+            let config = NodeConfig {
+                node_id: id,
+                data_dir: dir.clone(),
+                store: FileStoreConfig::default(),
+            };
+            let node = tokio::task::spawn_blocking(move || SafekeeperNode::open(config))
+                .await
+                .context("opening a safekeeper")?
+                .with_context(|| format!("opening the safekeeper data directory {}", dir.display()))?;
+            let node = Arc::new(node);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .context("listening for a safekeeper")?;
+            safekeeper_addresses.push(listener.local_addr().context("reading the bound address")?.to_string());
+            let served = Arc::clone(&node);
+            let shutdown = stopped(stop_rx.clone());
+            let task = tokio::spawn(async move {
+                if let Err(error) = safekeeper::service::serve(served, listener, shutdown).await {
+                    tracing::error!(%error, "a safekeeper stopped serving");
+                }
+            });
+            safekeepers.push((node, task));
+        }
+        let mut config =
+            pageserver::runner::PageserverConfig::new(data_dir.join("pageserver"), safekeeper_addresses.clone());
+        if let Some(url) = remote {
+            let storage = pageserver::remote::RemoteStorage::from_url(url, Default::default())
+                .with_context(|| format!("opening remote storage {url}"))?;
+            config.remote = Some(Arc::new(storage));
+        }
+        let manager = pageserver::runner::open(&config)
+            .await
+            .context("opening the pageserver data directory")?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("listening for the pageserver")?;
+        let pageserver_address = listener.local_addr().context("reading the bound address")?.to_string();
+        let shutdown = stopped(stop_rx);
+        let pageserver = tokio::spawn(async move {
+            if let Err(error) = pageserver::runner::run(manager, config, listener, shutdown).await {
+                tracing::error!(%error, "the pageserver stopped serving");
+            }
+        });
+        Ok(LocalStorage {
+            safekeepers,
+            safekeeper_addresses,
+            pageserver,
+            pageserver_address,
+            stop,
+        })
+    }
+
+    /// Stops the pageserver (it checkpoints), then the safekeepers.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.pageserver.await;
+        for (node, task) in self.safekeepers {
+            let _ = task.await;
+            if !node.close(Duration::from_millis(SAFEKEEPER_CLOSE_TIMEOUT_MS)).await {
+                tracing::warn!("a safekeeper's requests outlived the close timeout");
+            }
+        }
+    }
+}
+
+/// Opens the metadata and, on first start (no account yet), creates the admin account and its key, written
+/// to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename). Returns the store and the key file's path.
+fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
+    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    let store = Store::open(data_dir).context("opening the control metadata")?;
+    let key_path = data_dir.join("api_key");
+    if store.accounts().context("reading accounts")?.is_empty() {
+        let account = store.create_account().context("creating the admin account")?;
+        let key = api::auth::create_key(&store, &account).context("creating the admin key")?;
+        write_secret(&key_path, &key.secret)?;
+    }
+    Ok((Arc::new(store), key_path))
+}
+
+/// Writes `secret` to `path` durably with mode 0600.
+fn write_secret(path: &Path, secret: &str) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let temp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .with_context(|| format!("creating {}", temp.display()))?;
+    writeln!(file, "{secret}").context("writing the key")?;
+    file.sync_all().context("syncing the key")?;
+    std::fs::rename(&temp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the API and the compute host against the given storage until `shutdown`; prints one line saying where.
+async fn serve_api(
+    options: &ApiOptions,
+    pageserver: String,
+    safekeepers: Vec<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    what: &str,
+) -> Result<()> {
+    let (store, key_path) = open_store(&options.data_dir)?;
+    let host = ComputeHost::start(HostConfig {
+        listen: options.pg_listen.clone(),
+        safekeepers: safekeepers.clone(),
+        pageserver: pageserver.clone(),
+        passwords: Default::default(),
+        page_cache_capacity_pages: options.page_cache_pages,
+    })
+    .await
+    .context("starting the PostgreSQL listener")?;
+    let pg_address = host.address();
+    let host = Arc::new(host);
+    let backend = Backend::new(&BackendConfig {
+        pageserver,
+        safekeepers,
+        request_timeout_ms: BACKEND_REQUEST_TIMEOUT_MS,
+        connect_timeout_ms: BACKEND_CONNECT_TIMEOUT_MS,
+    })
+    .context("configuring the storage clients")?;
+    let control = Control::new(
+        store,
+        backend,
+        Arc::clone(&host),
+        ControlConfig {
+            region: LOCAL_REGION.to_owned(),
+            pg_host: pg_address.ip().to_string(),
+            pg_port: pg_address.port(),
+        },
+    );
+    control
+        .resume()
+        .await
+        .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
+    let listener = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    let api_address = listener.local_addr().context("reading the bound address")?;
+    let router = api::http::router(
+        Arc::clone(&control),
+        &HttpConfig {
+            rate_limit_per_s: options.rate_limit_per_s,
+            ..HttpConfig::default()
+        },
+    );
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(
+            stdout,
+            "cambium {what} listening on http://{api_address} (PostgreSQL on {pg_address}); API key in {}",
+            key_path.display()
+        )
+        .context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving HTTP")?;
+    drop(control);
+    match Arc::try_unwrap(host) {
+        Ok(host) => host.stop().await,
+        Err(_) => tracing::warn!("the compute host is still referenced; it stops when dropped"),
+    }
+    Ok(())
+}
+
+/// `cambium up`.
+pub async fn up(
+    options: ApiOptions,
+    remote: Option<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    std::fs::create_dir_all(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
+    let storage = LocalStorage::start(&options.data_dir, remote.as_deref()).await?;
+    let served = serve_api(
+        &options,
+        storage.pageserver_address.clone(),
+        storage.safekeeper_addresses.clone(),
+        shutdown,
+        "up",
+    )
+    .await;
+    storage.stop().await;
+    tracing::info!("stopped");
+    served
+}
+
+/// `cambium api`.
+pub async fn api(
+    options: ApiOptions,
+    pageserver: String,
+    safekeepers: Vec<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    anyhow::ensure!(!safekeepers.is_empty(), "--safekeepers names no safekeeper");
+    serve_api(&options, pageserver, safekeepers, shutdown, "api").await
+}
+
+/// What `cambium keys` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum KeysCommand {
+    /// Creates a key and prints its secret (shown once). By default for the admin account (the first one).
+    Create {
+        /// For a new account of its own, which sees none of the others' projects.
+        #[arg(long)]
+        new_account: bool,
+        /// For this account (`acct_…`).
+        #[arg(long, conflicts_with = "new_account")]
+        account: Option<String>,
+    },
+    /// Lists the keys: id, account, created, revoked.
+    List,
+    /// Revokes a key by id (`key_…`); requests with it get 401 from then on.
+    Revoke {
+        /// The key id.
+        id: String,
+    },
+}
+
+/// `cambium keys`, on the metadata in `data_dir` (also while `up` runs: SQLite serializes the writers).
+pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
+    anyhow::ensure!(
+        data_dir.join("metadata.sqlite").exists(),
+        "no Cambium metadata in {} (run `cambium up` there first)",
+        data_dir.display()
+    );
+    let store = Store::open(data_dir).context("opening the control metadata")?;
+    let mut stdout = std::io::stdout().lock();
+    match command {
+        KeysCommand::Create { new_account, account } => {
+            let account = if new_account {
+                store.create_account()?
+            } else if let Some(account) = account {
+                let known = store.accounts()?.into_iter().any(|a| a.0 == account);
+                anyhow::ensure!(known, "no account {account}");
+                AccountId(account)
+            } else {
+                store
+                    .accounts()?
+                    .into_iter()
+                    .next()
+                    .context("no account yet: run `cambium up` first")?
+            };
+            let key = api::auth::create_key(&store, &account)?;
+            writeln!(stdout, "{}", key.secret)?;
+            eprintln!("created key {} for account {}", key.id, account.0);
+        }
+        KeysCommand::List => {
+            for key in store.keys()? {
+                writeln!(
+                    stdout,
+                    "{}\t{}\t{}\t{}",
+                    key.id,
+                    key.account_id.0,
+                    key.created_at,
+                    key.revoked_at.as_deref().unwrap_or("-")
+                )?;
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            anyhow::ensure!(store.revoke_key(&id)?, "no unrevoked key {id}");
+            writeln!(stdout, "revoked {id}")?;
+        }
+    }
+    Ok(())
+}

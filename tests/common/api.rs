@@ -1,0 +1,244 @@
+//! A `cambium up` process in a temporary data directory, a minimal HTTP/1.1 client for its `/v1` API, and a
+//! PostgreSQL client for its connection strings.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::Process;
+
+/// A running `cambium up`. Fields drop in order: the process is killed before its directory goes.
+pub struct Up {
+    /// The process.
+    pub process: Process,
+    /// The admin key (from `<data-dir>/api_key`).
+    pub key: String,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    _root: Option<tempfile::TempDir>,
+}
+
+/// A free loopback port (bound and released; another process could take it, which is unlikely in tests).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+impl Up {
+    /// `cambium up` in a fresh temporary directory, on free ports.
+    pub fn start() -> Up {
+        Up::start_with(&[])
+    }
+
+    /// `cambium up` in a fresh temporary directory with `extra` arguments.
+    pub fn start_with(extra: &[&str]) -> Up {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data_dir = root.path().join("cambium");
+        let mut up = Up::start_in(&data_dir, extra);
+        up._root = Some(root);
+        up
+    }
+
+    /// `cambium up` on `data_dir` (kept by the caller), PostgreSQL on a fixed free port so a restart keeps the
+    /// connection strings.
+    pub fn start_in(data_dir: &Path, extra: &[&str]) -> Up {
+        let mut args: Vec<String> = vec![
+            "up".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--pg-listen".into(),
+            format!("127.0.0.1:{}", free_port()),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let process = Process::start(args);
+        let key = std::fs::read_to_string(data_dir.join("api_key"))
+            .expect("the admin key file")
+            .trim()
+            .to_owned();
+        Up {
+            process,
+            key,
+            data_dir: data_dir.to_owned(),
+            _root: None,
+        }
+    }
+
+    /// Runs `cambium keys <args> --data-dir <dir>` and returns its stdout.
+    pub fn keys(&self, args: &[&str]) -> String {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_cambium"))
+            .arg("keys")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(args)
+            .output()
+            .expect("run cambium keys");
+        assert!(
+            output.status.success(),
+            "cambium keys {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    /// A request with `key`.
+    pub async fn request(&self, method: &str, path: &str, key: Option<&str>, body: Option<&str>) -> Reply {
+        request(&self.process.address, method, path, key, body, &[]).await
+    }
+
+    /// A request with the admin key.
+    pub async fn call(&self, method: &str, path: &str, body: Option<&str>) -> Reply {
+        self.request(method, path, Some(&self.key.clone()), body).await
+    }
+
+    /// Creates a project; its id.
+    pub async fn create_project(&self, name: &str) -> String {
+        let reply = self
+            .call("POST", "/v1/projects", Some(&format!(r#"{{"name":"{name}"}}"#)))
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        reply.json()["project"]["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Waits for operation `id` to end; the operation.
+    pub async fn wait_operation(&self, id: &str) -> Value {
+        for _ in 0..6 {
+            let reply = self.call("GET", &format!("/v1/operations/{id}?wait=10s"), None).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let operation = reply.json()["operation"].clone();
+            if operation["status"] != "running" {
+                return operation;
+            }
+        }
+        panic!("operation {id} still running after a minute");
+    }
+
+    /// Creates a database and waits for it to be active; the database.
+    pub async fn create_database(&self, project: &str, name: &str) -> Value {
+        let reply = self
+            .call(
+                "POST",
+                &format!("/v1/projects/{project}/databases"),
+                Some(&format!(r#"{{"name":"{name}"}}"#)),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        let operation = reply.json()["operation"]["id"].as_str().expect("op id").to_owned();
+        let ended = self.wait_operation(&operation).await;
+        assert_eq!(ended["status"], "finished", "{ended}");
+        let id = reply.json()["database"]["id"].as_str().expect("db id").to_owned();
+        let database = self.call("GET", &format!("/v1/databases/{id}"), None).await.json()["database"].clone();
+        assert_eq!(database["status"], "active", "{database}");
+        database
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Headers in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: String,
+}
+
+impl Reply {
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
+    }
+
+    /// A header, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts the error envelope with `status`, `code` and a request id matching the header.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "{}", self.body);
+        let body = self.json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"].is_string(), "{body}");
+        let request_id = body["error"]["request_id"].as_str().expect("request id");
+        assert!(request_id.starts_with("req_"), "{body}");
+        assert_eq!(self.header("x-request-id"), Some(request_id));
+        assert_eq!(body.as_object().expect("object").len(), 1, "{body}");
+    }
+}
+
+/// One request on a fresh connection (closed after the response), with `headers` added.
+pub async fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(address))
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    if let Some(key) = key {
+        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(90), stream.read_to_end(&mut raw))
+        .await
+        .expect("a response in time")
+        .expect("read");
+    let raw = String::from_utf8(raw).expect("utf-8");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    assert!(
+        !headers
+            .iter()
+            .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v == "chunked"),
+        "this client reads only content-length bodies"
+    );
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// Connects to a `postgresql://` connection string (the connection runs in the background).
+pub async fn connect(uri: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(uri, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Whether `s` is an ISO 8601 UTC timestamp.
+pub fn is_iso_utc(s: &str) -> bool {
+    s.ends_with('Z') && s.parse::<jiff::Timestamp>().is_ok()
+}
