@@ -260,7 +260,9 @@ impl Control {
         Ok(())
     }
 
-    /// Stops serving `database`; its names then refuse sessions saying why (its status).
+    /// Stops serving `database`; its names then refuse sessions saying why (its status). The names get the
+    /// database's credentials too: the password is checked before the refusal, so without them a client with the
+    /// right password would be told its password is wrong instead of why it cannot connect.
     fn refuse(&self, database: &Database, status: DatabaseStatus) {
         let reason = match status {
             DatabaseStatus::Suspended => format!("database {} is suspended; resume it to connect", database.id),
@@ -269,9 +271,11 @@ impl Control {
             DatabaseStatus::Active => format!("database {} is restarting", database.id),
         };
         self.unserve(database);
+        self.host.set_credentials(&database.id, PG_USER, &database.password);
         self.host.refuse(&database.id, &reason);
         if let Ok(branches) = self.store.branches_of(&database.id) {
             for branch in branches {
+                self.host.set_credentials(&branch.id, PG_USER, &database.password);
                 self.host.refuse(&branch.id, &reason);
             }
         }
@@ -595,8 +599,9 @@ impl Control {
             return Err(error);
         }
         let served = self.current_status(&database.id).await? == Some(DatabaseStatus::Active);
+        // Served or refused, the branch checks the database's password (see `refuse`).
+        self.host.set_credentials(&branch.id, PG_USER, &database.password);
         if served {
-            self.host.set_credentials(&branch.id, PG_USER, &database.password);
             let target = BranchTarget {
                 tenant_id: database.tenant_id,
                 timeline_id: timeline.timeline_id,
@@ -839,6 +844,7 @@ impl Control {
                     .map_err(|e| format!("serving the preserved branch: {e}"))?;
             }
         } else if let Some(preserved) = &preserved {
+            self.host.set_credentials(&preserved.id, PG_USER, &database.password);
             self.host
                 .refuse(&preserved.id, &format!("database {} is not active", database.id));
         }

@@ -21,6 +21,8 @@ pub enum ApiError {
     Unauthenticated,
     /// 404 `not_found`, also for another account's resource.
     NotFound,
+    /// 405 `method_not_allowed`: a known path without that method (the `Allow` header lists the ones it has).
+    MethodNotAllowed,
     /// 409 `conflict`: deleting the default branch, a duplicate name, a conflicting operation in progress.
     Conflict(String),
     /// 422 `unprocessable`: well-formed but impossible (an LSN ahead of the branch, outside retention).
@@ -51,6 +53,11 @@ impl ApiError {
                 "a valid `Authorization: Bearer <key>` header is required".to_owned(),
             ),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "not found".to_owned()),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this path does not take this method".to_owned(),
+            ),
             ApiError::Conflict(message) => (StatusCode::CONFLICT, "conflict", message.clone()),
             ApiError::Unprocessable(message) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message.clone()),
             ApiError::RateLimited(message) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", message.clone()),

@@ -49,15 +49,16 @@ const NAME_LEN_MAX_BYTES: usize = 256;
 pub struct HttpConfig {
     /// Requests per second allowed per account, on average; 0 turns the limit off.
     pub rate_limit_per_s: u32,
-    /// Requests an account may make at once above the average.
-    pub rate_limit_burst: u32,
+    /// Requests an account may make at once above the average; `None`: twice `rate_limit_per_s`, so a lower
+    /// rate also means a smaller burst (a fixed burst of 2 000 would hide a limit of 5 a second).
+    pub rate_limit_burst: Option<u32>,
 }
 
 impl Default for HttpConfig {
     fn default() -> HttpConfig {
         HttpConfig {
             rate_limit_per_s: 1_000,
-            rate_limit_burst: 2_000,
+            rate_limit_burst: None,
         }
     }
 }
@@ -75,7 +76,9 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         control,
         limiter: Arc::new(limits::RateLimiter::new(
             config.rate_limit_per_s,
-            config.rate_limit_burst,
+            config
+                .rate_limit_burst
+                .unwrap_or_else(|| config.rate_limit_per_s.saturating_mul(2)),
         )),
         idempotency: Arc::new(idempotency::InFlight::default()),
     };
@@ -113,6 +116,8 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route("/v1/openapi.json", get(openapi::document))
         .merge(v1)
         .fallback(|| async { ApiError::NotFound })
+        // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
         .layer(middleware::from_fn(request_id))
 }
