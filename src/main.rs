@@ -59,6 +59,9 @@ enum Command {
         /// Pages cached per branch, at most (8 KiB each).
         #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
         page_cache_pages: usize,
+        /// Fault injection for tests: wait this long before running each operation.
+        #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
+        operation_delay_ms: u64,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -222,6 +225,7 @@ fn main() -> Result<()> {
             remote,
             rate_limit,
             page_cache_pages,
+            operation_delay_ms,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -229,6 +233,7 @@ fn main() -> Result<()> {
                 pg_listen,
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
+                operation_delay_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -247,6 +252,7 @@ fn main() -> Result<()> {
                 pg_listen,
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
+                operation_delay_ms: 0,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

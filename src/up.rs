@@ -46,6 +46,8 @@ pub struct ApiOptions {
     pub rate_limit_per_s: u32,
     /// Pages cached per branch.
     pub page_cache_pages: usize,
+    /// Fault injection for tests: the worker waits this long before each operation.
+    pub operation_delay_ms: u64,
 }
 
 /// A storage side running in this process: three safekeepers and a pageserver.
@@ -204,6 +206,7 @@ async fn serve_api(
             region: LOCAL_REGION.to_owned(),
             pg_host: pg_address.ip().to_string(),
             pg_port: pg_address.port(),
+            operation_delay_ms: options.operation_delay_ms,
         },
     );
     control

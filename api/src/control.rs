@@ -45,6 +45,9 @@ pub struct ControlConfig {
     pub pg_host: String,
     /// The port in connection strings.
     pub pg_port: u16,
+    /// Fault injection: how long the worker waits before running each operation (0 in production), so tests
+    /// can crash the service while operations are `running`.
+    pub operation_delay_ms: u64,
 }
 
 /// The parameters of a `restore_branch` operation, fixed when it is created.

@@ -110,6 +110,10 @@ async fn run(control: &Arc<Control>, id: &str) {
             return;
         }
     };
+    let delay_ms = control.config().operation_delay_ms;
+    if delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+    }
     tracing::info!(operation = %operation.id, action = %operation.action, "operation running");
     let outcome = match operation.action.as_str() {
         "create_database" => control.run_create_database(&operation).await,
