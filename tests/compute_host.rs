@@ -5,7 +5,8 @@
 //! starts its store on the first session; an alias reaches its branch (time travel too) and re-pointing it
 //! changes what new sessions get while old ones stay; a refused name fails with the reason, and serves again
 //! once cleared; a detached branch is unknown and its open sessions fail; attaching a branch to a new timeline
-//! (a restore) fails the old store's open sessions with a clear error and refuses its commits, while new
+//! (a restore) fails the old store's open sessions with the close reason (SQLSTATE 57P01, admin_shutdown) and
+//! refuses its commits, while new
 //! sessions see the new timeline's data and write to it.
 
 mod common;
@@ -259,12 +260,42 @@ async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
     let new_store = host.store("br_restore").ok_or("the new store")?;
     assert!(!std::sync::Arc::ptr_eq(&old_store, &new_store));
 
-    // The old session's next statement fails (SQLite reports the store's error as an I/O error; the reason
-    // is the store's failure); its store refuses commits.
-    let failed = old_session.execute("INSERT INTO t VALUES (3, 'lost')", &[]).await;
-    assert!(failed.is_err(), "the old session must fail");
+    // The old session's next statement fails with the close reason (SQLite reports the store's error as an
+    // I/O error; the session gives the client the store's reason as admin_shutdown); its store refuses commits.
+    let failed = old_session
+        .execute("INSERT INTO t VALUES (3, 'lost')", &[])
+        .await
+        .err()
+        .ok_or("the old session must fail")?;
     let reason = old_store.failure().unwrap_or_default();
     assert!(reason.contains("moved from timeline"), "{reason}");
+    let db_error = failed
+        .as_db_error()
+        .ok_or_else(|| format!("a server error: {failed:?}"))?;
+    assert_eq!(
+        db_error.code(),
+        &tokio_postgres::error::SqlState::ADMIN_SHUTDOWN,
+        "{db_error:?}"
+    );
+    assert!(
+        db_error.message().contains(&reason) && db_error.message().contains("reconnect"),
+        "the client sees the close reason {reason:?}: {db_error:?}"
+    );
+    // And so does every later statement of that session, reads included.
+    let again = old_session
+        .query("SELECT v FROM t", &[])
+        .await
+        .err()
+        .ok_or("the old session keeps failing")?;
+    let again = again
+        .as_db_error()
+        .ok_or_else(|| format!("a server error: {again:?}"))?;
+    assert_eq!(
+        again.code(),
+        &tokio_postgres::error::SqlState::ADMIN_SHUTDOWN,
+        "{again:?}"
+    );
+    assert!(again.message().contains(&reason), "{again:?}");
     let commit = tokio::task::spawn_blocking(move || {
         use compute::page_store::PageStore;
         old_store.commit(Vec::new(), 1)

@@ -133,16 +133,37 @@ impl Backend {
         }
     }
 
-    /// Deletes `tenant` and all its timelines from the pageserver (success if it is gone).
+    /// Deletes `tenant` and all its timelines from the pageserver (success if it is gone), then from every
+    /// safekeeper at once. The pageserver's deletion is the one that decides the result: a safekeeper that
+    /// fails or is down is logged and keeps the tenant's WAL (a retry of the deletion removes it).
     pub async fn delete_tenant(&self, tenant: TenantId) -> Result<(), BackendError> {
         let request = ps::TenantRequest {
             tenant_id: tenant.to_string(),
         };
         match self.management.clone().delete_tenant(request).await {
-            Ok(_) => Ok(()),
-            Err(status) if status.code() == Code::NotFound => Ok(()),
-            Err(status) => Err(unavailable("deleting the tenant", &status)),
+            Ok(_) => {}
+            Err(status) if status.code() == Code::NotFound => {}
+            Err(status) => return Err(unavailable("deleting the tenant", &status)),
         }
+        let request = sk::DeleteTenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        let calls = self.safekeepers.iter().map(|(address, client)| {
+            let (mut client, request) = (client.clone(), request.clone());
+            async move { (address, client.delete_tenant(request).await) }
+        });
+        for (address, result) in join_all(calls).await {
+            if let Err(status) = result {
+                tracing::warn!(
+                    safekeeper = %address,
+                    %tenant,
+                    code = ?status.code(),
+                    error = %status.message(),
+                    "a safekeeper did not delete a tenant; it keeps its WAL"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Creates `timeline` on the pageserver (a root, or a branch of its ancestor at its start LSN) and then on
@@ -200,8 +221,9 @@ impl Backend {
         Ok(())
     }
 
-    /// Deletes `timeline` from the pageserver (success if it is gone). The safekeepers keep its WAL: they have
-    /// no deletion call yet.
+    /// Deletes `timeline` from the pageserver (success if it is gone), then from every safekeeper at once. The
+    /// pageserver's deletion is the one that decides the result: a safekeeper that fails or is down is logged
+    /// and keeps the timeline's WAL (a retry of the deletion removes it).
     pub async fn delete_timeline(&self, tenant: TenantId, timeline: TimelineId) -> Result<(), BackendError> {
         match self
             .management
@@ -209,10 +231,31 @@ impl Backend {
             .delete_timeline(timeline_ref(tenant, timeline))
             .await
         {
-            Ok(_) => Ok(()),
-            Err(status) if status.code() == Code::NotFound => Ok(()),
-            Err(status) => Err(unavailable("deleting the timeline", &status)),
+            Ok(_) => {}
+            Err(status) if status.code() == Code::NotFound => {}
+            Err(status) => return Err(unavailable("deleting the timeline", &status)),
         }
+        let request = sk::TimelineRef {
+            tenant_id: tenant.to_string(),
+            timeline_id: timeline.to_string(),
+        };
+        let calls = self.safekeepers.iter().map(|(address, client)| {
+            let (mut client, request) = (client.clone(), request.clone());
+            async move { (address, client.delete_timeline(request).await) }
+        });
+        for (address, result) in join_all(calls).await {
+            if let Err(status) = result {
+                tracing::warn!(
+                    safekeeper = %address,
+                    %tenant,
+                    %timeline,
+                    code = ?status.code(),
+                    error = %status.message(),
+                    "a safekeeper did not delete a timeline; it keeps its WAL"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The pageserver's view of `timeline`.

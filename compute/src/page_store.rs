@@ -37,6 +37,20 @@ pub enum PageStoreError {
     /// For a commit, nothing of it is there.
     #[error("page store unavailable: {0}")]
     Unavailable(String),
+    /// The store was closed on purpose by its owner (its branch moved to another timeline, was deleted, or
+    /// stopped being served): every later call fails with this. `reason` is written for the SQL client.
+    #[error("the page store is closed: {reason}")]
+    Closed {
+        /// Why, as the owner gave it.
+        reason: String,
+    },
+    /// The store failed for good (a commit whose outcome is unknown, a fenced writer): every later call fails
+    /// with this; a new session gets a store restarted from what is durable.
+    #[error("the page store has failed: {reason}")]
+    Failed {
+        /// The first failure.
+        reason: String,
+    },
 }
 
 /// The pages of one database, read at the store's current read point and committed one transaction at a time.

@@ -388,12 +388,16 @@ impl RemotePageStore {
         }
     }
 
-    /// Marks the store failed and returns the error for this call.
+    /// Marks the store failed and returns the error for this call: `Failed` with the first failure's reason,
+    /// or `Closed` if the store was closed meanwhile.
     fn fail(&self, reason: String) -> PageStoreError {
         tracing::error!(%reason, "remote page store failed");
         let mut state = self.state.lock();
         state.failed.get_or_insert(reason.clone());
-        PageStoreError::Unavailable(reason)
+        match check_state(&state) {
+            Err(error) => error,
+            Ok(()) => unreachable!("the failure was just recorded"),
+        }
     }
 }
 
@@ -496,12 +500,8 @@ impl PageStore for RemotePageStore {
 fn check_state(state: &State) -> Result<(), PageStoreError> {
     match (&state.failed, state.closed) {
         (None, _) => Ok(()),
-        (Some(reason), false) => Err(PageStoreError::Unavailable(format!(
-            "the page store has failed: {reason}"
-        ))),
-        (Some(reason), true) => Err(PageStoreError::Unavailable(format!(
-            "the page store is closed: {reason}"
-        ))),
+        (Some(reason), false) => Err(PageStoreError::Failed { reason: reason.clone() }),
+        (Some(reason), true) => Err(PageStoreError::Closed { reason: reason.clone() }),
     }
 }
 

@@ -13,12 +13,19 @@
 //! - Temporary files and every other file go to SQLite's default VFS; a rollback journal or WAL on disk for
 //!   a registered database is refused (it would be a second, unreplicated copy of changes).
 //!
+//! SQLite keeps only an error's code (`SQLITE_IOERR_*`, "disk I/O error"), so the store error behind a failed
+//! main-file operation is noted for the thread that made the SQLite call; the SQL layer takes it right after
+//! the call returns an I/O error ([`take_store_error`]) and tells the client why (a closed store's reason).
+//! SQLite calls the VFS on the thread that called SQLite, and a connection is used by one thread at a time,
+//! so what a thread notes between [`clear_store_error`] and [`take_store_error`] belongs to its connection.
+//!
 //! The `unsafe` is all in `ffi`; `file` and `lock` are safe code.
 
 mod ffi;
 mod file;
 mod lock;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -26,7 +33,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 
-use crate::page_store::PageStore;
+use crate::page_store::{PageStore, PageStoreError};
 use lock::LockTable;
 
 /// The name the VFS is registered under with SQLite.
@@ -58,6 +65,30 @@ pub(crate) struct Database {
 
 /// Registered databases by name.
 static DATABASES: LazyLock<Mutex<HashMap<String, Arc<Database>>>> = LazyLock::new(Default::default);
+
+thread_local! {
+    /// The store error of the last main-file operation that failed on this thread (see the module doc).
+    static LAST_STORE_ERROR: RefCell<Option<PageStoreError>> = const { RefCell::new(None) };
+}
+
+/// Notes the store error behind a failed main-file operation for this thread's SQL layer.
+fn note_store_error(error: &file::FileError) {
+    if let file::FileError::Store(error) = error {
+        LAST_STORE_ERROR.with(|last| *last.borrow_mut() = Some(error.clone()));
+    }
+}
+
+/// Forgets the store error noted on this thread: call it before a SQLite call whose I/O errors are to be
+/// explained with [`take_store_error`].
+pub(crate) fn clear_store_error() {
+    LAST_STORE_ERROR.with(|last| last.borrow_mut().take());
+}
+
+/// The store error of the last main-file operation that failed on this thread since [`clear_store_error`],
+/// taken: why SQLite reported an I/O error.
+pub(crate) fn take_store_error() -> Option<PageStoreError> {
+    LAST_STORE_ERROR.with(|last| last.borrow_mut().take())
+}
 
 /// Registers `name` as a database held by `store`, so `open_connection(name)` serves it. Registers the VFS
 /// with SQLite on first use.

@@ -57,6 +57,11 @@ pub fn timeline_key(timeline: Option<&pb::TimelineRef>) -> Result<TimelineKey, S
     ))
 }
 
+/// The tenant a request names; `INVALID_ARGUMENT` if the id is malformed.
+pub fn tenant_id(text: &str) -> Result<TenantId, Status> {
+    Ok(TenantId(parse_id_field("tenant_id", text)?))
+}
+
 /// The wire form of a timeline's name.
 pub fn timeline_ref(key: TimelineKey) -> pb::TimelineRef {
     pb::TimelineRef {

@@ -7,12 +7,27 @@
 //! <data_dir>/LOCK                                   who owns the directory (below)
 //! <data_dir>/<tenant_id>/<timeline_id>/control      one timeline: see `filestore` for its files
 //! <data_dir>/<tenant_id>/<timeline_id>/*.seg
+//!
+//! <data_dir>/<tenant_id>.deleted                   a tenant being deleted (a tombstone, below)
+//! <data_dir>/<tenant_id>/<timeline_id>.deleted      a timeline being deleted
 //! ```
 //!
 //! Ids are 32 lowercase hex digits. [`SafekeeperNode::open`] opens every timeline it finds; a torn WAL tail is
 //! cut by `FileWal::open` (and logged there). A timeline directory without a control file is a creation that
 //! crashed before it was acknowledged: it is left for `CreateTimeline` to finish. A timeline that fails to
 //! load is *broken*: it is logged, its requests fail with `INTERNAL`, and the other timelines are served.
+//!
+//! # Deletion
+//!
+//! [`SafekeeperNode::delete_timeline_blocking`] takes the timeline out of the map, then marks it deleted under
+//! its acceptor lock (so an operation in progress finishes first, and every later one, and every open
+//! `Append` or `StreamWal` stream, gets `Deleted`, a `NOT_FOUND`), then removes its directory durably: rename
+//! to the tombstone `<timeline_id>.deleted`, fsync the tenant directory, remove the tree. A crash before the
+//! rename is durable leaves the whole timeline (the deletion was not acknowledged, and a retry does it
+//! again); after it, only a tombstone, which never loads: [`SafekeeperNode::open`] removes tombstones it
+//! finds. A tenant is deleted the same way in one rename of its directory to `<tenant_id>.deleted`, after
+//! each of its timelines is marked deleted. Deleting what is not there is success. Creations and deletions
+//! are serialized by one lock.
 //!
 //! # Concurrency
 //!
@@ -122,6 +137,12 @@ pub enum NodeError {
     /// The acceptor refused or failed.
     #[error(transparent)]
     Acceptor(#[from] AcceptorError),
+    /// The timeline was deleted while the request held it.
+    #[error("timeline {}/{} was deleted", .key.0, .key.1)]
+    Deleted {
+        /// The timeline.
+        key: TimelineKey,
+    },
     /// The node is shutting down.
     #[error("the safekeeper is shutting down")]
     ShuttingDown,
@@ -142,6 +163,8 @@ pub struct Timeline {
     commit_lsn: watch::Sender<Lsn>,
     /// Set when a request panicked while holding the acceptor.
     broken: AtomicBool,
+    /// Turns `true` (under the acceptor lock, once) when the timeline is deleted; never back.
+    deleted: watch::Sender<bool>,
     /// Keeps the data directory locked while any task still uses this timeline.
     _lock: Arc<DirLock>,
 }
@@ -165,6 +188,7 @@ impl Timeline {
             commit_lsn: watch::Sender::new(control.commit_lsn),
             acceptor: Mutex::new(acceptor),
             broken: AtomicBool::new(false),
+            deleted: watch::Sender::new(false),
             _lock: lock,
         }
     }
@@ -190,12 +214,13 @@ impl Timeline {
     }
 
     /// Runs `f` on the acceptor, on this thread, which must be allowed to block (the lock may be held by an
-    /// fdatasync). Publishes the commit LSN afterwards. A panic in `f` marks the timeline broken.
+    /// fdatasync). Publishes the commit LSN afterwards. A panic in `f` marks the timeline broken. `Deleted` once
+    /// the timeline is deleted.
     pub fn run_blocking<R>(&self, f: impl FnOnce(&mut FileAcceptor) -> R) -> Result<R, NodeError> {
-        self.check_not_broken()?;
+        self.check_usable()?;
         let mut acceptor = self.acceptor.lock();
-        // A request that panicked while we waited for the lock may have left the acceptor half changed.
-        self.check_not_broken()?;
+        // A request that panicked, or a deletion, while we waited for the lock.
+        self.check_usable()?;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut acceptor))) {
             Ok(result) => {
                 let commit_lsn = acceptor.control().commit_lsn;
@@ -237,7 +262,30 @@ impl Timeline {
         self.run(|acceptor| acceptor.state()).await
     }
 
-    fn check_not_broken(&self) -> Result<(), NodeError> {
+    /// Whether the timeline was deleted.
+    pub fn is_deleted(&self) -> bool {
+        *self.deleted.borrow()
+    }
+
+    /// Completes when the timeline is deleted (at once if it is already).
+    pub async fn deleted(&self) {
+        let mut deleted = self.deleted.subscribe();
+        // The sender lives in `self`, so the wait cannot fail while we borrow it.
+        let _ = deleted.wait_for(|&deleted| deleted).await;
+    }
+
+    /// Marks the timeline deleted, after the operation in progress on it (if any) finishes; blocks on the
+    /// acceptor lock.
+    fn mark_deleted(&self) {
+        let acceptor = self.acceptor.lock();
+        self.deleted.send_replace(true);
+        drop(acceptor);
+    }
+
+    fn check_usable(&self) -> Result<(), NodeError> {
+        if self.is_deleted() {
+            return Err(NodeError::Deleted { key: self.key });
+        }
         if self.broken.load(Ordering::SeqCst) {
             return Err(self.broken_error());
         }
@@ -265,7 +313,8 @@ enum Slot {
 pub struct SafekeeperNode {
     config: NodeConfig,
     timelines: RwLock<HashMap<TimelineKey, Slot>>,
-    /// Serializes timeline creations (each is a few fsyncs; the map lock is never held across them).
+    /// Serializes timeline creations and deletions (each is a few fsyncs; the map lock is never held across
+    /// them).
     create_lock: Mutex<()>,
     lock: Arc<DirLock>,
     shutdown: watch::Sender<bool>,
@@ -414,6 +463,75 @@ impl SafekeeperNode {
             .unwrap_or(Err(NodeError::ShuttingDown))
     }
 
+    /// Deletes the timeline `key` and its directory, durably (see the module doc); blocks on disk I/O. Open
+    /// requests and streams on it end with `Deleted`. Success if there is no such timeline.
+    pub fn delete_timeline_blocking(&self, key: TimelineKey) -> Result<(), NodeError> {
+        if self.is_shut_down() {
+            return Err(NodeError::ShuttingDown);
+        }
+        let _deleting = self.create_lock.lock();
+        let slot = self.timelines.write().remove(&key);
+        if let Some(Slot::Ready(timeline)) = &slot {
+            timeline.mark_deleted();
+        }
+        // Whatever the map said: a directory may be there without a slot (a creation cut short).
+        let removed = remove_dir_durable(&self.timeline_dir(key), self.config.store.durability)?;
+        tracing::info!(
+            node = self.config.node_id,
+            tenant = %key.0,
+            timeline = %key.1,
+            loaded = slot.is_some(),
+            removed,
+            "deleted timeline"
+        );
+        Ok(())
+    }
+
+    /// [`SafekeeperNode::delete_timeline_blocking`] on a blocking thread.
+    pub async fn delete_timeline(self: &Arc<Self>, key: TimelineKey) -> Result<(), NodeError> {
+        let node = Arc::clone(self);
+        tokio::task::spawn_blocking(move || node.delete_timeline_blocking(key))
+            .await
+            .unwrap_or(Err(NodeError::ShuttingDown))
+    }
+
+    /// Deletes every timeline of `tenant` and the tenant's directory, durably (one rename of the directory to
+    /// its tombstone); blocks on disk I/O. Success if the tenant is not there.
+    pub fn delete_tenant_blocking(&self, tenant: TenantId) -> Result<(), NodeError> {
+        if self.is_shut_down() {
+            return Err(NodeError::ShuttingDown);
+        }
+        let _deleting = self.create_lock.lock();
+        let slots: Vec<Slot> = {
+            let mut timelines = self.timelines.write();
+            let keys: Vec<TimelineKey> = timelines.keys().filter(|key| key.0 == tenant).copied().collect();
+            keys.iter().filter_map(|key| timelines.remove(key)).collect()
+        };
+        for slot in &slots {
+            if let Slot::Ready(timeline) = slot {
+                timeline.mark_deleted();
+            }
+        }
+        let tenant_dir = self.config.data_dir.join(tenant.to_string());
+        let removed = remove_dir_durable(&tenant_dir, self.config.store.durability)?;
+        tracing::info!(
+            node = self.config.node_id,
+            %tenant,
+            timelines = slots.len(),
+            removed,
+            "deleted tenant"
+        );
+        Ok(())
+    }
+
+    /// [`SafekeeperNode::delete_tenant_blocking`] on a blocking thread.
+    pub async fn delete_tenant(self: &Arc<Self>, tenant: TenantId) -> Result<(), NodeError> {
+        let node = Arc::clone(self);
+        tokio::task::spawn_blocking(move || node.delete_tenant_blocking(tenant))
+            .await
+            .unwrap_or(Err(NodeError::ShuttingDown))
+    }
+
     /// Starts shutting down: streams end, new requests are refused with `ShuttingDown`. Idempotent.
     pub fn shut_down(&self) {
         self.shutdown.send_replace(true);
@@ -461,15 +579,81 @@ impl SafekeeperNode {
     }
 }
 
+/// The suffix of a tombstone: a tenant or timeline directory renamed for removal (`<id>.deleted`).
+pub const TOMBSTONE_SUFFIX: &str = ".deleted";
+
+/// The tombstone name of the directory `dir`.
+fn tombstone_path(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(TOMBSTONE_SUFFIX);
+    dir.with_file_name(name)
+}
+
+/// Whether `name` is a tombstone's: an id followed by [`TOMBSTONE_SUFFIX`].
+fn is_tombstone_name(name: &str) -> bool {
+    name.strip_suffix(TOMBSTONE_SUFFIX)
+        .and_then(parse_lower_hex_id)
+        .is_some()
+}
+
+/// Removes the tree at `path` if there is one.
+fn remove_tree_if_exists(path: &Path) -> Result<(), NodeError> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(io_error(path)(error)),
+    }
+}
+
+/// Removes the directory `dir` so that a crash leaves it whole or a tombstone, never part of it under its own
+/// name: rename to the tombstone, fsync the parent, remove the tree. Returns whether `dir` was there. Once the
+/// rename is durable the deletion is done: a tree that cannot be removed is logged and left to the next open.
+fn remove_dir_durable(dir: &Path, durability: fsio::Durability) -> Result<bool, NodeError> {
+    let tombstone = tombstone_path(dir);
+    // A tombstone of an earlier attempt (a rename cannot replace a non-empty directory).
+    remove_tree_if_exists(&tombstone)?;
+    match fs::rename(dir, &tombstone) {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(io_error(dir)(error)),
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    fsio::sync_dir(parent, durability).map_err(|e| NodeError::Io {
+        path: parent.to_path_buf(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    if let Err(error) = remove_tree_if_exists(&tombstone) {
+        tracing::warn!(path = %tombstone.display(), %error, "could not remove a tombstone; the next open will");
+    }
+    Ok(true)
+}
+
+/// Removes the tombstone `path` found at open (logged; a failure is logged and left for the next open).
+fn remove_leftover_tombstone(path: &Path) {
+    match remove_tree_if_exists(path) {
+        Ok(()) => tracing::info!(path = %path.display(), "removed the tombstone of a deletion cut short"),
+        Err(error) => tracing::warn!(path = %path.display(), %error, "could not remove a tombstone"),
+    }
+}
+
 /// The timeline directories under `data_dir`: `<tenant_id>/<timeline_id>`, both 32 lowercase hex digits.
+/// Tombstones (`<id>.deleted`) left by deletions cut short are removed on the way.
 fn list_timeline_dirs(data_dir: &Path) -> Result<Vec<(TimelineKey, PathBuf)>, NodeError> {
     let mut found = Vec::new();
     for (tenant_name, tenant_dir) in subdirectories(data_dir)? {
+        if is_tombstone_name(&tenant_name) {
+            remove_leftover_tombstone(&tenant_dir);
+            continue;
+        }
         let Some(tenant_id) = parse_lower_hex_id(&tenant_name) else {
             tracing::warn!(path = %tenant_dir.display(), "ignoring a directory that is not a tenant id");
             continue;
         };
         for (timeline_name, timeline_dir) in subdirectories(&tenant_dir)? {
+            if is_tombstone_name(&timeline_name) {
+                remove_leftover_tombstone(&timeline_dir);
+                continue;
+            }
             let Some(timeline_id) = parse_lower_hex_id(&timeline_name) else {
                 tracing::warn!(path = %timeline_dir.display(), "ignoring a directory that is not a timeline id");
                 continue;

@@ -15,6 +15,9 @@
 //! **StreamWal** sends committed WAL from the requested LSN in chunks of at most [`STREAM_WAL_CHUNK_BYTES_MAX`]
 //! (or one larger frame), then waits for the timeline's commit LSN to move and goes on, until the client goes
 //! away or the node shuts down.
+//!
+//! **DeleteTimeline** and **DeleteTenant** remove timelines durably (see [`crate::node`]); the `Append` and
+//! `StreamWal` streams open on a deleted timeline end with `NOT_FOUND` ("... was deleted").
 
 use std::future::Future;
 use std::pin::Pin;
@@ -99,7 +102,7 @@ impl SafekeeperService {
 /// The status that reports a node error, as the service contract specifies.
 pub fn status_from_node(error: &NodeError) -> Status {
     match error {
-        NodeError::NotFound { .. } => Status::not_found(error.to_string()),
+        NodeError::NotFound { .. } | NodeError::Deleted { .. } => Status::not_found(error.to_string()),
         NodeError::AlreadyExists { .. } => Status::already_exists(error.to_string()),
         NodeError::Acceptor(error) => status_from_acceptor(error),
         NodeError::ShuttingDown => Status::unavailable(error.to_string()),
@@ -112,6 +115,14 @@ fn status_from_node_read(error: &NodeError) -> Status {
     match error {
         NodeError::Acceptor(error) => status_from_read_error(error),
         other => status_from_node(other),
+    }
+}
+
+/// Completes when `timeline` is deleted; never if there is none.
+async fn timeline_deleted(timeline: Option<&Arc<Timeline>>) {
+    match timeline {
+        Some(timeline) => timeline.deleted().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -279,6 +290,29 @@ impl Safekeeper for SafekeeperService {
             oldest_lsn: oldest_lsn.0,
         }))
     }
+
+    async fn delete_timeline(
+        &self,
+        request: Request<pb::TimelineRef>,
+    ) -> Result<Response<pb::DeleteTimelineResponse>, Status> {
+        self.check_running()?;
+        let key = convert::timeline_key(Some(request.get_ref()))?;
+        self.node.delete_timeline(key).await.map_err(|e| status_from_node(&e))?;
+        Ok(Response::new(pb::DeleteTimelineResponse {}))
+    }
+
+    async fn delete_tenant(
+        &self,
+        request: Request<pb::DeleteTenantRequest>,
+    ) -> Result<Response<pb::DeleteTenantResponse>, Status> {
+        self.check_running()?;
+        let tenant = convert::tenant_id(&request.get_ref().tenant_id)?;
+        self.node
+            .delete_tenant(tenant)
+            .await
+            .map_err(|e| status_from_node(&e))?;
+        Ok(Response::new(pb::DeleteTenantResponse {}))
+    }
 }
 
 type AppendSender = mpsc::Sender<Result<pb::AppendResponse, Status>>;
@@ -302,6 +336,13 @@ async fn append_stream(node: Arc<SafekeeperNode>, mut inbound: Streaming<pb::App
             message = inbound.next() => message,
             () = shutdown_signalled(&mut shutdown) => {
                 let _ = tx.send(Err(status_from_node(&NodeError::ShuttingDown))).await;
+                return;
+            }
+            () = timeline_deleted(timeline.as_ref()) => {
+                let key = timeline.as_ref().map(|t| t.key());
+                if let Some(key) = key {
+                    let _ = tx.send(Err(status_from_node(&NodeError::Deleted { key }))).await;
+                }
                 return;
             }
             () = tx.closed() => return,
@@ -501,6 +542,10 @@ async fn stream_wal(timeline: Arc<Timeline>, mut next_lsn: Lsn, tx: WalSender, m
                 }
             }
             () = tx.closed() => return,
+            () = timeline.deleted() => {
+                let _ = tx.try_send(Err(status_from_node(&NodeError::Deleted { key: timeline.key() })));
+                return;
+            }
             () = shutdown_signalled(&mut shutdown) => {
                 let _ = tx.try_send(Err(status_from_node(&NodeError::ShuttingDown)));
                 return;

@@ -35,6 +35,12 @@ pub(crate) const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
 pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
 /// internal_error
 const INTERNAL_ERROR: &str = "XX000";
+/// io_error: SQLite reported an I/O error on the database file (a store error, see `session`)
+pub(crate) const IO_ERROR: &str = "58030";
+/// admin_shutdown: the database's store was closed on purpose (its branch moved, was deleted, suspended)
+pub(crate) const ADMIN_SHUTDOWN: &str = "57P01";
+/// connection_failure: the database's store failed for good; a new connection gets a restarted one
+pub(crate) const CONNECTION_FAILURE: &str = "08006";
 
 /// An error to send to the client: a SQLSTATE and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +96,7 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
         _ => {}
     }
     match failure.code {
+        ffi::ErrorCode::SystemIoFailure => IO_ERROR,
         ffi::ErrorCode::ConstraintViolation => INTEGRITY_CONSTRAINT_VIOLATION,
         ffi::ErrorCode::TypeMismatch => INVALID_TEXT_REPRESENTATION,
         ffi::ErrorCode::TooBig => PROGRAM_LIMIT_EXCEEDED,

@@ -232,12 +232,13 @@ impl AuthSource for ConnectionAuth {
             return Err(PgWireError::InvalidPassword(user));
         }
         let sessions = self.sessions.clone();
-        let opened = tokio::task::spawn_blocking(move || sessions.open(&user, &database))
+        let name = database.clone();
+        let opened = tokio::task::spawn_blocking(move || sessions.open(&user, &name))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
         match opened {
             Ok(conn) => {
-                *self.slot.lock() = Some(Session::new(conn));
+                *self.slot.lock() = Some(Session::new(conn, &database));
                 Ok(None)
             }
             Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),

@@ -1,5 +1,12 @@
 //! One client's SQLite connection and transaction state. Everything here blocks: callers run it on a
 //! blocking thread, never on the async executor.
+//!
+//! SQLite reports a failed store as an I/O error ("disk I/O error"); the session explains it with the store
+//! error the VFS noted during the call (`vfs::take_store_error`): a closed store gives 57P01 (admin_shutdown)
+//! with the reason its owner gave ("branch br_x moved from timeline … to timeline …; reconnect"), a failed
+//! one 08006 (connection_failure), any other store error 58030 (io_error) with the store's message. A closed
+//! or failed store stays so, so the session remembers it for later I/O errors that SQLite reports without
+//! calling the VFS again (its pager keeps an error state).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,8 +20,13 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, Statement};
 
-use super::error::{SqlError, IN_FAILED_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION};
+use super::error::{
+    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, IN_FAILED_SQL_TRANSACTION, IO_ERROR, PROGRAM_LIMIT_EXCEEDED,
+    PROTOCOL_VIOLATION,
+};
 use super::types;
+use crate::page_store::PageStoreError;
+use crate::vfs;
 
 /// Most rows one statement may return: results are built in memory before they are sent.
 const RESULT_ROWS_MAX: usize = 1_000_000;
@@ -70,28 +82,79 @@ pub(crate) struct Described {
 /// A client's session: a SQLite connection with PostgreSQL transaction semantics on top.
 pub(crate) struct Session {
     conn: Connection,
+    /// The database name the client connected with (for error messages).
+    database: String,
     tx: TxState,
     /// Column types given to the client when it described a statement, so execution agrees.
     described: HashMap<String, Vec<Type>>,
+    /// The store's closure or failure, once an I/O error showed it: it lasts.
+    store_gone: Option<PageStoreError>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("tx", &self.tx).finish()
+        f.debug_struct("Session")
+            .field("database", &self.database)
+            .field("tx", &self.tx)
+            .finish_non_exhaustive()
     }
 }
 
 impl Session {
-    pub(crate) fn new(conn: Connection) -> Session {
+    /// A session over `conn`, opened for the client's `database` name.
+    pub(crate) fn new(conn: Connection, database: &str) -> Session {
         Session {
             conn,
+            database: database.to_owned(),
             tx: TxState::Idle,
             described: HashMap::new(),
+            store_gone: None,
         }
     }
 
     /// Runs every statement of a simple query in order, stopping at the first error (as PostgreSQL does).
     pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
+        vfs::clear_store_error();
+        let (outcomes, error) = self.simple_query_inner(sql);
+        (outcomes, error.map(|error| self.explain(error)))
+    }
+
+    /// Runs one prepared statement with its parameters (PostgreSQL numbering).
+    pub(crate) fn execute(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
+        vfs::clear_store_error();
+        self.execute_inner(sql, params, format)
+            .map_err(|error| self.explain(error))
+    }
+
+    /// Parameter types (PostgreSQL numbering) and result columns of a statement, without running it
+    /// unless it is read-only and takes no parameters, when one row is read to type its expressions.
+    pub(crate) fn describe(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
+        vfs::clear_store_error();
+        self.describe_inner(sql, client_types)
+            .map_err(|error| self.explain(error))
+    }
+
+    /// An I/O error explained by the store error behind it (see the module doc); other errors unchanged.
+    fn explain(&mut self, error: SqlError) -> SqlError {
+        if error.code != IO_ERROR {
+            return error;
+        }
+        let noted = vfs::take_store_error();
+        if let Some(gone @ (PageStoreError::Closed { .. } | PageStoreError::Failed { .. })) = &noted {
+            self.store_gone = Some(gone.clone());
+        }
+        match (&self.store_gone, noted) {
+            (Some(PageStoreError::Closed { reason }), _) => SqlError::new(ADMIN_SHUTDOWN, reason.clone()),
+            (Some(PageStoreError::Failed { reason }), _) => SqlError::new(
+                CONNECTION_FAILURE,
+                format!("the storage of database {} failed: {reason}; reconnect", self.database),
+            ),
+            (_, Some(other)) => SqlError::new(IO_ERROR, format!("{}: {other}", error.message)),
+            (_, None) => error,
+        }
+    }
+
+    fn simple_query_inner(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         let mut outcomes = Vec::new();
         let sql = translate(sql);
         let mut batch = Batch::new(&self.conn, &sql);
@@ -117,8 +180,7 @@ impl Session {
         }
     }
 
-    /// Runs one prepared statement with its parameters (PostgreSQL numbering).
-    pub(crate) fn execute(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
+    fn execute_inner(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
         let hints = self.described.get(sql).cloned();
         let mut stmt = match self.conn.prepare(&translate(sql)) {
             Ok(stmt) => stmt,
@@ -135,9 +197,7 @@ impl Session {
         run(&self.conn, &mut self.tx, &mut stmt, params, format, hints.as_deref())
     }
 
-    /// Parameter types (PostgreSQL numbering) and result columns of a statement, without running it
-    /// unless it is read-only and takes no parameters, when one row is read to type its expressions.
-    pub(crate) fn describe(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
+    fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
         let mut stmt = self.conn.prepare(&translate(sql))?;
         let count = parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
         let params = (0..count.max(client_types.len()))
@@ -435,6 +495,82 @@ fn leading_words(sql: &str, count: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store that serves an empty database until `gone` is set, then fails every call with it.
+    #[derive(Default)]
+    struct GoingStore {
+        inner: crate::page_store::MemoryPageStore,
+        gone: parking_lot::Mutex<Option<PageStoreError>>,
+    }
+
+    impl crate::page_store::PageStore for GoingStore {
+        fn read_page(&self, block: u32) -> Result<Option<bytes::Bytes>, PageStoreError> {
+            self.gone
+                .lock()
+                .clone()
+                .map_or_else(|| self.inner.read_page(block), Err)
+        }
+
+        fn db_size_pages(&self) -> Result<u32, PageStoreError> {
+            self.gone.lock().clone().map_or_else(|| self.inner.db_size_pages(), Err)
+        }
+
+        fn commit(&self, pages: Vec<(u32, bytes::Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+            self.gone
+                .lock()
+                .clone()
+                .map_or_else(|| self.inner.commit(pages, db_size_pages), Err)
+        }
+    }
+
+    fn session_over(name: &str) -> (Session, Arc<GoingStore>) {
+        let store = Arc::new(GoingStore::default());
+        vfs::register_database(name, store.clone()).expect("register");
+        let conn = vfs::open_connection(name).expect("open");
+        let mut session = Session::new(conn, name);
+        let (_, error) = session.simple_query("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)");
+        assert_eq!(error, None);
+        (session, store)
+    }
+
+    #[test]
+    fn a_closed_store_reaches_the_client_with_its_reason() {
+        let (mut session, store) = session_over("session_closed_store");
+        let reason = "branch br_x moved from timeline a to timeline b; reconnect";
+        *store.gone.lock() = Some(PageStoreError::Closed {
+            reason: reason.to_owned(),
+        });
+        let (_, error) = session.simple_query("INSERT INTO t VALUES (2)");
+        assert_eq!(error, Some(SqlError::new(ADMIN_SHUTDOWN, reason)));
+        let read = session.execute("SELECT x FROM t", &[], &Format::UnifiedText).err();
+        assert_eq!(
+            read,
+            Some(SqlError::new(ADMIN_SHUTDOWN, reason)),
+            "later statements too"
+        );
+        assert!(vfs::unregister_database("session_closed_store"));
+    }
+
+    #[test]
+    fn a_failed_or_unavailable_store_reaches_the_client_with_its_sqlstate() {
+        let (mut session, store) = session_over("session_failed_store");
+        *store.gone.lock() = Some(PageStoreError::Unavailable("no answer in time".to_owned()));
+        let error = session.execute("SELECT x FROM t", &[], &Format::UnifiedText).err();
+        let error = error.expect("the read fails");
+        assert_eq!(error.code, IO_ERROR);
+        assert!(error.message.contains("no answer in time"), "{error:?}");
+        *store.gone.lock() = Some(PageStoreError::Failed {
+            reason: "commit failed: fenced".to_owned(),
+        });
+        let (_, error) = session.simple_query("INSERT INTO t VALUES (2)");
+        let error = error.expect("the commit fails");
+        assert_eq!(error.code, CONNECTION_FAILURE);
+        assert!(
+            error.message.contains("session_failed_store") && error.message.contains("commit failed: fenced"),
+            "{error:?}"
+        );
+        assert!(vfs::unregister_database("session_failed_store"));
+    }
 
     #[test]
     fn postgres_begin_spellings_become_begin() {

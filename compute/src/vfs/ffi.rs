@@ -2,7 +2,8 @@
 //! translating raw pointers and codes to and from the safe `MainFile` and registry.
 //!
 //! Every callback runs inside `guard`, which catches a panic and returns the callback's `SQLITE_IOERR_*`
-//! code; a Rust panic never crosses into C.
+//! code; a Rust panic never crosses into C. A store error behind an `SQLITE_IOERR_*` is noted for the SQL
+//! layer (`super::note_store_error`), since SQLite passes on only the code.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,7 +15,7 @@ use storage::PAGE_SIZE_BYTES;
 
 use super::file::{MainFile, ReadOutcome};
 use super::lock::LockLevel;
-use super::{database, is_journal_of_registered, VfsError};
+use super::{database, is_journal_of_registered, note_store_error, VfsError};
 
 /// `super::VFS_NAME` as SQLite reads it.
 const VFS_NAME_C: &CStr = c"cambium";
@@ -382,6 +383,7 @@ unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amou
             Ok(ReadOutcome::Short) => ffi::SQLITE_IOERR_SHORT_READ,
             Err(error) => {
                 tracing::error!(%error, offset, len, "read of the main file failed");
+                note_store_error(&error);
                 ffi::SQLITE_IOERR_READ
             }
         }
@@ -406,6 +408,7 @@ unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, a
             Ok(()) => ffi::SQLITE_OK,
             Err(error) => {
                 tracing::error!(%error, offset, len, "write of the main file failed");
+                note_store_error(&error);
                 ffi::SQLITE_IOERR_WRITE
             }
         }
@@ -425,6 +428,7 @@ unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
             Ok(()) => ffi::SQLITE_OK,
             Err(error) => {
                 tracing::error!(%error, size_bytes, "truncate of the main file failed");
+                note_store_error(&error);
                 ffi::SQLITE_IOERR_TRUNCATE
             }
         }
@@ -441,6 +445,7 @@ unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_in
             Ok(()) => ffi::SQLITE_OK,
             Err(error) => {
                 tracing::error!(%error, "commit failed");
+                note_store_error(&error);
                 ffi::SQLITE_IOERR_FSYNC
             }
         }
@@ -457,6 +462,7 @@ unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, out: *mut ffi::sq
             Ok(size_bytes) => size_bytes,
             Err(error) => {
                 tracing::error!(%error, "size of the main file failed");
+                note_store_error(&error);
                 return ffi::SQLITE_IOERR_FSTAT;
             }
         };
