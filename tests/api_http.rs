@@ -202,14 +202,18 @@ async fn projects_paginate_by_limit_and_cursor() {
         "limit=501",
         "limit=-1",
         "limit=ten",
-        "cursor=nope",
-        "cursor=db_01JD0000000000000000000000",
+        "cursor=no-pe",
+        "cursor=%20",
         "cursor=",
+        "cursor=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
     ] {
         call(&up, "GET", &format!("/v1/projects?{query}"), None)
             .await
             .assert_error(400, "invalid_request");
     }
+    // A cursor is opaque: one that names no project only moves the page.
+    let page = call(&up, "GET", "/v1/projects?cursor=zzz", None).await.json();
+    assert_eq!(page["projects"], serde_json::json!([]), "{page}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -525,6 +529,10 @@ async fn an_idempotency_key_answers_a_post_once() {
     )
     .await
     .assert_error(422, "unprocessable");
+    // The same key with another body is refused, and does nothing.
+    post("/v1/projects", r#"{"name":"other"}"#, "k-1")
+        .await
+        .assert_error(422, "unprocessable");
     // A refused request is not remembered: the same key works once the request is right.
     post("/v1/projects", r#"{"name":""}"#, "k-2")
         .await

@@ -569,6 +569,13 @@ impl Control {
     ) -> Result<Branch, ApiError> {
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
+        match self.current_status(&database.id).await? {
+            None => return Err(ApiError::NotFound),
+            Some(status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed)) => {
+                return Err(ApiError::Conflict(format!("the database is {}", status.as_str())))
+            }
+            Some(DatabaseStatus::Active | DatabaseStatus::Suspended) => {}
+        }
         let (holder, lsn) = self.resolve(database, parent, &point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),

@@ -60,7 +60,7 @@ pub(crate) async fn list(
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<BranchList>, ApiError> {
     let database_id = parse_id(database_id, "db_")?;
-    let (limit, after) = params?.checked("br_")?;
+    let (limit, after) = params?.checked()?;
     let database = state.control.get_database(&account, &database_id).await?;
     let page = state
         .control

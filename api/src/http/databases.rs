@@ -24,7 +24,7 @@ pub(crate) async fn list(
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<DatabaseList>, ApiError> {
     let project_id = parse_id(project_id, "proj_")?;
-    let (limit, after) = params?.checked("db_")?;
+    let (limit, after) = params?.checked()?;
     let page = state
         .control
         .blocking(move |store| store.list_databases(&account, &project_id, after.as_deref(), limit))

@@ -1,5 +1,6 @@
 //! `Idempotency-Key`: a POST carrying one is answered once; a retry with the same key gets the first
-//! response again (with `Idempotent-Replayed: true`) and does nothing. Only successful (2xx) responses are
+//! response again (with `Idempotent-Replayed: true`) and does nothing. The key names one request: method,
+//! path and body (its SHA-256). Only successful (2xx) responses are
 //! kept: a refused request changed nothing, so running it again is safe. A key reused for a different
 //! request is 422; a retry while the first is still running is 409.
 
@@ -66,6 +67,15 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .cloned()
         .ok_or(ApiError::Unauthenticated)?;
     let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
+    // The request body is part of what the key names: read it (bounded), hash it, and pass it on.
+    let (request_parts, request_body) = request.into_parts();
+    let request_body = to_bytes(request_body, BODY_BYTES_MAX)
+        .await
+        .map_err(|_| ApiError::InvalidRequest(format!("the body is larger than {BODY_BYTES_MAX} bytes")))?;
+    let request_hash = ring::digest::digest(&ring::digest::SHA256, &request_body)
+        .as_ref()
+        .to_vec();
+    let request = Request::from_parts(request_parts, Body::from(request_body));
     let lookup = (account.clone(), key.clone());
     let stored = state
         .control
@@ -77,6 +87,11 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
                 "this Idempotency-Key was used for {} {}",
                 stored.method, stored.path
             )));
+        }
+        if stored.request_hash != request_hash {
+            return Err(ApiError::Unprocessable(
+                "this Idempotency-Key was used with a different body".to_owned(),
+            ));
         }
         return Ok(replay(stored));
     }
@@ -105,6 +120,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
     let stored = StoredResponse {
         method,
         path,
+        request_hash,
         status: parts.status.as_u16(),
         body: body.to_vec(),
     };

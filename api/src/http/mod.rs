@@ -41,8 +41,10 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 const LIST_LIMIT_DEFAULT: usize = 50;
 /// The largest `?limit=`.
 const LIST_LIMIT_MAX: usize = 500;
-/// The longest name, in bytes.
-const NAME_LEN_MAX_BYTES: usize = 256;
+/// The longest name, in characters.
+const NAME_LEN_MAX_CHARS: usize = 256;
+/// The longest cursor, in bytes.
+const CURSOR_LEN_MAX: usize = 64;
 
 /// How the HTTP layer behaves.
 #[derive(Debug, Clone)]
@@ -173,14 +175,17 @@ async fn require_key(State(state): State<AppState>, mut request: Request, next: 
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
     /// Items per page, 1..=500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = r"^[A-Za-z0-9_]{1,64}$")]
     cursor: Option<String>,
 }
 
 impl ListParams {
-    /// The checked limit and cursor; a cursor is an id with `prefix`.
-    fn checked(&self, prefix: &str) -> Result<(usize, Option<String>), ApiError> {
+    /// The checked limit and cursor. A cursor is opaque to clients (it is the last id of the previous page);
+    /// any `[A-Za-z0-9_]{1,64}` is accepted, and one that names no item only moves the page.
+    fn checked(&self) -> Result<(usize, Option<String>), ApiError> {
         let limit = self.limit.unwrap_or(LIST_LIMIT_DEFAULT);
         if !(1..=LIST_LIMIT_MAX).contains(&limit) {
             return Err(ApiError::InvalidRequest(format!(
@@ -188,7 +193,12 @@ impl ListParams {
             )));
         }
         let cursor = match &self.cursor {
-            Some(cursor) if ids::is_id(cursor, prefix) => Some(cursor.clone()),
+            Some(cursor)
+                if (1..=CURSOR_LEN_MAX).contains(&cursor.len())
+                    && cursor.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(cursor.clone())
+            }
             Some(_) => return Err(ApiError::InvalidRequest("malformed `cursor`".to_owned())),
             None => None,
         };
@@ -196,14 +206,14 @@ impl ListParams {
     }
 }
 
-/// A name, checked: 1..=256 bytes, not blank, no control characters.
+/// A name, checked: 1..=256 characters, not blank, no control characters.
 fn parse_name(name: String) -> Result<String, ApiError> {
     if name.trim().is_empty() {
         return Err(ApiError::InvalidRequest("`name` must not be empty".to_owned()));
     }
-    if name.len() > NAME_LEN_MAX_BYTES || name.chars().any(char::is_control) {
+    if name.chars().count() > NAME_LEN_MAX_CHARS || name.chars().any(char::is_control) {
         return Err(ApiError::InvalidRequest(format!(
-            "`name` must be at most {NAME_LEN_MAX_BYTES} bytes without control characters"
+            "`name` must be at most {NAME_LEN_MAX_CHARS} characters without control characters"
         )));
     }
     Ok(name)

@@ -2,6 +2,7 @@
 
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::{branches, databases, operations, projects, views};
@@ -18,21 +19,40 @@ use super::{branches, databases, operations, projects, views};
         operations::list, operations::get,
     ),
     components(schemas(views::ErrorEnvelope)),
-    modifiers(&BearerAuth),
+    modifiers(&Common),
     security(("bearer" = [])),
 )]
 pub struct ApiDoc;
 
-/// Declares the bearer key scheme.
-struct BearerAuth;
+/// What every operation shares: the bearer key scheme, and the error envelope for 5XX answers (500, and 503
+/// when the storage does not answer).
+struct Common;
 
-impl Modify for BearerAuth {
+impl Modify for Common {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        let server_error: RefOr<Response> = ResponseBuilder::new()
+            .description("The service failed (500) or the storage did not answer (503); the error envelope.")
+            .content(
+                "application/json",
+                Content::new(Some(Ref::from_schema_name("ErrorEnvelope"))),
+            )
+            .build()
+            .into();
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
+            for operation in operations.into_iter().flatten() {
+                operation
+                    .responses
+                    .responses
+                    .entry("5XX".to_owned())
+                    .or_insert_with(|| server_error.clone());
+            }
+        }
     }
 }
 

@@ -14,19 +14,22 @@ use crate::store::AccountId;
 
 /// The longest `?wait=`.
 pub const WAIT_MAX_MS: u64 = 60_000;
+/// Digits of a `?wait=` number, at most.
+const WAIT_DIGITS_MAX: usize = 9;
 
 /// `?wait=` of a get.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct WaitParams {
     /// Long-poll: answer once the operation has ended or this long has passed (`10s`, `500ms`, or seconds;
-    /// at most 60 s).
+    /// longer than 60 s waits 60 s).
+    #[param(pattern = r"^[0-9]{1,9}(ms|s)?$")]
     wait: Option<String>,
 }
 
-/// `10s`, `500ms`, `2` (seconds) as a duration of at most [`WAIT_MAX_MS`].
+/// `10s`, `500ms`, `2` (seconds) as a duration, at most [`WAIT_MAX_MS`] (longer waits are cut to it).
 fn parse_wait(text: &str) -> Result<Duration, ApiError> {
-    let bad = || ApiError::InvalidRequest(format!("`wait` must be like 10s or 500ms (at most 60s), not {text:?}"));
+    let bad = || ApiError::InvalidRequest(format!("`wait` must be like 10s or 500ms, not {text:?}"));
     let (digits, unit_ms) = if let Some(ms) = text.strip_suffix("ms") {
         (ms, 1)
     } else if let Some(s) = text.strip_suffix('s') {
@@ -34,12 +37,11 @@ fn parse_wait(text: &str) -> Result<Duration, ApiError> {
     } else {
         (text, 1_000)
     };
-    let value: u64 = digits.parse().map_err(|_| bad())?;
-    let ms = value.checked_mul(unit_ms).ok_or_else(bad)?;
-    if ms > WAIT_MAX_MS {
+    if digits.is_empty() || digits.len() > WAIT_DIGITS_MAX || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
     }
-    Ok(Duration::from_millis(ms))
+    let value: u64 = digits.parse().map_err(|_| bad())?;
+    Ok(Duration::from_millis(value.saturating_mul(unit_ms).min(WAIT_MAX_MS)))
 }
 
 /// Lists a project's operations, newest first.
@@ -53,7 +55,7 @@ pub(crate) async fn list(
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<OperationList>, ApiError> {
     let project_id = parse_id(project_id, "proj_")?;
-    let (limit, before) = params?.checked("op_")?;
+    let (limit, before) = params?.checked()?;
     let page = state
         .control
         .blocking(move |store| store.list_operations(&account, &project_id, before.as_deref(), limit))
@@ -92,9 +94,17 @@ mod tests {
         assert_eq!(parse_wait("10s").ok(), Some(Duration::from_secs(10)));
         assert_eq!(parse_wait("250ms").ok(), Some(Duration::from_millis(250)));
         assert_eq!(parse_wait("3").ok(), Some(Duration::from_secs(3)));
-        assert!(parse_wait("61s").is_err());
+        assert_eq!(
+            parse_wait("61s").ok(),
+            Some(Duration::from_secs(60)),
+            "cut to the longest wait"
+        );
+        assert_eq!(parse_wait("999999999s").ok(), Some(Duration::from_secs(60)));
         assert!(parse_wait("-1s").is_err());
+        assert!(parse_wait("+1s").is_err());
+        assert!(parse_wait("").is_err());
+        assert!(parse_wait("s").is_err());
         assert!(parse_wait("soon").is_err());
-        assert!(parse_wait("99999999999999999999s").is_err());
+        assert!(parse_wait("9999999999s").is_err());
     }
 }

@@ -18,7 +18,7 @@ pub(crate) async fn list(
     Extension(account): Extension<AccountId>,
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ProjectList>, ApiError> {
-    let (limit, after) = params?.checked("proj_")?;
+    let (limit, after) = params?.checked()?;
     let page = state
         .control
         .blocking(move |store| store.list_projects(&account, after.as_deref(), limit))

@@ -248,6 +248,11 @@ pub(crate) struct ErrorBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateProject {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: String,
 }
 
@@ -255,6 +260,11 @@ pub(crate) struct CreateProject {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateProject {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: Option<String>,
 }
 
@@ -262,8 +272,14 @@ pub(crate) struct UpdateProject {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateDatabase {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: String,
     /// This deployment's region when absent (the only one accepted).
+    #[schema(pattern = r"^[a-z0-9-]{1,64}$")]
     pub(crate) region: Option<String>,
 }
 
@@ -271,6 +287,11 @@ pub(crate) struct CreateDatabase {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateDatabase {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: Option<String>,
 }
 
@@ -278,12 +299,20 @@ pub(crate) struct UpdateDatabase {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBranch {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: String,
     /// The database's default branch when absent.
+    #[schema(pattern = r"^br_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub(crate) parent_branch_id: Option<String>,
     /// `X/Y` hex.
+    #[schema(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$", example = "0/16B3748")]
     pub(crate) parent_lsn: Option<String>,
     /// ISO 8601; the newest commit at or before it.
+    #[schema(format = DateTime)]
     pub(crate) parent_timestamp: Option<String>,
 }
 
@@ -291,6 +320,11 @@ pub(crate) struct CreateBranch {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateBranch {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) name: Option<String>,
     /// `true` makes it the database's default branch.
     pub(crate) is_default: Option<bool>,
@@ -301,8 +335,10 @@ pub(crate) struct UpdateBranch {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RestoreBranch {
     /// `X/Y` hex.
+    #[schema(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$", example = "0/16B3748")]
     pub(crate) target_lsn: Option<String>,
     /// ISO 8601; the newest commit at or before it.
+    #[schema(format = DateTime)]
     pub(crate) target_timestamp: Option<String>,
     /// Keep the state before the restore as a branch `<name>_before_restore_<time>` (default `true`).
     pub(crate) preserve: Option<bool>,

@@ -16,6 +16,8 @@ pub struct StoredResponse {
     pub method: String,
     /// The path of the request it answered.
     pub path: String,
+    /// SHA-256 of the body of the request it answered.
+    pub request_hash: Vec<u8>,
     /// HTTP status.
     pub status: u16,
     /// The body, JSON.
@@ -29,7 +31,7 @@ impl Store {
         let cutoff = cutoff();
         Ok(conn
             .query_row(
-                "SELECT method, path, status, body FROM idempotency_keys
+                "SELECT method, path, status, body, request_hash FROM idempotency_keys
                  WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
                 params![account.0, key, cutoff],
                 |row| {
@@ -38,6 +40,7 @@ impl Store {
                         path: row.get(1)?,
                         status: row.get(2)?,
                         body: row.get(3)?,
+                        request_hash: row.get::<_, Option<Vec<u8>>>(4)?.unwrap_or_default(),
                     })
                 },
             )
@@ -57,8 +60,9 @@ impl Store {
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", [cutoff])?;
         tx.execute(
-            "INSERT OR REPLACE INTO idempotency_keys (account_id, key, method, path, status, body, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT OR REPLACE INTO idempotency_keys
+                 (account_id, key, method, path, status, body, created_at, request_hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 account.0,
                 key,
@@ -66,7 +70,8 @@ impl Store {
                 response.path,
                 response.status,
                 response.body,
-                created_at
+                created_at,
+                response.request_hash
             ],
         )?;
         tx.commit()?;

@@ -100,6 +100,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (account_id, key)
     );
 ",
+    "
+    ALTER TABLE idempotency_keys ADD COLUMN request_hash BLOB;
+",
 ];
 
 /// How long a statement waits for a lock held by another connection.

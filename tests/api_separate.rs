@@ -1,0 +1,89 @@
+//! `cambium api` alone, against three `cambium safekeeper`s and a `cambium pageserver` run as separate
+//! processes (as on separate hosts): a database is created, written through SQL, branched, and read back.
+
+mod common;
+
+use common::api::{connect, request};
+use common::cluster::Cluster;
+use common::Process;
+use storage::{Lsn, TenantId, TimelineId};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_drives_storage_processes_of_its_own() {
+    // The cluster's own tenant is unused: the API creates its databases' tenants itself.
+    let cluster = Cluster::start(TenantId(0xA1), TimelineId(0xA2), Lsn(0x100_0000))
+        .await
+        .expect("storage processes");
+    let root = tempfile::tempdir().expect("tempdir");
+    let data_dir = root.path().join("api");
+    let safekeepers: Vec<String> = cluster.safekeepers.iter().map(|s| s.address.clone()).collect();
+    let api = Process::start(vec![
+        "api".into(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "--pg-listen".into(),
+        "127.0.0.1:0".into(),
+        "--pageserver".into(),
+        cluster.pageserver.address.clone(),
+        "--safekeepers".into(),
+        safekeepers.join(","),
+    ]);
+    let key = std::fs::read_to_string(data_dir.join("api_key"))
+        .expect("key")
+        .trim()
+        .to_owned();
+    let call = |method: &'static str, path: String, body: Option<&'static str>| {
+        let (address, key) = (api.address.clone(), key.clone());
+        async move { request(&address, method, &path, Some(&key), body, &[]).await }
+    };
+
+    let project = call("POST", "/v1/projects".into(), Some(r#"{"name":"p"}"#))
+        .await
+        .json()["project"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let created = call(
+        "POST",
+        format!("/v1/projects/{project}/databases"),
+        Some(r#"{"name":"d"}"#),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let operation = created.json()["operation"]["id"].as_str().expect("op").to_owned();
+    let ended = call("GET", format!("/v1/operations/{operation}?wait=30s"), None)
+        .await
+        .json();
+    assert_eq!(ended["operation"]["status"], "finished", "{ended}");
+    let database = created.json()["database"].clone();
+    let uri = database["connection_uri"].as_str().expect("uri");
+
+    let client = connect(uri).await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2);")
+        .await
+        .expect("write");
+    let branch = call(
+        "POST",
+        format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
+        Some(r#"{"name":"b"}"#),
+    )
+    .await;
+    assert_eq!(branch.status, 201, "{}", branch.body);
+    client.batch_execute("INSERT INTO t VALUES (3);").await.expect("write");
+    let branch_client = connect(branch.json()["branch"]["connection_uri"].as_str().expect("uri"))
+        .await
+        .expect("connect to the branch");
+    let count: i64 = branch_client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 2, "the branch sees the parent as of the branch point");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 3);
+}
