@@ -18,6 +18,7 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, SafekeeperNode};
+mod config;
 mod up;
 
 use storage::{
@@ -31,8 +32,23 @@ use storage::{
     about = "Databases with instant copy-on-write branches and point-in-time restore"
 )]
 struct Cli {
+    /// A TOML file of settings for the command (one key per flag; flags and `CAMBIUM_…` variables win).
+    #[arg(long, global = true, env = "CAMBIUM_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log lines on stderr as text for people or as JSON objects for machines (level filter: `RUST_LOG`).
+    #[arg(long, global = true, env = "CAMBIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Text for people.
+    Human,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -213,11 +229,17 @@ fn parse_password(text: &str) -> Result<(String, String), String> {
 const SAFEKEEPER_CLOSE_TIMEOUT_MS: u64 = 5_000;
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    config::apply::<Cli>(&args)?;
+    let cli = Cli::parse_from(args);
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Human => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    match cli.command {
         Command::Up {
             data_dir,
             listen,
