@@ -712,3 +712,31 @@ async fn unknown_routes_are_404_envelopes_and_every_response_has_a_request_id() 
         assert!(seen.insert(request_id(&reply)), "a repeated request id: {reply:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_template() {
+    let up = Up::start();
+    let project = up.create_project("m").await;
+    call(&up, "GET", &format!("/v1/projects/{project}"), None).await;
+    call(&up, "GET", "/v1/projects/proj_01JD0000000000000000000000", None).await;
+    let reply = request(&up.process.address, "GET", "/metrics", None, None, &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/plain")));
+    for line in [
+        r#"cambium_api_requests_total{method="POST",route="/v1/projects",status="201"} 1"#,
+        r#"cambium_api_requests_total{method="GET",route="/v1/projects/{id}",status="200"} 1"#,
+        r#"cambium_api_requests_total{method="GET",route="/v1/projects/{id}",status="404"} 1"#,
+        "cambium_api_request_duration_seconds_count 3",
+        r#"cambium_api_databases{status="active"} 0"#,
+        "cambium_api_operations_in_progress 0",
+    ] {
+        assert!(
+            reply.body.lines().any(|l| l == line),
+            "missing {line:?} in\n{}",
+            reply.body
+        );
+    }
+    assert!(!reply.body.contains("proj_"), "no ids in labels");
+}

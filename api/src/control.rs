@@ -171,6 +171,11 @@ impl Control {
         &self.config
     }
 
+    /// Operations queued or running in the worker.
+    pub fn operations_in_progress(&self) -> usize {
+        self.worker.in_progress()
+    }
+
     /// The compute host serving the databases.
     pub fn host(&self) -> &Arc<ComputeHost> {
         &self.host

@@ -61,6 +61,11 @@ impl Worker {
         })
     }
 
+    /// Operations queued or running.
+    pub(crate) fn in_progress(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
     /// Queues an operation found `running` after a restart (no reservation: it was admitted before).
     pub(crate) fn resume(&self, id: String) {
         self.queued.fetch_add(1, Ordering::AcqRel);

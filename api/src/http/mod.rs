@@ -30,6 +30,7 @@ mod branches;
 mod databases;
 mod idempotency;
 pub mod limits;
+mod metrics;
 pub mod openapi;
 mod operations;
 mod projects;
@@ -70,6 +71,7 @@ pub(crate) struct AppState {
     pub(crate) control: Arc<Control>,
     limiter: Arc<limits::RateLimiter>,
     idempotency: Arc<idempotency::InFlight>,
+    metrics: Arc<metrics::Metrics>,
 }
 
 /// The API's router over `control`.
@@ -83,6 +85,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
                 .unwrap_or_else(|| config.rate_limit_per_s.saturating_mul(2)),
         )),
         idempotency: Arc::new(idempotency::InFlight::default()),
+        metrics: Arc::new(metrics::Metrics::default()),
     };
     let v1 = Router::new()
         .route("/v1/projects", get(projects::list).post(projects::create))
@@ -113,9 +116,11 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route("/v1/branches/{id}/restore", post(branches::restore))
         .route("/v1/operations/{id}", get(operations::get))
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer));
     Router::new()
         .route("/v1/openapi.json", get(openapi::document))
+        .route("/metrics", get(metrics::serve))
         .merge(v1)
         .fallback(|| async { ApiError::NotFound })
         // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
