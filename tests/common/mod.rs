@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod cluster;
+pub mod faults;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
