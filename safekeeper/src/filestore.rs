@@ -38,7 +38,11 @@
 //!   start; crcs are checked on every read).
 //! - **Recovery** scans the last segment's frames (length bound, completeness, crc) and cuts the file at the
 //!   first frame that fails (a torn or partly written tail: unsynced bytes reach the disk in any order), with
-//!   set_len and fsync. It then fsyncs the last segment and the directory before reporting anything as
+//!   set_len and fsync — unless the bad frame starts below the commit LSN of the control file: that WAL was
+//!   durable (acknowledged), so the damage is not a torn tail and the open fails with `Corrupt` naming the
+//!   segment and the frame's offset, cutting nothing. (Damage between that persisted commit LSN, which lags
+//!   by up to `COMMIT_PERSIST_DISTANCE_BYTES`, and the old flush LSN cannot be told from a torn tail: it is
+//!   cut, and the acceptor catches up from its peers.) It then fsyncs the last segment and the directory before reporting anything as
 //!   flushed, because after a *process* crash the page cache may still hold bytes that were never synced.
 //!   Stray temp files are removed.
 //! - **Truncation** syncs, deletes the later segments newest first, fsyncing the directory after each
@@ -224,7 +228,23 @@ impl FileWal {
     /// `timeline_start_lsn`. A torn tail of the last segment is cut off (and logged); segments that are not
     /// contiguous, or start before `timeline_start_lsn`, are `Corrupt`.
     pub fn open(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreConfig) -> Result<FileWal, StoreError> {
+        FileWal::open_committed(dir, timeline_start_lsn, timeline_start_lsn, config)
+    }
+
+    /// [`FileWal::open`] of a WAL known durable up to `commit_lsn` (the control file's): a bad frame below it
+    /// is not a torn tail but damage to acknowledged WAL, so it is `Corrupt` (naming the segment and the
+    /// frame's offset in it) and nothing is cut.
+    pub fn open_committed(
+        dir: &Path,
+        timeline_start_lsn: Lsn,
+        commit_lsn: Lsn,
+        config: &FileStoreConfig,
+    ) -> Result<FileWal, StoreError> {
         assert!(config.segment_size_bytes > 0, "segment_size_bytes must be positive");
+        assert!(
+            commit_lsn >= timeline_start_lsn,
+            "commit LSN {commit_lsn} below the timeline start {timeline_start_lsn}"
+        );
         let segments = list_segments(dir)?;
         if let Some(&(first_lsn, _)) = segments.first() {
             if first_lsn < timeline_start_lsn {
@@ -261,7 +281,7 @@ impl FileWal {
             poisoned: false,
         };
         if let Some(&(start_lsn, len_bytes)) = segments.last() {
-            let open = recover_last_segment(dir, start_lsn, len_bytes, config.durability)?;
+            let open = recover_last_segment(dir, start_lsn, len_bytes, commit_lsn, config.durability)?;
             wal.write_lsn = Lsn(start_lsn.0 + open.len_bytes);
             wal.flush_lsn = wal.write_lsn;
             wal.open = Some(open);
@@ -679,11 +699,13 @@ fn list_segments(dir: &Path) -> Result<Vec<(Lsn, u64)>, StoreError> {
     Ok(segments)
 }
 
-/// Opens the last segment, cuts off a torn tail (durably) and fsyncs what is left.
+/// Opens the last segment, cuts off a torn tail (durably) and fsyncs what is left. A bad frame that starts
+/// below `commit_lsn` is `Corrupt`, and then nothing is cut.
 fn recover_last_segment(
     dir: &Path,
     start_lsn: Lsn,
     len_bytes: u64,
+    commit_lsn: Lsn,
     durability: Durability,
 ) -> Result<OpenSegment, StoreError> {
     let path = dir.join(segment_file_name(start_lsn));
@@ -693,6 +715,17 @@ fn recover_last_segment(
         .open(&path)
         .map_err(io_error(&path))?;
     let (valid_bytes, error) = scan_segment(&file, &path, start_lsn, len_bytes)?;
+    let valid_end = Lsn(start_lsn.0 + valid_bytes);
+    if valid_bytes < len_bytes && valid_end < commit_lsn {
+        return Err(corrupt(
+            &path,
+            valid_bytes,
+            format!(
+                "bad frame at {valid_end}, below the commit LSN {commit_lsn}: damaged durable WAL, not a torn \
+                 tail ({error:?}); nothing cut"
+            ),
+        ));
+    }
     if valid_bytes < len_bytes {
         tracing::warn!(
             path = %path.display(),
@@ -875,7 +908,7 @@ pub fn open_timeline(
     let Some(state) = FileControl::load(dir)? else {
         return Ok(None);
     };
-    let wal = FileWal::open(dir, state.timeline_start_lsn, config)?;
+    let wal = FileWal::open_committed(dir, state.timeline_start_lsn, state.commit_lsn, config)?;
     Ok(Some((state, wal, FileControl::new(dir, config.durability))))
 }
 
@@ -1164,6 +1197,43 @@ mod tests {
         expected.extend_from_slice(&more);
         assert_bytes(&read_all(&wal, START, 1000), &expected);
         assert_eq!(*wal.segment_starts().last().expect("a segment"), end);
+    }
+
+    #[test]
+    fn a_bad_frame_below_the_commit_lsn_is_corrupt_and_nothing_is_cut() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut wal = FileWal::open(dir.path(), START, &config(SEGMENT_SIZE_BYTES_DEFAULT)).expect("open");
+        let written = frames(40, 200, 11);
+        wal.write(START, &written).expect("write");
+        let end = wal.sync().expect("sync");
+        let last = last_segment_path(&wal);
+        drop(wal);
+        // Damage a frame in the middle of the (only, so last) segment.
+        let middle = boundaries(&written, START)[20];
+        let offset = middle.0 - START.0;
+        let mut bytes = fs::read(&last).expect("read");
+        bytes[offset as usize + FRAME_HEADER_BYTES + 1] ^= 0x01;
+        fs::write(&last, &bytes).expect("write");
+
+        // Committed past it: corrupt, named, and the file is untouched.
+        match FileWal::open_committed(dir.path(), START, end, &config(SEGMENT_SIZE_BYTES_DEFAULT)) {
+            Err(StoreError::Corrupt {
+                path,
+                offset: at,
+                reason,
+            }) => {
+                assert!(path.ends_with(&segment_file_name(START)), "{path}");
+                assert_eq!(at, offset, "{reason}");
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(fs::read(&last).expect("read"), bytes, "nothing cut");
+
+        // Committed only up to it: a torn tail as far as anyone can tell, cut there.
+        let wal =
+            FileWal::open_committed(dir.path(), START, middle, &config(SEGMENT_SIZE_BYTES_DEFAULT)).expect("open");
+        assert_eq!(wal.flush_lsn(), middle);
+        assert_bytes(&read_all(&wal, START, 100_000), &written[..offset as usize]);
     }
 
     #[test]

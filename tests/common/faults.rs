@@ -18,6 +18,20 @@ const CHECKPOINT_TIMEOUT_MS: &str = "1000";
 /// runs and a pageserver fault hits transactions.
 const PAGE_CACHE_PAGES: &str = "4";
 
+/// What may differ from the default deployment (everything under one temporary directory, stderr to
+/// /dev/null).
+#[derive(Clone, Debug, Default)]
+pub struct DeploymentConfig {
+    /// Safekeeper `i + 1`'s data directory (a mount point, say) instead of one under the temporary directory.
+    pub safekeeper_dirs: [Option<PathBuf>; 3],
+    /// The pageserver's data directory instead of one under the temporary directory.
+    pub pageserver_dir: Option<PathBuf>,
+    /// More arguments for `cambium pageserver`.
+    pub pageserver_args: Vec<String>,
+    /// The storage processes' stderr goes to `<log_dir>/{sk1,sk2,sk3,pageserver}.log` instead of /dev/null.
+    pub log_dir: Option<PathBuf>,
+}
+
 /// Fields drop in order: the API first, then the storage processes, then their directory.
 pub struct Deployment {
     /// `cambium api` (the computes live in it).
@@ -38,15 +52,33 @@ pub struct Deployment {
 impl Deployment {
     /// Starts the safekeepers, the pageserver and the API.
     pub fn start() -> Deployment {
+        Deployment::start_with(DeploymentConfig::default())
+    }
+
+    /// Starts the safekeepers, the pageserver and the API as `config` says.
+    pub fn start_with(config: DeploymentConfig) -> Deployment {
         let root = tempfile::tempdir().expect("tempdir");
-        let safekeepers: Vec<Process> = (1..=3)
-            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
+        let log = |name: &str| config.log_dir.as_ref().map(|dir| dir.join(format!("{name}.log")));
+        let start = |args: Vec<String>, name: &str| match log(name) {
+            Some(path) => Process::start_logged(args, &path),
+            None => Process::start(args),
+        };
+        let safekeepers: Vec<Process> = (1..=3u32)
+            .map(|id| {
+                let dir = config.safekeeper_dirs[id as usize - 1]
+                    .clone()
+                    .unwrap_or_else(|| root.path().join(format!("sk{id}")));
+                start(Process::safekeeper_args(id, &dir), &format!("sk{id}"))
+            })
             .collect();
         let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let pageserver_dir = root.path().join("pageserver");
+        let pageserver_dir = config
+            .pageserver_dir
+            .clone()
+            .unwrap_or_else(|| root.path().join("pageserver"));
         let remote_dir = root.path().join("remote");
         std::fs::create_dir_all(&remote_dir).expect("remote dir");
-        let pageserver = Process::start(vec![
+        let mut pageserver_args: Vec<String> = vec![
             "pageserver".into(),
             "--data-dir".into(),
             pageserver_dir.display().to_string(),
@@ -56,7 +88,9 @@ impl Deployment {
             remote_dir.display().to_string(),
             "--checkpoint-timeout-ms".into(),
             CHECKPOINT_TIMEOUT_MS.into(),
-        ]);
+        ];
+        pageserver_args.extend(config.pageserver_args.iter().cloned());
+        let pageserver = start(pageserver_args, "pageserver");
         let data_dir = root.path().join("api");
         let api = Process::start(vec![
             "api".into(),

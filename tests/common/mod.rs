@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod bank;
 pub mod cluster;
 pub mod faults;
 
@@ -12,18 +13,30 @@ use std::process::{Child, Command, Stdio};
 /// A `cambium <subcommand>` process and what it needs to be restarted the same way.
 pub struct Process {
     args: Vec<String>,
+    /// Where its stderr goes (appended across restarts); `None`: /dev/null.
+    stderr_log: Option<PathBuf>,
     /// Where it listens (read from its one stdout line).
     pub address: String,
     child: Option<Child>,
 }
 
 /// Spawns `cambium <args> --listen <address>` and waits for the line that says where it listens.
-fn spawn(args: &[String], address: &str) -> (Child, String) {
+fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, String) {
+    let stderr = match stderr_log {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display())),
+        ),
+        None => Stdio::null(),
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_cambium"))
         .args(args)
         .args(["--listen", address])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn cambium");
     let stdout = child.stdout.take().expect("stdout is piped");
@@ -44,23 +57,48 @@ fn spawn(args: &[String], address: &str) -> (Child, String) {
 impl Process {
     /// Starts `cambium <args>` on a free loopback port.
     pub fn start(args: Vec<String>) -> Process {
-        let (child, address) = spawn(&args, "127.0.0.1:0");
+        let (child, address) = spawn(&args, "127.0.0.1:0", None);
         Process {
             args,
+            stderr_log: None,
             address,
             child: Some(child),
         }
     }
 
-    /// A safekeeper with data in `dir`.
-    pub fn safekeeper(id: u32, dir: &Path) -> Process {
-        Process::start(vec![
+    /// Starts `cambium <args>` on a free loopback port with its stderr appended to `stderr_log` (its restarts'
+    /// too), for tests that check what it logged.
+    pub fn start_logged(args: Vec<String>, stderr_log: &Path) -> Process {
+        let (child, address) = spawn(&args, "127.0.0.1:0", Some(stderr_log));
+        Process {
+            args,
+            stderr_log: Some(stderr_log.to_path_buf()),
+            address,
+            child: Some(child),
+        }
+    }
+
+    /// The arguments of a safekeeper with data in `dir`.
+    pub fn safekeeper_args(id: u32, dir: &Path) -> Vec<String> {
+        vec![
             "safekeeper".into(),
             "--id".into(),
             id.to_string(),
             "--data-dir".into(),
             dir.display().to_string(),
-        ])
+        ]
+    }
+
+    /// How it ended, if it exited by itself (it is then no longer running); `None` while it runs.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().expect("try_wait")?;
+        self.child = None;
+        Some(status)
+    }
+
+    /// A safekeeper with data in `dir`.
+    pub fn safekeeper(id: u32, dir: &Path) -> Process {
+        Process::start(Process::safekeeper_args(id, dir))
     }
 
     /// Whether it runs.
@@ -79,7 +117,7 @@ impl Process {
     /// Starts it again with the same arguments on the same address.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "restart a killed process");
-        let (child, address) = spawn(&self.args, &self.address);
+        let (child, address) = spawn(&self.args, &self.address, self.stderr_log.as_deref());
         assert_eq!(address, self.address);
         self.child = Some(child);
     }
