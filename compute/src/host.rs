@@ -584,6 +584,13 @@ impl SessionFactory for HostShared {
         }
         self.ensure_started(&branch)
             .map_err(|e| cannot_open(format!("{database}: {e}")))?;
-        self.vfs.open(user, &branch.name)
+        // Opening reads page 1: if the store fails (or is closed) meanwhile, say why, not just "disk I/O error".
+        vfs::clear_store_error();
+        self.vfs
+            .open(user, &branch.name)
+            .map_err(|error| match vfs::take_store_error() {
+                Some(store_error) => cannot_open(format!("{database}: {store_error}")),
+                None => error,
+            })
     }
 }
