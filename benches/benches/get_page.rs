@@ -6,6 +6,10 @@
 //!   with an image followed by a chain of `n` small deltas, spread over 4 flushed L0 layers above the L0 that
 //!   holds the images. Layer files are mmapped and stay in the OS page cache, so "cold" means "from layer
 //!   files", not "from the disk".
+//! * `get_page_history/random_lsn`: `Timeline::get_page` of random (page, LSN) pairs over the whole history of
+//!   4096 pages written 4 times each as full images (the access pattern of the peers bench's "page as of LSN"
+//!   section), with a page cache of twice the versions. Throughput in pages/s; the page-cache miss fraction
+//!   over the run is printed.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -13,12 +17,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cambium_benches::{
-    checkpoint, delta_record, ingest, manual_config, open_tenant, page_image, scratch_dir, small_delta,
+    checkpoint, delta_record, image_record, ingest, manual_config, open_tenant, page_image, scratch_dir, small_delta,
     write_image_timeline, ImageFill, SplitMix64, BASE_TS_US, MIB, ROOT_TIMELINE, START_LSN,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use storage::value::apply_delta;
-use storage::{Durability, Key, PageCache, Value};
+use storage::{Durability, Key, Lsn, PageCache, Value};
 
 /// Pages of the hot timeline.
 const HOT_PAGES: u32 = 8192;
@@ -147,5 +151,79 @@ fn bench_cold(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_hot, bench_cold);
+/// Pages of the history timeline, each written `HISTORY_VERSIONS` times.
+const HISTORY_PAGES: u32 = 4096;
+const HISTORY_VERSIONS: u32 = 4;
+/// Random (page, LSN) queries, cycled through; reads per iteration.
+const HISTORY_QUERIES: usize = 1 << 20;
+const HISTORY_BATCH: usize = 4096;
+
+fn bench_history(c: &mut Criterion) {
+    let dir = scratch_dir("get-page-history");
+    let cache = Arc::new(PageCache::new(2 * (HISTORY_PAGES * HISTORY_VERSIONS) as usize));
+    let tenant = open_tenant(dir.path(), manual_config(Durability::Off), cache);
+    let timeline = tenant
+        .create_timeline(ROOT_TIMELINE, START_LSN)
+        .expect("create timeline");
+    // Every page written HISTORY_VERSIONS times as a full image, 64 pages per record, a layer file per version.
+    let mut lsn = START_LSN;
+    let mut readable_from = Lsn(u64::MAX);
+    for version in 0..HISTORY_VERSIONS {
+        for start in (0..HISTORY_PAGES).step_by(64) {
+            let record = image_record(
+                BASE_TS_US + u64::from(version),
+                HISTORY_PAGES,
+                start..start + 64,
+                version,
+            );
+            lsn = ingest(&timeline, lsn, &record);
+        }
+        if version == 0 {
+            readable_from = lsn; // every page exists from here on
+        }
+        checkpoint(&timeline);
+    }
+    let last_lsn = lsn;
+    let mut rng = SplitMix64::new(0x9eed);
+    let queries: Vec<(Key, Lsn)> = (0..HISTORY_QUERIES)
+        .map(|_| {
+            let block = rng.below(u64::from(HISTORY_PAGES)) as u32;
+            let lsn = Lsn(readable_from.0 + rng.below(last_lsn.0 - readable_from.0 + 1));
+            (Key::page(block), lsn)
+        })
+        .collect();
+    // The first page bytes name the page and its version; check a sample against a read without the cache.
+    for &(key, lsn) in &queries[..4096] {
+        let page = timeline.get_page(key, lsn).expect("get_page");
+        let (expected, _) = timeline.get_page_uncached(key, lsn).expect("get_page_uncached");
+        assert_eq!(page, expected, "page {key} at {lsn}");
+    }
+
+    let mut group = c.benchmark_group("get_page_history");
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(HISTORY_BATCH as u64));
+    let (misses_before, _) = timeline.read_amplification_counters();
+    let mut next = 0usize;
+    let mut lookups = 0u64;
+    group.bench_function("random_lsn", |b| {
+        b.iter(|| {
+            for _ in 0..HISTORY_BATCH {
+                let (key, lsn) = queries[next % queries.len()];
+                next += 1;
+                black_box(timeline.get_page(black_box(key), lsn).expect("history read"));
+            }
+            lookups += HISTORY_BATCH as u64;
+        });
+    });
+    let (misses_after, _) = timeline.read_amplification_counters();
+    eprintln!(
+        "[get_page_history] random_lsn: {:.1} % page-cache misses over {lookups} reads",
+        100.0 * (misses_after - misses_before) as f64 / (lookups.max(1)) as f64
+    );
+    group.finish();
+}
+
+criterion_group!(benches, bench_hot, bench_cold, bench_history);
 criterion_main!(benches);
