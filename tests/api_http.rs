@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::api::{is_iso_utc, request, Reply, Up};
+use common::api::{is_iso_utc, json_keys as keys, request, Reply, Up};
 use serde_json::Value;
 
 /// A well-formed id of each kind that names nothing.
@@ -37,18 +37,6 @@ async fn call_as(up: &Up, key: &str, method: &str, path: &str, body: Option<&str
     let reply = up.request(method, path, Some(key), body).await;
     request_id(&reply);
     reply
-}
-
-/// The keys of a JSON object, sorted.
-fn keys(value: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = value
-        .as_object()
-        .unwrap_or_else(|| panic!("an object: {value}"))
-        .keys()
-        .cloned()
-        .collect();
-    keys.sort();
-    keys
 }
 
 /// Asserts a `{project}` body's exact shape; the project.

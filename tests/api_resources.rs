@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::api::{connect, is_iso_utc, Reply, Up};
+use common::api::{connect, insert_ids as insert, is_iso_utc, json_keys as keys, table_ids as rows, Reply, Up};
 use serde_json::Value;
 
 /// A well-formed branch id that names nothing.
@@ -20,18 +20,6 @@ async fn call(up: &Up, method: &str, path: &str, body: Option<&str>) -> Reply {
         "{reply:?}"
     );
     reply
-}
-
-/// The keys of a JSON object, sorted.
-fn keys(value: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = value
-        .as_object()
-        .unwrap_or_else(|| panic!("an object: {value}"))
-        .keys()
-        .cloned()
-        .collect();
-    keys.sort();
-    keys
 }
 
 /// The string field `field` of `value`.
@@ -148,29 +136,6 @@ fn assert_operation(operation: &Value, action: &str) {
     assert_eq!(operation["action"], action, "{operation}");
     assert!(is_iso_utc(&text(operation, "created_at")), "{operation}");
     assert!(is_iso_utc(&text(operation, "updated_at")), "{operation}");
-}
-
-/// The ids in `t`, ordered, through a fresh connection to `uri`.
-async fn rows(uri: &str) -> Vec<i64> {
-    let client = connect(uri).await.expect("connect");
-    client
-        .query("SELECT id FROM t ORDER BY id", &[])
-        .await
-        .expect("select")
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
-}
-
-/// Inserts `ids` into `t` through a fresh connection to `uri`.
-async fn insert(uri: &str, ids: std::ops::Range<i64>) {
-    let client = connect(uri).await.expect("connect");
-    for id in ids {
-        client
-            .execute(&format!("INSERT INTO t (id) VALUES ({id})"), &[])
-            .await
-            .expect("insert");
-    }
 }
 
 /// A project with an active database holding `t` with rows `0..n`; the project id and the database.

@@ -4,31 +4,10 @@
 
 mod common;
 
-use common::api::{connect, Up};
+use common::api::{connect, insert_ids as insert, table_ids as ids, Up};
 
 /// The worker's wait before each operation: long enough to crash inside it.
 const OPERATION_DELAY: &str = "1500";
-
-async fn ids(uri: &str) -> Vec<i64> {
-    let client = connect(uri).await.expect("connect");
-    client
-        .query("SELECT id FROM t ORDER BY id", &[])
-        .await
-        .expect("select")
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
-}
-
-async fn insert(uri: &str, ids: std::ops::Range<i64>) {
-    let client = connect(uri).await.expect("connect");
-    for id in ids {
-        client
-            .execute(&format!("INSERT INTO t (id, v) VALUES ({id}, 'row {id}')"), &[])
-            .await
-            .expect("insert");
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_during_database_creation_finishes_it_after_restart() {
@@ -62,7 +41,7 @@ async fn a_crash_during_database_creation_finishes_it_after_restart() {
     {
         let client = connect(uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }
@@ -82,7 +61,7 @@ async fn a_crash_during_a_restore_finishes_it_after_restart_with_the_data_intact
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }

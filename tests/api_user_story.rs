@@ -4,29 +4,7 @@
 
 mod common;
 
-use common::api::{connect, Up};
-
-/// The ids in `t`, ordered, through a fresh connection to `uri`.
-async fn ids(uri: &str) -> Vec<i64> {
-    let client = connect(uri).await.expect("connect");
-    client
-        .query("SELECT id FROM t ORDER BY id", &[])
-        .await
-        .expect("select")
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
-}
-
-async fn insert(uri: &str, ids: std::ops::Range<i64>) {
-    let client = connect(uri).await.expect("connect");
-    for id in ids {
-        client
-            .execute(&format!("INSERT INTO t (id, v) VALUES ({id}, 'row {id}')"), &[])
-            .await
-            .expect("insert");
-    }
-}
+use common::api::{connect, insert_ids as insert, table_ids as ids, Up};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_write_branch_write_both_restore_by_time_and_lsn() {
@@ -41,7 +19,7 @@ async fn create_write_branch_write_both_restore_by_time_and_lsn() {
     {
         let client = connect(&db_uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }

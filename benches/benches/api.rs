@@ -9,12 +9,14 @@
 //! transactions of random blobs) and kept in `target/bench-data/api`; later runs reuse it. In `cargo test`'s
 //! bench mode (`--bench` absent) it does nothing.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+#[path = "common/service.rs"]
+mod service;
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use service::{connect, Service};
 
 /// Bytes the large database holds at least.
 const LARGE_BYTES: u64 = 1 << 30;
@@ -22,106 +24,7 @@ const LARGE_BYTES: u64 = 1 << 30;
 const FILL_ROWS: u64 = 1_000;
 const FILL_ROW_BYTES: u64 = 4_096;
 
-struct Service {
-    child: Child,
-    url: String,
-    key: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        // SIGINT: a clean stop keeps the cached data directory consistent.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn start(bin: &Path, data_dir: &Path) -> Service {
-    let mut child = Command::new(bin)
-        .args(["up", "--data-dir"])
-        .arg(data_dir)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--pg-listen",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .args(["--rate-limit", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cambium up");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the listening line");
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    let key = std::fs::read_to_string(data_dir.join("api_key"))
-        .expect("api_key")
-        .trim()
-        .to_owned();
-    Service {
-        child,
-        url,
-        key,
-        http: reqwest::Client::new(),
-    }
-}
-
 impl Service {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.key);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("request");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
-        assert_eq!(status, 200, "{body}");
-        body
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Value {
-        let (status, reply) = self.call(reqwest::Method::POST, path, Some(body)).await;
-        assert!(status == 201 || status == 202 || status == 200, "{status} {reply}");
-        reply
-    }
-
-    async fn wait(&self, operation: &str) {
-        let reply = self.get(&format!("/v1/operations/{operation}?wait=30s")).await;
-        assert_eq!(reply["operation"]["status"], "finished", "{reply}");
-    }
-
     /// The database named `name` of `project`, created (and its table made) if missing.
     async fn database(&self, project: &str, name: &str) -> Value {
         let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
@@ -145,16 +48,6 @@ impl Service {
             .expect("create table");
         database
     }
-}
-
-async fn connect(uri: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(uri, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
 }
 
 /// The database's size in bytes, as SQLite sees it.
@@ -231,10 +124,7 @@ async fn bench_branch(service: &Service, database: &Value, iterations: usize) ->
         created.push(reply["branch"]["id"].as_str().expect("id").to_owned());
     }
     for branch in created {
-        let (status, body) = service
-            .call(reqwest::Method::DELETE, &format!("/v1/branches/{branch}"), None)
-            .await;
-        assert_eq!(status, 204, "{body}");
+        service.delete(&format!("/v1/branches/{branch}")).await;
     }
     summary(samples)
 }
@@ -259,10 +149,7 @@ async fn bench_restore(service: &Service, database: &Value, iterations: usize) -
             .await;
         let lsn = mark["branch"]["parent_lsn"].as_str().expect("lsn").to_owned();
         let mark_id = mark["branch"]["id"].as_str().expect("id").to_owned();
-        let (status, _) = service
-            .call(reqwest::Method::DELETE, &format!("/v1/branches/{mark_id}"), None)
-            .await;
-        assert_eq!(status, 204);
+        service.delete(&format!("/v1/branches/{mark_id}")).await;
         // The connection was closed by the previous restore: a fresh one writes what the restore undoes.
         let writer = connect(database["connection_uri"].as_str().expect("uri")).await;
         writer
@@ -340,7 +227,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let service = start(&bin, &data_dir);
+        let service = service::start(&bin, &data_dir);
         let projects = service.get("/v1/projects").await;
         let project = match projects["projects"]
             .as_array()

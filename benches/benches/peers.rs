@@ -19,10 +19,12 @@
 //! (Cambium's 1 GiB database is the largest: layers plus three safekeepers' WAL). In `cargo test`'s bench
 //! mode (`--bench` absent) it does nothing.
 
+#[path = "common/service.rs"]
+mod service;
+
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ use cambium_benches::{
     ROOT_TIMELINE, START_LSN,
 };
 use serde_json::{json, Value};
+use service::{connect, Service};
 use storage::{Durability, Key, Lsn, PageCache, PAGE_SIZE_BYTES};
 
 /// The database sizes of the branch measurement (logical bytes of random 4 KiB blobs).
@@ -136,16 +139,6 @@ fn remove(path: &Path) {
     } else {
         let _ = std::fs::remove_file(path);
     }
-}
-
-async fn connect(uri: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(uri, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect {uri}: {e}"));
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
 }
 
 /// Times `UPDATE counters …` twice on `client` (the first commit after branching, then a warm one).
@@ -528,7 +521,7 @@ fn pg_setup(root: &Path) -> Result<(PgCluster, tempfile::TempDir), String> {
     let cluster = PgCluster {
         bin,
         data: tmp.path().join("data"),
-        port: free_port(),
+        port: service::free_port(),
         as_user,
     };
     run(cluster
@@ -695,7 +688,7 @@ async fn pg_pitr(pg: &PgCluster, tmp: &Path, admin: &tokio_postgres::Client, run
     let (mut copies, mut recoveries, mut totals) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let restored = tmp.join("restored");
-        let port = free_port();
+        let port = service::free_port();
         let started = Instant::now();
         run(pg.sys("cp").arg("-a").arg(&base).arg(&restored));
         let copied = started.elapsed();
@@ -744,108 +737,7 @@ async fn pg_pitr(pg: &PgCluster, tmp: &Path, admin: &tokio_postgres::Client, run
 // ---------------------------------------------------------------------------------------------------------
 // Cambium: a release `cambium up`, through /v1 and SQL (as api.rs)
 
-struct Service {
-    child: Child,
-    url: String,
-    key: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        // SIGINT: a clean stop keeps the cached data directory consistent.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn start_cambium(bin: &Path, data_dir: &Path) -> Service {
-    let mut child = Command::new(bin)
-        .args(["up", "--data-dir"])
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0", "--pg-listen"])
-        .arg(format!("127.0.0.1:{}", free_port()))
-        .args(["--rate-limit", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cambium up");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the listening line");
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    let key = std::fs::read_to_string(data_dir.join("api_key"))
-        .expect("api_key")
-        .trim()
-        .to_owned();
-    Service {
-        child,
-        url,
-        key,
-        http: reqwest::Client::new(),
-    }
-}
-
 impl Service {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.key);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("request");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
-        assert_eq!(status, 200, "{body}");
-        body
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Value {
-        let (status, reply) = self.call(reqwest::Method::POST, path, Some(body)).await;
-        assert!(status == 201 || status == 202 || status == 200, "{status} {reply}");
-        reply
-    }
-
-    async fn delete(&self, path: &str) {
-        let (status, body) = self.call(reqwest::Method::DELETE, path, None).await;
-        assert_eq!(status, 204, "{body}");
-    }
-
-    async fn wait(&self, operation: &str) {
-        let reply = self.get(&format!("/v1/operations/{operation}?wait=30s")).await;
-        assert_eq!(reply["operation"]["status"], "finished", "{reply}");
-    }
-
     /// The database `name` of `project`, created (with its tables) if missing.
     async fn database(&self, project: &str, name: &str) -> Value {
         let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
@@ -918,7 +810,7 @@ async fn cambium_fill(uri: &str, bytes: u64) -> u64 {
 async fn cambium(bin: &Path, work: &Path, runs: usize, results: &mut Value) {
     let data_dir = work.join(if quick() { "cambium-quick" } else { "cambium" });
     std::fs::create_dir_all(&data_dir).expect("data dir");
-    let service = start_cambium(bin, &data_dir);
+    let service = service::start(bin, &data_dir);
     let projects = service.get("/v1/projects").await;
     let project = match projects["projects"]
         .as_array()

@@ -242,3 +242,39 @@ pub async fn connect(uri: &str) -> Result<tokio_postgres::Client, tokio_postgres
 pub fn is_iso_utc(s: &str) -> bool {
     s.ends_with('Z') && s.parse::<jiff::Timestamp>().is_ok()
 }
+
+/// The keys of a JSON object, sorted.
+pub fn json_keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("an object: {value}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The ids in table `t` (`id INTEGER PRIMARY KEY`), ordered, through a fresh connection to `uri`.
+pub async fn table_ids(uri: &str) -> Vec<i64> {
+    let client = connect(uri).await.expect("connect");
+    client
+        .query("SELECT id FROM t ORDER BY id", &[])
+        .await
+        .expect("select")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// Inserts rows with `ids` into `t` through a fresh connection to `uri`, one autocommit each (only `id` is
+/// given: any other column needs a default).
+pub async fn insert_ids(uri: &str, ids: std::ops::Range<i64>) {
+    let client = connect(uri).await.expect("connect");
+    for id in ids {
+        client
+            .execute(&format!("INSERT INTO t (id) VALUES ({id})"), &[])
+            .await
+            .expect("insert");
+    }
+}

@@ -1,0 +1,134 @@
+//! A release `cambium up` driven through `/v1` and SQL, shared by the `api` and `peers` benches
+//! (`#[path = "common/service.rs"] mod service;` in each).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `cambium up`; stopped with SIGINT (a clean stop keeps a cached data directory consistent) when
+/// dropped.
+pub struct Service {
+    child: Child,
+    /// `http://host:port` of the API.
+    pub url: String,
+    /// The admin key.
+    pub key: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // SIGINT: a clean stop keeps the cached data directory consistent.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Starts `bin up` on `data_dir` (API and PostgreSQL on free ports, no rate limit) and reads its key.
+pub fn start(bin: &Path, data_dir: &Path) -> Service {
+    let mut child = Command::new(bin)
+        .args(["up", "--data-dir"])
+        .arg(data_dir)
+        .args(["--listen", "127.0.0.1:0", "--pg-listen"])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .args(["--rate-limit", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cambium up");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the listening line");
+    let url = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let key = std::fs::read_to_string(data_dir.join("api_key"))
+        .expect("api_key")
+        .trim()
+        .to_owned();
+    Service {
+        child,
+        url,
+        key,
+        http: reqwest::Client::new(),
+    }
+}
+
+impl Service {
+    /// One request with the admin key: status and JSON body (`Null` if none).
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.key);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A GET that must answer 200.
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// A POST that must answer 200, 201 or 202.
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        let (status, reply) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert!(status == 201 || status == 202 || status == 200, "{status} {reply}");
+        reply
+    }
+
+    /// A DELETE that must answer 204.
+    pub async fn delete(&self, path: &str) {
+        let (status, body) = self.call(reqwest::Method::DELETE, path, None).await;
+        assert_eq!(status, 204, "{body}");
+    }
+
+    /// Long-polls operation `operation` until it has finished (it must not fail).
+    pub async fn wait(&self, operation: &str) {
+        let reply = self.get(&format!("/v1/operations/{operation}?wait=30s")).await;
+        assert_eq!(reply["operation"]["status"], "finished", "{reply}");
+    }
+}
+
+/// Connects to a `postgresql://` connection string (the connection runs in the background).
+pub async fn connect(uri: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(uri, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect {uri}: {e}"));
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
