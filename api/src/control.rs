@@ -437,15 +437,7 @@ impl Control {
         let database = self.get_database(account, id).await?;
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
-        let database_id = database.id.clone();
-        if let Some(running) = self
-            .blocking(move |store| store.running_operation_on_database(&database_id))
-            .await?
-        {
-            return Err(ApiError::Conflict(format!(
-                "operation {running} is running on this database"
-            )));
-        }
+        self.refuse_while_operation_runs(&database.id).await?;
         self.unserve(&database);
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
@@ -464,16 +456,7 @@ impl Control {
             .await?
             .ok_or(ApiError::NotFound)?;
         for database in &page.items {
-            let database_id = database.id.clone();
-            if let Some(running) = self
-                .blocking(move |store| store.running_operation_on_database(&database_id))
-                .await?
-            {
-                return Err(ApiError::Conflict(format!(
-                    "operation {running} is running on database {}",
-                    database.id
-                )));
-            }
+            self.refuse_while_operation_runs(&database.id).await?;
         }
         for database in &page.items {
             self.unserve(database);
@@ -487,6 +470,20 @@ impl Control {
             self.delete_storage(database).await;
         }
         Ok(())
+    }
+
+    /// 409 if an operation runs on database `database_id` (a deletion must not race its work).
+    async fn refuse_while_operation_runs(&self, database_id: &str) -> Result<(), ApiError> {
+        let id = database_id.to_owned();
+        match self
+            .blocking(move |store| store.running_operation_on_database(&id))
+            .await?
+        {
+            Some(running) => Err(ApiError::Conflict(format!(
+                "operation {running} is running on database {database_id}"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Deletes a deleted database's tenant; a failure is logged (the tenant is an orphan then).
@@ -687,15 +684,7 @@ impl Control {
         let (_, database) = self.get_branch(account, id).await?;
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
-        let database_id = database.id.clone();
-        if let Some(running) = self
-            .blocking(move |store| store.running_operation_on_database(&database_id))
-            .await?
-        {
-            return Err(ApiError::Conflict(format!(
-                "operation {running} is running on this database"
-            )));
-        }
+        self.refuse_while_operation_runs(&database.id).await?;
         let branch_id = id.to_owned();
         let deleted = self
             .blocking(move |store| store.delete_branch_subtree(&branch_id))
