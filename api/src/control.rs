@@ -191,7 +191,7 @@ impl Control {
         for database in &databases {
             match database.status {
                 DatabaseStatus::Active => self.serve(database, false).await?,
-                status => self.refuse(database, status),
+                status => self.refuse(database, status).await?,
             }
         }
         let store = Arc::clone(&self.store);
@@ -271,34 +271,34 @@ impl Control {
     /// Stops serving `database`; its names then refuse sessions saying why (its status). The names get the
     /// database's credentials too: the password is checked before the refusal, so without them a client with the
     /// right password would be told its password is wrong instead of why it cannot connect.
-    fn refuse(&self, database: &Database, status: DatabaseStatus) {
+    async fn refuse(&self, database: &Database, status: DatabaseStatus) -> Result<(), ApiError> {
         let reason = match status {
             DatabaseStatus::Suspended => format!("database {} is suspended; resume it to connect", database.id),
             DatabaseStatus::Provisioning => format!("database {} is being created", database.id),
             DatabaseStatus::Failed => format!("database {} failed to be created", database.id),
             DatabaseStatus::Active => format!("database {} is restarting", database.id),
         };
-        self.unserve(database);
+        let branches = self.unserve(database).await?;
         self.host.set_credentials(&database.id, PG_USER, &database.password);
         self.host.refuse(&database.id, &reason);
-        if let Ok(branches) = self.store.branches_of(&database.id) {
-            for branch in branches {
-                self.host.set_credentials(&branch.id, PG_USER, &database.password);
-                self.host.refuse(&branch.id, &reason);
-            }
+        for branch in branches {
+            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            self.host.refuse(&branch.id, &reason);
         }
+        Ok(())
     }
 
-    /// Stops serving `database` and forgets its names.
-    fn unserve(&self, database: &Database) {
+    /// Stops serving `database` and forgets its names; returns its branches.
+    async fn unserve(&self, database: &Database) -> Result<Vec<Branch>, ApiError> {
+        let database_id = database.id.clone();
+        let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         self.host.remove_alias(&database.id);
         self.host.clear_refusal(&database.id);
-        if let Ok(branches) = self.store.branches_of(&database.id) {
-            for branch in branches {
-                self.host.detach(&branch.id);
-                self.host.clear_refusal(&branch.id);
-            }
+        for branch in &branches {
+            self.host.detach(&branch.id);
+            self.host.clear_refusal(&branch.id);
         }
+        Ok(branches)
     }
 
     /// Checks that a SQL session on branch `name` works: opens it and reads the schema.
@@ -349,8 +349,16 @@ impl Control {
             .blocking(move |store| store.create_database(&account, &new, "{}"))
             .await?
             .ok_or(ApiError::NotFound)?;
-        self.refuse(&created.database, DatabaseStatus::Provisioning);
-        slot.submit(created.operation.id.clone());
+        {
+            // Under the database's lock, which the worker takes to serve it: the refusal comes first.
+            let lock = self.lock(&created.database.id);
+            let _held = lock.lock().await;
+            // Only for a clearer message than "unknown database" while it is created.
+            if let Err(error) = self.refuse(&created.database, DatabaseStatus::Provisioning).await {
+                tracing::warn!(database = %created.database.id, ?error, "a new database's names could not be refused");
+            }
+            slot.submit(created.operation.id.clone());
+        }
         Ok((created.database, created.operation))
     }
 
@@ -415,7 +423,7 @@ impl Control {
                 .map_err(ApiError::Unavailable)?;
             DatabaseStatus::Active
         } else {
-            self.refuse(&database, DatabaseStatus::Suspended);
+            self.refuse(&database, DatabaseStatus::Suspended).await?;
             DatabaseStatus::Suspended
         };
         let id = database.id.clone();
@@ -438,7 +446,7 @@ impl Control {
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
         self.refuse_while_operation_runs(&database.id).await?;
-        self.unserve(&database);
+        self.unserve(&database).await?;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_database(&account, &id))
@@ -459,7 +467,7 @@ impl Control {
             self.refuse_while_operation_runs(&database.id).await?;
         }
         for database in &page.items {
-            self.unserve(database);
+            self.unserve(database).await?;
         }
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
@@ -871,7 +879,9 @@ impl Control {
                         .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Failed))
                         .await;
                     if let Ok(Some(database)) = self.blocking(move |store| store.database(&database_id)).await {
-                        self.refuse(&database, DatabaseStatus::Failed);
+                        if let Err(error) = self.refuse(&database, DatabaseStatus::Failed).await {
+                            tracing::error!(database = %database.id, ?error, "a failed database's names could not be refused");
+                        }
                     }
                 }
             }
