@@ -448,6 +448,10 @@ impl PeerConnection {
     }
 
     async fn run(mut self, mut requests: mpsc::Receiver<Envelope>) {
+        // The append stream opens now, while the proposer campaigns, not on the first commit (an HTTP/2 stream
+        // and a server task per safekeeper are off the first commit's path). If it fails, the first append
+        // opens another.
+        self.stream = Some(self.open_stream());
         while let Some(envelope) = requests.recv().await {
             match envelope.request {
                 Request::Append(append) => {

@@ -363,6 +363,19 @@ impl FileWal {
         Ok(())
     }
 
+    /// Creates the first segment of an empty WAL now, durably (file, then directory), so that the timeline's
+    /// first append pays for neither a file creation nor a directory fsync (a new branch's first commit).
+    fn create_first_segment(&mut self) -> Result<(), StoreError> {
+        assert!(
+            self.open.is_none() && self.segment_starts.is_empty(),
+            "the first segment of a WAL that has segments"
+        );
+        self.guarded(|wal| {
+            wal.create_segment()?;
+            wal.sync_open_segment_and_dir()
+        })
+    }
+
     /// Closes the open segment and starts a new one at the write position: the old one is fdatasynced and
     /// the directory entries made durable first, so recovery may trust every segment but the last.
     fn roll_over(&mut self) -> Result<(), StoreError> {
@@ -951,6 +964,10 @@ pub fn create_timeline(
     let state = ControlState::new(timeline_start_lsn);
     let mut control = FileControl::new(dir, config.durability);
     control.persist(&state)?;
+    // After the control file: a crash before this leaves a timeline with no segment, which the first append
+    // creates; after it, an empty segment, which opens as an empty WAL.
+    let mut wal = wal;
+    wal.create_first_segment()?;
     Ok((state, wal, control))
 }
 
