@@ -78,6 +78,10 @@ enum Command {
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
+        /// Stop a branch's compute store after this long with no session (0: never); the next session
+        /// starts it again.
+        #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
+        idle_store_timeout_ms: u64,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -225,6 +229,9 @@ fn parse_password(text: &str) -> Result<(String, String), String> {
     Ok((user.to_owned(), password.to_owned()))
 }
 
+/// `cambium api`'s idle-store timeout (as `up`'s default).
+const IDLE_STORE_TIMEOUT_MS_DEFAULT: u64 = 300_000;
+
 /// How long a stopping safekeeper waits for in-flight requests before it exits anyway.
 const SAFEKEEPER_CLOSE_TIMEOUT_MS: u64 = 5_000;
 
@@ -248,6 +255,7 @@ fn main() -> Result<()> {
             rate_limit,
             page_cache_pages,
             operation_delay_ms,
+            idle_store_timeout_ms,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -256,6 +264,7 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms,
+                idle_store_timeout_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -275,6 +284,7 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms: 0,
+                idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

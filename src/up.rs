@@ -48,6 +48,8 @@ pub struct ApiOptions {
     pub page_cache_pages: usize,
     /// Fault injection for tests: the worker waits this long before each operation.
     pub operation_delay_ms: u64,
+    /// A branch's store with no session for this long is stopped (0: never).
+    pub idle_store_timeout_ms: u64,
 }
 
 /// A storage side running in this process: three safekeepers and a pageserver.
@@ -186,6 +188,7 @@ async fn serve_api(
         pageserver: pageserver.clone(),
         passwords: Default::default(),
         page_cache_capacity_pages: options.page_cache_pages,
+        idle_store_timeout_ms: options.idle_store_timeout_ms,
     })
     .await
     .context("starting the PostgreSQL listener")?;

@@ -7,7 +7,8 @@
 //! once cleared; a detached branch is unknown and its open sessions fail; attaching a branch to a new timeline
 //! (a restore) fails the old store's open sessions with the close reason (SQLSTATE 57P01, admin_shutdown) and
 //! refuses its commits, while new
-//! sessions see the new timeline's data and write to it.
+//! sessions see the new timeline's data and write to it; an idle branch's store is stopped (never while a session
+//! is open) and the next session starts it again with the data intact.
 
 mod common;
 
@@ -29,6 +30,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         pageserver: cluster.pageserver.address.clone(),
         passwords: HashMap::from([("alice".to_string(), "secret".to_string())]),
         page_cache_capacity_pages: 64,
+        idle_store_timeout_ms: 0,
     }
 }
 
@@ -314,6 +316,47 @@ async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
     );
     assert!(new_store.read_lsn() > restore_point);
     assert_eq!(new_store.failure(), None);
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xF1), TimelineId(0xF2), START).await?;
+    let host = ComputeHost::start(HostConfig {
+        idle_store_timeout_ms: 200,
+        ..host_config(&cluster)
+    })
+    .await?;
+    let target = BranchTarget {
+        tenant_id: cluster.tenant,
+        timeline_id: cluster.timeline,
+        start_lsn: START,
+    };
+    host.attach("br_idle", target).await?;
+    let session = connect(&host, "br_idle").await?;
+    session
+        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
+        .await?;
+    // An open session keeps the store, however long it idles.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(host.store("br_idle").is_some(), "a session is open: the store stays");
+    assert_eq!(values(&session).await?, ["one"]);
+    drop(session);
+
+    // No session: the store goes within a few scans.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while host.store("br_idle").is_some() {
+        assert!(std::time::Instant::now() < deadline, "the idle store was not stopped");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // The next session starts it again, from what the safekeepers committed, and writes on.
+    let session = connect(&host, "br_idle").await?;
+    assert_eq!(values(&session).await?, ["one"]);
+    session.execute("INSERT INTO t VALUES (2, 'two')", &[]).await?;
+    assert_eq!(values(&session).await?, ["one", "two"]);
+    assert!(host.store("br_idle").is_some());
     host.stop().await;
     Ok(())
 }

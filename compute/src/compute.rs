@@ -107,6 +107,8 @@ impl Compute {
             pageserver: config.pageserver.clone(),
             passwords: config.passwords.clone(),
             page_cache_capacity_pages: config.page_cache_capacity_pages,
+            // A fixed set of branches, each started eagerly: they stay running.
+            idle_store_timeout_ms: 0,
         })
         .await?;
         for branch in &config.branches {

@@ -59,7 +59,13 @@ pub struct HostConfig {
     pub passwords: HashMap<String, String>,
     /// Pages cached per store, at most.
     pub page_cache_capacity_pages: usize,
+    /// A branch's store with no session open for this long is stopped (its runtime, threads, connections
+    /// and cache go); the next session starts it again. 0 keeps every started store running.
+    pub idle_store_timeout_ms: u64,
 }
+
+/// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
+const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
 
 /// Where a branch's data lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +123,9 @@ impl ComputeHost {
             // A send or a dropped sender both stop the listener.
             let _ = shutdown_rx.await;
         }));
+        if shared.config.idle_store_timeout_ms > 0 {
+            tokio::spawn(reap_idle_stores(Arc::downgrade(&shared)));
+        }
         tracing::info!(%address, "compute host started");
         Ok(ComputeHost {
             address,
@@ -274,6 +283,8 @@ struct BranchState {
     time_travel: VecDeque<(String, Arc<RemotePageStore>)>,
     /// Why the branch stopped being served, once it has: it never starts a store again.
     closed: Option<String>,
+    /// When the idle-store reaper first saw the running store with no session open (reset when one is).
+    idle_since: Option<std::time::Instant>,
 }
 
 /// The host's names, under one lock.
@@ -355,6 +366,44 @@ impl HostShared {
         }
     }
 
+    /// Stops the stores of branches with no session open for `timeout` (seen unused by two scans at least that
+    /// far apart): unregistered only if still unused (atomically with every open) and dropped. A branch whose
+    /// store is starting, or whose sessions are opening (both hold `starting`), is skipped this round.
+    fn reap_idle_stores(&self, now: std::time::Instant, timeout: std::time::Duration) {
+        let branches: Vec<Arc<Branch>> = self.names.read().branches.values().cloned().collect();
+        for branch in branches {
+            let Some(_starting) = branch.starting.try_lock() else {
+                continue;
+            };
+            let stopped = {
+                let mut state = branch.state.lock();
+                if state.store.is_none() || !vfs::is_unused(&branch.name) {
+                    state.idle_since = None;
+                    continue;
+                }
+                match state.idle_since {
+                    None => {
+                        state.idle_since = Some(now);
+                        None
+                    }
+                    Some(since) if now.duration_since(since) < timeout => None,
+                    Some(_) => {
+                        state.idle_since = None;
+                        if vfs::unregister_if_unused(&branch.name) {
+                            state.store.take()
+                        } else {
+                            None // a session opened just now
+                        }
+                    }
+                }
+            };
+            if let Some(store) = stopped {
+                tracing::info!(branch = %branch.name, "stopped an idle branch's store");
+                drop(store);
+            }
+        }
+    }
+
     fn is_current(names: &Names, branch: &Arc<Branch>) -> bool {
         names
             .branches
@@ -382,7 +431,16 @@ impl HostShared {
     /// election starts again from the committed WAL, the pageserver serves the rest). Sessions still open on a
     /// failed store keep failing. Blocks (the store's work runs on its own runtime, so any thread can wait).
     fn ensure_started(&self, branch: &Arc<Branch>) -> Result<Arc<RemotePageStore>, ComputeError> {
-        let _starting = branch.starting.lock();
+        let starting = branch.starting.lock();
+        self.ensure_started_holding(branch, &starting)
+    }
+
+    /// [`HostShared::ensure_started`] for a caller that holds `branch.starting` (`_starting` proves it).
+    fn ensure_started_holding(
+        &self,
+        branch: &Arc<Branch>,
+        _starting: &parking_lot::MutexGuard<'_, ()>,
+    ) -> Result<Arc<RemotePageStore>, ComputeError> {
         {
             let state = branch.state.lock();
             if let Some(reason) = &state.closed {
@@ -421,6 +479,7 @@ impl HostShared {
         }
         vfs::register_database(&branch.name, fresh.clone())?;
         state.store = Some(fresh.clone());
+        state.idle_since = None;
         Ok(fresh)
     }
 
@@ -553,6 +612,28 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ComputeError> {
     Ok(())
 }
 
+/// Runs [`HostShared::reap_idle_stores`] every half idle timeout (at most every
+/// [`IDLE_SCAN_INTERVAL_MAX_MS`]) until the host is gone.
+async fn reap_idle_stores(shared: std::sync::Weak<HostShared>) {
+    let Some(timeout_ms) = shared.upgrade().map(|s| s.config.idle_store_timeout_ms) else {
+        return;
+    };
+    let timeout = std::time::Duration::from_millis(timeout_ms);
+    let interval_ms = (timeout_ms / 2).clamp(1, IDLE_SCAN_INTERVAL_MAX_MS);
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(interval_ms));
+    loop {
+        tick.tick().await;
+        let Some(host) = shared.upgrade() else {
+            return;
+        };
+        // Locks and store shutdowns: off the async workers.
+        let scanned = tokio::task::spawn_blocking(move || host.reap_idle_stores(std::time::Instant::now(), timeout));
+        if scanned.await.is_err() {
+            return;
+        }
+    }
+}
+
 /// A session error carrying `message` (SQLite's "cannot open").
 fn cannot_open(message: String) -> SessionError {
     let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN);
@@ -582,15 +663,21 @@ impl SessionFactory for HostShared {
         if let Some(text) = time_travel {
             return self.open_time_travel(user, database, &branch, text);
         }
-        self.ensure_started(&branch)
+        // Held until the connection has the database open, so the idle-store reaper cannot stop the store
+        // between its start and this open.
+        let starting = branch.starting.lock();
+        self.ensure_started_holding(&branch, &starting)
             .map_err(|e| cannot_open(format!("{database}: {e}")))?;
         // Opening reads page 1: if the store fails (or is closed) meanwhile, say why, not just "disk I/O error".
         vfs::clear_store_error();
-        self.vfs
+        let opened = self
+            .vfs
             .open(user, &branch.name)
             .map_err(|error| match vfs::take_store_error() {
                 Some(store_error) => cannot_open(format!("{database}: {store_error}")),
                 None => error,
-            })
+            });
+        drop(starting);
+        opened
     }
 }

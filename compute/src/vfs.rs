@@ -112,6 +112,26 @@ pub fn unregister_database(name: &str) -> bool {
     DATABASES.lock().remove(name).is_some()
 }
 
+/// Removes `name` from the registry if no connection has it open (checked and removed under the registry's
+/// lock, which every open takes, so no open can slip in between). Returns whether it was removed.
+pub fn unregister_if_unused(name: &str) -> bool {
+    let mut databases = DATABASES.lock();
+    match databases.get(name) {
+        // The registry's own reference is the only one: no open file holds the database.
+        Some(database) if Arc::strong_count(database) == 1 => databases.remove(name).is_some(),
+        _ => false,
+    }
+}
+
+/// Whether `name` is registered and no connection has it open (a snapshot: an open may follow at once; see
+/// [`unregister_if_unused`] for the atomic form).
+pub fn is_unused(name: &str) -> bool {
+    DATABASES
+        .lock()
+        .get(name)
+        .is_some_and(|database| Arc::strong_count(database) == 1)
+}
+
 /// Whether `name` is a registered database (`open_connection` on any other name would reach SQLite's default
 /// VFS, a local file).
 pub fn is_registered(name: &str) -> bool {
