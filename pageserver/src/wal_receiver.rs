@@ -1,6 +1,8 @@
 //! The WAL receiver: one task per timeline that follows the safekeeper with the highest commit LSN, streams
 //! committed WAL from the timeline's `last_record_lsn` (so after a restart it resumes at
-//! `disk_consistent_lsn`), ingests it, and fails over to another safekeeper when its stream breaks.
+//! `disk_consistent_lsn`), ingests it, and fails over to another safekeeper when its stream breaks, or when it
+//! brings nothing new for `STALL_AFTER_MS` while another safekeeper has committed past what was ingested (a
+//! safekeeper whose disk filled up stays connected but stops advancing).
 //!
 //! Bounds: each state query and connection attempt has a timeout; reconnects back off up to
 //! `reconnect_backoff_max_ms`; ingest pauses while `frozen_layers_max` frozen layers wait for a flush, so
@@ -74,6 +76,37 @@ enum ReceiveError {
     Ingest(#[from] storage::StorageError),
     #[error("bad safekeeper address {0}")]
     BadAddress(String),
+    #[error("safekeeper {address} sent nothing past {ingested} while {other} has committed up to {commit_lsn}")]
+    Stalled {
+        address: String,
+        other: String,
+        commit_lsn: Lsn,
+        ingested: Lsn,
+    },
+}
+
+/// How often a stream that brings nothing new is checked against the other safekeepers.
+const STALL_CHECK_INTERVAL_MS: u64 = 500;
+/// How long a stream may bring nothing new before the other safekeepers are asked whether they are ahead.
+const STALL_AFTER_MS: u64 = 2_000;
+
+/// Every safekeeper that answered the state query (bounded by the request timeout each): its address, a client,
+/// and its commit LSN for the timeline.
+async fn commit_lsns(
+    config: &WalReceiverConfig,
+    timeline_ref: &pb::TimelineRef,
+) -> Result<Vec<(String, SafekeeperClient<Channel>, Lsn)>, ReceiveError> {
+    let timeout = Duration::from_millis(config.request_timeout_ms);
+    let mut answers = Vec::with_capacity(config.safekeepers.len());
+    for address in &config.safekeepers {
+        let channel = endpoint(address, timeout)?.connect_lazy();
+        let mut client = SafekeeperClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
+        let state = tokio::time::timeout(timeout, client.get_state(timeline_ref.clone())).await;
+        if let Ok(Ok(state)) = state {
+            answers.push((address.clone(), client, Lsn(state.into_inner().commit_lsn)));
+        }
+    }
+    Ok(answers)
 }
 
 fn endpoint(address: &str, timeout: Duration) -> Result<Endpoint, ReceiveError> {
@@ -157,18 +190,12 @@ async fn receive_once(
 ) -> Result<(), ReceiveError> {
     let timeout = Duration::from_millis(config.request_timeout_ms);
     let mut best: Option<(Lsn, String, SafekeeperClient<Channel>)> = None;
-    for address in &config.safekeepers {
-        let channel = endpoint(address, timeout)?.connect_lazy();
-        let mut client = SafekeeperClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
-        let state = tokio::time::timeout(timeout, client.get_state(timeline_ref.clone())).await;
-        if let Ok(Ok(state)) = state {
-            let commit_lsn = Lsn(state.into_inner().commit_lsn);
-            if best
-                .as_ref()
-                .is_none_or(|(best_commit, _, _)| commit_lsn > *best_commit)
-            {
-                best = Some((commit_lsn, address.clone(), client));
-            }
+    for (address, client, commit_lsn) in commit_lsns(config, timeline_ref).await? {
+        if best
+            .as_ref()
+            .is_none_or(|(best_commit, _, _)| commit_lsn > *best_commit)
+        {
+            best = Some((commit_lsn, address, client));
         }
     }
     let Some((commit_lsn, address, mut client)) = best else {
@@ -190,10 +217,32 @@ async fn receive_once(
             })
         }
     };
+    // A safekeeper can stay connected yet stop advancing (its disk is full, its WAL store poisoned): when the
+    // stream brings nothing new for a while, ask the others, and leave it if one of them is ahead.
+    let mut stall_check = tokio::time::interval(Duration::from_millis(STALL_CHECK_INTERVAL_MS));
+    stall_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut progress = (timeline.last_record_lsn(), tokio::time::Instant::now());
     loop {
         let message = tokio::select! {
             message = stream.message() => message,
             _ = stop.changed() => return Ok(()),
+            _ = stall_check.tick() => {
+                let ingested = timeline.last_record_lsn();
+                if ingested != progress.0 {
+                    progress = (ingested, tokio::time::Instant::now());
+                } else if progress.1.elapsed() >= Duration::from_millis(STALL_AFTER_MS) {
+                    let ahead = commit_lsns(config, timeline_ref)
+                        .await?
+                        .into_iter()
+                        .filter(|(other, _, commit_lsn)| *other != address && *commit_lsn > ingested)
+                        .max_by_key(|(_, _, commit_lsn)| *commit_lsn);
+                    if let Some((other, _, commit_lsn)) = ahead {
+                        return Err(ReceiveError::Stalled { address, other, commit_lsn, ingested });
+                    }
+                    progress.1 = tokio::time::Instant::now();
+                }
+                continue;
+            }
         };
         let chunk = match message {
             Ok(Some(chunk)) => chunk,
