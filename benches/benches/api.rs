@@ -24,31 +24,8 @@ const LARGE_BYTES: u64 = 1 << 30;
 const FILL_ROWS: u64 = 1_000;
 const FILL_ROW_BYTES: u64 = 4_096;
 
-impl Service {
-    /// The database named `name` of `project`, created (and its table made) if missing.
-    async fn database(&self, project: &str, name: &str) -> Value {
-        let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
-        if let Some(found) = listed["databases"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|d| d["name"] == name)
-        {
-            return found.clone();
-        }
-        let created = self
-            .post(&format!("/v1/projects/{project}/databases"), json!({ "name": name }))
-            .await;
-        self.wait(created["operation"]["id"].as_str().expect("op")).await;
-        let database = created["database"].clone();
-        let client = connect(database["connection_uri"].as_str().expect("uri")).await;
-        client
-            .batch_execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NULL)")
-            .await
-            .expect("create table");
-        database
-    }
-}
+/// The schema every bench database gets.
+const SCHEMA: &str = "CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NULL)";
 
 /// The database's size in bytes, as SQLite sees it.
 async fn size_bytes(client: &tokio_postgres::Client) -> u64 {
@@ -241,8 +218,8 @@ fn main() {
                 .expect("id")
                 .to_owned(),
         };
-        let small = service.database(&project, "small").await;
-        let large = service.database(&project, "large").await;
+        let small = service.database(&project, "small", SCHEMA).await;
+        let large = service.database(&project, "large", SCHEMA).await;
         let small_bytes = fill(small["connection_uri"].as_str().expect("uri"), 1 << 20).await;
         eprintln!(
             "building/checking the large database (cached in {})",

@@ -737,35 +737,13 @@ async fn pg_pitr(pg: &PgCluster, tmp: &Path, admin: &tokio_postgres::Client, run
 // ---------------------------------------------------------------------------------------------------------
 // Cambium: a release `cambium up`, through /v1 and SQL (as api.rs)
 
-impl Service {
-    /// The database `name` of `project`, created (with its tables) if missing.
-    async fn database(&self, project: &str, name: &str) -> Value {
-        let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
-        if let Some(found) = listed["databases"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|d| d["name"] == name)
-        {
-            return found.clone();
-        }
-        let created = self
-            .post(&format!("/v1/projects/{project}/databases"), json!({ "name": name }))
-            .await;
-        self.wait(created["operation"]["id"].as_str().expect("op")).await;
-        let database = created["database"].clone();
-        let client = connect(database["connection_uri"].as_str().expect("uri")).await;
-        client
-            .batch_execute(
-                "CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NULL);
-                 CREATE TABLE counters (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
-                 INSERT INTO counters VALUES (1, 0);",
-            )
-            .await
-            .expect("create tables");
-        database
-    }
+/// The schema every bench database gets.
+const SCHEMA: &str = "CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NULL);
+     CREATE TABLE counters (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+     INSERT INTO counters VALUES (1, 0);";
 
+impl Service {
+    /// A new branch of `database` from its latest state.
     async fn branch(&self, database: &Value, name: &str) -> Value {
         let id = database["id"].as_str().expect("id");
         self.post(&format!("/v1/databases/{id}/branches"), json!({ "name": name }))
@@ -829,7 +807,7 @@ async fn cambium(bin: &Path, work: &Path, runs: usize, results: &mut Value) {
     let mut databases = Vec::new();
     for (label, bytes) in SIZES {
         let database = service
-            .database(&project, &format!("peers_{}", label.to_lowercase()))
+            .database(&project, &format!("peers_{}", label.to_lowercase()), SCHEMA)
             .await;
         let size = cambium_fill(database["connection_uri"].as_str().expect("uri"), scaled(bytes)).await;
         databases.push((label, database, size));

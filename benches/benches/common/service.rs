@@ -115,6 +115,30 @@ impl Service {
         assert_eq!(status, 204, "{body}");
     }
 
+    /// The database `name` of `project`; if missing, created (its operation waited for) and given `schema` (SQL).
+    pub async fn database(&self, project: &str, name: &str, schema: &str) -> Value {
+        let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
+        if let Some(found) = listed["databases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["name"] == name)
+        {
+            return found.clone();
+        }
+        let created = self
+            .post(
+                &format!("/v1/projects/{project}/databases"),
+                serde_json::json!({ "name": name }),
+            )
+            .await;
+        self.wait(created["operation"]["id"].as_str().expect("op")).await;
+        let database = created["database"].clone();
+        let client = connect(database["connection_uri"].as_str().expect("uri")).await;
+        client.batch_execute(schema).await.expect("schema");
+        database
+    }
+
     /// Long-polls operation `operation` until it has finished (it must not fail).
     pub async fn wait(&self, operation: &str) {
         let reply = self.get(&format!("/v1/operations/{operation}?wait=30s")).await;
