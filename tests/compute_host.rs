@@ -31,6 +31,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         passwords: HashMap::from([("alice".to_string(), "secret".to_string())]),
         page_cache_capacity_pages: 64,
         idle_store_timeout_ms: 0,
+        session_defaults: compute::pg::SessionDefaults::default(),
     }
 }
 
@@ -325,6 +326,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
     let cluster = Cluster::start(TenantId(0xF1), TimelineId(0xF2), START).await?;
     let host = ComputeHost::start(HostConfig {
         idle_store_timeout_ms: 200,
+        session_defaults: compute::pg::SessionDefaults::default(),
         ..host_config(&cluster)
     })
     .await?;

@@ -178,10 +178,10 @@ async fn compute_process_serves_branches_time_travel_and_survives_kill9() -> Tes
     assert!(store.is_read_only());
     let refused = tokio::task::spawn_blocking(move || {
         use compute::page_store::PageStore;
-        let size_pages = store.db_size_pages()?;
-        let page = store.read_page(0)?.ok_or("page 0 is there")?;
-        let refused = store.commit(vec![(0, page)], size_pages).is_err();
-        store.read_page(0)?;
+        let snapshot = store.snapshot()?;
+        let page = store.read_page(0, &snapshot)?.ok_or("page 0 is there")?;
+        let refused = store.commit(vec![(0, page)], snapshot.db_size_pages).is_err();
+        store.read_page(0, &snapshot)?;
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(refused)
     })
     .await??;

@@ -109,6 +109,7 @@ impl Compute {
             page_cache_capacity_pages: config.page_cache_capacity_pages,
             // A fixed set of branches, each started eagerly: they stay running.
             idle_store_timeout_ms: 0,
+            session_defaults: crate::pg::SessionDefaults::default(),
         })
         .await?;
         for branch in &config.branches {

@@ -62,6 +62,8 @@ pub struct HostConfig {
     /// A branch's store with no session open for this long is stopped (its runtime, threads, connections
     /// and cache go); the next session starts it again. 0 keeps every started store running.
     pub idle_store_timeout_ms: u64,
+    /// The defaults of every session's timeouts (`statement_timeout`, `idle_in_transaction_session_timeout`).
+    pub session_defaults: crate::pg::SessionDefaults,
 }
 
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
@@ -119,7 +121,10 @@ impl ComputeHost {
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
-        let server = tokio::spawn(crate::pg::serve(listener, factory, async move {
+        let serve_config = crate::pg::ServeConfig {
+            session_defaults: shared.config.session_defaults,
+        };
+        let server = tokio::spawn(crate::pg::serve_with(listener, factory, serve_config, async move {
             // A send or a dropped sender both stop the listener.
             let _ = shutdown_rx.await;
         }));

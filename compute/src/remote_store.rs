@@ -4,9 +4,12 @@
 //! - **Start.** [`RemotePageStore::start`] starts a [`WalProposer`] and campaigns: the epoch start LSN it wins
 //!   with is where this compute's history begins, so it is the first read LSN. The database size at that LSN
 //!   comes from `GetDbSize` and is kept in memory from then on.
-//! - **Reads.** The compute page cache first; else `GetPage` at the read LSN, with a deadline. One compute
-//!   writes a branch, so a page changes only by this store's own commits: a cached page stays valid at every
-//!   later read LSN as long as commits update the cache, which they do.
+//! - **Reads** are at a [`Snapshot`]: an LSN this store committed (or its epoch start). The compute page cache
+//!   first; else `GetPage` at the snapshot's LSN, with a deadline. One compute writes a branch, so a page
+//!   changes only by this store's own commits, which update the cache: a cached page holds the branch's latest
+//!   version together with the LSN it is known valid from (the commit that wrote it, or the latest LSN when it
+//!   was fetched), and serves a read at any snapshot at or after that LSN. A read at an older snapshot (a long
+//!   reader while the writer went on) goes to the pageserver, which keeps every version.
 //! - **Commits.** One [`WalRecord`] of whole page images (byte-range deltas come later), appended through the
 //!   proposer. On success its end LSN becomes the read LSN and the cache and size are updated. On any error
 //!   after the record may have been sent (a timeout is ambiguous, a newer proposer fenced this one) the store
@@ -39,7 +42,7 @@ use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE
 use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
 
-use crate::page_store::{validate_commit, PageStore, PageStoreError};
+use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
 
 /// Worker threads of the store's runtime: the work is waiting on the network.
 const WORKER_THREADS: usize = 2;
@@ -402,35 +405,45 @@ impl RemotePageStore {
 }
 
 impl PageStore for RemotePageStore {
-    fn read_page(&self, block: u32) -> Result<Option<Bytes>, PageStoreError> {
-        let read_lsn = {
+    fn snapshot(&self) -> Result<Snapshot, PageStoreError> {
+        let state = self.state.lock();
+        check_state(&state)?;
+        Ok(Snapshot {
+            lsn: state.read_lsn,
+            db_size_pages: state.db_size_pages,
+        })
+    }
+
+    fn read_page(&self, block: u32, snapshot: &Snapshot) -> Result<Option<Bytes>, PageStoreError> {
+        {
             let mut state = self.state.lock();
             check_state(&state)?;
-            if block >= state.db_size_pages {
+            if snapshot.lsn > state.read_lsn {
+                return Err(PageStoreError::Unavailable(format!(
+                    "read at {} is past this store's latest commit {}",
+                    snapshot.lsn, state.read_lsn
+                )));
+            }
+            if block >= snapshot.db_size_pages {
                 return Ok(None);
             }
-            if let Some(page) = state.cache.get(block) {
+            if let Some(page) = state.cache.get(block, snapshot.lsn) {
                 return Ok(Some(page));
             }
-            state.read_lsn
-        };
-        let page = self.fetch_page(block, read_lsn)?;
+        }
+        let page = self.fetch_page(block, snapshot.lsn)?;
         if let Some(page) = &page {
             let mut state = self.state.lock();
-            // Only if no commit moved the read point meanwhile: else the page may be older than the cache's.
-            if state.read_lsn == read_lsn {
-                state.cache.insert(block, page.clone());
+            // Only a read at the latest LSN is the latest version; and only if no commit moved the latest
+            // meanwhile (else the page may be older than what the commit put in the cache).
+            if state.read_lsn == snapshot.lsn {
+                state.cache.insert(block, page.clone(), snapshot.lsn);
             }
         }
         Ok(page)
     }
 
-    fn db_size_pages(&self) -> Result<u32, PageStoreError> {
-        self.check_not_failed()?;
-        Ok(self.state.lock().db_size_pages)
-    }
-
-    fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+    fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
         let Some(proposer) = &self.proposer else {
             // Refused before anything is sent: the store stays usable for reads.
             return Err(PageStoreError::Unavailable(format!(
@@ -443,7 +456,7 @@ impl PageStore for RemotePageStore {
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
         validate_commit(&pages, db_size_pages)?;
         let entries = {
-            let mut state = self.state.lock();
+            let state = self.state.lock();
             let committed_size_pages = state.db_size_pages;
             pages
                 .iter()
@@ -452,7 +465,7 @@ impl PageStore for RemotePageStore {
                     // ranges that changed: the pageserver holds exactly that version at the read LSN, since this
                     // compute is the branch's only writer. Anything else goes whole.
                     let previous = (*block < committed_size_pages)
-                        .then(|| state.cache.get(*block))
+                        .then(|| state.cache.latest(*block))
                         .flatten();
                     let value = previous
                         .and_then(|old| page_delta(&old, page))
@@ -490,9 +503,12 @@ impl PageStore for RemotePageStore {
         state.db_size_pages = db_size_pages;
         state.cache.truncate(db_size_pages);
         for (block, page) in pages {
-            state.cache.insert(block, page);
+            state.cache.insert(block, page, end_lsn);
         }
-        Ok(())
+        Ok(Snapshot {
+            lsn: end_lsn,
+            db_size_pages,
+        })
     }
 }
 
@@ -600,10 +616,12 @@ pub fn page_delta(old: &[u8], new: &[u8]) -> Option<Vec<Patch>> {
     )
 }
 
-/// A bounded page cache: block → page, least recently used evicted first.
+/// A bounded page cache: block → the branch's latest version of the page and the LSN it is known valid from,
+/// least recently used evicted first.
 struct PageLru {
     capacity_pages: usize,
-    pages: HashMap<u32, (Bytes, u64)>,
+    /// Block → (page, valid from LSN, last use tick).
+    pages: HashMap<u32, (Bytes, Lsn, u64)>,
     /// Use tick → block, oldest first.
     by_use: BTreeMap<u64, u32>,
     tick: u64,
@@ -624,21 +642,31 @@ impl PageLru {
         self.tick
     }
 
-    fn get(&mut self, block: u32) -> Option<Bytes> {
+    /// The cached page if it is `block`'s version at `read_lsn` (valid from at or before it), marked used.
+    fn get(&mut self, block: u32, read_lsn: Lsn) -> Option<Bytes> {
         let tick = self.next_tick();
-        let (page, used) = self.pages.get_mut(&block)?;
+        let (page, valid_from, used) = self.pages.get_mut(&block)?;
+        if *valid_from > read_lsn {
+            return None;
+        }
         self.by_use.remove(used);
         *used = tick;
         self.by_use.insert(tick, block);
         Some(page.clone())
     }
 
-    fn insert(&mut self, block: u32, page: Bytes) {
+    /// The cached latest version of `block`, whatever it is valid from, without marking it used.
+    fn latest(&self, block: u32) -> Option<Bytes> {
+        self.pages.get(&block).map(|(page, _, _)| page.clone())
+    }
+
+    /// Caches `page` as `block`'s latest version, valid from `valid_from`.
+    fn insert(&mut self, block: u32, page: Bytes, valid_from: Lsn) {
         if self.capacity_pages == 0 {
             return;
         }
         let tick = self.next_tick();
-        if let Some((_, used)) = self.pages.insert(block, (page, tick)) {
+        if let Some((_, _, used)) = self.pages.insert(block, (page, valid_from, tick)) {
             self.by_use.remove(&used);
         }
         self.by_use.insert(tick, block);
@@ -659,7 +687,7 @@ impl PageLru {
     /// Drops every block at or beyond `db_size_pages`.
     fn truncate(&mut self, db_size_pages: u32) {
         let by_use = &mut self.by_use;
-        self.pages.retain(|block, (_, used)| {
+        self.pages.retain(|block, (_, _, used)| {
             let keep = *block < db_size_pages;
             if !keep {
                 by_use.remove(used);
@@ -677,28 +705,46 @@ mod tests {
         Bytes::from(vec![byte; PAGE_SIZE_BYTES])
     }
 
+    const AT: Lsn = Lsn(100);
+
     #[test]
     fn lru_evicts_least_recently_used_and_truncates() {
         let mut cache = PageLru::new(2);
-        cache.insert(0, page(0));
-        cache.insert(1, page(1));
-        assert_eq!(cache.get(0), Some(page(0)));
-        cache.insert(2, page(2));
-        assert_eq!(cache.get(1), None, "block 1 was the least recently used");
-        assert_eq!(cache.get(0), Some(page(0)));
-        cache.insert(0, page(9));
-        assert_eq!(cache.get(0), Some(page(9)), "an insert replaces the page");
+        cache.insert(0, page(0), AT);
+        cache.insert(1, page(1), AT);
+        assert_eq!(cache.get(0, AT), Some(page(0)));
+        cache.insert(2, page(2), AT);
+        assert_eq!(cache.get(1, AT), None, "block 1 was the least recently used");
+        assert_eq!(cache.get(0, AT), Some(page(0)));
+        cache.insert(0, page(9), AT);
+        assert_eq!(cache.get(0, AT), Some(page(9)), "an insert replaces the page");
         cache.truncate(1);
-        assert_eq!(cache.get(2), None);
+        assert_eq!(cache.get(2, AT), None);
         assert_eq!(cache.pages.len(), 1);
         assert_eq!(cache.by_use.len(), 1);
     }
 
     #[test]
+    fn a_version_serves_reads_at_or_after_the_lsn_it_is_valid_from() {
+        let mut cache = PageLru::new(4);
+        cache.insert(0, page(1), AT);
+        assert_eq!(cache.get(0, Lsn(AT.0 + 50)), Some(page(1)));
+        assert_eq!(cache.get(0, AT), Some(page(1)));
+        assert_eq!(
+            cache.get(0, Lsn(AT.0 - 1)),
+            None,
+            "an older snapshot may need an older version"
+        );
+        cache.insert(0, page(2), Lsn(AT.0 + 10));
+        assert_eq!(cache.get(0, Lsn(AT.0 + 5)), None);
+        assert_eq!(cache.latest(0), Some(page(2)));
+    }
+
+    #[test]
     fn zero_capacity_caches_nothing() {
         let mut cache = PageLru::new(0);
-        cache.insert(0, page(0));
-        assert_eq!(cache.get(0), None);
+        cache.insert(0, page(0), AT);
+        assert_eq!(cache.get(0, AT), None);
     }
 
     fn apply(old: &[u8], patches: &[Patch]) -> Vec<u8> {

@@ -9,7 +9,9 @@
 //!   `PageStore::commit`, so a transaction is either all in the store or not at all. A failed commit fails
 //!   the `COMMIT` and drops the buffer. The rollback journal lives in memory (`journal_mode=MEMORY`), so a
 //!   `ROLLBACK` writes nothing to the store.
-//! - SQLite's lock levels are kept in the process per database: many connections read, one writes.
+//! - SQLite's lock levels are kept in the process per database: many connections read, one writes, and
+//!   readers read the snapshot they took when their read transaction began, so neither waits for the other
+//!   (`file`, `lock`). A writer whose snapshot another commit passed is refused (`BusyReason`).
 //! - Temporary files and every other file go to SQLite's default VFS; a rollback journal or WAL on disk for
 //!   a registered database is refused (it would be a second, unreplicated copy of changes).
 //!
@@ -69,6 +71,28 @@ static DATABASES: LazyLock<Mutex<HashMap<String, Arc<Database>>>> = LazyLock::ne
 thread_local! {
     /// The store error of the last main-file operation that failed on this thread (see the module doc).
     static LAST_STORE_ERROR: RefCell<Option<PageStoreError>> = const { RefCell::new(None) };
+    /// Why the last lock request refused on this thread was refused.
+    static LAST_BUSY: RefCell<Option<BusyReason>> = const { RefCell::new(None) };
+}
+
+/// Why a lock request was refused with `SQLITE_BUSY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyReason {
+    /// Another connection is writing the database (holds the writer's lock).
+    Writer,
+    /// This connection's snapshot was passed by another writer's commit: it cannot write on top of what it
+    /// read, and its transaction must start again (PostgreSQL's serialization failure).
+    StaleSnapshot,
+}
+
+/// Notes why a lock request of this thread was refused.
+fn note_busy(reason: BusyReason) {
+    LAST_BUSY.with(|last| *last.borrow_mut() = Some(reason));
+}
+
+/// Why the last lock request refused on this thread since [`clear_store_error`] was refused, taken.
+pub(crate) fn take_busy_reason() -> Option<BusyReason> {
+    LAST_BUSY.with(|last| last.borrow_mut().take())
 }
 
 /// Notes the store error behind a failed main-file operation for this thread's SQL layer.
@@ -82,6 +106,7 @@ fn note_store_error(error: &file::FileError) {
 /// explained with [`take_store_error`].
 pub(crate) fn clear_store_error() {
     LAST_STORE_ERROR.with(|last| last.borrow_mut().take());
+    LAST_BUSY.with(|last| last.borrow_mut().take());
 }
 
 /// The store error of the last main-file operation that failed on this thread since [`clear_store_error`],

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use compute::page_store::{MemoryPageStore, PageStore, PageStoreError};
+use compute::page_store::{MemoryPageStore, PageStore, PageStoreError, Snapshot};
 use compute::vfs::{open_connection, register_database, unregister_database, VfsError};
 use rusqlite::{params, Connection, ErrorCode};
 
@@ -32,15 +32,15 @@ impl TestStore {
 }
 
 impl PageStore for TestStore {
-    fn read_page(&self, block: u32) -> Result<Option<Bytes>, PageStoreError> {
-        self.inner.read_page(block)
+    fn read_page(&self, block: u32, snapshot: &Snapshot) -> Result<Option<Bytes>, PageStoreError> {
+        self.inner.read_page(block, snapshot)
     }
 
-    fn db_size_pages(&self) -> Result<u32, PageStoreError> {
-        self.inner.db_size_pages()
+    fn snapshot(&self) -> Result<Snapshot, PageStoreError> {
+        self.inner.snapshot()
     }
 
-    fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+    fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
         if self.fail_next_commit.swap(false, Ordering::SeqCst) {
             return Err(PageStoreError::Unavailable("injected failure".to_owned()));
@@ -70,7 +70,7 @@ fn each_committed_statement_is_one_commit() -> TestResult {
     let page_size: i64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
     assert_eq!(page_size, 8192);
     let page_count: u32 = connection.query_row("PRAGMA page_count", [], |row| row.get(0))?;
-    assert_eq!(store.db_size_pages()?, page_count);
+    assert_eq!(store.snapshot()?.db_size_pages, page_count);
 
     connection.execute(
         "INSERT INTO t (id, name) VALUES (1, 'one'), (2, 'two'), (3, 'three')",
@@ -122,7 +122,7 @@ fn a_big_row_spans_pages() -> TestResult {
     connection.execute("INSERT INTO blobs (id, data) VALUES (1, ?1)", params![data])?;
     assert_eq!(store.commits(), 2);
     assert!(
-        store.db_size_pages()? > 200_000 / 8192,
+        store.snapshot()?.db_size_pages > 200_000 / 8192,
         "overflow pages are in the store"
     );
 
@@ -154,7 +154,11 @@ fn a_table_much_larger_than_the_page_cache() -> TestResult {
         commits + 1,
         "a spilling transaction is still one commit"
     );
-    assert!(store.db_size_pages()? > 250, "{} pages", store.db_size_pages()?);
+    assert!(
+        store.snapshot()?.db_size_pages > 250,
+        "{} pages",
+        store.snapshot()?.db_size_pages
+    );
 
     let reader = open_connection("large")?;
     reader.execute_batch("PRAGMA cache_size = 16;")?;
@@ -172,12 +176,12 @@ fn a_table_much_larger_than_the_page_cache() -> TestResult {
     assert_eq!(payload, format!("{:0>300}", 4321));
 
     // Deleting most of it and vacuuming shrinks the database in the same commit (the size from the header).
-    let size_before = store.db_size_pages()?;
+    let size_before = store.snapshot()?.db_size_pages;
     connection.execute_batch("DELETE FROM t WHERE id >= 100; VACUUM;")?;
     assert!(
-        store.db_size_pages()? < size_before / 10,
+        store.snapshot()?.db_size_pages < size_before / 10,
         "{} pages",
-        store.db_size_pages()?
+        store.snapshot()?.db_size_pages
     );
     let reader = open_connection("large")?;
     assert_eq!(count(&reader, "t")?, 100);
@@ -230,7 +234,6 @@ fn a_reader_and_a_writer() -> TestResult {
     let writer = open_connection("two")?;
     writer.execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")?;
     let reader = open_connection("two")?;
-    // Opened now: opening reads the database, which a PENDING writer would keep it from.
     let other = open_connection("two")?;
 
     // The writer's open transaction (RESERVED) does not stop the reader, who sees the committed state.
@@ -239,22 +242,31 @@ fn a_reader_and_a_writer() -> TestResult {
     writer.execute_batch("COMMIT")?;
     assert_eq!(count(&reader, "t")?, 2);
 
-    // A reader inside a read transaction keeps the writer's COMMIT out (BUSY), and then lets it in.
+    // A reader inside a read transaction does not keep the writer out: it reads its snapshot throughout.
     writer.busy_timeout(Duration::from_millis(50))?;
     reader.execute_batch("BEGIN")?;
     assert_eq!(count(&reader, "t")?, 2);
     writer.execute_batch("BEGIN; INSERT INTO t VALUES (3);")?;
-    let error = writer.execute_batch("COMMIT").err();
-    assert_eq!(error.and_then(|e| e.sqlite_error_code()), Some(ErrorCode::DatabaseBusy));
+    writer.execute_batch("COMMIT")?;
     assert_eq!(count(&reader, "t")?, 2, "the reader's snapshot holds");
-    // While the writer waits at PENDING, a second writer cannot start either.
+    assert_eq!(count(&other, "t")?, 3, "a new read transaction sees the commit");
+    // The reader cannot write on top of its passed snapshot: refused at once, retryable.
+    reader.busy_timeout(Duration::from_millis(50))?;
+    let stale = reader.execute("INSERT INTO t VALUES (50)", []).err();
+    assert_eq!(stale.and_then(|e| e.sqlite_error_code()), Some(ErrorCode::DatabaseBusy));
+    assert_eq!(count(&reader, "t")?, 2, "still its snapshot, nothing written");
+    reader.execute_batch("ROLLBACK")?;
+    assert_eq!(count(&reader, "t")?, 3);
+    // While one writer holds its transaction open, a second writer cannot start.
+    writer.execute_batch("BEGIN; INSERT INTO t VALUES (4);")?;
     other.busy_timeout(Duration::from_millis(50))?;
     assert!(other.execute("INSERT INTO t VALUES (99)", []).is_err());
-    reader.execute_batch("COMMIT")?;
     writer.execute_batch("COMMIT")?;
-    assert_eq!(count(&reader, "t")?, 3);
-    assert_eq!(count(&other, "t")?, 3);
-    assert_eq!(store.commits(), 4);
+    // An autocommit write takes a new snapshot: the commits before it do not refuse it.
+    other.execute("INSERT INTO t VALUES (5)", [])?;
+    assert_eq!(count(&reader, "t")?, 5);
+    assert_eq!(count(&other, "t")?, 5);
+    assert_eq!(store.commits(), 6);
     Ok(())
 }
 

@@ -35,6 +35,20 @@ pub(crate) const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
 pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
 /// internal_error
 const INTERNAL_ERROR: &str = "XX000";
+/// invalid_parameter_value
+pub(crate) const INVALID_PARAMETER_VALUE: &str = "22023";
+/// undefined_object (an unknown configuration parameter)
+pub(crate) const UNDEFINED_OBJECT: &str = "42704";
+/// insufficient_privilege: a statement the defensive policy refuses (`defend`)
+pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
+/// query_canceled: a cancel request, the statement timeout, or the client gone
+pub(crate) const QUERY_CANCELED: &str = "57014";
+/// lock_not_available: another transaction holds the database's write lock
+pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// serialization_failure: the transaction's snapshot was passed by another commit; retry it
+pub(crate) const SERIALIZATION_FAILURE: &str = "40001";
+/// idle_in_transaction_session_timeout
+pub(crate) const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
 /// io_error: SQLite reported an I/O error on the database file (a store error, see `session`)
 pub(crate) const IO_ERROR: &str = "58030";
 /// admin_shutdown: the database's store was closed on purpose (its branch moved, was deleted, suspended)
@@ -100,6 +114,9 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
         ffi::ErrorCode::ConstraintViolation => INTEGRITY_CONSTRAINT_VIOLATION,
         ffi::ErrorCode::TypeMismatch => INVALID_TEXT_REPRESENTATION,
         ffi::ErrorCode::TooBig => PROGRAM_LIMIT_EXCEEDED,
+        ffi::ErrorCode::DatabaseBusy | ffi::ErrorCode::DatabaseLocked => LOCK_NOT_AVAILABLE,
+        ffi::ErrorCode::OperationInterrupted => QUERY_CANCELED,
+        ffi::ErrorCode::AuthorizationForStatementDenied => INSUFFICIENT_PRIVILEGE,
         ffi::ErrorCode::Unknown => {
             if message.starts_with("no such table") {
                 UNDEFINED_TABLE
@@ -112,6 +129,9 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
                 SYNTAX_ERROR
             } else if message.contains("already exists") {
                 DUPLICATE_TABLE
+            } else if message.contains("may not be modified") || message.starts_with("not authorized") {
+                // SQLITE_DBCONFIG_DEFENSIVE refusing a write to the schema table (`defend`).
+                INSUFFICIENT_PRIVILEGE
             } else {
                 INTERNAL_ERROR
             }

@@ -5,40 +5,74 @@
 //! run on tokio's blocking pool; the session's lock is only ever taken there, never across an await.
 //!
 //! Limits: results are built in memory, bounded in rows and bytes (SQLSTATE 54000 beyond); queries
-//! longer than [`QUERY_BYTES_MAX`] are refused. pgwire itself bounds startup messages but accepts
-//! query messages up to 1 GiB before they reach us.
+//! longer than [`QUERY_BYTES_MAX`] are refused; every message is checked and bounded before pgwire decodes
+//! it (`frames`).
+//!
+//! **Stopping work.** A running statement stops (SQLite's interrupt, SQLSTATE 57014) on a cancel request (the
+//! key sent at startup, pgwire's `ConnectionManager`: pgwire answers 57014 and drops the handler's future,
+//! whose drop interrupts the statement), when the session's `statement_timeout` passes, or when
+//! the client's connection closes (checked every [`CLIENT_CHECK_INTERVAL`] on a duplicate of the socket while
+//! a statement runs). A session idle inside a transaction for its `idle_in_transaction_session_timeout` has
+//! the transaction rolled back (so its snapshot and any write lock go) and the connection ended with FATAL
+//! 25P03, as PostgreSQL does. [`ServeConfig`] holds the server's defaults; sessions change theirs with `SET`.
 
+mod defend;
 mod error;
+mod frames;
 mod session;
+mod settings;
 mod types;
+
+pub use self::session::SessionDefaults;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::stream;
+use futures::{stream, StreamExt};
 use parking_lot::Mutex;
 use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag};
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
-use pgwire::api::{ClientInfo, PgWireServerHandlers};
+use pgwire::api::{ClientInfo, ConnectionManager, NoopHandler, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
-use tokio::net::TcpListener;
+use pgwire::messages::PgWireFrontendMessage;
+use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+use tokio_util::codec::{Framed, FramedParts};
 
-use self::error::{SqlError, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED};
-use self::session::{Described, Outcome, Session};
+use self::error::{SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED};
+use self::frames::Guarded;
+use self::session::{Described, Outcome, Session, SessionShared, StopReason};
 
 /// Longest query text accepted, in bytes.
 pub const QUERY_BYTES_MAX: usize = 16 << 20;
 /// Most client connections served at once; more are closed on accept.
 pub const CONNECTIONS_MAX: usize = 1024;
+/// How long a client has to finish its startup and authentication.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a running statement's client is checked for having gone.
+pub const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+/// How often a stopped statement that has not ended yet is interrupted again (an interrupt that came before
+/// SQLite started the statement is forgotten when it starts).
+const REINTERRUPT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The server's settings for every connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// Defaults of each new session's timeouts.
+    pub session_defaults: SessionDefaults,
+}
 
 /// Why a session could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -130,9 +164,23 @@ impl SessionFactory for VfsSessionFactory {
     }
 }
 
-/// Serves PostgreSQL clients on `listener` until `shutdown` completes, then closes every connection.
+/// Serves PostgreSQL clients on `listener` until `shutdown` completes, then closes every connection, with the
+/// default [`ServeConfig`].
 pub async fn serve(listener: TcpListener, sessions: Arc<dyn SessionFactory>, shutdown: impl Future<Output = ()>) {
+    serve_with(listener, sessions, ServeConfig::default(), shutdown).await;
+}
+
+/// Serves PostgreSQL clients on `listener` with `config` until `shutdown` completes, then closes every
+/// connection.
+pub async fn serve_with(
+    listener: TcpListener,
+    sessions: Arc<dyn SessionFactory>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
+    let manager = Arc::new(ConnectionManager::new());
+    let cancel = Arc::new(DefaultCancelHandler::new(manager.clone()));
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -144,9 +192,16 @@ pub async fn serve(listener: TcpListener, sessions: Arc<dyn SessionFactory>, shu
                         tracing::warn!(%peer, "refusing connection: {CONNECTIONS_MAX} already open");
                         continue;
                     }
-                    let handlers = ConnectionHandlers::new(sessions.clone());
+                    let (socket, watch) = match with_watch(socket) {
+                        Ok(pair) => pair,
+                        Err(error) => {
+                            tracing::warn!(%peer, %error, "refusing connection: cannot watch its socket");
+                            continue;
+                        }
+                    };
+                    let handlers = ConnectionHandlers::new(sessions.clone(), config, manager.clone(), cancel.clone(), watch);
                     connections.spawn(async move {
-                        if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                        if let Err(error) = serve_connection(socket, peer, handlers).await {
                             tracing::debug!(%peer, %error, "connection ended");
                         }
                     });
@@ -154,7 +209,7 @@ pub async fn serve(listener: TcpListener, sessions: Arc<dyn SessionFactory>, shu
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
                     // Out of file descriptors and the like: back off rather than spin.
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
         }
@@ -162,22 +217,274 @@ pub async fn serve(listener: TcpListener, sessions: Arc<dyn SessionFactory>, shu
     connections.shutdown().await;
 }
 
+/// The socket, and a duplicate of it to check the client is still there while a statement runs.
+fn with_watch(socket: TcpStream) -> std::io::Result<(TcpStream, Arc<std::net::TcpStream>)> {
+    // `into_std` leaves it non-blocking, and the duplicate shares that, so peeking never blocks.
+    let socket = socket.into_std()?;
+    let watch = socket.try_clone()?;
+    Ok((TcpStream::from_std(socket)?, Arc::new(watch)))
+}
+
+/// Whether the client's side of `watch` is closed (end of stream or an error); pending bytes mean it is there.
+fn client_gone(watch: &std::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match watch.peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        ),
+    }
+}
+
+/// One client connection: TLS negotiation (none yet), then every message checked (`frames::Guarded`) and
+/// handed to pgwire, as pgwire's own `process_socket` does.
+async fn serve_connection(
+    socket: TcpStream,
+    peer: std::net::SocketAddr,
+    handlers: ConnectionHandlers,
+) -> std::io::Result<()> {
+    let startup_deadline = tokio::time::sleep(STARTUP_TIMEOUT);
+    tokio::pin!(startup_deadline);
+    let negotiated = tokio::select! {
+        () = &mut startup_deadline => return Ok(()),
+        negotiated = negotiate_tls::<String>(socket, None) => negotiated?,
+    };
+    let Some(framed) = negotiated else {
+        return Ok(());
+    };
+    let old = framed.into_parts();
+    let mut parts = FramedParts::new(Guarded::new(old.io, &old.read_buf), old.codec);
+    parts.write_buf = old.write_buf;
+    let mut socket = Framed::from_parts(parts);
+    socket.set_state(PgWireConnectionState::AwaitingStartup);
+
+    let startup = handlers.startup.clone();
+    let query = handlers.query.clone();
+    let copy = Arc::new(NoopHandler);
+    let cancel = handlers.cancel.clone();
+    loop {
+        let awaiting_startup = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingStartup | PgWireConnectionState::AuthenticationInProgress
+        );
+        let message = if awaiting_startup {
+            tokio::select! {
+                () = &mut startup_deadline => None,
+                message = socket.next() => message,
+            }
+        } else {
+            socket.next().await
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(error)) => {
+                if let Some(refused) = socket.get_ref().failure() {
+                    frames::log_refused(peer, refused);
+                }
+                return Err(std::io::Error::other(error.to_string()));
+            }
+            None => return Ok(()),
+        };
+        if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            return Ok(());
+        }
+        let is_extended_query = match socket.state() {
+            PgWireConnectionState::CopyInProgress(is_extended_query) => is_extended_query,
+            _ => message.is_extended_query(),
+        };
+        let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        if let Err(error) = process_message(
+            message,
+            &mut socket,
+            startup.clone(),
+            query.clone(),
+            query.clone(),
+            copy.clone(),
+            cancel.clone(),
+        )
+        .await
+        {
+            let is_fatal = error.is_fatal();
+            process_error(&mut socket, error, is_extended_query).await?;
+            if is_fatal {
+                return Ok(());
+            }
+        }
+        if is_cancel_request {
+            return Ok(());
+        }
+    }
+}
+
 /// The session of one connection: empty until authentication opens it.
 type SessionSlot = Arc<Mutex<Option<Session>>>;
 
-/// Runs `f` on the connection's session on the blocking pool.
-async fn with_session<T: Send + 'static>(
-    slot: &SessionSlot,
-    f: impl FnOnce(&mut Session) -> T + Send + 'static,
-) -> PgWireResult<T> {
-    let slot = slot.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut guard = slot.lock();
-        guard.as_mut().map(f)
-    })
-    .await
-    .map_err(|e| PgWireError::ApiError(Box::new(e)))?
-    .ok_or(PgWireError::NotReadyForQuery)
+/// What the handlers of one connection share.
+struct Connection {
+    slot: SessionSlot,
+    /// The session's shared half, set when it opens (read without the slot's lock while a statement runs).
+    shared: std::sync::OnceLock<Arc<SessionShared>>,
+    /// A duplicate of the client's socket: checked for the client having gone, and used to end an idle
+    /// transaction's connection.
+    watch: Arc<std::net::TcpStream>,
+    /// Counts calls into the session: the idle-transaction timer fires only if none came since it was set.
+    activity: Arc<AtomicU64>,
+    config: ServeConfig,
+}
+
+impl Connection {
+    /// Runs `f` on the session on the blocking pool, stopping it as the module doc says: on a cancel request,
+    /// at the session's statement timeout, or when the client goes. Afterwards, if the session sits in a
+    /// transaction, sets its idle-transaction timer.
+    async fn run<T>(&self, f: impl FnOnce(&mut Session) -> T + Send + 'static) -> PgWireResult<T>
+    where
+        T: Send + 'static,
+    {
+        let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        shared.begin_query();
+        let slot = self.slot.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let mut task = {
+            let done = done.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut guard = slot.lock();
+                let value = guard.as_mut().map(f);
+                done.store(true, Ordering::SeqCst);
+                value
+            })
+        };
+        // pgwire drops this future on a cancel request: then the statement is stopped (see the module doc).
+        let cancel_on_drop = CancelOnDrop {
+            shared: shared.clone(),
+            done,
+        };
+        let timeout_ms = shared.statement_timeout_ms();
+        let timeout = tokio::time::sleep(Duration::from_millis(timeout_ms));
+        tokio::pin!(timeout);
+        let mut stopped: Option<StopReason> = None;
+        let mut check = tokio::time::interval(CLIENT_CHECK_INTERVAL);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reinterrupt = tokio::time::interval(REINTERRUPT_INTERVAL);
+        let result = loop {
+            tokio::select! {
+                joined = &mut task => break joined,
+                () = &mut timeout, if timeout_ms > 0 && stopped.is_none() => {
+                    stopped = Some(StopReason::Timeout);
+                    shared.stop(StopReason::Timeout);
+                }
+                _ = check.tick() => {
+                    if stopped.is_none() && client_gone(&self.watch) {
+                        stopped = Some(StopReason::ClientGone);
+                        shared.stop(StopReason::ClientGone);
+                    }
+                }
+                _ = reinterrupt.tick(), if stopped.is_some() => {
+                    if let Some(reason) = stopped {
+                        shared.stop(reason);
+                    }
+                }
+            }
+        };
+        drop(cancel_on_drop);
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        let value = result
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
+            .ok_or(PgWireError::NotReadyForQuery)?;
+        self.arm_idle_timer(&shared);
+        Ok(value)
+    }
+
+    /// If the session is in a transaction and has an idle timeout, ends the transaction and the connection
+    /// once that long passes with no call into the session.
+    fn arm_idle_timer(&self, shared: &SessionShared) {
+        let idle_ms = shared.idle_in_transaction_timeout_ms();
+        if idle_ms == 0 || !shared.in_transaction() {
+            return;
+        }
+        let epoch = self.activity.load(Ordering::SeqCst);
+        let (activity, slot, watch) = (self.activity.clone(), self.slot.clone(), self.watch.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(idle_ms)).await;
+            if activity.load(Ordering::SeqCst) != epoch {
+                return;
+            }
+            let _ended = tokio::task::spawn_blocking(move || {
+                let mut guard = slot.lock();
+                // Checked again under the session's lock, which every call takes: no statement slips in.
+                if activity.load(Ordering::SeqCst) != epoch {
+                    return;
+                }
+                let Some(session) = guard.as_mut() else {
+                    return;
+                };
+                if session.abort_idle_transaction() {
+                    // Nothing else uses the session from now on: the connection is told and closed.
+                    *guard = None;
+                    end_connection(
+                        &watch,
+                        IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+                        "terminating connection due to idle-in-transaction timeout",
+                    );
+                }
+            })
+            .await;
+        });
+    }
+}
+
+/// Stops the session's statement if the future running it is dropped before the statement finished (a
+/// cancel request), and keeps interrupting it until it has.
+struct CancelOnDrop {
+    shared: Arc<SessionShared>,
+    done: Arc<AtomicBool>,
+}
+
+/// How long a cancelled statement is interrupted again before it is left to finish by itself (a statement
+/// waiting on the store is bounded by the store's own deadlines).
+const CANCEL_FOLLOW_UP: Duration = Duration::from_secs(60);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.done.load(Ordering::SeqCst) {
+            return;
+        }
+        self.shared.stop(StopReason::Cancel);
+        let (shared, done) = (self.shared.clone(), self.done.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let deadline = tokio::time::Instant::now() + CANCEL_FOLLOW_UP;
+                while !done.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(REINTERRUPT_INTERVAL).await;
+                    shared.stop(StopReason::Cancel);
+                }
+            });
+        }
+    }
+}
+
+/// Sends a FATAL error to an idle client on its socket and shuts the socket down, so the connection's loop
+/// sees the end and drops it.
+fn end_connection(watch: &std::net::TcpStream, code: &str, message: &str) {
+    use std::io::Write;
+    let mut fields = Vec::new();
+    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', message)] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut frame = vec![b'E'];
+    let length = u32::try_from(fields.len() + 4).expect("a short message");
+    frame.extend_from_slice(&length.to_be_bytes());
+    frame.extend_from_slice(&fields);
+    let mut socket = watch;
+    if let Err(error) = socket.write_all(&frame) {
+        tracing::debug!(%error, "telling an idle client its connection ends");
+    }
+    let _ = watch.shutdown(std::net::Shutdown::Both);
 }
 
 fn check_query_size(query: &str) -> Result<(), SqlError> {
@@ -193,7 +500,7 @@ fn check_query_size(query: &str) -> Result<(), SqlError> {
 /// Checks passwords and, on success, opens the connection's session.
 struct ConnectionAuth {
     sessions: Arc<dyn SessionFactory>,
-    slot: SessionSlot,
+    connection: Arc<Connection>,
 }
 
 impl Debug for ConnectionAuth {
@@ -233,12 +540,17 @@ impl AuthSource for ConnectionAuth {
         }
         let sessions = self.sessions.clone();
         let name = database.clone();
-        let opened = tokio::task::spawn_blocking(move || sessions.open(&user, &name))
-            .await
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        let defaults = self.connection.config.session_defaults;
+        let opened = tokio::task::spawn_blocking(move || {
+            let conn = sessions.open(&user, &name)?;
+            Ok::<_, SessionError>(Session::new(conn, &name, defaults)?)
+        })
+        .await
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
         match opened {
-            Ok(conn) => {
-                *self.slot.lock() = Some(Session::new(conn, &database));
+            Ok(session) => {
+                let _first = self.connection.shared.set(session.shared());
+                *self.connection.slot.lock() = Some(session);
                 Ok(None)
             }
             Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),
@@ -248,7 +560,7 @@ impl AuthSource for ConnectionAuth {
 
 /// Simple and extended query handling over the connection's session.
 struct QueryHandler {
-    slot: SessionSlot,
+    connection: Arc<Connection>,
     parser: Arc<NoopQueryParser>,
 }
 
@@ -273,7 +585,7 @@ impl SimpleQueryHandler for QueryHandler {
     {
         check_query_size(query).map_err(SqlError::into_pgwire)?;
         let query = query.to_owned();
-        let (outcomes, error) = with_session(&self.slot, move |s| s.simple_query(&query)).await?;
+        let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
         let mut responses: Vec<Response> = outcomes.into_iter().map(outcome_response).collect();
         if let Some(error) = error {
             // An error response in the list (not an `Err`) keeps the results before it.
@@ -305,7 +617,7 @@ impl ExtendedQueryHandler for QueryHandler {
         check_query_size(&sql).map_err(SqlError::into_pgwire)?;
         let params = types::parameters(portal).map_err(SqlError::into_pgwire)?;
         let format = portal.result_column_format.clone();
-        let outcome = with_session(&self.slot, move |s| s.execute(&sql, &params, &format)).await?;
+        let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
         outcome.map(outcome_response).map_err(SqlError::into_pgwire)
     }
 
@@ -341,48 +653,51 @@ impl QueryHandler {
         let sql = stmt.statement.clone();
         check_query_size(&sql).map_err(SqlError::into_pgwire)?;
         let client_types = stmt.parameter_types.clone();
-        with_session(&self.slot, move |s| s.describe(&sql, &client_types))
+        self.connection
+            .run(move |s| s.describe(&sql, &client_types))
             .await?
             .map_err(SqlError::into_pgwire)
     }
 }
 
-/// The pgwire handlers of one connection, sharing its session slot.
+/// The pgwire handlers of one connection, sharing its session.
 struct ConnectionHandlers {
     startup: Arc<CleartextPasswordAuthStartupHandler<ConnectionAuth, DefaultServerParameterProvider>>,
     query: Arc<QueryHandler>,
+    cancel: Arc<DefaultCancelHandler>,
 }
 
 impl ConnectionHandlers {
-    fn new(sessions: Arc<dyn SessionFactory>) -> ConnectionHandlers {
-        let slot: SessionSlot = Arc::new(Mutex::new(None));
+    fn new(
+        sessions: Arc<dyn SessionFactory>,
+        config: ServeConfig,
+        manager: Arc<ConnectionManager>,
+        cancel: Arc<DefaultCancelHandler>,
+        watch: Arc<std::net::TcpStream>,
+    ) -> ConnectionHandlers {
+        let connection = Arc::new(Connection {
+            slot: Arc::new(Mutex::new(None)),
+            shared: std::sync::OnceLock::new(),
+            watch,
+            activity: Arc::new(AtomicU64::new(0)),
+            config,
+        });
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("16.0 (Cambium, SQLite {})", rusqlite::version());
         let auth = ConnectionAuth {
             sessions,
-            slot: slot.clone(),
+            connection: connection.clone(),
         };
         ConnectionHandlers {
-            startup: Arc::new(CleartextPasswordAuthStartupHandler::new(auth, parameters)),
+            startup: Arc::new(
+                CleartextPasswordAuthStartupHandler::new(auth, parameters).with_connection_manager(manager),
+            ),
             query: Arc::new(QueryHandler {
-                slot,
+                connection,
                 parser: Arc::new(NoopQueryParser::new()),
             }),
+            cancel,
         }
-    }
-}
-
-impl PgWireServerHandlers for ConnectionHandlers {
-    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
-        self.query.clone()
-    }
-
-    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
-        self.query.clone()
-    }
-
-    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
-        self.startup.clone()
     }
 }
 

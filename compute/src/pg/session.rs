@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use pgwire::api::portal::Format;
@@ -18,15 +19,16 @@ use pgwire::api::Type;
 use pgwire::messages::data::DataRow;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
-use rusqlite::{Batch, Connection, Statement};
+use rusqlite::{Batch, Connection, InterruptHandle, Statement};
 
 use super::error::{
-    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, IN_FAILED_SQL_TRANSACTION, IO_ERROR, PROGRAM_LIMIT_EXCEEDED,
-    PROTOCOL_VIOLATION,
+    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, INSUFFICIENT_PRIVILEGE, IN_FAILED_SQL_TRANSACTION, IO_ERROR,
+    LOCK_NOT_AVAILABLE, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION, QUERY_CANCELED, SERIALIZATION_FAILURE,
 };
-use super::types;
+use super::settings::{self, Command, Settings};
+use super::{defend, types};
 use crate::page_store::PageStoreError;
-use crate::vfs;
+use crate::vfs::{self, BusyReason};
 
 /// Most rows one statement may return: results are built in memory before they are sent.
 const RESULT_ROWS_MAX: usize = 1_000_000;
@@ -79,9 +81,83 @@ pub(crate) struct Described {
     pub(crate) columns: Vec<(String, Type)>,
 }
 
+/// Why the running statement was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum StopReason {
+    /// A cancel request (psql's Ctrl-C).
+    Cancel = 1,
+    /// `statement_timeout` passed.
+    Timeout = 2,
+    /// The client's connection closed.
+    ClientGone = 3,
+}
+
+/// What the connection's async side shares with its session without taking the session's lock: how to stop
+/// the running statement and why, and the settings that side enforces.
+pub(crate) struct SessionShared {
+    interrupt: InterruptHandle,
+    /// A `StopReason` as its number, 0 for none: set before the interrupt, cleared when a statement starts.
+    stop: AtomicU8,
+    statement_timeout_ms: AtomicU64,
+    idle_in_transaction_timeout_ms: AtomicU64,
+    in_transaction: AtomicBool,
+}
+
+impl SessionShared {
+    /// Stops the running statement (SQLite's interrupt) for `reason`; the first reason given wins. Also stops
+    /// the statements still to come of the same query.
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let _first = self
+            .stop
+            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        self.interrupt.interrupt();
+    }
+
+    /// Forgets an earlier stop: called by the connection before it hands the session a new query.
+    pub(crate) fn begin_query(&self) {
+        self.stop.store(0, Ordering::SeqCst);
+    }
+
+    fn stopped(&self) -> Option<StopReason> {
+        match self.stop.load(Ordering::SeqCst) {
+            1 => Some(StopReason::Cancel),
+            2 => Some(StopReason::Timeout),
+            3 => Some(StopReason::ClientGone),
+            _ => None,
+        }
+    }
+
+    /// The session's `statement_timeout` in milliseconds (0: none).
+    pub(crate) fn statement_timeout_ms(&self) -> u64 {
+        self.statement_timeout_ms.load(Ordering::SeqCst)
+    }
+
+    /// The session's `idle_in_transaction_session_timeout` in milliseconds (0: none).
+    pub(crate) fn idle_in_transaction_timeout_ms(&self) -> u64 {
+        self.idle_in_transaction_timeout_ms.load(Ordering::SeqCst)
+    }
+
+    /// Whether the session is inside a transaction block (as of its last statement).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.in_transaction.load(Ordering::SeqCst)
+    }
+}
+
+/// The server's defaults for a new session's timeouts, in milliseconds (0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionDefaults {
+    /// `statement_timeout`.
+    pub statement_timeout_ms: u64,
+    /// `idle_in_transaction_session_timeout`.
+    pub idle_in_transaction_timeout_ms: u64,
+}
+
 /// A client's session: a SQLite connection with PostgreSQL transaction semantics on top.
 pub(crate) struct Session {
     conn: Connection,
+    shared: Arc<SessionShared>,
+    settings: Settings,
     /// The database name the client connected with (for error messages).
     database: String,
     tx: TxState,
@@ -101,43 +177,178 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// A session over `conn`, opened for the client's `database` name.
-    pub(crate) fn new(conn: Connection, database: &str) -> Session {
-        Session {
+    /// A session over `conn`, opened for the client's `database` name, hardened against the client's SQL
+    /// (`defend`) now that its own setup is done.
+    pub(crate) fn new(conn: Connection, database: &str, defaults: SessionDefaults) -> rusqlite::Result<Session> {
+        defend::harden(&conn)?;
+        let settings = Settings::new(defaults.statement_timeout_ms, defaults.idle_in_transaction_timeout_ms);
+        let shared = Arc::new(SessionShared {
+            interrupt: conn.get_interrupt_handle(),
+            stop: AtomicU8::new(0),
+            statement_timeout_ms: AtomicU64::new(defaults.statement_timeout_ms),
+            idle_in_transaction_timeout_ms: AtomicU64::new(defaults.idle_in_transaction_timeout_ms),
+            in_transaction: AtomicBool::new(false),
+        });
+        Ok(Session {
             conn,
+            shared,
+            settings,
             database: database.to_owned(),
             tx: TxState::Idle,
             described: HashMap::new(),
             store_gone: None,
-        }
+        })
+    }
+
+    /// What the connection shares with this session (see [`SessionShared`]).
+    pub(crate) fn shared(&self) -> Arc<SessionShared> {
+        self.shared.clone()
     }
 
     /// Runs every statement of a simple query in order, stopping at the first error (as PostgreSQL does).
     pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         vfs::clear_store_error();
+        defend::take_refusal();
         let (outcomes, error) = self.simple_query_inner(sql);
-        (outcomes, error.map(|error| self.explain(error)))
+        let error = error.map(|error| self.explain(error));
+        self.after_statement();
+        (outcomes, error)
     }
 
     /// Runs one prepared statement with its parameters (PostgreSQL numbering).
     pub(crate) fn execute(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
         vfs::clear_store_error();
-        self.execute_inner(sql, params, format)
-            .map_err(|error| self.explain(error))
+        defend::take_refusal();
+        let result = self
+            .execute_inner(sql, params, format)
+            .map_err(|error| self.explain(error));
+        self.after_statement();
+        result
     }
 
     /// Parameter types (PostgreSQL numbering) and result columns of a statement, without running it
     /// unless it is read-only and takes no parameters, when one row is read to type its expressions.
     pub(crate) fn describe(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
         vfs::clear_store_error();
-        self.describe_inner(sql, client_types)
-            .map_err(|error| self.explain(error))
+        defend::take_refusal();
+        let result = self
+            .describe_inner(sql, client_types)
+            .map_err(|error| self.explain(error));
+        self.after_statement();
+        result
     }
 
-    /// An I/O error explained by the store error behind it (see the module doc); other errors unchanged.
+    /// Rolls back the open transaction because the client sat idle in it too long; the connection is then
+    /// ended by the caller. Returns whether there was one.
+    pub(crate) fn abort_idle_transaction(&mut self) -> bool {
+        if self.tx == TxState::Idle && self.conn.is_autocommit() {
+            return false;
+        }
+        if !self.conn.is_autocommit() {
+            if let Err(error) = self.conn.execute_batch("ROLLBACK") {
+                tracing::warn!(%error, database = %self.database, "rolling back an idle transaction failed");
+            }
+        }
+        self.tx = TxState::Idle;
+        self.after_statement();
+        true
+    }
+
+    /// Publishes what the connection enforces after each call: the transaction state and the timeouts; a
+    /// finished transaction ends its `SET LOCAL`s.
+    fn after_statement(&mut self) {
+        let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
+        if !in_transaction {
+            self.settings.end_transaction();
+        }
+        let shared = &self.shared;
+        shared.in_transaction.store(in_transaction, Ordering::SeqCst);
+        shared
+            .statement_timeout_ms
+            .store(self.settings.timeout_ms(settings::STATEMENT_TIMEOUT), Ordering::SeqCst);
+        shared.idle_in_transaction_timeout_ms.store(
+            self.settings.timeout_ms(settings::IDLE_IN_TRANSACTION_TIMEOUT),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// `SET`, `SHOW` or `RESET` (see `settings`).
+    fn run_setting(&mut self, sql: &str, format: &Format) -> Result<Outcome, SqlError> {
+        if self.tx == TxState::Failed {
+            return Err(aborted());
+        }
+        let result = match settings::parse(sql)? {
+            Command::Set { name, value, local } => {
+                let local = local && !self.conn.is_autocommit();
+                self.settings
+                    .set(&name, value, local)
+                    .map(|()| Outcome::Command("SET".to_owned()))
+            }
+            Command::Reset(name) => self
+                .settings
+                .reset(name.as_deref())
+                .map(|()| Outcome::Command("RESET".to_owned())),
+            Command::Show(name) => match self.settings.get(&name) {
+                Some(value) => {
+                    let fields = Arc::new(types::fields(&[(name.clone(), Type::TEXT)], format));
+                    let mut encoder = DataRowEncoder::new(fields.clone());
+                    let row = types::encode_row(&mut encoder, &fields, &[Value::Text(value.to_owned())])?;
+                    Ok(Outcome::Rows {
+                        fields,
+                        rows: vec![row],
+                        tag: "SHOW".to_owned(),
+                    })
+                }
+                None => Err(SqlError::new(
+                    super::error::UNDEFINED_OBJECT,
+                    format!("unrecognized configuration parameter \"{name}\""),
+                )),
+            },
+        };
+        if result.is_err() && self.tx == TxState::InBlock {
+            self.tx = TxState::Failed;
+        }
+        result
+    }
+
+    /// An error explained: an I/O error by the store error behind it (see the module doc), a busy database by
+    /// why it was busy, an interrupt by who stopped it, a refusal by its reason; other errors unchanged.
     fn explain(&mut self, error: SqlError) -> SqlError {
-        if error.code != IO_ERROR {
-            return error;
+        match error.code {
+            LOCK_NOT_AVAILABLE => {
+                return match vfs::take_busy_reason() {
+                    Some(BusyReason::StaleSnapshot) => SqlError::new(
+                        SERIALIZATION_FAILURE,
+                        "could not serialize access due to concurrent update: another transaction committed \
+                         after this transaction's snapshot was taken; retry the transaction",
+                    ),
+                    _ => SqlError::new(
+                        LOCK_NOT_AVAILABLE,
+                        format!(
+                            "could not obtain the write lock of database {} within {} s: another transaction is \
+                             writing; retry",
+                            self.database,
+                            vfs::BUSY_TIMEOUT.as_secs()
+                        ),
+                    ),
+                };
+            }
+            QUERY_CANCELED => {
+                let message = match self.shared.stopped() {
+                    Some(StopReason::Timeout) => "canceling statement due to statement timeout",
+                    Some(StopReason::ClientGone) => "canceling statement: the client closed its connection",
+                    _ => "canceling statement due to user request",
+                };
+                return SqlError::new(QUERY_CANCELED, message);
+            }
+            INSUFFICIENT_PRIVILEGE => {
+                return match defend::take_refusal() {
+                    Some(reason) => SqlError::new(INSUFFICIENT_PRIVILEGE, reason),
+                    None => error,
+                };
+            }
+            IO_ERROR => {}
+            _ => return error,
         }
         let noted = vfs::take_store_error();
         if let Some(gone @ (PageStoreError::Closed { .. } | PageStoreError::Failed { .. })) = &noted {
@@ -155,10 +366,24 @@ impl Session {
     }
 
     fn simple_query_inner(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
+        if leading_words(sql, 1)
+            .first()
+            .is_some_and(|w| settings::is_setting_statement(w))
+        {
+            return match self.run_setting(sql, &Format::UnifiedText) {
+                Ok(outcome) => (vec![outcome], None),
+                Err(error) => (Vec::new(), Some(error)),
+            };
+        }
         let mut outcomes = Vec::new();
         let sql = translate(sql);
         let mut batch = Batch::new(&self.conn, &sql);
         loop {
+            if self.shared.stopped().is_some() {
+                // Stopped between two statements of the query: the rest is not run.
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
+            }
             let mut stmt = match batch.next() {
                 Ok(Some(stmt)) => stmt,
                 Ok(None) => return (outcomes, None),
@@ -181,6 +406,12 @@ impl Session {
     }
 
     fn execute_inner(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
+        if leading_words(sql, 1)
+            .first()
+            .is_some_and(|w| settings::is_setting_statement(w))
+        {
+            return self.run_setting(sql, format);
+        }
         let hints = self.described.get(sql).cloned();
         let mut stmt = match self.conn.prepare(&translate(sql)) {
             Ok(stmt) => stmt,
@@ -198,6 +429,19 @@ impl Session {
     }
 
     fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
+        if let Some(word) = leading_words(sql, 1)
+            .first()
+            .filter(|w| settings::is_setting_statement(w))
+        {
+            let columns = match (word.as_str(), settings::parse(sql)?) {
+                ("SHOW", Command::Show(name)) => vec![(name, Type::TEXT)],
+                _ => Vec::new(),
+            };
+            return Ok(Described {
+                params: Vec::new(),
+                columns,
+            });
+        }
         let mut stmt = self.conn.prepare(&translate(sql))?;
         let count = parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
         let params = (0..count.max(client_types.len()))
@@ -504,18 +748,26 @@ mod tests {
     }
 
     impl crate::page_store::PageStore for GoingStore {
-        fn read_page(&self, block: u32) -> Result<Option<bytes::Bytes>, PageStoreError> {
+        fn read_page(
+            &self,
+            block: u32,
+            snapshot: &crate::page_store::Snapshot,
+        ) -> Result<Option<bytes::Bytes>, PageStoreError> {
             self.gone
                 .lock()
                 .clone()
-                .map_or_else(|| self.inner.read_page(block), Err)
+                .map_or_else(|| self.inner.read_page(block, snapshot), Err)
         }
 
-        fn db_size_pages(&self) -> Result<u32, PageStoreError> {
-            self.gone.lock().clone().map_or_else(|| self.inner.db_size_pages(), Err)
+        fn snapshot(&self) -> Result<crate::page_store::Snapshot, PageStoreError> {
+            self.gone.lock().clone().map_or_else(|| self.inner.snapshot(), Err)
         }
 
-        fn commit(&self, pages: Vec<(u32, bytes::Bytes)>, db_size_pages: u32) -> Result<(), PageStoreError> {
+        fn commit(
+            &self,
+            pages: Vec<(u32, bytes::Bytes)>,
+            db_size_pages: u32,
+        ) -> Result<crate::page_store::Snapshot, PageStoreError> {
             self.gone
                 .lock()
                 .clone()
@@ -527,7 +779,7 @@ mod tests {
         let store = Arc::new(GoingStore::default());
         vfs::register_database(name, store.clone()).expect("register");
         let conn = vfs::open_connection(name).expect("open");
-        let mut session = Session::new(conn, name);
+        let mut session = Session::new(conn, name, SessionDefaults::default()).expect("session");
         let (_, error) = session.simple_query("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)");
         assert_eq!(error, None);
         (session, store)

@@ -13,9 +13,10 @@ use std::sync::OnceLock;
 use rusqlite::ffi;
 use storage::PAGE_SIZE_BYTES;
 
+use super::file::LockError;
 use super::file::{MainFile, ReadOutcome};
 use super::lock::LockLevel;
-use super::{database, is_journal_of_registered, note_store_error, VfsError};
+use super::{database, is_journal_of_registered, note_busy, note_store_error, VfsError};
 
 /// `super::VFS_NAME` as SQLite reads it.
 const VFS_NAME_C: &CStr = c"cambium";
@@ -498,7 +499,15 @@ unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
         };
         match main.lock(level) {
             Ok(()) => ffi::SQLITE_OK,
-            Err(_busy) => ffi::SQLITE_BUSY,
+            Err(LockError::Busy(reason)) => {
+                note_busy(reason);
+                ffi::SQLITE_BUSY
+            }
+            Err(LockError::File(error)) => {
+                tracing::error!(%error, "taking a snapshot failed");
+                note_store_error(&error);
+                ffi::SQLITE_IOERR_LOCK
+            }
         }
     })
 }

@@ -1,8 +1,16 @@
 //! `MainFile`: the main database file of one SQLite connection, as pages in a `PageStore`. Safe code; the
 //! callbacks in `ffi` only translate pointers and codes.
 //!
-//! Reads come from the transaction's buffer, then the store; writes (cache spills included) go to the buffer;
-//! `sync` turns the buffer into one `PageStore::commit`.
+//! Reads come from the transaction's buffer, then the store at the handle's snapshot; writes (cache spills
+//! included) go to the buffer; `sync` turns the buffer into one `PageStore::commit`.
+//!
+//! **Snapshots.** A handle takes the store's latest snapshot when it takes SHARED (the start of SQLite's read
+//! transaction) and reads every page at it until it lets SHARED go, so other connections' commits never change
+//! what it sees and it never waits for them. To write, it must hold RESERVED (one writer per database, see
+//! `lock`) *and* its snapshot must still be the latest: a handle whose snapshot another writer's commit has
+//! passed is refused ([`BusyReason::StaleSnapshot`]; its transaction must start again, SQLSTATE 40001), since
+//! its writes were computed from pages that are no longer current. Once it holds RESERVED nobody else commits,
+//! so its snapshot stays the latest until its own commit, which becomes its new snapshot.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +20,8 @@ use bytes::Bytes;
 use storage::PAGE_SIZE_BYTES;
 
 use super::lock::{Busy, LockLevel};
-use super::Database;
-use crate::page_store::PageStoreError;
+use super::{BusyReason, Database};
+use crate::page_store::{PageStoreError, Snapshot};
 
 /// `PAGE_SIZE_BYTES` as the `u64` file offsets are counted in.
 const PAGE_SIZE_U64: u64 = PAGE_SIZE_BYTES as u64;
@@ -30,6 +38,17 @@ pub(crate) enum FileError {
     /// SQLite asked for something this file does not do (a write that is not one whole aligned page, …).
     #[error("unsupported access: {0}")]
     Unsupported(String),
+}
+
+/// Why a lock request failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LockError {
+    /// Refused for now (SQLite's `SQLITE_BUSY`).
+    #[error("busy: {0:?}")]
+    Busy(BusyReason),
+    /// The store could not give a snapshot.
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// Whether a read found all the bytes it asked for.
@@ -55,6 +74,8 @@ pub(crate) struct MainFile {
     /// from its journal, which is exactly what the store still holds. Those writes and their sync are
     /// discarded, so a failed commit is not followed by a second, redundant one.
     rolling_back_failed_commit: bool,
+    /// The snapshot this handle reads at while it holds SHARED or above (see the module doc).
+    snapshot: Option<Snapshot>,
 }
 
 impl MainFile {
@@ -66,6 +87,16 @@ impl MainFile {
             dirty: BTreeMap::new(),
             pending_size_pages: None,
             rolling_back_failed_commit: false,
+            snapshot: None,
+        }
+    }
+
+    /// The snapshot reads are at: the handle's own while it holds a lock, else the latest (SQLite reads the
+    /// header once before it locks, at open).
+    fn read_snapshot(&self) -> Result<Snapshot, FileError> {
+        match self.snapshot {
+            Some(snapshot) => Ok(snapshot),
+            None => Ok(self.database.store.snapshot()?),
         }
     }
 
@@ -73,7 +104,7 @@ impl MainFile {
     fn size_pages(&self) -> Result<u32, FileError> {
         match self.pending_size_pages {
             Some(size_pages) => Ok(size_pages),
-            None => Ok(self.database.store.db_size_pages()?),
+            None => Ok(self.read_snapshot()?.db_size_pages),
         }
     }
 
@@ -119,7 +150,8 @@ impl MainFile {
             // Truncated away in this transaction.
             return Ok(None);
         }
-        let page = self.database.store.read_page(block)?;
+        let snapshot = self.read_snapshot()?;
+        let page = self.database.store.read_page(block, &snapshot)?;
         // Bytes from the store are checked after they are read, as before they were written.
         if let Some(len_bytes) = page.as_ref().map(Bytes::len).filter(|len| *len != PAGE_SIZE_BYTES) {
             return Err(PageStoreError::InvalidPage { block, len_bytes }.into());
@@ -159,7 +191,7 @@ impl MainFile {
             return Ok(());
         }
         let in_transaction = self.pending_size_pages.is_some() || !self.dirty.is_empty();
-        if !in_transaction && size_pages == self.database.store.db_size_pages()? {
+        if !in_transaction && size_pages == self.read_snapshot()?.db_size_pages {
             // SQLite truncates after the commit's sync when the database shrank; the commit already took the
             // size from the database header (see `sync`).
             return Ok(());
@@ -185,18 +217,62 @@ impl MainFile {
             .unwrap_or(pending_size_pages);
         let pages: Vec<(u32, Bytes)> = dirty.into_iter().filter(|(block, _)| *block < size_pages).collect();
         tracing::debug!(pages = pages.len(), size_pages, "committing a transaction");
-        if let Err(error) = self.database.store.commit(pages, size_pages) {
-            self.rolling_back_failed_commit = true;
-            return Err(error.into());
+        match self.database.store.commit(pages, size_pages) {
+            Ok(snapshot) => {
+                // The writer's own commit is the latest: its next reads see it.
+                assert!(
+                    self.lock_level >= LockLevel::Reserved,
+                    "commit without the writer's lock"
+                );
+                self.snapshot = Some(snapshot);
+                Ok(())
+            }
+            Err(error) => {
+                self.rolling_back_failed_commit = true;
+                Err(error.into())
+            }
         }
-        Ok(())
     }
 
-    /// Raises this handle's lock to `wanted`.
-    pub(crate) fn lock(&mut self, wanted: LockLevel) -> Result<(), Busy> {
-        let (level, result) = self.database.locks.lock().lock(self.handle, self.lock_level, wanted);
+    /// Raises this handle's lock to `wanted`: SHARED takes the latest snapshot; RESERVED and above also need
+    /// that snapshot to still be the latest (see the module doc).
+    pub(crate) fn lock(&mut self, wanted: LockLevel) -> Result<(), LockError> {
+        if self.lock_level == LockLevel::None && wanted >= LockLevel::Shared {
+            // Taken before the lock: a commit between the two is invisible to this handle, which is the same
+            // as this handle having locked just before it.
+            let snapshot = self.database.store.snapshot().map_err(FileError::from)?;
+            let (level, result) = self
+                .database
+                .locks
+                .lock()
+                .lock(self.handle, LockLevel::None, LockLevel::Shared);
+            assert!(result.is_ok() && level == LockLevel::Shared, "SHARED is never refused");
+            self.lock_level = level;
+            self.snapshot = Some(snapshot);
+        }
+        let was_writer = self.lock_level >= LockLevel::Reserved;
+        let mut locks = self.database.locks.lock();
+        let (level, result) = locks.lock(self.handle, self.lock_level, wanted);
         self.lock_level = level;
-        result
+        if let Err(Busy) = result {
+            return Err(LockError::Busy(BusyReason::Writer));
+        }
+        if !was_writer && level >= LockLevel::Reserved {
+            // The writer's lock is held: nobody else commits now, so "latest" cannot move under this check.
+            let latest = self.database.store.snapshot().map_err(FileError::from);
+            let stale = match (&latest, &self.snapshot) {
+                (Ok(latest), Some(own)) => latest.lsn != own.lsn,
+                (Ok(_), None) => unreachable!("a handle at SHARED or above has a snapshot"),
+                (Err(_), _) => false,
+            };
+            if stale || latest.is_err() {
+                self.lock_level = locks.unlock(self.handle, level, LockLevel::Shared);
+                drop(locks);
+                latest?;
+                return Err(LockError::Busy(BusyReason::StaleSnapshot));
+            }
+        }
+        Ok(())
     }
 
     /// Lowers this handle's lock to `wanted`. Leaving the writer's levels without a sync abandons the buffer.
@@ -214,6 +290,9 @@ impl MainFile {
             self.rolling_back_failed_commit = false;
         }
         self.lock_level = self.database.locks.lock().unlock(self.handle, self.lock_level, wanted);
+        if self.lock_level == LockLevel::None {
+            self.snapshot = None;
+        }
     }
 
     /// Whether any connection to this database holds RESERVED or above.

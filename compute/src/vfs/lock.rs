@@ -1,9 +1,10 @@
-//! SQLite's file lock levels, kept in the process for each database: many SHARED holders, at most one
-//! writer that climbs RESERVED → PENDING → EXCLUSIVE. Pure state, no I/O.
+//! SQLite's file lock levels, kept in the process for each database, with snapshot reads: any number of
+//! SHARED holders, at most one writer (RESERVED, then EXCLUSIVE to commit). Pure state, no I/O.
 //!
-//! The rules are those of SQLite's unix VFS: a PENDING writer keeps new readers out; EXCLUSIVE needs every
-//! other reader gone; a refused request is `Busy` and leaves the handle where it was (except that a handle
-//! refused EXCLUSIVE because of readers keeps the PENDING it got, so the readers drain).
+//! Unlike SQLite's unix VFS, readers never hold a writer back: a SHARED holder reads the pages of the
+//! snapshot it took when it locked (`file::MainFile`), so the writer's commit cannot change what it sees.
+//! EXCLUSIVE is therefore granted to the writer at once, PENDING is never used, and SHARED is never refused.
+//! Writers exclude each other only; a refused request is [`Busy`] and leaves the handle where it was.
 
 /// A lock level of one file handle, ordered as SQLite orders them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -15,7 +16,7 @@ pub(crate) enum LockLevel {
     Exclusive,
 }
 
-/// A lock request was refused because another handle holds a conflicting level.
+/// A lock request was refused because another handle is the writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Busy;
 
@@ -36,66 +37,36 @@ pub(crate) struct LockTable {
 
 impl LockTable {
     /// Moves `handle` from `current` up to `wanted` (SHARED, RESERVED or EXCLUSIVE). Returns the level the
-    /// handle now holds, which is `current` or `Pending` when the request was refused.
+    /// handle now holds: `wanted` if granted, else `current`.
     pub(crate) fn lock(&mut self, handle: u64, current: LockLevel, wanted: LockLevel) -> (LockLevel, Result<(), Busy>) {
         assert!(
             wanted != LockLevel::Pending,
             "SQLite never asks for PENDING: handle {handle}"
         );
+        assert!(
+            current != LockLevel::Pending,
+            "PENDING is never granted: handle {handle}"
+        );
         if wanted <= current {
             return (current, Ok(()));
         }
-        let other_writer = self.writer.filter(|w| w.handle != handle);
-        match wanted {
-            LockLevel::Shared => {
-                assert!(
-                    current == LockLevel::None,
-                    "handle {handle} at {current:?} asks for SHARED"
-                );
-                if other_writer.is_some_and(|w| w.level >= LockLevel::Pending) {
-                    return (current, Err(Busy));
-                }
-                self.shared_count += 1;
-                (LockLevel::Shared, Ok(()))
-            }
-            LockLevel::Reserved => {
-                assert!(
-                    current == LockLevel::Shared,
-                    "handle {handle} at {current:?} asks for RESERVED"
-                );
-                if other_writer.is_some() {
-                    return (current, Err(Busy));
-                }
-                self.writer = Some(Writer {
-                    handle,
-                    level: LockLevel::Reserved,
-                });
-                (LockLevel::Reserved, Ok(()))
-            }
-            LockLevel::Exclusive => {
-                assert!(
-                    current >= LockLevel::Shared,
-                    "handle {handle} at {current:?} asks for EXCLUSIVE"
-                );
-                if other_writer.is_some() {
-                    return (current, Err(Busy));
-                }
-                // This handle's own SHARED is counted: every other reader must be gone.
-                if self.shared_count > 1 {
-                    self.writer = Some(Writer {
-                        handle,
-                        level: LockLevel::Pending,
-                    });
-                    return (LockLevel::Pending, Err(Busy));
-                }
-                self.writer = Some(Writer {
-                    handle,
-                    level: LockLevel::Exclusive,
-                });
-                (LockLevel::Exclusive, Ok(()))
-            }
-            LockLevel::None | LockLevel::Pending => unreachable!("checked above: {wanted:?}"),
+        if wanted == LockLevel::Shared {
+            assert!(
+                current == LockLevel::None,
+                "handle {handle} at {current:?} asks for SHARED"
+            );
+            self.shared_count += 1;
+            return (LockLevel::Shared, Ok(()));
         }
+        assert!(
+            current >= LockLevel::Shared,
+            "handle {handle} at {current:?} asks for {wanted:?}"
+        );
+        if self.writer.is_some_and(|w| w.handle != handle) {
+            return (current, Err(Busy));
+        }
+        self.writer = Some(Writer { handle, level: wanted });
+        (wanted, Ok(()))
     }
 
     /// Moves `handle` from `current` down to `wanted` (SHARED or NONE). Returns the new level.
@@ -133,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readers_share_and_one_writer_waits_for_them() {
+    fn readers_never_hold_back_the_one_writer() {
         let mut table = LockTable::default();
         assert_eq!(table.lock(1, None, Shared), (Shared, Ok(())));
         assert_eq!(table.lock(2, None, Shared), (Shared, Ok(())));
@@ -146,31 +117,32 @@ mod tests {
         );
         assert_eq!(
             table.lock(1, Reserved, Exclusive),
-            (Pending, Err(Busy)),
-            "reader 2 is still there"
+            (Exclusive, Ok(())),
+            "reader 2 reads its snapshot: the writer commits at once"
         );
         assert_eq!(
             table.lock(3, None, Shared),
-            (None, Err(Busy)),
-            "PENDING keeps new readers out"
+            (Shared, Ok(())),
+            "new readers come in meanwhile"
         );
-        assert_eq!(table.unlock(2, Shared, None), None);
-        assert_eq!(table.lock(1, Pending, Exclusive), (Exclusive, Ok(())));
+        assert_eq!(table.lock(3, Shared, Exclusive), (Shared, Err(Busy)));
         assert_eq!(table.unlock(1, Exclusive, Shared), Shared);
         assert!(!table.is_reserved());
-        assert_eq!(table.lock(3, None, Shared), (Shared, Ok(())));
+        assert_eq!(table.lock(2, Shared, Reserved), (Reserved, Ok(())), "the next writer");
+        assert_eq!(table.unlock(2, Reserved, None), None);
         assert_eq!(table.unlock(1, Shared, None), None);
         assert_eq!(table.unlock(3, Shared, None), None);
         assert_eq!(table.shared_count, 0);
     }
 
     #[test]
-    fn exclusive_straight_from_shared() {
+    fn relocking_at_or_below_the_current_level_is_a_no_op() {
         let mut table = LockTable::default();
         assert_eq!(table.lock(1, None, Shared), (Shared, Ok(())));
-        assert_eq!(table.lock(1, Shared, Exclusive), (Exclusive, Ok(())));
-        assert_eq!(table.lock(2, None, Shared), (None, Err(Busy)));
-        assert_eq!(table.unlock(1, Exclusive, None), None);
-        assert_eq!(table.lock(2, None, Shared), (Shared, Ok(())));
+        assert_eq!(table.lock(1, Shared, Shared), (Shared, Ok(())));
+        assert_eq!(table.shared_count, 1);
+        assert_eq!(table.unlock(1, Shared, Shared), Shared);
+        assert_eq!(table.unlock(1, Shared, None), None);
+        assert_eq!(table.unlock(1, None, None), None);
     }
 }

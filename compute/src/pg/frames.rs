@@ -1,0 +1,355 @@
+//! Frontend protocol messages checked before `pgwire` decodes them.
+//!
+//! `pgwire`'s decoders trust the lengths inside a message body (a 2-byte Bind panics with "advance out of
+//! bounds"), so no byte from a client reaches them unchecked: [`Guarded`] sits between the socket and
+//! pgwire's framing and releases a message's bytes only once the whole message is in and its structure is
+//! valid for its type (every count, length and string inside the body, exactly to its end). A message that is
+//! not ends the connection with `InvalidData` and a one-line, rate-limited log entry; pgwire never sees it.
+//! Lengths are bounded before anything is buffered: [`STARTUP_BYTES_MAX`] for the untyped startup messages,
+//! [`MESSAGE_BYTES_MAX`] for the rest.
+//!
+//! The first messages of a connection are untyped (a StartupMessage of protocol 3.x, or a CancelRequest);
+//! after a StartupMessage every message has a type byte. An SSLRequest before them is answered by pgwire's
+//! TLS negotiation, before the guard is in place.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Largest untyped startup-phase message, in bytes (PostgreSQL allows 10 000).
+pub(crate) const STARTUP_BYTES_MAX: usize = 10_000;
+/// Largest typed message, in bytes: a query or a Bind of the largest value SQLite takes (`defend`), plus room.
+pub(crate) const MESSAGE_BYTES_MAX: usize = 300 << 20;
+
+/// The protocol code of a CancelRequest.
+const CANCEL_REQUEST_CODE: u32 = 80_877_102;
+/// The longest cancel key (protocol 3.2 allows up to 256 bytes).
+const CANCEL_KEY_BYTES_MAX: usize = 256;
+
+/// Why a client's bytes were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid frontend message: {0}")]
+pub(crate) struct FrameError(String);
+
+fn invalid<T>(what: impl Into<String>) -> Result<T, FrameError> {
+    Err(FrameError(what.into()))
+}
+
+/// Where the connection is in the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Untyped messages: StartupMessage or CancelRequest.
+    Startup,
+    /// Typed messages.
+    Typed,
+}
+
+/// Splits a byte stream into whole, valid messages.
+#[derive(Debug)]
+pub(crate) struct FrameChecker {
+    phase: Phase,
+    pending: BytesMut,
+}
+
+impl Default for FrameChecker {
+    fn default() -> Self {
+        FrameChecker {
+            phase: Phase::Startup,
+            pending: BytesMut::new(),
+        }
+    }
+}
+
+impl FrameChecker {
+    /// Takes `data` in and appends to `ready` every message now complete and valid, in order; a message still
+    /// incomplete waits for more bytes. Fails at the first invalid message (the messages before it are in
+    /// `ready`).
+    pub(crate) fn feed(&mut self, data: &[u8], ready: &mut BytesMut) -> Result<(), FrameError> {
+        self.pending.extend_from_slice(data);
+        loop {
+            let (header_bytes, length_bytes) = match self.phase {
+                Phase::Startup => (0, 4),
+                Phase::Typed => (1, 4),
+            };
+            if self.pending.len() < header_bytes + length_bytes {
+                return Ok(());
+            }
+            let length_field = &self.pending[header_bytes..header_bytes + length_bytes];
+            let length = u32::from_be_bytes(length_field.try_into().expect("four bytes")) as usize;
+            let limit = match self.phase {
+                Phase::Startup => STARTUP_BYTES_MAX,
+                Phase::Typed => MESSAGE_BYTES_MAX,
+            };
+            if length < 4 {
+                return invalid(format!("message length {length} is below 4"));
+            }
+            if length > limit {
+                return invalid(format!("message length {length} is over the limit of {limit}"));
+            }
+            let total = header_bytes + length;
+            if self.pending.len() < total {
+                return Ok(());
+            }
+            let body = &self.pending[header_bytes + 4..total];
+            match self.phase {
+                Phase::Startup => {
+                    if check_startup(body)? {
+                        self.phase = Phase::Typed;
+                    }
+                }
+                Phase::Typed => check_typed(self.pending[0], body)?,
+            }
+            ready.extend_from_slice(&self.pending[..total]);
+            self.pending.advance(total);
+        }
+    }
+}
+
+/// Checks an untyped message body (after its length). Returns whether it was a StartupMessage.
+fn check_startup(body: &[u8]) -> Result<bool, FrameError> {
+    let mut reader = Reader(body);
+    let code = reader.u32()?;
+    if code == CANCEL_REQUEST_CODE {
+        reader.i32()?; // process id
+        if reader.0.len() < 4 || reader.0.len() > CANCEL_KEY_BYTES_MAX {
+            return invalid(format!("cancel key of {} bytes", reader.0.len()));
+        }
+        return Ok(false);
+    }
+    if code >> 16 != 3 {
+        return invalid(format!("unsupported protocol or request code {code}"));
+    }
+    // Name/value pairs, then an empty name.
+    loop {
+        let name = reader.cstr()?;
+        if name.is_empty() {
+            break;
+        }
+        reader.cstr()?;
+    }
+    reader.end()?;
+    Ok(true)
+}
+
+/// Checks a typed message's body against its type's layout.
+fn check_typed(kind: u8, body: &[u8]) -> Result<(), FrameError> {
+    let mut r = Reader(body);
+    match kind {
+        // Query; CopyFail.
+        b'Q' | b'f' => {
+            r.cstr()?;
+        }
+        // Parse: name, query, parameter type oids.
+        b'P' => {
+            r.cstr()?;
+            r.cstr()?;
+            let count = r.u16()?;
+            r.skip(usize::from(count) * 4)?;
+        }
+        // Bind: portal, statement, parameter formats, parameters, result formats.
+        b'B' => {
+            r.cstr()?;
+            r.cstr()?;
+            let formats = r.u16()?;
+            r.skip(usize::from(formats) * 2)?;
+            let parameters = r.u16()?;
+            for _ in 0..parameters {
+                let length = r.i32()?;
+                if length < -1 {
+                    return invalid(format!("Bind parameter length {length}"));
+                }
+                if length > 0 {
+                    r.skip(length as usize)?;
+                }
+            }
+            let results = r.u16()?;
+            r.skip(usize::from(results) * 2)?;
+        }
+        // Describe, Close: 'S' or 'P' and a name.
+        b'D' | b'C' => {
+            let target = r.u8()?;
+            if target != b'S' && target != b'P' {
+                return invalid(format!("{} target {target}", kind as char));
+            }
+            r.cstr()?;
+        }
+        // Execute: portal and a row limit.
+        b'E' => {
+            r.cstr()?;
+            r.i32()?;
+        }
+        // Sync, Flush, Terminate, CopyDone: no body.
+        b'S' | b'H' | b'X' | b'c' => {}
+        // CopyData, and the password family (a password, or SASL data whose meaning depends on the
+        // mechanism): bytes pgwire does not take apart on decoding.
+        b'd' | b'p' => return Ok(()),
+        other => return invalid(format!("unknown message type {other:#04x}")),
+    }
+    r.end()
+}
+
+/// A bounds-checked big-endian reader over a message body.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], FrameError> {
+        if self.0.len() < len {
+            return invalid(format!("{len} bytes wanted, {} left in the message", self.0.len()));
+        }
+        let (head, tail) = self.0.split_at(len);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn skip(&mut self, len: usize) -> Result<(), FrameError> {
+        self.take(len).map(|_| ())
+    }
+
+    fn u8(&mut self) -> Result<u8, FrameError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, FrameError> {
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("two bytes")))
+    }
+
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("four bytes")))
+    }
+
+    fn i32(&mut self) -> Result<i32, FrameError> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("four bytes")))
+    }
+
+    /// A NUL-terminated string, without its NUL.
+    fn cstr(&mut self) -> Result<&'a [u8], FrameError> {
+        let Some(end) = self.0.iter().position(|b| *b == 0) else {
+            return invalid("a string has no terminating NUL");
+        };
+        let text = self.take(end + 1)?;
+        Ok(&text[..end])
+    }
+
+    fn end(&self) -> Result<(), FrameError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            invalid(format!("{} bytes past the end of the message's fields", self.0.len()))
+        }
+    }
+}
+
+/// Seconds since the epoch of the last protocol-error log line, and lines suppressed since.
+static LAST_LOG_S: AtomicU64 = AtomicU64::new(0);
+static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+
+/// Logs a refused message: at most one line a second for the whole process, with a count of the suppressed.
+pub(crate) fn log_refused(peer: std::net::SocketAddr, error: &FrameError) {
+    let now_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let last_s = LAST_LOG_S.load(Ordering::Relaxed);
+    if now_s > last_s
+        && LAST_LOG_S
+            .compare_exchange(last_s, now_s, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        let suppressed = SUPPRESSED.swap(0, Ordering::Relaxed);
+        tracing::warn!(%peer, %error, suppressed, "closing a connection that sent an invalid message");
+    } else {
+        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A stream whose reads release only whole, valid frontend messages (see the module doc); writes pass through.
+pub(crate) struct Guarded<S> {
+    inner: S,
+    checker: FrameChecker,
+    ready: BytesMut,
+    failed: Option<FrameError>,
+}
+
+impl<S> Guarded<S> {
+    /// Guards `inner`; `already_read` are bytes taken from it before (by the TLS negotiation), checked first.
+    pub(crate) fn new(inner: S, already_read: &[u8]) -> Guarded<S> {
+        let mut guarded = Guarded {
+            inner,
+            checker: FrameChecker::default(),
+            ready: BytesMut::new(),
+            failed: None,
+        };
+        if let Err(error) = guarded.checker.feed(already_read, &mut guarded.ready) {
+            guarded.failed = Some(error);
+        }
+        guarded
+    }
+
+    /// The first invalid message's error, once one came.
+    pub(crate) fn failure(&self) -> Option<&FrameError> {
+        self.failed.as_ref()
+    }
+}
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK_BYTES: usize = 16 << 10;
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if !this.ready.is_empty() {
+                let len = this.ready.len().min(buf.remaining());
+                buf.put_slice(&this.ready[..len]);
+                this.ready.advance(len);
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(error) = &this.failed {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, error.clone())));
+            }
+            let mut chunk = [0u8; READ_CHUNK_BYTES];
+            let mut chunk_buf = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut chunk_buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let data = chunk_buf.filled();
+            if data.is_empty() {
+                // End of stream; a partial message left behind is dropped with the connection.
+                return Poll::Ready(Ok(()));
+            }
+            if let Err(error) = this.checker.feed(data, &mut this.ready) {
+                this.failed = Some(error);
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
