@@ -353,3 +353,147 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
         self.inner.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pgwire::messages::{DecodeContext, PgWireFrontendMessage, ProtocolVersion};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn startup() -> Vec<u8> {
+        let mut body = 196_608u32.to_be_bytes().to_vec();
+        body.extend_from_slice(b"user\0app\0database\0db\0\0");
+        let mut message = u32::try_from(body.len() + 4).expect("short").to_be_bytes().to_vec();
+        message.extend_from_slice(&body);
+        message
+    }
+
+    fn typed(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut message = vec![kind];
+        message.extend_from_slice(&u32::try_from(body.len() + 4).expect("short").to_be_bytes());
+        message.extend_from_slice(body);
+        message
+    }
+
+    /// A conversation every message of which is valid.
+    fn conversation() -> Vec<u8> {
+        let mut bytes = startup();
+        bytes.extend(typed(b'p', b"secret\0"));
+        bytes.extend(typed(b'Q', b"SELECT 1\0"));
+        bytes.extend(typed(b'P', b"s1\0SELECT $1\0\0\x01\0\0\0\x17"));
+        bytes.extend(typed(b'B', b"\0s1\0\0\x01\0\0\0\x01\0\0\0\x0242\0\x01\0\0"));
+        bytes.extend(typed(b'D', b"P\0"));
+        bytes.extend(typed(b'E', b"\0\0\0\0\0"));
+        bytes.extend(typed(b'C', b"S\0"));
+        bytes.extend(typed(b'S', b""));
+        bytes.extend(typed(b'X', b""));
+        bytes
+    }
+
+    /// Decodes every message of `released` with pgwire, as its server codec would, and fails the test on a
+    /// panic; returns how many decoded.
+    fn decode_all(released: &[u8]) -> Result<usize, TestCaseError> {
+        let mut buf = BytesMut::from(released);
+        let mut context = DecodeContext::new(ProtocolVersion::PROTOCOL3_0);
+        context.awaiting_frontend_ssl = false;
+        let mut decoded = 0;
+        loop {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                PgWireFrontendMessage::decode(&mut buf, &context)
+            }));
+            match outcome {
+                Err(_) => return Err(TestCaseError::fail(format!("pgwire panicked on {released:?}"))),
+                Ok(Ok(Some(message))) => {
+                    decoded += 1;
+                    if matches!(message, PgWireFrontendMessage::Startup(_)) {
+                        context.awaiting_frontend_startup = false;
+                    }
+                }
+                Ok(Ok(None)) | Ok(Err(_)) => return Ok(decoded),
+            }
+        }
+    }
+
+    #[test]
+    fn a_valid_conversation_passes_whole_in_any_chunking() -> Result<(), FrameError> {
+        let bytes = conversation();
+        for chunk in [1, 3, 7, 64, bytes.len()] {
+            let mut checker = FrameChecker::default();
+            let mut ready = BytesMut::new();
+            for part in bytes.chunks(chunk) {
+                checker.feed(part, &mut ready)?;
+            }
+            assert_eq!(&ready[..], &bytes[..], "chunks of {chunk}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_short_bind_of_the_finding_is_refused() {
+        let mut bytes = startup();
+        bytes.extend_from_slice(&[b'B', 0, 0, 0, 6, 0, 0]);
+        let mut ready = BytesMut::new();
+        assert!(FrameChecker::default().feed(&bytes, &mut ready).is_err());
+        assert_eq!(&ready[..], &startup()[..], "the startup message before it passed");
+    }
+
+    #[test]
+    fn lengths_are_bounded_before_anything_is_buffered() {
+        let mut ready = BytesMut::new();
+        let mut checker = FrameChecker::default();
+        assert!(
+            checker.feed(&[0, 0, 0x40, 0], &mut ready).is_err(),
+            "a 16 KiB startup message"
+        );
+        let mut checker = FrameChecker::default();
+        let mut bytes = startup();
+        bytes.extend_from_slice(&[b'Q', 0x7f, 0xff, 0xff, 0xff]);
+        assert!(checker.feed(&bytes, &mut ready).is_err(), "a 2 GiB query");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Whatever the checker releases, pgwire decodes without a panic; and bytes it refuses are never
+        /// released.
+        #[test]
+        fn whatever_is_released_decodes_without_a_panic(
+            edits in prop::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in any::<usize>(),
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+            chunk in 1usize..50,
+        ) {
+            let mut bytes = conversation();
+            for (at, byte) in edits {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            bytes.truncate(cut % (bytes.len() + 1));
+            bytes.extend(tail);
+            let mut checker = FrameChecker::default();
+            let mut ready = BytesMut::new();
+            for part in bytes.chunks(chunk) {
+                if checker.feed(part, &mut ready).is_err() {
+                    break;
+                }
+            }
+            prop_assert!(bytes.starts_with(&ready), "only a prefix of the input is released");
+            decode_all(&ready)?;
+        }
+
+        /// Random bytes after a valid startup message: the same property for every message type.
+        #[test]
+        fn random_typed_messages_decode_without_a_panic(
+            kind in prop::sample::select(b"QPBDECSHXcdfpFZ?".to_vec()),
+            body in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = startup();
+            bytes.extend(typed(kind, &body));
+            let mut checker = FrameChecker::default();
+            let mut ready = BytesMut::new();
+            let _ = checker.feed(&bytes, &mut ready);
+            decode_all(&ready)?;
+        }
+    }
+}

@@ -43,7 +43,7 @@ use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag};
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
-use pgwire::api::{ClientInfo, ConnectionManager, NoopHandler, PgWireConnectionState};
+use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, NoopHandler, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
 use pgwire::messages::PgWireFrontendMessage;
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
@@ -342,6 +342,19 @@ impl Connection {
     where
         T: Send + 'static,
     {
+        self.run_cancellable(None, f).await
+    }
+
+    /// [`Connection::run`], also stopped when `cancel` fires: for the calls pgwire does not watch for cancel
+    /// requests itself (Describe, which may read a row to type a statement's columns).
+    async fn run_cancellable<T>(
+        &self,
+        cancel: Option<futures::channel::oneshot::Receiver<()>>,
+        f: impl FnOnce(&mut Session) -> T + Send + 'static,
+    ) -> PgWireResult<T>
+    where
+        T: Send + 'static,
+    {
         let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
         self.activity.fetch_add(1, Ordering::SeqCst);
         shared.begin_query();
@@ -365,12 +378,21 @@ impl Connection {
         let timeout = tokio::time::sleep(Duration::from_millis(timeout_ms));
         tokio::pin!(timeout);
         let mut stopped: Option<StopReason> = None;
+        let mut cancel = cancel;
         let mut check = tokio::time::interval(CLIENT_CHECK_INTERVAL);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut reinterrupt = tokio::time::interval(REINTERRUPT_INTERVAL);
         let result = loop {
             tokio::select! {
                 joined = &mut task => break joined,
+                fired = async { cancel.as_mut().expect("guarded by the branch condition").await }, if cancel.is_some() => {
+                    cancel = None;
+                    // An error is the sender replaced or dropped: no cancel.
+                    if fired.is_ok() && stopped.is_none() {
+                        stopped = Some(StopReason::Cancel);
+                        shared.stop(StopReason::Cancel);
+                    }
+                }
                 () = &mut timeout, if timeout_ms > 0 && stopped.is_none() => {
                     stopped = Some(StopReason::Timeout);
                     shared.stop(StopReason::Timeout);
@@ -623,38 +645,42 @@ impl ExtendedQueryHandler for QueryHandler {
 
     async fn do_describe_statement<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         stmt: &StoredStatement<Self::Statement>,
     ) -> PgWireResult<DescribeStatementResponse>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let described = self.describe(stmt).await?;
+        let described = self.describe(client, stmt).await?;
         let fields = types::fields(&described.columns, &Format::UnifiedText);
         Ok(DescribeStatementResponse::new(described.params, fields))
     }
 
     async fn do_describe_portal<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
     ) -> PgWireResult<DescribePortalResponse>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let described = self.describe(&portal.statement).await?;
+        let described = self.describe(client, &portal.statement).await?;
         let fields = types::fields(&described.columns, &portal.result_column_format);
         Ok(DescribePortalResponse::new(fields))
     }
 }
 
 impl QueryHandler {
-    async fn describe(&self, stmt: &StoredStatement<String>) -> PgWireResult<Described> {
+    async fn describe<C: ClientInfo>(&self, client: &C, stmt: &StoredStatement<String>) -> PgWireResult<Described> {
         let sql = stmt.statement.clone();
         check_query_size(&sql).map_err(SqlError::into_pgwire)?;
         let client_types = stmt.parameter_types.clone();
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
         self.connection
-            .run(move |s| s.describe(&sql, &client_types))
+            .run_cancellable(cancel, move |s| s.describe(&sql, &client_types))
             .await?
             .map_err(SqlError::into_pgwire)
     }
