@@ -39,7 +39,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::compute::ComputeError;
-use crate::pg::{SessionError, SessionFactory, VfsSessionFactory};
+use crate::pg::{ScramVerifier, SessionError, SessionFactory, VfsSessionFactory};
 use crate::remote_store::{RemotePageStore, RemotePageStoreConfig};
 use crate::vfs;
 
@@ -68,6 +68,8 @@ pub struct HostConfig {
 
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
 const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
+/// Most password verifiers remembered by `set_credentials` (cleared when full).
+const VERIFIER_MEMO_MAX: usize = 4096;
 
 /// Where a branch's data lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,6 +120,8 @@ impl ComputeHost {
             config,
             names: RwLock::new(Names::default()),
             credentials: RwLock::new(HashMap::new()),
+            refusals_without_credentials: RwLock::new(std::collections::HashSet::new()),
+            verifier_memo: parking_lot::Mutex::new(HashMap::new()),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -142,16 +146,51 @@ impl ComputeHost {
 
     /// Gives connection name `name` (a branch or an alias, with or without a time-travel suffix) its own
     /// credentials: from now on only `user` with `password` opens it, not the users of [`HostConfig::passwords`].
+    ///
+    /// Only a SCRAM-SHA-256 verifier of the password is kept; the verifier of a password seen before is reused
+    /// (PBKDF2 costs milliseconds, and every branch of a database shares its password).
     pub fn set_credentials(&self, name: &str, user: &str, password: &str) {
+        let digest = ring::digest::digest(&ring::digest::SHA256, password.as_bytes());
+        let key: Vec<u8> = digest.as_ref().to_vec();
+        let known = self.shared.verifier_memo.lock().get(&key).cloned();
+        let verifier = match known {
+            Some(verifier) => verifier,
+            None => match ScramVerifier::from_password(password, crate::pg::scram::ITERATIONS_DEFAULT) {
+                Ok(verifier) => {
+                    let verifier = Arc::new(verifier);
+                    let mut memo = self.shared.verifier_memo.lock();
+                    if memo.len() >= VERIFIER_MEMO_MAX {
+                        memo.clear();
+                    }
+                    memo.insert(key, verifier.clone());
+                    verifier
+                }
+                Err(error) => {
+                    // Nobody can log in to it rather than anybody.
+                    tracing::error!(%name, %error, "no verifier for a password");
+                    self.shared.credentials.write().remove(name);
+                    self.shared.refusals_without_credentials.write().insert(name.to_owned());
+                    return;
+                }
+            },
+        };
+        self.set_credentials_verifier(name, user, verifier);
+    }
+
+    /// Gives connection name `name` its own credentials as a SCRAM-SHA-256 verifier (see
+    /// [`ComputeHost::set_credentials`]).
+    pub fn set_credentials_verifier(&self, name: &str, user: &str, verifier: Arc<ScramVerifier>) {
+        self.shared.refusals_without_credentials.write().remove(name);
         self.shared
             .credentials
             .write()
-            .insert(name.to_owned(), (user.to_owned(), password.to_owned()));
+            .insert(name.to_owned(), (user.to_owned(), verifier));
     }
 
     /// Takes back `name`'s own credentials (the users of [`HostConfig::passwords`] open it again).
     pub fn remove_credentials(&self, name: &str) {
         self.shared.credentials.write().remove(name);
+        self.shared.refusals_without_credentials.write().remove(name);
     }
 
     /// The address the PostgreSQL listener is bound to.
@@ -315,8 +354,12 @@ struct HostShared {
     config: HostConfig,
     names: RwLock<Names>,
     vfs: VfsSessionFactory,
-    /// Connection name → (user, password), for names with their own credentials.
-    credentials: RwLock<HashMap<String, (String, String)>>,
+    /// Connection name → (user, password verifier), for names with their own credentials.
+    credentials: RwLock<HashMap<String, (String, Arc<ScramVerifier>)>>,
+    /// Names whose credentials could not be made: nobody logs in to them.
+    refusals_without_credentials: RwLock<std::collections::HashSet<String>>,
+    /// SHA-256 of a password → its verifier, for passwords given to `set_credentials` before.
+    verifier_memo: parking_lot::Mutex<HashMap<Vec<u8>, Arc<ScramVerifier>>>,
 }
 
 impl HostShared {
@@ -646,12 +689,15 @@ fn cannot_open(message: String) -> SessionError {
 }
 
 impl SessionFactory for HostShared {
-    fn password(&self, user: &str, database: &str) -> Option<String> {
+    fn verifier(&self, user: &str, database: &str) -> Option<Arc<ScramVerifier>> {
         let name = database.split_once('@').map_or(database, |(name, _)| name);
+        if self.refusals_without_credentials.read().contains(name) {
+            return None;
+        }
         match self.credentials.read().get(name) {
             // A name with its own credentials accepts only them.
-            Some((own_user, password)) => (own_user == user).then(|| password.clone()),
-            None => self.vfs.password(user, database),
+            Some((own_user, verifier)) => (own_user == user).then(|| verifier.clone()),
+            None => self.vfs.verifier(user, database),
         }
     }
 

@@ -40,6 +40,15 @@ pub enum PageStoreError {
         /// The snapshot read at.
         snapshot_lsn: Lsn,
     },
+    /// A commit larger than the store takes in one transaction, refused before anything was sent: nothing of it
+    /// is anywhere and the store goes on.
+    #[error("the transaction's commit record is {bytes} bytes, over the limit of {max_bytes} bytes for one commit")]
+    TooLarge {
+        /// The commit record's size.
+        bytes: usize,
+        /// The limit.
+        max_bytes: usize,
+    },
     /// The store could not serve the request (a timeout, a lost quorum, an injected failure, …).
     /// For a commit, nothing of it is there.
     #[error("page store unavailable: {0}")]

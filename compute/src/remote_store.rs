@@ -74,7 +74,15 @@ pub struct RemotePageStoreConfig {
     pub get_page_timeout_ms: u64,
     /// Pages kept in the compute page cache, at most.
     pub page_cache_capacity_pages: usize,
+    /// Largest commit record sent, in bytes; a larger transaction is refused before anything is sent
+    /// ([`PageStoreError::TooLarge`]).
+    pub commit_bytes_max: usize,
 }
+
+/// The default [`RemotePageStoreConfig::commit_bytes_max`]: one commit travels as one WAL frame in one append to
+/// each safekeeper, so it stays well under their message limit (`safekeeper::service::MESSAGE_BYTES_MAX`).
+/// Transactions in bounded frames with the commit marker last (issue 12) lift this.
+pub const COMMIT_BYTES_MAX_DEFAULT: usize = 16 << 20;
 
 impl RemotePageStoreConfig {
     /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit, 10 s `GetPage`, 4096 cached
@@ -98,6 +106,7 @@ impl RemotePageStoreConfig {
             commit_timeout_ms: 5_000,
             get_page_timeout_ms: 10_000,
             page_cache_capacity_pages: 4096,
+            commit_bytes_max: COMMIT_BYTES_MAX_DEFAULT,
         }
     }
 
@@ -143,6 +152,7 @@ pub struct RemotePageStore {
     proposer: Option<Arc<WalProposer>>,
     get_page_timeout: Duration,
     commit_timeout: Duration,
+    commit_bytes_max: usize,
     state: Mutex<State>,
     /// Held for the whole of a commit: commits are one at a time, in order.
     committing: Mutex<()>,
@@ -258,6 +268,7 @@ impl RemotePageStore {
             proposer,
             get_page_timeout,
             commit_timeout: Duration::from_millis(config.commit_timeout_ms),
+            commit_bytes_max: config.commit_bytes_max,
             state: Mutex::new(State {
                 read_lsn: epoch_start_lsn,
                 db_size_pages,
@@ -479,9 +490,20 @@ impl PageStore for RemotePageStore {
             db_size_pages,
             entries,
         };
-        let frame = record
-            .to_frame()
-            .map_err(|e| PageStoreError::Unavailable(format!("encoding the commit record: {e}")))?;
+        let frame = record.to_frame().map_err(|e| match e {
+            storage::wal::WalEncodeError::TooLarge { body_bytes, .. } => PageStoreError::TooLarge {
+                bytes: body_bytes,
+                max_bytes: self.commit_bytes_max,
+            },
+            other => PageStoreError::Unavailable(format!("encoding the commit record: {other}")),
+        })?;
+        if frame.len() > self.commit_bytes_max {
+            // Refused before anything is sent: the store goes on, and so do the branch's other sessions.
+            return Err(PageStoreError::TooLarge {
+                bytes: frame.len(),
+                max_bytes: self.commit_bytes_max,
+            });
+        }
         let proposer = Arc::clone(proposer);
         let end_lsn = match self.run(self.commit_timeout, async move { proposer.append(frame).await }) {
             Ok(Ok(end_lsn)) => end_lsn,

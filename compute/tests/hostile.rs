@@ -298,3 +298,40 @@ async fn an_idle_transaction_ends_and_lets_writers_in() -> TestResult {
     assert_eq!(values, vec![2], "the idle transaction's row was rolled back");
     Ok(())
 }
+
+/// Finding 7: passwords never travel in cleartext. The server asks for SCRAM-SHA-256 (never a cleartext
+/// password); a wrong password and an unknown user fail the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authentication_is_scram_sha_256() -> TestResult {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (port, _stop) = start("hostile_scram", SessionDefaults::default()).await;
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0app\0database\0hostile_scram\0\0");
+    let mut startup = u32::try_from(body.len() + 4)?.to_be_bytes().to_vec();
+    startup.extend_from_slice(&body);
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    socket.write_all(&startup).await?;
+    let mut header = [0u8; 9];
+    tokio::time::timeout(STOP_BOUND, socket.read_exact(&mut header)).await??;
+    assert_eq!(header[0], b'R', "an authentication request");
+    let code = u32::from_be_bytes(header[5..9].try_into()?);
+    assert_eq!(code, 10, "AuthenticationSASL, not 3 (cleartext) or 5 (MD5)");
+    let length = u32::from_be_bytes(header[1..5].try_into()?) as usize;
+    let mut mechanisms = vec![0u8; length - 8];
+    socket.read_exact(&mut mechanisms).await?;
+    assert!(String::from_utf8_lossy(&mechanisms).contains("SCRAM-SHA-256"));
+
+    for (user, password) in [("app", "wrong"), ("nobody", "secret")] {
+        let refused = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={port} user={user} password={password} dbname=hostile_scram"),
+            NoTls,
+        )
+        .await
+        .err()
+        .ok_or("refused")?;
+        assert_eq!(code(&refused), Some(&SqlState::INVALID_PASSWORD), "{user}: {refused:?}");
+    }
+    let client = connect(port, "hostile_scram").await?;
+    client.query_one("SELECT 1", &[]).await?;
+    Ok(())
+}

@@ -19,10 +19,12 @@
 mod defend;
 mod error;
 mod frames;
+pub mod scram;
 mod session;
 mod settings;
 mod types;
 
+pub use self::scram::ScramVerifier;
 pub use self::session::SessionDefaults;
 
 use std::collections::HashMap;
@@ -36,8 +38,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::{stream, StreamExt};
 use parking_lot::Mutex;
-use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
-use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
+use pgwire::api::auth::sasl::scram::ScramAuth;
+use pgwire::api::auth::sasl::SaslMechanisms;
+use pgwire::api::auth::{
+    protocol_negotiation, save_startup_parameters_to_metadata, AuthDriver, AuthOutcome, AuthSource,
+    DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -45,7 +52,7 @@ use pgwire::api::results::{DescribePortalResponse, DescribeStatementResponse, Qu
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, NoopHandler, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
-use pgwire::messages::PgWireFrontendMessage;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -88,9 +95,9 @@ pub enum SessionError {
 
 /// Gives each authenticated client its SQLite connection, and knows the users' passwords.
 pub trait SessionFactory: Send + Sync + 'static {
-    /// The password `user` must present to open `database` (the name the client gave, time-travel suffix and
-    /// all), or `None` if there is no such user there.
-    fn password(&self, user: &str, database: &str) -> Option<String>;
+    /// The SCRAM-SHA-256 verifier of the password `user` must present to open `database` (the name the client
+    /// gave, time-travel suffix and all), or `None` if there is no such user there.
+    fn verifier(&self, user: &str, database: &str) -> Option<Arc<ScramVerifier>>;
 
     /// Opens the connection for `user` on the database named `database`. Blocks; called off the
     /// async executor.
@@ -98,12 +105,12 @@ pub trait SessionFactory: Send + Sync + 'static {
 }
 
 /// A [`SessionFactory`] over plain files: database `name` is `<dir>/<name>.sqlite`, created on first use.
-/// Users and passwords are a fixed map. Until the VFS-backed factory exists, this makes the server
-/// usable and testable.
+/// Users and passwords are a fixed map (kept as verifiers). Until the VFS-backed factory exists, this makes the
+/// server usable and testable.
 #[derive(Debug, Clone)]
 pub struct FileSessionFactory {
     dir: PathBuf,
-    passwords: HashMap<String, String>,
+    verifiers: HashMap<String, Arc<ScramVerifier>>,
 }
 
 impl FileSessionFactory {
@@ -111,7 +118,7 @@ impl FileSessionFactory {
     pub fn new(dir: impl Into<PathBuf>, passwords: HashMap<String, String>) -> FileSessionFactory {
         FileSessionFactory {
             dir: dir.into(),
-            passwords,
+            verifiers: scram::verifiers_of(&passwords),
         }
     }
 }
@@ -122,8 +129,8 @@ fn is_valid_database_name(name: &str) -> bool {
 }
 
 impl SessionFactory for FileSessionFactory {
-    fn password(&self, user: &str, _database: &str) -> Option<String> {
-        self.passwords.get(user).cloned()
+    fn verifier(&self, user: &str, _database: &str) -> Option<Arc<ScramVerifier>> {
+        self.verifiers.get(user).cloned()
     }
 
     fn open(&self, _user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {
@@ -138,22 +145,24 @@ impl SessionFactory for FileSessionFactory {
 
 /// A [`SessionFactory`] over the databases registered with the compute's VFS (`compute::vfs`): the database
 /// name a client gives selects a registered database; any other name is refused (it never falls through to a
-/// local file). Users and passwords are a fixed map.
+/// local file). Users and passwords are a fixed map (kept as verifiers).
 #[derive(Debug, Clone)]
 pub struct VfsSessionFactory {
-    passwords: HashMap<String, String>,
+    verifiers: HashMap<String, Arc<ScramVerifier>>,
 }
 
 impl VfsSessionFactory {
     /// A factory serving registered databases to the users in `passwords` (user → password).
     pub fn new(passwords: HashMap<String, String>) -> VfsSessionFactory {
-        VfsSessionFactory { passwords }
+        VfsSessionFactory {
+            verifiers: scram::verifiers_of(&passwords),
+        }
     }
 }
 
 impl SessionFactory for VfsSessionFactory {
-    fn password(&self, user: &str, _database: &str) -> Option<String> {
-        self.passwords.get(user).cloned()
+    fn verifier(&self, user: &str, _database: &str) -> Option<Arc<ScramVerifier>> {
+        self.verifiers.get(user).cloned()
     }
 
     fn open(&self, _user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {
@@ -519,10 +528,9 @@ fn check_query_size(query: &str) -> Result<(), SqlError> {
     Ok(())
 }
 
-/// Checks passwords and, on success, opens the connection's session.
+/// Gives pgwire's SCRAM exchange the verifier of the user and database a client names.
 struct ConnectionAuth {
     sessions: Arc<dyn SessionFactory>,
-    connection: Arc<Connection>,
 }
 
 impl Debug for ConnectionAuth {
@@ -539,33 +547,62 @@ fn fatal(code: &str, message: String) -> PgWireError {
     )))
 }
 
+/// The user and database a client named (PostgreSQL's default database is the user's name).
+fn login_names(login: &LoginInfo) -> (String, String) {
+    let user = login.user().unwrap_or_default().to_owned();
+    let database = login.database().unwrap_or(&user).to_owned();
+    (user, database)
+}
+
+/// A verifier no password matches, for names that have none: the exchange runs to the end and fails like a
+/// wrong password, so a client cannot tell which users or databases exist (as PostgreSQL does).
+static DOOMED: std::sync::LazyLock<Option<Arc<scram::ScramVerifier>>> = std::sync::LazyLock::new(|| {
+    let mut password = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut password).ok()?;
+    let password: String = password.iter().map(|b| format!("{b:02x}")).collect();
+    scram::ScramVerifier::from_password(&password, scram::ITERATIONS_DEFAULT)
+        .ok()
+        .map(Arc::new)
+});
+
 #[async_trait]
 impl AuthSource for ConnectionAuth {
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let user = login.user().unwrap_or_default();
-        // PostgreSQL's default: the database is named after the user.
-        let database = login.database().unwrap_or(user);
-        let password = self
-            .sessions
-            .password(user, database)
-            .ok_or_else(|| PgWireError::InvalidPassword(user.to_owned()))?;
-        Ok(Password::new(None, password.into_bytes()))
+        // Only SCRAM is offered; no password is ever kept to hand out.
+        Err(PgWireError::InvalidPassword(
+            login.user().unwrap_or_default().to_owned(),
+        ))
     }
 
-    async fn verify_password(&self, login: &LoginInfo, presented_password: &[u8]) -> PgWireResult<Option<()>> {
-        let user = login.user().unwrap_or_default().to_owned();
-        // PostgreSQL's default: the database is named after the user.
-        let database = login.database().unwrap_or(&user).to_owned();
-        let expected = self.sessions.password(&user, &database);
-        if expected.as_deref().map(str::as_bytes) != Some(presented_password) {
-            return Err(PgWireError::InvalidPassword(user));
-        }
+    async fn get_scram_secret(
+        &self,
+        login: &LoginInfo,
+    ) -> PgWireResult<(pgwire::api::auth::sasl::scram::ScramSecret, Option<()>)> {
+        let (user, database) = login_names(login);
+        let verifier = self.sessions.verifier(&user, &database).or_else(|| DOOMED.clone());
+        let verifier = verifier.ok_or_else(|| PgWireError::InvalidPassword(user.clone()))?;
+        Ok((verifier.secret(), None))
+    }
+}
+
+/// Startup: SCRAM-SHA-256, then the session opens before the client is told it is in, so a database that
+/// cannot be opened is a FATAL error of the connection attempt, as in PostgreSQL.
+struct Startup {
+    driver: AuthDriver<DefaultServerParameterProvider>,
+    mechanisms: SaslMechanisms,
+    sessions: Arc<dyn SessionFactory>,
+    connection: Arc<Connection>,
+}
+
+impl Startup {
+    /// Opens the session of the authenticated client.
+    async fn open_session<C: ClientInfo>(&self, client: &C) -> PgWireResult<()> {
+        let (user, database) = login_names(&LoginInfo::from_client_info(client));
         let sessions = self.sessions.clone();
-        let name = database.clone();
         let defaults = self.connection.config.session_defaults;
         let opened = tokio::task::spawn_blocking(move || {
-            let conn = sessions.open(&user, &name)?;
-            Ok::<_, SessionError>(Session::new(conn, &name, defaults)?)
+            let conn = sessions.open(&user, &database)?;
+            Ok::<_, SessionError>(Session::new(conn, &database, defaults)?)
         })
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
@@ -573,9 +610,51 @@ impl AuthSource for ConnectionAuth {
             Ok(session) => {
                 let _first = self.connection.shared.set(session.shared());
                 *self.connection.slot.lock() = Some(session);
-                Ok(None)
+                Ok(())
             }
             Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),
+        }
+    }
+
+    async fn finish<C>(&self, client: &mut C, outcome: AuthOutcome) -> PgWireResult<()>
+    where
+        C: ClientInfo + futures::Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as futures::Sink<PgWireBackendMessage>>::Error>,
+    {
+        match outcome {
+            AuthOutcome::InProgress => Ok(()),
+            AuthOutcome::Authenticated { final_message, .. } => {
+                self.open_session(client).await?;
+                self.driver.complete_authentication(client, final_message).await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + futures::Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as futures::Sink<PgWireBackendMessage>>::Error>,
+    {
+        match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                protocol_negotiation(client, startup).await?;
+                save_startup_parameters_to_metadata(client, startup);
+                let outcome = self
+                    .driver
+                    .begin_authentication(client, self.mechanisms.create())
+                    .await?;
+                self.finish(client, outcome).await
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(message) => {
+                let outcome = self.driver.advance_authentication(client, message).await?;
+                self.finish(client, outcome).await
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -688,7 +767,7 @@ impl QueryHandler {
 
 /// The pgwire handlers of one connection, sharing its session.
 struct ConnectionHandlers {
-    startup: Arc<CleartextPasswordAuthStartupHandler<ConnectionAuth, DefaultServerParameterProvider>>,
+    startup: Arc<Startup>,
     query: Arc<QueryHandler>,
     cancel: Arc<DefaultCancelHandler>,
 }
@@ -711,13 +790,17 @@ impl ConnectionHandlers {
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("16.0 (Cambium, SQLite {})", rusqlite::version());
         let auth = ConnectionAuth {
-            sessions,
-            connection: connection.clone(),
+            sessions: sessions.clone(),
         };
+        let mut scram = ScramAuth::new(Arc::new(auth));
+        scram.set_iterations(scram::ITERATIONS_DEFAULT);
         ConnectionHandlers {
-            startup: Arc::new(
-                CleartextPasswordAuthStartupHandler::new(auth, parameters).with_connection_manager(manager),
-            ),
+            startup: Arc::new(Startup {
+                driver: AuthDriver::new(parameters).with_connection_manager(manager),
+                mechanisms: SaslMechanisms::new(vec![Arc::new(scram)]),
+                sessions,
+                connection: connection.clone(),
+            }),
             query: Arc::new(QueryHandler {
                 connection,
                 parser: Arc::new(NoopQueryParser::new()),

@@ -360,6 +360,10 @@ impl Session {
                 CONNECTION_FAILURE,
                 format!("the storage of database {} failed: {reason}; reconnect", self.database),
             ),
+            (_, Some(too_large @ PageStoreError::TooLarge { .. })) => SqlError::new(
+                PROGRAM_LIMIT_EXCEEDED,
+                format!("transaction too large: {too_large}; nothing of it was committed"),
+            ),
             (_, Some(other)) => SqlError::new(IO_ERROR, format!("{}: {other}", error.message)),
             (_, None) => error,
         }
