@@ -190,6 +190,7 @@ async fn serve_api(
         page_cache_capacity_pages: options.page_cache_pages,
         idle_store_timeout_ms: options.idle_store_timeout_ms,
         session_defaults: compute::pg::SessionDefaults::default(),
+        tls: None,
     })
     .await
     .context("starting the PostgreSQL listener")?;

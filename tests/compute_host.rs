@@ -32,6 +32,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         page_cache_capacity_pages: 64,
         idle_store_timeout_ms: 0,
         session_defaults: compute::pg::SessionDefaults::default(),
+        tls: None,
     }
 }
 
@@ -327,6 +328,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
     let host = ComputeHost::start(HostConfig {
         idle_store_timeout_ms: 200,
         session_defaults: compute::pg::SessionDefaults::default(),
+        tls: None,
         ..host_config(&cluster)
     })
     .await?;

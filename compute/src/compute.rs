@@ -110,6 +110,7 @@ impl Compute {
             // A fixed set of branches, each started eagerly: they stay running.
             idle_store_timeout_ms: 0,
             session_defaults: crate::pg::SessionDefaults::default(),
+            tls: None,
         })
         .await?;
         for branch in &config.branches {

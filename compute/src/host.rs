@@ -64,6 +64,8 @@ pub struct HostConfig {
     pub idle_store_timeout_ms: u64,
     /// The defaults of every session's timeouts (`statement_timeout`, `idle_in_transaction_session_timeout`).
     pub session_defaults: crate::pg::SessionDefaults,
+    /// TLS for the PostgreSQL listener (`pg::tls`); `None` serves plain connections only.
+    pub tls: Option<crate::pg::tls::ServerTls>,
 }
 
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
@@ -127,6 +129,7 @@ impl ComputeHost {
         let factory: Arc<dyn SessionFactory> = shared.clone();
         let serve_config = crate::pg::ServeConfig {
             session_defaults: shared.config.session_defaults,
+            tls: shared.config.tls.clone(),
         };
         let server = tokio::spawn(crate::pg::serve_with(listener, factory, serve_config, async move {
             // A send or a dropped sender both stop the listener.

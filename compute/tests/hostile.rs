@@ -27,6 +27,15 @@ const STOP_BOUND: Duration = Duration::from_secs(10);
 
 /// A server over a fresh registered database `name`; returns its port and a stop handle.
 async fn start(name: &str, defaults: SessionDefaults) -> (u16, tokio::sync::oneshot::Sender<()>) {
+    start_with_tls(name, defaults, None).await
+}
+
+/// [`start`], with TLS.
+async fn start_with_tls(
+    name: &str,
+    defaults: SessionDefaults,
+    tls: Option<compute::pg::tls::ServerTls>,
+) -> (u16, tokio::sync::oneshot::Sender<()>) {
     compute::vfs::register_database(name, Arc::new(MemoryPageStore::new())).expect("register");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("address").port();
@@ -37,6 +46,7 @@ async fn start(name: &str, defaults: SessionDefaults) -> (u16, tokio::sync::ones
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = ServeConfig {
         session_defaults: defaults,
+        tls,
     };
     tokio::spawn(serve_with(listener, factory, config, async move {
         let _ = stop_rx.await;
@@ -314,8 +324,8 @@ async fn authentication_is_scram_sha_256() -> TestResult {
     let mut header = [0u8; 9];
     tokio::time::timeout(STOP_BOUND, socket.read_exact(&mut header)).await??;
     assert_eq!(header[0], b'R', "an authentication request");
-    let code = u32::from_be_bytes(header[5..9].try_into()?);
-    assert_eq!(code, 10, "AuthenticationSASL, not 3 (cleartext) or 5 (MD5)");
+    let auth_code = u32::from_be_bytes(header[5..9].try_into()?);
+    assert_eq!(auth_code, 10, "AuthenticationSASL, not 3 (cleartext) or 5 (MD5)");
     let length = u32::from_be_bytes(header[1..5].try_into()?) as usize;
     let mut mechanisms = vec![0u8; length - 8];
     socket.read_exact(&mut mechanisms).await?;
@@ -333,5 +343,59 @@ async fn authentication_is_scram_sha_256() -> TestResult {
     }
     let client = connect(port, "hostile_scram").await?;
     client.query_one("SELECT 1", &[]).await?;
+    Ok(())
+}
+
+/// Finding 7: TLS on the PostgreSQL listener. With a self-signed certificate made at first start, psql
+/// connects with `sslmode=require`, and with `sslmode=verify-full` when it trusts that certificate; a client
+/// that does not ask for TLS still connects (as PostgreSQL's `host` lines allow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_self_signed_certificate() -> TestResult {
+    if std::process::Command::new("psql").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: psql is not installed");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let (cert, key) = compute::pg::tls::ensure_self_signed(&dir.path().join("tls"), &names)?;
+    let tls = compute::pg::tls::acceptor(&cert, &key)?;
+    let (port, _stop) = start_with_tls("hostile_tls", SessionDefaults::default(), Some(tls)).await;
+    let cert_path = cert.to_string_lossy().into_owned();
+    for (host, options) in [
+        ("127.0.0.1", "sslmode=require".to_owned()),
+        ("localhost", format!("sslmode=verify-full sslrootcert={cert_path}")),
+        ("127.0.0.1", "sslmode=disable".to_owned()),
+    ] {
+        let uri = format!("host={host} port={port} user=app dbname=hostile_tls {options}");
+        let output = tokio::process::Command::new("psql")
+            .args([uri.as_str(), "-XAtc", "SELECT 40 + 2"])
+            .env("PGPASSWORD", "secret")
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .await?;
+        assert!(
+            output.status.success(),
+            "{options}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "42", "{options}");
+    }
+    // A certificate the client does not trust is refused by verify-full.
+    let other = tempfile::tempdir()?;
+    let (other_cert, _) = compute::pg::tls::ensure_self_signed(other.path(), &names)?;
+    let uri = format!(
+        "host=localhost port={port} user=app dbname=hostile_tls sslmode=verify-full sslrootcert={}",
+        other_cert.to_string_lossy()
+    );
+    let output = tokio::process::Command::new("psql")
+        .args([uri.as_str(), "-XAtc", "SELECT 1"])
+        .env("PGPASSWORD", "secret")
+        .env("PGCONNECT_TIMEOUT", "10")
+        .output()
+        .await?;
+    assert!(
+        !output.status.success(),
+        "an untrusted certificate must fail verify-full"
+    );
     Ok(())
 }

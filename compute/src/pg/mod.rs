@@ -22,6 +22,7 @@ mod frames;
 pub mod scram;
 mod session;
 mod settings;
+pub mod tls;
 mod types;
 
 pub use self::scram::ScramVerifier;
@@ -75,10 +76,12 @@ pub const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 const REINTERRUPT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The server's settings for every connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ServeConfig {
     /// Defaults of each new session's timeouts.
     pub session_defaults: SessionDefaults,
+    /// TLS for clients that ask (`sslmode=require`); `None` answers "no TLS" to an SSLRequest.
+    pub tls: Option<tls::ServerTls>,
 }
 
 /// Why a session could not be opened.
@@ -208,9 +211,10 @@ pub async fn serve_with(
                             continue;
                         }
                     };
-                    let handlers = ConnectionHandlers::new(sessions.clone(), config, manager.clone(), cancel.clone(), watch);
+                    let tls = config.tls.as_ref().map(tls::ServerTls::acceptor);
+                    let handlers = ConnectionHandlers::new(sessions.clone(), config.clone(), manager.clone(), cancel.clone(), watch);
                     connections.spawn(async move {
-                        if let Err(error) = serve_connection(socket, peer, handlers).await {
+                        if let Err(error) = serve_connection(socket, peer, tls, handlers).await {
                             tracing::debug!(%peer, %error, "connection ended");
                         }
                     });
@@ -247,18 +251,19 @@ fn client_gone(watch: &std::net::TcpStream) -> bool {
     }
 }
 
-/// One client connection: TLS negotiation (none yet), then every message checked (`frames::Guarded`) and
+/// One client connection: TLS negotiation (when configured), then every message checked (`frames::Guarded`) and
 /// handed to pgwire, as pgwire's own `process_socket` does.
 async fn serve_connection(
     socket: TcpStream,
     peer: std::net::SocketAddr,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: ConnectionHandlers,
 ) -> std::io::Result<()> {
     let startup_deadline = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup_deadline);
     let negotiated = tokio::select! {
         () = &mut startup_deadline => return Ok(()),
-        negotiated = negotiate_tls::<String>(socket, None) => negotiated?,
+        negotiated = negotiate_tls::<String>(socket, tls) => negotiated?,
     };
     let Some(framed) = negotiated else {
         return Ok(());
