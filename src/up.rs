@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use api::backend::{Backend, BackendConfig};
 use api::control::{Control, ControlConfig};
-use api::http::HttpConfig;
+use api::http::{HttpConfig, ServeConfig};
 use api::store::{AccountId, Store};
 use compute::host::{ComputeHost, HostConfig};
 use safekeeper::filestore::FileStoreConfig;
@@ -50,6 +50,21 @@ pub struct ApiOptions {
     pub operation_delay_ms: u64,
     /// A branch's store with no session for this long is stopped (0: never).
     pub idle_store_timeout_ms: u64,
+    /// The API's connection limits.
+    pub http: HttpLimits,
+}
+
+/// The API's limits against clients that hold connections (see `api::http::serve`).
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// API connections at once; more are refused with 503.
+    pub connections_max: u32,
+    /// From a request head's first byte to its end.
+    pub header_read_timeout_ms: u64,
+    /// From a request head's end to its body's end.
+    pub body_read_timeout_ms: u64,
+    /// An idle connection is closed after this long.
+    pub keep_alive_timeout_ms: u64,
 }
 
 /// A storage side running in this process: three safekeepers and a pageserver.
@@ -224,9 +239,15 @@ async fn serve_api(
         Arc::clone(&control),
         &HttpConfig {
             rate_limit_per_s: options.rate_limit_per_s,
+            body_read_timeout_ms: options.http.body_read_timeout_ms,
             ..HttpConfig::default()
         },
     );
+    let serve_config = ServeConfig {
+        connections_max: options.http.connections_max,
+        header_read_timeout_ms: options.http.header_read_timeout_ms,
+        keep_alive_timeout_ms: options.http.keep_alive_timeout_ms,
+    };
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(
@@ -237,10 +258,7 @@ async fn serve_api(
         .context("writing to stdout")?;
         stdout.flush().context("flushing stdout")?;
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving HTTP")?;
+    api::http::serve(listener, router, &serve_config, shutdown).await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,

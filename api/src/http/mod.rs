@@ -12,7 +12,9 @@
 //! `null` at the end, and is opaque to clients.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
@@ -34,7 +36,10 @@ mod metrics;
 pub mod openapi;
 mod operations;
 mod projects;
+pub mod serve;
 mod views;
+
+pub use serve::{serve, ServeConfig};
 
 /// The request id header set on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -46,6 +51,9 @@ const LIST_LIMIT_MAX: usize = 500;
 const NAME_LEN_MAX_CHARS: usize = 256;
 /// The longest cursor, in bytes.
 const CURSOR_LEN_MAX: usize = 64;
+/// The largest request body, in bytes: every body is a small JSON object (a name is at most 1 KiB of UTF-8), and
+/// bodies are read whole before the handler runs, so this bounds the memory of the connections in flight.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// How the HTTP layer behaves.
 #[derive(Debug, Clone)]
@@ -55,6 +63,8 @@ pub struct HttpConfig {
     /// Requests an account may make at once above the average; `None`: twice `rate_limit_per_s`, so a lower
     /// rate also means a smaller burst (a fixed burst of 2 000 would hide a limit of 5 a second).
     pub rate_limit_burst: Option<u32>,
+    /// How long a request's body may take to arrive, from the end of its head; later is 408.
+    pub body_read_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -62,6 +72,7 @@ impl Default for HttpConfig {
         HttpConfig {
             rate_limit_per_s: 1_000,
             rate_limit_burst: None,
+            body_read_timeout_ms: 10_000,
         }
     }
 }
@@ -126,7 +137,33 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            Duration::from_millis(config.body_read_timeout_ms),
+            read_body,
+        ))
         .layer(middleware::from_fn(request_id))
+}
+
+/// Reads the whole request body within `timeout` (408 after it) and at most [`REQUEST_BODY_BYTES_MAX`] bytes
+/// (400 past it) before anything else looks at the request, so a client that sends its body slowly or never
+/// holds a connection for `timeout` at most.
+async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = match tokio::time::timeout(timeout, to_bytes(body, REQUEST_BODY_BYTES_MAX)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "the body is malformed or larger than {REQUEST_BODY_BYTES_MAX} bytes"
+            )))
+        }
+        Err(_) => {
+            return Err(ApiError::RequestTimeout(format!(
+                "the request body did not arrive within {} ms",
+                timeout.as_millis()
+            )))
+        }
+    };
+    Ok(next.run(Request::from_parts(parts, Body::from(body))).await)
 }
 
 /// Assigns the request id, sets `X-Request-Id` and writes error envelopes.
