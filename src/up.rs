@@ -2,7 +2,9 @@
 //! services elsewhere), and `cambium keys`.
 //!
 //! `up` lays its data directory out as `safekeeper-{1,2,3}/`, `pageserver/`, `metadata.sqlite` (the control
-//! metadata) and `api_key` (the admin key, mode 0600, written on first start). The parts talk gRPC over
+//! metadata) and `api_key` (the admin key, written on first start). The directory and those subdirectories are
+//! mode 0700, the metadata and the key 0600; an install with looser modes is tightened at start (`api::files`).
+//! The parts talk gRPC over
 //! loopback on ports picked at start, exactly as separate hosts would; only the API (8420) and PostgreSQL
 //! (5433) ports are fixed. Ctrl-C stops the API, then the computes, the pageserver (which checkpoints) and the
 //! safekeepers, in that order.
@@ -87,6 +89,7 @@ impl LocalStorage {
         let mut safekeeper_addresses = Vec::new();
         for id in 1..=SAFEKEEPERS {
             let dir = data_dir.join(format!("safekeeper-{id}"));
+            api::files::private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let config = NodeConfig {
                 node_id: id,
                 data_dir: dir.clone(),
@@ -110,8 +113,9 @@ impl LocalStorage {
             });
             safekeepers.push((node, task));
         }
-        let mut config =
-            pageserver::runner::PageserverConfig::new(data_dir.join("pageserver"), safekeeper_addresses.clone());
+        let pageserver_dir = data_dir.join("pageserver");
+        api::files::private_dir(&pageserver_dir).with_context(|| format!("creating {}", pageserver_dir.display()))?;
+        let mut config = pageserver::runner::PageserverConfig::new(pageserver_dir, safekeeper_addresses.clone());
         if let Some(url) = remote {
             let storage = pageserver::remote::RemoteStorage::from_url(url, Default::default())
                 .with_context(|| format!("opening remote storage {url}"))?;
@@ -155,9 +159,10 @@ impl LocalStorage {
 /// Opens the metadata and, on first start (no account yet), creates the admin account and its key, written
 /// to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename). Returns the store and the key file's path.
 fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    api::files::private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
     let store = Store::open(data_dir).context("opening the control metadata")?;
     let key_path = data_dir.join("api_key");
+    api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
     if store.accounts().context("reading accounts")?.is_empty() {
         let account = store.create_account().context("creating the admin account")?;
         let key = api::auth::create_key(&store, &account).context("creating the admin key")?;
@@ -170,10 +175,16 @@ fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
 fn write_secret(path: &Path, secret: &str) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let temp = path.with_extension("tmp");
+    // A temporary file left by a crash keeps its mode if opened again: start from a new one.
+    match std::fs::remove_file(&temp) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(error).with_context(|| format!("removing {}", temp.display()))
+        }
+        _ => {}
+    }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&temp)
         .with_context(|| format!("creating {}", temp.display()))?;
@@ -273,7 +284,7 @@ pub async fn up(
     remote: Option<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    std::fs::create_dir_all(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
+    api::files::private_dir(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
     let storage = LocalStorage::start(&options.data_dir, remote.as_deref()).await?;
     let served = serve_api(
         &options,
@@ -323,7 +334,7 @@ pub enum KeysCommand {
 /// `cambium keys`, on the metadata in `data_dir` (also while `up` runs: SQLite serializes the writers).
 pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
     anyhow::ensure!(
-        data_dir.join("metadata.sqlite").exists(),
+        data_dir.join(api::store::METADATA_FILE).exists(),
         "no Cambium metadata in {} (run `cambium up` there first)",
         data_dir.display()
     );
