@@ -313,7 +313,8 @@ pub async fn api(
 /// What `cambium keys` does.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum KeysCommand {
-    /// Creates a key and prints its secret (shown once). By default for the admin account (the first one).
+    /// Creates a key and prints its secret (shown once). By default for the admin account (the first one, which
+    /// `up` creates; its keys also read `/metrics`).
     Create {
         /// For a new account of its own, which sees none of the others' projects.
         #[arg(long)]
@@ -350,9 +351,7 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
                 AccountId(account)
             } else {
                 store
-                    .accounts()?
-                    .into_iter()
-                    .next()
+                    .admin_account()?
                     .context("no account yet: run `cambium up` first")?
             };
             let key = api::auth::create_key(&store, &account)?;

@@ -4,7 +4,7 @@
 //! `{"error": {"code", "message", "request_id"}}`: a handler returns an [`ApiError`], which becomes a
 //! bodiless response carrying the code and message as an extension, and the request-id middleware
 //! writes the envelope with the id it assigned. Every `/v1` route but the OpenAPI document requires
-//! `Authorization: Bearer <key>`; each account is rate limited ([`limits`]), and a POST with an
+//! `Authorization: Bearer <key>`, and `/metrics` a key of the admin account (it counts every account's databases); each account is rate limited ([`limits`]), and a POST with an
 //! `Idempotency-Key` is answered once ([`idempotency`]).
 //!
 //! Lists are in id order, which is creation order (ULIDs sort by time), oldest first; operations are newest
@@ -27,6 +27,7 @@ use crate::auth;
 use crate::control::Control;
 use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
+use crate::store::AccountId;
 
 mod branches;
 mod databases;
@@ -131,7 +132,10 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer));
     Router::new()
         .route("/v1/openapi.json", get(openapi::document))
-        .route("/metrics", get(metrics::serve))
+        .route(
+            "/metrics",
+            get(metrics::serve).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
+        )
         .merge(v1)
         .fallback(|| async { ApiError::NotFound })
         // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
@@ -193,22 +197,46 @@ async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
-async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
-    let secret = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(|secret| secret.trim().to_owned())
-        .ok_or(ApiError::Unauthenticated)?;
+/// The account of the request's bearer key (401 if there is none that is valid), within its rate limit (429).
+async fn authenticate(state: &AppState, secret: Option<String>) -> Result<AccountId, ApiError> {
+    let secret = secret.ok_or(ApiError::Unauthenticated)?;
     let account = state
         .control
         .blocking(move |store| auth::authenticate(store, &secret))
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     state.limiter.check(&account)?;
+    Ok(account)
+}
+
+/// The secret of the `Authorization: Bearer` header (owned: a request is not `Sync`, so no reference to it may
+/// cross an await).
+fn bearer(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|secret| secret.trim().to_owned())
+}
+
+/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
+async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
+    let account = authenticate(&state, bearer(&request)).await?;
     request.extensions_mut().insert(account);
+    Ok(next.run(request).await)
+}
+
+/// As [`require_key`], and the key must be the admin account's (403 otherwise): what it guards spans accounts.
+async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let account = authenticate(&state, bearer(&request)).await?;
+    let admin = state.control.blocking(|store| store.admin_account()).await?;
+    if admin.as_ref() != Some(&account) {
+        return Err(ApiError::Forbidden(
+            "this needs a key of the admin account (the one `cambium up` created first; `cambium keys create`)"
+                .to_owned(),
+        ));
+    }
     Ok(next.run(request).await)
 }
 

@@ -442,6 +442,17 @@ impl Store {
         Ok(Some(deleted))
     }
 
+    /// The admin account: the first one, which `cambium up` creates on its first start (ids are ULIDs, so id
+    /// order is creation order). It alone may read `/metrics`, which counts every account's databases.
+    pub fn admin_account(&self) -> Result<Option<AccountId>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row("SELECT id FROM accounts ORDER BY id LIMIT 1", [], |row| {
+                Ok(AccountId(row.get(0)?))
+            })
+            .optional()?)
+    }
+
     /// Every account, oldest first.
     pub fn accounts(&self) -> Result<Vec<AccountId>, StoreError> {
         let conn = self.conn();
