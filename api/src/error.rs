@@ -77,6 +77,13 @@ impl ApiError {
     }
 }
 
+/// The message a client reads (the envelope's), also as an operation's `error`.
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.parts().2)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
