@@ -769,3 +769,63 @@ async fn metrics_need_a_key_of_the_admin_account() {
     up.keys(&["revoke", &second_id]);
     metrics(Some(second_admin)).await.assert_error(401, "unauthenticated");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_with_one_idempotency_key_create_one_resource() {
+    const ROUNDS: usize = 10;
+    const RETRIES: usize = 8;
+    const CLIENTS: usize = 8;
+    let up = Up::start();
+    for round in 0..ROUNDS {
+        let name = format!("race-{round}");
+        let body = format!(r#"{{"name":"{name}"}}"#);
+        // Clients that retry at once and again as soon as they are answered, so every retry lands while
+        // another is being looked up, run, or stored.
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..CLIENTS {
+            let (address, key, body, name) = (up.process.address.clone(), up.key.clone(), body.clone(), name.clone());
+            clients.spawn(async move {
+                let mut replies = Vec::new();
+                for _ in 0..RETRIES {
+                    let reply = request(
+                        &address,
+                        "POST",
+                        "/v1/projects",
+                        Some(&key),
+                        Some(&body),
+                        &[("Idempotency-Key", &name)],
+                    )
+                    .await;
+                    replies.push((reply.status, reply.body));
+                }
+                replies
+            });
+        }
+        let mut created = BTreeSet::new();
+        while let Some(replies) = clients.join_next().await {
+            for (status, body) in replies.expect("a client") {
+                match status {
+                    201 => {
+                        let body: Value = serde_json::from_str(&body).expect("json");
+                        created.insert(body["project"]["id"].as_str().expect("id").to_owned());
+                    }
+                    409 => assert!(body.contains("in progress"), "{body}"),
+                    other => panic!("{other}: {body}"),
+                }
+            }
+        }
+        assert_eq!(
+            created.len(),
+            1,
+            "round {round}: one project for one key, not {created:?}"
+        );
+        let list = call(&up, "GET", "/v1/projects?limit=500", None).await.json();
+        let named = list["projects"]
+            .as_array()
+            .expect("projects")
+            .iter()
+            .filter(|p| p["name"] == name.as_str())
+            .count();
+        assert_eq!(named, 1, "round {round}: {list}");
+    }
+}
