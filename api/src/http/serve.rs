@@ -16,7 +16,8 @@
 //! A watchdog per connection does the first two: it knows from the service whether a request is in flight, and
 //! from the socket wrapper ([`WatchedIo`]) whether bytes of a new head have arrived. A request in flight is never
 //! cut: its handler bounds its own work (storage calls, `?wait=`), and dropping it midway could cancel work half
-//! done. On shutdown, connections finish their request in flight (at most [`SHUTDOWN_GRACE_MS`]) and close.
+//! done. On shutdown, connections with no request in flight close at once; the others finish it (for at most
+//! [`SHUTDOWN_GRACE_MS`]) and close.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -333,6 +334,11 @@ async fn serve_connection(
                 }
             }
             _ = stopped.wait_for(|stopped| *stopped), if !stopping => {
+                // Nothing in flight (idle, or half a head): nothing is lost by closing now.
+                if activity.deadline(&config).is_some() {
+                    return;
+                }
+                // The response is written, then the connection closes.
                 stopping = true;
                 connection.as_mut().graceful_shutdown();
             }
