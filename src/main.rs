@@ -82,6 +82,8 @@ enum Command {
         /// starts it again.
         #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
         idle_store_timeout_ms: u64,
+        #[command(flatten)]
+        http: HttpArgs,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -106,6 +108,8 @@ enum Command {
         /// Pages cached per branch, at most (8 KiB each).
         #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
         page_cache_pages: usize,
+        #[command(flatten)]
+        http: HttpArgs,
     },
     /// Manages API keys in a data directory: create, list, revoke.
     Keys {
@@ -208,6 +212,38 @@ enum Command {
     },
 }
 
+/// The API's limits against clients that hold connections (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+struct HttpArgs {
+    /// API connections served at once; past it a new connection gets 503 and is closed at once.
+    #[arg(long, env = "CAMBIUM_HTTP_CONNECTIONS_MAX", default_value_t = 1_024,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    http_connections_max: u32,
+    /// A request head must arrive within this long of its first byte, or the connection is closed.
+    #[arg(long, env = "CAMBIUM_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_header_read_timeout_ms: u64,
+    /// A request body must arrive within this long of its head's end, or the request is refused with 408.
+    #[arg(long, env = "CAMBIUM_HTTP_BODY_READ_TIMEOUT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_read_timeout_ms: u64,
+    /// A connection with no request in flight and none arriving is closed after this long.
+    #[arg(long, env = "CAMBIUM_HTTP_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 5_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_keep_alive_timeout_ms: u64,
+}
+
+impl HttpArgs {
+    fn limits(&self) -> up::HttpLimits {
+        up::HttpLimits {
+            connections_max: self.http_connections_max,
+            header_read_timeout_ms: self.http_header_read_timeout_ms,
+            body_read_timeout_ms: self.http_body_read_timeout_ms,
+            keep_alive_timeout_ms: self.http_keep_alive_timeout_ms,
+        }
+    }
+}
+
 /// Parses `NAME=TIMELINE_ID:START_LSN`.
 fn parse_branch(text: &str) -> Result<compute::compute::BranchConfig, String> {
     let (name, rest) = text
@@ -256,6 +292,7 @@ fn main() -> Result<()> {
             page_cache_pages,
             operation_delay_ms,
             idle_store_timeout_ms,
+            http,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -265,6 +302,7 @@ fn main() -> Result<()> {
                 page_cache_pages,
                 operation_delay_ms,
                 idle_store_timeout_ms,
+                http: http.limits(),
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -276,6 +314,7 @@ fn main() -> Result<()> {
             safekeepers,
             rate_limit,
             page_cache_pages,
+            http,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -285,6 +324,7 @@ fn main() -> Result<()> {
                 page_cache_pages,
                 operation_delay_ms: 0,
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
+                http: http.limits(),
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

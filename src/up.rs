@@ -2,7 +2,9 @@
 //! services elsewhere), and `cambium keys`.
 //!
 //! `up` lays its data directory out as `safekeeper-{1,2,3}/`, `pageserver/`, `metadata.sqlite` (the control
-//! metadata) and `api_key` (the admin key, mode 0600, written on first start). The parts talk gRPC over
+//! metadata) and `api_key` (the admin key, written on first start). The directory and those subdirectories are
+//! mode 0700, the metadata and the key 0600; an install with looser modes is tightened at start (`api::files`).
+//! The parts talk gRPC over
 //! loopback on ports picked at start, exactly as separate hosts would; only the API (8420) and PostgreSQL
 //! (5433) ports are fixed. Ctrl-C stops the API, then the computes, the pageserver (which checkpoints) and the
 //! safekeepers, in that order.
@@ -16,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use api::backend::{Backend, BackendConfig};
 use api::control::{Control, ControlConfig};
-use api::http::HttpConfig;
+use api::http::{HttpConfig, ServeConfig};
 use api::store::{AccountId, Store};
 use compute::host::{ComputeHost, HostConfig};
 use safekeeper::filestore::FileStoreConfig;
@@ -50,6 +52,21 @@ pub struct ApiOptions {
     pub operation_delay_ms: u64,
     /// A branch's store with no session for this long is stopped (0: never).
     pub idle_store_timeout_ms: u64,
+    /// The API's connection limits.
+    pub http: HttpLimits,
+}
+
+/// The API's limits against clients that hold connections (see `api::http::serve`).
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// API connections at once; more are refused with 503.
+    pub connections_max: u32,
+    /// From a request head's first byte to its end.
+    pub header_read_timeout_ms: u64,
+    /// From a request head's end to its body's end.
+    pub body_read_timeout_ms: u64,
+    /// An idle connection is closed after this long.
+    pub keep_alive_timeout_ms: u64,
 }
 
 /// A storage side running in this process: three safekeepers and a pageserver.
@@ -72,6 +89,7 @@ impl LocalStorage {
         let mut safekeeper_addresses = Vec::new();
         for id in 1..=SAFEKEEPERS {
             let dir = data_dir.join(format!("safekeeper-{id}"));
+            api::files::private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let config = NodeConfig {
                 node_id: id,
                 data_dir: dir.clone(),
@@ -95,8 +113,9 @@ impl LocalStorage {
             });
             safekeepers.push((node, task));
         }
-        let mut config =
-            pageserver::runner::PageserverConfig::new(data_dir.join("pageserver"), safekeeper_addresses.clone());
+        let pageserver_dir = data_dir.join("pageserver");
+        api::files::private_dir(&pageserver_dir).with_context(|| format!("creating {}", pageserver_dir.display()))?;
+        let mut config = pageserver::runner::PageserverConfig::new(pageserver_dir, safekeeper_addresses.clone());
         if let Some(url) = remote {
             let storage = pageserver::remote::RemoteStorage::from_url(url, Default::default())
                 .with_context(|| format!("opening remote storage {url}"))?;
@@ -140,9 +159,10 @@ impl LocalStorage {
 /// Opens the metadata and, on first start (no account yet), creates the admin account and its key, written
 /// to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename). Returns the store and the key file's path.
 fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    api::files::private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
     let store = Store::open(data_dir).context("opening the control metadata")?;
     let key_path = data_dir.join("api_key");
+    api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
     if store.accounts().context("reading accounts")?.is_empty() {
         let account = store.create_account().context("creating the admin account")?;
         let key = api::auth::create_key(&store, &account).context("creating the admin key")?;
@@ -155,10 +175,16 @@ fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
 fn write_secret(path: &Path, secret: &str) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let temp = path.with_extension("tmp");
+    // A temporary file left by a crash keeps its mode if opened again: start from a new one.
+    match std::fs::remove_file(&temp) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(error).with_context(|| format!("removing {}", temp.display()))
+        }
+        _ => {}
+    }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&temp)
         .with_context(|| format!("creating {}", temp.display()))?;
@@ -226,9 +252,15 @@ async fn serve_api(
         Arc::clone(&control),
         &HttpConfig {
             rate_limit_per_s: options.rate_limit_per_s,
+            body_read_timeout_ms: options.http.body_read_timeout_ms,
             ..HttpConfig::default()
         },
     );
+    let serve_config = ServeConfig {
+        connections_max: options.http.connections_max,
+        header_read_timeout_ms: options.http.header_read_timeout_ms,
+        keep_alive_timeout_ms: options.http.keep_alive_timeout_ms,
+    };
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(
@@ -239,10 +271,7 @@ async fn serve_api(
         .context("writing to stdout")?;
         stdout.flush().context("flushing stdout")?;
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving HTTP")?;
+    api::http::serve(listener, router, &serve_config, shutdown).await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,
@@ -257,7 +286,7 @@ pub async fn up(
     remote: Option<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    std::fs::create_dir_all(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
+    api::files::private_dir(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
     let storage = LocalStorage::start(&options.data_dir, remote.as_deref()).await?;
     let served = serve_api(
         &options,
@@ -286,7 +315,8 @@ pub async fn api(
 /// What `cambium keys` does.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum KeysCommand {
-    /// Creates a key and prints its secret (shown once). By default for the admin account (the first one).
+    /// Creates a key and prints its secret (shown once). By default for the admin account (the first one, which
+    /// `up` creates; its keys also read `/metrics`).
     Create {
         /// For a new account of its own, which sees none of the others' projects.
         #[arg(long)]
@@ -307,7 +337,7 @@ pub enum KeysCommand {
 /// `cambium keys`, on the metadata in `data_dir` (also while `up` runs: SQLite serializes the writers).
 pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
     anyhow::ensure!(
-        data_dir.join("metadata.sqlite").exists(),
+        data_dir.join(api::store::METADATA_FILE).exists(),
         "no Cambium metadata in {} (run `cambium up` there first)",
         data_dir.display()
     );
@@ -323,9 +353,7 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
                 AccountId(account)
             } else {
                 store
-                    .accounts()?
-                    .into_iter()
-                    .next()
+                    .admin_account()?
                     .context("no account yet: run `cambium up` first")?
             };
             let key = api::auth::create_key(&store, &account)?;

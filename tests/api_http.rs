@@ -707,7 +707,7 @@ async fn metrics_count_requests_by_route_template() {
     let project = up.create_project("m").await;
     call(&up, "GET", &format!("/v1/projects/{project}"), None).await;
     call(&up, "GET", "/v1/projects/proj_01JD0000000000000000000000", None).await;
-    let reply = request(&up.process.address, "GET", "/metrics", None, None, &[]).await;
+    let reply = request(&up.process.address, "GET", "/metrics", Some(&up.key), None, &[]).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply
         .header("content-type")
@@ -727,4 +727,105 @@ async fn metrics_count_requests_by_route_template() {
         );
     }
     assert!(!reply.body.contains("proj_"), "no ids in labels");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_a_key_of_the_admin_account() {
+    let up = Up::start();
+    let address = up.process.address.clone();
+    let metrics = |key: Option<String>| {
+        let address = address.clone();
+        async move { request(&address, "GET", "/metrics", key.as_deref(), None, &[]).await }
+    };
+    metrics(None).await.assert_error(401, "unauthenticated");
+    metrics(Some("cmb_nope".to_owned()))
+        .await
+        .assert_error(401, "unauthenticated");
+    // Another account's valid key: it may not see how many databases every account has.
+    let other = up.keys(&["create", "--new-account"]).trim().to_owned();
+    assert_eq!(call_as(&up, &other, "GET", "/v1/projects", None).await.status, 200);
+    let refused = metrics(Some(other)).await;
+    refused.assert_error(403, "forbidden");
+    assert!(!refused.body.contains("cambium_api"), "{}", refused.body);
+    // Any key of the admin account: the one `up` wrote, and another made by `cambium keys create`.
+    let second_admin = up.keys(&["create"]).trim().to_owned();
+    for key in [up.key.clone(), second_admin.clone()] {
+        let reply = metrics(Some(key)).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(
+            reply.body.lines().any(|l| l == "cambium_api_operations_in_progress 0"),
+            "{}",
+            reply.body
+        );
+    }
+    // A revoked admin key is refused like any other.
+    let listed = up.keys(&["list"]);
+    let second_id = listed
+        .lines()
+        .last()
+        .and_then(|line| line.split('\t').next())
+        .expect("a key id")
+        .to_owned();
+    up.keys(&["revoke", &second_id]);
+    metrics(Some(second_admin)).await.assert_error(401, "unauthenticated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_with_one_idempotency_key_create_one_resource() {
+    const ROUNDS: usize = 10;
+    const RETRIES: usize = 8;
+    const CLIENTS: usize = 8;
+    let up = Up::start();
+    for round in 0..ROUNDS {
+        let name = format!("race-{round}");
+        let body = format!(r#"{{"name":"{name}"}}"#);
+        // Clients that retry at once and again as soon as they are answered, so every retry lands while
+        // another is being looked up, run, or stored.
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..CLIENTS {
+            let (address, key, body, name) = (up.process.address.clone(), up.key.clone(), body.clone(), name.clone());
+            clients.spawn(async move {
+                let mut replies = Vec::new();
+                for _ in 0..RETRIES {
+                    let reply = request(
+                        &address,
+                        "POST",
+                        "/v1/projects",
+                        Some(&key),
+                        Some(&body),
+                        &[("Idempotency-Key", &name)],
+                    )
+                    .await;
+                    replies.push((reply.status, reply.body));
+                }
+                replies
+            });
+        }
+        let mut created = BTreeSet::new();
+        while let Some(replies) = clients.join_next().await {
+            for (status, body) in replies.expect("a client") {
+                match status {
+                    201 => {
+                        let body: Value = serde_json::from_str(&body).expect("json");
+                        created.insert(body["project"]["id"].as_str().expect("id").to_owned());
+                    }
+                    409 => assert!(body.contains("in progress"), "{body}"),
+                    other => panic!("{other}: {body}"),
+                }
+            }
+        }
+        assert_eq!(
+            created.len(),
+            1,
+            "round {round}: one project for one key, not {created:?}"
+        );
+        let list = call(&up, "GET", "/v1/projects?limit=500", None).await.json();
+        let named = list["projects"]
+            .as_array()
+            .expect("projects")
+            .iter()
+            .filter(|p| p["name"] == name.as_str())
+            .count();
+        assert_eq!(named, 1, "round {round}: {list}");
+    }
 }

@@ -140,6 +140,28 @@ pub(crate) fn timeline_holding(
     Err(ApiError::Internal)
 }
 
+/// The first timeline of `start`'s history: the root its ancestry goes back to.
+fn root_of(timelines: &[TimelineRow], start: TimelineId) -> Result<TimelineRow, ApiError> {
+    let mut current = start;
+    // Bounded: each step goes to an ancestor, and there are finitely many rows.
+    for _ in 0..=timelines.len() {
+        let row = timelines
+            .iter()
+            .find(|t| t.timeline_id == current)
+            .copied()
+            .ok_or_else(|| {
+                tracing::error!(timeline = %current, "a branch's timeline has no row");
+                ApiError::Internal
+            })?;
+        match row.ancestor_timeline_id {
+            Some(ancestor) => current = ancestor,
+            None => return Ok(row),
+        }
+    }
+    tracing::error!(timeline = %start, "the timeline ancestry has a cycle");
+    Err(ApiError::Internal)
+}
+
 /// A point in a branch's history, as a request gives it.
 #[derive(Debug, Clone)]
 pub enum PointInTime {
@@ -147,8 +169,12 @@ pub enum PointInTime {
     Latest,
     /// An LSN.
     Lsn(Lsn),
-    /// The newest commit at or before this time.
+    /// The state at this time: the newest commit at or before it, or the database as it was created if it had no
+    /// commit yet.
     Timestamp(jiff::Timestamp),
+    /// A valid RFC 3339 time past the last instant a `jiff::Timestamp` holds (late on 9999-12-30 and after), as
+    /// given: always in the future.
+    AfterTimestampMax(String),
 }
 
 impl Control {
@@ -369,13 +395,13 @@ impl Control {
         let database = self
             .blocking(move |store| store.database(&id))
             .await
-            .map_err(|e| format!("{e:?}"))?
+            .map_err(|e| e.to_string())?
             .ok_or("the database was deleted")?;
         let id = database_id.clone();
         let timelines = self
             .blocking(move |store| store.timelines_of(&id))
             .await
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(|e| e.to_string())?;
         let root = timelines
             .iter()
             .find(|t| t.ancestor_timeline_id.is_none())
@@ -385,13 +411,13 @@ impl Control {
         retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
-        self.serve(&database, true).await.map_err(|e| format!("{e:?}"))?;
+        self.serve(&database, true).await.map_err(|e| e.to_string())?;
         self.check_sql(&database.default_branch_id).await?;
         let id = database_id.clone();
         let activated = self
             .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Active))
             .await
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(|e| e.to_string())?;
         if !activated {
             return Err("the database was deleted".to_owned());
         }
@@ -538,21 +564,29 @@ impl Control {
                 }
                 *lsn
             }
+            PointInTime::AfterTimestampMax(text) => {
+                return Err(ApiError::Unprocessable(format!(
+                    "{text} is in the future (it is now {:.0})",
+                    jiff::Timestamp::now()
+                )))
+            }
             PointInTime::Timestamp(timestamp) => {
-                if *timestamp > jiff::Timestamp::now() {
-                    return Err(ApiError::Unprocessable(format!("{timestamp} is in the future")));
-                }
-                let timestamp_us = u64::try_from(timestamp.as_microsecond())
-                    .map_err(|_| ApiError::Unprocessable(format!("{timestamp} is before 1970")))?;
+                let timestamp_us = self.check_time(database, *timestamp)?;
                 // Every commit up to the head must be indexed before asking which one was last at that time.
                 self.backend
                     .wait_ingested(database.tenant_id, branch.timeline_id, head)
                     .await?;
-                let (_, lsn) = self
+                match self
                     .backend
                     .lsn_for_timestamp(database.tenant_id, branch.timeline_id, timestamp_us)
-                    .await?;
-                lsn.min(head)
+                    .await
+                {
+                    Ok((_, lsn)) => lsn.min(head),
+                    // No commit at or before that time in the branch's history, and the database existed then
+                    // (checked above): it was as created, which is the start of its first timeline.
+                    Err(BackendError::Unprocessable(_)) => root_of(&timelines, branch.timeline_id)?.start_lsn,
+                    Err(error) => return Err(error.into()),
+                }
             }
         };
         let holder = timeline_holding(&timelines, branch.timeline_id, lsn)?;
@@ -567,6 +601,31 @@ impl Control {
             )));
         }
         Ok((holder, lsn))
+    }
+
+    /// `timestamp` in µs if `database` has a state at that time: not in the future, not before it was created.
+    fn check_time(&self, database: &Database, timestamp: jiff::Timestamp) -> Result<u64, ApiError> {
+        let now = jiff::Timestamp::now();
+        if timestamp > now {
+            return Err(ApiError::Unprocessable(format!(
+                "{timestamp} is in the future (it is now {now:.0})"
+            )));
+        }
+        let created: jiff::Timestamp = database.created_at.parse().map_err(|_| {
+            tracing::error!(database = %database.id, created_at = %database.created_at, "a malformed creation time");
+            ApiError::Internal
+        })?;
+        if timestamp < created {
+            return Err(ApiError::Unprocessable(format!(
+                "{timestamp} is before database {} was created, at {created}",
+                database.id
+            )));
+        }
+        // Not before the creation, so not before 1970.
+        u64::try_from(timestamp.as_microsecond()).map_err(|_| {
+            tracing::error!(database = %database.id, %timestamp, "a creation time before 1970");
+            ApiError::Internal
+        })
     }
 
     /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
@@ -807,7 +866,7 @@ impl Control {
         let database = self
             .blocking(move |store| store.database(&id))
             .await
-            .map_err(|e| format!("{e:?}"))?
+            .map_err(|e| e.to_string())?
             .ok_or("the database was deleted")?;
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
@@ -827,15 +886,12 @@ impl Control {
         let preserved = self
             .blocking(move |store| store.apply_restore(&change))
             .await
-            .map_err(|e| match e {
-                ApiError::Conflict(message) => message,
-                other => format!("{other:?}"),
-            })?;
+            .map_err(|e| e.to_string())?;
         let id = database_id.clone();
         let database = self
             .blocking(move |store| store.database(&id))
             .await
-            .map_err(|e| format!("{e:?}"))?
+            .map_err(|e| e.to_string())?
             .ok_or("the database was deleted")?;
         if database.status == DatabaseStatus::Active {
             // The branch's sessions move to the restored timeline: the old store is closed, new sessions get it.
@@ -850,7 +906,7 @@ impl Control {
                 .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
             if let Some(preserved) = &preserved {
                 self.host.set_credentials(&preserved.id, PG_USER, &database.password);
-                let target = self.target(&database, preserved).await.map_err(|e| format!("{e:?}"))?;
+                let target = self.target(&database, preserved).await.map_err(|e| e.to_string())?;
                 self.host
                     .define(&preserved.id, target)
                     .map_err(|e| format!("serving the preserved branch: {e}"))?;

@@ -1,7 +1,7 @@
 //! [`ApiError`]: every way a `/v1` request fails, with its HTTP status and envelope code (DESIGN §6).
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 
@@ -19,10 +19,14 @@ pub enum ApiError {
     InvalidRequest(String),
     /// 401 `unauthenticated`: a missing, malformed, unknown or revoked key.
     Unauthenticated,
+    /// 403 `forbidden`: a valid key of an account that may not do this (`/metrics` with a non-admin key).
+    Forbidden(String),
     /// 404 `not_found`, also for another account's resource.
     NotFound,
     /// 405 `method_not_allowed`: a known path without that method (the `Allow` header lists the ones it has).
     MethodNotAllowed,
+    /// 408 `request_timeout`: the request body did not arrive in time (the connection is closed after it).
+    RequestTimeout(String),
     /// 409 `conflict`: deleting the default branch, a duplicate name, a conflicting operation in progress.
     Conflict(String),
     /// 422 `unprocessable`: well-formed but impossible (an LSN ahead of the branch, outside retention).
@@ -52,12 +56,14 @@ impl ApiError {
                 "unauthenticated",
                 "a valid `Authorization: Bearer <key>` header is required".to_owned(),
             ),
+            ApiError::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message.clone()),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "not found".to_owned()),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
                 "this path does not take this method".to_owned(),
             ),
+            ApiError::RequestTimeout(message) => (StatusCode::REQUEST_TIMEOUT, "request_timeout", message.clone()),
             ApiError::Conflict(message) => (StatusCode::CONFLICT, "conflict", message.clone()),
             ApiError::Unprocessable(message) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message.clone()),
             ApiError::RateLimited(message) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", message.clone()),
@@ -71,6 +77,13 @@ impl ApiError {
     }
 }
 
+/// The message a client reads (the envelope's), also as an operation's `error`.
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.parts().2)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
@@ -79,6 +92,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert("retry-after", HeaderValue::from(RETRY_AFTER_S));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still come: the connection cannot carry another request.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

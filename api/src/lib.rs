@@ -7,11 +7,13 @@
 //! - [`control`]: what each call does to the metadata, the storage and the computes.
 //! - `worker`: runs operations in the background, bounded.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
+//! - [`files`]: the modes of the files that hold secrets.
 
 pub mod auth;
 pub mod backend;
 pub mod control;
 pub mod error;
+pub mod files;
 pub mod http;
 mod ids;
 pub mod store;

@@ -20,13 +20,20 @@ fn parse_lsn(field: &str, text: &str) -> Result<Lsn, ApiError> {
         .map_err(|_| ApiError::InvalidRequest(format!("`{field}` must be an LSN like 0/16B3748, not {text:?}")))
 }
 
-/// A timestamp field: RFC 3339 / ISO 8601 with an offset, else 400.
-fn parse_timestamp(field: &str, text: &str) -> Result<jiff::Timestamp, ApiError> {
-    text.parse().map_err(|_| {
-        ApiError::InvalidRequest(format!(
-            "`{field}` must be an ISO 8601 timestamp like 2026-11-22T13:00:00Z, not {text:?}"
-        ))
-    })
+/// A timestamp field: RFC 3339 / ISO 8601 with an offset, else 400. A valid one past the last instant a
+/// `jiff::Timestamp` holds (late on 9999-12-30, up to 9999-12-31T23:59:59Z) is a point too, always in the future.
+fn parse_timestamp(field: &str, text: &str) -> Result<PointInTime, ApiError> {
+    if let Ok(timestamp) = text.parse::<jiff::Timestamp>() {
+        return Ok(PointInTime::Timestamp(timestamp));
+    }
+    match jiff::fmt::temporal::Pieces::parse(text) {
+        Ok(pieces) if pieces.time().is_some() && pieces.offset().is_some() && pieces.date().year() >= 9999 => {
+            Ok(PointInTime::AfterTimestampMax(text.to_owned()))
+        }
+        _ => Err(ApiError::InvalidRequest(format!(
+            "`{field}` must be an RFC 3339 timestamp like 2026-11-22T13:00:00Z, not {text:?}"
+        ))),
+    }
 }
 
 /// The point an LSN xor a timestamp names; `None` for neither. Both: 400.
@@ -41,10 +48,7 @@ fn point(
             "give `{lsn_field}` or `{timestamp_field}`, not both"
         ))),
         (Some(lsn), None) => Ok(Some(PointInTime::Lsn(parse_lsn(lsn_field, lsn)?))),
-        (None, Some(timestamp)) => Ok(Some(PointInTime::Timestamp(parse_timestamp(
-            timestamp_field,
-            timestamp,
-        )?))),
+        (None, Some(timestamp)) => Ok(Some(parse_timestamp(timestamp_field, timestamp)?)),
         (None, None) => Ok(None),
     }
 }
@@ -200,4 +204,47 @@ pub(crate) async fn restore(
             operation: operation.into(),
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rfc_3339_time_parses_and_nothing_else_does() {
+        for (text, expected) in [
+            ("2026-11-22T13:00:00Z", "2026-11-22T13:00:00Z"),
+            ("2026-11-22T14:00:00.5+01:00", "2026-11-22T13:00:00.5Z"),
+            ("1900-01-01T00:00:00Z", "1900-01-01T00:00:00Z"),
+            ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00Z"),
+        ] {
+            match parse_timestamp("t", text) {
+                Ok(PointInTime::Timestamp(at)) => assert_eq!(at.to_string(), expected),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        for text in [
+            "9999-12-31T23:59:59Z",
+            "9999-12-31T23:59:59.999999999Z",
+            "9999-12-31T00:00:00-12:00",
+        ] {
+            match parse_timestamp("t", text) {
+                Ok(PointInTime::AfterTimestampMax(given)) => assert_eq!(given, text),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        for text in [
+            "",
+            "yesterday",
+            "2026-11-22",
+            "2026-11-22T13:00:00",
+            "9999-12-31",
+            "2026-13-01T00:00:00Z",
+        ] {
+            assert!(
+                matches!(parse_timestamp("t", text), Err(ApiError::InvalidRequest(_))),
+                "{text}"
+            );
+        }
+    }
 }

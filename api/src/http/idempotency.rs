@@ -2,7 +2,10 @@
 //! response again (with `Idempotent-Replayed: true`) and does nothing. The key names one request: method,
 //! path and body (its SHA-256). Only successful (2xx) responses are
 //! kept: a refused request changed nothing, so running it again is safe. A key reused for a different
-//! request is 422; a retry while the first is still running is 409.
+//! request is 422; a retry while the first is still running (or being looked up) is 409.
+//!
+//! **Invariant:** a key's request runs at most once while its response is kept: the key is reserved before the
+//! stored response is looked up, and the response is stored before the reservation is let go.
 
 use std::collections::HashSet;
 
@@ -76,36 +79,30 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .as_ref()
         .to_vec();
     let request = Request::from_parts(request_parts, Body::from(request_body));
+    // Reserve the key first, then look for a stored response. The other order let a retry look (nothing stored
+    // yet), then reserve after the first request had stored its response and let go, and run a second time.
+    // In this order a reservation is only taken once the previous holder's response is stored (it stores before
+    // it lets go), so the lookup sees it. In process memory rather than a SQLite row: one process serves a
+    // metadata store, and a row would outlive a crash as a stale reservation.
+    let entry = (account.clone(), key.clone());
+    let reserved = state.idempotency.keys.lock().insert(entry.clone());
+    let guard = reserved.then(|| InFlightGuard {
+        in_flight: &state.idempotency,
+        key: entry,
+    });
     let lookup = (account.clone(), key.clone());
     let stored = state
         .control
         .blocking(move |store| store.idempotent_response(&lookup.0, &lookup.1))
         .await?;
+    // A stored response is final: it is replayed whoever holds the reservation (another retry's lookup).
     if let Some(stored) = stored {
-        if stored.method != method || stored.path != path {
-            return Err(ApiError::Unprocessable(format!(
-                "this Idempotency-Key was used for {} {}",
-                stored.method, stored.path
-            )));
-        }
-        if stored.request_hash != request_hash {
-            return Err(ApiError::Unprocessable(
-                "this Idempotency-Key was used with a different body".to_owned(),
-            ));
-        }
-        return Ok(replay(stored));
+        return replay(stored, &method, &path, &request_hash);
     }
-    let guard = {
-        let entry = (account.clone(), key.clone());
-        if !state.idempotency.keys.lock().insert(entry.clone()) {
-            return Err(ApiError::Conflict(
-                "a request with this Idempotency-Key is in progress".to_owned(),
-            ));
-        }
-        InFlightGuard {
-            in_flight: &state.idempotency,
-            key: entry,
-        }
+    let Some(guard) = guard else {
+        return Err(ApiError::Conflict(
+            "a request with this Idempotency-Key is in progress".to_owned(),
+        ));
     };
     let response = next.run(request).await;
     if !response.status().is_success() {
@@ -132,11 +129,23 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
     Ok(Response::from_parts(parts, Body::from(body)))
 }
 
-fn replay(stored: StoredResponse) -> Response {
+/// The stored response again, if it answered this method, path and body (422 if not).
+fn replay(stored: StoredResponse, method: &str, path: &str, request_hash: &[u8]) -> Result<Response, ApiError> {
+    if stored.method != method || stored.path != path {
+        return Err(ApiError::Unprocessable(format!(
+            "this Idempotency-Key was used for {} {}",
+            stored.method, stored.path
+        )));
+    }
+    if stored.request_hash != request_hash {
+        return Err(ApiError::Unprocessable(
+            "this Idempotency-Key was used with a different body".to_owned(),
+        ));
+    }
     let mut response = Response::new(Body::from(stored.body));
     *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    response
+    Ok(response)
 }

@@ -1,5 +1,8 @@
-//! Prometheus metrics of the API, in the text exposition format, at `/metrics` (no key: scrapers rarely carry
-//! one, and nothing here names a resource; bind the API to a private address where that matters).
+//! Prometheus metrics of the API, in the text exposition format, at `/metrics`, for a key of the admin account
+//! only (401 without a valid key, 403 with another account's): the database counts span every account, which
+//! no other account may see. Prometheus sends the key with `authorization: {credentials_file: <data dir>/api_key}`
+//! in its scrape config. A key rather than a separate loopback listener: one port to run and firewall, and a
+//! scraper on another host works without a proxy.
 //!
 //! - `cambium_api_requests_total{method, route, status}`: requests by route template (`/v1/branches/{id}`),
 //!   never by id, so the label set stays bounded (routes × methods × statuses).

@@ -4,7 +4,7 @@
 //! `{"error": {"code", "message", "request_id"}}`: a handler returns an [`ApiError`], which becomes a
 //! bodiless response carrying the code and message as an extension, and the request-id middleware
 //! writes the envelope with the id it assigned. Every `/v1` route but the OpenAPI document requires
-//! `Authorization: Bearer <key>`; each account is rate limited ([`limits`]), and a POST with an
+//! `Authorization: Bearer <key>`, and `/metrics` a key of the admin account (it counts every account's databases); each account is rate limited ([`limits`]), and a POST with an
 //! `Idempotency-Key` is answered once ([`idempotency`]).
 //!
 //! Lists are in id order, which is creation order (ULIDs sort by time), oldest first; operations are newest
@@ -12,7 +12,9 @@
 //! `null` at the end, and is opaque to clients.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
@@ -25,6 +27,7 @@ use crate::auth;
 use crate::control::Control;
 use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
+use crate::store::AccountId;
 
 mod branches;
 mod databases;
@@ -34,7 +37,10 @@ mod metrics;
 pub mod openapi;
 mod operations;
 mod projects;
+pub mod serve;
 mod views;
+
+pub use serve::{serve, ServeConfig};
 
 /// The request id header set on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -46,6 +52,9 @@ const LIST_LIMIT_MAX: usize = 500;
 const NAME_LEN_MAX_CHARS: usize = 256;
 /// The longest cursor, in bytes.
 const CURSOR_LEN_MAX: usize = 64;
+/// The largest request body, in bytes: every body is a small JSON object (a name is at most 1 KiB of UTF-8), and
+/// bodies are read whole before the handler runs, so this bounds the memory of the connections in flight.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// How the HTTP layer behaves.
 #[derive(Debug, Clone)]
@@ -55,6 +64,8 @@ pub struct HttpConfig {
     /// Requests an account may make at once above the average; `None`: twice `rate_limit_per_s`, so a lower
     /// rate also means a smaller burst (a fixed burst of 2 000 would hide a limit of 5 a second).
     pub rate_limit_burst: Option<u32>,
+    /// How long a request's body may take to arrive, from the end of its head; later is 408.
+    pub body_read_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -62,6 +73,7 @@ impl Default for HttpConfig {
         HttpConfig {
             rate_limit_per_s: 1_000,
             rate_limit_burst: None,
+            body_read_timeout_ms: 10_000,
         }
     }
 }
@@ -120,13 +132,42 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer));
     Router::new()
         .route("/v1/openapi.json", get(openapi::document))
-        .route("/metrics", get(metrics::serve))
+        .route(
+            "/metrics",
+            get(metrics::serve).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
+        )
         .merge(v1)
         .fallback(|| async { ApiError::NotFound })
         // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            Duration::from_millis(config.body_read_timeout_ms),
+            read_body,
+        ))
         .layer(middleware::from_fn(request_id))
+}
+
+/// Reads the whole request body within `timeout` (408 after it) and at most [`REQUEST_BODY_BYTES_MAX`] bytes
+/// (400 past it) before anything else looks at the request, so a client that sends its body slowly or never
+/// holds a connection for `timeout` at most.
+async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = match tokio::time::timeout(timeout, to_bytes(body, REQUEST_BODY_BYTES_MAX)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "the body is malformed or larger than {REQUEST_BODY_BYTES_MAX} bytes"
+            )))
+        }
+        Err(_) => {
+            return Err(ApiError::RequestTimeout(format!(
+                "the request body did not arrive within {} ms",
+                timeout.as_millis()
+            )))
+        }
+    };
+    Ok(next.run(Request::from_parts(parts, Body::from(body))).await)
 }
 
 /// Assigns the request id, sets `X-Request-Id` and writes error envelopes.
@@ -156,22 +197,46 @@ async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
-async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
-    let secret = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(|secret| secret.trim().to_owned())
-        .ok_or(ApiError::Unauthenticated)?;
+/// The account of the request's bearer key (401 if there is none that is valid), within its rate limit (429).
+async fn authenticate(state: &AppState, secret: Option<String>) -> Result<AccountId, ApiError> {
+    let secret = secret.ok_or(ApiError::Unauthenticated)?;
     let account = state
         .control
         .blocking(move |store| auth::authenticate(store, &secret))
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     state.limiter.check(&account)?;
+    Ok(account)
+}
+
+/// The secret of the `Authorization: Bearer` header (owned: a request is not `Sync`, so no reference to it may
+/// cross an await).
+fn bearer(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|secret| secret.trim().to_owned())
+}
+
+/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
+async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
+    let account = authenticate(&state, bearer(&request)).await?;
     request.extensions_mut().insert(account);
+    Ok(next.run(request).await)
+}
+
+/// As [`require_key`], and the key must be the admin account's (403 otherwise): what it guards spans accounts.
+async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let account = authenticate(&state, bearer(&request)).await?;
+    let admin = state.control.blocking(|store| store.admin_account()).await?;
+    if admin.as_ref() != Some(&account) {
+        return Err(ApiError::Forbidden(
+            "this needs a key of the admin account (the one `cambium up` created first; `cambium keys create`)"
+                .to_owned(),
+        ));
+    }
     Ok(next.run(request).await)
 }
 

@@ -311,7 +311,8 @@ pub(crate) struct CreateBranch {
     /// `X/Y` hex.
     #[schema(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$", example = "0/16B3748")]
     pub(crate) parent_lsn: Option<String>,
-    /// ISO 8601; the newest commit at or before it.
+    /// RFC 3339; the newest commit at or before it, or the database as created if it had none yet (422 before
+    /// the database was created or in the future).
     #[schema(format = DateTime)]
     pub(crate) parent_timestamp: Option<String>,
 }
@@ -337,7 +338,8 @@ pub(crate) struct RestoreBranch {
     /// `X/Y` hex.
     #[schema(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$", example = "0/16B3748")]
     pub(crate) target_lsn: Option<String>,
-    /// ISO 8601; the newest commit at or before it.
+    /// RFC 3339; the newest commit at or before it, or the database as created if it had none yet (422 before
+    /// the database was created or in the future).
     #[schema(format = DateTime)]
     pub(crate) target_timestamp: Option<String>,
     /// Keep the state before the restore as a branch `<name>_before_restore_<time>` (default `true`).

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use crate::ids;
+use crate::{files, ids};
 
 pub mod databases;
 pub mod idempotency;
@@ -105,6 +105,9 @@ const MIGRATIONS: &[&str] = &[
 ",
 ];
 
+/// The metadata's file name in the data directory.
+pub const METADATA_FILE: &str = "metadata.sqlite";
+
 /// How long a statement waits for a lock held by another connection.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -121,6 +124,9 @@ pub enum StoreError {
     /// A uniqueness rule refused the change (a duplicate name).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The metadata file could not be created or its mode set.
+    #[error("metadata file: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
@@ -197,10 +203,28 @@ pub(crate) fn new_id(prefix: &str, now_ms: u64) -> String {
 
 impl Store {
     /// Opens (creating if needed) `metadata.sqlite` in `data_dir` and brings its schema up to date.
+    ///
+    /// It holds key hashes and every database's password: the file is created `0600` (SQLite gives its `-wal`
+    /// and `-shm` the same mode), and an existing one, or its `-wal` and `-shm`, looser than that is tightened.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
-        let conn = Connection::open(data_dir.join("metadata.sqlite"))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = data_dir.join(METADATA_FILE);
+        // An empty file is an empty SQLite database; creating it here is what sets its mode.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)?;
+        let conn = Connection::open(&path)?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // After the journal mode, so the `-wal` and `-shm` files exist if they ever will.
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = path.clone().into_os_string();
+            name.push(suffix);
+            files::private_file(Path::new(&name))?;
+        }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let store = Store { conn: Mutex::new(conn) };
@@ -416,6 +440,17 @@ impl Store {
         tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(Some(deleted))
+    }
+
+    /// The admin account: the first one, which `cambium up` creates on its first start (ids are ULIDs, so id
+    /// order is creation order). It alone may read `/metrics`, which counts every account's databases.
+    pub fn admin_account(&self) -> Result<Option<AccountId>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row("SELECT id FROM accounts ORDER BY id LIMIT 1", [], |row| {
+                Ok(AccountId(row.get(0)?))
+            })
+            .optional()?)
     }
 
     /// Every account, oldest first.
