@@ -84,6 +84,8 @@ enum Command {
         idle_store_timeout_ms: u64,
         #[command(flatten)]
         http: HttpArgs,
+        #[command(flatten)]
+        pg: PgArgs,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -110,6 +112,8 @@ enum Command {
         page_cache_pages: usize,
         #[command(flatten)]
         http: HttpArgs,
+        #[command(flatten)]
+        pg: PgArgs,
     },
     /// Manages API keys in a data directory: create, list, revoke.
     Keys {
@@ -244,6 +248,37 @@ impl HttpArgs {
     }
 }
 
+/// The PostgreSQL listener's session defaults and TLS (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+struct PgArgs {
+    /// Each session's default `statement_timeout` in milliseconds (0: none); sessions change theirs with SET.
+    #[arg(long, env = "CAMBIUM_PG_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
+    pg_statement_timeout_ms: u64,
+    /// Each session's default `idle_in_transaction_session_timeout` in milliseconds (0: none): a transaction
+    /// left idle that long is rolled back and its connection ended, so it cannot hold the write lock forever.
+    #[arg(long, env = "CAMBIUM_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS", default_value_t = 600_000)]
+    pg_idle_in_transaction_timeout_ms: u64,
+    /// PEM certificate (chain) for TLS on the PostgreSQL listener; with `--pg-tls-key`. Without them a
+    /// self-signed certificate is made once in `<data dir>/tls/`.
+    #[arg(long, env = "CAMBIUM_PG_TLS_CERT", requires = "pg_tls_key")]
+    pg_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--pg-tls-cert`.
+    #[arg(long, env = "CAMBIUM_PG_TLS_KEY", requires = "pg_tls_cert")]
+    pg_tls_key: Option<PathBuf>,
+}
+
+impl PgArgs {
+    fn options(&self) -> up::PgOptions {
+        up::PgOptions {
+            session_defaults: compute::pg::SessionDefaults {
+                statement_timeout_ms: self.pg_statement_timeout_ms,
+                idle_in_transaction_timeout_ms: self.pg_idle_in_transaction_timeout_ms,
+            },
+            tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
+        }
+    }
+}
+
 /// Parses `NAME=TIMELINE_ID:START_LSN`.
 fn parse_branch(text: &str) -> Result<compute::compute::BranchConfig, String> {
     let (name, rest) = text
@@ -293,6 +328,7 @@ fn main() -> Result<()> {
             operation_delay_ms,
             idle_store_timeout_ms,
             http,
+            pg,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -303,6 +339,7 @@ fn main() -> Result<()> {
                 operation_delay_ms,
                 idle_store_timeout_ms,
                 http: http.limits(),
+                pg: pg.options(),
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -315,6 +352,7 @@ fn main() -> Result<()> {
             rate_limit,
             page_cache_pages,
             http,
+            pg,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -325,6 +363,7 @@ fn main() -> Result<()> {
                 operation_delay_ms: 0,
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
                 http: http.limits(),
+                pg: pg.options(),
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

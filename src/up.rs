@@ -54,6 +54,37 @@ pub struct ApiOptions {
     pub idle_store_timeout_ms: u64,
     /// The API's connection limits.
     pub http: HttpLimits,
+    /// The PostgreSQL listener's session defaults and TLS.
+    pub pg: PgOptions,
+}
+
+/// The PostgreSQL listener's settings (`up` and `api`).
+#[derive(Debug, Clone, Default)]
+pub struct PgOptions {
+    /// Each new session's `statement_timeout` and `idle_in_transaction_session_timeout`.
+    pub session_defaults: compute::pg::SessionDefaults,
+    /// A PEM certificate and key for TLS; without them a self-signed pair is made once in `<data dir>/tls/`.
+    pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
+}
+
+/// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
+/// (made on first start for `localhost` and the listen host).
+fn pg_tls(options: &ApiOptions) -> Result<compute::pg::tls::ServerTls> {
+    let (cert, key) = match &options.pg.tls_cert_and_key {
+        Some((cert, key)) => (cert.clone(), key.clone()),
+        None => {
+            let mut names = vec!["localhost".to_owned()];
+            if let Some((host, _port)) = options.pg_listen.rsplit_once(':') {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                if !names.iter().any(|name| name == host) {
+                    names.push(host.to_owned());
+                }
+            }
+            compute::pg::tls::ensure_self_signed(&options.data_dir.join("tls"), &names)
+                .context("making the PostgreSQL listener's self-signed certificate")?
+        }
+    };
+    compute::pg::tls::acceptor(&cert, &key).context("loading the PostgreSQL listener's certificate")
 }
 
 /// The API's limits against clients that hold connections (see `api::http::serve`).
@@ -215,8 +246,8 @@ async fn serve_api(
         passwords: Default::default(),
         page_cache_capacity_pages: options.page_cache_pages,
         idle_store_timeout_ms: options.idle_store_timeout_ms,
-        session_defaults: compute::pg::SessionDefaults::default(),
-        tls: None,
+        session_defaults: options.pg.session_defaults,
+        tls: Some(pg_tls(options)?),
     })
     .await
     .context("starting the PostgreSQL listener")?;

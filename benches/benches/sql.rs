@@ -259,7 +259,7 @@ fn main() {
         last_lsn = lsn;
     });
     assert_eq!(store.failure(), None);
-    let pages = compute::page_store::PageStore::db_size_pages(&*store).expect("size");
+    let pages = compute::page_store::PageStore::snapshot(&*store).expect("size").db_size_pages;
     drop(connection);
     assert!(unregister_database("bench_sql"));
     drop(store);

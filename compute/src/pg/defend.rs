@@ -141,7 +141,7 @@ fn refusal(action: &AuthAction<'_>) -> Option<String> {
             })
         }
         // Plain VACUUM attaches an unnamed temporary database; anything else names a file on the host.
-        AuthAction::Attach { filename } if filename.is_empty() => None,
+        AuthAction::Attach { filename: "" } => None,
         AuthAction::Attach { .. } => {
             Some("ATTACH of a database file (and VACUUM INTO) is not allowed on Cambium".to_owned())
         }
