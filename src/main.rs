@@ -38,6 +38,10 @@ struct Cli {
     /// Log lines on stderr as text for people or as JSON objects for machines (level filter: `RUST_LOG`).
     #[arg(long, global = true, env = "CAMBIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
+    /// Open files (descriptors) the process may use. Default: as many as the system's hard limit allows (the
+    /// soft limit is raised to it). New sessions and branches are refused before the process runs out.
+    #[arg(long, global = true, env = "CAMBIUM_MAX_OPEN_FILES", value_parser = clap::value_parser!(u64).range(64..))]
+    max_open_files: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -294,6 +298,22 @@ fn parse_branch(text: &str) -> Result<compute::compute::BranchConfig, String> {
     })
 }
 
+/// Sets the soft limit on open files to `wanted`, or raises it to the hard limit: descriptors are budgeted
+/// (`compute::fds`), and a low default soft limit (often 1024) would make that budget needlessly small.
+fn set_open_files_limit(wanted: Option<u64>) {
+    let result = match rlimit::Resource::NOFILE.get() {
+        Ok((_soft, hard)) => {
+            let soft = wanted.map_or(hard, |wanted| wanted.min(hard));
+            rlimit::Resource::NOFILE.set(soft, hard).map(|()| soft)
+        }
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(soft) => tracing::debug!(open_files_max = soft, "open files limit set"),
+        Err(error) => tracing::warn!(%error, "could not set the open files limit"),
+    }
+}
+
 /// Parses `USER=PASSWORD`.
 fn parse_password(text: &str) -> Result<(String, String), String> {
     let (user, password) = text.split_once('=').ok_or_else(|| "not USER=PASSWORD".to_owned())?;
@@ -317,6 +337,7 @@ fn main() -> Result<()> {
         LogFormat::Human => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
+    set_open_files_limit(cli.max_open_files);
     match cli.command {
         Command::Up {
             data_dir,

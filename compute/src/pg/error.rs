@@ -47,6 +47,8 @@ pub(crate) const QUERY_CANCELED: &str = "57014";
 pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
 /// serialization_failure: the transaction's snapshot was passed by another commit; retry it
 pub(crate) const SERIALIZATION_FAILURE: &str = "40001";
+/// too_many_connections: the listener's connection cap, or the process out of file descriptors
+pub(crate) const TOO_MANY_CONNECTIONS: &str = "53300";
 /// idle_in_transaction_session_timeout
 pub(crate) const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
 /// io_error: SQLite reported an I/O error on the database file (a store error, see `session`)

@@ -59,7 +59,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::codec::{Framed, FramedParts};
 
-use self::error::{SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED};
+use self::error::{
+    SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED, TOO_MANY_CONNECTIONS,
+};
 use self::frames::Guarded;
 use self::session::{Described, Outcome, Session, SessionShared, StopReason};
 
@@ -202,6 +204,12 @@ pub async fn serve_with(
                 Ok((socket, peer)) => {
                     if connections.len() >= CONNECTIONS_MAX {
                         tracing::warn!(%peer, "refusing connection: {CONNECTIONS_MAX} already open");
+                        refuse(socket, format!("too many connections: {CONNECTIONS_MAX} already open"));
+                        continue;
+                    }
+                    if let Err(exhausted) = crate::fds::check_room(FDS_PER_CONNECTION) {
+                        tracing::warn!(%peer, %exhausted, "refusing connection");
+                        refuse(socket, exhausted.to_string());
                         continue;
                     }
                     let (socket, watch) = match with_watch(socket) {
@@ -228,6 +236,35 @@ pub async fn serve_with(
         }
     }
     connections.shutdown().await;
+}
+
+/// Descriptors one connection takes: its socket and the duplicate that watches it.
+const FDS_PER_CONNECTION: u64 = 2;
+
+/// Tells a client it cannot be served (FATAL 53300 too_many_connections, as PostgreSQL does past
+/// `max_connections`) and closes its socket, in the background and bounded in time.
+fn refuse(mut socket: TcpStream, message: String) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let frame = fatal_frame(TOO_MANY_CONNECTIONS, &message);
+        let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&frame)).await;
+    });
+}
+
+/// An ErrorResponse of severity FATAL, as bytes on the wire.
+fn fatal_frame(code: &str, message: &str) -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', message)] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut frame = vec![b'E'];
+    let length = u32::try_from(fields.len() + 4).unwrap_or(u32::MAX);
+    frame.extend_from_slice(&length.to_be_bytes());
+    frame.extend_from_slice(&fields);
+    frame
 }
 
 /// The socket, and a duplicate of it to check the client is still there while a statement runs.
@@ -505,17 +542,7 @@ impl Drop for CancelOnDrop {
 /// sees the end and drops it.
 fn end_connection(watch: &std::net::TcpStream, code: &str, message: &str) {
     use std::io::Write;
-    let mut fields = Vec::new();
-    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', message)] {
-        fields.push(tag);
-        fields.extend_from_slice(value.as_bytes());
-        fields.push(0);
-    }
-    fields.push(0);
-    let mut frame = vec![b'E'];
-    let length = u32::try_from(fields.len() + 4).expect("a short message");
-    frame.extend_from_slice(&length.to_be_bytes());
-    frame.extend_from_slice(&fields);
+    let frame = fatal_frame(code, message);
     let mut socket = watch;
     if let Err(error) = socket.write_all(&frame) {
         tracing::debug!(%error, "telling an idle client its connection ends");
