@@ -34,14 +34,28 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
             Err(error) => break error,
         }
     };
-    let db_error = refusal.as_db_error().unwrap_or_else(|| panic!("a server error, not {refusal:?}"));
+    let db_error = refusal
+        .as_db_error()
+        .unwrap_or_else(|| panic!("a server error, not {refusal:?}"));
     assert_eq!(db_error.code(), &SqlState::TOO_MANY_CONNECTIONS, "{refusal:?}");
-    assert!(db_error.message().contains("file descriptors"), "{}", db_error.message());
+    assert!(
+        db_error.message().contains("file descriptors"),
+        "{}",
+        db_error.message()
+    );
     eprintln!("{} sessions opened before: {}", sessions.len() + 1, db_error.message());
-    assert!(sessions.len() >= 10, "the budget should allow a few sessions: {}", sessions.len());
+    assert!(
+        sessions.len() >= 10,
+        "the budget should allow a few sessions: {}",
+        sessions.len()
+    );
 
     // The reserve kept the rest working: open sessions, the API.
-    let count: i64 = first.query_one("SELECT count(*) FROM t", &[]).await.expect("read").get(0);
+    let count: i64 = first
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("read")
+        .get(0);
     assert_eq!(count, 1);
     sessions
         .last()
@@ -56,6 +70,10 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
     sessions.truncate(sessions.len() / 2);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let again = connect(&uri).await.expect("a session once others closed");
-    let count: i64 = again.query_one("SELECT count(*) FROM t", &[]).await.expect("read").get(0);
+    let count: i64 = again
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("read")
+        .get(0);
     assert_eq!(count, 2);
 }

@@ -259,7 +259,9 @@ fn main() {
         last_lsn = lsn;
     });
     assert_eq!(store.failure(), None);
-    let pages = compute::page_store::PageStore::snapshot(&*store).expect("size").db_size_pages;
+    let pages = compute::page_store::PageStore::snapshot(&*store)
+        .expect("size")
+        .db_size_pages;
     drop(connection);
     assert!(unregister_database("bench_sql"));
     drop(store);

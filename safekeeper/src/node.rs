@@ -752,9 +752,18 @@ impl Owner {
         }
         match process_start_ticks(self.pid) {
             None => !Path::new(&format!("/proc/{}", self.pid)).exists(),
-            Some(now) => self.start_ticks.is_some_and(|then| then != now),
+            Some(now) if self.start_ticks.is_some_and(|then| then != now) => true,
+            // Killed but not yet reaped by its parent: a zombie holds no file and writes nothing more, so a
+            // restart right after a kill -9 need not wait for the reaping.
+            Some(_) => matches!(process_state(self.pid), Some('Z' | 'X')),
         }
     }
+}
+
+/// Field 3 of `/proc/<pid>/stat`: the process state (`R`, `S`, `D`, `Z` zombie, `X` dead, …).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
 }
 
 fn boot_id() -> Option<String> {
@@ -877,5 +886,40 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(leftovers.len(), 1, "no temp files left: {leftovers:?}");
+    }
+
+    /// Issue 13: a restart within a second or two of a kill -9 found the lock held by the killed process,
+    /// still a zombie until its parent reaped it.
+    #[test]
+    fn a_lock_of_a_killed_unreaped_process_is_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        let owner = Owner {
+            pid: child.id(),
+            start_ticks: process_start_ticks(child.id()),
+            boot_id: boot_id(),
+        };
+        fs::write(dir.path().join(LOCK_FILE_NAME), owner.encode()).expect("write");
+        assert!(
+            matches!(DirLock::acquire(dir.path()), Err(NodeError::Locked { .. })),
+            "a live owner keeps its lock"
+        );
+        child.kill().expect("kill -9");
+        // Not reaped: a zombie until `wait`. Wait for the kernel to make it one.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_state(child.id()) != Some('Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no zombie: {:?}",
+                process_state(child.id())
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let lock = DirLock::acquire(dir.path()).expect("a zombie's lock is taken over");
+        drop(lock);
+        child.wait().expect("reap");
     }
 }
