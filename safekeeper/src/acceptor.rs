@@ -278,6 +278,12 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         &self.wal
     }
 
+    /// Lets the WAL store release what it holds for appends after `idle_for` without one (its open segment
+    /// file); see [`WalStore::release_idle`].
+    pub fn release_idle(&mut self, idle_for: std::time::Duration) -> bool {
+        self.wal.release_idle(idle_for)
+    }
+
     /// Takes the acceptor apart (a simulated crash keeps the stores' durable parts).
     pub fn into_parts(self) -> (W, C) {
         (self.wal, self.store)

@@ -197,11 +197,31 @@ fn assert_whole_frames(frames: &[u8]) {
 #[derive(Debug)]
 struct OpenSegment {
     start_lsn: Lsn,
-    file: File,
+    /// The file, while appends come: an idle timeline lets it go (`FileWal::release_idle`) so that thousands
+    /// of idle timelines hold no descriptors; the next append opens it again. Never `None` while `dirty`.
+    file: Option<File>,
     path: PathBuf,
     len_bytes: u64,
     /// Bytes were written since its last fdatasync.
     dirty: bool,
+    /// When it was last written or opened.
+    last_used: std::time::Instant,
+}
+
+impl OpenSegment {
+    /// The file, opened again (read-write) if it was let go.
+    fn file(&mut self) -> Result<&File, StoreError> {
+        self.last_used = std::time::Instant::now();
+        if self.file.is_none() {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.path)
+                .map_err(io_error(&self.path))?;
+            self.file = Some(file);
+        }
+        Ok(self.file.as_ref().expect("set just above"))
+    }
 }
 
 /// One timeline's WAL as segment files in a directory. See the module doc for the layout and crash argument.
@@ -354,10 +374,11 @@ impl FileWal {
         self.segment_starts.push(start_lsn);
         self.open = Some(OpenSegment {
             start_lsn,
-            file,
+            file: Some(file),
             path,
             len_bytes: 0,
             dirty: false,
+            last_used: std::time::Instant::now(),
         });
         self.dir_dirty = true;
         Ok(())
@@ -389,7 +410,8 @@ impl FileWal {
         let durability = self.config.durability;
         if let Some(open) = &mut self.open {
             if open.dirty {
-                sync_data(&open.file, &open.path, durability)?;
+                let file = open.file.as_ref().expect("a dirty segment's file is open");
+                sync_data(file, &open.path, durability)?;
                 open.dirty = false;
             }
         }
@@ -424,8 +446,9 @@ impl FileWal {
                 len_bytes += frame_bytes;
                 at += frame_bytes as usize;
             }
-            open.file
-                .write_all_at(&frames[run_start..at], open.len_bytes)
+            let offset = open.len_bytes;
+            open.file()?
+                .write_all_at(&frames[run_start..at], offset)
                 .map_err(io_error(&open.path))?;
             open.dirty = true;
             open.len_bytes = len_bytes;
@@ -516,16 +539,19 @@ impl FileWal {
                     .map_err(io_error(&path))?;
                 OpenSegment {
                     start_lsn,
-                    file,
+                    file: Some(file),
                     path,
                     len_bytes: 0,
                     dirty: false,
+                    last_used: std::time::Instant::now(),
                 }
             }
         };
         open.len_bytes = lsn.0 - start_lsn.0;
-        open.file.set_len(open.len_bytes).map_err(io_error(&open.path))?;
-        sync_all(&open.file, &open.path, durability)?;
+        let len_bytes = open.len_bytes;
+        open.file()?.set_len(len_bytes).map_err(io_error(&open.path))?;
+        let path = open.path.clone();
+        sync_all(open.file()?, &path, durability)?;
         open.dirty = false;
         self.open = Some(open);
         Ok(())
@@ -627,6 +653,16 @@ impl FileWal {
 }
 
 impl WalStore for FileWal {
+    fn release_idle(&mut self, idle_for: std::time::Duration) -> bool {
+        match &mut self.open {
+            Some(open) if !open.dirty && open.file.is_some() && open.last_used.elapsed() >= idle_for => {
+                open.file = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn write_lsn(&self) -> Lsn {
         self.write_lsn
     }
@@ -754,10 +790,11 @@ fn recover_last_segment(
     sync_all(&file, &path, durability)?;
     Ok(OpenSegment {
         start_lsn,
-        file,
+        file: Some(file),
         path,
         len_bytes: valid_bytes,
         dirty: false,
+        last_used: std::time::Instant::now(),
     })
 }
 
@@ -1145,6 +1182,37 @@ mod tests {
         drop(wal);
         let wal = FileWal::open(dir.path(), START, &config(SMALL_SEGMENT_BYTES)).expect("reopen");
         assert_bytes(&read_all(&wal, START, 3000), &expected);
+    }
+
+    /// Issue 13: an idle timeline holds no descriptor; the next append takes its segment up again, in place.
+    #[test]
+    fn an_idle_segment_file_is_let_go_and_taken_up_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut wal = FileWal::open(dir.path(), START, &config(1 << 20)).expect("open");
+        let first = frames(3, 100, 1);
+        wal.write(START, &first).expect("write");
+        assert!(
+            !wal.release_idle(std::time::Duration::ZERO),
+            "unsynced writes keep the file"
+        );
+        wal.sync().expect("sync");
+        assert!(
+            !wal.release_idle(std::time::Duration::from_secs(3600)),
+            "not idle long enough"
+        );
+        assert!(wal.release_idle(std::time::Duration::ZERO), "synced and idle: let go");
+        assert!(!wal.release_idle(std::time::Duration::ZERO), "nothing left to let go");
+        let second = frames(2, 100, 2);
+        wal.write(wal.write_lsn(), &second).expect("write after the release");
+        let end = wal.sync().expect("sync");
+        assert_eq!(wal.segment_starts(), &[START], "the same segment, taken up again");
+        let mut expected = first.clone();
+        expected.extend_from_slice(&second);
+        assert_eq!(end, Lsn(START.0 + expected.len() as u64));
+        assert_eq!(&wal.read(START, end, usize::MAX).expect("read")[..], &expected[..]);
+        drop(wal);
+        let wal = FileWal::open(dir.path(), START, &config(1 << 20)).expect("reopen");
+        assert_eq!(wal.flush_lsn(), end);
     }
 
     #[test]

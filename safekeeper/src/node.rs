@@ -388,6 +388,30 @@ impl SafekeeperNode {
         self.config.data_dir.join(key.0.to_string()).join(key.1.to_string())
     }
 
+    /// Lets go of the open segment files of timelines with no append for `idle_for` (see
+    /// `WalStore::release_idle`), so idle timelines hold no descriptors. Blocks on each timeline's lock in turn.
+    /// Returns how many were let go.
+    pub fn release_idle_files(&self, idle_for: Duration) -> usize {
+        let timelines: Vec<Arc<Timeline>> = self
+            .timelines
+            .read()
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(timeline) => Some(Arc::clone(timeline)),
+                _ => None,
+            })
+            .collect();
+        timelines
+            .iter()
+            .filter(|timeline| {
+                matches!(
+                    timeline.run_blocking(|acceptor| acceptor.release_idle(idle_for)),
+                    Ok(true)
+                )
+            })
+            .count()
+    }
+
     /// The ids of the timelines loaded (broken ones included), sorted.
     pub fn timeline_keys(&self) -> Vec<TimelineKey> {
         let mut keys: Vec<_> = self.timelines.read().keys().copied().collect();

@@ -286,6 +286,12 @@ pub trait WalStore {
     fn remove_below(&mut self, lsn: Lsn) -> Result<(), StoreError>;
     /// The lowest LSN still readable.
     fn oldest_lsn(&self) -> Lsn;
+    /// Lets go of resources held for appends (an open file) if no append came for `idle_for`; they are taken
+    /// again by the next append. Changes nothing durable. Returns whether anything was let go.
+    fn release_idle(&mut self, idle_for: std::time::Duration) -> bool {
+        let _ = idle_for;
+        false
+    }
 }
 
 /// Where an acceptor keeps its control state.

@@ -554,6 +554,29 @@ async fn stream_wal(timeline: Arc<Timeline>, mut next_lsn: Lsn, tx: WalSender, m
     }
 }
 
+/// A timeline with no append for this long lets its open segment file go (issue 13: idle timelines hold no
+/// descriptors, so thousands of branches do not exhaust them).
+pub const IDLE_SEGMENT_FILE_MS: u64 = 30_000;
+
+/// Lets idle timelines' segment files go every half [`IDLE_SEGMENT_FILE_MS`] while the node lives.
+async fn release_idle_files(node: std::sync::Weak<SafekeeperNode>) {
+    let idle_for = Duration::from_millis(IDLE_SEGMENT_FILE_MS);
+    let mut tick = tokio::time::interval(idle_for / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(node) = node.upgrade() else {
+            return;
+        };
+        // Each timeline's lock may be held across an fdatasync: off the async workers.
+        match tokio::task::spawn_blocking(move || node.release_idle_files(idle_for)).await {
+            Ok(0) => {}
+            Ok(released) => tracing::debug!(released, "let idle segment files go"),
+            Err(_) => return,
+        }
+    }
+}
+
 /// Serves `node` on `listener` until `shutdown` completes; then shuts the node down (its streams end with
 /// `UNAVAILABLE`), lets open connections finish for up to [`SHUTDOWN_GRACE_MS`], and returns. The node's lock
 /// is released by [`SafekeeperNode::close`] (or when its last reference drops).
@@ -576,10 +599,15 @@ pub async fn serve(
             let _ = stop_rx.await;
         });
     let mut server: Pin<Box<_>> = Box::pin(server);
+    let sweeper = tokio::spawn(release_idle_files(Arc::downgrade(&node)));
     tokio::select! {
-        result = &mut server => return result,
+        result = &mut server => {
+            sweeper.abort();
+            return result;
+        }
         () = shutdown => {}
     }
+    sweeper.abort();
     tracing::info!(node = node.node_id(), "shutting down");
     node.shut_down();
     let _ = stop_tx.send(());

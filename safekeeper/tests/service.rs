@@ -956,3 +956,377 @@ async fn tombstones_left_by_a_deletion_cut_short_are_removed_at_open() {
     assert!(left.is_empty(), "nothing left: {left:?}");
     assert!(server.stop().await);
 }
+
+/// Issue 13 (finding 5): idle timelines let their open segment files go, so a node with many timelines does not
+/// hold a descriptor for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timelines_let_their_segment_files_go() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = open_node(dir.path()).expect("open");
+    const TIMELINES: u64 = 50;
+    let count_fds = || std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let before = count_fds();
+    for i in 0..TIMELINES {
+        node.create_timeline_blocking((TenantId(0xF0), TimelineId(u128::from(i) + 1)), START)
+            .expect("create");
+    }
+    let with_files = count_fds();
+    assert_eq!(
+        node.release_idle_files(std::time::Duration::from_secs(3600)),
+        0,
+        "not idle long enough"
+    );
+    let released = node.release_idle_files(std::time::Duration::ZERO);
+    assert_eq!(released, TIMELINES as usize);
+    let after = count_fds();
+    eprintln!("descriptors: {before} before, {with_files} with {TIMELINES} timelines, {after} after the release");
+    assert_eq!(node.release_idle_files(std::time::Duration::ZERO), 0, "nothing left");
+
+    // Appending after the release (the segment taken up again) is `filestore`'s unit test.
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_finds_its_timelines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let mut messages = Vec::new();
+    let mut end = START;
+    for i in 0..40u8 {
+        // Enough WAL for several 4 KiB segments.
+        let data = frame(i + 60);
+        messages.push(append_message(u64::from(i), 1, end, data.clone(), end));
+        end = end_of(end, &data);
+    }
+    let (acks, status) = append_all(&mut client, messages).await;
+    assert!(status.is_none(), "{status:?}");
+    assert_eq!(acks.last().expect("acks").flush_lsn, end.0);
+    let before = state(&mut client).await;
+    // An append stream left open by its client does not hold the shutdown up: it ends with UNAVAILABLE.
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(append_message(0, 1, end, Bytes::new(), START))
+        .await
+        .expect("send");
+    let mut open_stream = client
+        .append(ReceiverStream::new(rx))
+        .await
+        .expect("append stream")
+        .into_inner();
+    open_stream.next().await.expect("open").expect("ack");
+    let stopping = std::time::Instant::now();
+    assert!(server.stop().await);
+    assert!(
+        stopping.elapsed() < Duration::from_millis(safekeeper::service::SHUTDOWN_GRACE_MS / 2),
+        "shutdown took {:?}",
+        stopping.elapsed()
+    );
+    match open_stream.next().await {
+        Some(Err(status)) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        other => panic!("the open append stream must end with UNAVAILABLE: {other:?}"),
+    }
+    drop((tx, client));
+
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    let after = state(&mut client).await;
+    assert_eq!(after.flush_lsn, end.0);
+    assert_eq!((after.term, &after.history), (before.term, &before.history));
+    let chunk = client
+        .read_wal(pb::ReadWalRequest {
+            timeline: Some(timeline_ref()),
+            term: 1,
+            start_lsn: START.0,
+            max_bytes: 1 << 20,
+        })
+        .await
+        .expect("read")
+        .into_inner();
+    assert_eq!(
+        chunk.data.len() as u64,
+        end.0 - START.0,
+        "all WAL read back across segments"
+    );
+    assert!(server.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_file_keeps_a_second_node_off_the_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = open_node(dir.path()).expect("first node");
+    assert!(dir.path().join(LOCK_FILE_NAME).exists());
+    match open_node(dir.path()) {
+        Err(NodeError::Locked { .. }) => {}
+        other => panic!("a second node on the same directory: {other:?}"),
+    }
+    assert!(Arc::new(first).close(WAIT).await, "released");
+    assert!(!dir.path().join(LOCK_FILE_NAME).exists());
+    let again = open_node(dir.path()).expect("reopened after release");
+    drop(again);
+    assert!(
+        !dir.path().join(LOCK_FILE_NAME).exists(),
+        "dropping a node releases its lock"
+    );
+}
+
+fn timeline_ref_of(tenant: TenantId, timeline: TimelineId) -> pb::TimelineRef {
+    pb::TimelineRef {
+        tenant_id: tenant.to_string(),
+        timeline_id: timeline.to_string(),
+    }
+}
+
+async fn create_at(client: &mut Client, timeline: pb::TimelineRef, start: Lsn) -> pb::AcceptorState {
+    client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: Some(timeline),
+            start_lsn: start.0,
+        })
+        .await
+        .expect("create timeline")
+        .into_inner()
+        .state
+        .expect("state")
+}
+
+/// The next item of a stream, which must be an error: its status.
+async fn ended_with<T: std::fmt::Debug>(stream: &mut tonic::Streaming<T>) -> tonic::Status {
+    match tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("stream ends in time")
+    {
+        Some(Err(status)) => status,
+        other => panic!("the stream must end with an error status: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_timeline_ends_its_streams_and_can_be_created_afresh() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let a = frame(1);
+    let end_a = end_of(START, &a);
+    let (_, status) = append_all(&mut client, vec![append_message(0, 1, START, a, end_a)]).await;
+    assert!(status.is_none(), "{status:?}");
+
+    // A tailing StreamWal and an open Append stream.
+    let mut wal = client
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0,
+        })
+        .await
+        .expect("stream wal")
+        .into_inner();
+    tokio::time::timeout(WAIT, wal.next())
+        .await
+        .expect("chunk in time")
+        .expect("open")
+        .expect("chunk");
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(append_message(0, 1, end_a, Bytes::new(), end_a))
+        .await
+        .expect("send");
+    let mut appends = client
+        .append(ReceiverStream::new(rx))
+        .await
+        .expect("append stream")
+        .into_inner();
+    appends.next().await.expect("open").expect("ack");
+
+    client.delete_timeline(timeline_ref()).await.expect("delete");
+    let status = ended_with(&mut wal).await;
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert!(status.message().contains("was deleted"), "{status:?}");
+    let status = ended_with(&mut appends).await;
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    drop(tx);
+    let status = client.get_state(timeline_ref()).await.expect_err("deleted");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let tenant_dir = dir.path().join(TENANT.to_string());
+    assert!(!tenant_dir.join(TIMELINE.to_string()).exists(), "the directory is gone");
+    let left: Vec<_> = std::fs::read_dir(&tenant_dir)
+        .expect("tenant dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "no tombstone left: {left:?}");
+
+    // Idempotent, including a timeline that never existed.
+    client.delete_timeline(timeline_ref()).await.expect("delete again");
+    client
+        .delete_timeline(timeline_ref_of(TenantId(0xdead), TimelineId(0xbeef)))
+        .await
+        .expect("delete of nothing");
+    let status = client
+        .delete_timeline(pb::TimelineRef {
+            tenant_id: "nope".into(),
+            timeline_id: TIMELINE.to_string(),
+        })
+        .await
+        .expect_err("malformed");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    // Created again at another start LSN: a fresh timeline, no trace of the old WAL.
+    let fresh_start = Lsn(0x5000);
+    let fresh = create_at(&mut client, timeline_ref(), fresh_start).await;
+    assert_eq!(
+        (fresh.timeline_start_lsn, fresh.flush_lsn, fresh.commit_lsn, fresh.term),
+        (fresh_start.0, fresh_start.0, fresh_start.0, 0)
+    );
+    assert!(
+        server.stop().await,
+        "streams of the deleted timeline let go of the node"
+    );
+
+    // And after a restart the fresh one is what loads.
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    assert_eq!(state(&mut client).await.timeline_start_lsn, fresh_start.0);
+    assert!(server.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_deletion_removes_every_timeline_of_it_and_no_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    let other_tenant = TenantId(0xfff);
+    let ours = [TimelineId(1), TimelineId(2), TimelineId(3)];
+    for timeline in ours {
+        create_at(&mut client, timeline_ref_of(TENANT, timeline), START).await;
+    }
+    create_at(&mut client, timeline_ref_of(other_tenant, TimelineId(1)), START).await;
+
+    client
+        .delete_tenant(pb::DeleteTenantRequest {
+            tenant_id: TENANT.to_string(),
+        })
+        .await
+        .expect("delete tenant");
+    for timeline in ours {
+        let status = client
+            .get_state(timeline_ref_of(TENANT, timeline))
+            .await
+            .expect_err("deleted");
+        assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    }
+    assert!(
+        !dir.path().join(TENANT.to_string()).exists(),
+        "the tenant directory is gone"
+    );
+    client
+        .get_state(timeline_ref_of(other_tenant, TimelineId(1)))
+        .await
+        .expect("another tenant is untouched");
+    assert_eq!(server.node.timeline_keys(), vec![(other_tenant, TimelineId(1))]);
+
+    client
+        .delete_tenant(pb::DeleteTenantRequest {
+            tenant_id: TENANT.to_string(),
+        })
+        .await
+        .expect("delete again");
+    let status = client
+        .delete_tenant(pb::DeleteTenantRequest {
+            tenant_id: "ABC".into(),
+        })
+        .await
+        .expect_err("malformed");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // A timeline of the deleted tenant can be created again.
+    create_at(&mut client, timeline_ref_of(TENANT, TimelineId(1)), Lsn(0x200)).await;
+    assert!(server.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tombstones_left_by_a_deletion_cut_short_are_removed_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    let other = TimelineId(0x456);
+    create_at(&mut client, timeline_ref_of(TENANT, other), START).await;
+    let gone_tenant = TenantId(0x777);
+    create_at(&mut client, timeline_ref_of(gone_tenant, TimelineId(1)), START).await;
+    assert!(server.stop().await);
+
+    // What a crash after the rename and before the removal leaves: a timeline tombstone and a tenant one.
+    let tenant_dir = dir.path().join(TENANT.to_string());
+    let timeline_tombstone = tenant_dir.join(format!("{TIMELINE}{}", safekeeper::node::TOMBSTONE_SUFFIX));
+    std::fs::rename(tenant_dir.join(TIMELINE.to_string()), &timeline_tombstone).expect("rename");
+    let tenant_tombstone = dir
+        .path()
+        .join(format!("{gone_tenant}{}", safekeeper::node::TOMBSTONE_SUFFIX));
+    std::fs::rename(dir.path().join(gone_tenant.to_string()), &tenant_tombstone).expect("rename");
+
+    let server = start(dir.path()).await;
+    assert!(!timeline_tombstone.exists(), "timeline tombstone removed at open");
+    assert!(!tenant_tombstone.exists(), "tenant tombstone removed at open");
+    assert_eq!(
+        server.node.timeline_keys(),
+        vec![(TENANT, other)],
+        "tombstones never load"
+    );
+    let mut client = server.client().await;
+    let status = client.get_state(timeline_ref()).await.expect_err("deleted");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    // A tombstone in the way of a later deletion is cleared by it.
+    std::fs::create_dir_all(tenant_dir.join(format!("{other}{}", safekeeper::node::TOMBSTONE_SUFFIX)))
+        .expect("stray tombstone");
+    client
+        .delete_timeline(timeline_ref_of(TENANT, other))
+        .await
+        .expect("delete over a stray tombstone");
+    let left: Vec<_> = std::fs::read_dir(&tenant_dir)
+        .expect("tenant dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing left: {left:?}");
+    assert!(server.stop().await);
+}
+
+/// Issue 13 (finding 5): idle timelines let their open segment files go, so a node with many timelines does not
+/// hold a descriptor for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timelines_let_their_segment_files_go() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = open_node(dir.path()).expect("open");
+    const TIMELINES: u64 = 50;
+    let count_fds = || std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let before = count_fds();
+    for i in 0..TIMELINES {
+        node.create_timeline_blocking((TenantId(0xF0), TimelineId(u128::from(i) + 1)), START)
+            .expect("create");
+    }
+    let with_files = count_fds();
+    assert_eq!(
+        node.release_idle_files(std::time::Duration::from_secs(3600)),
+        0,
+        "not idle long enough"
+    );
+    let released = node.release_idle_files(std::time::Duration::ZERO);
+    assert_eq!(released, TIMELINES as usize);
+    let after = count_fds();
+    eprintln!("descriptors: {before} before, {with_files} with {TIMELINES} timelines, {after} after the release");
+    assert_eq!(node.release_idle_files(std::time::Duration::ZERO), 0, "nothing left");
+
+    // The node still serves: a timeline elects and appends through the service after its file was let go.
+    drop(node);
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let data = frame(7);
+    let end = end_of(START, &data);
+    append_all(&mut client, vec![append_message(1, 1, START, data, end)]).await;
+    assert!(server.node.release_idle_files(std::time::Duration::ZERO) >= 1);
+    let data = frame(8);
+    let next_end = end_of(end, &data);
+    append_all(&mut client, vec![append_message(2, 1, end, data, next_end)]).await;
+    assert_eq!(Lsn(state(&mut client).await.flush_lsn), next_end);
+    assert!(server.stop().await);
+}
