@@ -20,6 +20,8 @@ use crate::id::TimelineId;
 use crate::lsn::Lsn;
 
 const FRAME_HEADER_BYTES: usize = 8;
+/// The file name of a tenant's branch log.
+pub const BRANCH_LOG_FILE: &str = "branches.log";
 const ENTRY_BYTES_MAX: usize = 64 * 1024;
 
 /// One change to the set of timelines.
@@ -94,6 +96,12 @@ impl BranchLog {
 
 /// Decodes the frames; returns the entries and the length of the valid prefix.
 fn decode(path: &Path, bytes: &[u8]) -> Result<(Vec<BranchLogEntry>, usize)> {
+    decode_prefix(bytes).map_err(|(offset, reason)| corrupt(path, offset, reason))
+}
+
+/// Decodes the frames of a branch log's bytes: the entries and the length of the valid prefix (a frame cut
+/// short or bad at the very end ends it); damage followed by more frames is an error with its offset.
+pub(crate) fn decode_prefix(bytes: &[u8]) -> std::result::Result<(Vec<BranchLogEntry>, usize), (u64, String)> {
     let mut entries = Vec::new();
     let mut offset = 0usize;
     while offset < bytes.len() {
@@ -106,7 +114,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<(Vec<BranchLogEntry>, usize)> {
         if body_len > ENTRY_BYTES_MAX || rest.len() < frame_len {
             // Cut short by a crash, unless more frames follow (then it is damage, not a torn append).
             if body_len > ENTRY_BYTES_MAX && rest.len() > FRAME_HEADER_BYTES + ENTRY_BYTES_MAX {
-                return Err(corrupt(path, offset as u64, "branch log frame length out of bounds"));
+                return Err((offset as u64, "branch log frame length out of bounds".to_owned()));
             }
             return Ok((entries, offset));
         }
@@ -117,7 +125,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<(Vec<BranchLogEntry>, usize)> {
         match parsed {
             Some(entry) => entries.push(entry),
             None if offset + frame_len == bytes.len() => return Ok((entries, offset)),
-            None => return Err(corrupt(path, offset as u64, "branch log frame fails its crc")),
+            None => return Err((offset as u64, "branch log frame fails its crc".to_owned())),
         }
         offset += frame_len;
     }

@@ -177,7 +177,7 @@ mod tests {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .expect("read dir")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .filter(|name| name.starts_with("l0_") || name.starts_with("l1_") || name.starts_with("img_"))
+            .filter(|name| crate::formats::is_layer_file_name(name))
             .collect();
         names.sort();
         names

@@ -17,6 +17,7 @@ mod codec;
 pub mod config;
 pub mod error;
 pub mod fetch;
+pub mod formats;
 pub mod fsio;
 pub mod id;
 pub mod key;

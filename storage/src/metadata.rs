@@ -22,7 +22,7 @@ pub const METADATA_FORMAT_VERSION: u32 = 1;
 const HEADER_BYTES: usize = 20;
 
 /// The file name of the metadata inside a timeline directory.
-pub(crate) const METADATA_FILE: &str = "metadata";
+pub const METADATA_FILE: &str = "metadata";
 
 /// What a timeline keeps durable about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +66,8 @@ impl TimelineMetadata {
             .map_err(|(offset, reason)| corrupt(&path, offset, reason))
     }
 
-    fn decode(bytes: &[u8]) -> std::result::Result<TimelineMetadata, (u64, String)> {
+    /// Decodes a metadata file's bytes; on damage, its offset and what is wrong.
+    pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<TimelineMetadata, (u64, String)> {
         if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
             return Err((0, "bad metadata magic".into()));
         }

@@ -21,8 +21,9 @@ use crate::id::TimelineId;
 use crate::lsn::Lsn;
 use crate::timeline::{GcOutcome, Timeline};
 
-const BRANCH_LOG_FILE: &str = "branches.log";
-const TIMELINES_DIR: &str = "timelines";
+use crate::branch_log::BRANCH_LOG_FILE;
+/// The directory of a tenant's timelines.
+pub const TIMELINES_DIR: &str = "timelines";
 
 /// Where a branch starts on its ancestor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

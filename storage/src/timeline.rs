@@ -1109,8 +1109,7 @@ fn remove_unreferenced(dir: &Path, keep: &[String]) -> Result<()> {
     for entry in entries {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_layer = name.starts_with("l0_") || name.starts_with("l1_") || name.starts_with("img_");
-        if name.ends_with(TEMP_SUFFIX) || (is_layer && !keep.contains(&name)) {
+        if name.ends_with(TEMP_SUFFIX) || (crate::formats::is_layer_file_name(&name) && !keep.contains(&name)) {
             tracing::info!(file = %entry.path().display(), "removing a file left by an interrupted write");
             std::fs::remove_file(entry.path()).map_err(io_err(entry.path()))?;
         }

@@ -20,9 +20,30 @@ use crate::lsn::Lsn;
 use crate::mmap::MappedFile;
 
 const ENTRY_BYTES: usize = 20;
+/// Bytes of one entry: `commit_ts_us u64 | end_lsn u64 | crc32 u32`.
+pub const TIMESTAMP_ENTRY_BYTES: u64 = ENTRY_BYTES as u64;
 
 /// The file name of the index inside a timeline directory.
-pub(crate) const TIMESTAMPS_FILE: &str = "timestamps";
+pub const TIMESTAMPS_FILE: &str = "timestamps";
+
+/// Checks that `bytes` hold at least `count` entries, each passing its crc; on damage, its offset and why.
+pub(crate) fn check_entries(bytes: &[u8], count: u64) -> std::result::Result<(), (u64, String)> {
+    let needed_bytes = count
+        .checked_mul(TIMESTAMP_ENTRY_BYTES)
+        .ok_or((0, "entry count overflows".to_owned()))?;
+    if (bytes.len() as u64) < needed_bytes {
+        return Err((
+            bytes.len() as u64,
+            format!("holds {} bytes, metadata names {count} entries", bytes.len()),
+        ));
+    }
+    for (i, entry) in bytes[..needed_bytes as usize].chunks_exact(ENTRY_BYTES).enumerate() {
+        if u32_at(entry, 16) != crc32fast::hash(&entry[..16]) {
+            return Err(((i * ENTRY_BYTES) as u64, format!("timestamp entry {i} fails its crc")));
+        }
+    }
+    Ok(())
+}
 
 pub(crate) struct TimestampIndex {
     path: PathBuf,
