@@ -1,0 +1,243 @@
+//! Reads: a page at any retained LSN, the database size, keys of a range, the LSN of a timestamp.
+
+use super::*;
+
+impl Timeline {
+    /// Checks `lsn` is readable; returns the `last_record_lsn` it was checked against.
+    pub(super) fn check_read_lsn(&self, lsn: Lsn) -> Result<Lsn> {
+        let last_record_lsn = self.last_record_lsn();
+        if lsn > last_record_lsn {
+            return Err(StorageError::LsnAhead { lsn, last_record_lsn });
+        }
+        if lsn < self.start_lsn {
+            return Err(StorageError::LsnBeforeStart {
+                timeline: self.id,
+                lsn,
+                start_lsn: self.start_lsn,
+            });
+        }
+        let gc_cutoff = self.gc_cutoff_lsn();
+        if lsn < gc_cutoff {
+            return Err(StorageError::LsnBelowGcCutoff { lsn, gc_cutoff });
+        }
+        Ok(last_record_lsn)
+    }
+
+    /// The page `key` as of `lsn`: the newest image at or below `lsn` with the deltas above it applied,
+    /// falling through to the ancestor below the branch point. A page never written reads as zeros inside the
+    /// database size at `lsn`, and is `PageNotFound` outside it.
+    pub fn get_page(&self, key: Key, lsn: Lsn) -> Result<Bytes> {
+        let last_record_lsn = self.check_read_lsn(lsn)?;
+        if let Some(page) = self.cache.lookup(self.id, key, lsn) {
+            return Ok(page);
+        }
+        let mut stats = ReadStats::default();
+        let result = self.get_uncached(key, lsn, last_record_lsn, &mut stats);
+        self.reads_total.fetch_add(1, Ordering::Relaxed);
+        self.layers_visited_total
+            .fetch_add(stats.layers_visited, Ordering::Relaxed);
+        result
+    }
+
+    /// Like [`Timeline::get_page`] but never uses the cache, and reports the layers visited.
+    pub fn get_page_uncached(&self, key: Key, lsn: Lsn) -> Result<(Bytes, ReadStats)> {
+        let last_record_lsn = self.check_read_lsn(lsn)?;
+        let mut stats = ReadStats::default();
+        let page = self.get_uncached(key, lsn, last_record_lsn, &mut stats)?;
+        Ok((page, stats))
+    }
+
+    pub(super) fn get_uncached(
+        &self,
+        key: Key,
+        lsn: Lsn,
+        last_record_lsn: Lsn,
+        stats: &mut ReadStats,
+    ) -> Result<Bytes> {
+        match self.reconstruct(key, lsn, stats) {
+            Ok(Some((version_lsn, page))) => {
+                self.cache
+                    .insert(self.id, key, version_lsn, lsn, last_record_lsn, page.clone());
+                Ok(page)
+            }
+            Ok(None) if key.is_page() && key.block() < self.db_size_at_checked(lsn)? => {
+                Ok(Bytes::from(vec![0u8; PAGE_SIZE_BYTES]))
+            }
+            Ok(None) => Err(StorageError::PageNotFound { key, lsn }),
+            Err(e) => {
+                // GC may have moved the cutoff past `lsn` during the read and removed a layer under it.
+                let gc_cutoff = self.gc_cutoff_lsn();
+                if lsn < gc_cutoff {
+                    return Err(StorageError::LsnBelowGcCutoff { lsn, gc_cutoff });
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The database size in pages at `lsn` (zero before the first record). `lsn` is checked like a page read's.
+    pub fn db_size_at(&self, lsn: Lsn) -> Result<u32> {
+        self.check_read_lsn(lsn)?;
+        self.db_size_at_checked(lsn)
+    }
+
+    /// [`Timeline::db_size_at`] for an LSN already checked.
+    pub(super) fn db_size_at_checked(&self, lsn: Lsn) -> Result<u32> {
+        if let Some(bytes) = self.cache.lookup(self.id, DB_SIZE_KEY, lsn) {
+            return decode_db_size(&bytes);
+        }
+        let last_record_lsn = self.last_record_lsn();
+        match self.reconstruct(DB_SIZE_KEY, lsn, &mut ReadStats::default())? {
+            Some((version_lsn, bytes)) => {
+                self.cache
+                    .insert(self.id, DB_SIZE_KEY, version_lsn, lsn, last_record_lsn, bytes.clone());
+                decode_db_size(&bytes)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// The newest version of `key` at or below `lsn`, reconstructed, with the LSN of that version; `None` if the
+    /// key has no version there.
+    pub(super) fn reconstruct(&self, key: Key, lsn: Lsn, stats: &mut ReadStats) -> Result<Option<(Lsn, Bytes)>> {
+        let mut versions: Vec<(Lsn, Value)> = Vec::new();
+        let mut timeline = self;
+        let mut end = lsn.next();
+        'timelines: loop {
+            let state = timeline.layers.read().clone();
+            for layer in std::iter::once(&state.open).chain(state.frozen.iter().rev()) {
+                if layer.end_lsn() > layer.start_lsn() {
+                    stats.layers_visited += 1;
+                }
+                if layer.search(key, end, &mut versions) == LayerSearch::Complete {
+                    break 'timelines;
+                }
+            }
+            loop {
+                match state.map.search(key, end) {
+                    NextLayer::Delta(delta) => {
+                        stats.layers_visited += 1;
+                        if delta.search(key, None, end, &mut versions)? == LayerSearch::Complete {
+                            break 'timelines;
+                        }
+                        end = delta.desc().lsn_range.start;
+                    }
+                    NextLayer::Image { image, delta } => {
+                        if let Some(delta) = delta {
+                            stats.layers_visited += 1;
+                            if delta.search(key, Some(image.desc().max_lsn()), end, &mut versions)?
+                                == LayerSearch::Complete
+                            {
+                                break 'timelines;
+                            }
+                        }
+                        stats.layers_visited += 1;
+                        // Complete, or absent: an image layer is the whole truth for its range at its LSN.
+                        image.search(key, None, end, &mut versions)?;
+                        break 'timelines;
+                    }
+                    NextLayer::None => break,
+                }
+            }
+            match &timeline.ancestor {
+                Some(ancestor) => {
+                    end = end.min(timeline.start_lsn.next());
+                    // After a restart the ancestor may not have been re-fed up to the branch point yet; its
+                    // answer would be incomplete, so refuse rather than guess.
+                    let ancestor_last = ancestor.last_record_lsn();
+                    if ancestor_last < timeline.start_lsn {
+                        return Err(StorageError::AncestorBehind {
+                            ancestor: ancestor.id,
+                            branch_lsn: timeline.start_lsn,
+                            last_record_lsn: ancestor_last,
+                        });
+                    }
+                    timeline = ancestor;
+                }
+                None => break,
+            }
+        }
+        let Some(&(version_lsn, _)) = versions.first() else {
+            return Ok(None);
+        };
+        let base = match versions.last() {
+            Some((_, Value::Image(image))) => {
+                let image = image.clone();
+                versions.pop();
+                Some(image)
+            }
+            _ => None,
+        };
+        let deltas: Vec<Value> = versions.into_iter().map(|(_, v)| v).collect();
+        Ok(Some((version_lsn, value::reconstruct(base.as_ref(), &deltas))))
+    }
+
+    /// Every key in `range` with a version at or below `lsn`, here or in the ancestors, sorted.
+    pub(super) fn keys_at(&self, range: &Range<Key>, lsn: Lsn) -> Result<Vec<Key>> {
+        let mut keys = Vec::new();
+        let mut timeline = self;
+        let mut end = lsn.next();
+        loop {
+            let state = timeline.layers.read().clone();
+            for layer in std::iter::once(&state.open).chain(state.frozen.iter()) {
+                layer.keys(range, end, &mut keys);
+            }
+            for layer in state.map.iter() {
+                let desc = layer.desc();
+                let overlaps = desc.key_range.start < range.end && range.start < desc.key_range.end;
+                if overlaps && desc.lsn_range.start < end {
+                    layer.keys(range, end, &mut keys)?;
+                }
+            }
+            match &timeline.ancestor {
+                Some(ancestor) => {
+                    end = end.min(timeline.start_lsn.next());
+                    timeline = ancestor;
+                }
+                None => break,
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    // ---------------------------------------------------------------- point in time
+
+    /// The end LSN of the newest commit at or before `timestamp_us`, looking into the ancestors below the branch
+    /// point when this timeline has no commit that old.
+    pub fn lsn_for_timestamp(&self, timestamp_us: u64) -> Result<TimestampLsn> {
+        let mut timeline = self;
+        let mut lsn_max = Lsn::MAX;
+        loop {
+            if let Some(lsn) = timeline.timestamps.lookup(timestamp_us, lsn_max)? {
+                return Ok(TimestampLsn {
+                    timeline_id: timeline.id,
+                    lsn,
+                });
+            }
+            match &timeline.ancestor {
+                Some(ancestor) => {
+                    lsn_max = timeline.start_lsn;
+                    timeline = ancestor;
+                }
+                None => {
+                    let earliest_us = timeline.timestamps.first_timestamp()?;
+                    return Err(StorageError::TimestampBeforeHistory {
+                        timestamp_us,
+                        earliest_us,
+                    });
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- branch points
+}
+
+pub(super) fn decode_db_size(bytes: &Bytes) -> Result<u32> {
+    let array: [u8; 4] = bytes[..]
+        .try_into()
+        .map_err(|_| corrupt("<db size value>", 0, "not 4 bytes"))?;
+    Ok(u32::from_le_bytes(array))
+}
