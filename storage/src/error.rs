@@ -57,7 +57,7 @@ pub enum StorageError {
         /// What check failed.
         reason: String,
     },
-    /// A layer file missing locally could not be fetched (see [`crate::fetch`]). Trying again may succeed.
+    /// A layer file missing locally could not be fetched (see [`crate::layer::fetch`]). Trying again may succeed.
     #[error("fetching layer {}: {reason}", file.display())]
     Fetch {
         /// The layer file that was to be fetched.

@@ -15,9 +15,9 @@ use crate::branch_log::{BranchLog, BranchLogEntry};
 use crate::cache::PageCache;
 use crate::config::TimelineConfig;
 use crate::error::{io_err, Result, StorageError};
-use crate::fetch::LayerFetcher;
 use crate::fsio::create_dir_durable;
 use crate::id::TimelineId;
+use crate::layer::fetch::LayerFetcher;
 use crate::lsn::Lsn;
 use crate::timeline::{GcOutcome, Timeline};
 
@@ -56,7 +56,7 @@ impl Tenant {
 
     /// As [`Tenant::open`], but a layer the metadata names and the disk lacks (a tenant rebuilt from remote
     /// storage with its small files only, or a layer lost locally) is fetched through `fetcher` on first use,
-    /// by every timeline of the tenant (see [`crate::fetch`]).
+    /// by every timeline of the tenant (see [`crate::layer::fetch`]).
     pub fn open_with_fetcher(
         dir: &Path,
         conf: TimelineConfig,

@@ -1,6 +1,6 @@
 //! Layers on demand: the engine's [`LayerFetcher`] over [`RemoteStorage`]. A tenant opened with remote storage
 //! configured (rebuilt with its small files only, or present locally) fetches a layer the first time a read,
-//! compaction or GC needs it and the local disk lacks it (see `storage::fetch` for the engine's side: one
+//! compaction or GC needs it and the local disk lacks it (see `storage::layer::fetch` for the engine's side: one
 //! fetch per layer at a time, size and every checksum verified, fsync, rename into place).
 //!
 //! # Threading
