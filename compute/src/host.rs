@@ -38,7 +38,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::compute::ComputeError;
+use crate::error::ComputeError;
 use crate::pg::{ScramVerifier, SessionError, SessionFactory, VfsSessionFactory};
 use crate::remote_store::{RemotePageStore, RemotePageStoreConfig};
 use crate::vfs;

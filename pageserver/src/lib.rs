@@ -3,6 +3,7 @@
 
 pub mod background;
 pub mod convert;
+pub mod limits;
 pub mod management;
 pub mod metrics;
 pub mod page_service;

@@ -19,8 +19,8 @@ use storage::{BranchPoint, Lsn, StorageError, TenantId};
 use tonic::{Request, Response, Status};
 
 use crate::convert::{self, status_from_error, status_from_storage, Operation};
+use crate::limits::MESSAGE_BYTES_MAX;
 use crate::remote::RemoteConsistentLsns;
-use crate::server::MESSAGE_BYTES_MAX;
 
 /// How long a branch creation waits for the WAL receiver to ingest up to the branch point.
 const BRANCH_POINT_WAIT_MS: u64 = 5_000;

@@ -35,7 +35,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, status_from_error, status_from_storage, Operation};
-use crate::server::MESSAGE_BYTES_MAX;
+use crate::limits::MESSAGE_BYTES_MAX;
 use crate::tenants::TenantManager;
 
 /// How long a read waits for ingest when its call has no deadline.

@@ -237,6 +237,15 @@ impl TenantManager {
         sender.send_replace(timeline.last_record_lsn());
     }
 
+    /// Reads waiting for ingest right now, over every timeline (each holds one subscription while it waits).
+    pub fn waiting_reads(&self) -> usize {
+        self.last_record_lsns
+            .lock()
+            .values()
+            .map(watch::Sender::receiver_count)
+            .sum()
+    }
+
     /// Waits until `timeline` has ingested up to `lsn`, or `timeout` passes.
     pub async fn wait_for_lsn(
         &self,

@@ -473,7 +473,12 @@ async fn reads_wait_for_ingest_until_their_deadline() {
         let mut pages = pages.clone();
         tokio::spawn(async move { db_size(&mut pages, MAIN, e4).await })
     };
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Both reads are waiting (exactly: each holds a subscription to the timeline's ingest), not answered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while manager.waiting_reads() < 2 {
+        assert!(Instant::now() < deadline, "the reads never waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(!waiting.is_finished(), "the read waits for ingest");
     ingest(&manager, TENANT, MAIN, &fourth);
     let page = waiting.await.expect("join").expect("answered after ingest");
