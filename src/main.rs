@@ -78,6 +78,10 @@ enum Command {
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
+        /// Fault injection for tests: pauses and failures of control-plane steps (`api::faults`), e.g.
+        /// `branch_create_pause_ms=1500,resume_check_fails=1`.
+        #[arg(long, env = "CAMBIUM_FAULTS", default_value = "", hide = true)]
+        faults: api::faults::Faults,
         /// Stop a branch's compute store after this long with no session (0: never); the next session
         /// starts it again.
         #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
@@ -291,6 +295,7 @@ fn main() -> Result<()> {
             rate_limit,
             page_cache_pages,
             operation_delay_ms,
+            faults,
             idle_store_timeout_ms,
             http,
         } => {
@@ -301,6 +306,7 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms,
+                faults,
                 idle_store_timeout_ms,
                 http: http.limits(),
             };
@@ -323,6 +329,7 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms: 0,
+                faults: api::faults::Faults::default(),
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
                 http: http.limits(),
             };

@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, BackendError};
 use crate::error::ApiError;
+use crate::faults::{self, Faults};
 use crate::store::databases::{Branch, Database, DatabaseStatus, NewDatabase, RestoreChange, TimelineRow};
 use crate::store::operations::{NewOperation, Operation, OperationStatus};
 use crate::store::{new_id, AccountId, Store, StoreError};
@@ -48,6 +49,8 @@ pub struct ControlConfig {
     /// Fault injection: how long the worker waits before running each operation (0 in production), so tests
     /// can crash the service while operations are `running`.
     pub operation_delay_ms: u64,
+    /// Fault injection for tests (nothing in production).
+    pub faults: Faults,
 }
 
 /// The parameters of a `restore_branch` operation, fixed when it is created.
@@ -447,6 +450,9 @@ impl Control {
             self.check_sql(&database.default_branch_id)
                 .await
                 .map_err(ApiError::Unavailable)?;
+            if self.config.faults.resume_check_fails {
+                return Err(ApiError::Unavailable("SQL check: injected failure".to_owned()));
+            }
             DatabaseStatus::Active
         } else {
             self.refuse(&database, DatabaseStatus::Suspended).await?;
@@ -495,6 +501,7 @@ impl Control {
         for database in &page.items {
             self.unserve(database).await?;
         }
+        faults::pause(self.config.faults.project_delete_pause_ms).await;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_project(&account, &id))
@@ -636,6 +643,7 @@ impl Control {
         name: String,
         point: PointInTime,
     ) -> Result<Branch, ApiError> {
+        faults::pause(self.config.faults.branch_create_pause_ms).await;
         let lock = self.lock(&database.id);
         let _held = lock.lock().await;
         match self.current_status(&database.id).await? {
@@ -900,6 +908,12 @@ impl Control {
                 timeline_id: new_timeline_id,
                 start_lsn: lsn,
             };
+            if self.config.faults.restore_attach_fails {
+                self.host
+                    .define(&params.branch_id, target)
+                    .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
+                return Err("starting the restored branch's compute: injected failure".to_owned());
+            }
             self.host
                 .attach(&params.branch_id, target)
                 .await
