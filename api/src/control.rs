@@ -250,8 +250,14 @@ impl Control {
         }
     }
 
-    fn lock(&self, database_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(self.locks.lock().entry(database_id.to_owned()).or_default())
+    /// The lock of database or project `id` (ids are prefixed, so the two never share one).
+    fn lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(self.locks.lock().entry(id.to_owned()).or_default())
+    }
+
+    /// Holds the lock of database or project `id` until the guard drops.
+    async fn locked(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        self.lock(id).lock_owned().await
     }
 
     /// `postgresql://…` for connection name `name` of `database`.
@@ -317,6 +323,15 @@ impl Control {
         Ok(())
     }
 
+    /// Stops serving deleted `database` and forgets everything about its names, credentials included.
+    async fn retire(&self, database: &Database) -> Result<(), ApiError> {
+        for branch in self.unserve(database).await? {
+            self.host.remove_credentials(&branch.id);
+        }
+        self.host.remove_credentials(&database.id);
+        Ok(())
+    }
+
     /// Stops serving `database` and forgets its names; returns its branches.
     async fn unserve(&self, database: &Database) -> Result<Vec<Branch>, ApiError> {
         let database_id = database.id.clone();
@@ -360,6 +375,10 @@ impl Control {
             )));
         }
         let slot = self.worker.reserve()?;
+        // Under the project's lock, which a project deletion holds throughout: a database is created before the
+        // deletion looks at the project's databases (and its operation makes the deletion wait), or after the
+        // project is gone (404). Without it, one made in between was deleted with no compute stopped.
+        let _project = self.locked(project_id).await;
         let new = NewDatabase {
             project_id: project_id.to_owned(),
             name,
@@ -380,8 +399,7 @@ impl Control {
             .ok_or(ApiError::NotFound)?;
         {
             // Under the database's lock, which the worker takes to serve it: the refusal comes first.
-            let lock = self.lock(&created.database.id);
-            let _held = lock.lock().await;
+            let _held = self.locked(&created.database.id).await;
             // Only for a clearer message than "unknown database" while it is created.
             if let Err(error) = self.refuse(&created.database, DatabaseStatus::Provisioning).await {
                 tracing::warn!(database = %created.database.id, ?error, "a new database's names could not be refused");
@@ -412,8 +430,14 @@ impl Control {
             .ok_or("the database has no root timeline")?;
         retry(|| self.backend.create_tenant(database.tenant_id)).await?;
         retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
+        // Read again under the lock: what is served is the database as it is now.
+        let id = database_id.clone();
+        let database = self
+            .blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the database was deleted")?;
         self.serve(&database, true).await.map_err(|e| e.to_string())?;
         self.check_sql(&database.default_branch_id).await?;
         let id = database_id.clone();
@@ -428,10 +452,10 @@ impl Control {
     }
 
     /// Resumes or suspends `account`'s database `id`: its compute starts (a SQL session is checked) or stops.
+    /// A resume that fails leaves a suspended database suspended and refusing sessions, as its status says.
     pub async fn set_active(&self, account: &AccountId, id: &str, active: bool) -> Result<Database, ApiError> {
         let database = self.get_database(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         let database = self.get_database(account, id).await?;
         match database.status {
             DatabaseStatus::Provisioning => {
@@ -444,24 +468,55 @@ impl Control {
             }
             DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
-        let status = if active {
-            self.host.clear_refusal(&database.id);
-            self.serve(&database, true).await?;
-            self.check_sql(&database.default_branch_id)
-                .await
-                .map_err(ApiError::Unavailable)?;
-            if self.config.faults.resume_check_fails {
-                return Err(ApiError::Unavailable("SQL check: injected failure".to_owned()));
+        if active {
+            if let Err(error) = self.start_serving(&database).await {
+                if database.status == DatabaseStatus::Suspended {
+                    // Back to what the status says: no session opens.
+                    if let Err(refused) = self.refuse(&database, DatabaseStatus::Suspended).await {
+                        tracing::error!(database = %database.id, ?refused, "a database whose resume failed could not be refused again");
+                    }
+                }
+                return Err(error);
             }
-            DatabaseStatus::Active
-        } else {
-            self.refuse(&database, DatabaseStatus::Suspended).await?;
-            DatabaseStatus::Suspended
-        };
+            return Ok(Database {
+                status: DatabaseStatus::Active,
+                ..database
+            });
+        }
+        self.refuse(&database, DatabaseStatus::Suspended).await?;
         let id = database.id.clone();
-        self.blocking(move |store| store.set_database_status(&id, status))
+        if let Err(error) = self
+            .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Suspended))
+            .await
+        {
+            if database.status == DatabaseStatus::Active {
+                // Back to what the status says: served (lazily; its stores start with their next sessions).
+                if let Err(served) = self.serve(&database, false).await {
+                    tracing::error!(database = %database.id, ?served, "a database whose suspend failed could not be served again");
+                }
+            }
+            return Err(error);
+        }
+        Ok(Database {
+            status: DatabaseStatus::Suspended,
+            ..database
+        })
+    }
+
+    /// Serves `database` (its default branch started now), checks a SQL session, and records it `active`.
+    async fn start_serving(&self, database: &Database) -> Result<(), ApiError> {
+        self.host.clear_refusal(&database.id);
+        self.serve(database, true).await?;
+        self.check_sql(&database.default_branch_id)
+            .await
+            .map_err(ApiError::Unavailable)?;
+        if self.config.faults.resume_check_fails {
+            return Err(ApiError::Unavailable("SQL check: injected failure".to_owned()));
+        }
+        let id = database.id.clone();
+        self.blocking(move |store| store.set_database_status(&id, DatabaseStatus::Active))
             .await?;
-        Ok(Database { status, ..database })
+        Ok(())
     }
 
     /// `account`'s database `id`.
@@ -475,10 +530,10 @@ impl Control {
     /// Deletes `account`'s database `id`: metadata, compute, then storage. Refused while an operation runs on it.
     pub async fn delete_database(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
         let database = self.get_database(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
+        let database = self.get_database(account, id).await?;
         self.refuse_while_operation_runs(&database.id).await?;
-        self.unserve(&database).await?;
+        self.retire(&database).await?;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_database(&account, &id))
@@ -489,17 +544,28 @@ impl Control {
     }
 
     /// Deletes `account`'s project `id` with its databases and their storage.
+    ///
+    /// Holds the project's lock (no database is created in it meanwhile) and then every one of its databases'
+    /// locks, in id order (no resume, restore or branch change runs on them meanwhile), from before it looks at
+    /// them until their rows and storage are gone; the other calls take at most one database lock, after the
+    /// project's, so the order cannot deadlock.
     pub async fn delete_project(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let _project = self.locked(id).await;
         let (account_id, project_id) = (account.clone(), id.to_owned());
         let page = self
             .blocking(move |store| store.list_databases(&account_id, &project_id, None, usize::MAX / 2))
             .await?
             .ok_or(ApiError::NotFound)?;
+        // Listed in id order.
+        let mut _held = Vec::with_capacity(page.items.len());
+        for database in &page.items {
+            _held.push(self.locked(&database.id).await);
+        }
         for database in &page.items {
             self.refuse_while_operation_runs(&database.id).await?;
         }
         for database in &page.items {
-            self.unserve(database).await?;
+            self.retire(database).await?;
         }
         faults::pause(self.config.faults.project_delete_pause_ms).await;
         let (account, id) = (account.clone(), id.to_owned());
@@ -636,23 +702,39 @@ impl Control {
     }
 
     /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
+    ///
+    /// The database and the parent (`parent_id`, or the default branch) are read under the database's lock, which
+    /// a restore holds while it moves a branch to a new timeline: the parent's timeline and its latest LSN are
+    /// then of one history. Returns the branch with its database.
     pub async fn create_branch(
         &self,
-        database: &Database,
-        parent: &Branch,
+        account: &AccountId,
+        database_id: &str,
+        parent_id: Option<String>,
         name: String,
         point: PointInTime,
-    ) -> Result<Branch, ApiError> {
+    ) -> Result<(Branch, Database), ApiError> {
         faults::pause(self.config.faults.branch_create_pause_ms).await;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
-        match self.current_status(&database.id).await? {
-            None => return Err(ApiError::NotFound),
-            Some(status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed)) => {
+        let _held = self.locked(database_id).await;
+        let database = self.get_database(account, database_id).await?;
+        match database.status {
+            status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed) => {
                 return Err(ApiError::Conflict(format!("the database is {}", status.as_str())))
             }
-            Some(DatabaseStatus::Active | DatabaseStatus::Suspended) => {}
+            DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
+        let parent_id = parent_id.unwrap_or_else(|| database.default_branch_id.clone());
+        let parent = match self.get_branch(account, &parent_id).await {
+            Ok((parent, _)) if parent.database_id == database.id => parent,
+            Ok(_) | Err(ApiError::NotFound) => {
+                return Err(ApiError::Unprocessable(format!(
+                    "`parent_branch_id` {parent_id:?} is not a branch of this database"
+                )))
+            }
+            Err(other) => return Err(other),
+        };
+        let database = &database;
+        let parent = &parent;
         let (holder, lsn) = self.resolve(database, parent, &point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),
@@ -685,7 +767,8 @@ impl Control {
             }
             return Err(error);
         }
-        let served = self.current_status(&database.id).await? == Some(DatabaseStatus::Active);
+        // The status cannot change under the lock.
+        let served = database.status == DatabaseStatus::Active;
         // Served or refused, the branch checks the database's password (see `refuse`).
         self.host.set_credentials(&branch.id, PG_USER, &database.password);
         if served {
@@ -701,12 +784,7 @@ impl Control {
             self.host
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
-        Ok(branch)
-    }
-
-    async fn current_status(&self, database_id: &str) -> Result<Option<DatabaseStatus>, ApiError> {
-        let id = database_id.to_owned();
-        Ok(self.blocking(move |store| store.database(&id)).await?.map(|d| d.status))
+        Ok((branch, database.clone()))
     }
 
     /// `account`'s branch `id` with its database.
@@ -767,6 +845,7 @@ impl Control {
         for branch in &deleted {
             self.host.detach(&branch.id);
             self.host.clear_refusal(&branch.id);
+            self.host.remove_credentials(&branch.id);
         }
         self.sweep_timelines(&database).await;
         Ok(())
@@ -855,6 +934,13 @@ impl Control {
     }
 
     /// The `restore_branch` work: the new timeline at the point, the rows, then the compute.
+    ///
+    /// The outcome is that of the rows' change (one transaction): before it, a failure leaves the branch as it
+    /// was and the operation `failed` (a new restore may be asked); after it, the restore has happened, and the
+    /// compute steps that follow are best effort, logged, never a failure: a branch whose store did not start
+    /// stays defined on its new timeline and starts with its next session. So `failed` never hides an applied
+    /// restore (whose retry would keep the old state a second time). A run resumed after a crash redoes every
+    /// step: the timeline creation and the rows' change are idempotent.
     pub(crate) async fn run_restore(&self, operation: &Operation) -> Result<(), String> {
         let params: RestoreParams =
             serde_json::from_str(&operation.params).map_err(|e| format!("malformed parameters: {e}"))?;
@@ -870,14 +956,13 @@ impl Control {
             .parse()
             .map_err(|_| format!("malformed LSN {}", params.target_lsn))?;
         let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let _held = self.locked(&database_id).await;
         let id = database_id.clone();
         let database = self
             .blocking(move |store| store.database(&id))
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the database was deleted")?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
         let new_timeline = TimelineRow {
             timeline_id: new_timeline_id,
             ancestor_timeline_id: Some(source),
@@ -895,45 +980,66 @@ impl Control {
             .blocking(move |store| store.apply_restore(&change))
             .await
             .map_err(|e| e.to_string())?;
-        let id = database_id.clone();
-        let database = self
-            .blocking(move |store| store.database(&id))
+        // Applied: from here on the operation finishes.
+        let target = BranchTarget {
+            tenant_id: database.tenant_id,
+            timeline_id: new_timeline_id,
+            start_lsn: lsn,
+        };
+        if let Err(error) = self
+            .serve_restored(&database, &params.branch_id, target, preserved.as_ref())
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
-        if database.status == DatabaseStatus::Active {
-            // The branch's sessions move to the restored timeline: the old store is closed, new sessions get it.
-            let target = BranchTarget {
-                tenant_id: database.tenant_id,
-                timeline_id: new_timeline_id,
-                start_lsn: lsn,
-            };
-            if self.config.faults.restore_attach_fails {
-                self.host
-                    .define(&params.branch_id, target)
-                    .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
-                return Err("starting the restored branch's compute: injected failure".to_owned());
-            }
-            self.host
-                .attach(&params.branch_id, target)
-                .await
-                .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
-            if let Some(preserved) = &preserved {
-                self.host.set_credentials(&preserved.id, PG_USER, &database.password);
-                let target = self.target(&database, preserved).await.map_err(|e| e.to_string())?;
-                self.host
-                    .define(&preserved.id, target)
-                    .map_err(|e| format!("serving the preserved branch: {e}"))?;
-            }
-        } else if let Some(preserved) = &preserved {
-            self.host.set_credentials(&preserved.id, PG_USER, &database.password);
-            self.host
-                .refuse(&preserved.id, &format!("database {} is not active", database.id));
+        {
+            tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
         }
         if params.preserved_name.is_none() {
             self.sweep_timelines(&database).await;
         }
         Ok(())
+    }
+
+    /// After a restore's rows changed: the branch's sessions move to its new timeline (its old store is closed,
+    /// new sessions get the new one), and the preserved branch, if one was made, is served or refused as the
+    /// database's status says.
+    async fn serve_restored(
+        &self,
+        database: &Database,
+        branch_id: &str,
+        target: BranchTarget,
+        preserved: Option<&Branch>,
+    ) -> Result<(), String> {
+        if let Some(preserved) = preserved {
+            self.host.set_credentials(&preserved.id, PG_USER, &database.password);
+        }
+        if database.status != DatabaseStatus::Active {
+            if let Some(preserved) = preserved {
+                self.host
+                    .refuse(&preserved.id, &format!("database {} is not active", database.id));
+            }
+            return Ok(());
+        }
+        // The branch first: that closes its old store, which wrote the old timeline the preserved branch gets.
+        let attached = if self.config.faults.restore_attach_fails {
+            // As a failed start leaves it: defined on the new timeline, not started.
+            self.host
+                .define(branch_id, target)
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+                .and(Err(
+                    "starting the restored branch's compute: injected failure".to_owned()
+                ))
+        } else {
+            self.host
+                .attach(branch_id, target)
+                .await
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+        };
+        if let Some(preserved) = preserved {
+            let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
+            self.host
+                .define(&preserved.id, preserved_target)
+                .map_err(|e| format!("serving the preserved branch: {e}"))?;
+        }
+        attached
     }
 
     // ---- operations ----
@@ -944,6 +1050,7 @@ impl Control {
             tracing::warn!(operation = %operation.id, action = %operation.action, %error, "operation failed");
             if operation.action == "create_database" {
                 if let Some(database_id) = operation.database_id.clone() {
+                    let _held = self.locked(&database_id).await;
                     let id = database_id.clone();
                     let _ = self
                         .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Failed))

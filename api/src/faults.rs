@@ -75,11 +75,18 @@ mod tests {
     #[test]
     fn the_text_form_parses_and_refuses_what_it_does_not_know() {
         assert_eq!("".parse::<Faults>(), Ok(Faults::default()));
-        let faults: Faults = "branch_create_pause_ms=1500, resume_check_fails=1".parse().expect("parses");
+        let faults: Faults = "branch_create_pause_ms=1500, resume_check_fails=1"
+            .parse()
+            .expect("parses");
         assert_eq!(faults.branch_create_pause_ms, 1500);
         assert!(faults.resume_check_fails);
         assert!(!faults.restore_attach_fails);
-        for bad in ["nope=1", "branch_create_pause_ms", "branch_create_pause_ms=x", "resume_check_fails=2"] {
+        for bad in [
+            "nope=1",
+            "branch_create_pause_ms",
+            "branch_create_pause_ms=x",
+            "resume_check_fails=2",
+        ] {
             assert!(bad.parse::<Faults>().is_err(), "{bad}");
         }
     }
