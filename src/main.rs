@@ -88,6 +88,8 @@ enum Command {
         idle_store_timeout_ms: u64,
         #[command(flatten)]
         http: HttpArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -114,6 +116,8 @@ enum Command {
         page_cache_pages: usize,
         #[command(flatten)]
         http: HttpArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
     },
     /// Manages API keys in a data directory: create, list, revoke.
     Keys {
@@ -237,6 +241,33 @@ struct HttpArgs {
     http_keep_alive_timeout_ms: u64,
 }
 
+/// Per-account quotas of `up` and `api` (`api::control::Quotas`); past one, 403 `quota_exceeded`.
+#[derive(clap::Args)]
+struct QuotaArgs {
+    /// Projects one account may have.
+    #[arg(long, env = "CAMBIUM_PROJECTS_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    projects_per_account_max: u32,
+    /// Databases one account may have, across its projects.
+    #[arg(long, env = "CAMBIUM_DATABASES_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    databases_per_account_max: u32,
+    /// Branches one database may have, its default branch and those restores keep included.
+    #[arg(long, env = "CAMBIUM_BRANCHES_PER_DATABASE_MAX", default_value_t = 500,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    branches_per_database_max: u32,
+}
+
+impl QuotaArgs {
+    fn quotas(&self) -> api::control::Quotas {
+        api::control::Quotas {
+            projects_per_account_max: self.projects_per_account_max,
+            databases_per_account_max: self.databases_per_account_max,
+            branches_per_database_max: self.branches_per_database_max,
+        }
+    }
+}
+
 impl HttpArgs {
     fn limits(&self) -> up::HttpLimits {
         up::HttpLimits {
@@ -298,6 +329,7 @@ fn main() -> Result<()> {
             faults,
             idle_store_timeout_ms,
             http,
+            quotas,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -309,6 +341,7 @@ fn main() -> Result<()> {
                 faults,
                 idle_store_timeout_ms,
                 http: http.limits(),
+                quotas: quotas.quotas(),
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -321,6 +354,7 @@ fn main() -> Result<()> {
             rate_limit,
             page_cache_pages,
             http,
+            quotas,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -332,6 +366,7 @@ fn main() -> Result<()> {
                 faults: api::faults::Faults::default(),
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
                 http: http.limits(),
+                quotas: quotas.quotas(),
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

@@ -51,6 +51,33 @@ pub struct ControlConfig {
     pub operation_delay_ms: u64,
     /// Fault injection for tests (nothing in production).
     pub faults: Faults,
+    /// Per-account limits.
+    pub quotas: Quotas,
+}
+
+/// Per-account limits, checked before anything is created, in the transaction that creates (projects,
+/// databases) or under the database's lock before the storage is touched (branches); past one, 403
+/// `quota_exceeded` naming the limit and the count. They bound what one account can make the service hold:
+/// databases are counted per account rather than per project, because a database is what costs (a tenant on
+/// the pageserver, WAL on three safekeepers, a compute) and projects are only a grouping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quotas {
+    /// Projects an account may have.
+    pub projects_per_account_max: u32,
+    /// Databases an account may have, across its projects.
+    pub databases_per_account_max: u32,
+    /// Branches a database may have, its default branch and the ones restores keep included.
+    pub branches_per_database_max: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Quotas {
+        Quotas {
+            projects_per_account_max: 100,
+            databases_per_account_max: 100,
+            branches_per_database_max: 500,
+        }
+    }
 }
 
 /// The parameters of a `restore_branch` operation, fixed when it is created.
@@ -393,8 +420,9 @@ impl Control {
             password: random_password(),
         };
         let account = account.clone();
+        let databases_max = self.config.quotas.databases_per_account_max;
         let created = self
-            .blocking(move |store| store.create_database(&account, &new, "{}"))
+            .blocking(move |store| store.create_database(&account, &new, "{}", databases_max))
             .await?
             .ok_or(ApiError::NotFound)?;
         {
@@ -735,6 +763,8 @@ impl Control {
         };
         let database = &database;
         let parent = &parent;
+        // Under the lock, which every change of the database's branches holds: the count cannot move.
+        self.check_branch_quota(&database.id).await?;
         let (holder, lsn) = self.resolve(database, parent, &point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),
@@ -785,6 +815,32 @@ impl Control {
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
         Ok((branch, database.clone()))
+    }
+
+    /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the
+    /// restores running on it may keep (one each). Called under the database's lock.
+    async fn check_branch_quota(&self, database_id: &str) -> Result<(), ApiError> {
+        let id = database_id.to_owned();
+        let (count, pending) = self
+            .blocking(move |store| {
+                Ok((
+                    store.branch_count(&id)?,
+                    store.running_operations_on_database(&id, "restore_branch")?,
+                ))
+            })
+            .await?;
+        let max = self.config.quotas.branches_per_database_max;
+        if count + pending < i64::from(max) {
+            return Ok(());
+        }
+        let pending = if pending > 0 {
+            format!(" (and {pending} running restores that each keep one)")
+        } else {
+            String::new()
+        };
+        Err(ApiError::QuotaExceeded(format!(
+            "the database has {count} branches{pending}, and its quota is {max}: delete one before creating another"
+        )))
     }
 
     /// `account`'s branch `id` with its database.
@@ -911,6 +967,19 @@ impl Control {
         };
         let params = serde_json::to_string(&params).map_err(|_| ApiError::Internal)?;
         let slot = self.worker.reserve()?;
+        // The quota's count and the operation's row under the lock, so branch creations and other restores
+        // count this one.
+        let _held = self.locked(&database.id).await;
+        if preserve {
+            self.check_branch_quota(&database.id)
+                .await
+                .map_err(|error| match error {
+                    ApiError::QuotaExceeded(message) => ApiError::QuotaExceeded(format!(
+                        "{message} (or restore with \"preserve\": false, which keeps no branch)"
+                    )),
+                    other => other,
+                })?;
+        }
         let (account, project_id, database_id, branch_id) = (
             account.clone(),
             database.project_id.clone(),

@@ -236,8 +236,8 @@ pub(crate) struct ErrorEnvelope {
 /// An error.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorBody {
-    /// `invalid_request`, `unauthenticated`, `not_found`, `method_not_allowed`, `conflict`, `unprocessable`,
-    /// `rate_limited`, `unavailable` or `internal`.
+    /// `invalid_request`, `unauthenticated`, `forbidden`, `quota_exceeded`, `not_found`, `method_not_allowed`,
+    /// `request_timeout`, `conflict`, `unprocessable`, `rate_limited`, `unavailable` or `internal`.
     code: String,
     message: String,
     /// Also in the `X-Request-Id` header.

@@ -11,7 +11,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior}
 use storage::{Lsn, TenantId, TimelineId};
 
 use super::operations::{insert_operation, NewOperation, Operation};
-use super::{conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
+use super::{check_quota, conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
 
 /// Where a database is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,12 +297,14 @@ fn page<T>(
 
 impl Store {
     /// Creates a database with its default branch, root timeline and `create_database` operation, in one
-    /// transaction. `None` if `account` has no such project; [`StoreError::Conflict`] for a duplicate name.
+    /// transaction. `None` if `account` has no such project; [`StoreError::Conflict`] for a duplicate name;
+    /// [`StoreError::QuotaExceeded`] if the account has `databases_max` already.
     pub fn create_database(
         &self,
         account: &AccountId,
         new: &NewDatabase,
         operation_params: &str,
+        databases_max: u32,
     ) -> Result<Option<CreatedDatabase>, StoreError> {
         let (ms, created_at) = now();
         let mut conn = self.conn();
@@ -317,6 +319,12 @@ impl Store {
         if project.is_none() {
             return Ok(None);
         }
+        let count: i64 = tx.query_row(
+            "SELECT count(*) FROM databases WHERE account_id = ?1",
+            [&account.0],
+            |row| row.get(0),
+        )?;
+        check_quota(count, databases_max, "databases", "the account")?;
         let database = Database {
             id: new_id("db_", ms),
             project_id: new.project_id.clone(),
@@ -502,6 +510,16 @@ impl Store {
         Ok(Some(page(&conn, &sql, database_id, after, limit, branch_row, |b| {
             b.id.clone()
         })?))
+    }
+
+    /// How many branches database `database_id` has, its default branch included.
+    pub fn branch_count(&self, database_id: &str) -> Result<i64, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row(
+            "SELECT count(*) FROM branches WHERE database_id = ?1",
+            [database_id],
+            |row| row.get(0),
+        )?)
     }
 
     /// Every branch of database `database_id`, in creation order.

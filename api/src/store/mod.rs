@@ -127,6 +127,19 @@ pub enum StoreError {
     /// The metadata file could not be created or its mode set.
     #[error("metadata file: {0}")]
     Io(#[from] std::io::Error),
+    /// A quota refused the change; the message names the limit and the count.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
+}
+
+/// [`StoreError::QuotaExceeded`] unless `count` of `what` (plural) in `scope` is below `max`.
+pub(crate) fn check_quota(count: i64, max: u32, what: &str, scope: &str) -> Result<(), StoreError> {
+    if count < i64::from(max) {
+        return Ok(());
+    }
+    Err(StoreError::QuotaExceeded(format!(
+        "{scope} has {count} {what}, and its quota is {max}: delete one before creating another"
+    )))
 }
 
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
@@ -332,8 +345,9 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// Creates a project named `name` for `account`.
-    pub fn create_project(&self, account: &AccountId, name: &str) -> Result<Project, StoreError> {
+    /// Creates a project named `name` for `account`, unless it has `projects_max` already
+    /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
+    pub fn create_project(&self, account: &AccountId, name: &str, projects_max: u32) -> Result<Project, StoreError> {
         let (ms, created_at) = now();
         let project = Project {
             id: new_id("proj_", ms),
@@ -341,11 +355,19 @@ impl Store {
             name: name.to_owned(),
             created_at,
         };
-        let conn = self.conn();
-        conn.execute(
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let count: i64 = tx.query_row(
+            "SELECT count(*) FROM projects WHERE account_id = ?1",
+            [&account.0],
+            |row| row.get(0),
+        )?;
+        check_quota(count, projects_max, "projects", "the account")?;
+        tx.execute(
             "INSERT INTO projects (id, account_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![project.id, account.0, project.name, project.created_at],
         )?;
+        tx.commit()?;
         Ok(project)
     }
 
@@ -497,7 +519,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "a").unwrap();
+        let project = store.create_project(&account, "a", 10).unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
