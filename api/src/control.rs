@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compute::host::{BranchTarget, ComputeHost};
+use compute::pg::ScramVerifier;
 use parking_lot::Mutex;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
@@ -122,6 +123,36 @@ fn random_u128() -> u128 {
         .fill(&mut bytes)
         .unwrap_or_else(|_| panic!("the OS random source failed"));
     u128::from_be_bytes(bytes)
+}
+
+/// A database's password, just made: it goes to the client once and is never stored (only its verifier is).
+pub struct Password(String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
+}
+
+/// A new random password and its SCRAM-SHA-256 verifier (PBKDF2, milliseconds of work: off the async workers).
+async fn new_password() -> Result<(Password, Arc<ScramVerifier>), ApiError> {
+    let made = tokio::task::spawn_blocking(|| {
+        let password = random_password();
+        ScramVerifier::from_password(&password, compute::pg::scram::ITERATIONS_DEFAULT)
+            .map(|verifier| (Password(password), Arc::new(verifier)))
+    })
+    .await;
+    match made {
+        Ok(Ok(made)) => Ok(made),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "no verifier for a new password");
+            Err(ApiError::Internal)
+        }
+        Err(error) => {
+            tracing::error!(%error, "the password task failed");
+            Err(ApiError::Internal)
+        }
+    }
 }
 
 /// A random password: 32 characters of [A-Za-z0-9].
@@ -287,11 +318,20 @@ impl Control {
         self.lock(id).lock_owned().await
     }
 
-    /// `postgresql://…` for connection name `name` of `database`.
-    pub fn connection_uri(&self, database: &Database, name: &str) -> String {
+    /// `postgresql://cambium@host:port/<name>?sslmode=disable`: connection name `name` without a password (the
+    /// metadata has none to give; clients give theirs separately, e.g. in `PGPASSWORD`).
+    pub fn connection_uri(&self, name: &str) -> String {
+        format!(
+            "postgresql://{PG_USER}@{}:{}/{name}?sslmode=disable",
+            self.config.pg_host, self.config.pg_port
+        )
+    }
+
+    /// [`Control::connection_uri`] with `password` in it: only in the response that made the password.
+    pub fn connection_uri_with_password(&self, name: &str, password: &Password) -> String {
         format!(
             "postgresql://{PG_USER}:{}@{}:{}/{name}?sslmode=disable",
-            database.password, self.config.pg_host, self.config.pg_port
+            password.0, self.config.pg_host, self.config.pg_port
         )
     }
 
@@ -315,7 +355,8 @@ impl Control {
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         for branch in &branches {
             let target = self.target(database, branch).await?;
-            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
             let served = if eager && branch.id == database.default_branch_id {
                 self.host.attach(&branch.id, target).await
             } else {
@@ -323,7 +364,8 @@ impl Control {
             };
             served.map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
         }
-        self.host.set_credentials(&database.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&database.password_verifier));
         self.host
             .set_alias(&database.id, &database.default_branch_id)
             .map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
@@ -341,10 +383,12 @@ impl Control {
             DatabaseStatus::Active => format!("database {} is restarting", database.id),
         };
         let branches = self.unserve(database).await?;
-        self.host.set_credentials(&database.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&database.password_verifier));
         self.host.refuse(&database.id, &reason);
         for branch in branches {
-            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
             self.host.refuse(&branch.id, &reason);
         }
         Ok(())
@@ -393,7 +437,7 @@ impl Control {
         project_id: &str,
         name: String,
         region: Option<String>,
-    ) -> Result<(Database, Operation), ApiError> {
+    ) -> Result<(Database, Operation, Password), ApiError> {
         let region = region.unwrap_or_else(|| self.config.region.clone());
         if region != self.config.region {
             return Err(ApiError::InvalidRequest(format!(
@@ -401,6 +445,7 @@ impl Control {
                 self.config.region
             )));
         }
+        let (password, password_verifier) = new_password().await?;
         let slot = self.worker.reserve()?;
         // Under the project's lock, which a project deletion holds throughout: a database is created before the
         // deletion looks at the project's databases (and its operation makes the deletion wait), or after the
@@ -417,7 +462,7 @@ impl Control {
                 start_lsn: ROOT_START_LSN,
             },
             branch_name: DEFAULT_BRANCH_NAME.to_owned(),
-            password: random_password(),
+            password_verifier,
         };
         let account = account.clone();
         let databases_max = self.config.quotas.databases_per_account_max;
@@ -428,13 +473,20 @@ impl Control {
         {
             // Under the database's lock, which the worker takes to serve it: the refusal comes first.
             let _held = self.locked(&created.database.id).await;
+            // Read again under the lock, like everything that gives the host credentials (see `reset_password`).
+            let id = created.database.id.clone();
+            let database = self.blocking(move |store| store.database(&id)).await?;
             // Only for a clearer message than "unknown database" while it is created.
-            if let Err(error) = self.refuse(&created.database, DatabaseStatus::Provisioning).await {
+            let refused = match &database {
+                Some(database) => self.refuse(database, DatabaseStatus::Provisioning).await,
+                None => Ok(()),
+            };
+            if let Err(error) = refused {
                 tracing::warn!(database = %created.database.id, ?error, "a new database's names could not be refused");
             }
             slot.submit(created.operation.id.clone());
         }
-        Ok((created.database, created.operation))
+        Ok((created.database, created.operation, password))
     }
 
     /// The `create_database` work: storage, compute, a SQL check, then `active`.
@@ -545,6 +597,34 @@ impl Control {
         self.blocking(move |store| store.set_database_status(&id, DatabaseStatus::Active))
             .await?;
         Ok(())
+    }
+
+    /// Gives `account`'s database `id` a new random password, which this returns (and nothing stores: the
+    /// metadata gets its verifier). It takes effect for new sessions on every name of the database at once;
+    /// sessions already open stay open, as in PostgreSQL.
+    pub async fn reset_password(&self, account: &AccountId, id: &str) -> Result<(Database, Password), ApiError> {
+        let database = self.get_database(account, id).await?;
+        let (password, verifier) = new_password().await?;
+        // Under the lock, which everything that gives the host a database's credentials holds (having read the
+        // database under it): none of them can give it the old verifier after this.
+        let _held = self.locked(&database.id).await;
+        let (database_id, stored) = (database.id.clone(), Arc::clone(&verifier));
+        if !self
+            .blocking(move |store| store.set_password_verifier(&database_id, &stored))
+            .await?
+        {
+            return Err(ApiError::NotFound);
+        }
+        let database = self.get_database(account, id).await?;
+        let database_id = database.id.clone();
+        let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&verifier));
+        for branch in &branches {
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&verifier));
+        }
+        Ok((database, password))
     }
 
     /// `account`'s database `id`.
@@ -800,7 +880,8 @@ impl Control {
         // The status cannot change under the lock.
         let served = database.status == DatabaseStatus::Active;
         // Served or refused, the branch checks the database's password (see `refuse`).
-        self.host.set_credentials(&branch.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
         if served {
             let target = BranchTarget {
                 tenant_id: database.tenant_id,
@@ -1078,7 +1159,8 @@ impl Control {
         preserved: Option<&Branch>,
     ) -> Result<(), String> {
         if let Some(preserved) = preserved {
-            self.host.set_credentials(&preserved.id, PG_USER, &database.password);
+            self.host
+                .set_credentials_verifier(&preserved.id, PG_USER, Arc::clone(&database.password_verifier));
         }
         if database.status != DatabaseStatus::Active {
             if let Some(preserved) = preserved {

@@ -184,6 +184,14 @@ pub fn password_of(uri: &str) -> Option<String> {
     userinfo.split_once(':').map(|(_, password)| password.to_owned())
 }
 
+/// `uri` without its password, if it has one.
+pub fn without_password(uri: &str) -> String {
+    match password_of(uri) {
+        Some(password) => uri.replacen(&format!(":{password}@"), "@", 1),
+        None => uri.to_owned(),
+    }
+}
+
 /// `uri` (`postgresql://user@host…`, without a password) with `password` put in.
 pub fn with_password(uri: &str, password: &str) -> String {
     let rest = uri
