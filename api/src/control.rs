@@ -94,6 +94,29 @@ pub(crate) struct RestoreParams {
     preserved_id: String,
 }
 
+/// Locks in the map before [`Control::locked`] drops the ones nobody holds or awaits (normally each is dropped
+/// with its last guard; this catches those whose waiter was cancelled).
+const LOCKS_PRUNE_AT: usize = 1024;
+
+/// A held database or project lock. Dropping it lets go, and forgets the lock if nobody else holds or awaits it
+/// (they all got it from the map, under the map's lock), so the map holds the locks in use, not one per id ever
+/// locked.
+struct Held<'a> {
+    control: &'a Control,
+    id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut locks = self.control.locks.lock();
+        if locks.get(&self.id).is_some_and(|mutex| Arc::strong_count(mutex) == 1) {
+            locks.remove(&self.id);
+        }
+    }
+}
+
 /// The control plane; see the module doc.
 pub struct Control {
     pub(crate) store: Arc<Store>,
@@ -308,14 +331,22 @@ impl Control {
         }
     }
 
-    /// The lock of database or project `id` (ids are prefixed, so the two never share one).
-    fn lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(self.locks.lock().entry(id.to_owned()).or_default())
-    }
-
-    /// Holds the lock of database or project `id` until the guard drops.
-    async fn locked(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        self.lock(id).lock_owned().await
+    /// Holds the lock of database or project `id` (ids are prefixed, so the two never share one) until the
+    /// returned guard drops.
+    async fn locked(&self, id: &str) -> Held<'_> {
+        let mutex = {
+            let mut locks = self.locks.lock();
+            if locks.len() >= LOCKS_PRUNE_AT {
+                // Locks left by waiters that were cancelled (their guard never dropped): nobody holds them.
+                locks.retain(|_, mutex| Arc::strong_count(mutex) > 1);
+            }
+            Arc::clone(locks.entry(id.to_owned()).or_default())
+        };
+        Held {
+            control: self,
+            id: id.to_owned(),
+            guard: Some(mutex.lock_owned().await),
+        }
     }
 
     /// `postgresql://cambium@host:port/<name>?sslmode=disable`: connection name `name` without a password (the
@@ -941,8 +972,7 @@ impl Control {
         is_default: Option<bool>,
     ) -> Result<(Branch, Database), ApiError> {
         let (_, database) = self.get_branch(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         let (branch, database) = self.get_branch(account, id).await?;
         if is_default == Some(false) && database.default_branch_id == branch.id {
             return Err(ApiError::Unprocessable(
@@ -972,8 +1002,7 @@ impl Control {
     /// Deletes a branch and its subtree: rows, computes, then the timelines nothing needs any more.
     pub async fn delete_branch(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
         let (_, database) = self.get_branch(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         self.refuse_while_operation_runs(&database.id).await?;
         let branch_id = id.to_owned();
         let deleted = self
