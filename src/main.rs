@@ -82,6 +82,10 @@ enum Command {
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
+        /// Fault injection for tests: pauses and failures of control-plane steps (`api::faults`), e.g.
+        /// `branch_create_pause_ms=1500,resume_check_fails=1`.
+        #[arg(long, env = "CAMBIUM_FAULTS", default_value = "", hide = true)]
+        faults: api::faults::Faults,
         /// Stop a branch's compute store after this long with no session (0: never); the next session
         /// starts it again.
         #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
@@ -90,6 +94,8 @@ enum Command {
         http: HttpArgs,
         #[command(flatten)]
         pg: PgArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
     },
     /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
     Api {
@@ -118,6 +124,8 @@ enum Command {
         http: HttpArgs,
         #[command(flatten)]
         pg: PgArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
     },
     /// Manages API keys in a data directory: create, list, revoke.
     Keys {
@@ -241,6 +249,33 @@ struct HttpArgs {
     http_keep_alive_timeout_ms: u64,
 }
 
+/// Per-account quotas of `up` and `api` (`api::control::Quotas`); past one, 403 `quota_exceeded`.
+#[derive(clap::Args)]
+struct QuotaArgs {
+    /// Projects one account may have.
+    #[arg(long, env = "CAMBIUM_PROJECTS_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    projects_per_account_max: u32,
+    /// Databases one account may have, across its projects.
+    #[arg(long, env = "CAMBIUM_DATABASES_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    databases_per_account_max: u32,
+    /// Branches one database may have, its default branch and those restores keep included.
+    #[arg(long, env = "CAMBIUM_BRANCHES_PER_DATABASE_MAX", default_value_t = 500,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    branches_per_database_max: u32,
+}
+
+impl QuotaArgs {
+    fn quotas(&self) -> api::control::Quotas {
+        api::control::Quotas {
+            projects_per_account_max: self.projects_per_account_max,
+            databases_per_account_max: self.databases_per_account_max,
+            branches_per_database_max: self.branches_per_database_max,
+        }
+    }
+}
+
 impl HttpArgs {
     fn limits(&self) -> up::HttpLimits {
         up::HttpLimits {
@@ -347,9 +382,11 @@ fn main() -> Result<()> {
             rate_limit,
             page_cache_pages,
             operation_delay_ms,
+            faults,
             idle_store_timeout_ms,
             http,
             pg,
+            quotas,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -358,9 +395,11 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms,
+                faults,
                 idle_store_timeout_ms,
                 http: http.limits(),
                 pg: pg.options(),
+                quotas: quotas.quotas(),
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -374,6 +413,7 @@ fn main() -> Result<()> {
             page_cache_pages,
             http,
             pg,
+            quotas,
         } => {
             let options = up::ApiOptions {
                 data_dir,
@@ -382,9 +422,11 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 page_cache_pages,
                 operation_delay_ms: 0,
+                faults: api::faults::Faults::default(),
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
                 http: http.limits(),
                 pg: pg.options(),
+                quotas: quotas.quotas(),
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

@@ -50,6 +50,10 @@ pub struct ApiOptions {
     pub page_cache_pages: usize,
     /// Fault injection for tests: the worker waits this long before each operation.
     pub operation_delay_ms: u64,
+    /// Fault injection for tests (`api::faults`).
+    pub faults: api::faults::Faults,
+    /// Per-account limits.
+    pub quotas: api::control::Quotas,
     /// A branch's store with no session for this long is stopped (0: never).
     pub idle_store_timeout_ms: u64,
     /// The API's connection limits.
@@ -269,6 +273,8 @@ async fn serve_api(
             pg_host: pg_address.ip().to_string(),
             pg_port: pg_address.port(),
             operation_delay_ms: options.operation_delay_ms,
+            faults: options.faults.clone(),
+            quotas: options.quotas,
         },
     );
     control

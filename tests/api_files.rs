@@ -1,5 +1,5 @@
 //! Secrets at rest (issue 13): the data directory `cambium up` creates, and the directories it creates in it, are
-//! mode 0700; the metadata (key hashes, database passwords), its `-wal` and `-shm`, and the admin key are 0600.
+//! mode 0700; the metadata (key hashes, database password verifiers), its `-wal` and `-shm`, and the admin key are 0600.
 //! Checked on a fresh start, and on a restart after every one of them was loosened (an install from before the
 //! modes were enforced), which `up` tightens. The test process's umask is left as it is (typically 022, which
 //! leaves group and other bits that `up` must take away itself).

@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::api::{connect, insert_ids as insert, is_iso_utc, json_keys as keys, table_ids as rows, Reply, Up};
+use common::api::{
+    connect, insert_ids as insert, is_iso_utc, json_keys as keys, password_of, table_ids as rows, without_password,
+    Reply, Up,
+};
 use serde_json::Value;
 
 /// A well-formed branch id that names nothing.
@@ -109,6 +112,11 @@ fn assert_branch(branch: &Value, forked: bool) {
         text(branch, "connection_uri").contains(&format!("/{}?", text(branch, "id"))),
         "the branch id names it: {branch}"
     );
+    assert_eq!(
+        password_of(&text(branch, "connection_uri")),
+        None,
+        "no password: {branch}"
+    );
     assert!(is_iso_utc(&text(branch, "created_at")), "{branch}");
 }
 
@@ -142,7 +150,7 @@ fn assert_operation(operation: &Value, action: &str) {
 async fn database_with_rows(up: &Up, n: i64) -> (String, Value) {
     let project = up.create_project("p").await;
     let database = up.create_database(&project, "shop").await;
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     connect(&uri)
         .await
         .expect("connect")
@@ -215,6 +223,10 @@ async fn databases_are_created_listed_renamed_and_deleted() {
     assert_eq!(operation["database_id"], database["id"]);
     assert_eq!(operation["project_id"], project.as_str());
     let database_id = text(&database, "id");
+    // The creation is the one response with the password.
+    let created_uri = text(&database, "connection_uri");
+    assert!(password_of(&created_uri).is_some(), "{created_uri}");
+    up.remember_password(&database_id, &created_uri);
 
     let reply = call(
         &up,
@@ -231,17 +243,11 @@ async fn databases_are_created_listed_renamed_and_deleted() {
     assert_eq!(body["operation"]["id"], operation["id"]);
     let active = get_database(&up, &database_id).await;
     assert_eq!(active["status"], "active");
-    for field in [
-        "id",
-        "name",
-        "project_id",
-        "region",
-        "default_branch_id",
-        "connection_uri",
-        "created_at",
-    ] {
+    for field in ["id", "name", "project_id", "region", "default_branch_id", "created_at"] {
         assert_eq!(active[field], database[field], "{field}");
     }
+    // Elsewhere, the same connection string without the password.
+    assert_eq!(text(&active, "connection_uri"), without_password(&created_uri));
     // Its default branch is `main`.
     let main = branches(&up, &database_id).await;
     assert_eq!(main.len(), 1);
@@ -342,7 +348,7 @@ async fn databases_are_created_listed_renamed_and_deleted() {
         .await
         .assert_error(404, "not_found");
     assert!(
-        connect(&text(&active, "connection_uri")).await.is_err(),
+        connect(&up.uri(&active)).await.is_err(),
         "a deleted database serves nothing"
     );
     let list = call(&up, "GET", &format!("/v1/projects/{project}/databases"), None)
@@ -356,7 +362,7 @@ async fn suspend_refuses_sql_and_resume_serves_the_same_data() {
     let up = Up::start();
     let (_, database) = database_with_rows(&up, 5).await;
     let id = text(&database, "id");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     let dev = create_branch(&up, &id, r#"{"name":"dev"}"#).await;
 
     // The endpoint view: the database as a compute.
@@ -384,7 +390,7 @@ async fn suspend_refuses_sql_and_resume_serves_the_same_data() {
     assert_eq!(endpoint["database_id"], id.as_str());
     assert_eq!(endpoint["region"], database["region"]);
     assert_eq!(endpoint["status"], "active");
-    assert_eq!(endpoint["connection_uri"], database["connection_uri"]);
+    assert_eq!(text(endpoint, "connection_uri"), without_password(&uri));
     let (host, port) = (
         text(endpoint, "host"),
         endpoint["port"].as_u64().expect("a numeric port"),
@@ -406,7 +412,7 @@ async fn suspend_refuses_sql_and_resume_serves_the_same_data() {
         .json();
     assert_eq!(endpoints["endpoints"][0]["status"], "suspended");
     // Every name of the database refuses sessions, saying why.
-    for name_uri in [uri.clone(), text(&dev, "connection_uri")] {
+    for name_uri in [uri.clone(), up.uri(&dev)] {
         let refused = match connect(&name_uri).await {
             Err(error) => error,
             Ok(client) => client
@@ -422,7 +428,7 @@ async fn suspend_refuses_sql_and_resume_serves_the_same_data() {
     }
     // Branching a suspended database works; the branch is refused like the rest.
     let while_suspended = create_branch(&up, &id, r#"{"name":"cold"}"#).await;
-    let refused = connect(&text(&while_suspended, "connection_uri"))
+    let refused = connect(&up.uri(&while_suspended))
         .await
         .expect_err("a branch of a suspended database serves no SQL");
     let message = format!("{refused} {refused:?}");
@@ -435,18 +441,15 @@ async fn suspend_refuses_sql_and_resume_serves_the_same_data() {
         assert_eq!(keys(&body), ["database"], "{body}");
         assert_eq!(body["database"]["status"], "active");
         assert_eq!(
-            body["database"]["connection_uri"],
-            uri.as_str(),
-            "the same connection string"
+            text(&body["database"], "connection_uri"),
+            without_password(&uri),
+            "the same connection string, without the password"
         );
     }
     assert_eq!(get_database(&up, &id).await["status"], "active");
     assert_eq!(rows(&uri).await, (0..5).collect::<Vec<_>>());
-    assert_eq!(rows(&text(&dev, "connection_uri")).await, (0..5).collect::<Vec<_>>());
-    assert_eq!(
-        rows(&text(&while_suspended, "connection_uri")).await,
-        (0..5).collect::<Vec<_>>()
-    );
+    assert_eq!(rows(&up.uri(&dev)).await, (0..5).collect::<Vec<_>>());
+    assert_eq!(rows(&up.uri(&while_suspended)).await, (0..5).collect::<Vec<_>>());
     insert(&uri, 5..7).await;
     assert_eq!(rows(&uri).await, (0..7).collect::<Vec<_>>());
 }
@@ -456,14 +459,14 @@ async fn branches_fork_at_the_latest_state_an_lsn_or_a_timestamp() {
     let up = Up::start();
     let (_, database) = database_with_rows(&up, 5).await;
     let id = text(&database, "id");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     let main_id = text(&database, "default_branch_id");
 
     let first = create_branch(&up, &id, r#"{"name":"first"}"#).await;
     assert_eq!(first["name"], "first");
     assert_eq!(first["parent_branch_id"], main_id.as_str());
     let at_five = text(&first, "parent_lsn");
-    assert_eq!(rows(&text(&first, "connection_uri")).await, (0..5).collect::<Vec<_>>());
+    assert_eq!(rows(&up.uri(&first)).await, (0..5).collect::<Vec<_>>());
 
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let between = jiff::Timestamp::now();
@@ -475,10 +478,7 @@ async fn branches_fork_at_the_latest_state_an_lsn_or_a_timestamp() {
         lsn(&text(&latest, "parent_lsn")) > lsn(&at_five),
         "{latest} vs {at_five}"
     );
-    assert_eq!(
-        rows(&text(&latest, "connection_uri")).await,
-        (0..10).collect::<Vec<_>>()
-    );
+    assert_eq!(rows(&up.uri(&latest)).await, (0..10).collect::<Vec<_>>());
 
     let at_lsn = create_branch(
         &up,
@@ -488,7 +488,7 @@ async fn branches_fork_at_the_latest_state_an_lsn_or_a_timestamp() {
     .await;
     assert_eq!(at_lsn["parent_lsn"], at_five.as_str());
     assert_eq!(at_lsn["parent_branch_id"], main_id.as_str());
-    assert_eq!(rows(&text(&at_lsn, "connection_uri")).await, (0..5).collect::<Vec<_>>());
+    assert_eq!(rows(&up.uri(&at_lsn)).await, (0..5).collect::<Vec<_>>());
 
     let at_time = create_branch(
         &up,
@@ -500,13 +500,10 @@ async fn branches_fork_at_the_latest_state_an_lsn_or_a_timestamp() {
         lsn(&text(&at_time, "parent_lsn")) <= lsn(&text(&latest, "parent_lsn")),
         "{at_time}"
     );
-    assert_eq!(
-        rows(&text(&at_time, "connection_uri")).await,
-        (0..5).collect::<Vec<_>>()
-    );
+    assert_eq!(rows(&up.uri(&at_time)).await, (0..5).collect::<Vec<_>>());
 
     // A branch of a branch; writes on either side stay there.
-    insert(&text(&first, "connection_uri"), 100..102).await;
+    insert(&up.uri(&first), 100..102).await;
     let grandchild = create_branch(
         &up,
         &id,
@@ -515,7 +512,7 @@ async fn branches_fork_at_the_latest_state_an_lsn_or_a_timestamp() {
     .await;
     assert_eq!(grandchild["parent_branch_id"], first["id"]);
     assert_eq!(
-        rows(&text(&grandchild, "connection_uri")).await,
+        rows(&up.uri(&grandchild)).await,
         (0..5).chain(100..102).collect::<Vec<_>>()
     );
     assert_eq!(rows(&uri).await, (0..10).collect::<Vec<_>>());
@@ -670,11 +667,11 @@ async fn promoting_a_branch_moves_the_default_and_the_database_connection() {
     let up = Up::start();
     let (_, database) = database_with_rows(&up, 3).await;
     let id = text(&database, "id");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     let main_id = text(&database, "default_branch_id");
     let dev = create_branch(&up, &id, r#"{"name":"dev"}"#).await;
     let dev_id = text(&dev, "id");
-    insert(&text(&dev, "connection_uri"), 100..102).await;
+    insert(&up.uri(&dev), 100..102).await;
     assert_eq!(rows(&uri).await, (0..3).collect::<Vec<_>>());
 
     let reply = call(
@@ -706,8 +703,8 @@ async fn promoting_a_branch_moves_the_default_and_the_database_connection() {
     let database_after = get_database(&up, &id).await;
     assert_eq!(database_after["default_branch_id"], dev_id.as_str());
     assert_eq!(
-        database_after["connection_uri"],
-        uri.as_str(),
+        text(&database_after, "connection_uri"),
+        without_password(&uri),
         "the same connection string"
     );
     assert_eq!(
@@ -718,13 +715,10 @@ async fn promoting_a_branch_moves_the_default_and_the_database_connection() {
     assert_eq!(rows(&uri).await, (0..3).chain(100..102).collect::<Vec<_>>());
     insert(&uri, 200..201).await;
     assert_eq!(
-        rows(&text(&dev, "connection_uri")).await,
+        rows(&up.uri(&dev)).await,
         (0..3).chain(100..102).chain(200..201).collect::<Vec<_>>()
     );
-    assert_eq!(
-        rows(&text(&list[0], "connection_uri")).await,
-        (0..3).collect::<Vec<_>>()
-    );
+    assert_eq!(rows(&up.uri(&list[0])).await, (0..3).collect::<Vec<_>>());
 
     // The default branch cannot be deleted or un-defaulted, nor can a branch whose subtree holds it.
     call(&up, "DELETE", &format!("/v1/branches/{dev_id}"), None)
@@ -779,7 +773,7 @@ async fn deleting_a_branch_deletes_its_descendants() {
     )
     .await;
     let sibling = create_branch(&up, &id, r#"{"name":"sibling"}"#).await;
-    assert_eq!(rows(&text(&great, "connection_uri")).await, [0, 1]);
+    assert_eq!(rows(&up.uri(&great)).await, [0, 1]);
 
     assert_no_content(&call(&up, "DELETE", &format!("/v1/branches/{}", text(&child, "id")), None).await);
     for gone in [&child, &grandchild, &great] {
@@ -792,14 +786,14 @@ async fn deleting_a_branch_deletes_its_descendants() {
         call(&up, "POST", &format!("{path}/restore"), Some(r#"{"target_lsn":"0/1"}"#))
             .await
             .assert_error(404, "not_found");
-        assert!(connect(&text(gone, "connection_uri")).await.is_err(), "{gone}");
+        assert!(connect(&up.uri(gone)).await.is_err(), "{gone}");
     }
     let list = branches(&up, &id).await;
     assert_eq!(
         ids(&serde_json::json!({ "b": list }), "b"),
         [main_id, text(&sibling, "id")]
     );
-    assert_eq!(rows(&text(&sibling, "connection_uri")).await, [0, 1]);
+    assert_eq!(rows(&up.uri(&sibling)).await, [0, 1]);
     // Their names are free again.
     create_branch(&up, &id, r#"{"name":"grandchild"}"#).await;
 }
@@ -809,7 +803,7 @@ async fn restore_checks_its_target_and_runs_as_an_operation() {
     let up = Up::start();
     let (project, database) = database_with_rows(&up, 5).await;
     let id = text(&database, "id");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     let main_id = text(&database, "default_branch_id");
     let mark = create_branch(&up, &id, r#"{"name":"mark"}"#).await;
     let at_five = text(&mark, "parent_lsn");
@@ -910,10 +904,7 @@ async fn restore_checks_its_target_and_runs_as_an_operation() {
                 .is_some_and(|n| n.starts_with("main_before_restore_"))
         })
         .unwrap_or_else(|| panic!("a preserved branch: {list:?}"));
-    assert_eq!(
-        rows(&text(preserved, "connection_uri")).await,
-        (0..8).collect::<Vec<_>>()
-    );
+    assert_eq!(rows(&up.uri(preserved)).await, (0..8).collect::<Vec<_>>());
     let main = call(&up, "GET", &format!("/v1/branches/{main_id}"), None).await.json()["branch"].clone();
     assert_eq!(main["name"], "main");
     assert_eq!(main["is_default"], true);
@@ -1026,14 +1017,14 @@ async fn changes_that_conflict_with_a_running_operation_are_409() {
         assert_eq!(reply.status, 409, "{method} {path}: {}", reply.body);
         reply.assert_error(409, "conflict");
     }
-    let refused = connect(&text(&database, "connection_uri"))
+    let refused = connect(&up.uri(&database))
         .await
         .expect_err("a database being created serves no SQL");
     let message = format!("{refused} {refused:?}");
     assert!(message.contains("being created"), "{message}");
 
     assert_eq!(up.wait_operation(&create).await["status"], "finished");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     connect(&uri)
         .await
         .expect("connect")

@@ -24,6 +24,10 @@ async fn a_crash_during_database_creation_finishes_it_after_restart() {
     assert_eq!(reply.status, 201, "{}", reply.body);
     let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
     let database = reply.json()["database"]["id"].as_str().expect("id").to_owned();
+    up.remember_password(
+        &database,
+        reply.json()["database"]["connection_uri"].as_str().expect("uri"),
+    );
     let running = up
         .call("GET", &format!("/v1/operations/{operation}"), None)
         .await
@@ -37,16 +41,16 @@ async fn a_crash_during_database_creation_finishes_it_after_restart() {
     assert_eq!(ended["status"], "finished", "{ended}");
     let database = up.call("GET", &format!("/v1/databases/{database}"), None).await.json()["database"].clone();
     assert_eq!(database["status"], "active", "{database}");
-    let uri = database["connection_uri"].as_str().expect("uri");
+    let uri = up.uri(&database);
     {
-        let client = connect(uri).await.expect("connect");
+        let client = connect(&uri).await.expect("connect");
         client
             .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }
-    insert(uri, 0..5).await;
-    assert_eq!(ids(uri).await, (0..5).collect::<Vec<_>>());
+    insert(&uri, 0..5).await;
+    assert_eq!(ids(&uri).await, (0..5).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,10 +115,7 @@ async fn a_crash_during_a_restore_finishes_it_after_restart_with_the_data_intact
         })
         .cloned()
         .expect("the state before the restore, kept");
-    assert_eq!(
-        ids(preserved["connection_uri"].as_str().expect("uri")).await,
-        (0..20).collect::<Vec<_>>()
-    );
+    assert_eq!(ids(&up.uri(&preserved)).await, (0..20).collect::<Vec<_>>());
     // Nothing is left running.
     let project_operations = up
         .call("GET", &format!("/v1/projects/{project}/operations"), None)

@@ -75,7 +75,7 @@ async fn a_time_after_creation_and_before_the_first_commit_is_the_initial_state(
     let database = up.create_database(&project, "fresh").await;
     let id = text(&database, "id");
     let main = text(&database, "default_branch_id");
-    let uri = text(&database, "connection_uri");
+    let uri = up.uri(&database);
     let created: jiff::Timestamp = text(&database, "created_at").parse().expect("created_at");
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before_any_commit = jiff::Timestamp::now();
@@ -107,14 +107,14 @@ async fn a_time_after_creation_and_before_the_first_commit_is_the_initial_state(
     )
     .await;
     assert_eq!(early_again["parent_lsn"], FIRST_LSN, "{early_again}");
-    assert!(!has_table(&text(&early_again, "connection_uri")).await);
+    assert!(!has_table(&up.uri(&early_again)).await);
     let now = branch(
         &up,
         &id,
         &format!(r#"{{"name":"now","parent_timestamp":"{}"}}"#, jiff::Timestamp::now()),
     )
     .await;
-    assert_eq!(table_ids(&text(&now, "connection_uri")).await, vec![0, 1, 2]);
+    assert_eq!(table_ids(&up.uri(&now)).await, vec![0, 1, 2]);
     restore(
         &up,
         &main,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::api::{connect, request};
+use common::api::{connect, password_of, request, with_password};
 use common::cluster::Cluster;
 use common::Process;
 use storage::{Lsn, TenantId, TimelineId};
@@ -71,9 +71,13 @@ async fn the_api_drives_storage_processes_of_its_own() {
     .await;
     assert_eq!(branch.status, 201, "{}", branch.body);
     client.batch_execute("INSERT INTO t VALUES (3);").await.expect("write");
-    let branch_client = connect(branch.json()["branch"]["connection_uri"].as_str().expect("uri"))
-        .await
-        .expect("connect to the branch");
+    // A branch's connection string has no password: it takes the database's, given by its creation.
+    let password = password_of(uri).expect("the creation gives the password");
+    let branch_uri = with_password(
+        branch.json()["branch"]["connection_uri"].as_str().expect("uri"),
+        &password,
+    );
+    let branch_client = connect(&branch_uri).await.expect("connect to the branch");
     let count: i64 = branch_client
         .query_one("SELECT count(*) FROM t", &[])
         .await

@@ -48,7 +48,7 @@ async fn create_write_branch_write_both_restore_by_time_and_lsn() {
         u64::from_str_radix(high, 16).is_ok() && u64::from_str_radix(low, 16).is_ok(),
         "{branch_point}"
     );
-    let branch_uri = branch["connection_uri"].as_str().expect("uri").to_owned();
+    let branch_uri = up.uri(&branch);
     assert_eq!(ids(&branch_uri).await, (0..20).collect::<Vec<_>>());
 
     // Write on both sides: each sees only its own.
@@ -91,8 +91,8 @@ async fn create_write_branch_write_both_restore_by_time_and_lsn() {
         })
         .cloned()
         .expect("a preserved branch");
-    let preserved_uri = preserved["connection_uri"].as_str().expect("uri");
-    assert_eq!(ids(preserved_uri).await, (0..20).chain(100..105).collect::<Vec<_>>());
+    let preserved_uri = up.uri(&preserved);
+    assert_eq!(ids(&preserved_uri).await, (0..20).chain(100..105).collect::<Vec<_>>());
 
     // Writes go on after a restore. A branch from the latest state names an LSN of main's (new) history; then
     // main is restored to that LSN, without keeping the state before.

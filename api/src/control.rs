@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compute::host::{BranchTarget, ComputeHost};
+use compute::pg::ScramVerifier;
 use parking_lot::Mutex;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,7 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, BackendError};
 use crate::error::ApiError;
+use crate::faults::{self, Faults};
 use crate::store::databases::{Branch, Database, DatabaseStatus, NewDatabase, RestoreChange, TimelineRow};
 use crate::store::operations::{NewOperation, Operation, OperationStatus};
 use crate::store::{new_id, AccountId, Store, StoreError};
@@ -48,6 +50,35 @@ pub struct ControlConfig {
     /// Fault injection: how long the worker waits before running each operation (0 in production), so tests
     /// can crash the service while operations are `running`.
     pub operation_delay_ms: u64,
+    /// Fault injection for tests (nothing in production).
+    pub faults: Faults,
+    /// Per-account limits.
+    pub quotas: Quotas,
+}
+
+/// Per-account limits, checked before anything is created, in the transaction that creates (projects,
+/// databases) or under the database's lock before the storage is touched (branches); past one, 403
+/// `quota_exceeded` naming the limit and the count. They bound what one account can make the service hold:
+/// databases are counted per account rather than per project, because a database is what costs (a tenant on
+/// the pageserver, WAL on three safekeepers, a compute) and projects are only a grouping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quotas {
+    /// Projects an account may have.
+    pub projects_per_account_max: u32,
+    /// Databases an account may have, across its projects.
+    pub databases_per_account_max: u32,
+    /// Branches a database may have, its default branch and the ones restores keep included.
+    pub branches_per_database_max: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Quotas {
+        Quotas {
+            projects_per_account_max: 100,
+            databases_per_account_max: 100,
+            branches_per_database_max: 500,
+        }
+    }
 }
 
 /// The parameters of a `restore_branch` operation, fixed when it is created.
@@ -61,6 +92,29 @@ pub(crate) struct RestoreParams {
     new_timeline_id: String,
     preserved_name: Option<String>,
     preserved_id: String,
+}
+
+/// Locks in the map before [`Control::locked`] drops the ones nobody holds or awaits (normally each is dropped
+/// with its last guard; this catches those whose waiter was cancelled).
+const LOCKS_PRUNE_AT: usize = 1024;
+
+/// A held database or project lock. Dropping it lets go, and forgets the lock if nobody else holds or awaits it
+/// (they all got it from the map, under the map's lock), so the map holds the locks in use, not one per id ever
+/// locked.
+struct Held<'a> {
+    control: &'a Control,
+    id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut locks = self.control.locks.lock();
+        if locks.get(&self.id).is_some_and(|mutex| Arc::strong_count(mutex) == 1) {
+            locks.remove(&self.id);
+        }
+    }
 }
 
 /// The control plane; see the module doc.
@@ -92,6 +146,36 @@ fn random_u128() -> u128 {
         .fill(&mut bytes)
         .unwrap_or_else(|_| panic!("the OS random source failed"));
     u128::from_be_bytes(bytes)
+}
+
+/// A database's password, just made: it goes to the client once and is never stored (only its verifier is).
+pub struct Password(String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
+}
+
+/// A new random password and its SCRAM-SHA-256 verifier (PBKDF2, milliseconds of work: off the async workers).
+async fn new_password() -> Result<(Password, Arc<ScramVerifier>), ApiError> {
+    let made = tokio::task::spawn_blocking(|| {
+        let password = random_password();
+        ScramVerifier::from_password(&password, compute::pg::scram::ITERATIONS_DEFAULT)
+            .map(|verifier| (Password(password), Arc::new(verifier)))
+    })
+    .await;
+    match made {
+        Ok(Ok(made)) => Ok(made),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "no verifier for a new password");
+            Err(ApiError::Internal)
+        }
+        Err(error) => {
+            tracing::error!(%error, "the password task failed");
+            Err(ApiError::Internal)
+        }
+    }
 }
 
 /// A random password: 32 characters of [A-Za-z0-9].
@@ -247,15 +331,38 @@ impl Control {
         }
     }
 
-    fn lock(&self, database_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(self.locks.lock().entry(database_id.to_owned()).or_default())
+    /// Holds the lock of database or project `id` (ids are prefixed, so the two never share one) until the
+    /// returned guard drops.
+    async fn locked(&self, id: &str) -> Held<'_> {
+        let mutex = {
+            let mut locks = self.locks.lock();
+            if locks.len() >= LOCKS_PRUNE_AT {
+                // Locks left by waiters that were cancelled (their guard never dropped): nobody holds them.
+                locks.retain(|_, mutex| Arc::strong_count(mutex) > 1);
+            }
+            Arc::clone(locks.entry(id.to_owned()).or_default())
+        };
+        Held {
+            control: self,
+            id: id.to_owned(),
+            guard: Some(mutex.lock_owned().await),
+        }
     }
 
-    /// `postgresql://…` for connection name `name` of `database`.
-    pub fn connection_uri(&self, database: &Database, name: &str) -> String {
+    /// `postgresql://cambium@host:port/<name>?sslmode=disable`: connection name `name` without a password (the
+    /// metadata has none to give; clients give theirs separately, e.g. in `PGPASSWORD`).
+    pub fn connection_uri(&self, name: &str) -> String {
+        format!(
+            "postgresql://{PG_USER}@{}:{}/{name}?sslmode=disable",
+            self.config.pg_host, self.config.pg_port
+        )
+    }
+
+    /// [`Control::connection_uri`] with `password` in it: only in the response that made the password.
+    pub fn connection_uri_with_password(&self, name: &str, password: &Password) -> String {
         format!(
             "postgresql://{PG_USER}:{}@{}:{}/{name}?sslmode=disable",
-            database.password, self.config.pg_host, self.config.pg_port
+            password.0, self.config.pg_host, self.config.pg_port
         )
     }
 
@@ -279,7 +386,8 @@ impl Control {
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         for branch in &branches {
             let target = self.target(database, branch).await?;
-            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
             let served = if eager && branch.id == database.default_branch_id {
                 self.host.attach(&branch.id, target).await
             } else {
@@ -287,7 +395,8 @@ impl Control {
             };
             served.map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
         }
-        self.host.set_credentials(&database.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&database.password_verifier));
         self.host
             .set_alias(&database.id, &database.default_branch_id)
             .map_err(|e| ApiError::Unavailable(format!("starting the compute: {e}")))?;
@@ -305,12 +414,23 @@ impl Control {
             DatabaseStatus::Active => format!("database {} is restarting", database.id),
         };
         let branches = self.unserve(database).await?;
-        self.host.set_credentials(&database.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&database.password_verifier));
         self.host.refuse(&database.id, &reason);
         for branch in branches {
-            self.host.set_credentials(&branch.id, PG_USER, &database.password);
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
             self.host.refuse(&branch.id, &reason);
         }
+        Ok(())
+    }
+
+    /// Stops serving deleted `database` and forgets everything about its names, credentials included.
+    async fn retire(&self, database: &Database) -> Result<(), ApiError> {
+        for branch in self.unserve(database).await? {
+            self.host.remove_credentials(&branch.id);
+        }
+        self.host.remove_credentials(&database.id);
         Ok(())
     }
 
@@ -348,7 +468,7 @@ impl Control {
         project_id: &str,
         name: String,
         region: Option<String>,
-    ) -> Result<(Database, Operation), ApiError> {
+    ) -> Result<(Database, Operation, Password), ApiError> {
         let region = region.unwrap_or_else(|| self.config.region.clone());
         if region != self.config.region {
             return Err(ApiError::InvalidRequest(format!(
@@ -356,7 +476,12 @@ impl Control {
                 self.config.region
             )));
         }
+        let (password, password_verifier) = new_password().await?;
         let slot = self.worker.reserve()?;
+        // Under the project's lock, which a project deletion holds throughout: a database is created before the
+        // deletion looks at the project's databases (and its operation makes the deletion wait), or after the
+        // project is gone (404). Without it, one made in between was deleted with no compute stopped.
+        let _project = self.locked(project_id).await;
         let new = NewDatabase {
             project_id: project_id.to_owned(),
             name,
@@ -368,24 +493,31 @@ impl Control {
                 start_lsn: ROOT_START_LSN,
             },
             branch_name: DEFAULT_BRANCH_NAME.to_owned(),
-            password: random_password(),
+            password_verifier,
         };
         let account = account.clone();
+        let databases_max = self.config.quotas.databases_per_account_max;
         let created = self
-            .blocking(move |store| store.create_database(&account, &new, "{}"))
+            .blocking(move |store| store.create_database(&account, &new, "{}", databases_max))
             .await?
             .ok_or(ApiError::NotFound)?;
         {
             // Under the database's lock, which the worker takes to serve it: the refusal comes first.
-            let lock = self.lock(&created.database.id);
-            let _held = lock.lock().await;
+            let _held = self.locked(&created.database.id).await;
+            // Read again under the lock, like everything that gives the host credentials (see `reset_password`).
+            let id = created.database.id.clone();
+            let database = self.blocking(move |store| store.database(&id)).await?;
             // Only for a clearer message than "unknown database" while it is created.
-            if let Err(error) = self.refuse(&created.database, DatabaseStatus::Provisioning).await {
+            let refused = match &database {
+                Some(database) => self.refuse(database, DatabaseStatus::Provisioning).await,
+                None => Ok(()),
+            };
+            if let Err(error) = refused {
                 tracing::warn!(database = %created.database.id, ?error, "a new database's names could not be refused");
             }
             slot.submit(created.operation.id.clone());
         }
-        Ok((created.database, created.operation))
+        Ok((created.database, created.operation, password))
     }
 
     /// The `create_database` work: storage, compute, a SQL check, then `active`.
@@ -409,8 +541,14 @@ impl Control {
             .ok_or("the database has no root timeline")?;
         retry(|| self.backend.create_tenant(database.tenant_id)).await?;
         retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
+        // Read again under the lock: what is served is the database as it is now.
+        let id = database_id.clone();
+        let database = self
+            .blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the database was deleted")?;
         self.serve(&database, true).await.map_err(|e| e.to_string())?;
         self.check_sql(&database.default_branch_id).await?;
         let id = database_id.clone();
@@ -425,10 +563,10 @@ impl Control {
     }
 
     /// Resumes or suspends `account`'s database `id`: its compute starts (a SQL session is checked) or stops.
+    /// A resume that fails leaves a suspended database suspended and refusing sessions, as its status says.
     pub async fn set_active(&self, account: &AccountId, id: &str, active: bool) -> Result<Database, ApiError> {
         let database = self.get_database(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         let database = self.get_database(account, id).await?;
         match database.status {
             DatabaseStatus::Provisioning => {
@@ -441,21 +579,83 @@ impl Control {
             }
             DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
-        let status = if active {
-            self.host.clear_refusal(&database.id);
-            self.serve(&database, true).await?;
-            self.check_sql(&database.default_branch_id)
-                .await
-                .map_err(ApiError::Unavailable)?;
-            DatabaseStatus::Active
-        } else {
-            self.refuse(&database, DatabaseStatus::Suspended).await?;
-            DatabaseStatus::Suspended
-        };
+        if active {
+            if let Err(error) = self.start_serving(&database).await {
+                if database.status == DatabaseStatus::Suspended {
+                    // Back to what the status says: no session opens.
+                    if let Err(refused) = self.refuse(&database, DatabaseStatus::Suspended).await {
+                        tracing::error!(database = %database.id, ?refused, "a database whose resume failed could not be refused again");
+                    }
+                }
+                return Err(error);
+            }
+            return Ok(Database {
+                status: DatabaseStatus::Active,
+                ..database
+            });
+        }
+        self.refuse(&database, DatabaseStatus::Suspended).await?;
         let id = database.id.clone();
-        self.blocking(move |store| store.set_database_status(&id, status))
+        if let Err(error) = self
+            .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Suspended))
+            .await
+        {
+            if database.status == DatabaseStatus::Active {
+                // Back to what the status says: served (lazily; its stores start with their next sessions).
+                if let Err(served) = self.serve(&database, false).await {
+                    tracing::error!(database = %database.id, ?served, "a database whose suspend failed could not be served again");
+                }
+            }
+            return Err(error);
+        }
+        Ok(Database {
+            status: DatabaseStatus::Suspended,
+            ..database
+        })
+    }
+
+    /// Serves `database` (its default branch started now), checks a SQL session, and records it `active`.
+    async fn start_serving(&self, database: &Database) -> Result<(), ApiError> {
+        self.host.clear_refusal(&database.id);
+        self.serve(database, true).await?;
+        self.check_sql(&database.default_branch_id)
+            .await
+            .map_err(ApiError::Unavailable)?;
+        if self.config.faults.resume_check_fails {
+            return Err(ApiError::Unavailable("SQL check: injected failure".to_owned()));
+        }
+        let id = database.id.clone();
+        self.blocking(move |store| store.set_database_status(&id, DatabaseStatus::Active))
             .await?;
-        Ok(Database { status, ..database })
+        Ok(())
+    }
+
+    /// Gives `account`'s database `id` a new random password, which this returns (and nothing stores: the
+    /// metadata gets its verifier). It takes effect for new sessions on every name of the database at once;
+    /// sessions already open stay open, as in PostgreSQL.
+    pub async fn reset_password(&self, account: &AccountId, id: &str) -> Result<(Database, Password), ApiError> {
+        let database = self.get_database(account, id).await?;
+        let (password, verifier) = new_password().await?;
+        // Under the lock, which everything that gives the host a database's credentials holds (having read the
+        // database under it): none of them can give it the old verifier after this.
+        let _held = self.locked(&database.id).await;
+        let (database_id, stored) = (database.id.clone(), Arc::clone(&verifier));
+        if !self
+            .blocking(move |store| store.set_password_verifier(&database_id, &stored))
+            .await?
+        {
+            return Err(ApiError::NotFound);
+        }
+        let database = self.get_database(account, id).await?;
+        let database_id = database.id.clone();
+        let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
+        self.host
+            .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&verifier));
+        for branch in &branches {
+            self.host
+                .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&verifier));
+        }
+        Ok((database, password))
     }
 
     /// `account`'s database `id`.
@@ -469,10 +669,10 @@ impl Control {
     /// Deletes `account`'s database `id`: metadata, compute, then storage. Refused while an operation runs on it.
     pub async fn delete_database(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
         let database = self.get_database(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
+        let database = self.get_database(account, id).await?;
         self.refuse_while_operation_runs(&database.id).await?;
-        self.unserve(&database).await?;
+        self.retire(&database).await?;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_database(&account, &id))
@@ -483,18 +683,30 @@ impl Control {
     }
 
     /// Deletes `account`'s project `id` with its databases and their storage.
+    ///
+    /// Holds the project's lock (no database is created in it meanwhile) and then every one of its databases'
+    /// locks, in id order (no resume, restore or branch change runs on them meanwhile), from before it looks at
+    /// them until their rows and storage are gone; the other calls take at most one database lock, after the
+    /// project's, so the order cannot deadlock.
     pub async fn delete_project(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let _project = self.locked(id).await;
         let (account_id, project_id) = (account.clone(), id.to_owned());
         let page = self
             .blocking(move |store| store.list_databases(&account_id, &project_id, None, usize::MAX / 2))
             .await?
             .ok_or(ApiError::NotFound)?;
+        // Listed in id order.
+        let mut _held = Vec::with_capacity(page.items.len());
+        for database in &page.items {
+            _held.push(self.locked(&database.id).await);
+        }
         for database in &page.items {
             self.refuse_while_operation_runs(&database.id).await?;
         }
         for database in &page.items {
-            self.unserve(database).await?;
+            self.retire(database).await?;
         }
+        faults::pause(self.config.faults.project_delete_pause_ms).await;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_project(&account, &id))
@@ -629,22 +841,41 @@ impl Control {
     }
 
     /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
+    ///
+    /// The database and the parent (`parent_id`, or the default branch) are read under the database's lock, which
+    /// a restore holds while it moves a branch to a new timeline: the parent's timeline and its latest LSN are
+    /// then of one history. Returns the branch with its database.
     pub async fn create_branch(
         &self,
-        database: &Database,
-        parent: &Branch,
+        account: &AccountId,
+        database_id: &str,
+        parent_id: Option<String>,
         name: String,
         point: PointInTime,
-    ) -> Result<Branch, ApiError> {
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
-        match self.current_status(&database.id).await? {
-            None => return Err(ApiError::NotFound),
-            Some(status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed)) => {
+    ) -> Result<(Branch, Database), ApiError> {
+        faults::pause(self.config.faults.branch_create_pause_ms).await;
+        let _held = self.locked(database_id).await;
+        let database = self.get_database(account, database_id).await?;
+        match database.status {
+            status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed) => {
                 return Err(ApiError::Conflict(format!("the database is {}", status.as_str())))
             }
-            Some(DatabaseStatus::Active | DatabaseStatus::Suspended) => {}
+            DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
+        let parent_id = parent_id.unwrap_or_else(|| database.default_branch_id.clone());
+        let parent = match self.get_branch(account, &parent_id).await {
+            Ok((parent, _)) if parent.database_id == database.id => parent,
+            Ok(_) | Err(ApiError::NotFound) => {
+                return Err(ApiError::Unprocessable(format!(
+                    "`parent_branch_id` {parent_id:?} is not a branch of this database"
+                )))
+            }
+            Err(other) => return Err(other),
+        };
+        let database = &database;
+        let parent = &parent;
+        // Under the lock, which every change of the database's branches holds: the count cannot move.
+        self.check_branch_quota(&database.id).await?;
         let (holder, lsn) = self.resolve(database, parent, &point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),
@@ -677,9 +908,11 @@ impl Control {
             }
             return Err(error);
         }
-        let served = self.current_status(&database.id).await? == Some(DatabaseStatus::Active);
+        // The status cannot change under the lock.
+        let served = database.status == DatabaseStatus::Active;
         // Served or refused, the branch checks the database's password (see `refuse`).
-        self.host.set_credentials(&branch.id, PG_USER, &database.password);
+        self.host
+            .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
         if served {
             let target = BranchTarget {
                 tenant_id: database.tenant_id,
@@ -693,12 +926,33 @@ impl Control {
             self.host
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
-        Ok(branch)
+        Ok((branch, database.clone()))
     }
 
-    async fn current_status(&self, database_id: &str) -> Result<Option<DatabaseStatus>, ApiError> {
+    /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the
+    /// restores running on it may keep (one each). Called under the database's lock.
+    async fn check_branch_quota(&self, database_id: &str) -> Result<(), ApiError> {
         let id = database_id.to_owned();
-        Ok(self.blocking(move |store| store.database(&id)).await?.map(|d| d.status))
+        let (count, pending) = self
+            .blocking(move |store| {
+                Ok((
+                    store.branch_count(&id)?,
+                    store.running_operations_on_database(&id, "restore_branch")?,
+                ))
+            })
+            .await?;
+        let max = self.config.quotas.branches_per_database_max;
+        if count + pending < i64::from(max) {
+            return Ok(());
+        }
+        let pending = if pending > 0 {
+            format!(" (and {pending} running restores that each keep one)")
+        } else {
+            String::new()
+        };
+        Err(ApiError::QuotaExceeded(format!(
+            "the database has {count} branches{pending}, and its quota is {max}: delete one before creating another"
+        )))
     }
 
     /// `account`'s branch `id` with its database.
@@ -718,8 +972,7 @@ impl Control {
         is_default: Option<bool>,
     ) -> Result<(Branch, Database), ApiError> {
         let (_, database) = self.get_branch(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         let (branch, database) = self.get_branch(account, id).await?;
         if is_default == Some(false) && database.default_branch_id == branch.id {
             return Err(ApiError::Unprocessable(
@@ -749,8 +1002,7 @@ impl Control {
     /// Deletes a branch and its subtree: rows, computes, then the timelines nothing needs any more.
     pub async fn delete_branch(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
         let (_, database) = self.get_branch(account, id).await?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
+        let _held = self.locked(&database.id).await;
         self.refuse_while_operation_runs(&database.id).await?;
         let branch_id = id.to_owned();
         let deleted = self
@@ -759,6 +1011,7 @@ impl Control {
         for branch in &deleted {
             self.host.detach(&branch.id);
             self.host.clear_refusal(&branch.id);
+            self.host.remove_credentials(&branch.id);
         }
         self.sweep_timelines(&database).await;
         Ok(())
@@ -824,6 +1077,19 @@ impl Control {
         };
         let params = serde_json::to_string(&params).map_err(|_| ApiError::Internal)?;
         let slot = self.worker.reserve()?;
+        // The quota's count and the operation's row under the lock, so branch creations and other restores
+        // count this one.
+        let _held = self.locked(&database.id).await;
+        if preserve {
+            self.check_branch_quota(&database.id)
+                .await
+                .map_err(|error| match error {
+                    ApiError::QuotaExceeded(message) => ApiError::QuotaExceeded(format!(
+                        "{message} (or restore with \"preserve\": false, which keeps no branch)"
+                    )),
+                    other => other,
+                })?;
+        }
         let (account, project_id, database_id, branch_id) = (
             account.clone(),
             database.project_id.clone(),
@@ -847,6 +1113,13 @@ impl Control {
     }
 
     /// The `restore_branch` work: the new timeline at the point, the rows, then the compute.
+    ///
+    /// The outcome is that of the rows' change (one transaction): before it, a failure leaves the branch as it
+    /// was and the operation `failed` (a new restore may be asked); after it, the restore has happened, and the
+    /// compute steps that follow are best effort, logged, never a failure: a branch whose store did not start
+    /// stays defined on its new timeline and starts with its next session. So `failed` never hides an applied
+    /// restore (whose retry would keep the old state a second time). A run resumed after a crash redoes every
+    /// step: the timeline creation and the rows' change are idempotent.
     pub(crate) async fn run_restore(&self, operation: &Operation) -> Result<(), String> {
         let params: RestoreParams =
             serde_json::from_str(&operation.params).map_err(|e| format!("malformed parameters: {e}"))?;
@@ -862,14 +1135,13 @@ impl Control {
             .parse()
             .map_err(|_| format!("malformed LSN {}", params.target_lsn))?;
         let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let _held = self.locked(&database_id).await;
         let id = database_id.clone();
         let database = self
             .blocking(move |store| store.database(&id))
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the database was deleted")?;
-        let lock = self.lock(&database.id);
-        let _held = lock.lock().await;
         let new_timeline = TimelineRow {
             timeline_id: new_timeline_id,
             ancestor_timeline_id: Some(source),
@@ -887,39 +1159,67 @@ impl Control {
             .blocking(move |store| store.apply_restore(&change))
             .await
             .map_err(|e| e.to_string())?;
-        let id = database_id.clone();
-        let database = self
-            .blocking(move |store| store.database(&id))
+        // Applied: from here on the operation finishes.
+        let target = BranchTarget {
+            tenant_id: database.tenant_id,
+            timeline_id: new_timeline_id,
+            start_lsn: lsn,
+        };
+        if let Err(error) = self
+            .serve_restored(&database, &params.branch_id, target, preserved.as_ref())
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
-        if database.status == DatabaseStatus::Active {
-            // The branch's sessions move to the restored timeline: the old store is closed, new sessions get it.
-            let target = BranchTarget {
-                tenant_id: database.tenant_id,
-                timeline_id: new_timeline_id,
-                start_lsn: lsn,
-            };
-            self.host
-                .attach(&params.branch_id, target)
-                .await
-                .map_err(|e| format!("starting the restored branch's compute: {e}"))?;
-            if let Some(preserved) = &preserved {
-                self.host.set_credentials(&preserved.id, PG_USER, &database.password);
-                let target = self.target(&database, preserved).await.map_err(|e| e.to_string())?;
-                self.host
-                    .define(&preserved.id, target)
-                    .map_err(|e| format!("serving the preserved branch: {e}"))?;
-            }
-        } else if let Some(preserved) = &preserved {
-            self.host.set_credentials(&preserved.id, PG_USER, &database.password);
-            self.host
-                .refuse(&preserved.id, &format!("database {} is not active", database.id));
+        {
+            tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
         }
         if params.preserved_name.is_none() {
             self.sweep_timelines(&database).await;
         }
         Ok(())
+    }
+
+    /// After a restore's rows changed: the branch's sessions move to its new timeline (its old store is closed,
+    /// new sessions get the new one), and the preserved branch, if one was made, is served or refused as the
+    /// database's status says.
+    async fn serve_restored(
+        &self,
+        database: &Database,
+        branch_id: &str,
+        target: BranchTarget,
+        preserved: Option<&Branch>,
+    ) -> Result<(), String> {
+        if let Some(preserved) = preserved {
+            self.host
+                .set_credentials_verifier(&preserved.id, PG_USER, Arc::clone(&database.password_verifier));
+        }
+        if database.status != DatabaseStatus::Active {
+            if let Some(preserved) = preserved {
+                self.host
+                    .refuse(&preserved.id, &format!("database {} is not active", database.id));
+            }
+            return Ok(());
+        }
+        // The branch first: that closes its old store, which wrote the old timeline the preserved branch gets.
+        let attached = if self.config.faults.restore_attach_fails {
+            // As a failed start leaves it: defined on the new timeline, not started.
+            self.host
+                .define(branch_id, target)
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+                .and(Err(
+                    "starting the restored branch's compute: injected failure".to_owned()
+                ))
+        } else {
+            self.host
+                .attach(branch_id, target)
+                .await
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+        };
+        if let Some(preserved) = preserved {
+            let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
+            self.host
+                .define(&preserved.id, preserved_target)
+                .map_err(|e| format!("serving the preserved branch: {e}"))?;
+        }
+        attached
     }
 
     // ---- operations ----
@@ -930,6 +1230,7 @@ impl Control {
             tracing::warn!(operation = %operation.id, action = %operation.action, %error, "operation failed");
             if operation.action == "create_database" {
                 if let Some(database_id) = operation.database_id.clone() {
+                    let _held = self.locked(&database_id).await;
                     let id = database_id.clone();
                     let _ = self
                         .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Failed))

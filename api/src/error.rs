@@ -21,6 +21,9 @@ pub enum ApiError {
     Unauthenticated,
     /// 403 `forbidden`: a valid key of an account that may not do this (`/metrics` with a non-admin key).
     Forbidden(String),
+    /// 403 `quota_exceeded`: the account is at a quota (projects, databases, branches per database); the message
+    /// names the limit and the count. Waiting does not help: deleting something does.
+    QuotaExceeded(String),
     /// 404 `not_found`, also for another account's resource.
     NotFound,
     /// 405 `method_not_allowed`: a known path without that method (the `Allow` header lists the ones it has).
@@ -57,6 +60,7 @@ impl ApiError {
                 "a valid `Authorization: Bearer <key>` header is required".to_owned(),
             ),
             ApiError::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message.clone()),
+            ApiError::QuotaExceeded(message) => (StatusCode::FORBIDDEN, "quota_exceeded", message.clone()),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "not found".to_owned()),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -107,6 +111,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::Conflict(message) => ApiError::Conflict(message),
+            StoreError::QuotaExceeded(message) => ApiError::QuotaExceeded(message),
             error => {
                 tracing::error!(%error, "metadata store failed");
                 ApiError::Internal

@@ -1,5 +1,5 @@
 //! Modes of the files that hold secrets: the data directory and what `up` creates in it are `0700`, the metadata
-//! (API key hashes, every database's PostgreSQL password) and the admin key are `0600`. New ones are created so;
+//! (API key hashes, every database's password verifier) and the admin key are `0600`. New ones are created so;
 //! existing ones (an install from before this was enforced, or a `chmod` by hand) are tightened at start.
 
 use std::io;

@@ -8,11 +8,13 @@
 //! - `worker`: runs operations in the background, bounded.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
 //! - [`files`]: the modes of the files that hold secrets.
+//! - [`faults`]: fault injection for tests.
 
 pub mod auth;
 pub mod backend;
 pub mod control;
 pub mod error;
+pub mod faults;
 pub mod files;
 pub mod http;
 mod ids;

@@ -743,12 +743,24 @@ const SCHEMA: &str = "CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NUL
      INSERT INTO counters VALUES (1, 0);";
 
 impl Service {
-    /// A new branch of `database` from its latest state.
+    /// A new branch of `database` (as [`Service::database`] gives it, with the password) from its latest state;
+    /// its `connection_uri` gets the database's password, which the API shows only when it makes one.
     async fn branch(&self, database: &Value, name: &str) -> Value {
         let id = database["id"].as_str().expect("id");
-        self.post(&format!("/v1/databases/{id}/branches"), json!({ "name": name }))
+        let mut branch = self
+            .post(&format!("/v1/databases/{id}/branches"), json!({ "name": name }))
             .await["branch"]
-            .clone()
+            .clone();
+        let database_uri = database["connection_uri"].as_str().expect("uri");
+        let userinfo = database_uri
+            .strip_prefix("postgresql://")
+            .and_then(|rest| rest.split_once('@'))
+            .map(|(userinfo, _)| userinfo)
+            .expect("the database's connection string has user:password@");
+        let uri = branch["connection_uri"].as_str().expect("uri");
+        let (_, host_and_name) = uri.split_once('@').expect("user@host");
+        branch["connection_uri"] = Value::String(format!("postgresql://{userinfo}@{host_and_name}"));
+        branch
     }
 }
 

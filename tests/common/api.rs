@@ -1,7 +1,9 @@
 //! A `cambium up` process in a temporary data directory, a minimal HTTP/1.1 client for its `/v1` API, and a
 //! PostgreSQL client for its connection strings.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -18,6 +20,8 @@ pub struct Up {
     pub key: String,
     /// The data directory.
     pub data_dir: PathBuf,
+    /// Database id → its password, as its creation (or a reset) returned it: the API shows it only then.
+    passwords: Mutex<HashMap<String, String>>,
     _root: Option<tempfile::TempDir>,
 }
 
@@ -62,6 +66,7 @@ impl Up {
             process,
             key,
             data_dir: data_dir.to_owned(),
+            passwords: Mutex::new(HashMap::new()),
             _root: None,
         }
     }
@@ -129,10 +134,72 @@ impl Up {
         let ended = self.wait_operation(&operation).await;
         assert_eq!(ended["status"], "finished", "{ended}");
         let id = reply.json()["database"]["id"].as_str().expect("db id").to_owned();
-        let database = self.call("GET", &format!("/v1/databases/{id}"), None).await.json()["database"].clone();
+        let created_uri = reply.json()["database"]["connection_uri"]
+            .as_str()
+            .expect("uri")
+            .to_owned();
+        self.remember_password(&id, &created_uri);
+        let mut database = self.call("GET", &format!("/v1/databases/{id}"), None).await.json()["database"].clone();
         assert_eq!(database["status"], "active", "{database}");
+        // The connection string as created, with the password.
+        database["connection_uri"] = Value::String(created_uri);
         database
     }
+
+    /// Remembers the password in `uri` (a connection string as a creation or reset returned it) for database
+    /// `database_id`.
+    pub fn remember_password(&self, database_id: &str, uri: &str) {
+        let password = password_of(uri).unwrap_or_else(|| panic!("no password in {uri}"));
+        self.passwords
+            .lock()
+            .expect("passwords")
+            .insert(database_id.to_owned(), password);
+    }
+
+    /// The connection string of `resource` (a database, branch or endpoint as the API shows it) with its
+    /// database's password put in, as a client that kept the password from the creation would.
+    pub fn uri(&self, resource: &Value) -> String {
+        let uri = resource["connection_uri"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a connection_uri: {resource}"));
+        if password_of(uri).is_some() {
+            return uri.to_owned();
+        }
+        let database_id = resource["database_id"]
+            .as_str()
+            .or_else(|| resource["id"].as_str())
+            .unwrap_or_else(|| panic!("a database id: {resource}"));
+        let passwords = self.passwords.lock().expect("passwords");
+        let password = passwords
+            .get(database_id)
+            .unwrap_or_else(|| panic!("no password known for {database_id}"));
+        with_password(uri, password)
+    }
+}
+
+/// The password of a `postgresql://user:password@host…` connection string, if it has one.
+pub fn password_of(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("postgresql://")?;
+    let userinfo = rest.split_once('@')?.0;
+    userinfo.split_once(':').map(|(_, password)| password.to_owned())
+}
+
+/// `uri` without its password, if it has one.
+pub fn without_password(uri: &str) -> String {
+    match password_of(uri) {
+        Some(password) => uri.replacen(&format!(":{password}@"), "@", 1),
+        None => uri.to_owned(),
+    }
+}
+
+/// `uri` (`postgresql://user@host…`, without a password) with `password` put in.
+pub fn with_password(uri: &str, password: &str) -> String {
+    let rest = uri
+        .strip_prefix("postgresql://")
+        .unwrap_or_else(|| panic!("a postgresql:// URI: {uri}"));
+    let (user, host) = rest.split_once('@').unwrap_or_else(|| panic!("a user: {uri}"));
+    assert!(!user.contains(':'), "{uri} has a password already");
+    format!("postgresql://{user}:{password}@{host}")
 }
 
 /// An HTTP response.

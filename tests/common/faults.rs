@@ -2,13 +2,19 @@
 //! in a local directory, and `cambium api` against them with PostgreSQL on a fixed port (so connection strings
 //! stay valid across its restart); and a small `/v1` client for the calls the tests make.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::api::{free_port, request, Reply};
+use super::api::{free_port, password_of, request, with_password, Reply};
 use super::Process;
+
+/// Database id → its password, as its creation returned it: the API shows a password only then, and a branch's
+/// connection string takes its database's.
+static PASSWORDS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// How often the pageserver freezes and flushes an in-memory layer (and so uploads it): short, so the
 /// remote storage holds layers within a test's run.
@@ -203,16 +209,23 @@ impl ApiClient {
         let body = reply.json();
         self.wait_finished(body["operation"]["id"].as_str().expect("operation id"))
             .await;
-        TestDatabase {
+        let database = TestDatabase {
             id: body["database"]["id"].as_str().expect("database id").to_owned(),
             uri: body["database"]["connection_uri"]
                 .as_str()
                 .expect("connection uri")
                 .to_owned(),
-        }
+        };
+        let password = password_of(&database.uri).expect("the creation gives the password");
+        PASSWORDS
+            .lock()
+            .expect("passwords")
+            .insert(database.id.clone(), password);
+        database
     }
 
-    /// Branches `database`'s default branch at its latest commit; the branch's connection string.
+    /// Branches `database` (made by [`ApiClient::create_database`]) at its latest commit; the branch's connection
+    /// string, with the database's password.
     pub async fn create_branch(&self, database: &str, name: &str) -> String {
         let reply = self
             .call(
@@ -226,10 +239,12 @@ impl ApiClient {
         if let Some(operation) = body["operation"]["id"].as_str() {
             self.wait_finished(operation).await;
         }
-        body["branch"]["connection_uri"]
-            .as_str()
-            .expect("connection uri")
-            .to_owned()
+        let uri = body["branch"]["connection_uri"].as_str().expect("connection uri");
+        let passwords = PASSWORDS.lock().expect("passwords");
+        let password = passwords
+            .get(database)
+            .unwrap_or_else(|| panic!("database {database} was not made by this client"));
+        with_password(uri, password)
     }
 }
 

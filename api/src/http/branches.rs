@@ -101,21 +101,10 @@ pub(crate) async fn create(
         body.parent_timestamp.as_deref(),
     )?
     .unwrap_or(PointInTime::Latest);
-    let database = state.control.get_database(&account, &database_id).await?;
-    let parent_id = body
-        .parent_branch_id
-        .unwrap_or_else(|| database.default_branch_id.clone());
-    let (parent, _) = match state.control.get_branch(&account, &parent_id).await {
-        Ok(found) if found.0.database_id == database.id => found,
-        Ok(_) | Err(ApiError::NotFound) => {
-            return Err(ApiError::Unprocessable(format!(
-                "`parent_branch_id` {parent_id:?} is not a branch of this database"
-            )))
-        }
-        Err(other) => return Err(other),
-    };
-    let branch = state.control.create_branch(&database, &parent, name, point).await?;
-    let database = state.control.get_database(&account, &database_id).await?;
+    let (branch, database) = state
+        .control
+        .create_branch(&account, &database_id, body.parent_branch_id, name, point)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(BranchEnvelope {

@@ -41,7 +41,9 @@ pub(crate) async fn list(
 }
 
 /// Creates a database with a default branch `main`; its `create_database` operation provisions the storage and
-/// the compute, and finishes once a SQL session works.
+/// the compute, and finishes once a SQL session works. The response's `connection_uri` holds the database's
+/// password: the only time it is shown (a retry with the same `Idempotency-Key` gets it without; see
+/// `reset_password`).
 #[utoipa::path(post, path = "/v1/projects/{id}/databases", tag = "databases",
     params(("id" = String, Path, description = "project id")), request_body = CreateDatabase,
     responses((status = 201, body = CreatedDatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
@@ -54,17 +56,35 @@ pub(crate) async fn create(
     let project_id = parse_id(project_id, "proj_")?;
     let Json(body) = body?;
     let name = parse_name(body.name)?;
-    let (database, operation) = state
+    let (database, operation, password) = state
         .control
         .create_database(&account, &project_id, name, body.region)
         .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedDatabaseEnvelope {
-            database: DatabaseView::new(&state.control, database),
+            database: DatabaseView::with_password(&state.control, database, &password),
             operation: operation.into(),
         }),
     ))
+}
+
+/// Gives the database a new random password, returned here in `connection_uri` and shown nowhere else (only a
+/// verifier of it is kept). New sessions on the database and all its branches need it at once; open sessions
+/// stay open. A retry with the same `Idempotency-Key` gets the database without the password (reset again
+/// with a new key to get one).
+#[utoipa::path(post, path = "/v1/databases/{id}/reset_password", tag = "databases", params(("id" = String, Path)),
+    responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn reset_password(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+) -> Result<Json<DatabaseEnvelope>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    let (database, password) = state.control.reset_password(&account, &id).await?;
+    Ok(Json(DatabaseEnvelope {
+        database: DatabaseView::with_password(&state.control, database, &password),
+    }))
 }
 
 /// Gets a database (also: get endpoint).

@@ -4,6 +4,10 @@
 //! kept: a refused request changed nothing, so running it again is safe. A key reused for a different
 //! request is 422; a retry while the first is still running (or being looked up) is 409.
 //!
+//! Responses are stored without passwords (the store redacts every `scheme://user:password@` it is given): a
+//! replay of a database's creation or of a password reset shows the connection string without it. A password is
+//! given once, to the request that made it.
+//!
 //! **Invariant:** a key's request runs at most once while its response is kept: the key is reserved before the
 //! stored response is looked up, and the response is stored before the reservation is let go.
 

@@ -116,6 +116,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         )
         .route("/v1/databases/{id}/resume", post(databases::resume))
         .route("/v1/databases/{id}/suspend", post(databases::suspend))
+        .route("/v1/databases/{id}/reset_password", post(databases::reset_password))
         .route("/v1/databases/{id}/endpoints", get(databases::endpoints))
         .route(
             "/v1/databases/{id}/branches",

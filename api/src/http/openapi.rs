@@ -14,7 +14,7 @@ use super::{branches, databases, operations, projects, views};
     paths(
         projects::list, projects::create, projects::get, projects::update, projects::delete,
         databases::list, databases::create, databases::get, databases::update, databases::delete,
-        databases::resume, databases::suspend, databases::endpoints,
+        databases::resume, databases::suspend, databases::reset_password, databases::endpoints,
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
         operations::list, operations::get,
     ),

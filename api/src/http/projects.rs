@@ -39,9 +39,10 @@ pub(crate) async fn create(
 ) -> Result<(StatusCode, Json<ProjectEnvelope>), ApiError> {
     let Json(body) = body?;
     let name = parse_name(body.name)?;
+    let projects_max = state.control.config().quotas.projects_per_account_max;
     let project = state
         .control
-        .blocking(move |store| store.create_project(&account, &name))
+        .blocking(move |store| store.create_project(&account, &name, projects_max))
         .await?;
     Ok((
         StatusCode::CREATED,

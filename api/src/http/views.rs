@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::control::Control;
+use crate::control::{Control, Password};
 use crate::store::databases::{Branch, Database};
 use crate::store::operations::Operation;
 use crate::store::Project;
@@ -52,16 +52,31 @@ pub(crate) struct DatabaseView {
     status: String,
     region: String,
     default_branch_id: String,
-    /// Connects to the default branch, read-write.
+    /// Connects to the default branch, read-write. With the password (`postgresql://cambium:<password>@…`) only
+    /// in the responses of the database's creation and of `reset_password`: the password is stored nowhere, so
+    /// every other response has `postgresql://cambium@host:port/db_…?sslmode=disable`, and the client gives
+    /// the password separately (`PGPASSWORD`, a `.pgpass` file, or its driver's password setting).
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
 }
 
 impl DatabaseView {
+    /// The database as every response but its creation and a password reset shows it: no password.
     pub(crate) fn new(control: &Control, database: Database) -> DatabaseView {
+        let connection_uri = control.connection_uri(&database.id);
+        DatabaseView::with_uri(database, connection_uri)
+    }
+
+    /// The database with `password` in its connection string: the response that made the password.
+    pub(crate) fn with_password(control: &Control, database: Database, password: &Password) -> DatabaseView {
+        let connection_uri = control.connection_uri_with_password(&database.id, password);
+        DatabaseView::with_uri(database, connection_uri)
+    }
+
+    fn with_uri(database: Database, connection_uri: String) -> DatabaseView {
         DatabaseView {
-            connection_uri: control.connection_uri(&database, &database.id),
+            connection_uri,
             id: database.id,
             project_id: database.project_id,
             name: database.name,
@@ -104,6 +119,7 @@ pub(crate) struct EndpointView {
     status: String,
     host: String,
     port: u16,
+    /// Without the password, as the database's outside its creation and `reset_password`.
     connection_uri: String,
 }
 
@@ -116,7 +132,7 @@ impl EndpointView {
             status: database.status.as_str().to_owned(),
             host: control.config().pg_host.clone(),
             port: control.config().pg_port,
-            connection_uri: control.connection_uri(database, &database.id),
+            connection_uri: control.connection_uri(&database.id),
         }
     }
 }
@@ -141,7 +157,8 @@ pub(crate) struct BranchView {
     #[serde(skip_serializing_if = "Option::is_none")]
     parent_lsn: Option<String>,
     is_default: bool,
-    /// Connects to this branch, read-write.
+    /// Connects to this branch, read-write: `postgresql://cambium@host:port/br_…?sslmode=disable`, with no
+    /// password; it takes the database's password (given by its creation or `reset_password`).
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
@@ -150,7 +167,7 @@ pub(crate) struct BranchView {
 impl BranchView {
     pub(crate) fn new(control: &Control, branch: Branch, database: &Database) -> BranchView {
         BranchView {
-            connection_uri: control.connection_uri(database, &branch.id),
+            connection_uri: control.connection_uri(&branch.id),
             is_default: database.default_branch_id == branch.id,
             id: branch.id,
             database_id: branch.database_id,
@@ -236,8 +253,8 @@ pub(crate) struct ErrorEnvelope {
 /// An error.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorBody {
-    /// `invalid_request`, `unauthenticated`, `not_found`, `method_not_allowed`, `conflict`, `unprocessable`,
-    /// `rate_limited`, `unavailable` or `internal`.
+    /// `invalid_request`, `unauthenticated`, `forbidden`, `quota_exceeded`, `not_found`, `method_not_allowed`,
+    /// `request_timeout`, `conflict`, `unprocessable`, `rate_limited`, `unavailable` or `internal`.
     code: String,
     message: String,
     /// Also in the `X-Request-Id` header.

@@ -6,12 +6,17 @@
 //! - A timeline row exists for every timeline of the database that may still be on the pageserver: a row
 //!   goes only after the pageserver deleted the timeline (see [`Store::unreferenced_timelines`]).
 //! - A database row is visible only through its `account_id`, like a project.
+//! - A database's password is never stored: only its SCRAM-SHA-256 verifier (PostgreSQL's text form), which can
+//!   check a password but not give it back.
 
+use std::sync::Arc;
+
+use compute::pg::ScramVerifier;
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 use storage::{Lsn, TenantId, TimelineId};
 
 use super::operations::{insert_operation, NewOperation, Operation};
-use super::{conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
+use super::{check_quota, conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
 
 /// Where a database is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +72,8 @@ pub struct Database {
     pub tenant_id: TenantId,
     /// The branch `db_…` connections get.
     pub default_branch_id: String,
-    /// The PostgreSQL password of its connection string.
-    pub password: String,
+    /// The SCRAM-SHA-256 verifier of the password of its connection strings (the password itself is never kept).
+    pub password_verifier: Arc<ScramVerifier>,
     /// ISO 8601 UTC.
     pub created_at: String,
 }
@@ -129,8 +134,8 @@ pub struct NewDatabase {
     pub timeline: TimelineRow,
     /// The default branch's name.
     pub branch_name: String,
-    /// The PostgreSQL password.
-    pub password: String,
+    /// The SCRAM-SHA-256 verifier of its password.
+    pub password_verifier: Arc<ScramVerifier>,
 }
 
 /// How a restore changes the rows, applied by [`Store::apply_restore`].
@@ -171,7 +176,7 @@ fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> rusqlite::
 }
 
 const DATABASE_COLUMNS: &str =
-    "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, password, created_at";
+    "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, password_verifier, created_at";
 const BRANCH_COLUMNS: &str = "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at";
 
 fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
@@ -186,11 +191,18 @@ fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
             status: DatabaseStatus::Provisioning,
             tenant_id: parse_column(row, 6)?,
             default_branch_id: row.get(7)?,
-            password: row.get(8)?,
+            password_verifier: Arc::new(verifier_column(row, 8)?),
             created_at: row.get(9)?,
         },
         status,
     ))
+}
+
+/// A `password_verifier` column: PostgreSQL's text form of a SCRAM-SHA-256 verifier.
+fn verifier_column(row: &Row<'_>, index: usize) -> rusqlite::Result<ScramVerifier> {
+    let text: String = row.get(index)?;
+    ScramVerifier::parse(&text)
+        .map_err(|error| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(error)))
 }
 
 fn finish_database((mut database, status): (Database, String)) -> Result<Database, StoreError> {
@@ -297,12 +309,14 @@ fn page<T>(
 
 impl Store {
     /// Creates a database with its default branch, root timeline and `create_database` operation, in one
-    /// transaction. `None` if `account` has no such project; [`StoreError::Conflict`] for a duplicate name.
+    /// transaction. `None` if `account` has no such project; [`StoreError::Conflict`] for a duplicate name;
+    /// [`StoreError::QuotaExceeded`] if the account has `databases_max` already.
     pub fn create_database(
         &self,
         account: &AccountId,
         new: &NewDatabase,
         operation_params: &str,
+        databases_max: u32,
     ) -> Result<Option<CreatedDatabase>, StoreError> {
         let (ms, created_at) = now();
         let mut conn = self.conn();
@@ -317,6 +331,12 @@ impl Store {
         if project.is_none() {
             return Ok(None);
         }
+        let count: i64 = tx.query_row(
+            "SELECT count(*) FROM databases WHERE account_id = ?1",
+            [&account.0],
+            |row| row.get(0),
+        )?;
+        check_quota(count, databases_max, "databases", "the account")?;
         let database = Database {
             id: new_id("db_", ms),
             project_id: new.project_id.clone(),
@@ -326,7 +346,7 @@ impl Store {
             status: DatabaseStatus::Provisioning,
             tenant_id: new.tenant_id,
             default_branch_id: new_id("br_", ms),
-            password: new.password.clone(),
+            password_verifier: Arc::clone(&new.password_verifier),
             created_at: created_at.clone(),
         };
         let branch = Branch {
@@ -349,7 +369,7 @@ impl Store {
                 database.status.as_str(),
                 database.tenant_id.to_string(),
                 database.default_branch_id,
-                database.password,
+                database.password_verifier.to_string(),
                 database.created_at
             ],
         )
@@ -454,6 +474,16 @@ impl Store {
         self.get_database(account, id)
     }
 
+    /// Replaces database `id`'s password verifier; returns whether it exists.
+    pub fn set_password_verifier(&self, id: &str, verifier: &ScramVerifier) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let changed = conn.execute(
+            "UPDATE databases SET password_verifier = ?2 WHERE id = ?1",
+            params![id, verifier.to_string()],
+        )?;
+        Ok(changed == 1)
+    }
+
     /// Sets database `id`'s status; returns whether it exists.
     pub fn set_database_status(&self, id: &str, status: DatabaseStatus) -> Result<bool, StoreError> {
         let conn = self.conn();
@@ -502,6 +532,16 @@ impl Store {
         Ok(Some(page(&conn, &sql, database_id, after, limit, branch_row, |b| {
             b.id.clone()
         })?))
+    }
+
+    /// How many branches database `database_id` has, its default branch included.
+    pub fn branch_count(&self, database_id: &str) -> Result<i64, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row(
+            "SELECT count(*) FROM branches WHERE database_id = ?1",
+            [database_id],
+            |row| row.get(0),
+        )?)
     }
 
     /// Every branch of database `database_id`, in creation order.

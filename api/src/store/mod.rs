@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::{files, ids};
 
@@ -19,9 +19,16 @@ pub mod databases;
 pub mod idempotency;
 pub mod operations;
 
+/// One schema migration: SQL, or code for what SQL cannot do.
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Transaction<'_>) -> Result<(), StoreError>),
+}
+
 /// Migrations in order; migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    "
+const MIGRATIONS: &[Migration] = &[
+    Migration::Sql(
+        "
     CREATE TABLE accounts (
         id TEXT PRIMARY KEY,
         created_at TEXT NOT NULL
@@ -41,7 +48,9 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX projects_by_account ON projects(account_id, id);
 ",
-    "
+    ),
+    Migration::Sql(
+        "
     CREATE TABLE databases (
         id TEXT PRIMARY KEY,
         project_id TEXT NOT NULL REFERENCES projects(id),
@@ -100,9 +109,15 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (account_id, key)
     );
 ",
-    "
+    ),
+    Migration::Sql(
+        "
     ALTER TABLE idempotency_keys ADD COLUMN request_hash BLOB;
 ",
+    ),
+    // Passwords at rest (issue 13): each database keeps only the SCRAM-SHA-256 verifier of its password, and
+    // stored responses lose the passwords in their connection strings.
+    Migration::Code(forget_passwords),
 ];
 
 /// The metadata's file name in the data directory.
@@ -127,6 +142,19 @@ pub enum StoreError {
     /// The metadata file could not be created or its mode set.
     #[error("metadata file: {0}")]
     Io(#[from] std::io::Error),
+    /// A quota refused the change; the message names the limit and the count.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
+}
+
+/// [`StoreError::QuotaExceeded`] unless `count` of `what` (plural) in `scope` is below `max`.
+pub(crate) fn check_quota(count: i64, max: u32, what: &str, scope: &str) -> Result<(), StoreError> {
+    if count < i64::from(max) {
+        return Ok(());
+    }
+    Err(StoreError::QuotaExceeded(format!(
+        "{scope} has {count} {what}, and its quota is {max}: delete one before creating another"
+    )))
 }
 
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
@@ -204,8 +232,10 @@ pub(crate) fn new_id(prefix: &str, now_ms: u64) -> String {
 impl Store {
     /// Opens (creating if needed) `metadata.sqlite` in `data_dir` and brings its schema up to date.
     ///
-    /// It holds key hashes and every database's password: the file is created `0600` (SQLite gives its `-wal`
-    /// and `-shm` the same mode), and an existing one, or its `-wal` and `-shm`, looser than that is tightened.
+    /// It holds key hashes and every database's password verifier: the file is created `0600` (SQLite gives its
+    /// `-wal` and `-shm` the same mode), and an existing one, or its `-wal` and `-shm`, looser than that is
+    /// tightened. Deleted content is overwritten (`secure_delete`), and after a migration the WAL is checkpointed
+    /// and truncated, so what a migration erases (the passwords of older versions) is gone from the files.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = data_dir.join(METADATA_FILE);
@@ -227,8 +257,11 @@ impl Store {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "secure_delete", "ON")?;
         let store = Store { conn: Mutex::new(conn) };
-        store.migrate()?;
+        if store.migrate()? {
+            store.checkpoint()?;
+        }
         Ok(store)
     }
 
@@ -244,7 +277,20 @@ impl Store {
         usize::try_from(version).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))
     }
 
-    fn migrate(&self) -> Result<(), StoreError> {
+    /// Copies the WAL into the database file and truncates it (what a migration rewrote is then only in the
+    /// file, where `secure_delete` zeroed what it freed). Another connection reading (`cambium keys`) can keep it
+    /// from finishing: that is logged, and the next migration or SQLite's own checkpoints finish it.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+        if busy != 0 {
+            tracing::warn!("the metadata's WAL could not be truncated after a migration: another connection reads it");
+        }
+        Ok(())
+    }
+
+    /// Applies the migrations the schema lacks; returns whether it applied any.
+    fn migrate(&self) -> Result<bool, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
@@ -255,6 +301,7 @@ impl Store {
             tx.execute("INSERT INTO schema_version (version) VALUES (0)", [])?;
         }
         tx.commit()?;
+        let mut applied = false;
         loop {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let version: i64 = tx.query_row("SELECT version FROM schema_version", [], |row| row.get(0))?;
@@ -267,9 +314,13 @@ impl Store {
                 )));
             }
             let Some(migration) = MIGRATIONS.get(version) else {
-                return Ok(());
+                return Ok(applied);
             };
-            tx.execute_batch(migration)?;
+            match migration {
+                Migration::Sql(sql) => tx.execute_batch(sql)?,
+                Migration::Code(code) => code(&tx)?,
+            }
+            applied = true;
             let next =
                 i64::try_from(version + 1).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
             tx.execute("UPDATE schema_version SET version = ?1", [next])?;
@@ -332,8 +383,9 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// Creates a project named `name` for `account`.
-    pub fn create_project(&self, account: &AccountId, name: &str) -> Result<Project, StoreError> {
+    /// Creates a project named `name` for `account`, unless it has `projects_max` already
+    /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
+    pub fn create_project(&self, account: &AccountId, name: &str, projects_max: u32) -> Result<Project, StoreError> {
         let (ms, created_at) = now();
         let project = Project {
             id: new_id("proj_", ms),
@@ -341,11 +393,19 @@ impl Store {
             name: name.to_owned(),
             created_at,
         };
-        let conn = self.conn();
-        conn.execute(
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let count: i64 = tx.query_row(
+            "SELECT count(*) FROM projects WHERE account_id = ?1",
+            [&account.0],
+            |row| row.get(0),
+        )?;
+        check_quota(count, projects_max, "projects", "the account")?;
+        tx.execute(
             "INSERT INTO projects (id, account_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![project.id, account.0, project.name, project.created_at],
         )?;
+        tx.commit()?;
         Ok(project)
     }
 
@@ -477,6 +537,29 @@ impl Store {
     }
 }
 
+/// Migration 4: each database's password is replaced by its SCRAM-SHA-256 verifier (PostgreSQL's text form,
+/// computed from the stored password), the column that held the password is dropped, and the responses kept for
+/// `Idempotency-Key` retries lose the passwords of their connection strings.
+fn forget_passwords(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch("ALTER TABLE databases ADD COLUMN password_verifier TEXT NOT NULL DEFAULT ''")?;
+    let rows = {
+        let mut stmt = tx.prepare("SELECT id, password FROM databases")?;
+        let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+        rows.collect::<Result<Vec<_>, _>>()?
+    };
+    for (id, password) in rows {
+        let verifier = compute::pg::ScramVerifier::from_password(&password, compute::pg::scram::ITERATIONS_DEFAULT)
+            .map_err(|e| StoreError::Corrupt(format!("no verifier for database {id}'s password: {e}")))?;
+        tx.execute(
+            "UPDATE databases SET password_verifier = ?2 WHERE id = ?1",
+            params![id, verifier.to_string()],
+        )?;
+    }
+    tx.execute_batch("ALTER TABLE databases DROP COLUMN password")?;
+    idempotency::redact_stored_responses(tx)?;
+    Ok(())
+}
+
 fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
     Ok(Project {
         id: row.get(0)?,
@@ -497,10 +580,85 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "a").unwrap();
+        let project = store.create_project(&account, "a", 10).unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
+    }
+
+    /// Every byte of the metadata's files.
+    fn file_bytes(dir: &Path) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for suffix in ["", "-wal", "-shm"] {
+            if let Ok(read) = std::fs::read(dir.join(format!("{METADATA_FILE}{suffix}"))) {
+                bytes.extend(read);
+            }
+        }
+        bytes
+    }
+
+    fn contains(haystack: &[u8], needle: &str) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    }
+
+    #[test]
+    fn the_password_migration_keeps_verifiers_and_erases_every_password() {
+        const PASSWORD: &str = "OldPlaintextPassword0123456789ab";
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A metadata file as version 3 left it, with a database's password in its row and in a stored
+            // response, and its content partly in the WAL.
+            let conn = Connection::open(dir.path().join(METADATA_FILE)).unwrap();
+            conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3);",
+            )
+            .unwrap();
+            for migration in &MIGRATIONS[..3] {
+                let Migration::Sql(sql) = migration else {
+                    panic!("the first three are SQL")
+                };
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.execute_batch(&format!(
+                "INSERT INTO accounts VALUES ('acct_1', '2026-01-01T00:00:00.000Z');
+                 INSERT INTO projects VALUES ('proj_1', 'acct_1', 'p', '2026-01-01T00:00:00.000Z');
+                 INSERT INTO databases VALUES ('db_1', 'proj_1', 'acct_1', 'd', 'local', 'active',
+                     '0123456789abcdef0123456789abcdef', 'br_1', '{PASSWORD}', '2026-01-01T00:00:00.000Z');
+                 INSERT INTO idempotency_keys VALUES ('acct_1', 'k', 'POST', '/v1/projects/proj_1/databases', 201,
+                     CAST('{{\"connection_uri\":\"postgresql://cambium:{PASSWORD}@127.0.0.1:5433/db_1?sslmode=disable\"}}' AS BLOB),
+                     '2999-01-01T00:00:00.000Z', X'00');"
+            ))
+            .unwrap();
+        }
+        assert!(
+            contains(&file_bytes(dir.path()), PASSWORD),
+            "the set-up wrote the password"
+        );
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
+        let database = store.database("db_1").unwrap().expect("the database");
+        let verifier = database.password_verifier.to_string();
+        assert!(verifier.starts_with("SCRAM-SHA-256$4096:"), "{verifier}");
+        assert_eq!(
+            compute::pg::ScramVerifier::parse(&verifier).unwrap(),
+            *database.password_verifier
+        );
+        let stored = store
+            .idempotent_response(&AccountId("acct_1".to_owned()), "k")
+            .unwrap()
+            .expect("the stored response");
+        assert_eq!(
+            String::from_utf8(stored.body).unwrap(),
+            r#"{"connection_uri":"postgresql://cambium@127.0.0.1:5433/db_1?sslmode=disable"}"#
+        );
+        assert!(
+            !contains(&file_bytes(dir.path()), PASSWORD),
+            "a password is left in the files"
+        );
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.database("db_1").unwrap().expect("the database"), database);
     }
 }

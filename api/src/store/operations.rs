@@ -256,6 +256,16 @@ impl Store {
             .optional()?)
     }
 
+    /// How many `action` operations run on database `database_id`.
+    pub fn running_operations_on_database(&self, database_id: &str, action: &str) -> Result<i64, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row(
+            "SELECT count(*) FROM operations WHERE database_id = ?1 AND action = ?2 AND status = 'running'",
+            params![database_id, action],
+            |row| row.get(0),
+        )?)
+    }
+
     /// Ends running operation `id`: `finished` on `Ok`, `failed` with the message on `Err`. Returns whether it
     /// was running (a terminal operation never changes).
     pub fn finish_operation(&self, id: &str, outcome: Result<(), String>) -> Result<bool, StoreError> {

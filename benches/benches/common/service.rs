@@ -115,7 +115,9 @@ impl Service {
         assert_eq!(status, 204, "{body}");
     }
 
-    /// The database `name` of `project`; if missing, created (its operation waited for) and given `schema` (SQL).
+    /// The database `name` of `project`, its `connection_uri` with the password; if missing, created (its operation
+    /// waited for) and given `schema` (SQL). The API shows a password only when it makes one: a database found
+    /// (cached from an earlier run) gets a new one.
     pub async fn database(&self, project: &str, name: &str, schema: &str) -> Value {
         let listed = self.get(&format!("/v1/projects/{project}/databases?limit=500")).await;
         if let Some(found) = listed["databases"]
@@ -124,7 +126,11 @@ impl Service {
             .flatten()
             .find(|d| d["name"] == name)
         {
-            return found.clone();
+            let id = found["id"].as_str().expect("id");
+            return self
+                .post(&format!("/v1/databases/{id}/reset_password"), Value::Null)
+                .await["database"]
+                .clone();
         }
         let created = self
             .post(

@@ -1,0 +1,93 @@
+//! Fault injection for tests (`cambium up --faults …`, hidden; all off in production): pauses that widen the
+//! window between a control-plane call reading the metadata and acting on it, so a test can run another call in
+//! between, and failures of steps that rarely fail, so a test can check what a failure leaves behind.
+//!
+//! The text form is a comma-separated list of `name=value` (`branch_create_pause_ms=1500,resume_check_fails=1`);
+//! an unknown name or a bad value is an error naming it.
+
+use std::time::Duration;
+
+/// What to inject; see the module doc. `Default` injects nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Faults {
+    /// Branch creation pauses this long after the request's checks, before it takes the database's lock.
+    pub branch_create_pause_ms: u64,
+    /// Project deletion pauses this long after it has stopped its databases' computes, before it deletes their
+    /// rows.
+    pub project_delete_pause_ms: u64,
+    /// A resume's SQL check fails, as it does when the storage does not answer.
+    pub resume_check_fails: bool,
+    /// A restore's start of the restored branch's store fails, leaving it as a failed start does: defined on the
+    /// new timeline, started by the next session.
+    pub restore_attach_fails: bool,
+}
+
+/// A malformed `--faults` value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad fault {entry:?}: {reason}")]
+pub struct FaultsError {
+    entry: String,
+    reason: &'static str,
+}
+
+impl std::str::FromStr for Faults {
+    type Err = FaultsError;
+
+    fn from_str(text: &str) -> Result<Faults, FaultsError> {
+        let mut faults = Faults::default();
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let bad = |reason| FaultsError {
+                entry: entry.to_owned(),
+                reason,
+            };
+            let (name, value) = entry.split_once('=').ok_or_else(|| bad("expected name=value"))?;
+            let number = || value.parse::<u64>().map_err(|_| bad("expected a whole number"));
+            let flag = || match value {
+                "1" | "true" => Ok(true),
+                "0" | "false" => Ok(false),
+                _ => Err(bad("expected 1 or 0")),
+            };
+            match name {
+                "branch_create_pause_ms" => faults.branch_create_pause_ms = number()?,
+                "project_delete_pause_ms" => faults.project_delete_pause_ms = number()?,
+                "resume_check_fails" => faults.resume_check_fails = flag()?,
+                "restore_attach_fails" => faults.restore_attach_fails = flag()?,
+                _ => return Err(bad("unknown fault")),
+            }
+        }
+        Ok(faults)
+    }
+}
+
+/// Sleeps `ms` (a pause point; nothing when 0).
+pub(crate) async fn pause(ms: u64) {
+    if ms > 0 {
+        tracing::warn!(ms, "fault injection: pausing");
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_form_parses_and_refuses_what_it_does_not_know() {
+        assert_eq!("".parse::<Faults>(), Ok(Faults::default()));
+        let faults: Faults = "branch_create_pause_ms=1500, resume_check_fails=1"
+            .parse()
+            .expect("parses");
+        assert_eq!(faults.branch_create_pause_ms, 1500);
+        assert!(faults.resume_check_fails);
+        assert!(!faults.restore_attach_fails);
+        for bad in [
+            "nope=1",
+            "branch_create_pause_ms",
+            "branch_create_pause_ms=x",
+            "resume_check_fails=2",
+        ] {
+            assert!(bad.parse::<Faults>().is_err(), "{bad}");
+        }
+    }
+}
