@@ -1,7 +1,7 @@
 //! Issue 13, finding 5: file descriptors are a budgeted resource. `cambium up` with a small open-files limit
 //! (`--max-open-files`): PostgreSQL connections past the budget are refused with FATAL 53300 naming the cause,
 //! while the process keeps a reserve, so the sessions already open, the API and new connections once others
-//! closed all go on working (before, the process ran out and neither the API nor PostgreSQL accepted anyone).
+//! closed all go on working; new branches are refused with 503 while descriptors are short (before, the process ran out and neither the API nor PostgreSQL accepted anyone).
 
 mod common;
 
@@ -65,6 +65,17 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
         .expect("write on an open session");
     let reply = up.call("GET", "/v1/projects", None).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
+    // New branches are refused as cleanly, before anything is made.
+    let database_id = database["id"].as_str().expect("id").to_owned();
+    let refused = up
+        .call(
+            "POST",
+            &format!("/v1/databases/{database_id}/branches"),
+            Some(r#"{"name":"while_full"}"#),
+        )
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("file descriptors"), "{}", refused.body);
 
     // Sessions closed, new ones are accepted again.
     sessions.truncate(sessions.len() / 2);
@@ -76,4 +87,12 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
         .expect("read")
         .get(0);
     assert_eq!(count, 2);
+    let created = up
+        .call(
+            "POST",
+            &format!("/v1/databases/{database_id}/branches"),
+            Some(r#"{"name":"with_room"}"#),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
 }

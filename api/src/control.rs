@@ -56,6 +56,16 @@ pub struct ControlConfig {
     pub quotas: Quotas,
 }
 
+/// Descriptors a new branch may come to hold in this process (its compute store's runtime and storage
+/// connections, both ends when the storage runs in process, and three safekeepers' segment files).
+const FDS_PER_BRANCH: u64 = 16;
+
+/// 503 before a database or branch is made if the process is short of file descriptors (`compute::fds`):
+/// refused cleanly now rather than failing a safekeeper or a layer file later.
+fn check_descriptors() -> Result<(), ApiError> {
+    compute::fds::check_room(FDS_PER_BRANCH).map_err(|exhausted| ApiError::Unavailable(exhausted.to_string()))
+}
+
 /// Per-account limits, checked before anything is created, in the transaction that creates (projects,
 /// databases) or under the database's lock before the storage is touched (branches); past one, 403
 /// `quota_exceeded` naming the limit and the count. They bound what one account can make the service hold:
@@ -349,11 +359,11 @@ impl Control {
         }
     }
 
-    /// `postgresql://cambium@host:port/<name>?sslmode=disable`: connection name `name` without a password (the
+    /// `postgresql://cambium@host:port/<name>?sslmode=prefer`: connection name `name` without a password (the
     /// metadata has none to give; clients give theirs separately, e.g. in `PGPASSWORD`).
     pub fn connection_uri(&self, name: &str) -> String {
         format!(
-            "postgresql://{PG_USER}@{}:{}/{name}?sslmode=disable",
+            "postgresql://{PG_USER}@{}:{}/{name}?sslmode=prefer",
             self.config.pg_host, self.config.pg_port
         )
     }
@@ -361,7 +371,7 @@ impl Control {
     /// [`Control::connection_uri`] with `password` in it: only in the response that made the password.
     pub fn connection_uri_with_password(&self, name: &str, password: &Password) -> String {
         format!(
-            "postgresql://{PG_USER}:{}@{}:{}/{name}?sslmode=disable",
+            "postgresql://{PG_USER}:{}@{}:{}/{name}?sslmode=prefer",
             password.0, self.config.pg_host, self.config.pg_port
         )
     }
@@ -495,6 +505,7 @@ impl Control {
             branch_name: DEFAULT_BRANCH_NAME.to_owned(),
             password_verifier,
         };
+        check_descriptors()?;
         let account = account.clone();
         let databases_max = self.config.quotas.databases_per_account_max;
         let created = self
@@ -876,6 +887,7 @@ impl Control {
         let parent = &parent;
         // Under the lock, which every change of the database's branches holds: the count cannot move.
         self.check_branch_quota(&database.id).await?;
+        check_descriptors()?;
         let (holder, lsn) = self.resolve(database, parent, &point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),

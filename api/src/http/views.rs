@@ -54,7 +54,7 @@ pub(crate) struct DatabaseView {
     default_branch_id: String,
     /// Connects to the default branch, read-write. With the password (`postgresql://cambium:<password>@…`) only
     /// in the responses of the database's creation and of `reset_password`: the password is stored nowhere, so
-    /// every other response has `postgresql://cambium@host:port/db_…?sslmode=disable`, and the client gives
+    /// every other response has `postgresql://cambium@host:port/db_…?sslmode=prefer`, and the client gives
     /// the password separately (`PGPASSWORD`, a `.pgpass` file, or its driver's password setting).
     connection_uri: String,
     /// ISO 8601 UTC.
@@ -157,7 +157,7 @@ pub(crate) struct BranchView {
     #[serde(skip_serializing_if = "Option::is_none")]
     parent_lsn: Option<String>,
     is_default: bool,
-    /// Connects to this branch, read-write: `postgresql://cambium@host:port/br_…?sslmode=disable`, with no
+    /// Connects to this branch, read-write: `postgresql://cambium@host:port/br_…?sslmode=prefer`, with no
     /// password; it takes the database's password (given by its creation or `reset_password`).
     connection_uri: String,
     /// ISO 8601 UTC.
