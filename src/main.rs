@@ -304,6 +304,11 @@ struct PgArgs {
     /// PEM private key of `--pg-tls-cert`.
     #[arg(long, env = "CAMBIUM_PG_TLS_KEY", requires = "pg_tls_cert")]
     pg_tls_key: Option<PathBuf>,
+    /// Sessions one database may have open at once, over all its branches (0: no limit but the listener's
+    /// 1024); past it a connection gets FATAL 53300.
+    #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_DATABASE_MAX",
+        default_value_t = compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT)]
+    pg_connections_per_database_max: usize,
 }
 
 impl PgArgs {
@@ -314,6 +319,7 @@ impl PgArgs {
                 idle_in_transaction_timeout_ms: self.pg_idle_in_transaction_timeout_ms,
             },
             tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
+            connections_per_database_max: self.pg_connections_per_database_max,
         }
     }
 }

@@ -63,12 +63,14 @@ pub struct ApiOptions {
 }
 
 /// The PostgreSQL listener's settings (`up` and `api`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PgOptions {
     /// Each new session's `statement_timeout` and `idle_in_transaction_session_timeout`.
     pub session_defaults: compute::pg::SessionDefaults,
     /// A PEM certificate and key for TLS; without them a self-signed pair is made once in `<data dir>/tls/`.
     pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
+    /// Sessions one database may have open at once (0: no limit but the listener's).
+    pub connections_per_database_max: usize,
 }
 
 /// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
@@ -252,6 +254,7 @@ async fn serve_api(
         idle_store_timeout_ms: options.idle_store_timeout_ms,
         session_defaults: options.pg.session_defaults,
         tls: Some(pg_tls(options)?),
+        connections_per_database_max: options.pg.connections_per_database_max,
     })
     .await
     .context("starting the PostgreSQL listener")?;

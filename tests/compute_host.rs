@@ -33,6 +33,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         idle_store_timeout_ms: 0,
         session_defaults: compute::pg::SessionDefaults::default(),
         tls: None,
+        connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
     }
 }
 
@@ -329,6 +330,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
         idle_store_timeout_ms: 200,
         session_defaults: compute::pg::SessionDefaults::default(),
         tls: None,
+        connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
         ..host_config(&cluster)
     })
     .await?;

@@ -96,3 +96,50 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
 }
+
+/// One database cannot take every connection of the host: past `--pg-connections-per-database-max` its
+/// sessions are refused with FATAL 53300, while another database still connects; a closed session makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_database_cannot_take_every_connection() {
+    let up = Up::start_with(&["--pg-connections-per-database-max", "3"]);
+    let project = up.create_project("limits").await;
+    let busy = up.create_database(&project, "busy").await;
+    let other = up.create_database(&project, "other").await;
+    let busy_uri = busy["connection_uri"].as_str().expect("uri").to_owned();
+    let other_uri = other["connection_uri"].as_str().expect("uri").to_owned();
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(connect(&busy_uri).await.expect("a session under the limit"));
+    }
+    let refused = connect(&busy_uri).await.expect_err("the fourth session");
+    let db_error = refused
+        .as_db_error()
+        .unwrap_or_else(|| panic!("a server error, not {refused:?}"));
+    assert_eq!(db_error.code(), &SqlState::TOO_MANY_CONNECTIONS, "{refused:?}");
+    assert!(
+        db_error.message().contains("too many connections for database"),
+        "{}",
+        db_error.message()
+    );
+    let elsewhere = connect(&other_uri).await.expect("another database still connects");
+    elsewhere.query_one("SELECT 1", &[]).await.expect("query");
+    drop(sessions.pop());
+    // The server sees the close when the connection ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match connect(&busy_uri).await {
+            Ok(client) => {
+                client.query_one("SELECT 1", &[]).await.expect("query");
+                break;
+            }
+            Err(error) if std::time::Instant::now() < deadline => {
+                assert_eq!(
+                    error.as_db_error().map(|e| e.code()),
+                    Some(&SqlState::TOO_MANY_CONNECTIONS)
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("no room after a session closed: {error:?}"),
+        }
+    }
+}

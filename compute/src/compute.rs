@@ -79,6 +79,7 @@ impl Compute {
             idle_store_timeout_ms: 0,
             session_defaults: crate::pg::SessionDefaults::default(),
             tls: None,
+            connections_per_database_max: crate::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
         })
         .await?;
         for branch in &config.branches {

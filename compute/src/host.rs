@@ -66,7 +66,13 @@ pub struct HostConfig {
     pub session_defaults: crate::pg::SessionDefaults,
     /// TLS for the PostgreSQL listener (`pg::tls`); `None` serves plain connections only.
     pub tls: Option<crate::pg::tls::ServerTls>,
+    /// Sessions one database (tenant) may have open at once, over all its branches and names (0: no limit
+    /// but the listener's), so one database cannot take every connection of the host.
+    pub connections_per_database_max: usize,
 }
+
+/// The default [`HostConfig::connections_per_database_max`].
+pub const CONNECTIONS_PER_DATABASE_MAX_DEFAULT: usize = 256;
 
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
 const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
@@ -124,6 +130,7 @@ impl ComputeHost {
             credentials: RwLock::new(HashMap::new()),
             refusals_without_credentials: RwLock::new(std::collections::HashSet::new()),
             verifier_memo: parking_lot::Mutex::new(HashMap::new()),
+            sessions_per_tenant: Arc::default(),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -363,6 +370,8 @@ struct HostShared {
     refusals_without_credentials: RwLock<std::collections::HashSet<String>>,
     /// SHA-256 of a password → its verifier, for passwords given to `set_credentials` before.
     verifier_memo: parking_lot::Mutex<HashMap<Vec<u8>, Arc<ScramVerifier>>>,
+    /// Sessions open per database (tenant), for [`HostConfig::connections_per_database_max`].
+    sessions_per_tenant: Arc<parking_lot::Mutex<HashMap<TenantId, usize>>>,
 }
 
 impl HostShared {
@@ -685,6 +694,25 @@ async fn reap_idle_stores(shared: std::sync::Weak<HostShared>) {
     }
 }
 
+/// One session's place in [`HostShared::sessions_per_tenant`], given back when dropped.
+struct TenantSession {
+    tenant: TenantId,
+    counts: Arc<parking_lot::Mutex<HashMap<TenantId, usize>>>,
+}
+
+impl Drop for TenantSession {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock();
+        if let Some(open) = counts.get_mut(&self.tenant) {
+            assert!(*open > 0, "a session let go of a place nobody held");
+            *open -= 1;
+            if *open == 0 {
+                counts.remove(&self.tenant);
+            }
+        }
+    }
+}
+
 /// A session error carrying `message` (SQLite's "cannot open").
 fn cannot_open(message: String) -> SessionError {
     let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN);
@@ -702,6 +730,35 @@ impl SessionFactory for HostShared {
             Some((own_user, verifier)) => (own_user == user).then(|| verifier.clone()),
             None => self.vfs.verifier(user, database),
         }
+    }
+
+    fn admit(&self, database: &str) -> Result<Option<crate::pg::Admission>, SessionError> {
+        let max = self.config.connections_per_database_max;
+        let requested = database.split_once('@').map_or(database, |(name, _)| name);
+        let Resolved::Branch(branch) = self.resolve(requested) else {
+            // Refused or unknown: `open` says why.
+            return Ok(None);
+        };
+        if max == 0 {
+            return Ok(None);
+        }
+        let tenant = branch.target.tenant_id;
+        {
+            let mut counts = self.sessions_per_tenant.lock();
+            let open = counts.entry(tenant).or_insert(0);
+            if *open >= max {
+                return Err(SessionError::TooManyConnections {
+                    database: database.to_owned(),
+                    open: *open,
+                    max,
+                });
+            }
+            *open += 1;
+        }
+        Ok(Some(crate::pg::Admission::new(TenantSession {
+            tenant,
+            counts: Arc::clone(&self.sessions_per_tenant),
+        })))
     }
 
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {

@@ -93,6 +93,16 @@ pub enum SessionError {
     /// The database name is not one this factory serves.
     #[error("invalid database name {0:?}")]
     InvalidDatabaseName(String),
+    /// The database has as many sessions as it may (FATAL 53300).
+    #[error("too many connections for database {database:?}: {open} open, at most {max}")]
+    TooManyConnections {
+        /// The name the client gave.
+        database: String,
+        /// Sessions open on it now.
+        open: usize,
+        /// Its limit.
+        max: usize,
+    },
     /// SQLite could not open the database.
     #[error("cannot open database: {0}")]
     Open(#[from] rusqlite::Error),
@@ -107,6 +117,35 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// Opens the connection for `user` on the database named `database`. Blocks; called off the
     /// async executor.
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError>;
+
+    /// Admits one more session on `database` before it is opened, or refuses it
+    /// ([`SessionError::TooManyConnections`]); the returned guard is held for the session's life and lets
+    /// the place go when dropped. The default admits everyone.
+    fn admit(&self, database: &str) -> Result<Option<Admission>, SessionError> {
+        let _ = database;
+        Ok(None)
+    }
+}
+
+/// A session's place among its database's sessions ([`SessionFactory::admit`]): let go when dropped.
+pub struct Admission {
+    /// Dropped with the admission: its drop gives the place back.
+    _release: Box<dyn Send + Sync>,
+}
+
+impl Admission {
+    /// A place whose release is `release`'s drop.
+    pub fn new(release: impl Send + Sync + 'static) -> Admission {
+        Admission {
+            _release: Box::new(release),
+        }
+    }
+}
+
+impl Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission")
+    }
 }
 
 /// A [`SessionFactory`] over plain files: database `name` is `<dir>/<name>.sqlite`, created on first use.
@@ -633,8 +672,9 @@ impl Startup {
         let sessions = self.sessions.clone();
         let defaults = self.connection.config.session_defaults;
         let opened = tokio::task::spawn_blocking(move || {
+            let admission = sessions.admit(&database)?;
             let conn = sessions.open(&user, &database)?;
-            Ok::<_, SessionError>(Session::new(conn, &database, defaults)?)
+            Ok::<_, SessionError>(Session::new(conn, &database, defaults)?.with_admission(admission))
         })
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
@@ -644,6 +684,7 @@ impl Startup {
                 *self.connection.slot.lock() = Some(session);
                 Ok(())
             }
+            Err(error @ SessionError::TooManyConnections { .. }) => Err(fatal(TOO_MANY_CONNECTIONS, error.to_string())),
             Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),
         }
     }

@@ -165,6 +165,8 @@ pub(crate) struct Session {
     described: HashMap<String, Vec<Type>>,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
+    /// The session's place among its database's sessions, let go with it.
+    _admission: Option<super::Admission>,
 }
 
 impl std::fmt::Debug for Session {
@@ -197,7 +199,14 @@ impl Session {
             tx: TxState::Idle,
             described: HashMap::new(),
             store_gone: None,
+            _admission: None,
         })
+    }
+
+    /// The session, holding `admission` for its life.
+    pub(crate) fn with_admission(mut self, admission: Option<super::Admission>) -> Session {
+        self._admission = admission;
+        self
     }
 
     /// What the connection shares with this session (see [`SessionShared`]).
