@@ -14,6 +14,21 @@
 //! 4. **Fencing.** A reply carrying a higher term ends the leadership: nothing more is proposed, the caller
 //!    gets [`ProposeError::Fenced`].
 //!
+//! **Acceptors whose WAL starts late.** An acceptor removes WAL below the pageserver's horizon, and a replica
+//! rebuilt by `PullTimeline` holds WAL only from its source's oldest LSN: its state says where
+//! (`AcceptorState::oldest_lsn`, at most its commit LSN). Its term history is its source's, so its divergence
+//! point is found as for any acceptor, and never falls below its commit LSN (nor, then, below its oldest
+//! LSN). A catch-up read is sent only to a streaming peer that retains the WAL asked for; a source that
+//! refuses one is not asked again for that position. When no streaming peer retains what a lagging acceptor
+//! needs, it stays out of the commit count (it is not fed, so its flush LSN does not move) and is re-elected
+//! from its state every `request_timeout_ms`, which picks it up once it has been rebuilt.
+//!
+//! **Lost acceptors.** A driver reports a broken connection ([`Proposer::on_connection_lost`]): the
+//! acceptor's acknowledgements stop counting until it is elected again from the state it reports then (a
+//! process that lost its disk must not be credited with what it acknowledged before). An acceptor that
+//! refuses twice in a row for a reason other than a gap (a missing timeline answers every request with
+//! `NOT_FOUND`) is asked again only after `request_timeout_ms`, not at once.
+//!
 //! Bounds: one request of each kind in flight per acceptor for the campaign, `in_flight_bytes_max` of
 //! unacknowledged appends per acceptor, `backlog_bytes_max` of uncommitted WAL in the buffer, and every request
 //! times out after `request_timeout_ms` (then it is resent from the last acknowledged point).
@@ -185,7 +200,13 @@ enum Kind {
     Vote,
     Elected,
     Append { end_lsn: Lsn },
-    Read { peer: usize },
+    /// A catch-up read for `peer` at `start_lsn` (sent to another acceptor).
+    Read { peer: usize, start_lsn: Lsn },
+}
+
+/// Whether `kind` is a catch-up read on behalf of `peer`.
+fn is_read_for(kind: Kind, peer: usize) -> bool {
+    matches!(kind, Kind::Read { peer: target, .. } if target == peer)
 }
 
 struct Outstanding {
@@ -209,6 +230,11 @@ enum Stage {
     Waiting,
     /// Elected in this term: appends flow.
     Streaming,
+    /// It refused again and again (its timeline may be missing): asked again after `until_ms`.
+    Backoff {
+        /// When to ask for its promise again.
+        until_ms: u64,
+    },
 }
 
 struct Peer {
@@ -221,6 +247,36 @@ struct Peer {
     /// The commit LSN last sent to this acceptor: when it falls behind and no WAL is left to send, an empty
     /// append carries the new one (safekeepers stream only committed WAL, so they must learn of commits).
     sent_commit_lsn: Lsn,
+    /// The lowest LSN it serves (from its state when it was elected; it only grows): catch-up reads below it
+    /// are sent to another peer.
+    oldest_lsn: Lsn,
+    /// Sources (by index) that refused a catch-up read for this acceptor at `read_refused_at`.
+    read_refused_by: Vec<bool>,
+    read_refused_at: Lsn,
+    /// Since when no streaming peer retains the WAL this acceptor needs next.
+    stuck_since_ms: Option<u64>,
+    /// Its being stuck was logged (once until it makes progress again).
+    stuck_reported: bool,
+    /// Refusals in a row (other than gaps) since its last successful election.
+    refusals_in_a_row: u32,
+}
+
+impl Peer {
+    fn new(acceptor_count: usize) -> Peer {
+        Peer {
+            stage: Stage::NeedState,
+            flush_lsn: Lsn(0),
+            next_lsn: Lsn(0),
+            in_flight_bytes: 0,
+            sent_commit_lsn: Lsn(0),
+            oldest_lsn: Lsn(0),
+            read_refused_by: vec![false; acceptor_count],
+            read_refused_at: Lsn(0),
+            stuck_since_ms: None,
+            stuck_reported: false,
+            refusals_in_a_row: 0,
+        }
+    }
 }
 
 struct Leader {
@@ -491,13 +547,7 @@ impl Proposer {
         tracing::info!(term, donor, epoch_start = %epoch_start_lsn, "elected");
         self.commit_lsn = self.commit_lsn.max(donor_vote.state.commit_lsn.min(epoch_start_lsn));
         let peers = (0..self.config.acceptor_count)
-            .map(|_| Peer {
-                stage: Stage::NeedState,
-                flush_lsn: Lsn(0),
-                next_lsn: Lsn(0),
-                in_flight_bytes: 0,
-                sent_commit_lsn: Lsn(0),
-            })
+            .map(|_| Peer::new(self.config.acceptor_count))
             .collect();
         self.outstanding.clear();
         self.phase = Phase::Leader(Leader {
@@ -541,6 +591,9 @@ impl Proposer {
         p.next_lsn = start;
         p.in_flight_bytes = 0;
         p.sent_commit_lsn = Lsn(0);
+        p.oldest_lsn = state.oldest_lsn;
+        p.read_refused_by.iter_mut().for_each(|refused| *refused = false);
+        p.stuck_since_ms = None;
         let request = ElectedRequest {
             term: leader.term,
             history: leader.history.clone(),
@@ -567,6 +620,7 @@ impl Proposer {
             (Kind::Elected, Reply::Elected) => {
                 let Phase::Leader(leader) = &mut self.phase else { return };
                 leader.peers[peer].stage = Stage::Streaming;
+                leader.peers[peer].refusals_in_a_row = 0;
                 self.advance_commit();
                 self.pump(peer, out);
             }
@@ -599,13 +653,15 @@ impl Proposer {
                     self.pump(peer, out);
                 }
             }
-            (Kind::Read { peer: target }, Reply::Wal { start_lsn, data }) => {
+            (Kind::Read { peer: target, .. }, Reply::Wal { start_lsn, data }) => {
                 let Phase::Leader(leader) = &mut self.phase else { return };
                 let term = leader.term;
                 let p = &mut leader.peers[target];
                 if p.stage == Stage::Streaming && p.next_lsn == start_lsn && !data.is_empty() {
                     let end_lsn = Lsn(start_lsn.0 + data.len() as u64);
                     p.next_lsn = end_lsn;
+                    p.stuck_since_ms = None;
+                    p.stuck_reported = false;
                     let append = AppendRequest {
                         term,
                         begin_lsn: start_lsn,
@@ -627,19 +683,48 @@ impl Proposer {
                         self.reset_peer(peer, out);
                         return;
                     }
+                    if write_lsn < p.flush_lsn {
+                        // It acknowledged more than it now holds: its disk was lost (or it was rebuilt). What
+                        // it acknowledged no longer counts; elect it again from what it has.
+                        tracing::error!(peer, write = %write_lsn, acknowledged = %p.flush_lsn, "acceptor lost acknowledged WAL");
+                        self.reset_peer(peer, out);
+                        return;
+                    }
                     p.next_lsn = write_lsn.max(p.flush_lsn);
                     self.forget_appends_to(peer);
                     self.pump(peer, out);
                 }
             }
-            (Kind::Read { peer: target }, Reply::Refused(_)) => {
-                // The source could not serve it; another source (or a later retry) will.
+            (Kind::Read { peer: target, start_lsn }, Reply::Refused(refusal)) => {
+                // The source could not serve it (it may have removed that WAL, or be a replica that never had
+                // it): ask another source for this position.
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let p = &mut leader.peers[target];
+                if p.next_lsn == start_lsn {
+                    if p.read_refused_at != start_lsn {
+                        p.read_refused_by.iter_mut().for_each(|refused| *refused = false);
+                        p.read_refused_at = start_lsn;
+                    }
+                    p.read_refused_by[peer] = true;
+                }
+                tracing::debug!(source = peer, peer = target, %start_lsn, ?refusal, "catch-up read refused");
                 self.pump(target, out);
             }
             (_, Reply::Refused(refusal)) => {
-                // The acceptor lost track of this term's election (or refused for another reason): start it over.
-                tracing::debug!(peer, ?refusal, "acceptor refused; re-sending its election");
-                self.reset_peer(peer, out);
+                // The acceptor lost track of this term's election (or refused for another reason): start it over,
+                // at once the first time, after the request timeout when it keeps refusing (a timeline missing
+                // there answers everything with NOT_FOUND: re-asking at once would spin).
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let p = &mut leader.peers[peer];
+                p.refusals_in_a_row = p.refusals_in_a_row.saturating_add(1);
+                if p.refusals_in_a_row >= 2 {
+                    let until_ms = self.now_ms + self.config.request_timeout_ms;
+                    tracing::debug!(peer, ?refusal, until_ms, "acceptor keeps refusing; asking again later");
+                    self.back_off(peer, until_ms);
+                } else {
+                    tracing::debug!(peer, ?refusal, "acceptor refused; re-sending its election");
+                    self.reset_peer(peer, out);
+                }
             }
             _ => {}
         }
@@ -668,13 +753,13 @@ impl Proposer {
 
     /// Whether a catch-up read for `peer` is in flight (from whichever source).
     fn is_reading(&self, peer: usize) -> bool {
-        self.outstanding.values().any(|o| o.kind == Kind::Read { peer })
+        self.outstanding.values().any(|o| is_read_for(o.kind, peer))
     }
 
     /// Drops the appends to `peer` and the catch-up reads for it.
     fn forget_appends_to(&mut self, peer: usize) {
         self.outstanding
-            .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || o.kind == Kind::Read { peer }));
+            .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || is_read_for(o.kind, peer)));
         if let Phase::Leader(leader) = &mut self.phase {
             leader.peers[peer].in_flight_bytes = 0;
             // What was sent may be lost: tell the commit LSN again with the next append.
@@ -683,13 +768,42 @@ impl Proposer {
     }
 
     fn reset_peer(&mut self, peer: usize, out: &mut Vec<Envelope>) {
-        // Reads sent to this peer on behalf of others stay: they are answered or time out on their own.
-        self.outstanding
-            .retain(|_, o| !((o.to == peer && !matches!(o.kind, Kind::Read { .. })) || o.kind == Kind::Read { peer }));
-        if let Phase::Leader(leader) = &mut self.phase {
-            leader.peers[peer].in_flight_bytes = 0;
-        }
+        self.forget_peer(peer);
         self.request_promise(peer, out);
+    }
+
+    /// Drops what is in flight to `peer` and for it. Reads sent to it on behalf of others stay: they are
+    /// answered or time out on their own.
+    fn forget_peer(&mut self, peer: usize) {
+        self.outstanding
+            .retain(|_, o| !((o.to == peer && !matches!(o.kind, Kind::Read { .. })) || is_read_for(o.kind, peer)));
+        if let Phase::Leader(leader) = &mut self.phase {
+            let p = &mut leader.peers[peer];
+            p.in_flight_bytes = 0;
+            p.stuck_since_ms = None;
+        }
+    }
+
+    /// Leaves `peer` alone until `until_ms` (it is not streaming meanwhile, so it does not count for commits).
+    fn back_off(&mut self, peer: usize, until_ms: u64) {
+        self.forget_peer(peer);
+        if let Phase::Leader(leader) = &mut self.phase {
+            leader.peers[peer].stage = Stage::Backoff { until_ms };
+        }
+    }
+
+    /// The connection to acceptor `peer` broke (its process may have died, or lost its disk and been rebuilt):
+    /// its acknowledgements stop counting until it is elected again from the state it reports then.
+    pub fn on_connection_lost(&mut self, peer: usize, now_ms: u64) -> Vec<Envelope> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        if let Phase::Leader(leader) = &self.phase {
+            if leader.peers.get(peer).is_some_and(|p| p.stage == Stage::Streaming) {
+                tracing::info!(peer, "connection to the acceptor lost; electing it again from its state");
+                self.reset_peer(peer, &mut out);
+            }
+        }
+        out
     }
 
     /// Commit = the highest LSN durable on a majority of acceptors streaming in this term, if at least the
@@ -738,23 +852,51 @@ impl Proposer {
             return;
         }
         if p.next_lsn < leader.buffer_start_lsn {
-            // Read from the streaming peer with the most durable WAL in this term that has what is needed.
+            // Read from the streaming peer with the most durable WAL in this term that still has what is needed
+            // (not removed, or not missing from a rebuilt replica) and has not refused it already.
             let next = p.next_lsn;
-            let source = (0..leader.peers.len())
+            let refused = |i: usize| p.read_refused_at == next && p.read_refused_by[i];
+            let holders: Vec<usize> = (0..leader.peers.len())
                 .filter(|&i| i != peer && leader.peers[i].stage == Stage::Streaming && leader.peers[i].flush_lsn > next)
+                .collect();
+            let source = holders
+                .iter()
+                .copied()
+                .filter(|&i| leader.peers[i].oldest_lsn <= next && !refused(i))
                 .max_by_key(|&i| leader.peers[i].flush_lsn);
-            if let Some(source) = source {
-                let max_bytes = self.config.append_bytes_max;
-                self.send(
-                    out,
-                    source,
-                    Kind::Read { peer },
-                    Request::ReadWal {
-                        term,
-                        start_lsn: next,
-                        max_bytes,
-                    },
-                );
+            match source {
+                Some(source) => {
+                    let max_bytes = self.config.append_bytes_max;
+                    self.send(
+                        out,
+                        source,
+                        Kind::Read { peer, start_lsn: next },
+                        Request::ReadWal {
+                            term,
+                            start_lsn: next,
+                            max_bytes,
+                        },
+                    );
+                }
+                None if !holders.is_empty() => {
+                    // Every peer past this point removed the WAL at it (or refused it): this acceptor cannot be
+                    // caught up from them. It stays out of the commit count until it is rebuilt.
+                    let now_ms = self.now_ms;
+                    let p = &mut leader.peers[peer];
+                    if p.stuck_since_ms.is_none() {
+                        p.stuck_since_ms = Some(now_ms);
+                    }
+                    if !p.stuck_reported {
+                        p.stuck_reported = true;
+                        tracing::warn!(
+                            peer,
+                            %next,
+                            "no streaming peer retains the WAL this acceptor needs: it stays behind until it is \
+                             rebuilt (PullTimeline)"
+                        );
+                    }
+                }
+                None => {}
             }
             return;
         }
@@ -848,11 +990,37 @@ impl Proposer {
                     self.forget_appends_to(to);
                     self.pump(to, &mut out);
                 }
-                (Phase::Leader(_), Kind::Read { peer }) => self.pump(peer, &mut out),
+                (Phase::Leader(_), Kind::Read { peer, .. }) => self.pump(peer, &mut out),
                 (Phase::Leader(_), Kind::State | Kind::Vote | Kind::Elected) => self.reset_peer(to, &mut out),
                 _ => {}
             }
         }
+        self.retry_waiting_peers(&mut out);
         out
+    }
+
+    /// Asks backed-off peers for their promise again once their time has come, and re-elects peers that have
+    /// been stuck (no source for their next WAL) for a request timeout: they may have been rebuilt since.
+    fn retry_waiting_peers(&mut self, out: &mut Vec<Envelope>) {
+        let Phase::Leader(leader) = &self.phase else { return };
+        let now_ms = self.now_ms;
+        let timeout = self.config.request_timeout_ms;
+        let due: Vec<usize> = leader
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| match p.stage {
+                Stage::Backoff { until_ms } => now_ms >= until_ms,
+                Stage::Streaming => p.stuck_since_ms.is_some_and(|since| now_ms.saturating_sub(since) >= timeout),
+                Stage::NeedState | Stage::Waiting => false,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for peer in due {
+            if self.is_reading(peer) {
+                continue;
+            }
+            self.reset_peer(peer, out);
+        }
     }
 }

@@ -628,8 +628,11 @@ async fn bad_requests_get_precise_statuses_and_change_nothing() {
         .expect("a horizon past the commit LSN is accepted");
     assert_eq!(
         state(&mut client).await,
-        before_state,
-        "the horizon removes nothing above the commit LSN"
+        pb::AcceptorState {
+            remote_consistent_lsn: end.0 + 1000,
+            ..before_state.clone()
+        },
+        "the horizon is recorded, and removes nothing above the commit LSN"
     );
 
     // A good append followed by a bad one on the same stream: the good one is written and acknowledged, the
