@@ -301,6 +301,11 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         &self.wal
     }
 
+    /// The control store (for tests: what a crash would leave).
+    pub fn control_store(&self) -> &C {
+        &self.store
+    }
+
     /// Lets the WAL store release what it holds for appends after `idle_for` without one (its open segment
     /// file); see [`WalStore::release_idle`].
     pub fn release_idle(&mut self, idle_for: std::time::Duration) -> bool {

@@ -793,12 +793,17 @@ impl Proposer {
     }
 
     /// The connection to acceptor `peer` broke (its process may have died, or lost its disk and been rebuilt):
-    /// its acknowledgements stop counting until it is elected again from the state it reports then.
+    /// its acknowledgements stop counting until it is elected again from the state it reports then. Replies
+    /// still in flight from it (an `Elected` computed from its old state) are ignored.
     pub fn on_connection_lost(&mut self, peer: usize, now_ms: u64) -> Vec<Envelope> {
         self.now_ms = self.now_ms.max(now_ms);
         let mut out = Vec::new();
         if let Phase::Leader(leader) = &self.phase {
-            if leader.peers.get(peer).is_some_and(|p| p.stage == Stage::Streaming) {
+            let in_play = leader
+                .peers
+                .get(peer)
+                .is_some_and(|p| matches!(p.stage, Stage::Streaming | Stage::Waiting));
+            if in_play {
                 tracing::info!(peer, "connection to the acceptor lost; electing it again from its state");
                 self.reset_peer(peer, &mut out);
             }
