@@ -199,9 +199,14 @@ enum Kind {
     State,
     Vote,
     Elected,
-    Append { end_lsn: Lsn },
+    Append {
+        end_lsn: Lsn,
+    },
     /// A catch-up read for `peer` at `start_lsn` (sent to another acceptor).
-    Read { peer: usize, start_lsn: Lsn },
+    Read {
+        peer: usize,
+        start_lsn: Lsn,
+    },
 }
 
 /// Whether `kind` is a catch-up read on behalf of `peer`.
@@ -695,7 +700,13 @@ impl Proposer {
                     self.pump(peer, out);
                 }
             }
-            (Kind::Read { peer: target, start_lsn }, Reply::Refused(refusal)) => {
+            (
+                Kind::Read {
+                    peer: target,
+                    start_lsn,
+                },
+                Reply::Refused(refusal),
+            ) => {
                 // The source could not serve it (it may have removed that WAL, or be a replica that never had
                 // it): ask another source for this position.
                 let Phase::Leader(leader) = &mut self.phase else { return };
@@ -804,7 +815,10 @@ impl Proposer {
                 .get(peer)
                 .is_some_and(|p| matches!(p.stage, Stage::Streaming | Stage::Waiting));
             if in_play {
-                tracing::info!(peer, "connection to the acceptor lost; electing it again from its state");
+                tracing::info!(
+                    peer,
+                    "connection to the acceptor lost; electing it again from its state"
+                );
                 self.reset_peer(peer, &mut out);
             }
         }
@@ -1016,7 +1030,9 @@ impl Proposer {
             .enumerate()
             .filter(|(_, p)| match p.stage {
                 Stage::Backoff { until_ms } => now_ms >= until_ms,
-                Stage::Streaming => p.stuck_since_ms.is_some_and(|since| now_ms.saturating_sub(since) >= timeout),
+                Stage::Streaming => p
+                    .stuck_since_ms
+                    .is_some_and(|since| now_ms.saturating_sub(since) >= timeout),
                 Stage::NeedState | Stage::Waiting => false,
             })
             .map(|(i, _)| i)
@@ -1087,7 +1103,11 @@ mod tests {
 
         /// Requests sent to `to` since `from` (an index into `sent`).
         fn sent_to(&self, to: usize, from: usize) -> Vec<&Request> {
-            self.sent[from..].iter().filter(|e| e.to == to).map(|e| &e.request).collect()
+            self.sent[from..]
+                .iter()
+                .filter(|e| e.to == to)
+                .map(|e| &e.request)
+                .collect()
         }
     }
 
@@ -1177,8 +1197,15 @@ mod tests {
         let mut proposer = proposer();
         let (_, epoch_start) = elect(&mut proposer, &mut net);
         assert_eq!(epoch_start, end);
-        assert_eq!(reads_below(&net.sent_to(2, 0), five), 0, "never asked the replica for WAL it lacks");
-        assert!(reads_below(&net.sent_to(0, 0), five) > 0, "the lagging acceptor was caught up from 0");
+        assert_eq!(
+            reads_below(&net.sent_to(2, 0), five),
+            0,
+            "never asked the replica for WAL it lacks"
+        );
+        assert!(
+            reads_below(&net.sent_to(0, 0), five) > 0,
+            "the lagging acceptor was caught up from 0"
+        );
         assert_eq!(net.acceptor(1).state().flush_lsn, end);
         assert_eq!(net.acceptor(1).wal().durable_bytes(), &bytes[..]);
         let (record_end, out) = proposer.propose(frame(42)).expect("propose");
@@ -1207,7 +1234,11 @@ mod tests {
         assert_eq!(epoch_start, end, "the replica is the donor");
         let (record_end, out) = proposer.propose(frame(42)).expect("propose");
         net.run(&mut proposer, out, 1);
-        assert_eq!(reads_below(&net.sent_to(2, 0), five), 0, "never asked the replica for WAL it lacks");
+        assert_eq!(
+            reads_below(&net.sent_to(2, 0), five),
+            0,
+            "never asked the replica for WAL it lacks"
+        );
         assert_eq!(net.acceptor(1).state().flush_lsn, two, "no one can catch it up");
         assert_eq!(
             net.acceptor(2).state().flush_lsn,
@@ -1237,7 +1268,10 @@ mod tests {
         net.run(&mut proposer, out, 2 * TIMEOUT_MS);
         assert_eq!(proposer.commit_lsn(), next_end);
         assert_eq!(net.acceptor(1).state().history.last_term(), term);
-        assert_eq!(net.acceptor(1).wal().durable_bytes(), net.acceptor(2).wal().durable_bytes());
+        assert_eq!(
+            net.acceptor(1).wal().durable_bytes(),
+            net.acceptor(2).wal().durable_bytes()
+        );
     }
 
     #[test]
@@ -1282,7 +1316,9 @@ mod tests {
         let mut proposer = proposer();
         elect(&mut proposer, &mut net);
         // Only acceptor 2 takes the record.
-        let held: Vec<Node> = (0..2).map(|i| std::mem::replace(&mut net.nodes[i], Node::Down)).collect();
+        let held: Vec<Node> = (0..2)
+            .map(|i| std::mem::replace(&mut net.nodes[i], Node::Down))
+            .collect();
         let (record_end, out) = proposer.propose(frame(42)).expect("propose");
         net.run(&mut proposer, out, 1);
         assert!(proposer.commit_lsn() < record_end);

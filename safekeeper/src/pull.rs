@@ -176,7 +176,9 @@ fn sources_from(addresses: &[String]) -> Result<Vec<Source>, PullError> {
     for address in addresses {
         let shown: String = address.chars().take(64).collect();
         if address.is_empty() || address.len() > SOURCE_ADDRESS_BYTES_MAX {
-            return Err(PullError::BadSources(format!("source address {shown:?} is empty or too long")));
+            return Err(PullError::BadSources(format!(
+                "source address {shown:?} is empty or too long"
+            )));
         }
         if sources.iter().any(|s| s.address == *address) {
             return Err(PullError::BadSources(format!("source {shown:?} is named twice")));
@@ -402,7 +404,9 @@ async fn copy_and_install(
         let end = copy.flush_lsn;
         state.history.0.iter().copied().filter(|s| s.lsn < end).collect()
     };
-    if after.timeline_start_lsn != copy.timeline_start_lsn || after.flush_lsn < copy.flush_lsn || below(&after) != below(copy)
+    if after.timeline_start_lsn != copy.timeline_start_lsn
+        || after.flush_lsn < copy.flush_lsn
+        || below(&after) != below(copy)
     {
         return Err(PullError::Changed(format!(
             "it ended at {} in term {} when the copy began, and at {} in term {} after it",
@@ -445,7 +449,11 @@ async fn copy_wal(
     end_lsn: Lsn,
     mut writer: ReplicaWriter,
 ) -> Result<(ReplicaWriter, u64), PullError> {
-    assert_eq!(writer.write_lsn(), start_lsn, "the replica's WAL starts where the copy does");
+    assert_eq!(
+        writer.write_lsn(),
+        start_lsn,
+        "the replica's WAL starts where the copy does"
+    );
     if start_lsn == end_lsn {
         return Ok((writer, 0));
     }

@@ -351,7 +351,13 @@ impl Safekeeper for SafekeeperService {
             )));
         }
         let (tx, rx) = mpsc::channel(STREAM_WAL_CHANNEL_CHUNKS);
-        tokio::spawn(copy_wal(timeline, start_lsn, end_lsn, tx, self.node.subscribe_shutdown()));
+        tokio::spawn(copy_wal(
+            timeline,
+            start_lsn,
+            end_lsn,
+            tx,
+            self.node.subscribe_shutdown(),
+        ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 

@@ -11,6 +11,13 @@
 //! `NOT_FOUND`, its directory is gone, a second deletion succeeds and a creation afterwards starts afresh at
 //! its own start LSN; a tenant's deletion removes every timeline of it and its directory and no other tenant's;
 //! tombstones left by a deletion cut short are removed at open and never load.
+//! Replica repair (`PullTimeline`): a timeline missing on one node is copied from the most advanced of its peers
+//! (WAL from that peer's oldest retained LSN, its history and commit LSN, the highest promised term) and then
+//! votes, is elected and takes appends with its WAL byte for byte equal to the peer's; one behind past what its
+//! peers retain is replaced, one as far is left alone (idempotent: no file changes); every bad pull gets its
+//! precise status with no file written; a source that stops mid-stream leaves nothing served and a retry
+//! completes; staging directories left by a crash are installed or removed at open; a `WalProposer` takes in a
+//! replica pulled mid-run and commits with it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -1101,7 +1108,9 @@ async fn a_missing_timeline_is_pulled_from_the_most_advanced_peer_and_serves_lik
         .into_inner();
     assert!(vote.granted);
 
-    let pulled = pull_from(&mut cc, vec![address_of(&b), address_of(&a)]).await.expect("pull");
+    let pulled = pull_from(&mut cc, vec![address_of(&b), address_of(&a)])
+        .await
+        .expect("pull");
     assert!(pulled.copied, "{pulled:?}");
     assert_eq!(pulled.source, address_of(&a), "the most advanced source");
     assert_eq!(pulled.copied_bytes, end_a.0 - state_a.oldest_lsn);
@@ -1148,7 +1157,9 @@ async fn a_missing_timeline_is_pulled_from_the_most_advanced_peer_and_serves_lik
 
     // Idempotent: nothing copied, no file changed.
     let files = snapshot(dirs[2].path());
-    let again = pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await.expect("pull again");
+    let again = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull again");
     assert!(!again.copied, "{again:?}");
     assert_eq!(again.copied_bytes, 0);
     assert_eq!(snapshot(dirs[2].path()), files, "a second pull changes no file");
@@ -1250,7 +1261,9 @@ async fn a_timeline_behind_is_replaced_and_one_as_far_is_left_alone() {
         .await
         .expect("stream wal")
         .into_inner();
-    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await.expect("pull");
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull");
     assert!(pulled.copied, "{pulled:?}");
     let replica = state(&mut cc).await;
     assert_eq!(replica, state_a);
@@ -1266,11 +1279,17 @@ async fn a_timeline_behind_is_replaced_and_one_as_far_is_left_alone() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, vec![TIMELINE.to_string()], "no staging directory or tombstone left");
+    assert_eq!(
+        names,
+        vec![TIMELINE.to_string()],
+        "no staging directory or tombstone left"
+    );
 
     // A is at least as far as B and C: nothing to do, nothing changed.
     let files = snapshot(dirs[0].path());
-    let kept = pull_from(&mut ca, vec![address_of(&b), address_of(&c)]).await.expect("pull");
+    let kept = pull_from(&mut ca, vec![address_of(&b), address_of(&c)])
+        .await
+        .expect("pull");
     assert!(!kept.copied, "{kept:?}");
     assert_eq!(kept.state, Some(state_a));
     assert_eq!(snapshot(dirs[0].path()), files);
@@ -1426,7 +1445,9 @@ async fn a_pull_cut_short_leaves_nothing_served_and_a_retry_completes() {
         .join(format!("{TIMELINE}{}", safekeeper::node::STAGING_SUFFIX));
     assert!(!staging.exists(), "the staging directory is removed");
 
-    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await.expect("retry");
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("retry");
     assert!(pulled.copied);
     assert_eq!(state(&mut cc).await.flush_lsn, end.0);
     let expected = state(&mut cc).await;
@@ -1458,8 +1479,15 @@ async fn a_pull_cut_short_leaves_nothing_served_and_a_retry_completes() {
     let c = start(dirs[2].path()).await;
     let mut cc = c.client().await;
     assert_eq!(state(&mut cc).await, expected);
-    assert!(!staging.exists() && !other_staging.exists(), "staging directories removed");
-    assert_eq!(c.node.timeline_keys(), vec![(TENANT, TIMELINE)], "a partial copy is never served");
+    assert!(
+        !staging.exists() && !other_staging.exists(),
+        "staging directories removed"
+    );
+    assert_eq!(
+        c.node.timeline_keys(),
+        vec![(TENANT, TIMELINE)],
+        "a partial copy is never served"
+    );
     drop(cc);
     for server in [a, b, c] {
         assert!(server.stop().await);
@@ -1636,10 +1664,15 @@ async fn a_proposer_takes_in_a_replica_pulled_mid_run() {
         let removed = report_horizon(client, end).await;
         assert!(removed.oldest_lsn > START.0, "{removed:?}");
     }
-    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await.expect("pull");
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull");
     assert!(pulled.copied);
     let replica = pulled.state.expect("state");
-    assert!(replica.oldest_lsn > START.0, "the replica's WAL starts late: {replica:?}");
+    assert!(
+        replica.oldest_lsn > START.0,
+        "the replica's WAL starts late: {replica:?}"
+    );
     assert_eq!(replica.term, term);
 
     for i in 60..90u8 {

@@ -481,7 +481,10 @@ impl Sim {
         node.unsynced.clear();
         node.lost = true;
         // Its connections break: the proposers stop counting what it acknowledged.
-        for p in (0..self.proposers.len()).filter(|&p| !self.stopped[p]).collect::<Vec<_>>() {
+        for p in (0..self.proposers.len())
+            .filter(|&p| !self.stopped[p])
+            .collect::<Vec<_>>()
+        {
             let out = self.proposers[p].on_connection_lost(acceptor, self.now_ms);
             self.send_all(p, out);
         }
@@ -620,7 +623,9 @@ impl Sim {
             let extension = &bytes[(committed_end - oldest.0) as usize..(commit.0 - oldest.0) as usize];
             candidates.entry(extension).or_default().push(a);
         }
-        let Some((extension, holders)) = candidates.into_iter().find(|(_, holders)| holders.len() > ACCEPTORS / 2)
+        let Some((extension, holders)) = candidates
+            .into_iter()
+            .find(|(_, holders)| holders.len() > ACCEPTORS / 2)
         else {
             return Err(format!(
                 "proposer {p} committed {commit} but no majority holds the same WAL up to it"
