@@ -26,8 +26,9 @@
 //! **Lost acceptors.** A driver reports a broken connection ([`Proposer::on_connection_lost`]): the
 //! acceptor's acknowledgements stop counting until it is elected again from the state it reports then (a
 //! process that lost its disk must not be credited with what it acknowledged before). An acceptor that
-//! refuses twice in a row for a reason other than a gap (a missing timeline answers every request with
-//! `NOT_FOUND`) is asked again only after `request_timeout_ms`, not at once.
+//! refuses twice, for a reason other than a gap, without acknowledging an append in between (a missing
+//! timeline answers every request with `NOT_FOUND`; a failed store refuses every append) is asked again only
+//! after `request_timeout_ms`, not at once.
 //!
 //! Bounds: one request of each kind in flight per acceptor for the campaign, `in_flight_bytes_max` of
 //! unacknowledged appends per acceptor, `backlog_bytes_max` of uncommitted WAL in the buffer, and every request
@@ -262,7 +263,7 @@ struct Peer {
     stuck_since_ms: Option<u64>,
     /// Its being stuck was logged (once until it makes progress again).
     stuck_reported: bool,
-    /// Refusals in a row (other than gaps) since its last successful election.
+    /// Refusals in a row (other than gaps) since it last acknowledged an append.
     refusals_in_a_row: u32,
 }
 
@@ -625,7 +626,6 @@ impl Proposer {
             (Kind::Elected, Reply::Elected) => {
                 let Phase::Leader(leader) = &mut self.phase else { return };
                 leader.peers[peer].stage = Stage::Streaming;
-                leader.peers[peer].refusals_in_a_row = 0;
                 self.advance_commit();
                 self.pump(peer, out);
             }
@@ -647,6 +647,9 @@ impl Proposer {
                     return;
                 }
                 p.flush_lsn = p.flush_lsn.max(ack.flush_lsn);
+                // An acknowledged append, not just an election, ends a run of refusals: an acceptor that takes
+                // elections and refuses every append (a failed store) backs off too.
+                p.refusals_in_a_row = 0;
                 if ack.flush_lsn < end_lsn {
                     // The acceptor did not keep all of it (it restarted and lost unsynced data): resend.
                     p.next_lsn = p.flush_lsn;
@@ -1067,6 +1070,8 @@ mod tests {
         Up(Acceptor<MemWal, MemControl>),
         Down,
         Missing,
+        /// Takes votes and elections but refuses every append (a store that failed).
+        FailedStore(Acceptor<MemWal, MemControl>),
     }
 
     struct Net {
@@ -1088,6 +1093,13 @@ mod tests {
                     Node::Up(acceptor) => match serve(acceptor, envelope.request) {
                         Served::Reply(reply) => reply,
                         Served::NeedsSync => Reply::Append(acceptor.sync().expect("sync")),
+                    },
+                    Node::FailedStore(_) if matches!(envelope.request, Request::Append(_)) => {
+                        Reply::Refused(Refusal::Other("Internal: safekeeper storage failure".into()))
+                    }
+                    Node::FailedStore(acceptor) => match serve(acceptor, envelope.request) {
+                        Served::Reply(reply) => reply,
+                        Served::NeedsSync => unreachable!("appends are refused above"),
                     },
                 };
                 queue.extend(proposer.on_reply(envelope.id, reply, now_ms));
@@ -1301,6 +1313,33 @@ mod tests {
         let (record_end, out) = proposer.propose(frame(42)).expect("propose");
         net.run(&mut proposer, out, TIMEOUT_MS);
         assert_eq!(proposer.commit_lsn(), record_end);
+    }
+
+    /// An acceptor that takes elections but refuses every append is not re-elected in a loop either.
+    #[test]
+    fn a_peer_that_takes_elections_but_refuses_appends_backs_off() {
+        let (bytes, ends) = wal();
+        let end = ends[9];
+        let failed = match acceptor(&bytes, START, end, end) {
+            Node::Up(acceptor) => Node::FailedStore(acceptor),
+            _ => unreachable!("an acceptor"),
+        };
+        let mut net = Net {
+            nodes: vec![
+                acceptor(&bytes, START, end, end),
+                acceptor(&bytes, START, end, end),
+                failed,
+            ],
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        elect(&mut proposer, &mut net);
+        let from = net.sent.len();
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, 1);
+        assert_eq!(proposer.commit_lsn(), record_end);
+        let asked = net.sent_to(2, from).len();
+        assert!(asked <= 6, "{asked} requests to an acceptor whose store failed");
     }
 
     /// An acceptor that acknowledged a record and then lost its disk must not be counted for it: once its
