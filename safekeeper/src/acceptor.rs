@@ -68,6 +68,8 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
             flush_lsn,
             commit_lsn: self.control.commit_lsn,
             timeline_start_lsn: self.control.timeline_start_lsn,
+            oldest_lsn: self.wal.oldest_lsn(),
+            remote_consistent_lsn: self.control.remote_consistent_lsn,
         }
     }
 
@@ -136,6 +138,14 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
             return Err(AcceptorError::Invalid(format!(
                 "start_streaming_at {start} would truncate WAL committed up to {}",
                 self.control.commit_lsn
+            )));
+        }
+        if start < self.wal.oldest_lsn() {
+            // Below the commit LSN too, unless the oldest LSN passed it, which the stores never let happen:
+            // refused rather than asserted, since a replica's state came from a peer.
+            return Err(AcceptorError::Invalid(format!(
+                "start_streaming_at {start} is below the oldest WAL {} held here",
+                self.wal.oldest_lsn()
             )));
         }
         // Our WAL below `start` must be the winner's: the same terms starting at the same places.
@@ -244,6 +254,19 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
         self.read(start_lsn, self.wal.flush_lsn(), max_bytes)
     }
 
+    /// Whole durable frames from `start_lsn` up to `end_lsn`, committed or not, at most about `max_bytes`: what a
+    /// peer copies to make a replica (`PullTimeline`). `Invalid` if `end_lsn` is past the durable end (the WAL
+    /// was truncated since the peer read its state) or `start_lsn` is outside the WAL.
+    pub fn read_durable(&self, start_lsn: Lsn, end_lsn: Lsn, max_bytes: usize) -> Result<Bytes, AcceptorError> {
+        let flush_lsn = self.wal.flush_lsn();
+        if end_lsn > flush_lsn {
+            return Err(AcceptorError::Invalid(format!(
+                "read up to {end_lsn} past the durable WAL end {flush_lsn}"
+            )));
+        }
+        self.read(start_lsn, end_lsn, max_bytes)
+    }
+
     /// Whole committed frames from `start_lsn`, at most about `max_bytes` (for the pageserver).
     pub fn read_committed(&self, start_lsn: Lsn, max_bytes: usize) -> Result<Bytes, AcceptorError> {
         self.read(start_lsn, self.control.commit_lsn, max_bytes)
@@ -276,6 +299,11 @@ impl<W: WalStore, C: ControlStore> Acceptor<W, C> {
     /// The WAL store (for tests and the service's readers).
     pub fn wal(&self) -> &W {
         &self.wal
+    }
+
+    /// The control store (for tests: what a crash would leave).
+    pub fn control_store(&self) -> &C {
+        &self.store
     }
 
     /// Lets the WAL store release what it holds for appends after `idle_for` without one (its open segment

@@ -9,6 +9,12 @@
 //! Bounds: commands and replies travel on bounded channels; each connection takes at most
 //! `peer_queue_max` requests (beyond, requests are dropped and the proposer resends after its timeout);
 //! at most `queued_appends_max` records wait for backlog room; every RPC has `request_timeout_ms`.
+//!
+//! A broken append stream is reported to the proposer ([`Proposer::on_connection_lost`]): the safekeeper's
+//! earlier acknowledgements stop counting until it is elected again from its state, so a safekeeper that lost
+//! its disk (and was rebuilt by `PullTimeline`) is never credited with WAL it no longer holds. HTTP/2
+//! keepalive pings ([`KEEPALIVE_INTERVAL_MS`], [`KEEPALIVE_TIMEOUT_MS`]) break the connection to a host that
+//! vanished without closing it, well within a safekeeper's pull quiet period (`node::PULL_QUIET_PERIOD_MS`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -28,6 +34,18 @@ use crate::protocol::{AppendResponse, Term, VoteResponse};
 
 /// Largest gRPC message accepted from a safekeeper.
 const MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// HTTP/2 keepalive pings to each safekeeper, idle or not.
+pub const KEEPALIVE_INTERVAL_MS: u64 = 5_000;
+/// A keepalive ping unanswered for this long breaks the connection (and is reported as lost).
+pub const KEEPALIVE_TIMEOUT_MS: u64 = 10_000;
+
+/// What the connection tasks tell the driver.
+enum Incoming {
+    /// The reply to request `id`.
+    Reply(u64, Reply),
+    /// The append stream to safekeeper `peer` ended.
+    Lost(usize),
+}
 
 /// How to reach the safekeepers and how long to wait.
 #[derive(Clone, Debug)]
@@ -151,6 +169,9 @@ impl WalProposer {
             let endpoint = Endpoint::from_shared(uri)
                 .map_err(|_| WalProposerError::BadAddress(address.clone()))?
                 .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+                .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+                .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
+                .keep_alive_while_idle(true)
                 .tcp_nodelay(true);
             endpoints.push(endpoint);
         }
@@ -164,9 +185,11 @@ impl WalProposer {
         let request_timeout = Duration::from_millis(proposer_config.request_timeout_ms);
         let peers: Vec<mpsc::Sender<Envelope>> = endpoints
             .into_iter()
-            .map(|endpoint| {
+            .enumerate()
+            .map(|(index, endpoint)| {
                 let (tx, rx) = mpsc::channel(config.peer_queue_max);
                 let peer = PeerConnection::new(
+                    index,
                     endpoint.connect_lazy(),
                     timeline.clone(),
                     reply_tx.clone(),
@@ -262,7 +285,7 @@ impl Driver {
     async fn run(
         mut self,
         mut commands: mpsc::Receiver<Command>,
-        mut replies: mpsc::Receiver<(u64, Reply)>,
+        mut replies: mpsc::Receiver<Incoming>,
         tick_interval: Duration,
     ) {
         let mut tick = tokio::time::interval(tick_interval);
@@ -273,8 +296,11 @@ impl Driver {
                     Some(command) => self.on_command(command),
                     None => return,
                 },
-                Some((id, reply)) = replies.recv() => {
-                    let out = self.proposer.on_reply(id, reply, self.now_ms());
+                Some(incoming) = replies.recv() => {
+                    let out = match incoming {
+                        Incoming::Reply(id, reply) => self.proposer.on_reply(id, reply, self.now_ms()),
+                        Incoming::Lost(peer) => self.proposer.on_connection_lost(peer, self.now_ms()),
+                    };
                     self.route(out);
                 }
                 _ = tick.tick() => {
@@ -415,9 +441,11 @@ impl Driver {
 
 /// One safekeeper connection: unary calls in their own tasks, appends on one long-lived stream.
 struct PeerConnection {
+    /// Its index among the safekeepers.
+    index: usize,
     client: SafekeeperClient<Channel>,
     timeline: pb::TimelineRef,
-    replies: mpsc::Sender<(u64, Reply)>,
+    replies: mpsc::Sender<Incoming>,
     request_timeout: Duration,
     stream: Option<AppendStream>,
 }
@@ -430,15 +458,17 @@ struct AppendStream {
 
 impl PeerConnection {
     fn new(
+        index: usize,
         channel: Channel,
         timeline: pb::TimelineRef,
-        replies: mpsc::Sender<(u64, Reply)>,
+        replies: mpsc::Sender<Incoming>,
         request_timeout: Duration,
     ) -> PeerConnection {
         let client = SafekeeperClient::new(channel)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
         PeerConnection {
+            index,
             client,
             timeline,
             replies,
@@ -477,7 +507,7 @@ impl PeerConnection {
                             Err(_) => return,
                         };
                         if let Some(reply) = reply {
-                            let _ = replies.send((envelope.id, reply)).await;
+                            let _ = replies.send(Incoming::Reply(envelope.id, reply)).await;
                         }
                     });
                 }
@@ -504,12 +534,14 @@ impl PeerConnection {
         let mut client = self.client.clone();
         let replies = self.replies.clone();
         let pending = Arc::clone(&unacked);
+        let index = self.index;
         tokio::spawn(async move {
             let outbound = tokio_stream::wrappers::ReceiverStream::new(requests_rx);
             let mut inbound = match client.append(outbound).await {
                 Ok(response) => response.into_inner(),
                 Err(status) => {
                     report_stream_error(&pending, &replies, &status).await;
+                    let _ = replies.send(Incoming::Lost(index)).await;
                     return;
                 }
             };
@@ -522,17 +554,20 @@ impl PeerConnection {
                             flush_lsn: Lsn(ack.flush_lsn),
                             commit_lsn: Lsn(ack.commit_lsn),
                         });
-                        if replies.send((ack.request_id, reply)).await.is_err() {
+                        if replies.send(Incoming::Reply(ack.request_id, reply)).await.is_err() {
                             return;
                         }
                     }
-                    Ok(None) => return,
+                    Ok(None) => break,
                     Err(status) => {
                         report_stream_error(&pending, &replies, &status).await;
-                        return;
+                        break;
                     }
                 }
             }
+            // Whatever ended it (the safekeeper went away, refused, or was rebuilt), what it acknowledged on
+            // this stream is no longer vouched for.
+            let _ = replies.send(Incoming::Lost(index)).await;
         });
         AppendStream { requests, unacked }
     }
@@ -540,14 +575,12 @@ impl PeerConnection {
 
 /// A stream that failed reports its status against the oldest unacknowledged append (the one the safekeeper
 /// refused; later ones were never processed and will time out and be resent).
-async fn report_stream_error(
-    pending: &Mutex<VecDeque<u64>>,
-    replies: &mpsc::Sender<(u64, Reply)>,
-    status: &tonic::Status,
-) {
+async fn report_stream_error(pending: &Mutex<VecDeque<u64>>, replies: &mpsc::Sender<Incoming>, status: &tonic::Status) {
     let oldest = pending.lock().pop_front();
     if let Some(id) = oldest {
-        let _ = replies.send((id, Reply::Refused(refusal_from_status(status)))).await;
+        let _ = replies
+            .send(Incoming::Reply(id, Reply::Refused(refusal_from_status(status))))
+            .await;
     }
 }
 

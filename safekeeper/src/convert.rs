@@ -113,6 +113,8 @@ pub fn state_to_proto(state: &AcceptorState) -> pb::AcceptorState {
         flush_lsn: state.flush_lsn.0,
         commit_lsn: state.commit_lsn.0,
         timeline_start_lsn: state.timeline_start_lsn.0,
+        oldest_lsn: state.oldest_lsn.0,
+        remote_consistent_lsn: state.remote_consistent_lsn.0,
     }
 }
 
@@ -124,6 +126,8 @@ pub fn state_from_proto(state: &pb::AcceptorState) -> Result<AcceptorState, Stat
         flush_lsn: Lsn(state.flush_lsn),
         commit_lsn: Lsn(state.commit_lsn),
         timeline_start_lsn: Lsn(state.timeline_start_lsn),
+        oldest_lsn: Lsn(state.oldest_lsn),
+        remote_consistent_lsn: Lsn(state.remote_consistent_lsn),
     })
 }
 

@@ -962,6 +962,76 @@ pub fn open_timeline(
     Ok(Some((state, wal, FileControl::new(dir, config.durability))))
 }
 
+/// Writes a replica's timeline (`PullTimeline`) into an empty directory: its WAL from the source's oldest LSN,
+/// appended in order, then [`ReplicaWriter::finish`] makes the WAL durable and writes the control file last.
+///
+/// Crash argument: until the control file exists the directory is not a timeline ([`open_timeline`] returns
+/// `None`, and the node removes such a staging directory at open); the control file is written only after
+/// every segment is fdatasynced and named durably in the directory (a roll-over syncs the segment it closes;
+/// `finish` syncs the last one and the directory), and it is written atomically (temp, fsync, rename, fsync
+/// of the directory). So a crash leaves either no control file or a complete, durable timeline.
+#[derive(Debug)]
+pub struct ReplicaWriter {
+    dir: PathBuf,
+    wal: FileWal,
+    durability: Durability,
+}
+
+impl ReplicaWriter {
+    /// Starts a replica in `dir`, which must exist and be empty, whose WAL begins at `oldest_lsn`: its first
+    /// segment is created there (so the directory says where the WAL starts even if no frame follows).
+    pub fn create(dir: &Path, oldest_lsn: Lsn, config: &FileStoreConfig) -> Result<ReplicaWriter, StoreError> {
+        if fs::read_dir(dir).map_err(io_error(dir))?.next().is_some() {
+            return Err(StoreError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a replica's directory must be empty"),
+            });
+        }
+        let mut wal = FileWal::open(dir, oldest_lsn, config)?;
+        wal.create_first_segment()?;
+        Ok(ReplicaWriter {
+            dir: dir.to_path_buf(),
+            wal,
+            durability: config.durability,
+        })
+    }
+
+    /// Where the next frames go.
+    pub fn write_lsn(&self) -> Lsn {
+        self.wal.write_lsn()
+    }
+
+    /// Appends whole frames at the write position (the caller checked them: this asserts only their framing).
+    pub fn append(&mut self, frames: &[u8]) -> Result<(), StoreError> {
+        let lsn = self.wal.write_lsn();
+        self.wal.write(lsn, frames)
+    }
+
+    /// Makes the WAL durable, then writes `state` as the control file. `state` must describe this WAL: it
+    /// starts at or before the first segment and its commit LSN is within the WAL written.
+    pub fn finish(mut self, state: &ControlState) -> Result<(), StoreError> {
+        let flush_lsn = self.wal.sync()?;
+        assert!(
+            state.commit_lsn <= flush_lsn,
+            "replica control: commit {} past the WAL end {flush_lsn}",
+            state.commit_lsn
+        );
+        assert!(
+            state.commit_lsn >= self.wal.oldest_lsn(),
+            "replica control: commit {} below the WAL start {}",
+            state.commit_lsn,
+            self.wal.oldest_lsn()
+        );
+        assert!(
+            state.timeline_start_lsn <= self.wal.oldest_lsn(),
+            "replica control: timeline start {} after the WAL start {}",
+            state.timeline_start_lsn,
+            self.wal.oldest_lsn()
+        );
+        FileControl::new(&self.dir, self.durability).persist(state)
+    }
+}
+
 /// Creates the timeline in `dir` (durably: directory, then the control file of `ControlState::new`).
 /// Idempotent: an existing timeline with the same start LSN is opened; one with another start LSN is an
 /// `AlreadyExists` I/O error.

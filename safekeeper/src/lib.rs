@@ -14,4 +14,5 @@ pub mod memstore;
 pub mod node;
 pub mod proposer;
 pub mod protocol;
+pub mod pull;
 pub mod service;

@@ -25,6 +25,21 @@ impl MemWal {
         }
     }
 
+    /// A WAL holding `durable` (whole frames) from `oldest_lsn` on: one whose older part was removed, or a
+    /// replica's copy of a peer's (`PullTimeline`).
+    pub fn with_durable(oldest_lsn: Lsn, durable: Vec<u8>) -> MemWal {
+        let (valid, error) = scan_frames(&durable, oldest_lsn);
+        assert!(
+            valid == durable.len(),
+            "a WAL of whole valid frames: {error:?} at +{valid}"
+        );
+        MemWal {
+            oldest_lsn,
+            durable,
+            pending: Vec::new(),
+        }
+    }
+
     /// A crash: unsynced bytes are lost except the first `torn_bytes` of them, which reach the disk; then
     /// recovery keeps only whole valid frames, as a real store's startup scan does.
     pub fn crash(&mut self, torn_bytes: usize) {

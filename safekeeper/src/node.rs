@@ -10,6 +10,7 @@
 //!
 //! <data_dir>/<tenant_id>.deleted                   a tenant being deleted (a tombstone, below)
 //! <data_dir>/<tenant_id>/<timeline_id>.deleted      a timeline being deleted
+//! <data_dir>/<tenant_id>/<timeline_id>.pull         a replica being copied from a peer (below)
 //! ```
 //!
 //! Ids are 32 lowercase hex digits. [`SafekeeperNode::open`] opens every timeline it finds; a torn WAL tail is
@@ -28,6 +29,23 @@
 //! finds. A tenant is deleted the same way in one rename of its directory to `<tenant_id>.deleted`, after
 //! each of its timelines is marked deleted. Deleting what is not there is success. Creations and deletions
 //! are serialized by one lock.
+//!
+//! # Replicas (`PullTimeline`, see [`crate::pull`])
+//!
+//! A replica is written into the staging directory `<timeline_id>.pull` (WAL, then the control file last:
+//! [`filestore::ReplicaWriter`]) and installed by [`SafekeeperNode::install_pull_blocking`] under the creation
+//! lock: for a missing timeline, one rename of the staging directory into place; for one that is behind or
+//! broken, the old directory is renamed to its tombstone, the staging directory into place, the tenant
+//! directory fsynced, the tombstone removed, and the old `Timeline` marked deleted (its streams end with
+//! `NOT_FOUND`; clients reconnect to the new one). At open, a staging directory with a control file and no
+//! timeline directory beside it is the install cut short between its renames: it is renamed into place and
+//! loaded. Any other staging directory (no control file: a copy cut short; or a timeline beside it: an
+//! install that had not begun) is removed. So a crash leaves the old timeline, or the new one, never a mix,
+//! and never a partial copy that is served.
+//!
+//! A node rebuilds a timeline it does not know (missing, or broken) only once it has been open for its
+//! *quiet period* ([`PULL_QUIET_PERIOD_MS`]): the copy it lost may have promised a term to a campaign still
+//! counting that vote, and campaigns end within the proposers' election timeout (10 s by default).
 //!
 //! # Concurrency
 //!
@@ -68,12 +86,18 @@ use tokio::sync::watch;
 use crate::acceptor::Acceptor;
 use crate::convert::{parse_lower_hex_id, TimelineKey};
 use crate::filestore::{self, FileControl, FileStoreConfig, FileWal};
-use crate::protocol::{AcceptorError, AcceptorState};
+use crate::protocol::{AcceptorError, AcceptorState, ControlStore};
 
 /// The lock file's name in the data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
 /// How often [`SafekeeperNode::close`] checks whether the node's last users are gone.
 const CLOSE_POLL_INTERVAL_MS: u64 = 10;
+/// How long after it opens a node refuses to rebuild a timeline it does not know (see the module doc): more
+/// than the proposers' election timeout (10 s by default) and the time a proposer takes to notice that a
+/// connection to a dead host broke.
+pub const PULL_QUIET_PERIOD_MS: u64 = 30_000;
+/// The suffix of a replica's staging directory (`<timeline_id>.pull`).
+pub const STAGING_SUFFIX: &str = ".pull";
 
 /// The acceptor of one timeline, over its files.
 pub type FileAcceptor = Acceptor<FileWal, FileControl>;
@@ -146,6 +170,20 @@ pub enum NodeError {
     /// The node is shutting down.
     #[error("the safekeeper is shutting down")]
     ShuttingDown,
+    /// A pull of this timeline is already running here.
+    #[error("timeline {}/{} is being pulled already", .key.0, .key.1)]
+    PullInProgress {
+        /// The timeline.
+        key: TimelineKey,
+    },
+    /// The node opened too recently to rebuild a timeline it does not know (see [`PULL_QUIET_PERIOD_MS`]).
+    #[error("timeline {}/{} is missing or broken here and this safekeeper opened less than its quiet period ago: retry in {remaining_ms} ms", .key.0, .key.1)]
+    QuietPeriod {
+        /// The timeline.
+        key: TimelineKey,
+        /// How long until a pull may rebuild it.
+        remaining_ms: u64,
+    },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
@@ -163,7 +201,8 @@ pub struct Timeline {
     commit_lsn: watch::Sender<Lsn>,
     /// Set when a request panicked while holding the acceptor.
     broken: AtomicBool,
-    /// Turns `true` (under the acceptor lock, once) when the timeline is deleted; never back.
+    /// Turns `true` (under the acceptor lock, once) when the timeline is deleted, or replaced by a replica;
+    /// never back.
     deleted: watch::Sender<bool>,
     /// Keeps the data directory locked while any task still uses this timeline.
     _lock: Arc<DirLock>,
@@ -308,16 +347,57 @@ enum Slot {
     Broken(String),
 }
 
+/// What a node knows of a timeline it is asked to pull (see [`SafekeeperNode::local_for_pull`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalCopy {
+    /// No timeline here.
+    Missing,
+    /// The timeline is served here with this state.
+    Ready(AcceptorState),
+    /// The timeline failed to load; the term its control file promised, if that file is readable.
+    Broken {
+        /// The promised term.
+        term: Option<crate::protocol::Term>,
+    },
+}
+
+/// What installing a replica did.
+#[derive(Debug)]
+pub enum Installed {
+    /// The replica is served now.
+    Replaced(Arc<Timeline>),
+    /// The timeline here had caught up meanwhile: the replica was dropped.
+    NotNeeded(Arc<Timeline>),
+}
+
+/// Keeps one timeline's pull exclusive while it lives.
+#[derive(Debug)]
+pub struct PullGuard {
+    node: Arc<SafekeeperNode>,
+    key: TimelineKey,
+}
+
+impl Drop for PullGuard {
+    fn drop(&mut self) {
+        self.node.pulling.lock().remove(&self.key);
+    }
+}
+
 /// The timelines of one data directory.
 #[derive(Debug)]
 pub struct SafekeeperNode {
     config: NodeConfig,
     timelines: RwLock<HashMap<TimelineKey, Slot>>,
-    /// Serializes timeline creations and deletions (each is a few fsyncs; the map lock is never held across
-    /// them).
+    /// Serializes timeline creations, deletions and replica installs (each is a few fsyncs; the map lock is
+    /// never held across them).
     create_lock: Mutex<()>,
     lock: Arc<DirLock>,
     shutdown: watch::Sender<bool>,
+    /// When the node opened (the quiet period runs from here).
+    opened_at: std::time::Instant,
+    pull_quiet_period: Mutex<Duration>,
+    /// Timelines being pulled.
+    pulling: Mutex<std::collections::HashSet<TimelineKey>>,
 }
 
 impl SafekeeperNode {
@@ -370,7 +450,159 @@ impl SafekeeperNode {
             create_lock: Mutex::new(()),
             lock,
             shutdown: watch::Sender::new(false),
+            opened_at: std::time::Instant::now(),
+            pull_quiet_period: Mutex::new(Duration::from_millis(PULL_QUIET_PERIOD_MS)),
+            pulling: Mutex::new(std::collections::HashSet::new()),
         })
+    }
+
+    /// Sets the quiet period (default [`PULL_QUIET_PERIOD_MS`]). Shorter only where no proposer can hold a vote
+    /// of a lost copy: tests, or a node that is known never to have had the timelines it will pull.
+    pub fn set_pull_quiet_period(&self, period: Duration) {
+        *self.pull_quiet_period.lock() = period;
+    }
+
+    /// The directory a replica of `key` is written to before it is installed.
+    pub fn staging_dir(&self, key: TimelineKey) -> PathBuf {
+        self.config
+            .data_dir
+            .join(key.0.to_string())
+            .join(format!("{}{STAGING_SUFFIX}", key.1))
+    }
+
+    /// Makes the pull of `key` exclusive until the guard is dropped (`PullInProgress` if one runs).
+    pub fn begin_pull(self: &Arc<Self>, key: TimelineKey) -> Result<PullGuard, NodeError> {
+        if self.is_shut_down() {
+            return Err(NodeError::ShuttingDown);
+        }
+        if !self.pulling.lock().insert(key) {
+            return Err(NodeError::PullInProgress { key });
+        }
+        Ok(PullGuard {
+            node: Arc::clone(self),
+            key,
+        })
+    }
+
+    /// What this node has of `key`, for a pull: `QuietPeriod` if it is missing or broken here and the node
+    /// opened less than its quiet period ago. Blocks on the timeline's lock (and reads a broken one's control
+    /// file).
+    pub fn local_for_pull(&self, key: TimelineKey) -> Result<LocalCopy, NodeError> {
+        let local = match self.timeline(key) {
+            Ok(timeline) => return Ok(LocalCopy::Ready(timeline.run_blocking(|acceptor| acceptor.state())?)),
+            Err(NodeError::NotFound { .. }) => LocalCopy::Missing,
+            Err(NodeError::Broken { .. }) => LocalCopy::Broken {
+                term: FileControl::load(&self.timeline_dir(key))
+                    .ok()
+                    .flatten()
+                    .map(|control| control.term),
+            },
+            Err(other) => return Err(other),
+        };
+        let quiet = *self.pull_quiet_period.lock();
+        let open_for = self.opened_at.elapsed();
+        if open_for < quiet {
+            return Err(NodeError::QuietPeriod {
+                key,
+                remaining_ms: (quiet - open_for).as_millis() as u64,
+            });
+        }
+        Ok(local)
+    }
+
+    /// Creates the empty staging directory of `key` (durably, with the tenant directory), after removing any
+    /// left by an earlier attempt. Blocks on disk I/O.
+    pub fn prepare_staging_blocking(&self, key: TimelineKey) -> Result<PathBuf, NodeError> {
+        let durability = self.config.store.durability;
+        let tenant_dir = self.config.data_dir.join(key.0.to_string());
+        fsio::create_dir_durable(&tenant_dir, durability).map_err(|e| NodeError::Io {
+            path: tenant_dir.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        let staging = self.staging_dir(key);
+        remove_tree_if_exists(&staging)?;
+        fsio::create_dir_durable(&staging, durability).map_err(|e| NodeError::Io {
+            path: staging.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        Ok(staging)
+    }
+
+    /// Removes the staging directory of `key` (a pull that failed). Blocks on disk I/O; failures are logged.
+    pub fn discard_staging_blocking(&self, key: TimelineKey) {
+        let staging = self.staging_dir(key);
+        if let Err(error) = remove_tree_if_exists(&staging) {
+            tracing::warn!(path = %staging.display(), %error, "could not remove a replica's staging directory; the next pull or open will");
+        }
+    }
+
+    /// Installs the complete replica in the staging directory of `key` (see the module doc), unless the
+    /// timeline here is, by now, at least at `copy_position` (the replica's `(last log term, flush LSN)`):
+    /// then the replica is dropped. The replica's control file gets the higher of its term and the term
+    /// promised here, and the higher commit LSN. Blocks on disk I/O and on the timeline's lock.
+    pub fn install_pull_blocking(
+        &self,
+        key: TimelineKey,
+        copy_position: (crate::protocol::Term, Lsn),
+    ) -> Result<Installed, NodeError> {
+        if self.is_shut_down() {
+            return Err(NodeError::ShuttingDown);
+        }
+        let _installing = self.create_lock.lock();
+        let slot = match self.timelines.read().get(&key) {
+            Some(Slot::Ready(timeline)) => Some(Arc::clone(timeline)),
+            Some(Slot::Broken(_)) | None => None,
+        };
+        let staging = self.staging_dir(key);
+        let dir = self.timeline_dir(key);
+        let durability = self.config.store.durability;
+        let tenant_dir = self.config.data_dir.join(key.0.to_string());
+        match slot {
+            Some(timeline) => {
+                // Under the acceptor lock from the check to the swap: nothing is appended to the old copy after
+                // it was judged behind.
+                let acceptor = timeline.acceptor.lock();
+                timeline.check_usable()?;
+                let current = acceptor.state();
+                if current.log_position() >= copy_position {
+                    drop(acceptor);
+                    self.discard_staging_blocking(key);
+                    tracing::info!(node = self.config.node_id, tenant = %key.0, timeline = %key.1, "the timeline caught up during the pull; replica dropped");
+                    return Ok(Installed::NotNeeded(timeline));
+                }
+                raise_staged_control(&staging, &current, copy_position.1, durability)?;
+                swap_dirs(&dir, &staging, &tenant_dir, durability)?;
+                timeline.deleted.send_replace(true);
+                drop(acceptor);
+            }
+            None => {
+                // A broken timeline, or a creation cut short (a directory without a control file): replaced.
+                if dir.exists() {
+                    swap_dirs(&dir, &staging, &tenant_dir, durability)?;
+                } else {
+                    fs::rename(&staging, &dir).map_err(io_error(&staging))?;
+                    sync_dir_node(&tenant_dir, durability)?;
+                }
+            }
+        }
+        let timeline = match open_timeline_dir(&dir, &self.config.store) {
+            Ok(Some(acceptor)) => Arc::new(Timeline::new(key, acceptor, Arc::clone(&self.lock))),
+            Ok(None) => unreachable!("a replica is installed with its control file"),
+            Err(error) => {
+                tracing::error!(dir = %dir.display(), %error, "an installed replica failed to load; served as broken");
+                self.timelines.write().insert(key, Slot::Broken(error.to_string()));
+                return Err(NodeError::Acceptor(error));
+            }
+        };
+        self.timelines.write().insert(key, Slot::Ready(Arc::clone(&timeline)));
+        tracing::info!(
+            node = self.config.node_id,
+            tenant = %key.0,
+            timeline = %key.1,
+            commit_lsn = %timeline.commit_lsn(),
+            "installed a replica pulled from a peer"
+        );
+        Ok(Installed::Replaced(timeline))
     }
 
     /// This safekeeper's id.
@@ -381,6 +613,11 @@ impl SafekeeperNode {
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.config.data_dir
+    }
+
+    /// Segment size and durability of its timelines.
+    pub fn store_config(&self) -> &FileStoreConfig {
+        &self.config.store
     }
 
     /// The directory of a timeline.
@@ -498,6 +735,8 @@ impl SafekeeperNode {
         if let Some(Slot::Ready(timeline)) = &slot {
             timeline.mark_deleted();
         }
+        // A replica being copied must not be installed at the next open as if the deletion had not happened.
+        remove_tree_if_exists(&self.staging_dir(key))?;
         // Whatever the map said: a directory may be there without a slot (a creation cut short).
         let removed = remove_dir_durable(&self.timeline_dir(key), self.config.store.durability)?;
         tracing::info!(
@@ -673,7 +912,19 @@ fn list_timeline_dirs(data_dir: &Path) -> Result<Vec<(TimelineKey, PathBuf)>, No
             tracing::warn!(path = %tenant_dir.display(), "ignoring a directory that is not a tenant id");
             continue;
         };
-        for (timeline_name, timeline_dir) in subdirectories(&tenant_dir)? {
+        let mut timeline_dirs = subdirectories(&tenant_dir)?;
+        // Staging directories first: one may be renamed into place and must then be listed as a timeline.
+        timeline_dirs.sort_by_key(|(name, _)| !name.ends_with(STAGING_SUFFIX));
+        let mut promoted = Vec::new();
+        for (timeline_name, timeline_dir) in timeline_dirs {
+            if let Some(id) = timeline_name.strip_suffix(STAGING_SUFFIX) {
+                if parse_lower_hex_id(id).is_some() {
+                    if let Some(target) = settle_staging(&timeline_dir, &tenant_dir.join(id))? {
+                        promoted.push((id.to_string(), target));
+                    }
+                    continue;
+                }
+            }
             if is_tombstone_name(&timeline_name) {
                 remove_leftover_tombstone(&timeline_dir);
                 continue;
@@ -684,9 +935,97 @@ fn list_timeline_dirs(data_dir: &Path) -> Result<Vec<(TimelineKey, PathBuf)>, No
             };
             found.push(((TenantId(tenant_id), TimelineId(timeline_id)), timeline_dir));
         }
+        for (id, dir) in promoted {
+            let timeline_id = parse_lower_hex_id(&id).expect("checked above");
+            found.push(((TenantId(tenant_id), TimelineId(timeline_id)), dir));
+        }
     }
     found.sort_unstable_by_key(|(key, _)| *key);
     Ok(found)
+}
+
+/// Settles a replica's staging directory found at open (see the module doc): renamed to `target` (and
+/// returned) if it is complete and `target` is absent; removed otherwise.
+fn settle_staging(staging: &Path, target: &Path) -> Result<Option<PathBuf>, NodeError> {
+    let complete = matches!(FileControl::load(staging), Ok(Some(_)));
+    if complete && !target.exists() {
+        fs::rename(staging, target).map_err(io_error(staging))?;
+        let parent = target.parent().unwrap_or(Path::new("."));
+        sync_dir_node(parent, fsio::Durability::Fsync)?;
+        tracing::info!(path = %target.display(), "installed a replica whose install was cut short");
+        return Ok(Some(target.to_path_buf()));
+    }
+    tracing::info!(
+        path = %staging.display(),
+        complete,
+        "removing a replica's staging directory left by a pull cut short"
+    );
+    remove_tree_if_exists(staging)?;
+    Ok(None)
+}
+
+/// fsync of a directory, as a node error.
+fn sync_dir_node(dir: &Path, durability: fsio::Durability) -> Result<(), NodeError> {
+    fsio::sync_dir(dir, durability).map_err(|e| NodeError::Io {
+        path: dir.to_path_buf(),
+        source: io::Error::other(e.to_string()),
+    })
+}
+
+/// Replaces the timeline directory `dir` by the complete replica in `staging`: `dir` to its tombstone, `staging`
+/// to `dir`, fsync of `parent`, removal of the tombstone. A crash between the renames leaves the complete
+/// staging directory and no `dir`, which the next open installs.
+fn swap_dirs(dir: &Path, staging: &Path, parent: &Path, durability: fsio::Durability) -> Result<(), NodeError> {
+    let tombstone = tombstone_path(dir);
+    remove_tree_if_exists(&tombstone)?;
+    fs::rename(dir, &tombstone).map_err(io_error(dir))?;
+    if let Err(error) = fs::rename(staging, dir) {
+        // Put the old one back so the node serves it after a restart; the caller reports the failure.
+        if let Err(back) = fs::rename(&tombstone, dir) {
+            tracing::error!(path = %dir.display(), %back, "could not put a timeline back after a failed replica install");
+        }
+        return Err(io_error(staging)(error));
+    }
+    sync_dir_node(parent, durability)?;
+    if let Err(error) = remove_tree_if_exists(&tombstone) {
+        tracing::warn!(path = %tombstone.display(), %error, "could not remove a tombstone; the next open will");
+    }
+    Ok(())
+}
+
+/// Raises the staged replica's control file to what the timeline here already promised or knows committed:
+/// the higher term, the higher commit LSN (within the replica's WAL, which holds every committed record).
+fn raise_staged_control(
+    staging: &Path,
+    current: &AcceptorState,
+    replica_flush_lsn: Lsn,
+    durability: fsio::Durability,
+) -> Result<(), NodeError> {
+    if current.commit_lsn > replica_flush_lsn {
+        // A record committed here is on every copy at least as far as this one; a replica without it would
+        // contradict that. Never install it.
+        return Err(NodeError::Acceptor(AcceptorError::Invalid(format!(
+            "the replica ends at {replica_flush_lsn}, before the commit LSN {} known here",
+            current.commit_lsn
+        ))));
+    }
+    let mut control = FileControl::load(staging)
+        .map_err(AcceptorError::from)?
+        .ok_or_else(|| NodeError::Io {
+            path: staging.to_path_buf(),
+            source: io::Error::other("a staged replica without its control file"),
+        })?;
+    let term = control.term.max(current.term);
+    let commit_lsn = control.commit_lsn.max(current.commit_lsn);
+    if (term, commit_lsn) == (control.term, control.commit_lsn) {
+        return Ok(());
+    }
+    control.term = term;
+    control.commit_lsn = commit_lsn;
+    FileControl::new(staging, durability)
+        .persist(&control)
+        .map_err(AcceptorError::from)?;
+    Ok(())
 }
 
 /// The subdirectories of `dir` with UTF-8 names (others are logged and skipped; files are skipped).

@@ -14,6 +14,22 @@
 //! 4. **Fencing.** A reply carrying a higher term ends the leadership: nothing more is proposed, the caller
 //!    gets [`ProposeError::Fenced`].
 //!
+//! **Acceptors whose WAL starts late.** An acceptor removes WAL below the pageserver's horizon, and a replica
+//! rebuilt by `PullTimeline` holds WAL only from its source's oldest LSN: its state says where
+//! (`AcceptorState::oldest_lsn`, at most its commit LSN). Its term history is its source's, so its divergence
+//! point is found as for any acceptor, and never falls below its commit LSN (nor, then, below its oldest
+//! LSN). A catch-up read is sent only to a streaming peer that retains the WAL asked for; a source that
+//! refuses one is not asked again for that position. When no streaming peer retains what a lagging acceptor
+//! needs, it stays out of the commit count (it is not fed, so its flush LSN does not move) and is re-elected
+//! from its state every `request_timeout_ms`, which picks it up once it has been rebuilt.
+//!
+//! **Lost acceptors.** A driver reports a broken connection ([`Proposer::on_connection_lost`]): the
+//! acceptor's acknowledgements stop counting until it is elected again from the state it reports then (a
+//! process that lost its disk must not be credited with what it acknowledged before). An acceptor that
+//! refuses twice, for a reason other than a gap, without acknowledging an append in between (a missing
+//! timeline answers every request with `NOT_FOUND`; a failed store refuses every append) is asked again only
+//! after `request_timeout_ms`, not at once.
+//!
 //! Bounds: one request of each kind in flight per acceptor for the campaign, `in_flight_bytes_max` of
 //! unacknowledged appends per acceptor, `backlog_bytes_max` of uncommitted WAL in the buffer, and every request
 //! times out after `request_timeout_ms` (then it is resent from the last acknowledged point).
@@ -184,8 +200,19 @@ enum Kind {
     State,
     Vote,
     Elected,
-    Append { end_lsn: Lsn },
-    Read { peer: usize },
+    Append {
+        end_lsn: Lsn,
+    },
+    /// A catch-up read for `peer` at `start_lsn` (sent to another acceptor).
+    Read {
+        peer: usize,
+        start_lsn: Lsn,
+    },
+}
+
+/// Whether `kind` is a catch-up read on behalf of `peer`.
+fn is_read_for(kind: Kind, peer: usize) -> bool {
+    matches!(kind, Kind::Read { peer: target, .. } if target == peer)
 }
 
 struct Outstanding {
@@ -209,6 +236,11 @@ enum Stage {
     Waiting,
     /// Elected in this term: appends flow.
     Streaming,
+    /// It refused again and again (its timeline may be missing): asked again after `until_ms`.
+    Backoff {
+        /// When to ask for its promise again.
+        until_ms: u64,
+    },
 }
 
 struct Peer {
@@ -221,6 +253,36 @@ struct Peer {
     /// The commit LSN last sent to this acceptor: when it falls behind and no WAL is left to send, an empty
     /// append carries the new one (safekeepers stream only committed WAL, so they must learn of commits).
     sent_commit_lsn: Lsn,
+    /// The lowest LSN it serves (from its state when it was elected; it only grows): catch-up reads below it
+    /// are sent to another peer.
+    oldest_lsn: Lsn,
+    /// Sources (by index) that refused a catch-up read for this acceptor at `read_refused_at`.
+    read_refused_by: Vec<bool>,
+    read_refused_at: Lsn,
+    /// Since when no streaming peer retains the WAL this acceptor needs next.
+    stuck_since_ms: Option<u64>,
+    /// Its being stuck was logged (once until it makes progress again).
+    stuck_reported: bool,
+    /// Refusals in a row (other than gaps) since it last acknowledged an append.
+    refusals_in_a_row: u32,
+}
+
+impl Peer {
+    fn new(acceptor_count: usize) -> Peer {
+        Peer {
+            stage: Stage::NeedState,
+            flush_lsn: Lsn(0),
+            next_lsn: Lsn(0),
+            in_flight_bytes: 0,
+            sent_commit_lsn: Lsn(0),
+            oldest_lsn: Lsn(0),
+            read_refused_by: vec![false; acceptor_count],
+            read_refused_at: Lsn(0),
+            stuck_since_ms: None,
+            stuck_reported: false,
+            refusals_in_a_row: 0,
+        }
+    }
 }
 
 struct Leader {
@@ -491,13 +553,7 @@ impl Proposer {
         tracing::info!(term, donor, epoch_start = %epoch_start_lsn, "elected");
         self.commit_lsn = self.commit_lsn.max(donor_vote.state.commit_lsn.min(epoch_start_lsn));
         let peers = (0..self.config.acceptor_count)
-            .map(|_| Peer {
-                stage: Stage::NeedState,
-                flush_lsn: Lsn(0),
-                next_lsn: Lsn(0),
-                in_flight_bytes: 0,
-                sent_commit_lsn: Lsn(0),
-            })
+            .map(|_| Peer::new(self.config.acceptor_count))
             .collect();
         self.outstanding.clear();
         self.phase = Phase::Leader(Leader {
@@ -541,6 +597,9 @@ impl Proposer {
         p.next_lsn = start;
         p.in_flight_bytes = 0;
         p.sent_commit_lsn = Lsn(0);
+        p.oldest_lsn = state.oldest_lsn;
+        p.read_refused_by.iter_mut().for_each(|refused| *refused = false);
+        p.stuck_since_ms = None;
         let request = ElectedRequest {
             term: leader.term,
             history: leader.history.clone(),
@@ -588,6 +647,9 @@ impl Proposer {
                     return;
                 }
                 p.flush_lsn = p.flush_lsn.max(ack.flush_lsn);
+                // An acknowledged append, not just an election, ends a run of refusals: an acceptor that takes
+                // elections and refuses every append (a failed store) backs off too.
+                p.refusals_in_a_row = 0;
                 if ack.flush_lsn < end_lsn {
                     // The acceptor did not keep all of it (it restarted and lost unsynced data): resend.
                     p.next_lsn = p.flush_lsn;
@@ -599,13 +661,15 @@ impl Proposer {
                     self.pump(peer, out);
                 }
             }
-            (Kind::Read { peer: target }, Reply::Wal { start_lsn, data }) => {
+            (Kind::Read { peer: target, .. }, Reply::Wal { start_lsn, data }) => {
                 let Phase::Leader(leader) = &mut self.phase else { return };
                 let term = leader.term;
                 let p = &mut leader.peers[target];
                 if p.stage == Stage::Streaming && p.next_lsn == start_lsn && !data.is_empty() {
                     let end_lsn = Lsn(start_lsn.0 + data.len() as u64);
                     p.next_lsn = end_lsn;
+                    p.stuck_since_ms = None;
+                    p.stuck_reported = false;
                     let append = AppendRequest {
                         term,
                         begin_lsn: start_lsn,
@@ -627,19 +691,54 @@ impl Proposer {
                         self.reset_peer(peer, out);
                         return;
                     }
+                    if write_lsn < p.flush_lsn {
+                        // It acknowledged more than it now holds: its disk was lost (or it was rebuilt). What
+                        // it acknowledged no longer counts; elect it again from what it has.
+                        tracing::error!(peer, write = %write_lsn, acknowledged = %p.flush_lsn, "acceptor lost acknowledged WAL");
+                        self.reset_peer(peer, out);
+                        return;
+                    }
                     p.next_lsn = write_lsn.max(p.flush_lsn);
                     self.forget_appends_to(peer);
                     self.pump(peer, out);
                 }
             }
-            (Kind::Read { peer: target }, Reply::Refused(_)) => {
-                // The source could not serve it; another source (or a later retry) will.
+            (
+                Kind::Read {
+                    peer: target,
+                    start_lsn,
+                },
+                Reply::Refused(refusal),
+            ) => {
+                // The source could not serve it (it may have removed that WAL, or be a replica that never had
+                // it): ask another source for this position.
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let p = &mut leader.peers[target];
+                if p.next_lsn == start_lsn {
+                    if p.read_refused_at != start_lsn {
+                        p.read_refused_by.iter_mut().for_each(|refused| *refused = false);
+                        p.read_refused_at = start_lsn;
+                    }
+                    p.read_refused_by[peer] = true;
+                }
+                tracing::debug!(source = peer, peer = target, %start_lsn, ?refusal, "catch-up read refused");
                 self.pump(target, out);
             }
             (_, Reply::Refused(refusal)) => {
-                // The acceptor lost track of this term's election (or refused for another reason): start it over.
-                tracing::debug!(peer, ?refusal, "acceptor refused; re-sending its election");
-                self.reset_peer(peer, out);
+                // The acceptor lost track of this term's election (or refused for another reason): start it over,
+                // at once the first time, after the request timeout when it keeps refusing (a timeline missing
+                // there answers everything with NOT_FOUND: re-asking at once would spin).
+                let Phase::Leader(leader) = &mut self.phase else { return };
+                let p = &mut leader.peers[peer];
+                p.refusals_in_a_row = p.refusals_in_a_row.saturating_add(1);
+                if p.refusals_in_a_row >= 2 {
+                    let until_ms = self.now_ms + self.config.request_timeout_ms;
+                    tracing::debug!(peer, ?refusal, until_ms, "acceptor keeps refusing; asking again later");
+                    self.back_off(peer, until_ms);
+                } else {
+                    tracing::debug!(peer, ?refusal, "acceptor refused; re-sending its election");
+                    self.reset_peer(peer, out);
+                }
             }
             _ => {}
         }
@@ -668,13 +767,13 @@ impl Proposer {
 
     /// Whether a catch-up read for `peer` is in flight (from whichever source).
     fn is_reading(&self, peer: usize) -> bool {
-        self.outstanding.values().any(|o| o.kind == Kind::Read { peer })
+        self.outstanding.values().any(|o| is_read_for(o.kind, peer))
     }
 
     /// Drops the appends to `peer` and the catch-up reads for it.
     fn forget_appends_to(&mut self, peer: usize) {
         self.outstanding
-            .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || o.kind == Kind::Read { peer }));
+            .retain(|_, o| !((o.to == peer && matches!(o.kind, Kind::Append { .. })) || is_read_for(o.kind, peer)));
         if let Phase::Leader(leader) = &mut self.phase {
             leader.peers[peer].in_flight_bytes = 0;
             // What was sent may be lost: tell the commit LSN again with the next append.
@@ -683,13 +782,50 @@ impl Proposer {
     }
 
     fn reset_peer(&mut self, peer: usize, out: &mut Vec<Envelope>) {
-        // Reads sent to this peer on behalf of others stay: they are answered or time out on their own.
-        self.outstanding
-            .retain(|_, o| !((o.to == peer && !matches!(o.kind, Kind::Read { .. })) || o.kind == Kind::Read { peer }));
-        if let Phase::Leader(leader) = &mut self.phase {
-            leader.peers[peer].in_flight_bytes = 0;
-        }
+        self.forget_peer(peer);
         self.request_promise(peer, out);
+    }
+
+    /// Drops what is in flight to `peer` and for it. Reads sent to it on behalf of others stay: they are
+    /// answered or time out on their own.
+    fn forget_peer(&mut self, peer: usize) {
+        self.outstanding
+            .retain(|_, o| !((o.to == peer && !matches!(o.kind, Kind::Read { .. })) || is_read_for(o.kind, peer)));
+        if let Phase::Leader(leader) = &mut self.phase {
+            let p = &mut leader.peers[peer];
+            p.in_flight_bytes = 0;
+            p.stuck_since_ms = None;
+        }
+    }
+
+    /// Leaves `peer` alone until `until_ms` (it is not streaming meanwhile, so it does not count for commits).
+    fn back_off(&mut self, peer: usize, until_ms: u64) {
+        self.forget_peer(peer);
+        if let Phase::Leader(leader) = &mut self.phase {
+            leader.peers[peer].stage = Stage::Backoff { until_ms };
+        }
+    }
+
+    /// The connection to acceptor `peer` broke (its process may have died, or lost its disk and been rebuilt):
+    /// its acknowledgements stop counting until it is elected again from the state it reports then. Replies
+    /// still in flight from it (an `Elected` computed from its old state) are ignored.
+    pub fn on_connection_lost(&mut self, peer: usize, now_ms: u64) -> Vec<Envelope> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        if let Phase::Leader(leader) = &self.phase {
+            let in_play = leader
+                .peers
+                .get(peer)
+                .is_some_and(|p| matches!(p.stage, Stage::Streaming | Stage::Waiting));
+            if in_play {
+                tracing::info!(
+                    peer,
+                    "connection to the acceptor lost; electing it again from its state"
+                );
+                self.reset_peer(peer, &mut out);
+            }
+        }
+        out
     }
 
     /// Commit = the highest LSN durable on a majority of acceptors streaming in this term, if at least the
@@ -738,23 +874,51 @@ impl Proposer {
             return;
         }
         if p.next_lsn < leader.buffer_start_lsn {
-            // Read from the streaming peer with the most durable WAL in this term that has what is needed.
+            // Read from the streaming peer with the most durable WAL in this term that still has what is needed
+            // (not removed, or not missing from a rebuilt replica) and has not refused it already.
             let next = p.next_lsn;
-            let source = (0..leader.peers.len())
+            let refused = |i: usize| p.read_refused_at == next && p.read_refused_by[i];
+            let holders: Vec<usize> = (0..leader.peers.len())
                 .filter(|&i| i != peer && leader.peers[i].stage == Stage::Streaming && leader.peers[i].flush_lsn > next)
+                .collect();
+            let source = holders
+                .iter()
+                .copied()
+                .filter(|&i| leader.peers[i].oldest_lsn <= next && !refused(i))
                 .max_by_key(|&i| leader.peers[i].flush_lsn);
-            if let Some(source) = source {
-                let max_bytes = self.config.append_bytes_max;
-                self.send(
-                    out,
-                    source,
-                    Kind::Read { peer },
-                    Request::ReadWal {
-                        term,
-                        start_lsn: next,
-                        max_bytes,
-                    },
-                );
+            match source {
+                Some(source) => {
+                    let max_bytes = self.config.append_bytes_max;
+                    self.send(
+                        out,
+                        source,
+                        Kind::Read { peer, start_lsn: next },
+                        Request::ReadWal {
+                            term,
+                            start_lsn: next,
+                            max_bytes,
+                        },
+                    );
+                }
+                None if !holders.is_empty() => {
+                    // Every peer past this point removed the WAL at it (or refused it): this acceptor cannot be
+                    // caught up from them. It stays out of the commit count until it is rebuilt.
+                    let now_ms = self.now_ms;
+                    let p = &mut leader.peers[peer];
+                    if p.stuck_since_ms.is_none() {
+                        p.stuck_since_ms = Some(now_ms);
+                    }
+                    if !p.stuck_reported {
+                        p.stuck_reported = true;
+                        tracing::warn!(
+                            peer,
+                            %next,
+                            "no streaming peer retains the WAL this acceptor needs: it stays behind until it is \
+                             rebuilt (PullTimeline)"
+                        );
+                    }
+                }
+                None => {}
             }
             return;
         }
@@ -848,11 +1012,374 @@ impl Proposer {
                     self.forget_appends_to(to);
                     self.pump(to, &mut out);
                 }
-                (Phase::Leader(_), Kind::Read { peer }) => self.pump(peer, &mut out),
+                (Phase::Leader(_), Kind::Read { peer, .. }) => self.pump(peer, &mut out),
                 (Phase::Leader(_), Kind::State | Kind::Vote | Kind::Elected) => self.reset_peer(to, &mut out),
                 _ => {}
             }
         }
+        self.retry_waiting_peers(&mut out);
         out
+    }
+
+    /// Asks backed-off peers for their promise again once their time has come, and re-elects peers that have
+    /// been stuck (no source for their next WAL) for a request timeout: they may have been rebuilt since.
+    fn retry_waiting_peers(&mut self, out: &mut Vec<Envelope>) {
+        let Phase::Leader(leader) = &self.phase else { return };
+        let now_ms = self.now_ms;
+        let timeout = self.config.request_timeout_ms;
+        let due: Vec<usize> = leader
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| match p.stage {
+                Stage::Backoff { until_ms } => now_ms >= until_ms,
+                Stage::Streaming => p
+                    .stuck_since_ms
+                    .is_some_and(|since| now_ms.saturating_sub(since) >= timeout),
+                Stage::NeedState | Stage::Waiting => false,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for peer in due {
+            if self.is_reading(peer) {
+                continue;
+            }
+            self.reset_peer(peer, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The proposer against acceptors whose WAL starts late (a replica rebuilt from a peer, or WAL removed below
+    //! the pageserver's horizon), acceptors that keep refusing, and an acceptor that lost its disk. A tiny
+    //! deterministic network: every request is answered at once, appends are synced at once, and a node is up,
+    //! down (no answer) or missing the timeline (`NOT_FOUND` to everything).
+
+    use super::*;
+    use crate::acceptor::Acceptor;
+    use crate::dispatch::{serve, Served};
+    use crate::memstore::{MemControl, MemWal};
+    use crate::protocol::ControlState;
+    use storage::{Key, Patch, Value, WalRecord};
+
+    const START: Lsn = Lsn(0x100);
+    const TIMEOUT_MS: u64 = 100;
+
+    enum Node {
+        Up(Acceptor<MemWal, MemControl>),
+        Down,
+        Missing,
+        /// Takes votes and elections but refuses every append (a store that failed).
+        FailedStore(Acceptor<MemWal, MemControl>),
+    }
+
+    struct Net {
+        nodes: Vec<Node>,
+        /// Every request sent, in order.
+        sent: Vec<Envelope>,
+    }
+
+    impl Net {
+        /// Delivers `out` and everything it leads to, at `now_ms`, until nothing more is sent.
+        fn run(&mut self, proposer: &mut Proposer, out: Vec<Envelope>, now_ms: u64) {
+            let mut queue: VecDeque<Envelope> = out.into();
+            while let Some(envelope) = queue.pop_front() {
+                assert!(self.sent.len() < 100_000, "the proposer never settles");
+                self.sent.push(envelope.clone());
+                let reply = match &mut self.nodes[envelope.to] {
+                    Node::Down => continue,
+                    Node::Missing => Reply::Refused(Refusal::Other("NotFound: no such timeline".into())),
+                    Node::Up(acceptor) => match serve(acceptor, envelope.request) {
+                        Served::Reply(reply) => reply,
+                        Served::NeedsSync => Reply::Append(acceptor.sync().expect("sync")),
+                    },
+                    Node::FailedStore(_) if matches!(envelope.request, Request::Append(_)) => {
+                        Reply::Refused(Refusal::Other("Internal: safekeeper storage failure".into()))
+                    }
+                    Node::FailedStore(acceptor) => match serve(acceptor, envelope.request) {
+                        Served::Reply(reply) => reply,
+                        Served::NeedsSync => unreachable!("appends are refused above"),
+                    },
+                };
+                queue.extend(proposer.on_reply(envelope.id, reply, now_ms));
+            }
+        }
+
+        fn acceptor(&self, index: usize) -> &Acceptor<MemWal, MemControl> {
+            match &self.nodes[index] {
+                Node::Up(acceptor) => acceptor,
+                _ => panic!("node {index} is not up"),
+            }
+        }
+
+        /// Requests sent to `to` since `from` (an index into `sent`).
+        fn sent_to(&self, to: usize, from: usize) -> Vec<&Request> {
+            self.sent[from..]
+                .iter()
+                .filter(|e| e.to == to)
+                .map(|e| &e.request)
+                .collect()
+        }
+    }
+
+    fn frame(seed: u8) -> Bytes {
+        WalRecord {
+            commit_ts_us: u64::from(seed),
+            db_size_pages: 1,
+            entries: vec![(
+                Key::page(0),
+                Value::Delta(vec![Patch {
+                    offset: 0,
+                    data: Bytes::from(vec![seed; 20]),
+                }]),
+            )],
+        }
+        .to_frame()
+        .expect("encodes")
+    }
+
+    /// Ten frames and the LSN after each.
+    fn wal() -> (Vec<u8>, Vec<Lsn>) {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for seed in 0..10 {
+            bytes.extend_from_slice(&frame(seed));
+            ends.push(Lsn(START.0 + bytes.len() as u64));
+        }
+        (bytes, ends)
+    }
+
+    /// An acceptor elected in term 1 holding `wal[oldest - START .. flush - START]` from `oldest`.
+    fn acceptor(wal: &[u8], oldest: Lsn, flush: Lsn, commit: Lsn) -> Node {
+        let bytes = wal[(oldest.0 - START.0) as usize..(flush.0 - START.0) as usize].to_vec();
+        let control = ControlState {
+            term: 1,
+            history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
+            commit_lsn: commit,
+            timeline_start_lsn: START,
+            remote_consistent_lsn: oldest,
+        };
+        Node::Up(Acceptor::new(control, MemWal::with_durable(oldest, bytes), MemControl::default()).expect("acceptor"))
+    }
+
+    fn proposer() -> Proposer {
+        Proposer::new(
+            ProposerConfig {
+                acceptor_count: 3,
+                request_timeout_ms: TIMEOUT_MS,
+                election_timeout_ms: 10 * TIMEOUT_MS,
+                in_flight_bytes_max: 1 << 20,
+                append_bytes_max: 100,
+                backlog_bytes_max: 1 << 20,
+            },
+            START,
+        )
+    }
+
+    fn elect(proposer: &mut Proposer, net: &mut Net) -> (Term, Lsn) {
+        let out = proposer.start_campaign(0);
+        net.run(proposer, out, 0);
+        match proposer.status() {
+            Status::Leader { term, epoch_start_lsn } => (term, epoch_start_lsn),
+            other => panic!("not elected: {other:?}"),
+        }
+    }
+
+    fn reads_below(requests: &[&Request], lsn: Lsn) -> usize {
+        requests
+            .iter()
+            .filter(|r| matches!(r, Request::ReadWal { start_lsn, .. } if *start_lsn < lsn))
+            .count()
+    }
+
+    #[test]
+    fn catch_up_reads_go_only_to_peers_that_retain_the_wal() {
+        let (bytes, ends) = wal();
+        let (end, five, two) = (ends[9], ends[4], ends[1]);
+        // 0 has everything; 1 lags at two frames; 2 is a replica whose WAL starts at five frames.
+        let mut net = Net {
+            nodes: vec![
+                acceptor(&bytes, START, end, end),
+                acceptor(&bytes, START, two, two),
+                acceptor(&bytes, five, end, end),
+            ],
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        let (_, epoch_start) = elect(&mut proposer, &mut net);
+        assert_eq!(epoch_start, end);
+        assert_eq!(
+            reads_below(&net.sent_to(2, 0), five),
+            0,
+            "never asked the replica for WAL it lacks"
+        );
+        assert!(
+            reads_below(&net.sent_to(0, 0), five) > 0,
+            "the lagging acceptor was caught up from 0"
+        );
+        assert_eq!(net.acceptor(1).state().flush_lsn, end);
+        assert_eq!(net.acceptor(1).wal().durable_bytes(), &bytes[..]);
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, 1);
+        assert_eq!(proposer.commit_lsn(), record_end);
+    }
+
+    /// When the only peer ahead of a lagging acceptor is a replica that lacks the WAL it needs, the proposer
+    /// does not ask the replica for it, does not count the lagging acceptor for commits (nothing is committed
+    /// that a majority does not hold), and once the acceptor is rebuilt from the replica it is elected again
+    /// from its new state after a request timeout and commits go on.
+    #[test]
+    fn a_peer_no_one_can_catch_up_waits_safely_until_it_is_rebuilt() {
+        let (bytes, ends) = wal();
+        let (end, five, two) = (ends[9], ends[4], ends[1]);
+        let mut net = Net {
+            nodes: vec![
+                Node::Down,
+                acceptor(&bytes, START, two, two),
+                acceptor(&bytes, five, end, end),
+            ],
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        let (term, epoch_start) = elect(&mut proposer, &mut net);
+        assert_eq!(epoch_start, end, "the replica is the donor");
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, 1);
+        assert_eq!(
+            reads_below(&net.sent_to(2, 0), five),
+            0,
+            "never asked the replica for WAL it lacks"
+        );
+        assert_eq!(net.acceptor(1).state().flush_lsn, two, "no one can catch it up");
+        assert_eq!(
+            net.acceptor(2).state().flush_lsn,
+            record_end,
+            "the replica took the new record"
+        );
+        assert!(
+            proposer.commit_lsn() < record_end,
+            "one acceptor holds the record: not committed ({})",
+            proposer.describe()
+        );
+        // Nothing is retried in a loop while it waits.
+        let quiet_from = net.sent.len();
+        let out = proposer.tick(TIMEOUT_MS / 2);
+        net.run(&mut proposer, out, TIMEOUT_MS / 2);
+        assert_eq!(net.sent_to(1, quiet_from).len(), 0);
+
+        // Acceptor 1 is rebuilt from the replica (what PullTimeline does): its WAL starts at five frames.
+        let replica = net.acceptor(2);
+        let control = replica.control().clone();
+        let copy = MemWal::with_durable(five, replica.wal().durable_bytes().to_vec());
+        net.nodes[1] = Node::Up(Acceptor::new(control, copy, MemControl::default()).expect("rebuilt"));
+        let out = proposer.tick(2 * TIMEOUT_MS);
+        net.run(&mut proposer, out, 2 * TIMEOUT_MS);
+        assert_eq!(proposer.commit_lsn(), record_end, "{}", proposer.describe());
+        let (next_end, out) = proposer.propose(frame(43)).expect("propose");
+        net.run(&mut proposer, out, 2 * TIMEOUT_MS);
+        assert_eq!(proposer.commit_lsn(), next_end);
+        assert_eq!(net.acceptor(1).state().history.last_term(), term);
+        assert_eq!(
+            net.acceptor(1).wal().durable_bytes(),
+            net.acceptor(2).wal().durable_bytes()
+        );
+    }
+
+    #[test]
+    fn a_peer_that_keeps_refusing_is_asked_again_only_after_the_timeout() {
+        let (bytes, ends) = wal();
+        let end = ends[9];
+        let mut net = Net {
+            nodes: vec![
+                acceptor(&bytes, START, end, end),
+                acceptor(&bytes, START, end, end),
+                Node::Missing,
+            ],
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        elect(&mut proposer, &mut net);
+        let asked = net.sent_to(2, 0).len();
+        assert!(asked <= 4, "{asked} requests to a timeline that is missing");
+        let from = net.sent.len();
+        let out = proposer.tick(TIMEOUT_MS - 1);
+        net.run(&mut proposer, out, TIMEOUT_MS - 1);
+        assert_eq!(net.sent_to(2, from).len(), 0, "backing off");
+        let out = proposer.tick(TIMEOUT_MS);
+        net.run(&mut proposer, out, TIMEOUT_MS);
+        assert_eq!(net.sent_to(2, from).len(), 1, "asked once again after the timeout");
+        // Commits go on with the other two.
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, TIMEOUT_MS);
+        assert_eq!(proposer.commit_lsn(), record_end);
+    }
+
+    /// An acceptor that takes elections but refuses every append is not re-elected in a loop either.
+    #[test]
+    fn a_peer_that_takes_elections_but_refuses_appends_backs_off() {
+        let (bytes, ends) = wal();
+        let end = ends[9];
+        let failed = match acceptor(&bytes, START, end, end) {
+            Node::Up(acceptor) => Node::FailedStore(acceptor),
+            _ => unreachable!("an acceptor"),
+        };
+        let mut net = Net {
+            nodes: vec![
+                acceptor(&bytes, START, end, end),
+                acceptor(&bytes, START, end, end),
+                failed,
+            ],
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        elect(&mut proposer, &mut net);
+        let from = net.sent.len();
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, 1);
+        assert_eq!(proposer.commit_lsn(), record_end);
+        let asked = net.sent_to(2, from).len();
+        assert!(asked <= 6, "{asked} requests to an acceptor whose store failed");
+    }
+
+    /// An acceptor that acknowledged a record and then lost its disk must not be counted for it: once its
+    /// connection is reported lost, the record commits only when a majority of live copies hold it.
+    #[test]
+    fn a_lost_connection_stops_counting_what_the_peer_acknowledged() {
+        let (bytes, ends) = wal();
+        let end = ends[9];
+        let mut net = Net {
+            nodes: (0..3).map(|_| acceptor(&bytes, START, end, end)).collect(),
+            sent: Vec::new(),
+        };
+        let mut proposer = proposer();
+        elect(&mut proposer, &mut net);
+        // Only acceptor 2 takes the record.
+        let held: Vec<Node> = (0..2)
+            .map(|i| std::mem::replace(&mut net.nodes[i], Node::Down))
+            .collect();
+        let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+        net.run(&mut proposer, out, 1);
+        assert!(proposer.commit_lsn() < record_end);
+        // Acceptor 2 loses its disk (its timeline is gone); its connection breaks.
+        net.nodes[2] = Node::Missing;
+        let out = proposer.on_connection_lost(2, 2);
+        net.run(&mut proposer, out, 2);
+        // Acceptor 0 comes back and takes the record: one copy, not committed.
+        let mut held = held.into_iter();
+        net.nodes[0] = held.next().expect("node 0");
+        let out = proposer.tick(TIMEOUT_MS + 2);
+        net.run(&mut proposer, out, TIMEOUT_MS + 2);
+        assert_eq!(net.acceptor(0).state().flush_lsn, record_end);
+        assert!(
+            proposer.commit_lsn() < record_end,
+            "counted the acknowledgement of a lost disk: {}",
+            proposer.describe()
+        );
+        // With acceptor 1 back, it is.
+        net.nodes[1] = held.next().expect("node 1");
+        let out = proposer.tick(2 * TIMEOUT_MS + 4);
+        net.run(&mut proposer, out, 2 * TIMEOUT_MS + 4);
+        assert_eq!(proposer.commit_lsn(), record_end, "{}", proposer.describe());
     }
 }

@@ -113,12 +113,24 @@ pub struct AcceptorState {
     pub commit_lsn: Lsn,
     /// Where the timeline's WAL begins.
     pub timeline_start_lsn: Lsn,
+    /// The lowest LSN it can still serve: WAL below it was removed (below the pageserver's horizon) or, on a
+    /// replica made by `PullTimeline`, never copied. At most `commit_lsn`.
+    pub oldest_lsn: Lsn,
+    /// What the pageserver reported durable in object storage.
+    pub remote_consistent_lsn: Lsn,
 }
 
 impl AcceptorState {
     /// The term of its last WAL record (0 if it has none): with `flush_lsn`, what donor selection compares.
     pub fn last_log_term(&self) -> Term {
         self.history.last_term()
+    }
+
+    /// How far its WAL is, as elections compare it: `(last log term, flush LSN)`. Of two acceptors, the one
+    /// with the higher position holds every committed record the other holds (Raft's "at least as
+    /// up-to-date"), which is what both donor selection and replica repair rely on.
+    pub fn log_position(&self) -> (Term, Lsn) {
+        (self.last_log_term(), self.flush_lsn)
     }
 }
 

@@ -16,6 +16,10 @@
 //! (or one larger frame), then waits for the timeline's commit LSN to move and goes on, until the client goes
 //! away or the node shuts down.
 //!
+//! **PullTimeline** rebuilds a timeline from its peers ([`crate::pull`]); **CopyWal** is what it reads them
+//! with: durable WAL (committed or not) of a range, in chunks of at most [`STREAM_WAL_CHUNK_BYTES_MAX`], then
+//! the stream ends.
+//!
 //! **DeleteTimeline** and **DeleteTenant** remove timelines durably (see [`crate::node`]); the `Append` and
 //! `StreamWal` streams open on a deleted timeline end with `NOT_FOUND` ("... was deleted").
 
@@ -105,7 +109,8 @@ pub fn status_from_node(error: &NodeError) -> Status {
         NodeError::NotFound { .. } | NodeError::Deleted { .. } => Status::not_found(error.to_string()),
         NodeError::AlreadyExists { .. } => Status::already_exists(error.to_string()),
         NodeError::Acceptor(error) => status_from_acceptor(error),
-        NodeError::ShuttingDown => Status::unavailable(error.to_string()),
+        NodeError::ShuttingDown | NodeError::QuietPeriod { .. } => Status::unavailable(error.to_string()),
+        NodeError::PullInProgress { .. } => Status::aborted(error.to_string()),
         NodeError::Broken { .. } | NodeError::Io { .. } | NodeError::Locked { .. } => convert::internal(error),
     }
 }
@@ -299,6 +304,61 @@ impl Safekeeper for SafekeeperService {
         let key = convert::timeline_key(Some(request.get_ref()))?;
         self.node.delete_timeline(key).await.map_err(|e| status_from_node(&e))?;
         Ok(Response::new(pb::DeleteTimelineResponse {}))
+    }
+
+    async fn pull_timeline(
+        &self,
+        request: Request<pb::PullTimelineRequest>,
+    ) -> Result<Response<pb::PullTimelineResponse>, Status> {
+        self.check_running()?;
+        let request = request.into_inner();
+        let key = convert::timeline_key(request.timeline.as_ref())?;
+        let outcome = crate::pull::pull_timeline(Arc::clone(&self.node), key, request.sources)
+            .await
+            .map_err(|e| {
+                tracing::warn!(node = self.node.node_id(), tenant = %key.0, timeline = %key.1, error = %e, "pull refused or failed");
+                crate::pull::status_from_pull(&e)
+            })?;
+        Ok(Response::new(pb::PullTimelineResponse {
+            state: Some(convert::state_to_proto(&outcome.state)),
+            copied: outcome.copied,
+            source: outcome.source.unwrap_or_default(),
+            copied_bytes: outcome.copied_bytes,
+        }))
+    }
+
+    type CopyWalStream = ReceiverStream<Result<pb::WalChunk, Status>>;
+
+    async fn copy_wal(&self, request: Request<pb::CopyWalRequest>) -> Result<Response<Self::CopyWalStream>, Status> {
+        let request = request.into_inner();
+        let timeline = self.timeline(request.timeline.as_ref())?;
+        let (start_lsn, end_lsn) = (Lsn(request.start_lsn), Lsn(request.end_lsn));
+        if end_lsn < start_lsn {
+            return Err(Status::invalid_argument(format!(
+                "end_lsn {end_lsn} is before start_lsn {start_lsn}"
+            )));
+        }
+        let (oldest_lsn, flush_lsn) = timeline
+            .run(|acceptor| {
+                use crate::protocol::WalStore;
+                (acceptor.wal().oldest_lsn(), acceptor.wal().flush_lsn())
+            })
+            .await
+            .map_err(|e| status_from_node(&e))?;
+        if start_lsn < oldest_lsn || end_lsn > flush_lsn {
+            return Err(Status::out_of_range(format!(
+                "{start_lsn}..{end_lsn} is outside the WAL held here, {oldest_lsn}..{flush_lsn}"
+            )));
+        }
+        let (tx, rx) = mpsc::channel(STREAM_WAL_CHANNEL_CHUNKS);
+        tokio::spawn(copy_wal(
+            timeline,
+            start_lsn,
+            end_lsn,
+            tx,
+            self.node.subscribe_shutdown(),
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn delete_tenant(
@@ -550,6 +610,44 @@ async fn stream_wal(timeline: Arc<Timeline>, mut next_lsn: Lsn, tx: WalSender, m
                 let _ = tx.try_send(Err(status_from_node(&NodeError::ShuttingDown)));
                 return;
             }
+        }
+    }
+}
+
+/// Streams durable WAL of `timeline` from `next_lsn` to `end_lsn`, then ends the stream.
+async fn copy_wal(
+    timeline: Arc<Timeline>,
+    mut next_lsn: Lsn,
+    end_lsn: Lsn,
+    tx: WalSender,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    while next_lsn < end_lsn {
+        let start_lsn = next_lsn;
+        let read = timeline
+            .run(move |acceptor| {
+                let data = acceptor.read_durable(start_lsn, end_lsn, STREAM_WAL_CHUNK_BYTES_MAX)?;
+                Ok::<_, AcceptorError>((data, acceptor.control().commit_lsn))
+            })
+            .await;
+        let item = match read {
+            Ok(Ok((data, commit_lsn))) if !data.is_empty() => {
+                next_lsn = Lsn(start_lsn.0 + data.len() as u64);
+                Ok(pb::WalChunk {
+                    start_lsn: start_lsn.0,
+                    data,
+                    commit_lsn: commit_lsn.0,
+                })
+            }
+            Ok(Ok(_)) => Err(Status::out_of_range(format!(
+                "no whole frame at {start_lsn} before {end_lsn}: the end is not a frame boundary"
+            ))),
+            Ok(Err(error)) => Err(status_from_read_error(&error)),
+            Err(error) => Err(status_from_node_read(&error)),
+        };
+        let failed = item.is_err();
+        if !send_or_stop(&tx, item, &mut shutdown).await || failed {
+            return;
         }
     }
 }

@@ -11,6 +11,13 @@
 //! `NOT_FOUND`, its directory is gone, a second deletion succeeds and a creation afterwards starts afresh at
 //! its own start LSN; a tenant's deletion removes every timeline of it and its directory and no other tenant's;
 //! tombstones left by a deletion cut short are removed at open and never load.
+//! Replica repair (`PullTimeline`): a timeline missing on one node is copied from the most advanced of its peers
+//! (WAL from that peer's oldest retained LSN, its history and commit LSN, the highest promised term) and then
+//! votes, is elected and takes appends with its WAL byte for byte equal to the peer's; one behind past what its
+//! peers retain is replaced, one as far is left alone (idempotent: no file changes); every bad pull gets its
+//! precise status with no file written; a source that stops mid-stream leaves nothing served and a retry
+//! completes; staging directories left by a crash are installed or removed at open; a `WalProposer` takes in a
+//! replica pulled mid-run and commits with it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -628,8 +635,11 @@ async fn bad_requests_get_precise_statuses_and_change_nothing() {
         .expect("a horizon past the commit LSN is accepted");
     assert_eq!(
         state(&mut client).await,
-        before_state,
-        "the horizon removes nothing above the commit LSN"
+        pb::AcceptorState {
+            remote_consistent_lsn: end.0 + 1000,
+            ..before_state.clone()
+        },
+        "the horizon is recorded, and removes nothing above the commit LSN"
     );
 
     // A good append followed by a bad one on the same stream: the good one is written and acknowledged, the
@@ -982,4 +992,720 @@ async fn idle_timelines_let_their_segment_files_go() {
     let after = count_fds();
     eprintln!("descriptors: {before} before, {with_files} with {TIMELINES} timelines, {after} after the release");
     assert_eq!(node.release_idle_files(std::time::Duration::ZERO), 0, "nothing left");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Replica repair (issue 13): PullTimeline.
+
+/// A node serving with no quiet period (no proposer holds a vote of a lost copy in these tests).
+async fn start_pulling(dir: &Path) -> Server {
+    let server = start(dir).await;
+    server.node.set_pull_quiet_period(Duration::ZERO);
+    server
+}
+
+fn address_of(server: &Server) -> String {
+    server.address.to_string()
+}
+
+async fn pull_from(client: &mut Client, sources: Vec<String>) -> Result<pb::PullTimelineResponse, tonic::Status> {
+    client
+        .pull_timeline(pb::PullTimelineRequest {
+            timeline: Some(timeline_ref()),
+            sources,
+        })
+        .await
+        .map(|response| response.into_inner())
+}
+
+/// The durable WAL of `[start, end)` read through `CopyWal`.
+async fn copy_all(client: &mut Client, start: u64, end: u64) -> Vec<u8> {
+    let mut chunks = client
+        .copy_wal(pb::CopyWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: start,
+            end_lsn: end,
+        })
+        .await
+        .expect("copy wal")
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(chunk) = chunks.message().await.expect("chunk") {
+        assert_eq!(chunk.start_lsn, start + out.len() as u64, "contiguous chunks");
+        out.extend_from_slice(&chunk.data);
+    }
+    assert_eq!(out.len() as u64, end - start, "the whole range");
+    out
+}
+
+/// Appends `frames` at `begin` in `term`, then an empty append carrying `commit` (or the end). Returns the end.
+async fn append_frames(client: &mut Client, term: u64, begin: Lsn, frames: &[Bytes], commit: Option<Lsn>) -> Lsn {
+    let mut messages = Vec::new();
+    let mut end = begin;
+    for (i, data) in frames.iter().enumerate() {
+        messages.push(append_message(i as u64, term, end, data.clone(), begin));
+        end = end_of(end, data);
+    }
+    messages.push(append_message(
+        frames.len() as u64,
+        term,
+        end,
+        Bytes::new(),
+        commit.unwrap_or(end),
+    ));
+    let (acks, status) = append_all(client, messages).await;
+    assert!(status.is_none(), "{status:?}");
+    assert_eq!(acks.last().expect("acks").flush_lsn, end.0);
+    end
+}
+
+async fn report_horizon(client: &mut Client, lsn: Lsn) -> pb::HorizonsResponse {
+    client
+        .report_horizons(pb::HorizonsRequest {
+            timeline: Some(timeline_ref()),
+            remote_consistent_lsn: lsn.0,
+        })
+        .await
+        .expect("report horizons")
+        .into_inner()
+}
+
+/// A timeline missing on C is pulled from A and B after A took more appends than B and both removed old WAL:
+/// C becomes a copy of A (WAL from A's oldest LSN, history, commit LSN, term), then votes, is elected and takes
+/// appends like any timeline, its WAL reading back identical to A's; a second pull copies nothing and changes
+/// no file; a restart finds the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_timeline_is_pulled_from_the_most_advanced_peer_and_serves_like_any() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let b = start_pulling(dirs[1].path()).await;
+    let c = start_pulling(dirs[2].path()).await;
+    let (mut ca, mut cb, mut cc) = (a.client().await, b.client().await, c.client().await);
+    for client in [&mut ca, &mut cb] {
+        create(client).await;
+        elect(client, 1, &[], START).await;
+    }
+    let frames: Vec<Bytes> = (0..60u8).map(|i| frame(i + 20)).collect();
+    let end_b = append_frames(&mut cb, 1, START, &frames[..40], None).await;
+    let end_a = append_frames(&mut ca, 1, START, &frames, Some(end_b)).await;
+    // The pageserver made WAL durable up to the middle: A and B remove whole segments below it.
+    let horizon = end_of(START, &frames[..45].concat());
+    for client in [&mut ca, &mut cb] {
+        let removed = report_horizon(client, horizon).await;
+        assert!(removed.oldest_lsn > START.0, "old segments removed: {removed:?}");
+    }
+    let state_a = state(&mut ca).await;
+    assert_eq!((state_a.flush_lsn, state_a.commit_lsn), (end_a.0, end_b.0));
+    assert!(state_a.oldest_lsn > START.0 && state_a.oldest_lsn <= horizon.0);
+    // B promised a higher term than A (a campaign it lost): the replica must not grant it again.
+    let vote = cb
+        .vote(pb::VoteRequest {
+            timeline: Some(timeline_ref()),
+            term: 3,
+        })
+        .await
+        .expect("vote")
+        .into_inner();
+    assert!(vote.granted);
+
+    let pulled = pull_from(&mut cc, vec![address_of(&b), address_of(&a)])
+        .await
+        .expect("pull");
+    assert!(pulled.copied, "{pulled:?}");
+    assert_eq!(pulled.source, address_of(&a), "the most advanced source");
+    assert_eq!(pulled.copied_bytes, end_a.0 - state_a.oldest_lsn);
+    let replica = state(&mut cc).await;
+    assert_eq!(pulled.state, Some(replica.clone()));
+    assert_eq!(
+        replica,
+        pb::AcceptorState {
+            term: 3,
+            ..state_a.clone()
+        },
+        "A's WAL range, history and commit LSN; the highest promised term"
+    );
+    assert_eq!(
+        copy_all(&mut cc, replica.oldest_lsn, replica.flush_lsn).await,
+        copy_all(&mut ca, replica.oldest_lsn, replica.flush_lsn).await,
+        "the replica's WAL is A's"
+    );
+    let status = cc
+        .copy_wal(pb::CopyWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: START.0,
+            end_lsn: replica.flush_lsn,
+        })
+        .await
+        .expect_err("below the replica's oldest LSN");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    // StreamWal serves its committed WAL too.
+    let mut wal = cc
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: replica.oldest_lsn,
+        })
+        .await
+        .expect("stream wal")
+        .into_inner();
+    let chunk = tokio::time::timeout(WAIT, wal.next())
+        .await
+        .expect("chunk in time")
+        .expect("open")
+        .expect("chunk");
+    assert_eq!(chunk.start_lsn, replica.oldest_lsn);
+    drop(wal);
+
+    // Idempotent: nothing copied, no file changed.
+    let files = snapshot(dirs[2].path());
+    let again = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull again");
+    assert!(!again.copied, "{again:?}");
+    assert_eq!(again.copied_bytes, 0);
+    assert_eq!(snapshot(dirs[2].path()), files, "a second pull changes no file");
+
+    // The replica refuses the term B promised, then takes a new term's election and appends like any
+    // timeline; A takes the same, and the two WALs stay byte for byte equal.
+    let refused = cc
+        .vote(pb::VoteRequest {
+            timeline: Some(timeline_ref()),
+            term: 3,
+        })
+        .await
+        .expect("vote")
+        .into_inner();
+    assert!(!refused.granted, "term 3 was promised by B: never granted again");
+    let more: Vec<Bytes> = (0..10u8).map(|i| frame(i + 100)).collect();
+    for client in [&mut ca, &mut cc] {
+        elect(client, 4, &[(1, START.0)], end_a).await;
+        let end = append_frames(client, 4, end_a, &more, None).await;
+        assert_eq!(end, end_of(end_a, &more.concat()));
+    }
+    let after_a = state(&mut ca).await;
+    let after_c = state(&mut cc).await;
+    assert_eq!(
+        (after_c.flush_lsn, after_c.commit_lsn, &after_c.history),
+        (after_a.flush_lsn, after_a.commit_lsn, &after_a.history)
+    );
+    assert_eq!(
+        copy_all(&mut cc, replica.oldest_lsn, after_c.flush_lsn).await,
+        copy_all(&mut ca, replica.oldest_lsn, after_a.flush_lsn).await
+    );
+
+    // A restart finds the replica as it was.
+    drop(cc);
+    assert!(c.stop().await);
+    let c = start(dirs[2].path()).await;
+    let mut cc = c.client().await;
+    let restarted = state(&mut cc).await;
+    assert_eq!(
+        restarted,
+        pb::AcceptorState {
+            commit_lsn: restarted.commit_lsn,
+            ..after_c.clone()
+        }
+    );
+    assert!(
+        restarted.commit_lsn >= replica.commit_lsn,
+        "the commit LSN is persisted lazily, but never below the replica's"
+    );
+    for server in [a, b, c] {
+        assert!(server.stop().await);
+    }
+}
+
+/// A timeline that exists on C but is behind A past what A retains (C was elected in term 1, took a few
+/// appends, and fell behind while A and B went on and removed old WAL) is replaced by A's copy; a timeline at
+/// least as far as every source is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeline_behind_is_replaced_and_one_as_far_is_left_alone() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let b = start_pulling(dirs[1].path()).await;
+    let c = start_pulling(dirs[2].path()).await;
+    let (mut ca, mut cb, mut cc) = (a.client().await, b.client().await, c.client().await);
+    let frames: Vec<Bytes> = (0..50u8).map(|i| frame(i + 30)).collect();
+    let mut end = START;
+    for client in [&mut ca, &mut cb, &mut cc] {
+        create(client).await;
+        elect(client, 1, &[], START).await;
+        end = append_frames(client, 1, START, &frames[..5], None).await;
+    }
+    let behind = end;
+    for client in [&mut ca, &mut cb] {
+        end = append_frames(client, 1, behind, &frames[5..], None).await;
+        report_horizon(client, end).await;
+    }
+    let state_a = state(&mut ca).await;
+    assert!(
+        state_a.oldest_lsn > behind.0,
+        "A no longer has the WAL C needs: {state_a:?}"
+    );
+    // C's stream from its own position would be refused by A: it can only be rebuilt.
+    let status = ca
+        .copy_wal(pb::CopyWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: behind.0,
+            end_lsn: end.0,
+        })
+        .await
+        .expect_err("removed");
+    assert_eq!(status.code(), Code::OutOfRange);
+
+    // A stream open on C's old copy ends when the copy is replaced.
+    let mut old_stream = cc
+        .stream_wal(pb::StreamWalRequest {
+            timeline: Some(timeline_ref()),
+            start_lsn: behind.0,
+        })
+        .await
+        .expect("stream wal")
+        .into_inner();
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull");
+    assert!(pulled.copied, "{pulled:?}");
+    let replica = state(&mut cc).await;
+    assert_eq!(replica, state_a);
+    let status = ended_with(&mut old_stream).await;
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert_eq!(
+        copy_all(&mut cc, replica.oldest_lsn, replica.flush_lsn).await,
+        copy_all(&mut ca, replica.oldest_lsn, replica.flush_lsn).await
+    );
+    let tenant_dir = dirs[2].path().join(TENANT.to_string());
+    let mut names: Vec<_> = std::fs::read_dir(&tenant_dir)
+        .expect("tenant dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![TIMELINE.to_string()],
+        "no staging directory or tombstone left"
+    );
+
+    // A is at least as far as B and C: nothing to do, nothing changed.
+    let files = snapshot(dirs[0].path());
+    let kept = pull_from(&mut ca, vec![address_of(&b), address_of(&c)])
+        .await
+        .expect("pull");
+    assert!(!kept.copied, "{kept:?}");
+    assert_eq!(kept.state, Some(state_a));
+    assert_eq!(snapshot(dirs[0].path()), files);
+    for server in [a, b, c] {
+        assert!(server.stop().await);
+    }
+}
+
+/// Every bad pull request gets its precise status, and nothing is written: malformed ids, no source, a
+/// duplicate or malformed address, an unreachable source, a source lacking the timeline, sources disagreeing
+/// on the start LSN, a node inside its quiet period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pull_requests_get_precise_statuses_and_change_nothing() {
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let b = start_pulling(dirs[1].path()).await;
+    let c = start_pulling(dirs[2].path()).await;
+    let (mut ca, mut cb, mut cc) = (a.client().await, b.client().await, c.client().await);
+    create(&mut ca).await;
+    elect(&mut ca, 1, &[], START).await;
+    append_frames(&mut ca, 1, START, &[frame(1), frame(2)], None).await;
+    let before = snapshot(dirs[2].path());
+    let closed_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").to_string()
+    };
+
+    let expect = |result: Result<pb::PullTimelineResponse, tonic::Status>, code: Code, what: &str| {
+        let status = result.expect_err(what);
+        assert_eq!(status.code(), code, "{what}: {status:?}");
+        status
+    };
+    for (tenant, timeline) in [
+        ("ABC".to_string(), TIMELINE.to_string()),
+        (TENANT.to_string(), "".to_string()),
+        (TENANT.to_string(), "0123456789abcdef0123456789abcdeg".to_string()),
+    ] {
+        let result = cc
+            .pull_timeline(pb::PullTimelineRequest {
+                timeline: Some(pb::TimelineRef {
+                    tenant_id: tenant,
+                    timeline_id: timeline,
+                }),
+                sources: vec![address_of(&a)],
+            })
+            .await
+            .map(|r| r.into_inner());
+        expect(result, Code::InvalidArgument, "malformed id");
+    }
+    let result = cc
+        .pull_timeline(pb::PullTimelineRequest {
+            timeline: None,
+            sources: vec![address_of(&a)],
+        })
+        .await
+        .map(|r| r.into_inner());
+    expect(result, Code::InvalidArgument, "no timeline");
+    expect(pull_from(&mut cc, vec![]).await, Code::InvalidArgument, "no source");
+    expect(
+        pull_from(&mut cc, vec![address_of(&a), address_of(&a)]).await,
+        Code::InvalidArgument,
+        "a duplicate",
+    );
+    for bad in ["not an address", "127.0.0.1", "http://", "ftp:////x"] {
+        expect(
+            pull_from(&mut cc, vec![address_of(&a), bad.to_string()]).await,
+            Code::InvalidArgument,
+            bad,
+        );
+    }
+    expect(
+        pull_from(&mut cc, vec![address_of(&a); 9]).await,
+        Code::InvalidArgument,
+        "too many sources",
+    );
+    let status = expect(
+        pull_from(&mut cc, vec![address_of(&a), closed_port.clone()]).await,
+        Code::Unavailable,
+        "an unreachable source",
+    );
+    assert!(status.message().contains(&closed_port), "{status:?}");
+    let status = expect(
+        pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await,
+        Code::NotFound,
+        "a source lacking the timeline",
+    );
+    assert!(status.message().contains(&address_of(&b)), "{status:?}");
+    // B has the timeline at another start LSN.
+    create_at(&mut cb, timeline_ref(), Lsn(START.0 + 0x1000)).await;
+    expect(
+        pull_from(&mut cc, vec![address_of(&a), address_of(&b)]).await,
+        Code::FailedPrecondition,
+        "sources disagreeing on the start",
+    );
+    // A node inside its quiet period does not rebuild what it does not know.
+    let fresh = start(dirs[3].path()).await;
+    let mut cf = fresh.client().await;
+    let status = expect(
+        pull_from(&mut cf, vec![address_of(&a)]).await,
+        Code::Unavailable,
+        "quiet period",
+    );
+    assert!(status.message().contains("quiet period"), "{status:?}");
+    assert_eq!(
+        snapshot(dirs[3].path()).keys().count(),
+        1,
+        "only the lock file: {:?}",
+        snapshot(dirs[3].path()).keys()
+    );
+
+    assert_eq!(snapshot(dirs[2].path()), before, "no refused pull wrote a file");
+    assert_eq!(
+        cc.get_state(timeline_ref()).await.expect_err("still missing").code(),
+        Code::NotFound
+    );
+    for server in [a, b, c, fresh] {
+        assert!(server.stop().await);
+    }
+}
+
+/// A source that stops part way through the copy (here a proxy in front of A that forwards the first frame and
+/// ends the stream): the pull fails with ABORTED, nothing is served and no staging directory is left; a retry
+/// from the real sources completes. What a crash would leave is handled at open: a staging directory without
+/// its control file is removed; a complete one with no timeline beside it (an install cut between its renames)
+/// is installed; a complete one beside the timeline is removed and the timeline kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_cut_short_leaves_nothing_served_and_a_retry_completes() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let b = start_pulling(dirs[1].path()).await;
+    let c = start_pulling(dirs[2].path()).await;
+    let (mut ca, mut cb, mut cc) = (a.client().await, b.client().await, c.client().await);
+    let frames: Vec<Bytes> = (0..30u8).map(|i| frame(i + 50)).collect();
+    for client in [&mut ca, &mut cb] {
+        create(client).await;
+        elect(client, 1, &[], START).await;
+    }
+    append_frames(&mut cb, 1, START, &frames[..10], None).await;
+    let end = append_frames(&mut ca, 1, START, &frames, None).await;
+    let proxy = CuttingProxy::start(a.client().await).await;
+
+    let status = pull_from(&mut cc, vec![proxy.address.clone(), address_of(&b)])
+        .await
+        .expect_err("cut short");
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert_eq!(
+        cc.get_state(timeline_ref()).await.expect_err("nothing served").code(),
+        Code::NotFound
+    );
+    let staging = dirs[2]
+        .path()
+        .join(TENANT.to_string())
+        .join(format!("{TIMELINE}{}", safekeeper::node::STAGING_SUFFIX));
+    assert!(!staging.exists(), "the staging directory is removed");
+
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("retry");
+    assert!(pulled.copied);
+    assert_eq!(state(&mut cc).await.flush_lsn, end.0);
+    let expected = state(&mut cc).await;
+    drop(cc);
+    assert!(c.stop().await);
+
+    // What a crash leaves. An install cut between its renames: the complete replica under the staging name,
+    // no timeline directory.
+    let timeline_dir = dirs[2].path().join(TENANT.to_string()).join(TIMELINE.to_string());
+    std::fs::rename(&timeline_dir, &staging).expect("rename");
+    let c = start(dirs[2].path()).await;
+    let mut cc = c.client().await;
+    assert_eq!(state(&mut cc).await, expected, "installed at open");
+    assert!(!staging.exists());
+    drop(cc);
+    assert!(c.stop().await);
+
+    // A complete staging directory beside the timeline (an install that had not begun): removed, the timeline
+    // kept. And a copy cut short (segments, no control file) under another timeline's staging name: removed,
+    // not served.
+    copy_dir(&timeline_dir, &staging);
+    let other = TimelineId(0x456);
+    let other_staging = dirs[2]
+        .path()
+        .join(TENANT.to_string())
+        .join(format!("{other}{}", safekeeper::node::STAGING_SUFFIX));
+    copy_dir(&timeline_dir, &other_staging);
+    std::fs::remove_file(other_staging.join(safekeeper::filestore::CONTROL_FILE_NAME)).expect("remove control");
+    let c = start(dirs[2].path()).await;
+    let mut cc = c.client().await;
+    assert_eq!(state(&mut cc).await, expected);
+    assert!(
+        !staging.exists() && !other_staging.exists(),
+        "staging directories removed"
+    );
+    assert_eq!(
+        c.node.timeline_keys(),
+        vec![(TENANT, TIMELINE)],
+        "a partial copy is never served"
+    );
+    drop(cc);
+    for server in [a, b, c] {
+        assert!(server.stop().await);
+    }
+    drop(proxy);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+/// A safekeeper stand-in that forwards `GetState` to a real one and cuts `CopyWal` after its first frame.
+struct CuttingProxy {
+    address: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct CuttingService {
+    upstream: Client,
+}
+
+impl CuttingProxy {
+    async fn start(upstream: Client) -> CuttingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let service = proto::safekeeper::safekeeper_server::SafekeeperServer::new(CuttingService { upstream });
+        let task = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await;
+        });
+        CuttingProxy { address, task }
+    }
+}
+
+type ProxyStream<T> = ReceiverStream<Result<T, tonic::Status>>;
+
+fn unimplemented<T>() -> Result<tonic::Response<T>, tonic::Status> {
+    Err(tonic::Status::unimplemented("a test proxy"))
+}
+
+#[tonic::async_trait]
+impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
+    async fn create_timeline(
+        &self,
+        _: tonic::Request<pb::CreateTimelineRequest>,
+    ) -> Result<tonic::Response<pb::CreateTimelineResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn get_state(
+        &self,
+        request: tonic::Request<pb::TimelineRef>,
+    ) -> Result<tonic::Response<pb::AcceptorState>, tonic::Status> {
+        self.upstream.clone().get_state(request.into_inner()).await
+    }
+    async fn vote(
+        &self,
+        _: tonic::Request<pb::VoteRequest>,
+    ) -> Result<tonic::Response<pb::VoteResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn elected(
+        &self,
+        _: tonic::Request<pb::ElectedRequest>,
+    ) -> Result<tonic::Response<pb::ElectedResponse>, tonic::Status> {
+        unimplemented()
+    }
+    type AppendStream = ProxyStream<pb::AppendResponse>;
+    async fn append(
+        &self,
+        _: tonic::Request<tonic::Streaming<pb::AppendRequest>>,
+    ) -> Result<tonic::Response<Self::AppendStream>, tonic::Status> {
+        unimplemented()
+    }
+    async fn read_wal(
+        &self,
+        _: tonic::Request<pb::ReadWalRequest>,
+    ) -> Result<tonic::Response<pb::WalChunk>, tonic::Status> {
+        unimplemented()
+    }
+    type StreamWalStream = ProxyStream<pb::WalChunk>;
+    async fn stream_wal(
+        &self,
+        _: tonic::Request<pb::StreamWalRequest>,
+    ) -> Result<tonic::Response<Self::StreamWalStream>, tonic::Status> {
+        unimplemented()
+    }
+    async fn report_horizons(
+        &self,
+        _: tonic::Request<pb::HorizonsRequest>,
+    ) -> Result<tonic::Response<pb::HorizonsResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn delete_timeline(
+        &self,
+        _: tonic::Request<pb::TimelineRef>,
+    ) -> Result<tonic::Response<pb::DeleteTimelineResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn delete_tenant(
+        &self,
+        _: tonic::Request<pb::DeleteTenantRequest>,
+    ) -> Result<tonic::Response<pb::DeleteTenantResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn pull_timeline(
+        &self,
+        _: tonic::Request<pb::PullTimelineRequest>,
+    ) -> Result<tonic::Response<pb::PullTimelineResponse>, tonic::Status> {
+        unimplemented()
+    }
+    type CopyWalStream = ProxyStream<pb::WalChunk>;
+    async fn copy_wal(
+        &self,
+        request: tonic::Request<pb::CopyWalRequest>,
+    ) -> Result<tonic::Response<Self::CopyWalStream>, tonic::Status> {
+        let mut upstream = self.upstream.clone().copy_wal(request.into_inner()).await?.into_inner();
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            if let Ok(Some(mut chunk)) = upstream.message().await {
+                // The first frame only, then the stream ends as if the source had stopped.
+                let body = u32::from_le_bytes(chunk.data[..4].try_into().expect("a frame header")) as usize;
+                chunk.data = chunk.data.slice(..storage::wal::FRAME_HEADER_BYTES + body);
+                let _ = tx.send(Ok(chunk)).await;
+            }
+        });
+        Ok(tonic::Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// The proposer end to end: the timeline's creation failed on C, so a `WalProposer` over A, B and C commits
+/// with A and B (C answers `NOT_FOUND` and is asked again only every request timeout, not in a loop); A and B
+/// remove old WAL; C is pulled mid-run; the proposer elects C from its state (its WAL starting above the
+/// timeline's start), catches it up from A and B and streams to it; then A stops and commits go on with B and
+/// C, whose WAL equals B's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposer_takes_in_a_replica_pulled_mid_run() {
+    use safekeeper::client::{WalProposer, WalProposerConfig};
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let b = start_pulling(dirs[1].path()).await;
+    let c = start_pulling(dirs[2].path()).await;
+    let (mut ca, mut cb, mut cc) = (a.client().await, b.client().await, c.client().await);
+    create(&mut ca).await;
+    create(&mut cb).await;
+    let mut config = WalProposerConfig::new(
+        vec![address_of(&a), address_of(&b), address_of(&c)],
+        TENANT,
+        TIMELINE,
+        START,
+    );
+    config.proposer.request_timeout_ms = 200;
+    let proposer = WalProposer::start(config).expect("start");
+    let (term, epoch_start) = proposer.elect().await.expect("elected with A and B");
+    assert_eq!(epoch_start, START);
+    let mut end = START;
+    for i in 0..60u8 {
+        end = proposer.append(frame(i)).await.expect("committed on A and B");
+    }
+    // The pageserver made the first part durable remotely.
+    for client in [&mut ca, &mut cb] {
+        let removed = report_horizon(client, end).await;
+        assert!(removed.oldest_lsn > START.0, "{removed:?}");
+    }
+    let pulled = pull_from(&mut cc, vec![address_of(&a), address_of(&b)])
+        .await
+        .expect("pull");
+    assert!(pulled.copied);
+    let replica = pulled.state.expect("state");
+    assert!(
+        replica.oldest_lsn > START.0,
+        "the replica's WAL starts late: {replica:?}"
+    );
+    assert_eq!(replica.term, term);
+
+    for i in 60..90u8 {
+        end = proposer.append(frame(i)).await.expect("committed");
+    }
+    // C is taken in: it reaches the proposer's end.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let now = state(&mut cc).await;
+        if now.flush_lsn == end.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C never caught up: {now:?}, end {end}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Without A, B and C are the majority.
+    drop(ca);
+    assert!(a.stop().await);
+    for i in 90..100u8 {
+        end = proposer.append(frame(i)).await.expect("committed on B and C");
+    }
+    let (state_b, state_c) = (state(&mut cb).await, state(&mut cc).await);
+    assert_eq!(state_c.flush_lsn, end.0);
+    assert_eq!(state_c.history, state_b.history);
+    assert_eq!(
+        copy_all(&mut cc, replica.oldest_lsn, end.0).await,
+        copy_all(&mut cb, replica.oldest_lsn, end.0).await
+    );
+    drop(proposer);
+    for server in [b, c] {
+        assert!(server.stop().await);
+    }
 }

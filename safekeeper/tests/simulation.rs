@@ -2,9 +2,17 @@
 //!
 //! One thread, a discrete-event queue, simulated time. The network drops, delays (so reorders) and duplicates
 //! messages; acceptors crash (losing unsynced WAL, sometimes leaving a torn prefix of it) and restart; new
-//! proposers start campaigns while older ones are still writing (failover mid-stream). After every event:
+//! proposers start campaigns while older ones are still writing (failover mid-stream). An acceptor loses its
+//! disk (one at a time; the proposers see its connection break) and answers `NOT_FOUND` until, after the
+//! quiet period (the proposers' election timeout), it is rebuilt from the most advanced of the other two as
+//! `PullTimeline` does: their highest term, the source's history and commit LSN, and its WAL from a frame
+//! boundary at or below every other acceptor's commit LSN (so the replica's WAL usually starts above the
+//! timeline's start, as after the pageserver's horizon). A lost disk may take one of only two copies of a
+//! committed record with it: the rebuild must restore it. After every event:
 //! - the committed WAL prefix only ever grows and never changes;
-//! - a majority of acceptors hold it durably; no acceptor holds different bytes below its own commit LSN;
+//! - a majority of acceptors hold it durably, counting a lost disk as one (that failure is being repaired),
+//!   and WAL below a replica's first LSN as held (it is what the other acceptors keep, and what the pageserver
+//!   has made durable); no acceptor holds different bytes below its own commit LSN;
 //! - every record a proposer saw committed is in it, at its LSN, byte for byte;
 //! - at most one proposer is ever leader of a term.
 //!
@@ -19,12 +27,14 @@ use bytes::Bytes;
 use safekeeper::acceptor::Acceptor;
 use safekeeper::dispatch::{serve, Served};
 use safekeeper::memstore::{MemControl, MemWal};
-use safekeeper::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Reply, Status};
-use safekeeper::protocol::{ControlState, Term};
+use safekeeper::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Status};
+use safekeeper::protocol::{ControlState, Term, WalStore};
 use storage::{Key, Lsn, Patch, Value, WalRecord};
 
 const ACCEPTORS: usize = 3;
 const START: Lsn = Lsn(0x1000);
+/// The proposers' election timeout, and so the quiet period before a lost acceptor is rebuilt.
+const ELECTION_TIMEOUT_MS: u64 = 2_000;
 
 /// What the runs exercised, summed over seeds, so the test fails if the simulation stops reaching a fault.
 #[derive(Default, Debug)]
@@ -36,6 +46,10 @@ struct Coverage {
     catch_up_reads: usize,
     truncating_elections: usize,
     committed_bytes: usize,
+    /// Acceptors rebuilt from a peer after losing their disk.
+    rebuilds: usize,
+    /// Of those, the ones whose WAL starts above the timeline's start.
+    rebuilds_starting_late: usize,
 }
 
 /// SplitMix64: small, seedable, good enough for choosing events.
@@ -80,6 +94,14 @@ enum Event {
     Restart {
         acceptor: usize,
     },
+    /// The acceptor's disk is lost: its timeline is gone (it answers `NOT_FOUND`).
+    LoseDisk {
+        acceptor: usize,
+    },
+    /// The acceptor's timeline is rebuilt from its peers (`PullTimeline`).
+    Rebuild {
+        acceptor: usize,
+    },
     NewProposer,
     Propose,
 }
@@ -91,6 +113,8 @@ struct Node {
     /// Appends written since the last sync: (proposer, request id).
     unsynced: Vec<(usize, u64)>,
     sync_scheduled: bool,
+    /// Its disk was lost and it has not been rebuilt yet: it holds nothing and answers `NOT_FOUND`.
+    lost: bool,
 }
 
 struct Sim {
@@ -132,6 +156,7 @@ impl Sim {
                 disk: None,
                 unsynced: Vec::new(),
                 sync_scheduled: false,
+                lost: false,
             })
             .collect();
         Sim {
@@ -219,7 +244,7 @@ impl Sim {
         let config = ProposerConfig {
             acceptor_count: ACCEPTORS,
             request_timeout_ms: 150,
-            election_timeout_ms: 2_000,
+            election_timeout_ms: ELECTION_TIMEOUT_MS,
             in_flight_bytes_max: 2_000,
             append_bytes_max: 600,
             backlog_bytes_max: 8_000,
@@ -295,6 +320,8 @@ impl Sim {
                 _ => {}
             },
             Event::Crash { acceptor } => self.trace(|| format!("crash a{acceptor}")),
+            Event::LoseDisk { acceptor } => self.trace(|| format!("a{acceptor} loses its disk")),
+            Event::Rebuild { acceptor } => self.trace(|| format!("rebuild a{acceptor}")),
             Event::Restart { acceptor } => self.trace(|| format!("restart a{acceptor}")),
             Event::NewProposer => self.trace(|| format!("new proposer p{}", self.proposers.len())),
             _ => {}
@@ -313,6 +340,11 @@ impl Sim {
                 }
                 if let safekeeper::proposer::Request::ReadWal { .. } = &envelope.request {
                     self.coverage.catch_up_reads += 1;
+                }
+                if self.nodes[envelope.to].lost {
+                    let refusal = Refusal::Other("NotFound: timeline not found".into());
+                    self.reply(proposer, envelope.id, Reply::Refused(refusal));
+                    return self.check();
                 }
                 let Some(acceptor) = self.nodes[envelope.to].live.as_mut() else {
                     return Ok(());
@@ -412,9 +444,117 @@ impl Sim {
                     node.live = Some(Acceptor::new(state, wal, control).map_err(|e| format!("restart failed: {e}"))?);
                 }
             }
+            Event::LoseDisk { acceptor } => self.lose_disk(acceptor),
+            Event::Rebuild { acceptor } => {
+                let others_up = (0..ACCEPTORS).all(|a| a == acceptor || self.nodes[a].live.is_some());
+                if !others_up {
+                    // PullTimeline needs every other safekeeper to answer: retry later.
+                    self.at(100, Event::Rebuild { acceptor });
+                    return self.check();
+                }
+                self.rebuild(acceptor);
+            }
             Event::NewProposer => self.start_proposer(),
         }
         self.check()
+    }
+
+    /// Whether acceptor `a` durably holds the whole committed prefix (below its first LSN, it counts as held).
+    fn holds_committed(&self, a: usize) -> bool {
+        let (oldest, bytes) = self.durable_range(a);
+        let committed_end = START.0 + self.committed.len() as u64;
+        if self.nodes[a].lost || oldest.0 > committed_end || oldest.0 + (bytes.len() as u64) < committed_end {
+            return self.committed.is_empty() && !self.nodes[a].lost;
+        }
+        let below = (committed_end - oldest.0) as usize;
+        bytes[..below] == self.committed[(oldest.0 - START.0) as usize..]
+    }
+
+    /// One failure at a time: a disk is never lost while another lost one waits for its rebuild.
+    fn lose_disk(&mut self, acceptor: usize) {
+        if self.nodes.iter().any(|n| n.lost) {
+            return;
+        }
+        let node = &mut self.nodes[acceptor];
+        node.live = None;
+        node.disk = None;
+        node.unsynced.clear();
+        node.lost = true;
+        // Its connections break: the proposers stop counting what it acknowledged.
+        for p in (0..self.proposers.len())
+            .filter(|&p| !self.stopped[p])
+            .collect::<Vec<_>>()
+        {
+            let out = self.proposers[p].on_connection_lost(acceptor, self.now_ms);
+            self.send_all(p, out);
+        }
+        // The quiet period: any campaign that counted its lost votes is over by then.
+        let delay = ELECTION_TIMEOUT_MS + 1 + self.rng.below(500);
+        self.at(delay, Event::Rebuild { acceptor });
+    }
+
+    /// What `PullTimeline` does, over the other two acceptors' states and durable WAL.
+    fn rebuild(&mut self, acceptor: usize) {
+        if !self.nodes[acceptor].lost {
+            return;
+        }
+        let others: Vec<usize> = (0..ACCEPTORS).filter(|&a| a != acceptor).collect();
+        let states: Vec<_> = others
+            .iter()
+            .map(|&a| self.nodes[a].live.as_ref().expect("checked up").state())
+            .collect();
+        let best = (0..states.len())
+            .rev()
+            .max_by_key(|&i| states[i].log_position())
+            .expect("two sources");
+        let term = states.iter().map(|s| s.term).max().unwrap_or(0);
+        let source = self.nodes[others[best]].live.as_ref().expect("checked up");
+        let copy = &states[best];
+        // The copy starts at a frame boundary at or below every other acceptor's commit LSN (in memory and as
+        // persisted: truncation never goes below it), so no acceptor ever needs WAL below it from the replica,
+        // as when the source removed WAL below the pageserver's horizon.
+        let bound = others
+            .iter()
+            .flat_map(|&a| {
+                let live = self.nodes[a].live.as_ref().expect("checked up");
+                let persisted = live.control_store().state.as_ref().map_or(START, |s| s.commit_lsn);
+                [live.control().commit_lsn, persisted]
+            })
+            .chain(std::iter::once(copy.commit_lsn))
+            .min()
+            .expect("values");
+        let bytes = source.wal().durable_bytes();
+        let source_oldest = source.wal().oldest_lsn();
+        let mut boundaries = vec![source_oldest];
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let body = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a frame header")) as usize;
+            at += storage::wal::FRAME_HEADER_BYTES + body;
+            if source_oldest.0 + at as u64 <= bound.0 {
+                boundaries.push(Lsn(source_oldest.0 + at as u64));
+            }
+        }
+        let oldest = boundaries[self.rng.below(boundaries.len() as u64) as usize];
+        let copied = bytes[(oldest.0 - source_oldest.0) as usize..].to_vec();
+        let control = ControlState {
+            term,
+            history: copy.history.clone(),
+            commit_lsn: copy.commit_lsn,
+            timeline_start_lsn: START,
+            remote_consistent_lsn: oldest,
+        };
+        let wal = MemWal::with_durable(oldest, copied);
+        let store = MemControl {
+            state: Some(control.clone()),
+        };
+        self.trace(|| format!("a{acceptor} rebuilt from a{} from {oldest}: {copy:?}", others[best]));
+        let node = &mut self.nodes[acceptor];
+        node.live = Some(Acceptor::new(control, wal, store).expect("a faithful copy opens"));
+        node.lost = false;
+        self.coverage.rebuilds += 1;
+        if oldest > START {
+            self.coverage.rebuilds_starting_late += 1;
+        }
     }
 
     fn after_proposer_step(&mut self, p: usize) -> Result<(), String> {
@@ -430,7 +570,7 @@ impl Sim {
         }
         let commit = self.proposers[p].commit_lsn();
         if commit.0 > START.0 + self.committed.len() as u64 {
-            let lens: Vec<usize> = (0..ACCEPTORS).map(|a| self.durable(a).len()).collect();
+            let lens = self.durable_ends();
             self.trace(|| {
                 format!(
                     "p{p} commit {commit} ({}) durable lens {lens:?}",
@@ -447,51 +587,71 @@ impl Sim {
         Ok(())
     }
 
-    fn durable(&self, acceptor: usize) -> &[u8] {
+    /// The acceptor's durable WAL and the LSN it starts at (nothing, for a lost disk).
+    fn durable_range(&self, acceptor: usize) -> (Lsn, &[u8]) {
         let node = &self.nodes[acceptor];
         match (&node.live, &node.disk) {
-            (Some(live), _) => live.wal().durable_bytes(),
-            (None, Some((wal, _))) => wal.durable_bytes(),
-            (None, None) => unreachable!("a node is live or has its disk"),
+            (Some(live), _) => (live.wal().oldest_lsn(), live.wal().durable_bytes()),
+            (None, Some((wal, _))) => (wal.oldest_lsn(), wal.durable_bytes()),
+            (None, None) => {
+                assert!(node.lost, "a node is live, or has its disk, or lost it");
+                (START, &[])
+            }
         }
     }
 
-    /// The proposer says `commit` is committed: a majority must hold the same bytes up to it.
+    /// The durable length of each acceptor's WAL, from the timeline's start.
+    fn durable_ends(&self) -> Vec<u64> {
+        (0..ACCEPTORS)
+            .map(|a| {
+                let (oldest, bytes) = self.durable_range(a);
+                oldest.0 - START.0 + bytes.len() as u64
+            })
+            .collect()
+    }
+
+    /// The proposer says `commit` is committed: a majority must hold the same bytes up to it (below a
+    /// replica's first LSN, what the others hold).
     fn extend_committed(&mut self, commit: Lsn, p: usize) -> Result<(), String> {
-        let len = (commit.0 - START.0) as usize;
-        let mut candidates: HashMap<&[u8], usize> = HashMap::new();
+        let committed_end = START.0 + self.committed.len() as u64;
+        let mut candidates: HashMap<&[u8], Vec<usize>> = HashMap::new();
         for a in 0..ACCEPTORS {
-            let bytes = self.durable(a);
-            if bytes.len() >= len {
-                *candidates.entry(&bytes[..len]).or_default() += 1;
+            let (oldest, bytes) = self.durable_range(a);
+            if self.nodes[a].lost || oldest.0 > committed_end || oldest.0 + (bytes.len() as u64) < commit.0 {
+                continue;
             }
+            let extension = &bytes[(committed_end - oldest.0) as usize..(commit.0 - oldest.0) as usize];
+            candidates.entry(extension).or_default().push(a);
         }
-        let Some((bytes, _)) = candidates.into_iter().find(|(_, count)| *count > ACCEPTORS / 2) else {
+        let Some((extension, holders)) = candidates
+            .into_iter()
+            .find(|(_, holders)| holders.len() > ACCEPTORS / 2)
+        else {
             return Err(format!(
                 "proposer {p} committed {commit} but no majority holds the same WAL up to it"
             ));
         };
-        if !bytes.starts_with(&self.committed) {
+        let extension = extension.to_vec();
+        if let Some(a) = holders.iter().find(|&&a| !self.holds_committed(a)) {
             return Err(format!(
-                "the committed prefix changed when proposer {p} committed {commit}"
+                "the committed prefix changed when proposer {p} committed {commit} (acceptor {a})"
             ));
         }
-        self.committed = bytes.to_vec();
+        self.committed.extend_from_slice(&extension);
         Ok(())
     }
 
     fn check(&self) -> Result<(), String> {
         let len = self.committed.len();
-        let holding = (0..ACCEPTORS)
-            .filter(|&a| self.durable(a).starts_with(&self.committed))
-            .count();
-        if holding < ACCEPTORS / 2 + 1 {
+        let holding = (0..ACCEPTORS).filter(|&a| self.holds_committed(a)).count();
+        let lost = self.nodes.iter().filter(|n| n.lost).count();
+        if holding + lost < ACCEPTORS / 2 + 1 {
             return Err(format!(
                 "only {holding} acceptors hold the committed prefix of {len} bytes"
             ));
         }
         for a in 0..ACCEPTORS {
-            let durable = self.durable(a);
+            let (oldest, durable) = self.durable_range(a);
             let node = &self.nodes[a];
             let commit = match (&node.live, &node.disk) {
                 (Some(live), _) => live.control().commit_lsn,
@@ -499,7 +659,13 @@ impl Sim {
                 _ => START,
             };
             let upto = ((commit.0 - START.0) as usize).min(len);
-            if durable.len() < upto || durable[..upto] != self.committed[..upto] {
+            let from = (oldest.0 - START.0) as usize;
+            if from > upto {
+                return Err(format!(
+                    "acceptor {a} holds WAL only from {oldest}, above its commit LSN {commit}"
+                ));
+            }
+            if durable.len() < upto - from || durable[..upto - from] != self.committed[from..upto] {
                 return Err(format!(
                     "acceptor {a} disagrees with the committed WAL below its commit LSN {commit}"
                 ));
@@ -530,6 +696,11 @@ impl Sim {
                         let delay = self.rng.below(30);
                         self.at(delay, Event::NewProposer);
                     }
+                    4 => {
+                        let acceptor = self.rng.below(ACCEPTORS as u64) as usize;
+                        let delay = self.rng.below(30);
+                        self.at(delay, Event::LoseDisk { acceptor });
+                    }
                     _ => {}
                 }
             }
@@ -548,11 +719,17 @@ impl Sim {
     fn heal_and_check_progress(&mut self) -> Result<(), String> {
         self.healed = true;
         for a in 0..ACCEPTORS {
-            if self.nodes[a].live.is_none() {
+            if self.nodes[a].live.is_none() && !self.nodes[a].lost {
                 self.handle(Event::Restart { acceptor: a })?;
             }
         }
         self.stopped.iter_mut().for_each(|s| *s = true);
+        // Every old proposer is gone, so no campaign can count a lost acceptor's votes: rebuild it now.
+        for a in 0..ACCEPTORS {
+            if self.nodes[a].lost {
+                self.handle(Event::Rebuild { acceptor: a })?;
+            }
+        }
         self.start_proposer();
         let last = self.proposers.len() - 1;
         // Stop proposing after a while, so the final commit has no later record to carry it.
@@ -565,7 +742,10 @@ impl Sim {
             };
             self.now_ms = time;
             let event = self.events.remove(&seq).expect("queued events are stored");
-            if matches!(event, Event::Crash { .. } | Event::NewProposer) {
+            if matches!(
+                event,
+                Event::Crash { .. } | Event::NewProposer | Event::LoseDisk { .. } | Event::Rebuild { .. }
+            ) {
                 continue;
             }
             self.handle(event)?;
@@ -638,6 +818,8 @@ fn simulation_keeps_every_committed_record() {
                 total.catch_up_reads += c.catch_up_reads;
                 total.truncating_elections += c.truncating_elections;
                 total.committed_bytes += c.committed_bytes;
+                total.rebuilds += c.rebuilds;
+                total.rebuilds_starting_late += c.rebuilds_starting_late;
             }
             Err(e) => panic!("seed {seed} failed (replay with SIM_SEED={seed}): {e}"),
         }
@@ -652,6 +834,8 @@ fn simulation_keeps_every_committed_record() {
             ("fenced proposers", c.proposers_fenced),
             ("catch-up reads", c.catch_up_reads),
             ("truncating elections", c.truncating_elections),
+            ("rebuilt replicas", c.rebuilds),
+            ("rebuilt replicas starting late", c.rebuilds_starting_late),
         ] {
             assert!(count > 0, "the simulation never exercised {name}");
         }
