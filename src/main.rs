@@ -7,6 +7,8 @@
 //!
 //! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
 
+#![forbid(unsafe_code)]
+
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};

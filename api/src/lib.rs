@@ -10,6 +10,8 @@
 //! - [`files`]: the modes of the files that hold secrets.
 //! - [`faults`]: fault injection for tests.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod backend;
 pub mod control;

@@ -51,7 +51,7 @@ pub enum Operation {
 }
 
 fn parse_id_field(field: &str, text: &str) -> Result<u128, Status> {
-    safekeeper::convert::parse_lower_hex_id(text).ok_or_else(|| {
+    storage::id::parse_lower_hex(text).ok_or_else(|| {
         let shown: String = text.chars().take(64).collect();
         Status::invalid_argument(format!("{field} {shown:?} is not 32 lowercase hex digits"))
     })

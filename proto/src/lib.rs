@@ -2,6 +2,8 @@
 //! build time with `protox` (no system `protoc`). Only the service crates use these types; core types are
 //! converted at their edges.
 
+#![forbid(unsafe_code)]
+
 /// The safekeeper service (`cambium.safekeeper.v1`).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod safekeeper {

@@ -34,11 +34,7 @@ pub type TimelineKey = (TenantId, TimelineId);
 
 /// A 32-digit lowercase hex id (the form ids print in, so one id has one spelling and one directory name).
 pub fn parse_lower_hex_id(text: &str) -> Option<u128> {
-    let well_formed = text.len() == 32 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !well_formed {
-        return None;
-    }
-    u128::from_str_radix(text, 16).ok()
+    storage::id::parse_lower_hex(text)
 }
 
 fn parse_id_field(field: &str, text: &str) -> Result<u128, Status> {

@@ -5,6 +5,8 @@
 //! [`protocol::ControlStore`] traits, and the proposer is a state machine fed with responses and ticks. The
 //! deterministic simulation and the gRPC service drive the same code.
 
+#![forbid(unsafe_code)]
+
 pub mod acceptor;
 pub mod client;
 pub mod convert;

@@ -11,6 +11,16 @@ pub struct TimelineId(pub u128);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct TenantId(pub u128);
 
+/// The one parser of ids: exactly 32 lowercase hex digits (the form ids are printed in), or `None`. Every
+/// crate parses ids from files and the wire with it, so they agree on what an id is.
+pub fn parse_lower_hex(text: &str) -> Option<u128> {
+    let well_formed = text.len() == 32 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return None;
+    }
+    u128::from_str_radix(text, 16).ok()
+}
+
 macro_rules! hex_id_impls {
     ($name:ident) => {
         impl fmt::Display for $name {
@@ -29,14 +39,9 @@ macro_rules! hex_id_impls {
             type Err = ParseTimelineIdError;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(ParseTimelineIdError {
-                        input: s.chars().take(64).collect(),
-                    });
-                }
-                u128::from_str_radix(s, 16)
-                    .map($name)
-                    .map_err(|_| ParseTimelineIdError { input: s.to_string() })
+                parse_lower_hex(s).map($name).ok_or_else(|| ParseTimelineIdError {
+                    input: s.chars().take(64).collect(),
+                })
             }
         }
 
@@ -102,5 +107,24 @@ mod tests {
         assert_eq!(a.to_string().parse::<TimelineId>(), Ok(a));
         assert!("xyz".parse::<TimelineId>().is_err());
         assert!("+0000000000000000000000000000001".parse::<TimelineId>().is_err());
+    }
+
+    /// One parser, one form: the printed one. Upper case, short, long and signed spellings are refused by
+    /// every crate alike (issue 14: three parsers used to disagree on case).
+    #[test]
+    fn only_32_lowercase_hex_digits_parse() {
+        let id = TenantId(0xABCDEF);
+        assert_eq!(id.to_string().parse::<TenantId>(), Ok(id));
+        assert_eq!(parse_lower_hex("00000000000000000000000000abcdef"), Some(0xABCDEF));
+        for bad in [
+            "00000000000000000000000000ABCDEF",
+            "0000000000000000000000000000abc",
+            "000000000000000000000000000000abc",
+            "-0000000000000000000000000000abc",
+            "",
+        ] {
+            assert_eq!(parse_lower_hex(bad), None, "{bad}");
+            assert!(bad.parse::<TenantId>().is_err(), "{bad}");
+        }
     }
 }
