@@ -38,8 +38,7 @@ pub const GRPC_TIMEOUT_METADATA: &str = "grpc-timeout";
 /// Most digits of a `grpc-timeout` value (the spec's bound, which also keeps the arithmetic from overflowing).
 const GRPC_TIMEOUT_DIGITS_MAX: usize = 8;
 
-/// A timeline's full name.
-pub type TimelineKey = (TenantId, TimelineId);
+pub use storage::TimelineKey;
 
 /// What the failing operation was: an LSN ahead of the last record means different things to each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -61,7 +61,7 @@ pub enum NewTimeline {
     },
 }
 
-type TimelineKey = (TenantId, TimelineId);
+use storage::TimelineKey;
 
 /// Makes a tenant's layer fetcher (with remote storage: downloads the layers the tenant's disk lacks).
 pub type LayerFetchers = Arc<dyn Fn(TenantId) -> Arc<dyn LayerFetcher> + Send + Sync>;

@@ -29,8 +29,7 @@ pub const TERM_HISTORY_ENTRIES_MAX: usize = 100_000;
 /// follows.
 pub const TIMELINE_START_LSN_MAX: Lsn = Lsn(u64::MAX / 2);
 
-/// A timeline's full name.
-pub type TimelineKey = (TenantId, TimelineId);
+pub use storage::TimelineKey;
 
 /// A 32-digit lowercase hex id (the form ids print in, so one id has one spelling and one directory name).
 pub fn parse_lower_hex_id(text: &str) -> Option<u128> {

@@ -21,6 +21,10 @@ pub fn parse_lower_hex(text: &str) -> Option<u128> {
     u128::from_str_radix(text, 16).ok()
 }
 
+/// A timeline's full name: its tenant and its id (timeline ids are unique only within a tenant's storage
+/// on the safekeepers and the pageserver).
+pub type TimelineKey = (TenantId, TimelineId);
+
 macro_rules! hex_id_impls {
     ($name:ident) => {
         impl fmt::Display for $name {

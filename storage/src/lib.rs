@@ -34,7 +34,7 @@ pub use cache::PageCache;
 pub use config::TimelineConfig;
 pub use error::{Result, StorageError};
 pub use fsio::Durability;
-pub use id::{TenantId, TimelineId};
+pub use id::{TenantId, TimelineId, TimelineKey};
 pub use key::{Key, DB_SIZE_KEY, PAGE_SIZE_BYTES};
 pub use layer::fetch::{FetchError, LayerFetcher};
 pub use lsn::Lsn;

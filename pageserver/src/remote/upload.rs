@@ -41,7 +41,7 @@ use crate::tenants::TenantManager;
 /// means a compaction or GC replaced the snapshot, and the next one is taken at once.
 const SNAPSHOT_ATTEMPTS_MAX: u32 = 3;
 
-type TimelineKey = (TenantId, TimelineId);
+use storage::TimelineKey;
 
 /// How the uploader paces itself.
 #[derive(Clone, Debug)]
