@@ -394,6 +394,40 @@ impl Backend {
         Ok(())
     }
 
+    /// The timelines the pageserver holds for `tenant`, each with its ancestor; [`BackendError::NotFound`] if it
+    /// does not hold the tenant.
+    pub async fn list_timelines(
+        &self,
+        tenant: TenantId,
+    ) -> Result<Vec<(TimelineId, Option<TimelineId>)>, BackendError> {
+        let request = ps::TenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        let response = match self.management.clone().list_timelines(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == Code::NotFound => {
+                return Err(BackendError::NotFound(status.message().to_owned()))
+            }
+            Err(status) => return Err(unavailable("listing the timelines", &status)),
+        };
+        let parse = |text: &str| {
+            text.parse::<TimelineId>()
+                .map_err(|_| BackendError::Unavailable(format!("malformed timeline id {text:?}")))
+        };
+        response
+            .timelines
+            .iter()
+            .map(|info| {
+                let ancestor = if info.ancestor_timeline_id.is_empty() {
+                    None
+                } else {
+                    Some(parse(&info.ancestor_timeline_id)?)
+                };
+                Ok((parse(&info.timeline_id)?, ancestor))
+            })
+            .collect()
+    }
+
     /// The pageserver's view of `timeline`.
     pub async fn timeline_state(&self, tenant: TenantId, timeline: TimelineId) -> Result<TimelineState, BackendError> {
         match self

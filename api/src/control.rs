@@ -909,6 +909,7 @@ impl Control {
             start_lsn: lsn,
         };
         self.backend.create_timeline(database.tenant_id, &timeline).await?;
+        faults::pause(self.config.faults.branch_row_pause_ms).await;
         let now = jiff::Timestamp::now();
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),

@@ -16,6 +16,13 @@
 //!   lost its last reference) is deleted from the storage and forgotten, as the deletion would have, under its
 //!   database's lock and never while an operation runs on the database.
 //!
+//! - **Orphan timelines.** A timeline the pageserver holds for a database's tenant but the metadata does not
+//!   name (a branch creation cut short between the storage and its row) is deleted from the pageserver and the
+//!   safekeepers, children first. Under the database's lock and only when no operation runs on the database:
+//!   every creation of a timeline either holds that lock from the storage to the row (branches) or is a
+//!   `running` operation (a database's creation, a restore), so nothing being made is taken for an orphan.
+//!   Not a `provisioning` database's.
+//!
 //! **Invariant:** a repair never resurrects a deleted copy for good. The state is read and the pull made without
 //! the database's lock (a pull may copy a lot of WAL, and a branch or restore should not wait for it); after a
 //! pull that copied, the timeline is checked again under the lock, and a copy of a timeline the metadata no
@@ -29,11 +36,13 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use storage::Lsn;
+use std::collections::HashSet;
 
-use crate::backend::{CopyState, PullError};
+use storage::{Lsn, TimelineId};
+
+use crate::backend::{BackendError, CopyState, PullError};
 use crate::control::Control;
-use crate::store::databases::LiveTimeline;
+use crate::store::databases::{DatabaseStatus, LiveTimeline};
 #[cfg(doc)]
 use crate::store::Store;
 
@@ -70,6 +79,7 @@ pub struct ReplicaHealth {
     repairs: AtomicU64,
     repair_failures: AtomicU64,
     rounds: AtomicU64,
+    orphans_deleted: AtomicU64,
 }
 
 impl ReplicaHealth {
@@ -86,6 +96,11 @@ impl ReplicaHealth {
     /// Repairs tried that did not succeed since the start (each round counts its own).
     pub fn repair_failures(&self) -> u64 {
         self.repair_failures.load(Ordering::Relaxed)
+    }
+
+    /// Orphan timelines deleted since the start.
+    pub fn orphans_deleted(&self) -> u64 {
+        self.orphans_deleted.load(Ordering::Relaxed)
     }
 
     /// Rounds completed since the start.
@@ -157,9 +172,10 @@ pub fn spawn(control: &Arc<Control>, config: ReconcileConfig) -> tokio::task::Jo
     })
 }
 
-/// One round: half-done deletions, then every live timeline's copies.
+/// One round: half-done deletions and orphans, then every live timeline's copies.
 pub async fn round(control: &Control) {
     finish_deletions(control).await;
+    delete_orphans(control).await;
     let live = match control.blocking(|store| store.live_timelines()).await {
         Ok(live) => live,
         Err(error) => {
@@ -308,6 +324,79 @@ async fn finish_deletions(control: &Control) {
     }
 }
 
+/// Deletes the orphan timelines of every database's tenant (see the module doc).
+async fn delete_orphans(control: &Control) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    for database in databases {
+        if database.status == DatabaseStatus::Provisioning {
+            continue;
+        }
+        let _held = control.locked(&database.id).await;
+        let id = database.id.clone();
+        let known = control
+            .blocking(move |store| {
+                Ok(match store.running_operation_on_database(&id)? {
+                    Some(_) => None,
+                    None => Some(store.timelines_of(&id)?),
+                })
+            })
+            .await;
+        let known: HashSet<TimelineId> = match known {
+            Ok(Some(rows)) => rows.iter().map(|row| row.timeline_id).collect(),
+            Ok(None) | Err(_) => continue,
+        };
+        let held = match control.backend().list_timelines(database.tenant_id).await {
+            Ok(held) => held,
+            Err(BackendError::NotFound(_)) => continue,
+            Err(error) => {
+                tracing::warn!(database = %database.id, %error, "the pageserver's timelines could not be listed; next round");
+                continue;
+            }
+        };
+        for timeline in orphans_children_first(&held, &known) {
+            tracing::warn!(
+                database = %database.id, tenant = %database.tenant_id, %timeline,
+                "deleting an orphan timeline (held by the storage, named by no metadata)"
+            );
+            match control.backend().delete_timeline(database.tenant_id, timeline).await {
+                Ok(()) => {
+                    control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(database = %database.id, %timeline, %error, "an orphan timeline could not be deleted; next round");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The timelines of `held` (id, ancestor) not in `known`, each after every orphan branched from it. Pure.
+fn orphans_children_first(held: &[(TimelineId, Option<TimelineId>)], known: &HashSet<TimelineId>) -> Vec<TimelineId> {
+    let mut left: Vec<(TimelineId, Option<TimelineId>)> =
+        held.iter().copied().filter(|(id, _)| !known.contains(id)).collect();
+    let mut order = Vec::with_capacity(left.len());
+    // Each pass takes at least one (ancestry has no cycle); bounded by the count in case the storage says one.
+    for _ in 0..=held.len() {
+        if left.is_empty() {
+            break;
+        }
+        let (leaves, rest): (Vec<_>, Vec<_>) = left
+            .iter()
+            .copied()
+            .partition(|(id, _)| !left.iter().any(|(_, ancestor)| *ancestor == Some(*id)));
+        order.extend(leaves.iter().map(|(id, _)| *id));
+        left = rest;
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +428,24 @@ mod tests {
             judge(&[CopyState::Unknown("down".into()), served(100, 10), CopyState::Missing]),
             [Unknown, Healthy, Repair]
         );
+    }
+
+    #[test]
+    fn orphans_are_the_unknown_timelines_children_first() {
+        let id = TimelineId;
+        let held = [
+            (id(1), None),
+            (id(2), Some(id(1))),
+            (id(3), Some(id(2))),
+            (id(4), Some(id(1))),
+        ];
+        let known: HashSet<TimelineId> = [id(1)].into_iter().collect();
+        let order = orphans_children_first(&held, &known);
+        assert_eq!(order.len(), 3, "{order:?}");
+        let at = |t| order.iter().position(|o| *o == id(t)).expect("listed");
+        assert!(at(3) < at(2), "{order:?}");
+        let known: HashSet<TimelineId> = held.iter().map(|(t, _)| *t).collect();
+        assert!(orphans_children_first(&held, &known).is_empty());
     }
 
     #[test]

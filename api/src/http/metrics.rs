@@ -11,7 +11,8 @@
 //! - `cambium_api_databases{status}`: databases by status, read from the metadata when scraped.
 //! - `cambium_timelines_under_replicated`: live timelines with fewer than three healthy safekeeper copies at the
 //!   reconciler's last round (`crate::reconcile`); `cambium_reconcile_rounds_total`,
-//!   `cambium_timeline_repairs_total` (copies rebuilt) and `cambium_timeline_repair_failures_total`.
+//!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
+//!   `cambium_orphan_timelines_deleted_total`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -159,6 +160,11 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
             "cambium_timeline_repairs_total",
             "Safekeeper copies of timelines rebuilt from their peers.",
             replicas.repairs(),
+        ),
+        (
+            "cambium_orphan_timelines_deleted_total",
+            "Timelines the storage held and no metadata named, deleted.",
+            replicas.orphans_deleted(),
         ),
         (
             "cambium_timeline_repair_failures_total",
