@@ -92,6 +92,13 @@ enum Command {
         /// starts it again.
         #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
         idle_store_timeout_ms: u64,
+        /// Fault injection for tests: the safekeepers' quiet period after a start, during which they rebuild no
+        /// timeline they lack (default 30 s: longer than a proposer's election timeout, so no campaign still
+        /// counts a vote their lost copy gave).
+        #[arg(long, env = "CAMBIUM_SAFEKEEPER_PULL_QUIET_PERIOD_MS", hide = true)]
+        safekeeper_pull_quiet_period_ms: Option<u64>,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
         #[command(flatten)]
         http: HttpArgs,
         #[command(flatten)]
@@ -122,6 +129,8 @@ enum Command {
         /// Pages cached per branch, at most (8 KiB each).
         #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
         page_cache_pages: usize,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
         #[command(flatten)]
         http: HttpArgs,
         #[command(flatten)]
@@ -289,6 +298,24 @@ impl HttpArgs {
     }
 }
 
+/// The reconciler (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+struct ReconcileArgs {
+    /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
+    /// missing, broken or hopelessly behind and reports timelines on fewer than three healthy copies.
+    #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    reconcile_period_ms: u64,
+}
+
+impl ReconcileArgs {
+    fn config(&self) -> api::reconcile::ReconcileConfig {
+        api::reconcile::ReconcileConfig {
+            period_ms: self.reconcile_period_ms,
+        }
+    }
+}
+
 /// The PostgreSQL listener's session defaults and TLS (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 struct PgArgs {
@@ -392,6 +419,8 @@ fn main() -> Result<()> {
             operation_delay_ms,
             faults,
             idle_store_timeout_ms,
+            safekeeper_pull_quiet_period_ms,
+            reconcile,
             http,
             pg,
             quotas,
@@ -408,6 +437,8 @@ fn main() -> Result<()> {
                 http: http.limits(),
                 pg: pg.options(),
                 quotas: quotas.quotas(),
+                reconcile: reconcile.config(),
+                pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -419,6 +450,7 @@ fn main() -> Result<()> {
             safekeepers,
             rate_limit,
             page_cache_pages,
+            reconcile,
             http,
             pg,
             quotas,
@@ -435,6 +467,8 @@ fn main() -> Result<()> {
                 http: http.limits(),
                 pg: pg.options(),
                 quotas: quotas.quotas(),
+                reconcile: reconcile.config(),
+                pull_quiet_period_ms: None,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }

@@ -34,6 +34,8 @@ const SAFEKEEPER_CLOSE_TIMEOUT_MS: u64 = 5_000;
 const BACKEND_REQUEST_TIMEOUT_MS: u64 = 10_000;
 /// Bound of connecting to a storage service.
 const BACKEND_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// Bound of one replica repair (`PullTimeline`): it copies a timeline's WAL.
+const BACKEND_PULL_TIMEOUT_MS: u64 = 600_000;
 
 /// What `up` and `api` share.
 #[derive(Debug, Clone)]
@@ -60,6 +62,11 @@ pub struct ApiOptions {
     pub http: HttpLimits,
     /// The PostgreSQL listener's session defaults and TLS.
     pub pg: PgOptions,
+    /// The reconciler (replica repair, half-done deletions).
+    pub reconcile: api::reconcile::ReconcileConfig,
+    /// `up` only, for tests: the safekeepers' pull quiet period instead of the default
+    /// (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
+    pub pull_quiet_period_ms: Option<u64>,
 }
 
 /// The PostgreSQL listener's settings (`up` and `api`).
@@ -120,7 +127,7 @@ async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 }
 
 impl LocalStorage {
-    async fn start(data_dir: &Path, remote: Option<&str>) -> Result<LocalStorage> {
+    async fn start(data_dir: &Path, remote: Option<&str>, pull_quiet_period_ms: Option<u64>) -> Result<LocalStorage> {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut safekeepers = Vec::new();
         let mut safekeeper_addresses = Vec::new();
@@ -137,6 +144,9 @@ impl LocalStorage {
                 .context("opening a safekeeper")?
                 .with_context(|| format!("opening the safekeeper data directory {}", dir.display()))?;
             let node = Arc::new(node);
+            if let Some(ms) = pull_quiet_period_ms {
+                node.set_pull_quiet_period(Duration::from_millis(ms));
+            }
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .context("listening for a safekeeper")?;
@@ -265,6 +275,7 @@ async fn serve_api(
         safekeepers,
         request_timeout_ms: BACKEND_REQUEST_TIMEOUT_MS,
         connect_timeout_ms: BACKEND_CONNECT_TIMEOUT_MS,
+        pull_timeout_ms: BACKEND_PULL_TIMEOUT_MS,
     })
     .context("configuring the storage clients")?;
     let control = Control::new(
@@ -284,6 +295,7 @@ async fn serve_api(
         .resume()
         .await
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
+    let reconciler = api::reconcile::spawn(&control, options.reconcile);
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
@@ -312,6 +324,8 @@ async fn serve_api(
         stdout.flush().context("flushing stdout")?;
     }
     api::http::serve(listener, router, &serve_config, shutdown).await;
+    reconciler.abort();
+    let _ = reconciler.await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,
@@ -327,7 +341,7 @@ pub async fn up(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     api::files::private_dir(&options.data_dir).with_context(|| format!("creating {}", options.data_dir.display()))?;
-    let storage = LocalStorage::start(&options.data_dir, remote.as_deref()).await?;
+    let storage = LocalStorage::start(&options.data_dir, remote.as_deref(), options.pull_quiet_period_ms).await?;
     let served = serve_api(
         &options,
         storage.pageserver_address.clone(),

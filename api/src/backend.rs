@@ -31,6 +31,8 @@ pub struct BackendConfig {
     pub request_timeout_ms: u64,
     /// The bound of connecting.
     pub connect_timeout_ms: u64,
+    /// The bound of one replica repair (`PullTimeline`), which copies a timeline's WAL: longer than a call.
+    pub pull_timeout_ms: u64,
 }
 
 /// Why a storage call failed.
@@ -66,7 +68,43 @@ pub struct Backend {
     management: ManagementClient<Channel>,
     pages: PageServiceClient<Channel>,
     safekeepers: Vec<(String, SafekeeperClient<Channel>)>,
+    /// The same safekeepers in the same order, on channels bounded by [`BackendConfig::pull_timeout_ms`]
+    /// (tonic bounds a request by the shorter of its channel's timeout and its own, so a longer bound needs a
+    /// channel of its own).
+    pullers: Vec<SafekeeperClient<Channel>>,
     timeout: Duration,
+}
+
+/// One safekeeper's copy of a timeline, as its `GetState` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyState {
+    /// Served: its WAL ends at `flush_lsn` and is readable from `oldest_lsn`.
+    Served {
+        /// The durable end of its WAL.
+        flush_lsn: Lsn,
+        /// The lowest LSN it can still read.
+        oldest_lsn: Lsn,
+    },
+    /// NOT_FOUND: the safekeeper does not have the timeline.
+    Missing,
+    /// INTERNAL: the safekeeper has the timeline but cannot serve it (damaged WAL, a failed store).
+    Broken(String),
+    /// Anything else (down, timed out): nothing is known about the copy.
+    Unknown(String),
+}
+
+/// Why a replica repair did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PullError {
+    /// UNAVAILABLE (a source down, or the node in its quiet period) or ABORTED (the sources moved under the
+    /// copy, or another pull of the timeline runs): worth retrying soon.
+    #[error("retry later: {0}")]
+    Retry(String),
+    /// Anything else (a source lacks the timeline, sources that disagree, a bad frame): the next round tries
+    /// again, but the cause is not a passing one.
+    #[error("{0}")]
+    Failed(String),
 }
 
 fn endpoint(address: &str, config: &BackendConfig) -> Result<Endpoint, BackendError> {
@@ -108,12 +146,110 @@ impl Backend {
         if safekeepers.is_empty() {
             return Err(BackendError::Unavailable("no safekeepers configured".to_owned()));
         }
+        let pull_config = BackendConfig {
+            request_timeout_ms: config.pull_timeout_ms,
+            ..config.clone()
+        };
+        let pullers = config
+            .safekeepers
+            .iter()
+            .map(|address| Ok(SafekeeperClient::new(endpoint(address, &pull_config)?.connect_lazy())))
+            .collect::<Result<Vec<_>, BackendError>>()?;
         Ok(Backend {
             management: ManagementClient::new(pageserver.clone()),
             pages: PageServiceClient::new(pageserver),
             safekeepers,
+            pullers,
             timeout: Duration::from_millis(config.request_timeout_ms),
         })
+    }
+
+    /// The safekeepers' addresses, in the order [`Backend::copy_states`] answers.
+    pub fn safekeeper_addresses(&self) -> Vec<String> {
+        self.safekeepers.iter().map(|(address, _)| address.clone()).collect()
+    }
+
+    /// Every safekeeper's copy of `timeline`, asked at once; one answer per safekeeper, in their order.
+    pub async fn copy_states(&self, tenant: TenantId, timeline: TimelineId) -> Vec<CopyState> {
+        let request = sk::TimelineRef {
+            tenant_id: tenant.to_string(),
+            timeline_id: timeline.to_string(),
+        };
+        let calls = self.safekeepers.iter().map(|(_, client)| {
+            let (mut client, request) = (client.clone(), request.clone());
+            async move { client.get_state(request).await }
+        });
+        join_all(calls)
+            .await
+            .into_iter()
+            .map(|result| match result {
+                Ok(state) => {
+                    let state = state.into_inner();
+                    CopyState::Served {
+                        flush_lsn: Lsn(state.flush_lsn),
+                        oldest_lsn: Lsn(state.oldest_lsn),
+                    }
+                }
+                Err(status) if status.code() == Code::NotFound => CopyState::Missing,
+                Err(status) if status.code() == Code::Internal => CopyState::Broken(status.message().to_owned()),
+                Err(status) => CopyState::Unknown(format!("{:?}: {}", status.code(), status.message())),
+            })
+            .collect()
+    }
+
+    /// Rebuilds safekeeper `index`'s copy of `timeline` from every other safekeeper (`PullTimeline`); returns
+    /// whether WAL was copied (false: the copy was already as far as every other).
+    pub async fn pull_timeline(&self, index: usize, tenant: TenantId, timeline: TimelineId) -> Result<bool, PullError> {
+        assert!(
+            index < self.pullers.len(),
+            "safekeeper {index} of {}",
+            self.pullers.len()
+        );
+        let request = sk::PullTimelineRequest {
+            timeline: Some(sk::TimelineRef {
+                tenant_id: tenant.to_string(),
+                timeline_id: timeline.to_string(),
+            }),
+            sources: self
+                .safekeepers
+                .iter()
+                .enumerate()
+                .filter(|(other, _)| *other != index)
+                .map(|(_, (address, _))| address.clone())
+                .collect(),
+        };
+        match self.pullers[index].clone().pull_timeline(request).await {
+            Ok(response) => Ok(response.into_inner().copied),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    Code::Unavailable | Code::Aborted | Code::DeadlineExceeded
+                ) =>
+            {
+                Err(PullError::Retry(format!("{:?}: {}", status.code(), status.message())))
+            }
+            Err(status) => Err(PullError::Failed(format!("{:?}: {}", status.code(), status.message()))),
+        }
+    }
+
+    /// Deletes `timeline` from safekeeper `index` only (a copy a repair rebuilt after its deletion).
+    pub async fn delete_copy(&self, index: usize, tenant: TenantId, timeline: TimelineId) -> Result<(), BackendError> {
+        assert!(
+            index < self.safekeepers.len(),
+            "safekeeper {index} of {}",
+            self.safekeepers.len()
+        );
+        let (address, client) = &self.safekeepers[index];
+        let request = sk::TimelineRef {
+            tenant_id: tenant.to_string(),
+            timeline_id: timeline.to_string(),
+        };
+        client
+            .clone()
+            .delete_timeline(request)
+            .await
+            .map(|_| ())
+            .map_err(|status| unavailable(&format!("deleting the timeline on {address}"), &status))
     }
 
     /// A majority of the safekeepers.
@@ -256,6 +392,40 @@ impl Backend {
             }
         }
         Ok(())
+    }
+
+    /// The timelines the pageserver holds for `tenant`, each with its ancestor; [`BackendError::NotFound`] if it
+    /// does not hold the tenant.
+    pub async fn list_timelines(
+        &self,
+        tenant: TenantId,
+    ) -> Result<Vec<(TimelineId, Option<TimelineId>)>, BackendError> {
+        let request = ps::TenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        let response = match self.management.clone().list_timelines(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == Code::NotFound => {
+                return Err(BackendError::NotFound(status.message().to_owned()))
+            }
+            Err(status) => return Err(unavailable("listing the timelines", &status)),
+        };
+        let parse = |text: &str| {
+            text.parse::<TimelineId>()
+                .map_err(|_| BackendError::Unavailable(format!("malformed timeline id {text:?}")))
+        };
+        response
+            .timelines
+            .iter()
+            .map(|info| {
+                let ancestor = if info.ancestor_timeline_id.is_empty() {
+                    None
+                } else {
+                    Some(parse(&info.ancestor_timeline_id)?)
+                };
+                Ok((parse(&info.timeline_id)?, ancestor))
+            })
+            .collect()
     }
 
     /// The pageserver's view of `timeline`.

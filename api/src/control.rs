@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, BackendError};
 use crate::error::ApiError;
 use crate::faults::{self, Faults};
+use crate::reconcile::ReplicaHealth;
 use crate::store::databases::{Branch, Database, DatabaseStatus, NewDatabase, RestoreChange, TimelineRow};
 use crate::store::operations::{NewOperation, Operation, OperationStatus};
 use crate::store::{new_id, AccountId, Store, StoreError};
@@ -111,7 +112,7 @@ const LOCKS_PRUNE_AT: usize = 1024;
 /// A held database or project lock. Dropping it lets go, and forgets the lock if nobody else holds or awaits it
 /// (they all got it from the map, under the map's lock), so the map holds the locks in use, not one per id ever
 /// locked.
-struct Held<'a> {
+pub(crate) struct Held<'a> {
     control: &'a Control,
     id: String,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
@@ -138,6 +139,8 @@ pub struct Control {
     /// Woken whenever an operation ends.
     operation_ended: Notify,
     worker: Worker,
+    /// What the reconciler last found of the timelines' copies.
+    pub(crate) replicas: ReplicaHealth,
 }
 
 impl std::fmt::Debug for Control {
@@ -283,6 +286,7 @@ impl Control {
             locks: Mutex::new(HashMap::new()),
             operation_ended: Notify::new(),
             worker: Worker::new(weak.clone()),
+            replicas: ReplicaHealth::default(),
         })
     }
 
@@ -294,6 +298,16 @@ impl Control {
     /// Operations queued or running in the worker.
     pub fn operations_in_progress(&self) -> usize {
         self.worker.in_progress()
+    }
+
+    /// The storage clients.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// What the reconciler last found of the timelines' copies on the safekeepers.
+    pub fn replicas(&self) -> &ReplicaHealth {
+        &self.replicas
     }
 
     /// The compute host serving the databases.
@@ -343,7 +357,7 @@ impl Control {
 
     /// Holds the lock of database or project `id` (ids are prefixed, so the two never share one) until the
     /// returned guard drops.
-    async fn locked(&self, id: &str) -> Held<'_> {
+    pub(crate) async fn locked(&self, id: &str) -> Held<'_> {
         let mutex = {
             let mut locks = self.locks.lock();
             if locks.len() >= LOCKS_PRUNE_AT {
@@ -895,6 +909,7 @@ impl Control {
             start_lsn: lsn,
         };
         self.backend.create_timeline(database.tenant_id, &timeline).await?;
+        faults::pause(self.config.faults.branch_row_pause_ms).await;
         let now = jiff::Timestamp::now();
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
@@ -1030,7 +1045,7 @@ impl Control {
     }
 
     /// Deletes the timelines of `database` that nothing needs any more, children first; failures are logged.
-    async fn sweep_timelines(&self, database: &Database) {
+    pub(crate) async fn sweep_timelines(&self, database: &Database) {
         // Bounded: every round deletes at least one row or stops.
         for _ in 0..1_000 {
             let database_id = database.id.clone();

@@ -1,6 +1,6 @@
 //! Fault injection for tests (`cambium up --faults …`, hidden; all off in production): pauses that widen the
 //! window between a control-plane call reading the metadata and acting on it, so a test can run another call in
-//! between, and failures of steps that rarely fail, so a test can check what a failure leaves behind.
+//! between (or between a step in the storage and its row, so a crash there leaves an orphan), and failures of steps that rarely fail, so a test can check what a failure leaves behind.
 //!
 //! The text form is a comma-separated list of `name=value` (`branch_create_pause_ms=1500,resume_check_fails=1`);
 //! an unknown name or a bad value is an error naming it.
@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct Faults {
     /// Branch creation pauses this long after the request's checks, before it takes the database's lock.
     pub branch_create_pause_ms: u64,
+    /// Branch creation pauses this long after the new timeline is made in the storage, before its row is
+    /// written (a crash then leaves an orphan timeline for the reconciler).
+    pub branch_row_pause_ms: u64,
     /// Project deletion pauses this long after it has stopped its databases' computes, before it deletes their
     /// rows.
     pub project_delete_pause_ms: u64,
@@ -50,6 +53,7 @@ impl std::str::FromStr for Faults {
             };
             match name {
                 "branch_create_pause_ms" => faults.branch_create_pause_ms = number()?,
+                "branch_row_pause_ms" => faults.branch_row_pause_ms = number()?,
                 "project_delete_pause_ms" => faults.project_delete_pause_ms = number()?,
                 "resume_check_fails" => faults.resume_check_fails = flag()?,
                 "restore_attach_fails" => faults.restore_attach_fails = flag()?,
@@ -81,6 +85,8 @@ mod tests {
         assert_eq!(faults.branch_create_pause_ms, 1500);
         assert!(faults.resume_check_fails);
         assert!(!faults.restore_attach_fails);
+        let faults: Faults = "branch_row_pause_ms=7".parse().expect("parses");
+        assert_eq!(faults.branch_row_pause_ms, 7);
         for bad in [
             "nope=1",
             "branch_create_pause_ms",

@@ -6,6 +6,7 @@
 //! - [`backend`]: the pageserver and safekeepers over gRPC.
 //! - [`control`]: what each call does to the metadata, the storage and the computes.
 //! - `worker`: runs operations in the background, bounded.
+//! - [`reconcile`]: the reconciler: replica repair on the safekeepers, half-done deletions finished.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
 //! - [`files`]: the modes of the files that hold secrets.
 //! - [`faults`]: fault injection for tests.
@@ -20,5 +21,6 @@ pub mod faults;
 pub mod files;
 pub mod http;
 mod ids;
+pub mod reconcile;
 pub mod store;
 mod worker;

@@ -9,6 +9,10 @@
 //! - `cambium_api_request_duration_seconds`: a fixed-bucket histogram of request durations.
 //! - `cambium_api_operations_in_progress`: operations queued or running in the worker.
 //! - `cambium_api_databases{status}`: databases by status, read from the metadata when scraped.
+//! - `cambium_timelines_under_replicated`: live timelines with fewer than three healthy safekeeper copies at the
+//!   reconciler's last round (`crate::reconcile`); `cambium_reconcile_rounds_total`,
+//!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
+//!   `cambium_orphan_timelines_deleted_total`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -134,6 +138,43 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
             "cambium_api_databases{{status=\"{status}\"}} {}",
             by_status.get(status).copied().unwrap_or(0)
         );
+    }
+    let replicas = state.control.replicas();
+    let _ = writeln!(
+        out,
+        "# HELP cambium_timelines_under_replicated Live timelines with fewer than three healthy safekeeper copies."
+    );
+    let _ = writeln!(out, "# TYPE cambium_timelines_under_replicated gauge");
+    let _ = writeln!(
+        out,
+        "cambium_timelines_under_replicated {}",
+        replicas.under_replicated()
+    );
+    for (name, help, value) in [
+        (
+            "cambium_reconcile_rounds_total",
+            "Reconciler rounds completed.",
+            replicas.rounds(),
+        ),
+        (
+            "cambium_timeline_repairs_total",
+            "Safekeeper copies of timelines rebuilt from their peers.",
+            replicas.repairs(),
+        ),
+        (
+            "cambium_orphan_timelines_deleted_total",
+            "Timelines the storage held and no metadata named, deleted.",
+            replicas.orphans_deleted(),
+        ),
+        (
+            "cambium_timeline_repair_failures_total",
+            "Rebuilds of safekeeper copies tried that did not succeed.",
+            replicas.repair_failures(),
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {value}");
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
 }

@@ -153,6 +153,21 @@ pub struct RestoreChange {
     pub preserved_id: String,
 }
 
+/// A timeline the storage must hold (see [`Store::live_timelines`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveTimeline {
+    /// Its database.
+    pub database_id: String,
+    /// Its database's tenant.
+    pub tenant_id: TenantId,
+    /// The timeline.
+    pub timeline_id: TimelineId,
+}
+
+/// A timeline row `t` that something still needs: a branch is on it or a timeline is branched from it.
+const LIVE_CONDITION: &str = "EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
+    OR EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id)";
+
 /// `INTEGER` column value of an LSN.
 pub(crate) fn lsn_to_sql(lsn: Lsn) -> Result<i64, StoreError> {
     i64::try_from(lsn.0).map_err(|_| StoreError::Corrupt(format!("LSN {lsn} does not fit the store")))
@@ -675,6 +690,42 @@ impl Store {
         )?;
         let rows = stmt.query_map([database_id], |row| parse_column(row, 0))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every timeline the storage must hold for a served database (`active` or `suspended`; not one being made
+    /// or whose creation failed): those a branch is on or another timeline is branched from (an unreferenced one
+    /// is a deletion not finished yet). In database order, then creation order.
+    pub fn live_timelines(&self) -> Result<Vec<LiveTimeline>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT d.id, d.tenant_id, t.timeline_id FROM timelines t JOIN databases d ON d.id = t.database_id
+             WHERE d.status IN ('active', 'suspended') AND ({LIVE_CONDITION})
+             ORDER BY d.id, t.rowid"
+        ))?;
+        let rows = stmt.query_map([], |row| {
+            Ok(LiveTimeline {
+                database_id: row.get(0)?,
+                tenant_id: parse_column(row, 1)?,
+                timeline_id: parse_column(row, 2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether timeline `id` is still one [`Store::live_timelines`] would list.
+    pub fn is_live_timeline(&self, id: TimelineId) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                &format!(
+                    "SELECT 1 FROM timelines t JOIN databases d ON d.id = t.database_id
+                     WHERE t.timeline_id = ?1 AND d.status IN ('active', 'suspended') AND ({LIVE_CONDITION})"
+                ),
+                [id.to_string()],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
     }
 
     /// Forgets timeline `id` (the pageserver deleted it).

@@ -1,0 +1,460 @@
+//! The reconciler: at start and every [`ReconcileConfig::period_ms`], the control plane compares what the
+//! metadata says the storage holds with what the safekeepers hold, and repairs the difference.
+//!
+//! - **Replica repair.** For every live timeline ([`Store::live_timelines`]: on a branch or branched from, of an
+//!   `active` or `suspended` database), every safekeeper is asked for its copy's state. A copy that is missing
+//!   (NOT_FOUND), broken (INTERNAL), or so far behind that no peer still holds the WAL it needs next (its flush
+//!   LSN below every peer's oldest LSN) is rebuilt with `PullTimeline`, the sources being every other
+//!   safekeeper (all must answer, so a copy is rebuilt only while every other one is served). A refusal to
+//!   retry (UNAVAILABLE: a source down or the node in its quiet period after a start; ABORTED) is tried again
+//!   with back-off, [`PULL_TRIES_MAX`] times, then next round; anything else waits for the next round.
+//! - **Health.** A copy is healthy when its state is served and at or past some peer's oldest LSN (a proposer
+//!   can catch it up), or it was just rebuilt. A timeline with fewer than [`HEALTHY_COPIES_WANTED`] healthy
+//!   copies is *under-replicated*: a warning names its database, tenant and timeline every round, and the
+//!   count is the `cambium_timelines_under_replicated` gauge of `/metrics` ([`ReplicaHealth`]).
+//! - **Half-done deletions.** A timeline row that nothing needs any more (a deletion cut short after the row
+//!   lost its last reference) is deleted from the storage and forgotten, as the deletion would have, under its
+//!   database's lock and never while an operation runs on the database.
+//!
+//! - **Orphan timelines.** A timeline the pageserver holds for a database's tenant but the metadata does not
+//!   name (a branch creation cut short between the storage and its row) is deleted from the pageserver and the
+//!   safekeepers, children first. Under the database's lock and only when no operation runs on the database:
+//!   every creation of a timeline either holds that lock from the storage to the row (branches) or is a
+//!   `running` operation (a database's creation, a restore), so nothing being made is taken for an orphan.
+//!   Not a `provisioning` database's.
+//!
+//! **Invariant:** a repair never resurrects a deleted copy for good. The state is read and the pull made without
+//! the database's lock (a pull may copy a lot of WAL, and a branch or restore should not wait for it); after a
+//! pull that copied, the timeline is checked again under the lock, and a copy of a timeline the metadata no
+//! longer names (deleted meanwhile: deletions hold that lock) is deleted again.
+//!
+//! Bounds: [`TIMELINES_IN_FLIGHT_MAX`] timelines checked or repaired at once; each call bounded by the
+//! backend's timeouts (`PullTimeline` by its own, longer one); a failure is logged and tried again next round.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use std::collections::HashSet;
+
+use storage::{Lsn, TimelineId};
+
+use crate::backend::{BackendError, CopyState, PullError};
+use crate::control::Control;
+use crate::store::databases::{DatabaseStatus, LiveTimeline};
+#[cfg(doc)]
+use crate::store::Store;
+
+/// The reconciler's default period.
+pub const RECONCILE_PERIOD_MS_DEFAULT: u64 = 30_000;
+/// Healthy copies a timeline's WAL should have; fewer is under-replicated.
+pub const HEALTHY_COPIES_WANTED: usize = 3;
+/// Timelines checked or repaired at once.
+const TIMELINES_IN_FLIGHT_MAX: usize = 4;
+/// Tries of one pull within a round while the safekeeper says to retry.
+const PULL_TRIES_MAX: u32 = 3;
+/// The first wait between tries of a pull; it doubles.
+const PULL_FIRST_WAIT_MS: u64 = 500;
+
+/// How the reconciler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileConfig {
+    /// The wait between the end of a round and the start of the next.
+    pub period_ms: u64,
+}
+
+impl Default for ReconcileConfig {
+    fn default() -> ReconcileConfig {
+        ReconcileConfig {
+            period_ms: RECONCILE_PERIOD_MS_DEFAULT,
+        }
+    }
+}
+
+/// What the reconciler found, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ReplicaHealth {
+    under_replicated: AtomicU64,
+    repairs: AtomicU64,
+    repair_failures: AtomicU64,
+    rounds: AtomicU64,
+    orphans_deleted: AtomicU64,
+}
+
+impl ReplicaHealth {
+    /// Live timelines with fewer than [`HEALTHY_COPIES_WANTED`] healthy copies at the end of the last round.
+    pub fn under_replicated(&self) -> u64 {
+        self.under_replicated.load(Ordering::Relaxed)
+    }
+
+    /// Copies rebuilt since the start.
+    pub fn repairs(&self) -> u64 {
+        self.repairs.load(Ordering::Relaxed)
+    }
+
+    /// Repairs tried that did not succeed since the start (each round counts its own).
+    pub fn repair_failures(&self) -> u64 {
+        self.repair_failures.load(Ordering::Relaxed)
+    }
+
+    /// Orphan timelines deleted since the start.
+    pub fn orphans_deleted(&self) -> u64 {
+        self.orphans_deleted.load(Ordering::Relaxed)
+    }
+
+    /// Rounds completed since the start.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
+    }
+}
+
+/// What to do with one safekeeper's copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Served, and catchable by a proposer.
+    Healthy,
+    /// Missing, broken, or behind every peer's retained WAL: to rebuild.
+    Repair,
+    /// The safekeeper did not answer: nothing to do, and not healthy.
+    Unknown,
+}
+
+/// The verdict on each copy of one timeline (`states`: one per safekeeper). Pure.
+pub(crate) fn judge(states: &[CopyState]) -> Vec<Verdict> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(index, state)| match state {
+            CopyState::Missing | CopyState::Broken(_) => Verdict::Repair,
+            CopyState::Unknown(_) => Verdict::Unknown,
+            CopyState::Served { flush_lsn, .. } => {
+                let peers_oldest: Option<Lsn> = states
+                    .iter()
+                    .enumerate()
+                    .filter(|(other, _)| *other != index)
+                    .filter_map(|(_, state)| match state {
+                        CopyState::Served { oldest_lsn, .. } => Some(*oldest_lsn),
+                        _ => None,
+                    })
+                    .min();
+                match peers_oldest {
+                    Some(oldest) if *flush_lsn < oldest => Verdict::Repair,
+                    _ => Verdict::Healthy,
+                }
+            }
+        })
+        .collect()
+}
+
+/// Whether copy `index` can be rebuilt now: a pull reads every other safekeeper, all of which must serve it.
+fn pullable(states: &[CopyState], index: usize) -> bool {
+    states
+        .iter()
+        .enumerate()
+        .all(|(other, state)| other == index || matches!(state, CopyState::Served { .. }))
+}
+
+/// Starts the reconciler: a round now, then one every `config.period_ms` after the last ended, until `control`
+/// is dropped or the task aborted.
+pub fn spawn(control: &Arc<Control>, config: ReconcileConfig) -> tokio::task::JoinHandle<()> {
+    let control: Weak<Control> = Arc::downgrade(control);
+    tokio::spawn(async move {
+        loop {
+            {
+                let Some(control) = control.upgrade() else {
+                    return;
+                };
+                round(&control).await;
+            }
+            tokio::time::sleep(Duration::from_millis(config.period_ms)).await;
+        }
+    })
+}
+
+/// One round: half-done deletions and orphans, then every live timeline's copies.
+pub async fn round(control: &Control) {
+    finish_deletions(control).await;
+    delete_orphans(control).await;
+    let live = match control.blocking(|store| store.live_timelines()).await {
+        Ok(live) => live,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the timelines; next round");
+            return;
+        }
+    };
+    let healthy: Vec<usize> = stream::iter(live.iter().cloned())
+        .map(|timeline| async move { reconcile_timeline(control, &timeline).await })
+        .buffer_unordered(TIMELINES_IN_FLIGHT_MAX)
+        .collect()
+        .await;
+    let under = healthy
+        .iter()
+        .filter(|healthy| **healthy < HEALTHY_COPIES_WANTED)
+        .count();
+    let replicas = &control.replicas;
+    replicas
+        .under_replicated
+        .store(u64::try_from(under).unwrap_or(u64::MAX), Ordering::Relaxed);
+    replicas.rounds.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(
+        timelines = live.len(),
+        under_replicated = under,
+        "reconciler round done"
+    );
+}
+
+/// Checks and repairs one timeline's copies; returns how many are healthy afterwards.
+async fn reconcile_timeline(control: &Control, timeline: &LiveTimeline) -> usize {
+    let backend = control.backend();
+    let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
+    let states = backend.copy_states(tenant, timeline_id).await;
+    let verdicts = judge(&states);
+    let addresses = backend.safekeeper_addresses();
+    let mut healthy = verdicts.iter().filter(|v| **v == Verdict::Healthy).count();
+    for (index, verdict) in verdicts.iter().enumerate() {
+        if *verdict != Verdict::Repair || !pullable(&states, index) {
+            continue;
+        }
+        tracing::info!(
+            database = %timeline.database_id, %tenant, timeline = %timeline_id, safekeeper = %addresses[index],
+            state = ?states[index], "rebuilding a safekeeper's copy of a timeline from its peers"
+        );
+        match pull(control, timeline, index).await {
+            Ok(()) => healthy += 1,
+            Err(error) => {
+                control.replicas.repair_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    database = %timeline.database_id, %tenant, timeline = %timeline_id,
+                    safekeeper = %addresses[index], %error, "a copy could not be rebuilt; next round"
+                );
+            }
+        }
+    }
+    if healthy < HEALTHY_COPIES_WANTED {
+        let copies: Vec<String> = addresses
+            .iter()
+            .zip(&states)
+            .map(|(address, state)| format!("{address}: {state:?}"))
+            .collect();
+        tracing::warn!(
+            database = %timeline.database_id, %tenant, timeline = %timeline_id, healthy,
+            wanted = HEALTHY_COPIES_WANTED, copies = %copies.join("; "),
+            "a database's WAL lives on fewer than three healthy safekeepers"
+        );
+    }
+    healthy
+}
+
+/// Rebuilds copy `index` of `timeline`, retrying what the safekeeper says to retry; then undoes it if the
+/// timeline was deleted meanwhile (see the module doc).
+async fn pull(control: &Control, timeline: &LiveTimeline, index: usize) -> Result<(), PullError> {
+    let backend = control.backend();
+    let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
+    let mut wait_ms = PULL_FIRST_WAIT_MS;
+    let mut tries = 0;
+    let copied = loop {
+        tries += 1;
+        match backend.pull_timeline(index, tenant, timeline_id).await {
+            Ok(copied) => break copied,
+            Err(PullError::Retry(message)) if tries < PULL_TRIES_MAX => {
+                tracing::info!(timeline = %timeline_id, tries, %message, "a pull was refused for now; retrying");
+                tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+                wait_ms *= 2;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    if copied {
+        control.replicas.repairs.fetch_add(1, Ordering::Relaxed);
+        let _held = control.locked(&timeline.database_id).await;
+        let still_live = control
+            .blocking(move |store| store.is_live_timeline(timeline_id))
+            .await
+            .map_err(|error| PullError::Failed(format!("checking the timeline after the pull: {error:?}")))?;
+        if !still_live {
+            tracing::info!(timeline = %timeline_id, "the timeline was deleted during its repair; deleting the copy");
+            backend
+                .delete_copy(index, tenant, timeline_id)
+                .await
+                .map_err(|error| PullError::Failed(format!("deleting a copy made after the deletion: {error}")))?;
+            return Err(PullError::Failed(
+                "the timeline was deleted during the repair".to_owned(),
+            ));
+        }
+        tracing::info!(
+            database = %timeline.database_id, %tenant, timeline = %timeline_id,
+            "a safekeeper's copy of a timeline was rebuilt"
+        );
+    }
+    Ok(())
+}
+
+/// Finishes the deletions cut short: the timelines of each database that nothing needs any more (rows left
+/// after their last branch went) are deleted from the storage and forgotten, under the database's lock and not
+/// while an operation runs on it (a restore deletes its old timeline itself).
+async fn finish_deletions(control: &Control) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    for database in databases {
+        let id = database.id.clone();
+        let has_unreferenced = control
+            .blocking(move |store| store.unreferenced_timelines(&id))
+            .await
+            .is_ok_and(|unreferenced| !unreferenced.is_empty());
+        if !has_unreferenced {
+            continue;
+        }
+        let _held = control.locked(&database.id).await;
+        let id = database.id.clone();
+        match control
+            .blocking(move |store| store.running_operation_on_database(&id))
+            .await
+        {
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => continue,
+        }
+        tracing::info!(database = %database.id, "finishing the deletion of timelines nothing needs");
+        control.sweep_timelines(&database).await;
+    }
+}
+
+/// Deletes the orphan timelines of every database's tenant (see the module doc).
+async fn delete_orphans(control: &Control) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    for database in databases {
+        if database.status == DatabaseStatus::Provisioning {
+            continue;
+        }
+        let _held = control.locked(&database.id).await;
+        let id = database.id.clone();
+        let known = control
+            .blocking(move |store| {
+                Ok(match store.running_operation_on_database(&id)? {
+                    Some(_) => None,
+                    None => Some(store.timelines_of(&id)?),
+                })
+            })
+            .await;
+        let known: HashSet<TimelineId> = match known {
+            Ok(Some(rows)) => rows.iter().map(|row| row.timeline_id).collect(),
+            Ok(None) | Err(_) => continue,
+        };
+        let held = match control.backend().list_timelines(database.tenant_id).await {
+            Ok(held) => held,
+            Err(BackendError::NotFound(_)) => continue,
+            Err(error) => {
+                tracing::warn!(database = %database.id, %error, "the pageserver's timelines could not be listed; next round");
+                continue;
+            }
+        };
+        for timeline in orphans_children_first(&held, &known) {
+            tracing::warn!(
+                database = %database.id, tenant = %database.tenant_id, %timeline,
+                "deleting an orphan timeline (held by the storage, named by no metadata)"
+            );
+            match control.backend().delete_timeline(database.tenant_id, timeline).await {
+                Ok(()) => {
+                    control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(database = %database.id, %timeline, %error, "an orphan timeline could not be deleted; next round");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The timelines of `held` (id, ancestor) not in `known`, each after every orphan branched from it. Pure.
+fn orphans_children_first(held: &[(TimelineId, Option<TimelineId>)], known: &HashSet<TimelineId>) -> Vec<TimelineId> {
+    let mut left: Vec<(TimelineId, Option<TimelineId>)> =
+        held.iter().copied().filter(|(id, _)| !known.contains(id)).collect();
+    let mut order = Vec::with_capacity(left.len());
+    // Each pass takes at least one (ancestry has no cycle); bounded by the count in case the storage says one.
+    for _ in 0..=held.len() {
+        if left.is_empty() {
+            break;
+        }
+        let (leaves, rest): (Vec<_>, Vec<_>) = left
+            .iter()
+            .copied()
+            .partition(|(id, _)| !left.iter().any(|(_, ancestor)| *ancestor == Some(*id)));
+        order.extend(leaves.iter().map(|(id, _)| *id));
+        left = rest;
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(flush: u64, oldest: u64) -> CopyState {
+        CopyState::Served {
+            flush_lsn: Lsn(flush),
+            oldest_lsn: Lsn(oldest),
+        }
+    }
+
+    #[test]
+    fn missing_broken_and_hopelessly_behind_copies_are_repaired() {
+        use Verdict::*;
+        assert_eq!(judge(&[served(100, 10), served(90, 10), served(100, 0)]), [Healthy; 3]);
+        assert_eq!(
+            judge(&[CopyState::Missing, served(100, 10), served(100, 10)]),
+            [Repair, Healthy, Healthy]
+        );
+        assert_eq!(
+            judge(&[served(100, 10), CopyState::Broken("x".into()), served(100, 10)]),
+            [Healthy, Repair, Healthy]
+        );
+        // Behind every peer's oldest retained LSN: no proposer can catch it up.
+        assert_eq!(judge(&[served(5, 0), served(100, 50), served(100, 60)])[0], Repair);
+        // Behind one peer's oldest LSN only: the other can catch it up.
+        assert_eq!(judge(&[served(55, 0), served(100, 50), served(100, 60)])[0], Healthy);
+        assert_eq!(
+            judge(&[CopyState::Unknown("down".into()), served(100, 10), CopyState::Missing]),
+            [Unknown, Healthy, Repair]
+        );
+    }
+
+    #[test]
+    fn orphans_are_the_unknown_timelines_children_first() {
+        let id = TimelineId;
+        let held = [
+            (id(1), None),
+            (id(2), Some(id(1))),
+            (id(3), Some(id(2))),
+            (id(4), Some(id(1))),
+        ];
+        let known: HashSet<TimelineId> = [id(1)].into_iter().collect();
+        let order = orphans_children_first(&held, &known);
+        assert_eq!(order.len(), 3, "{order:?}");
+        let at = |t| order.iter().position(|o| *o == id(t)).expect("listed");
+        assert!(at(3) < at(2), "{order:?}");
+        let known: HashSet<TimelineId> = held.iter().map(|(t, _)| *t).collect();
+        assert!(orphans_children_first(&held, &known).is_empty());
+    }
+
+    #[test]
+    fn a_copy_is_pulled_only_while_every_other_is_served() {
+        let states = [CopyState::Missing, served(100, 10), served(100, 10)];
+        assert!(pullable(&states, 0));
+        let states = [CopyState::Missing, CopyState::Missing, served(100, 10)];
+        assert!(!pullable(&states, 0));
+        let states = [CopyState::Missing, CopyState::Unknown("down".into()), served(100, 10)];
+        assert!(!pullable(&states, 0));
+    }
+}
