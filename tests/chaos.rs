@@ -2,8 +2,8 @@
 //! restore / delete calls through `/v1`, and `kill -9` of the whole `cambium up` between rounds, all seeded
 //! (`CHAOS_SEED`) and bounded (`CHAOS_ROUNDS` rounds of `CHAOS_ROUND_MS`; small by default so CI runs it).
 //! Then: every acknowledged commit is on the database, no row was written that no client sent, each database
-//! has exactly one default branch, no operation stays `running`, and every branch still opens and answers.
-//! (Orphaned storage after a crash is the reconciler's, not checked here yet.)
+//! has exactly one default branch, no operation stays `running`, every branch still opens and answers, and once
+//! the reconciler has run, no storage holds a timeline the control metadata does not name.
 
 mod common;
 
@@ -120,7 +120,8 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
     let mut rng = Rng(seed | 1);
 
     let root = tempfile::tempdir().expect("tempdir");
-    let mut up = Up::start_in(&root.path().join("cambium"), &[]);
+    let data_dir = root.path().join("cambium");
+    let mut up = Up::start_in(&data_dir, &["--reconcile-period-ms", "300"]);
     let project = up.create_project("chaos").await;
     let database = up.create_database(&project, "chaos").await;
     let database_id = database["id"].as_str().expect("id").to_owned();
@@ -273,6 +274,47 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
             .get(0);
         assert_eq!(integrity, "ok", "branch {}", branch.id);
     }
+    // No orphan timeline: once the reconciler has run twice after the last restart, the pageserver holds
+    // exactly the timelines the metadata names for the database, and each safekeeper none other.
+    let rounds_now = reconcile_rounds(&up).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while reconcile_rounds(&up).await < rounds_now + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "seed {seed:#x}: the reconciler does not run"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (tenant, named) = metadata_timelines(&data_dir, &database_id);
+    // The pageserver's timelines are those its tenant's branch log leaves alive (directories come with flushes).
+    let log = std::fs::read(data_dir.join("pageserver/tenants").join(&tenant).join("branches.log"))
+        .expect("the tenant's branch log");
+    let (entries, _) = storage::formats::branch_log_prefix(&log).expect("a valid branch log");
+    let on_pageserver: BTreeSet<String> = storage::formats::live_timelines(&entries)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        !on_pageserver.is_empty(),
+        "the pageserver holds no timeline of the database"
+    );
+    let orphans: Vec<_> = on_pageserver.difference(&named).collect();
+    assert!(
+        orphans.is_empty(),
+        "seed {seed:#x}: orphan timelines on the pageserver: {orphans:?}"
+    );
+    for safekeeper in 1..=3 {
+        let held = dir_names(&data_dir.join(format!("safekeeper-{safekeeper}")).join(&tenant));
+        assert!(
+            !held.is_empty(),
+            "safekeeper {safekeeper}'s timelines are where the test looks"
+        );
+        let orphans: Vec<_> = held.difference(&named).collect();
+        assert!(
+            orphans.is_empty(),
+            "seed {seed:#x}: orphan timelines on safekeeper {safekeeper}: {orphans:?}"
+        );
+    }
     eprintln!(
         "chaos: {} acknowledged, {} unknown, {} rows, {api_calls} API calls, {} operations, {} branches checked",
         acknowledged.len(),
@@ -281,4 +323,54 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
         operations.len(),
         branches.len()
     );
+}
+
+/// `cambium_reconcile_rounds_total` from the API's metrics.
+async fn reconcile_rounds(up: &Up) -> u64 {
+    let reply = up.call("GET", "/metrics", None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix("cambium_reconcile_rounds_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The database's tenant and every timeline the control metadata names for it (read-only, beside the
+/// running service: SQLite's WAL mode lets a reader in).
+fn metadata_timelines(data_dir: &std::path::Path, database_id: &str) -> (String, BTreeSet<String>) {
+    use compute::rusqlite::{Connection, OpenFlags};
+    let metadata = Connection::open_with_flags(
+        data_dir.join("metadata.sqlite"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .expect("open the metadata read-only");
+    let tenant: String = metadata
+        .query_row("SELECT tenant_id FROM databases WHERE id = ?1", [database_id], |row| {
+            row.get(0)
+        })
+        .expect("the database's tenant");
+    let mut statement = metadata
+        .prepare("SELECT timeline_id FROM timelines WHERE database_id = ?1")
+        .expect("prepare");
+    let named = statement
+        .query_map([database_id], |row| row.get::<_, String>(0))
+        .expect("timelines")
+        .collect::<Result<BTreeSet<_>, _>>()
+        .expect("timeline ids");
+    (tenant, named)
+}
+
+/// The names of the subdirectories of `dir` that are timeline ids (32 hex digits), none if it is missing.
+fn dir_names(dir: &std::path::Path) -> BTreeSet<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
 }
