@@ -9,6 +9,9 @@
 //! its row (hidden `--faults branch_row_pause_ms`); after a restart the reconciler deletes that timeline from the
 //! pageserver and every safekeeper, once, and the database is as it was.
 //!
+//! And leftovers: a safekeeper's copy of a timeline no row names, and a tenant no database owns on a safekeeper
+//! and on the pageserver, planted while `up` is down, are deleted after a restart.
+//!
 //! The reconciler runs every 300 ms and the quiet period is 4 s (hidden `--safekeeper-pull-quiet-period-ms`),
 //! so each repair is first refused (the under-replicated state is observable) and then made.
 
@@ -230,4 +233,75 @@ async fn a_timeline_made_just_before_a_crash_is_deleted_as_an_orphan_after_resta
 /// The branches of database `id`.
 fn path_of(id: &str) -> String {
     format!("/v1/databases/{id}/branches")
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display())) {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap_or_else(|e| panic!("copy to {}: {e}", target.display()));
+        }
+    }
+}
+
+/// What a deletion cut short (or a safekeeper down during one) leaves: a safekeeper's copy of a timeline the
+/// metadata does not name, a whole tenant on a safekeeper and on the pageserver that no database owns. The
+/// reconciler deletes all of them after a restart, and the database is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftover_copies_and_tenants_are_deleted_by_the_reconciler() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let data_dir = root.path().join("cambium");
+    let mut up = Up::start_in(&data_dir, &["--reconcile-period-ms", "300"]);
+    let project = up.create_project("leftovers").await;
+    let database = up.create_database(&project, "db").await;
+    let uri = up.uri(&database);
+    connect(&uri)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+        .await
+        .expect("create table");
+    insert(&uri, 0..10).await;
+
+    let tenant = only_subdir(&data_dir.join("safekeeper-1"));
+    let timeline = only_subdir(&tenant);
+    up.process.kill9();
+    // A copy of the database's timeline under an id no row names, on safekeeper 2.
+    let stray_copy = data_dir
+        .join("safekeeper-2")
+        .join(tenant.file_name().expect("name"))
+        .join("0000000000000000000000000000abcd");
+    copy_tree(&timeline, &stray_copy);
+    // A tenant no database owns, on safekeeper 3 and on the pageserver.
+    let stray_tenant = "00000000000000000000000000001234";
+    let stray_on_safekeeper = data_dir.join("safekeeper-3").join(stray_tenant);
+    copy_tree(&tenant, &stray_on_safekeeper);
+    let pageserver_tenants = data_dir.join("pageserver").join("tenants");
+    let own_tenant = only_subdir(&pageserver_tenants);
+    let stray_on_pageserver = pageserver_tenants.join(stray_tenant);
+    copy_tree(&own_tenant, &stray_on_pageserver);
+    up.process.restart();
+
+    let deadline = Instant::now() + WAIT_MAX;
+    while stray_copy.exists() || stray_on_safekeeper.exists() || stray_on_pageserver.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "leftovers still there after {WAIT_MAX:?}: copy {}, safekeeper tenant {}, pageserver tenant {}",
+            stray_copy.exists(),
+            stray_on_safekeeper.exists(),
+            stray_on_pageserver.exists()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The stray copy, and the stray tenant (its pageserver deletion takes its safekeeper copies along).
+    assert!(metric(&up, "cambium_orphan_timelines_deleted_total").await >= 2);
+    assert!(timeline.is_dir(), "the database's own copy stays");
+    assert!(own_tenant.is_dir(), "the database's own tenant stays");
+    assert_eq!(ids(&uri).await, (0..10).collect::<Vec<_>>());
+    insert(&uri, 10..12).await;
 }

@@ -252,6 +252,74 @@ impl Backend {
             .map_err(|status| unavailable(&format!("deleting the timeline on {address}"), &status))
     }
 
+    /// Every tenant the pageserver holds.
+    pub async fn list_tenants(&self) -> Result<Vec<TenantId>, BackendError> {
+        let response = self
+            .management
+            .clone()
+            .list_tenants(ps::ListTenantsRequest {})
+            .await
+            .map_err(|status| unavailable("listing the tenants", &status))?
+            .into_inner();
+        response
+            .tenant_ids
+            .iter()
+            .map(|text| {
+                text.parse::<TenantId>()
+                    .map_err(|_| BackendError::Unavailable(format!("malformed tenant id {text:?}")))
+            })
+            .collect()
+    }
+
+    /// Every timeline safekeeper `index` holds.
+    pub async fn list_copies(&self, index: usize) -> Result<Vec<(TenantId, TimelineId)>, BackendError> {
+        assert!(
+            index < self.safekeepers.len(),
+            "safekeeper {index} of {}",
+            self.safekeepers.len()
+        );
+        let (address, client) = &self.safekeepers[index];
+        let response = client
+            .clone()
+            .list_timelines(sk::ListTimelinesRequest {})
+            .await
+            .map_err(|status| unavailable(&format!("listing the timelines on {address}"), &status))?
+            .into_inner();
+        response
+            .timelines
+            .iter()
+            .map(|reference| {
+                let tenant = reference.tenant_id.parse::<TenantId>();
+                let timeline = reference.timeline_id.parse::<TimelineId>();
+                match (tenant, timeline) {
+                    (Ok(tenant), Ok(timeline)) => Ok((tenant, timeline)),
+                    _ => Err(BackendError::Unavailable(format!(
+                        "{address} listed a malformed timeline {reference:?}"
+                    ))),
+                }
+            })
+            .collect()
+    }
+
+    /// Deletes `tenant` from safekeeper `index` only (success if it is not there).
+    pub async fn delete_tenant_copy(&self, index: usize, tenant: TenantId) -> Result<(), BackendError> {
+        assert!(
+            index < self.safekeepers.len(),
+            "safekeeper {index} of {}",
+            self.safekeepers.len()
+        );
+        let (address, client) = &self.safekeepers[index];
+        let request = sk::DeleteTenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        client
+            .clone()
+            .delete_tenant(request)
+            .await
+            .map(|_| ())
+            .map_err(|status| unavailable(&format!("deleting the tenant on {address}"), &status))
+    }
+
     /// A majority of the safekeepers.
     fn quorum(&self) -> usize {
         self.safekeepers.len() / 2 + 1

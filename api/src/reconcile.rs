@@ -36,9 +36,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use storage::{Lsn, TimelineId};
+use storage::{Lsn, TenantId, TimelineId};
 
 use crate::backend::{BackendError, CopyState, PullError};
 use crate::control::Control;
@@ -176,6 +176,7 @@ pub fn spawn(control: &Arc<Control>, config: ReconcileConfig) -> tokio::task::Jo
 pub async fn round(control: &Control) {
     finish_deletions(control).await;
     delete_orphans(control).await;
+    delete_orphan_tenants_and_copies(control).await;
     let live = match control.blocking(|store| store.live_timelines()).await {
         Ok(live) => live,
         Err(error) => {
@@ -371,6 +372,84 @@ async fn delete_orphans(control: &Control) {
                 Err(error) => {
                     tracing::warn!(database = %database.id, %timeline, %error, "an orphan timeline could not be deleted; next round");
                     break;
+                }
+            }
+        }
+    }
+}
+
+/// Deletes what no database row names: tenants the pageserver holds for no database (on every storage node),
+/// and safekeeper copies the pageserver no longer lists (a safekeeper that was down while a timeline or a
+/// tenant was deleted keeps its WAL until this). A database's rows are written before its storage is made, so
+/// a tenant with no row is a deletion's leftover, never a creation in progress; a known tenant's copies are
+/// judged under its database's lock and skipped while an operation runs on it, as `delete_orphans` does.
+async fn delete_orphan_tenants_and_copies(control: &Control) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    let known: HashMap<TenantId, _> = databases.into_iter().map(|db| (db.tenant_id, db)).collect();
+    match control.backend().list_tenants().await {
+        Ok(tenants) => {
+            for tenant in tenants.into_iter().filter(|tenant| !known.contains_key(tenant)) {
+                tracing::warn!(%tenant, "deleting an orphan tenant (held by the storage, named by no database)");
+                match control.backend().delete_tenant(tenant).await {
+                    Ok(()) => {
+                        control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(error) => tracing::warn!(%tenant, %error, "an orphan tenant could not be deleted; next round"),
+                }
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the pageserver's tenants could not be listed; next round"),
+    }
+    for index in 0..control.backend().safekeeper_addresses().len() {
+        let copies = match control.backend().list_copies(index).await {
+            Ok(copies) => copies,
+            Err(error) => {
+                tracing::debug!(safekeeper = index, %error, "a safekeeper's timelines could not be listed; next round");
+                continue;
+            }
+        };
+        let mut by_tenant: HashMap<TenantId, Vec<TimelineId>> = HashMap::new();
+        for (tenant, timeline) in copies {
+            by_tenant.entry(tenant).or_default().push(timeline);
+        }
+        for (tenant, timelines) in by_tenant {
+            let Some(database) = known.get(&tenant) else {
+                tracing::warn!(safekeeper = index, %tenant, "deleting a safekeeper's copy of an orphan tenant");
+                if control.backend().delete_tenant_copy(index, tenant).await.is_ok() {
+                    control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            };
+            if database.status == DatabaseStatus::Provisioning {
+                continue;
+            }
+            let _held = control.locked(&database.id).await;
+            let id = database.id.clone();
+            let named = control
+                .blocking(move |store| {
+                    Ok(match store.running_operation_on_database(&id)? {
+                        Some(_) => None,
+                        None => Some(store.timelines_of(&id)?),
+                    })
+                })
+                .await;
+            let named: HashSet<TimelineId> = match named {
+                Ok(Some(rows)) => rows.iter().map(|row| row.timeline_id).collect(),
+                Ok(None) | Err(_) => continue,
+            };
+            for timeline in timelines.into_iter().filter(|timeline| !named.contains(timeline)) {
+                tracing::warn!(
+                    safekeeper = index, database = %database.id, %tenant, %timeline,
+                    "deleting a safekeeper's copy of an orphan timeline"
+                );
+                if control.backend().delete_copy(index, tenant, timeline).await.is_ok() {
+                    control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

@@ -230,6 +230,16 @@ impl Management for ManagementHandler {
         Ok(Response::new(pb::ListTimelinesResponse { timelines }))
     }
 
+    async fn list_tenants(
+        &self,
+        _request: Request<pb::ListTenantsRequest>,
+    ) -> Result<Response<pb::ListTenantsResponse>, Status> {
+        let mut tenants = self.manager.tenant_ids();
+        tenants.sort_unstable();
+        let tenant_ids = tenants.iter().map(ToString::to_string).collect();
+        Ok(Response::new(pb::ListTenantsResponse { tenant_ids }))
+    }
+
     async fn lease_lsn(&self, request: Request<pb::LeaseLsnRequest>) -> Result<Response<pb::LeaseLsnResponse>, Status> {
         let request = request.into_inner();
         let (tenant, id) = convert::timeline_key(request.timeline.as_ref())?;

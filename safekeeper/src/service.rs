@@ -361,6 +361,23 @@ impl Safekeeper for SafekeeperService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
+    async fn list_timelines(
+        &self,
+        _request: Request<pb::ListTimelinesRequest>,
+    ) -> Result<Response<pb::ListTimelinesResponse>, Status> {
+        self.check_running()?;
+        let timelines = self
+            .node
+            .timeline_keys()
+            .into_iter()
+            .map(|(tenant, timeline)| pb::TimelineRef {
+                tenant_id: tenant.to_string(),
+                timeline_id: timeline.to_string(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListTimelinesResponse { timelines }))
+    }
+
     async fn delete_tenant(
         &self,
         request: Request<pb::DeleteTenantRequest>,
