@@ -878,6 +878,17 @@ async fn a_tenant_deletion_removes_every_timeline_of_it_and_no_other() {
         create_at(&mut client, timeline_ref_of(TENANT, timeline), START).await;
     }
     create_at(&mut client, timeline_ref_of(other_tenant, TimelineId(1)), START).await;
+    // ListTimelines names every timeline held, for the control plane's reconciler.
+    let listed = client
+        .list_timelines(pb::ListTimelinesRequest {})
+        .await
+        .expect("list")
+        .into_inner()
+        .timelines;
+    let mut expected: Vec<pb::TimelineRef> = ours.iter().map(|t| timeline_ref_of(TENANT, *t)).collect();
+    expected.push(timeline_ref_of(other_tenant, TimelineId(1)));
+    expected.sort_by(|a, b| (&a.tenant_id, &a.timeline_id).cmp(&(&b.tenant_id, &b.timeline_id)));
+    assert_eq!(listed, expected);
 
     client
         .delete_tenant(pb::DeleteTenantRequest {
@@ -1609,6 +1620,12 @@ impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
         &self,
         _: tonic::Request<pb::PullTimelineRequest>,
     ) -> Result<tonic::Response<pb::PullTimelineResponse>, tonic::Status> {
+        unimplemented()
+    }
+    async fn list_timelines(
+        &self,
+        _: tonic::Request<pb::ListTimelinesRequest>,
+    ) -> Result<tonic::Response<pb::ListTimelinesResponse>, tonic::Status> {
         unimplemented()
     }
     type CopyWalStream = ProxyStream<pb::WalChunk>;
