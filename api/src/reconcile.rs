@@ -325,6 +325,25 @@ async fn finish_deletions(control: &Control) {
     }
 }
 
+/// The timelines the metadata names for database `database_id`, or `None` while an operation runs on it (it
+/// may be creating one) or the metadata cannot be read: then nothing of it is judged an orphan this round. The
+/// caller holds the database's lock.
+async fn named_timelines(control: &Control, database_id: &str) -> Option<HashSet<TimelineId>> {
+    let id = database_id.to_owned();
+    let rows = control
+        .blocking(move |store| {
+            Ok(match store.running_operation_on_database(&id)? {
+                Some(_) => None,
+                None => Some(store.timelines_of(&id)?),
+            })
+        })
+        .await;
+    match rows {
+        Ok(Some(rows)) => Some(rows.iter().map(|row| row.timeline_id).collect()),
+        Ok(None) | Err(_) => None,
+    }
+}
+
 /// Deletes the orphan timelines of every database's tenant (see the module doc).
 async fn delete_orphans(control: &Control) {
     let databases = match control.blocking(|store| store.all_databases()).await {
@@ -339,18 +358,8 @@ async fn delete_orphans(control: &Control) {
             continue;
         }
         let _held = control.locked(&database.id).await;
-        let id = database.id.clone();
-        let known = control
-            .blocking(move |store| {
-                Ok(match store.running_operation_on_database(&id)? {
-                    Some(_) => None,
-                    None => Some(store.timelines_of(&id)?),
-                })
-            })
-            .await;
-        let known: HashSet<TimelineId> = match known {
-            Ok(Some(rows)) => rows.iter().map(|row| row.timeline_id).collect(),
-            Ok(None) | Err(_) => continue,
+        let Some(known) = named_timelines(control, &database.id).await else {
+            continue;
         };
         let held = match control.backend().list_timelines(database.tenant_id).await {
             Ok(held) => held,
@@ -430,18 +439,8 @@ async fn delete_orphan_tenants_and_copies(control: &Control) {
                 continue;
             }
             let _held = control.locked(&database.id).await;
-            let id = database.id.clone();
-            let named = control
-                .blocking(move |store| {
-                    Ok(match store.running_operation_on_database(&id)? {
-                        Some(_) => None,
-                        None => Some(store.timelines_of(&id)?),
-                    })
-                })
-                .await;
-            let named: HashSet<TimelineId> = match named {
-                Ok(Some(rows)) => rows.iter().map(|row| row.timeline_id).collect(),
-                Ok(None) | Err(_) => continue,
+            let Some(named) = named_timelines(control, &database.id).await else {
+                continue;
             };
             for timeline in timelines.into_iter().filter(|timeline| !named.contains(timeline)) {
                 tracing::warn!(

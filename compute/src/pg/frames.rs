@@ -270,6 +270,8 @@ pub(crate) struct Guarded<S> {
     checker: FrameChecker,
     ready: BytesMut,
     failed: Option<FrameError>,
+    /// Where socket reads land, allocated once (not a zeroed array on every read).
+    chunk: Vec<u8>,
 }
 
 impl<S> Guarded<S> {
@@ -280,6 +282,7 @@ impl<S> Guarded<S> {
             checker: FrameChecker::default(),
             ready: BytesMut::new(),
             failed: None,
+            chunk: vec![0u8; READ_CHUNK_BYTES],
         };
         if let Err(error) = guarded.checker.feed(already_read, &mut guarded.ready) {
             guarded.failed = Some(error);
@@ -309,8 +312,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             if let Some(error) = &this.failed {
                 return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, error.clone())));
             }
-            let mut chunk = [0u8; READ_CHUNK_BYTES];
-            let mut chunk_buf = ReadBuf::new(&mut chunk);
+            let mut chunk_buf = ReadBuf::new(&mut this.chunk);
             match Pin::new(&mut this.inner).poll_read(cx, &mut chunk_buf) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
