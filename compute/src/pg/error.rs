@@ -7,6 +7,8 @@ use rusqlite::ffi;
 pub(crate) const SYNTAX_ERROR: &str = "42601";
 /// undefined_table
 const UNDEFINED_TABLE: &str = "42P01";
+/// undefined_function
+const UNDEFINED_FUNCTION: &str = "42883";
 /// undefined_column
 const UNDEFINED_COLUMN: &str = "42703";
 /// duplicate_table
@@ -27,6 +29,8 @@ pub(crate) const INVALID_TEXT_REPRESENTATION: &str = "22P02";
 pub(crate) const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
 /// protocol_violation
 pub(crate) const PROTOCOL_VIOLATION: &str = "08P01";
+/// read_only_sql_transaction
+pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
 /// feature_not_supported
 pub(crate) const FEATURE_NOT_SUPPORTED: &str = "0A000";
 /// program_limit_exceeded
@@ -85,6 +89,10 @@ impl SqlError {
 impl From<rusqlite::Error> for SqlError {
     fn from(error: rusqlite::Error) -> SqlError {
         let mut message = error.to_string();
+        // An error a function of the dialect layer raised carries its own SQLSTATE.
+        if let Some(pg) = pgcompat::error_of(&message) {
+            return SqlError::new(pg.code, pg.message);
+        }
         let code = match &error {
             rusqlite::Error::SqliteFailure(failure, text) => sqlstate_of(failure, text.as_deref().unwrap_or("")),
             rusqlite::Error::SqlInputError { error, msg, .. } => {
@@ -122,6 +130,8 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
         ffi::ErrorCode::Unknown => {
             if message.starts_with("no such table") {
                 UNDEFINED_TABLE
+            } else if message.starts_with("no such function") || message.starts_with("wrong number of arguments to function") {
+                UNDEFINED_FUNCTION
             } else if message.starts_with("no such column") {
                 UNDEFINED_COLUMN
             } else if message.contains("syntax error")

@@ -18,6 +18,7 @@
 
 mod defend;
 mod error;
+mod exec;
 mod frames;
 pub mod scram;
 mod session;
@@ -679,7 +680,7 @@ impl Startup {
         let opened = tokio::task::spawn_blocking(move || {
             let admission = sessions.admit(&database)?;
             let conn = sessions.open(&user, &database)?;
-            Ok::<_, SessionError>(Session::new(conn, &database, defaults)?.with_admission(admission))
+            Ok::<_, SessionError>(Session::new(conn, &database, &user, defaults)?.with_admission(admission))
         })
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
@@ -794,7 +795,11 @@ impl ExtendedQueryHandler for QueryHandler {
     {
         let sql = portal.statement.statement.clone();
         check_query_size(&sql).map_err(SqlError::into_pgwire)?;
-        let params = types::parameters(portal).map_err(SqlError::into_pgwire)?;
+        let params = types::RawParams {
+            values: portal.parameters.clone(),
+            formats: portal.parameter_format.clone(),
+            client_types: portal.statement.parameter_types.clone(),
+        };
         let format = portal.result_column_format.clone();
         let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
         outcome.map(outcome_response).map_err(SqlError::into_pgwire)
@@ -866,7 +871,7 @@ impl ConnectionHandlers {
             config,
         });
         let mut parameters = DefaultServerParameterProvider::default();
-        parameters.server_version = format!("16.0 (Cambium, SQLite {})", rusqlite::version());
+        parameters.server_version = format!("15.0 (Cambium, SQLite {})", rusqlite::version());
         let auth = ConnectionAuth {
             sessions: sessions.clone(),
         };

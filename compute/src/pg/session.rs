@@ -8,43 +8,32 @@
 //! or failed store stays so, so the session remembers it for later I/O errors that SQLite reports without
 //! calling the VFS again (its pager keeps an error state).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use pgcompat::{Dialect, PgType, Translated, Translation};
 use pgwire::api::portal::Format;
-use pgwire::api::results::{DataRowEncoder, FieldInfo};
-use pgwire::api::Type;
+use pgwire::api::results::FieldInfo;
 use pgwire::messages::data::DataRow;
+use pgwire::api::Type;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
-use rusqlite::{Batch, Connection, InterruptHandle, Statement};
+use rusqlite::{Batch, Connection, InterruptHandle};
 
 use super::error::{
-    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, INSUFFICIENT_PRIVILEGE, IN_FAILED_SQL_TRANSACTION, IO_ERROR,
-    LOCK_NOT_AVAILABLE, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION, QUERY_CANCELED, SERIALIZATION_FAILURE,
+    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, INSUFFICIENT_PRIVILEGE, IO_ERROR, LOCK_NOT_AVAILABLE,
+    PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
+use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::settings::{self, Command, Settings};
-use super::{defend, types};
+use super::types::{self, RawParams};
+use super::defend;
 use crate::page_store::PageStoreError;
 use crate::vfs::{self, BusyReason};
 
-/// Most rows one statement may return: results are built in memory before they are sent.
-const RESULT_ROWS_MAX: usize = 1_000_000;
-/// Most bytes of values one statement may return, for the same reason.
-const RESULT_BYTES_MAX: usize = 256 << 20;
 /// Most statements whose described column types a session remembers.
 const DESCRIBED_STATEMENTS_MAX: usize = 1024;
-
-/// Where the session is with respect to a transaction block, as PostgreSQL sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TxState {
-    Idle,
-    InBlock,
-    /// An error happened inside the block: everything but ROLLBACK/COMMIT is refused with 25P02.
-    Failed,
-}
 
 /// What one statement did.
 pub(crate) enum Outcome {
@@ -62,23 +51,10 @@ pub(crate) enum Outcome {
     TxEnd(String),
 }
 
-/// The leading keyword of a statement, which picks its command tag and its transaction effect.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
-    Begin,
-    Commit,
-    Rollback,
-    RollbackTo,
-    Insert,
-    Update,
-    Delete,
-    Other(String),
-}
-
 /// A statement's parameter types (PostgreSQL numbering) and result columns.
 pub(crate) struct Described {
     pub(crate) params: Vec<Type>,
-    pub(crate) columns: Vec<(String, Type)>,
+    pub(crate) columns: Vec<(String, PgType)>,
 }
 
 /// Why the running statement was stopped from outside.
@@ -161,8 +137,14 @@ pub(crate) struct Session {
     /// The database name the client connected with (for error messages).
     database: String,
     tx: TxState,
+    /// The open transaction was begun `READ ONLY`: statements that write are refused with 25006.
+    read_only: bool,
+    /// The PostgreSQL dialect: translations, the type catalog, what the session's SQL functions read.
+    dialect: Dialect,
+    /// The `TimeZone` setting the dialect was last given.
+    time_zone: String,
     /// Column types given to the client when it described a statement, so execution agrees.
-    described: HashMap<String, Vec<Type>>,
+    described: HashMap<String, Vec<PgType>>,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
@@ -181,7 +163,8 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session over `conn`, opened for the client's `database` name, hardened against the client's SQL
     /// (`defend`) now that its own setup is done.
-    pub(crate) fn new(conn: Connection, database: &str, defaults: SessionDefaults) -> rusqlite::Result<Session> {
+    pub(crate) fn new(conn: Connection, database: &str, user: &str, defaults: SessionDefaults) -> rusqlite::Result<Session> {
+        let dialect = Dialect::new(&conn, database, user, next_backend_pid())?;
         defend::harden(&conn)?;
         let settings = Settings::new(defaults.statement_timeout_ms, defaults.idle_in_transaction_timeout_ms);
         let shared = Arc::new(SessionShared {
@@ -197,6 +180,9 @@ impl Session {
             settings,
             database: database.to_owned(),
             tx: TxState::Idle,
+            read_only: false,
+            dialect,
+            time_zone: "UTC".to_owned(),
             described: HashMap::new(),
             store_gone: None,
             _admission: None,
@@ -225,7 +211,7 @@ impl Session {
     }
 
     /// Runs one prepared statement with its parameters (PostgreSQL numbering).
-    pub(crate) fn execute(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
+    pub(crate) fn execute(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
         vfs::clear_store_error();
         defend::take_refusal();
         let result = self
@@ -269,6 +255,13 @@ impl Session {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
         if !in_transaction {
             self.settings.end_transaction();
+            self.read_only = false;
+        }
+        if let Some(zone) = self.settings.get("timezone").filter(|z| *z != self.time_zone).map(str::to_owned) {
+            if let Some(tz) = time_zone_of(&zone) {
+                self.dialect.state().set_time_zone(tz);
+            }
+            self.time_zone = zone;
         }
         let shared = &self.shared;
         shared.in_transaction.store(in_transaction, Ordering::SeqCst);
@@ -299,14 +292,22 @@ impl Session {
                 .map(|()| Outcome::Command("RESET".to_owned())),
             Command::Show(name) => match self.settings.get(&name) {
                 Some(value) => {
-                    let fields = Arc::new(types::fields(&[(name.clone(), Type::TEXT)], format));
-                    let mut encoder = DataRowEncoder::new(fields.clone());
-                    let row = types::encode_row(&mut encoder, &fields, &[Value::Text(value.to_owned())])?;
-                    Ok(Outcome::Rows {
-                        fields,
-                        rows: vec![row],
-                        tag: "SHOW".to_owned(),
-                    })
+                    let rows = [vec![Value::Text(value.to_owned())]];
+                    let outcome = exec::rows_outcome(
+                        vec![(name.clone(), PgType::TEXT)],
+                        &rows,
+                        format,
+                        &Kind::Other("SHOW".to_owned()),
+                        &jiff::tz::TimeZone::UTC,
+                    )?;
+                    match outcome {
+                        Outcome::Rows { fields, rows, .. } => Ok(Outcome::Rows {
+                            fields,
+                            rows,
+                            tag: "SHOW".to_owned(),
+                        }),
+                        other => Ok(other),
+                    }
                 }
                 None => Err(SqlError::new(
                     super::error::UNDEFINED_OBJECT,
@@ -379,7 +380,7 @@ impl Session {
     }
 
     fn simple_query_inner(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
-        if leading_words(sql, 1)
+        if exec::leading_words(sql, 1)
             .first()
             .is_some_and(|w| settings::is_setting_statement(w))
         {
@@ -388,12 +389,37 @@ impl Session {
                 Err(error) => (Vec::new(), Some(error)),
             };
         }
-        let mut outcomes = Vec::new();
-        let sql = translate(sql);
-        let mut batch = Batch::new(&self.conn, &sql);
-        loop {
+        let translated = match self.translate(sql) {
+            Ok(translated) => translated,
+            Err(error) => return (Vec::new(), Some(error)),
+        };
+        let list = match &*translated {
+            Translated::Passthrough => return self.run_passthrough(sql),
+            Translated::Statements(list) => list,
+        };
+        let mut outcomes = Vec::with_capacity(list.len());
+        for translation in list {
             if self.shared.stopped().is_some() {
                 // Stopped between two statements of the query: the rest is not run.
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
+            }
+            match self.run_translation(translation, &[], &Format::UnifiedText, None) {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(error) => return (outcomes, Some(error)),
+            }
+        }
+        (outcomes, None)
+    }
+
+    /// SQL the dialect layer does not parse, run as SQLite's own (each statement of the text in turn).
+    fn run_passthrough(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
+        let mut outcomes = Vec::new();
+        let sql = exec::passthrough_text(sql);
+        let mut batch = Batch::new(&self.conn, &sql);
+        let tz = self.dialect.state().time_zone();
+        loop {
+            if self.shared.stopped().is_some() {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
             }
@@ -410,23 +436,66 @@ impl Session {
                     return (outcomes, Some(error));
                 }
             };
-            let result = run(&self.conn, &mut self.tx, &mut stmt, &[], &Format::UnifiedText, None);
-            match result {
+            let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
+            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return (outcomes, Some(error));
+            }
+            let typing = Typing {
+                known: self.dialect.column_types(&stmt, None),
+                hints: None,
+                tz: &tz,
+            };
+            match exec::run(&self.conn, &mut self.tx, &mut stmt, &[], &Format::UnifiedText, &kind, &typing) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => return (outcomes, Some(error)),
             }
         }
     }
 
-    fn execute_inner(&mut self, sql: &str, params: &[Value], format: &Format) -> Result<Outcome, SqlError> {
-        if leading_words(sql, 1)
-            .first()
-            .is_some_and(|w| settings::is_setting_statement(w))
-        {
-            return self.run_setting(sql, format);
+    /// Translates a query text; in a failed transaction a translation error is 25P02 like any other.
+    fn translate(&mut self, sql: &str) -> Result<Arc<Translated>, SqlError> {
+        match self.dialect.translate(&self.conn, sql) {
+            Ok(translated) => Ok(translated),
+            Err(error) => {
+                let error = if self.tx == TxState::Failed {
+                    aborted()
+                } else {
+                    SqlError::from(error)
+                };
+                self.tx = tx_after_error(&self.conn, self.tx);
+                Err(error)
+            }
         }
-        let hints = self.described.get(sql).cloned();
-        let mut stmt = match self.conn.prepare(&translate(sql)) {
+    }
+
+    /// Runs one translated statement.
+    fn run_translation(
+        &mut self,
+        translation: &Translation,
+        params: &[Value],
+        format: &Format,
+        hints: Option<&[PgType]>,
+    ) -> Result<Outcome, SqlError> {
+        let kind = Kind::from(&translation.kind);
+        if translation.steps.is_empty() {
+            if self.tx == TxState::Failed {
+                return Err(aborted());
+            }
+            return Ok(Outcome::Command(match kind {
+                Kind::Other(tag) => tag,
+                _ => String::new(),
+            }));
+        }
+        if self.conn.is_autocommit() && self.tx != TxState::Failed {
+            // now() is the time its transaction began: this statement's own, or the BEGIN's.
+            self.dialect.state().start_transaction();
+        }
+        if translation.steps.len() > 1 {
+            return self.run_steps(translation, &kind);
+        }
+        let tz = self.dialect.state().time_zone();
+        let mut stmt = match self.conn.prepare(&translation.steps[0]) {
             Ok(stmt) => stmt,
             Err(error) => {
                 let error = if self.tx == TxState::Failed {
@@ -438,16 +507,146 @@ impl Session {
                 return Err(error);
             }
         };
-        run(&self.conn, &mut self.tx, &mut stmt, params, format, hints.as_deref())
+        if self.tx != TxState::Failed {
+            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return Err(error);
+            }
+        }
+        let typing = Typing {
+            known: self.dialect.column_types(&stmt, Some(translation)),
+            hints,
+            tz: &tz,
+        };
+        let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
+        if outcome.is_ok() && translation.kind == (pgcompat::Kind::Begin { read_only: true }) {
+            self.read_only = true;
+        }
+        outcome
+    }
+
+    /// A statement the layer made of several SQLite statements (DDL that also records types, TRUNCATE of
+    /// several tables): all of them or none, in one savepoint.
+    fn run_steps(&mut self, translation: &Translation, kind: &Kind) -> Result<Outcome, SqlError> {
+        if self.tx == TxState::Failed {
+            return Err(aborted());
+        }
+        let tag = match kind {
+            Kind::Other(tag) => tag.clone(),
+            _ => String::new(),
+        };
+        if self.read_only {
+            self.tx = tx_after_error(&self.conn, self.tx);
+            return Err(read_only_error(&tag));
+        }
+        let outer = self.tx;
+        let result = self.conn.execute_batch("SAVEPOINT pgcompat_statement").and_then(|()| {
+            for step in &translation.steps {
+                self.conn.execute_batch(step)?;
+            }
+            self.conn.execute_batch("RELEASE pgcompat_statement")
+        });
+        match result {
+            Ok(()) => {
+                self.tx = if self.conn.is_autocommit() { TxState::Idle } else { TxState::InBlock };
+                Ok(Outcome::Command(tag))
+            }
+            Err(error) => {
+                if !self.conn.is_autocommit() {
+                    let undo = self
+                        .conn
+                        .execute_batch("ROLLBACK TO pgcompat_statement; RELEASE pgcompat_statement");
+                    if let Err(undo) = undo {
+                        tracing::warn!(%undo, "undoing a failed statement's savepoint failed");
+                    }
+                }
+                self.tx = if outer == TxState::Idle && self.conn.is_autocommit() {
+                    TxState::Idle
+                } else {
+                    TxState::Failed
+                };
+                Err(SqlError::from(error))
+            }
+        }
+    }
+
+    fn execute_inner(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
+        if exec::leading_words(sql, 1)
+            .first()
+            .is_some_and(|w| settings::is_setting_statement(w))
+        {
+            return self.run_setting(sql, format);
+        }
+        let hints = self.described.get(sql).cloned();
+        let translated = self.translate(sql)?;
+        let tz = self.dialect.state().time_zone();
+        let translation = match &*translated {
+            Translated::Passthrough => return self.execute_passthrough(sql, params, format, hints.as_deref()),
+            Translated::Statements(list) => match list.as_slice() {
+                [] => return Ok(Outcome::Command(String::new())),
+                [translation] => translation,
+                _ => {
+                    return Err(SqlError::new(
+                        SYNTAX_ERROR,
+                        "cannot insert multiple commands into a prepared statement",
+                    ))
+                }
+            },
+        };
+        let values = match params.decode(&translation.params, &tz) {
+            Ok(values) => values,
+            Err(error) => {
+                let error = if self.tx == TxState::Failed { aborted() } else { error };
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return Err(error);
+            }
+        };
+        self.run_translation(translation, &values, format, hints.as_deref())
+    }
+
+    fn execute_passthrough(
+        &mut self,
+        sql: &str,
+        params: &RawParams,
+        format: &Format,
+        hints: Option<&[PgType]>,
+    ) -> Result<Outcome, SqlError> {
+        let tz = self.dialect.state().time_zone();
+        let values = params.decode(&[], &tz)?;
+        let mut stmt = match self.conn.prepare(&exec::passthrough_text(sql)) {
+            Ok(stmt) => stmt,
+            Err(error) => {
+                let error = if self.tx == TxState::Failed {
+                    aborted()
+                } else {
+                    SqlError::from(error)
+                };
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return Err(error);
+            }
+        };
+        let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
+        if self.tx != TxState::Failed {
+            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+                self.tx = tx_after_error(&self.conn, self.tx);
+                return Err(error);
+            }
+        }
+        let typing = Typing {
+            known: self.dialect.column_types(&stmt, None),
+            hints,
+            tz: &tz,
+        };
+        exec::run(&self.conn, &mut self.tx, &mut stmt, &values, format, &kind, &typing)
     }
 
     fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
-        if let Some(word) = leading_words(sql, 1)
+        if let Some(word) = exec::leading_words(sql, 1)
             .first()
             .filter(|w| settings::is_setting_statement(w))
         {
             let columns = match (word.as_str(), settings::parse(sql)?) {
-                ("SHOW", Command::Show(name)) => vec![(name, Type::TEXT)],
+                ("SHOW", Command::Show(name)) => vec![(name, PgType::TEXT)],
                 _ => Vec::new(),
             };
             return Ok(Described {
@@ -455,19 +654,47 @@ impl Session {
                 columns,
             });
         }
-        let mut stmt = self.conn.prepare(&translate(sql))?;
-        let count = parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
+        let translated = self.translate(sql)?;
+        let (step, translation) = match &*translated {
+            Translated::Passthrough => (exec::passthrough_text(sql).into_owned(), None),
+            Translated::Statements(list) => match list.as_slice() {
+                [translation] if !translation.steps.is_empty() => {
+                    (translation.steps[translation.primary].clone(), Some(translation))
+                }
+                [_] | [] => {
+                    return Ok(Described {
+                        params: Vec::new(),
+                        columns: Vec::new(),
+                    })
+                }
+                _ => {
+                    return Err(SqlError::new(
+                        SYNTAX_ERROR,
+                        "cannot insert multiple commands into a prepared statement",
+                    ))
+                }
+            },
+        };
+        let learned: &[Option<PgType>] = translation.map_or(&[], |t| t.params.as_slice());
+        let mut stmt = self.conn.prepare(&step)?;
+        let count = exec::parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
+        let raw = RawParams {
+            values: Vec::new(),
+            formats: Format::UnifiedText,
+            client_types: client_types.to_vec(),
+        };
         let params = (0..count.max(client_types.len()))
             .map(|index| {
-                client_types
-                    .get(index)
-                    .cloned()
-                    .flatten()
-                    .unwrap_or(types::PARAMETER_TYPE_DEFAULT)
+                match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
+                    Some(ty) => ty,
+                    None => types::wire_type(raw.type_of(index, learned).unwrap_or(types::PARAMETER_TYPE_DEFAULT)),
+                }
             })
             .collect();
-        let declared = declared_types(&stmt);
-        let probe = if declared.iter().any(Option::is_none) && stmt.readonly() && count == 0 {
+        let known = self.dialect.column_types(&stmt, translation);
+        let declared = exec::declared_types(&stmt);
+        let unknown = known.iter().zip(&declared).any(|(k, d)| k.is_none() && d.is_none());
+        let probe = if unknown && stmt.readonly() && count == 0 {
             let mut rows = stmt.raw_query();
             match rows.next()? {
                 Some(row) => (0..declared.len())
@@ -478,12 +705,14 @@ impl Session {
         } else {
             Vec::new()
         };
-        let columns: Vec<(String, Type)> = names(&stmt)
+        let columns: Vec<(String, PgType)> = exec::names(&stmt)
             .into_iter()
-            .zip(declared)
+            .zip(known.into_iter().zip(declared))
             .enumerate()
-            .map(|(i, (name, ty))| {
-                let ty = ty.unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
+            .map(|(i, (name, (known, declared)))| {
+                let ty = known
+                    .or(declared)
+                    .unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
                 (name, ty)
             })
             .collect();
@@ -491,262 +720,46 @@ impl Session {
             self.described.clear();
         }
         self.described
-            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| ty.clone()).collect());
+            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| *ty).collect());
         Ok(Described { params, columns })
     }
 }
 
-/// PostgreSQL spellings SQLite does not know, rewritten at the start of a query: `START TRANSACTION
-/// [modes]` (which `tokio-postgres` sends) and `BEGIN [TRANSACTION] ISOLATION LEVEL …` become `BEGIN`.
-/// SQLite transactions are serializable, so dropping the modes only ever strengthens them.
-fn translate(sql: &str) -> Cow<'_, str> {
-    let words = leading_words(sql, 3);
-    let is_start = words.first().is_some_and(|w| w == "START") && words.get(1).is_some_and(|w| w == "TRANSACTION");
-    let is_begin_with_modes = words.first().is_some_and(|w| w == "BEGIN")
-        && words
-            .get(1)
-            .is_some_and(|w| matches!(w.as_str(), "ISOLATION" | "READ" | "TRANSACTION" | "WORK"))
-        && !(words.get(1).is_some_and(|w| w == "TRANSACTION") && words.len() == 2);
-    if !(is_start || is_begin_with_modes) {
-        return Cow::Borrowed(sql);
+/// Refuses a statement that writes inside a `READ ONLY` transaction (25006).
+fn check_read_only(read_only: bool, stmt: &rusqlite::Statement<'_>, kind: &Kind) -> Result<(), SqlError> {
+    if !read_only || stmt.readonly() {
+        return Ok(());
     }
-    let rest = sql.split_once(';').map_or("", |(_, rest)| rest);
-    Cow::Owned(format!("BEGIN;{rest}"))
+    let tag = match kind {
+        Kind::Insert => "INSERT".to_owned(),
+        Kind::Update => "UPDATE".to_owned(),
+        Kind::Delete => "DELETE".to_owned(),
+        Kind::Other(tag) => tag.clone(),
+        _ => return Ok(()),
+    };
+    Err(read_only_error(&tag))
 }
 
-fn aborted() -> SqlError {
+fn read_only_error(tag: &str) -> SqlError {
     SqlError::new(
-        IN_FAILED_SQL_TRANSACTION,
-        "current transaction is aborted, commands ignored until end of transaction block",
+        READ_ONLY_SQL_TRANSACTION,
+        format!("cannot execute {tag} in a read-only transaction"),
     )
 }
 
-/// After an error, a transaction block (ours, or one SQLite still has open) is failed.
-fn tx_after_error(conn: &Connection, tx: TxState) -> TxState {
-    if tx != TxState::Idle || !conn.is_autocommit() {
-        TxState::Failed
-    } else {
-        TxState::Idle
+/// The zone a `TimeZone` setting names (`UTC`, `Europe/Paris`), if known.
+fn time_zone_of(name: &str) -> Option<jiff::tz::TimeZone> {
+    let trimmed = name.trim();
+    if ["utc", "gmt", "z", "zulu", "etc/utc"].contains(&trimmed.to_ascii_lowercase().as_str()) {
+        return Some(jiff::tz::TimeZone::UTC);
     }
+    jiff::tz::TimeZone::get(trimmed).ok()
 }
 
-/// Runs one prepared statement under the transaction rules, updating the transaction state.
-fn run(
-    conn: &Connection,
-    tx: &mut TxState,
-    stmt: &mut Statement<'_>,
-    params: &[Value],
-    format: &Format,
-    hints: Option<&[Type]>,
-) -> Result<Outcome, SqlError> {
-    let kind = kind_of(&stmt.expanded_sql().unwrap_or_default());
-    if *tx == TxState::Failed {
-        return match kind {
-            Kind::Commit | Kind::Rollback => {
-                if !conn.is_autocommit() {
-                    conn.execute_batch("ROLLBACK")?;
-                }
-                *tx = TxState::Idle;
-                Ok(Outcome::TxEnd("ROLLBACK".to_owned()))
-            }
-            Kind::RollbackTo => {
-                // Still failed if this fails: the state is left as it is.
-                bind(stmt, params)?;
-                stmt.raw_execute()?;
-                *tx = TxState::InBlock;
-                Ok(Outcome::Command("ROLLBACK".to_owned()))
-            }
-            _ => Err(aborted()),
-        };
-    }
-    match execute(stmt, params, format, hints, &kind) {
-        Ok(outcome) => {
-            *tx = if conn.is_autocommit() {
-                TxState::Idle
-            } else {
-                TxState::InBlock
-            };
-            Ok(outcome)
-        }
-        Err(error) => {
-            *tx = tx_after_error(conn, *tx);
-            Err(error)
-        }
-    }
-}
-
-fn execute(
-    stmt: &mut Statement<'_>,
-    params: &[Value],
-    format: &Format,
-    hints: Option<&[Type]>,
-    kind: &Kind,
-) -> Result<Outcome, SqlError> {
-    bind(stmt, params)?;
-    if stmt.column_count() == 0 {
-        let changed = stmt.raw_execute()?;
-        return Ok(match kind {
-            Kind::Begin => Outcome::TxStart("BEGIN".to_owned()),
-            Kind::Commit => Outcome::TxEnd("COMMIT".to_owned()),
-            Kind::Rollback => Outcome::TxEnd("ROLLBACK".to_owned()),
-            Kind::RollbackTo => Outcome::Command("ROLLBACK".to_owned()),
-            Kind::Insert => Outcome::Command(format!("INSERT 0 {changed}")),
-            Kind::Update => Outcome::Command(format!("UPDATE {changed}")),
-            Kind::Delete => Outcome::Command(format!("DELETE {changed}")),
-            Kind::Other(tag) => Outcome::Command(tag.clone()),
-        });
-    }
-    let names = names(stmt);
-    let declared = declared_types(stmt);
-    let values = collect_rows(stmt, names.len())?;
-    let columns: Vec<(String, Type)> = names
-        .into_iter()
-        .zip(declared)
-        .enumerate()
-        .map(|(i, (name, declared))| {
-            let ty = declared
-                .or_else(|| hints.and_then(|h| h.get(i).cloned()))
-                .unwrap_or_else(|| types::type_of_values(values.iter().map(|row| &row[i])));
-            (name, ty)
-        })
-        .collect();
-    let fields = Arc::new(types::fields(&columns, format));
-    let mut encoder = DataRowEncoder::new(fields.clone());
-    let rows = values
-        .iter()
-        .map(|row| types::encode_row(&mut encoder, &fields, row))
-        .collect::<Result<Vec<_>, _>>()?;
-    let tag = match kind {
-        Kind::Insert => "INSERT 0",
-        Kind::Update => "UPDATE",
-        Kind::Delete => "DELETE",
-        _ => "SELECT",
-    };
-    Ok(Outcome::Rows {
-        fields,
-        rows,
-        tag: tag.to_owned(),
-    })
-}
-
-fn collect_rows(stmt: &mut Statement<'_>, width: usize) -> Result<Vec<Vec<Value>>, SqlError> {
-    let mut rows = stmt.raw_query();
-    let mut out = Vec::new();
-    let mut bytes = 0usize;
-    while let Some(row) = rows.next()? {
-        let values = (0..width)
-            .map(|i| row.get::<_, Value>(i))
-            .collect::<Result<Vec<_>, _>>()?;
-        bytes += values
-            .iter()
-            .map(|v| match v {
-                Value::Text(t) => t.len(),
-                Value::Blob(b) => b.len(),
-                _ => 8,
-            })
-            .sum::<usize>();
-        out.push(values);
-        if out.len() > RESULT_ROWS_MAX || bytes > RESULT_BYTES_MAX {
-            return Err(SqlError::new(
-                PROGRAM_LIMIT_EXCEEDED,
-                format!("result exceeds {RESULT_ROWS_MAX} rows or {RESULT_BYTES_MAX} bytes; add a LIMIT"),
-            ));
-        }
-    }
-    Ok(out)
-}
-
-fn names(stmt: &Statement<'_>) -> Vec<String> {
-    stmt.column_names().into_iter().map(str::to_owned).collect()
-}
-
-fn declared_types(stmt: &Statement<'_>) -> Vec<Option<Type>> {
-    stmt.columns()
-        .iter()
-        .map(|c| c.decl_type().and_then(types::type_of_declared))
-        .collect()
-}
-
-/// The PostgreSQL number (1-based) of each SQLite parameter, in SQLite's order: `$N` and `?N` name
-/// theirs, a bare `?` is its position.
-fn parameter_numbers(stmt: &Statement<'_>) -> Result<Vec<usize>, SqlError> {
-    (1..=stmt.parameter_count())
-        .map(|index| match stmt.parameter_name(index) {
-            None => Ok(index),
-            Some(name) => name
-                .strip_prefix('$')
-                .or_else(|| name.strip_prefix('?'))
-                .and_then(|n| n.parse::<usize>().ok())
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| SqlError::new(PROTOCOL_VIOLATION, format!("parameter {name} is not of the form $N"))),
-        })
-        .collect()
-}
-
-fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
-    let numbers = parameter_numbers(stmt)?;
-    for (index, number) in numbers.into_iter().enumerate() {
-        let value = params.get(number - 1).ok_or_else(|| {
-            SqlError::new(
-                PROTOCOL_VIOLATION,
-                format!(
-                    "bind message supplies {} parameters, but the statement uses ${number}",
-                    params.len()
-                ),
-            )
-        })?;
-        stmt.raw_bind_parameter(index + 1, value)?;
-    }
-    Ok(())
-}
-
-/// The statement's kind from its first keywords, past whitespace and comments.
-fn kind_of(sql: &str) -> Kind {
-    let words = leading_words(sql, 4);
-    let word = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
-    match word(0) {
-        "BEGIN" => Kind::Begin,
-        "COMMIT" | "END" => Kind::Commit,
-        "ROLLBACK" if word(1) == "TO" || (word(1) == "TRANSACTION" && word(2) == "TO") => Kind::RollbackTo,
-        "ROLLBACK" => Kind::Rollback,
-        "INSERT" | "REPLACE" => Kind::Insert,
-        "UPDATE" => Kind::Update,
-        "DELETE" => Kind::Delete,
-        "CREATE" | "DROP" | "ALTER" => {
-            let object = words[1..]
-                .iter()
-                .find(|w| !matches!(w.as_str(), "UNIQUE" | "TEMP" | "TEMPORARY" | "VIRTUAL"))
-                .map(String::as_str)
-                .unwrap_or("");
-            Kind::Other(format!("{} {object}", word(0)).trim_end().to_owned())
-        }
-        other => Kind::Other(other.to_owned()),
-    }
-}
-
-fn leading_words(sql: &str, count: usize) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut rest = sql;
-    while words.len() < count {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix("--") {
-            rest = after.split_once('\n').map_or("", |(_, r)| r);
-            continue;
-        }
-        if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.split_once("*/").map_or("", |(_, r)| r);
-            continue;
-        }
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        if end == 0 {
-            break;
-        }
-        words.push(rest[..end].to_ascii_uppercase());
-        rest = &rest[end..];
-    }
-    words
+/// A process id for `pg_backend_pid()`: distinct per session of this process.
+fn next_backend_pid() -> i32 {
+    static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1000);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -792,7 +805,7 @@ mod tests {
         let store = Arc::new(GoingStore::default());
         vfs::register_database(name, store.clone()).expect("register");
         let conn = vfs::open_connection(name).expect("open");
-        let mut session = Session::new(conn, name, SessionDefaults::default()).expect("session");
+        let mut session = Session::new(conn, name, "cambium", SessionDefaults::default()).expect("session");
         let (_, error) = session.simple_query("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)");
         assert_eq!(error, None);
         (session, store)
@@ -807,7 +820,7 @@ mod tests {
         });
         let (_, error) = session.simple_query("INSERT INTO t VALUES (2)");
         assert_eq!(error, Some(SqlError::new(ADMIN_SHUTDOWN, reason)));
-        let read = session.execute("SELECT x FROM t", &[], &Format::UnifiedText).err();
+        let read = session.execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText).err();
         assert_eq!(
             read,
             Some(SqlError::new(ADMIN_SHUTDOWN, reason)),
@@ -820,7 +833,7 @@ mod tests {
     fn a_failed_or_unavailable_store_reaches_the_client_with_its_sqlstate() {
         let (mut session, store) = session_over("session_failed_store");
         *store.gone.lock() = Some(PageStoreError::Unavailable("no answer in time".to_owned()));
-        let error = session.execute("SELECT x FROM t", &[], &Format::UnifiedText).err();
+        let error = session.execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText).err();
         let error = error.expect("the read fails");
         assert_eq!(error.code, IO_ERROR);
         assert!(error.message.contains("no answer in time"), "{error:?}");
@@ -835,29 +848,5 @@ mod tests {
             "{error:?}"
         );
         assert!(vfs::unregister_database("session_failed_store"));
-    }
-
-    #[test]
-    fn postgres_begin_spellings_become_begin() {
-        assert_eq!(translate("START TRANSACTION"), "BEGIN;");
-        assert_eq!(
-            translate("begin isolation level serializable; select 1"),
-            "BEGIN; select 1"
-        );
-        assert_eq!(translate("BEGIN TRANSACTION"), "BEGIN TRANSACTION");
-        assert_eq!(translate("SELECT 1"), "SELECT 1");
-    }
-
-    #[test]
-    fn kinds_come_from_leading_keywords() {
-        assert_eq!(kind_of("  -- hi\n begin"), Kind::Begin);
-        assert_eq!(kind_of("/* x */ insert into t values (1)"), Kind::Insert);
-        assert_eq!(kind_of("rollback to sp"), Kind::RollbackTo);
-        assert_eq!(
-            kind_of("create unique index i on t(x)"),
-            Kind::Other("CREATE INDEX".to_owned())
-        );
-        assert_eq!(kind_of("select 1"), Kind::Other("SELECT".to_owned()));
-        assert_eq!(kind_of(""), Kind::Other(String::new()));
     }
 }

@@ -1,0 +1,165 @@
+//! The type catalog kept inside each database: the PostgreSQL type of every column, recorded by the DDL the
+//! layer translates, so it branches, restores and time-travels with the data.
+//!
+//! It is one table, `_cambium_columns`, made by the first DDL that needs it. A session keeps it in memory and
+//! reloads it when SQLite's `schema_version` moves; every change to it is made in the same transaction as a
+//! change to the SQLite schema, so the version always moves with it.
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::types::PgType;
+
+/// The catalog table.
+pub const COLUMNS_TABLE: &str = "_cambium_columns";
+
+/// The statement that makes the catalog table (run inside the DDL's transaction).
+pub const CREATE_COLUMNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS _cambium_columns (\
+     table_name TEXT NOT NULL, column_name TEXT NOT NULL, type TEXT NOT NULL, \
+     PRIMARY KEY (table_name, column_name)) WITHOUT ROWID";
+
+/// Whether a table name belongs to the layer (its catalog), hidden from the client's catalog views.
+pub fn is_internal_table(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.starts_with("_cambium_") || lower.starts_with("sqlite_")
+}
+
+/// One table's columns and their types, in column order of their recording.
+#[derive(Clone, Debug, Default)]
+pub struct TableTypes {
+    columns: Vec<(String, PgType)>,
+}
+
+impl TableTypes {
+    /// The type of a column (names compared as SQLite does, ASCII case-insensitively).
+    pub fn column(&self, name: &str) -> Option<PgType> {
+        self.columns
+            .iter()
+            .find(|(c, _)| c.eq_ignore_ascii_case(name))
+            .map(|(_, t)| *t)
+    }
+
+    /// Every recorded column and its type.
+    pub fn columns(&self) -> &[(String, PgType)] {
+        &self.columns
+    }
+}
+
+/// A snapshot of the catalog at one `schema_version`.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    schema_version: i64,
+    tables: HashMap<String, TableTypes>,
+}
+
+impl Catalog {
+    /// The types of a table's columns, if any were recorded.
+    pub fn table(&self, name: &str) -> Option<&TableTypes> {
+        self.tables.get(&name.to_ascii_lowercase())
+    }
+
+    /// The type of `table.column`, if recorded.
+    pub fn column_type(&self, table: &str, column: &str) -> Option<PgType> {
+        self.table(table).and_then(|t| t.column(column))
+    }
+
+    /// The `schema_version` this snapshot was read at.
+    pub fn schema_version(&self) -> i64 {
+        self.schema_version
+    }
+
+    /// Reads the catalog if `schema_version` moved since this snapshot; returns whether it did.
+    pub fn refresh(&mut self, conn: &Connection) -> rusqlite::Result<bool> {
+        let version: i64 = conn
+            .prepare_cached("PRAGMA schema_version")?
+            .query_row([], |row| row.get(0))?;
+        if version == self.schema_version && version != 0 {
+            return Ok(false);
+        }
+        *self = Catalog::load(conn, version)?;
+        Ok(true)
+    }
+
+    fn load(conn: &Connection, schema_version: i64) -> rusqlite::Result<Catalog> {
+        let exists: Option<i64> = conn
+            .prepare_cached("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_cambium_columns'")?
+            .query_row([], |row| row.get(0))
+            .optional()?;
+        let mut tables: HashMap<String, TableTypes> = HashMap::new();
+        if exists.is_some() {
+            let mut stmt = conn.prepare_cached("SELECT table_name, column_name, type FROM _cambium_columns")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let table: String = row.get(0)?;
+                let column: String = row.get(1)?;
+                let text: String = row.get(2)?;
+                // A type this version does not know is left untyped (its values decide), never an error.
+                if let Some(ty) = PgType::from_catalog(&text) {
+                    tables
+                        .entry(table.to_ascii_lowercase())
+                        .or_default()
+                        .columns
+                        .push((column, ty));
+                }
+            }
+        }
+        Ok(Catalog { schema_version, tables })
+    }
+}
+
+/// The SQL that records `table.column` as `ty` (inside the DDL's transaction).
+pub fn record_column(table: &str, column: &str, ty: PgType) -> String {
+    format!(
+        "INSERT OR REPLACE INTO _cambium_columns (table_name, column_name, type) VALUES ({}, {}, {})",
+        quote_literal(&table.to_ascii_lowercase()),
+        quote_literal(column),
+        quote_literal(&ty.catalog_text())
+    )
+}
+
+/// The SQL that forgets a table's columns.
+pub fn forget_table(table: &str) -> String {
+    format!(
+        "DELETE FROM _cambium_columns WHERE table_name = {}",
+        quote_literal(&table.to_ascii_lowercase())
+    )
+}
+
+/// The SQL that forgets one column.
+pub fn forget_column(table: &str, column: &str) -> String {
+    format!(
+        "DELETE FROM _cambium_columns WHERE table_name = {} AND column_name = {} COLLATE NOCASE",
+        quote_literal(&table.to_ascii_lowercase()),
+        quote_literal(column)
+    )
+}
+
+/// The SQL that moves a table's columns to its new name.
+pub fn rename_table(from: &str, to: &str) -> String {
+    format!(
+        "UPDATE _cambium_columns SET table_name = {} WHERE table_name = {}",
+        quote_literal(&to.to_ascii_lowercase()),
+        quote_literal(&from.to_ascii_lowercase())
+    )
+}
+
+/// The SQL that renames one column.
+pub fn rename_column(table: &str, from: &str, to: &str) -> String {
+    format!(
+        "UPDATE _cambium_columns SET column_name = {} WHERE table_name = {} AND column_name = {} COLLATE NOCASE",
+        quote_literal(to),
+        quote_literal(&table.to_ascii_lowercase()),
+        quote_literal(from)
+    )
+}
+
+/// A SQL string literal.
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A SQL identifier, always quoted.
+pub fn quote_ident(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}

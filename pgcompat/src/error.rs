@@ -1,0 +1,144 @@
+//! The layer's one error: a PostgreSQL SQLSTATE and a message, as PostgreSQL would word it.
+
+use std::fmt;
+
+/// An error for the client: its SQLSTATE and message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct PgError {
+    /// The five-character SQLSTATE.
+    pub code: &'static str,
+    /// The message, worded as PostgreSQL words it where it has one.
+    pub message: String,
+}
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [{}]", self.message, self.code)
+    }
+}
+
+impl PgError {
+    /// An error with this code and message.
+    pub fn new(code: &'static str, message: impl Into<String>) -> PgError {
+        PgError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 0A000: a feature the layer does not support, named.
+    pub fn unsupported(feature: impl fmt::Display) -> PgError {
+        PgError::new(FEATURE_NOT_SUPPORTED, format!("{feature} is not supported by Cambium"))
+    }
+
+    /// 22P02 in PostgreSQL's words.
+    pub fn invalid_input(type_name: &str, text: &str) -> PgError {
+        PgError::new(
+            INVALID_TEXT_REPRESENTATION,
+            format!("invalid input syntax for type {type_name}: \"{text}\""),
+        )
+    }
+
+    /// 22003 in PostgreSQL's words.
+    pub fn out_of_range(type_name: &str) -> PgError {
+        PgError::new(NUMERIC_VALUE_OUT_OF_RANGE, format!("{type_name} out of range"))
+    }
+}
+
+/// successful_completion is never an error; the codes below are the ones the layer raises.
+/// feature_not_supported
+pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+/// syntax_error
+pub const SYNTAX_ERROR: &str = "42601";
+/// undefined_function
+pub const UNDEFINED_FUNCTION: &str = "42883";
+/// undefined_object (types, sequences given by name)
+pub const UNDEFINED_OBJECT: &str = "42704";
+/// undefined_table
+pub const UNDEFINED_TABLE: &str = "42P01";
+/// undefined_column
+pub const UNDEFINED_COLUMN: &str = "42703";
+/// duplicate_object
+pub const DUPLICATE_OBJECT: &str = "42710";
+/// duplicate_table
+pub const DUPLICATE_TABLE: &str = "42P07";
+/// datatype_mismatch
+pub const DATATYPE_MISMATCH: &str = "42804";
+/// invalid_text_representation
+pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+/// invalid_datetime_format
+pub const INVALID_DATETIME_FORMAT: &str = "22007";
+/// datetime_field_overflow
+pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
+/// numeric_value_out_of_range
+pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+/// division_by_zero
+pub const DIVISION_BY_ZERO: &str = "22012";
+/// string_data_right_truncation
+pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
+/// invalid_parameter_value
+pub const INVALID_PARAMETER_VALUE: &str = "22023";
+/// object_not_in_prerequisite_state (currval before nextval)
+pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
+/// sequence_generator_limit_exceeded
+pub const SEQUENCE_GENERATOR_LIMIT_EXCEEDED: &str = "2200H";
+/// read_only_sql_transaction
+pub const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+/// invalid_binary_representation
+pub const INVALID_BINARY_REPRESENTATION: &str = "22P03";
+/// dependent_objects_still_exist
+pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
+/// invalid_schema_name
+pub const INVALID_SCHEMA_NAME: &str = "3F000";
+/// duplicate_schema
+pub const DUPLICATE_SCHEMA: &str = "42P06";
+/// not_null_violation
+pub const NOT_NULL_VIOLATION: &str = "23502";
+/// reserved_name
+pub const RESERVED_NAME: &str = "42939";
+/// cannot_coerce
+pub const CANNOT_COERCE: &str = "42846";
+/// invalid_regular_expression
+pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+/// program_limit_exceeded
+pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+/// internal_error
+pub const INTERNAL_ERROR: &str = "XX000";
+
+/// Every code the layer raises, so a code read back from a SQLite message is one of ours.
+const CODES: &[&str] = &[
+    FEATURE_NOT_SUPPORTED,
+    SYNTAX_ERROR,
+    UNDEFINED_FUNCTION,
+    UNDEFINED_OBJECT,
+    UNDEFINED_TABLE,
+    UNDEFINED_COLUMN,
+    DUPLICATE_OBJECT,
+    DUPLICATE_TABLE,
+    DATATYPE_MISMATCH,
+    INVALID_TEXT_REPRESENTATION,
+    INVALID_DATETIME_FORMAT,
+    DATETIME_FIELD_OVERFLOW,
+    NUMERIC_VALUE_OUT_OF_RANGE,
+    DIVISION_BY_ZERO,
+    STRING_DATA_RIGHT_TRUNCATION,
+    INVALID_PARAMETER_VALUE,
+    OBJECT_NOT_IN_PREREQUISITE_STATE,
+    SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+    READ_ONLY_SQL_TRANSACTION,
+    INVALID_BINARY_REPRESENTATION,
+    DEPENDENT_OBJECTS_STILL_EXIST,
+    INVALID_SCHEMA_NAME,
+    DUPLICATE_SCHEMA,
+    NOT_NULL_VIOLATION,
+    RESERVED_NAME,
+    CANNOT_COERCE,
+    INVALID_REGULAR_EXPRESSION,
+    PROGRAM_LIMIT_EXCEEDED,
+    INTERNAL_ERROR,
+];
+
+/// The layer's static code equal to `code`, if it is one.
+pub fn intern_code(code: &str) -> Option<&'static str> {
+    CODES.iter().copied().find(|c| *c == code)
+}

@@ -1,0 +1,135 @@
+//! Cambium's PostgreSQL dialect layer over SQLite.
+//!
+//! A PostgreSQL statement text goes in ([`Dialect::translate`]); out come the SQLite statements that do the
+//! same, the PostgreSQL types of their parameters and result columns, and what kind of statement it was.
+//! Values travel in PostgreSQL's text and binary forms ([`value`]); the types of columns live in a catalog
+//! table inside the database ([`catalog`]), so they branch, restore and time-travel with the data.
+//!
+//! The layer depends on no other Cambium crate: it works over any `rusqlite::Connection`, which is how it
+//! is tested and benchmarked alone. The compute's PostgreSQL front calls it for every statement.
+//!
+//! **Boundary:** no networking, no storage; SQLite is reached only through the connection given.
+
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod error;
+pub mod functions;
+pub mod translate;
+pub mod types;
+pub mod value;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use rusqlite::{Connection, Statement};
+
+pub use catalog::Catalog;
+pub use error::PgError;
+pub use functions::SessionState;
+pub use translate::{Kind, Translated, Translation};
+pub use types::{Base, PgType};
+
+/// Most translations a session keeps (by statement text); the oldest goes first.
+pub const TRANSLATIONS_MAX: usize = 512;
+/// Longest statement text cached; longer ones are translated every time (bulk INSERTs).
+pub const CACHED_SQL_BYTES_MAX: usize = 16 << 10;
+/// Highest parameter number (`$n`) the layer types (PostgreSQL's protocol allows 65535).
+pub const PARAMS_MAX: usize = 65_535;
+/// Largest value a function of the layer builds (the compute limits SQLite's own values to the same).
+pub const VALUE_BYTES_MAX: usize = 256 << 20;
+
+/// One session's dialect state: its catalog snapshot, its translation cache, and what its functions read.
+#[derive(Debug)]
+pub struct Dialect {
+    state: Arc<SessionState>,
+    catalog: Catalog,
+    cache: HashMap<String, Arc<Translated>>,
+    order: VecDeque<String>,
+    /// The catalog version the cached translations were made at.
+    cache_version: i64,
+}
+
+impl Dialect {
+    /// Installs the layer's functions and collation on `conn` for a session of `user` on `database`.
+    pub fn new(conn: &Connection, database: &str, user: &str, backend_pid: i32) -> rusqlite::Result<Dialect> {
+        let state = Arc::new(SessionState::new(database, user, backend_pid));
+        functions::install(conn, state.clone())?;
+        Ok(Dialect {
+            state,
+            catalog: Catalog::default(),
+            cache: HashMap::new(),
+            order: VecDeque::new(),
+            cache_version: -1,
+        })
+    }
+
+    /// What the session's functions read (its zone, its transaction timestamp).
+    pub fn state(&self) -> &Arc<SessionState> {
+        &self.state
+    }
+
+    /// The catalog as of the last translation.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Reads the catalog again if the schema changed.
+    pub fn refresh(&mut self, conn: &Connection) -> Result<(), PgError> {
+        self.catalog
+            .refresh(conn)
+            .map_err(|e| PgError::new(error::INTERNAL_ERROR, format!("reading the type catalog: {e}")))?;
+        if self.catalog.schema_version() != self.cache_version {
+            self.cache.clear();
+            self.order.clear();
+            self.cache_version = self.catalog.schema_version();
+        }
+        Ok(())
+    }
+
+    /// Translates a query text, from the cache when the same text was translated at this schema.
+    pub fn translate(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, PgError> {
+        self.refresh(conn)?;
+        if let Some(hit) = self.cache.get(sql) {
+            return Ok(hit.clone());
+        }
+        let translated = Arc::new(translate::translate(conn, &self.catalog, sql)?);
+        if sql.len() <= CACHED_SQL_BYTES_MAX {
+            if self.order.len() >= TRANSLATIONS_MAX {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.cache.remove(&oldest);
+                }
+            }
+            self.cache.insert(sql.to_owned(), translated.clone());
+            self.order.push_back(sql.to_owned());
+        }
+        assert!(self.cache.len() <= TRANSLATIONS_MAX, "translation cache over its bound");
+        Ok(translated)
+    }
+
+    /// The PostgreSQL type of each result column of a prepared statement: the translation's inferred
+    /// type, else the catalog's type of the column it comes from; `None` where neither knows (the caller
+    /// then decides from SQLite's declared type or the values).
+    pub fn column_types(&self, stmt: &Statement<'_>, translation: Option<&Translation>) -> Vec<Option<PgType>> {
+        let count = stmt.column_count();
+        let inferred = translation
+            .and_then(|t| t.columns.as_ref())
+            .filter(|c| c.len() == count);
+        (0..count)
+            .map(|i| {
+                if let Some(ty) = inferred.and_then(|c| c[i]) {
+                    return Some(ty);
+                }
+                let meta = stmt.column_metadata(i).ok().flatten()?;
+                let table = meta.1.to_str().ok()?;
+                let column = meta.2.to_str().ok()?;
+                self.catalog.column_type(table, column)
+            })
+            .collect()
+    }
+}
+
+/// The PostgreSQL error a SQLite error message carries if one of the layer's functions raised it.
+pub fn error_of(message: &str) -> Option<PgError> {
+    functions::error_of(message)
+}

@@ -1,0 +1,473 @@
+//! A PostgreSQL query text translated to SQLite statements: parsed with `sqlparser`'s PostgreSQL dialect,
+//! each statement rewritten (expressions in `expr`, DDL in `ddl`, names in `names`), with what the
+//! caller needs to run it and type its results.
+
+pub(crate) mod ddl;
+pub(crate) mod expr;
+pub(crate) mod names;
+pub(crate) mod walk;
+
+use rusqlite::Connection;
+use sqlparser::ast::{
+    Assignment, AssignmentTarget, BeginTransactionKind, Expr, FromTable, Insert, ObjectType, Query, SelectItem,
+    SetExpr, Statement, TableFactor, TableObject, TransactionMode, Value, ValueWithSpan,
+};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::catalog::{quote_ident, Catalog};
+use crate::error::PgError;
+use crate::types::PgType;
+use expr::{coerce_call, last_part, Rewriter, Scope, Typer};
+
+/// What a statement is, for its command tag and the transaction rules the caller applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `SELECT` (or anything returning rows that is not DML).
+    Select,
+    /// `INSERT`
+    Insert,
+    /// `UPDATE`
+    Update,
+    /// `DELETE`
+    Delete,
+    /// `BEGIN` / `START TRANSACTION`; `read_only` when the transaction may not write.
+    Begin {
+        /// `READ ONLY` was given.
+        read_only: bool,
+    },
+    /// `COMMIT` / `END`
+    Commit,
+    /// `ROLLBACK` / `ABORT`
+    Rollback,
+    /// `ROLLBACK TO SAVEPOINT`
+    RollbackTo,
+    /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
+    Other(String),
+}
+
+/// One PostgreSQL statement as SQLite runs it.
+#[derive(Clone, Debug)]
+pub struct Translation {
+    /// The SQLite statements, in order; more than one only for DDL that also records types (run them in
+    /// one savepoint).
+    pub steps: Vec<String>,
+    /// The step whose outcome (rows or count) is the statement's.
+    pub primary: usize,
+    /// The PostgreSQL type of each result column the layer could infer, `None` where the value or the
+    /// column's origin decides; `None` as a whole when the columns are not known statically (`SELECT *`).
+    pub columns: Option<Vec<Option<PgType>>>,
+    /// The types of parameters `$1…` learned from where they are used.
+    pub params: Vec<Option<PgType>>,
+    /// What the statement is.
+    pub kind: Kind,
+    /// Whether the statement reads the transaction timestamp.
+    pub uses_now: bool,
+}
+
+impl Translation {
+    fn single(sql: String, kind: Kind) -> Translation {
+        Translation {
+            steps: vec![sql],
+            primary: 0,
+            columns: None,
+            params: Vec::new(),
+            kind,
+            uses_now: false,
+        }
+    }
+}
+
+/// A query text translated: its statements, or the text to give SQLite as it is.
+#[derive(Clone, Debug)]
+pub enum Translated {
+    /// Each statement translated.
+    Statements(Vec<Translation>),
+    /// Not PostgreSQL the parser knows: SQLite's own dialect, run as written (SQLite's extensions, PRAGMAs
+    /// the defensive policy allows). Errors then come from SQLite.
+    Passthrough,
+}
+
+/// Translates a query text (one or several statements) against the catalog.
+pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Translated, PgError> {
+    let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
+        Ok(statements) => statements,
+        Err(_) => return Ok(Translated::Passthrough),
+    };
+    let mut out = Vec::with_capacity(statements.len());
+    for statement in statements {
+        match translate_statement(conn, catalog, statement)? {
+            Some(translation) => out.push(translation),
+            None => return Ok(Translated::Passthrough),
+        }
+    }
+    Ok(Translated::Statements(out))
+}
+
+/// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
+fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Statement) -> Result<Option<Translation>, PgError> {
+    let translation = match &mut statement {
+        Statement::Query(query) => {
+            names::name_columns(query);
+            let mut rewriter = Rewriter::new(catalog);
+            rewriter.rewrite_query(query.as_mut())?;
+            let columns = output_types(catalog, query);
+            Translation {
+                steps: vec![query.to_string()],
+                primary: 0,
+                columns,
+                params: rewriter.params,
+                kind: Kind::Select,
+                uses_now: rewriter.uses_now,
+            }
+        }
+        Statement::Insert(insert) => translate_insert(conn, catalog, insert)?,
+        Statement::Update(update) => {
+            let table = match &update.table.relation {
+                TableFactor::Table { name, .. } => last_part(name),
+                other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
+            };
+            if let Some(returning) = &mut update.returning {
+                names::name_items(returning);
+            }
+            let mut rewriter = Rewriter::new(catalog);
+            rewriter.typer.scopes.push(Scope::of_table(&table));
+            rewrite_update(&mut rewriter, update)?;
+            coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
+            let columns = update.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+            Translation {
+                steps: vec![statement.to_string()],
+                primary: 0,
+                columns,
+                params: rewriter.params,
+                kind: Kind::Update,
+                uses_now: rewriter.uses_now,
+            }
+        }
+        Statement::Delete(delete) => {
+            let tables = match &delete.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            if delete.using.is_some() {
+                return Err(PgError::unsupported("DELETE … USING"));
+            }
+            let table = match tables.first().map(|t| &t.relation) {
+                Some(TableFactor::Table { name, .. }) => last_part(name),
+                _ => return Err(PgError::unsupported("this DELETE form")),
+            };
+            if let Some(returning) = &mut delete.returning {
+                names::name_items(returning);
+            }
+            let mut rewriter = Rewriter::new(catalog);
+            rewriter.typer.scopes.push(Scope::of_table(&table));
+            if let Some(selection) = &mut delete.selection {
+                rewriter.rewrite_expr(selection)?;
+            }
+            if let Some(returning) = &mut delete.returning {
+                rewriter.rewrite_items(returning)?;
+            }
+            let columns = delete.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+            Translation {
+                steps: vec![statement.to_string()],
+                primary: 0,
+                columns,
+                params: rewriter.params,
+                kind: Kind::Delete,
+                uses_now: rewriter.uses_now,
+            }
+        }
+        Statement::CreateTable(create) => ddl::create_table(catalog, create)?,
+        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter)?,
+        Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            ..
+        } => ddl::drop(*object_type, *if_exists, names)?,
+        Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
+        Statement::CreateView(view) => ddl::create_view(catalog, view)?,
+        Statement::Truncate(truncate) => {
+            let mut steps = Vec::new();
+            for target in &truncate.table_names {
+                steps.push(format!("DELETE FROM {}", quote_ident(&last_part(&target.name))));
+            }
+            let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
+            t.steps = steps;
+            t
+        }
+        Statement::StartTransaction {
+            modes,
+            transaction,
+            modifier: None,
+            statements,
+            ..
+        } if statements.is_empty() => {
+            if matches!(transaction, Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None) {
+                let read_only = modes
+                    .iter()
+                    .any(|m| matches!(m, TransactionMode::AccessMode(sqlparser::ast::TransactionAccessMode::ReadOnly)));
+                Translation::single("BEGIN".to_owned(), Kind::Begin { read_only })
+            } else {
+                return Ok(None);
+            }
+        }
+        Statement::Commit { chain: false, .. } => Translation::single("COMMIT".to_owned(), Kind::Commit),
+        Statement::Rollback {
+            chain: false,
+            savepoint: None,
+        } => Translation::single("ROLLBACK".to_owned(), Kind::Rollback),
+        Statement::Rollback {
+            chain: false,
+            savepoint: Some(name),
+        } => Translation::single(format!("ROLLBACK TO {}", quote_ident(&name.value)), Kind::RollbackTo),
+        Statement::Savepoint { name } => Translation::single(
+            format!("SAVEPOINT {}", quote_ident(&name.value)),
+            Kind::Other("SAVEPOINT".to_owned()),
+        ),
+        Statement::ReleaseSavepoint { name } => Translation::single(
+            format!("RELEASE {}", quote_ident(&name.value)),
+            Kind::Other("RELEASE".to_owned()),
+        ),
+        Statement::CreateSchema {
+            schema_name,
+            if_not_exists,
+            ..
+        } => {
+            let name = schema_name.to_string().to_ascii_lowercase();
+            if name == "public" && *if_not_exists {
+                Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("CREATE SCHEMA".to_owned()))
+            } else {
+                return Err(PgError::unsupported(format!("CREATE SCHEMA {name} (only the schema public exists)")));
+            }
+        }
+        Statement::CreateExtension(ext) => {
+            let name = ext.name.value.to_ascii_lowercase();
+            // The functions these extensions are installed for (`gen_random_uuid`, `uuid_generate_v4`) exist.
+            if matches!(name.as_str(), "pgcrypto" | "uuid-ossp" | "plpgsql") {
+                Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("CREATE EXTENSION".to_owned()))
+            } else {
+                return Err(PgError::unsupported(format!("the extension {name}")));
+            }
+        }
+        Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
+        Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
+        Statement::Copy { .. } => return Err(PgError::unsupported("COPY")),
+        Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
+        Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
+        Statement::Grant(_) | Statement::Revoke(_) => {
+            let tag = if matches!(statement, Statement::Grant(_)) { "GRANT" } else { "REVOKE" };
+            // One role exists, owning everything: privileges change nothing.
+            Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other(tag.to_owned()))
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(translation))
+}
+
+fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
+    let table = match &insert.table {
+        TableObject::TableName(name) => last_part(name),
+        TableObject::TableFunction(_) | TableObject::TableQuery(_) => return Err(PgError::unsupported("INSERT into a function")),
+    };
+    if let Some(returning) = &mut insert.returning {
+        names::name_items(returning);
+    }
+    let mut rewriter = Rewriter::new(catalog);
+    rewriter.typer.scopes.push(Scope::of_table(&table));
+    if let Some(source) = &mut insert.source {
+        rewriter.rewrite_query(source.as_mut())?;
+    }
+    if let Some(returning) = &mut insert.returning {
+        rewriter.rewrite_items(returning)?;
+    }
+    if let Some(sqlparser::ast::OnInsert::OnConflict(conflict)) = &mut insert.on {
+        if let sqlparser::ast::OnConflictAction::DoUpdate(update) = &mut conflict.action {
+            for assignment in &mut update.assignments {
+                rewriter.rewrite_expr(&mut assignment.value)?;
+            }
+            if let Some(selection) = &mut update.selection {
+                rewriter.rewrite_expr(selection)?;
+            }
+        }
+    }
+    let columns: Vec<String> = if insert.columns.is_empty() {
+        table_columns(conn, &table)
+    } else {
+        insert.columns.iter().map(last_part).collect()
+    };
+    let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
+    if let Some(source) = &mut insert.source {
+        drop_default_columns(insert_columns_mut(&mut insert.columns), source, &columns)?;
+        coerce_source(&mut rewriter, source, &types);
+    }
+    let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+    Ok(Translation {
+        steps: vec![Statement::Insert(insert.clone()).to_string()],
+        primary: 0,
+        columns: columns_out,
+        params: rewriter.params,
+        kind: Kind::Insert,
+        uses_now: rewriter.uses_now,
+    })
+}
+
+fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Update) -> Result<(), PgError> {
+    for assignment in &mut update.assignments {
+        rewriter.rewrite_expr(&mut assignment.value)?;
+    }
+    if let Some(selection) = &mut update.selection {
+        rewriter.rewrite_expr(selection)?;
+    }
+    if let Some(returning) = &mut update.returning {
+        rewriter.rewrite_items(returning)?;
+    }
+    Ok(())
+}
+
+fn insert_columns_mut(columns: &mut Vec<sqlparser::ast::ObjectName>) -> &mut Vec<sqlparser::ast::ObjectName> {
+    columns
+}
+
+/// `VALUES (DEFAULT, …)`: SQLite has no `DEFAULT` inside VALUES, so a column that is `DEFAULT` in every row
+/// is left out of the column list (its default applies); one that mixes is refused.
+fn drop_default_columns(
+    insert_columns: &mut Vec<sqlparser::ast::ObjectName>,
+    source: &mut Query,
+    table_columns: &[String],
+) -> Result<(), PgError> {
+    let SetExpr::Values(values) = source.body.as_mut() else {
+        return Ok(());
+    };
+    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    let width = values.rows.first().map_or(0, |r| r.content.len());
+    let mut drop = Vec::new();
+    for i in 0..width {
+        let defaults = values.rows.iter().filter(|r| r.content.get(i).is_some_and(is_default)).count();
+        if defaults == values.rows.len() {
+            drop.push(i);
+        } else if defaults > 0 {
+            return Err(PgError::unsupported("DEFAULT in some rows of a multi-row VALUES but not in others"));
+        }
+    }
+    if drop.is_empty() {
+        return Ok(());
+    }
+    if insert_columns.is_empty() {
+        *insert_columns = table_columns
+            .iter()
+            .map(|c| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', c.clone())]))
+            .collect();
+    }
+    for i in drop.into_iter().rev() {
+        if i < insert_columns.len() {
+            insert_columns.remove(i);
+        }
+        for row in &mut values.rows {
+            row.content.remove(i);
+        }
+    }
+    if values.rows.first().is_some_and(|r| r.content.is_empty()) {
+        return Err(PgError::unsupported("VALUES made only of DEFAULT (use DEFAULT VALUES)"));
+    }
+    Ok(())
+}
+
+/// The values an INSERT gives each column made that column's stored form.
+fn coerce_source(rewriter: &mut Rewriter<'_>, source: &mut Query, types: &[Option<PgType>]) {
+    match source.body.as_mut() {
+        SetExpr::Values(values) => {
+            for row in &mut values.rows {
+                for (value, ty) in row.content.iter_mut().zip(types) {
+                    rewriter.learn_param(value, *ty);
+                    if let Some(ty) = ty {
+                        if !matches!(value, Expr::Value(ValueWithSpan { value: Value::Null, .. })) {
+                            let inner = std::mem::replace(value, Expr::value(Value::Null));
+                            *value = coerce_call(inner, *ty);
+                        }
+                    }
+                }
+            }
+        }
+        SetExpr::Select(select) => {
+            for (item, ty) in select.projection.iter_mut().zip(types) {
+                let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+                    return;
+                };
+                if let Some(ty) = ty {
+                    let inner = std::mem::replace(e, Expr::value(Value::Null));
+                    *e = coerce_call(inner, *ty);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn coerce_assignments(rewriter: &mut Rewriter<'_>, catalog: &Catalog, table: &str, assignments: &mut [Assignment]) {
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(name) = &assignment.target else {
+            continue;
+        };
+        let ty = catalog.column_type(table, &last_part(name));
+        rewriter.learn_param(&assignment.value, ty);
+        if let Some(ty) = ty {
+            let is_default = matches!(&assignment.value, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+            if is_default {
+                continue;
+            }
+            let inner = std::mem::replace(&mut assignment.value, Expr::value(Value::Null));
+            assignment.value = coerce_call(inner, ty);
+        }
+    }
+}
+
+/// The columns of a table in order (PRAGMA table_info), for an INSERT without a column list.
+fn table_columns(conn: &Connection, table: &str) -> Vec<String> {
+    let Ok(mut stmt) = conn.prepare_cached("SELECT name FROM pragma_table_info(?1)") else {
+        return Vec::new();
+    };
+    stmt.query_map([table], |row| row.get::<_, String>(0))
+        .map(|rows| rows.filter_map(Result::ok).collect())
+        .unwrap_or_default()
+}
+
+fn item_types(typer: &Typer<'_>, items: &[SelectItem]) -> Vec<Option<PgType>> {
+    items
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => typer.infer(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The statically known types of a query's result columns.
+fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>> {
+    let mut body = query.body.as_ref();
+    loop {
+        match body {
+            SetExpr::Select(select) => {
+                if select
+                    .projection
+                    .iter()
+                    .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+                {
+                    return None;
+                }
+                let typer = Typer {
+                    catalog,
+                    scopes: vec![Scope::of_select(select)],
+                };
+                return Some(item_types(&typer, &select.projection));
+            }
+            SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+            SetExpr::Query(q) => body = q.body.as_ref(),
+            _ => return None,
+        }
+    }
+}
+
+/// Whether the object type of a DROP is one the layer handles.
+pub(crate) fn droppable(object_type: ObjectType) -> bool {
+    matches!(object_type, ObjectType::Table | ObjectType::View | ObjectType::Index)
+}

@@ -1,0 +1,82 @@
+//! Result column names as PostgreSQL gives them (its `FigureColname`): a column keeps its name folded to
+//! lower case, a function call is named after the function, a cast after its operand or else its type,
+//! `CASE` is `case`, and anything else `?column?`. Every unnamed item gets that name as an alias, so
+//! SQLite (which names a column after its expression text) reports the same.
+
+use sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, Value};
+
+use super::expr::{last_part, written_type};
+
+/// Names the result columns of a query.
+pub(crate) fn name_columns(query: &mut Query) {
+    let mut body = query.body.as_mut();
+    loop {
+        match body {
+            SetExpr::Select(select) => {
+                name_items(&mut select.projection);
+                return;
+            }
+            SetExpr::SetOperation { left, .. } => body = left.as_mut(),
+            SetExpr::Query(q) => body = q.body.as_mut(),
+            _ => return,
+        }
+    }
+}
+
+/// Names unnamed select items (also used for RETURNING lists).
+pub(crate) fn name_items(items: &mut [SelectItem]) {
+    for item in items.iter_mut() {
+        if let SelectItem::UnnamedExpr(expr) = item {
+            let name = figure(expr).unwrap_or_else(|| "?column?".to_owned());
+            let expr = std::mem::replace(expr, Expr::value(Value::Null));
+            *item = SelectItem::ExprWithAlias {
+                expr,
+                alias: Ident::with_quote('"', name),
+            };
+        }
+    }
+}
+
+fn fold(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_ascii_lowercase()
+    }
+}
+
+/// The name PostgreSQL gives an expression's column, `None` for `?column?`.
+fn figure(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(ident) => Some(fold(ident)),
+        Expr::CompoundIdentifier(parts) => parts.last().map(fold),
+        Expr::Function(function) => Some(last_part(&function.name).to_ascii_lowercase()),
+        Expr::Cast { expr, data_type, .. } => figure(expr).or_else(|| written_type(data_type).ok().map(|t| t.element().internal_name())),
+        Expr::TypedString(typed) => written_type(&typed.data_type).ok().map(|t| t.internal_name()),
+        Expr::Interval(_) => Some("interval".to_owned()),
+        Expr::Case { .. } => Some("case".to_owned()),
+        Expr::Array(_) => Some("array".to_owned()),
+        Expr::Exists { .. } => Some("exists".to_owned()),
+        Expr::Nested(inner) => figure(inner),
+        Expr::Value(v) => match v.value {
+            Value::Boolean(_) => Some("bool".to_owned()),
+            _ => None,
+        },
+        Expr::Subquery(query) => match query.body.as_ref() {
+            SetExpr::Select(select) => match select.projection.first() {
+                Some(SelectItem::ExprWithAlias { alias, .. }) => Some(fold(alias)),
+                Some(SelectItem::UnnamedExpr(e)) => figure(e),
+                _ => None,
+            },
+            _ => None,
+        },
+        Expr::Extract { .. } => Some("extract".to_owned()),
+        Expr::Position { .. } => Some("position".to_owned()),
+        Expr::Substring { .. } => Some("substring".to_owned()),
+        Expr::Trim { .. } => Some("btrim".to_owned()),
+        Expr::Ceil { .. } => Some("ceil".to_owned()),
+        Expr::Floor { .. } => Some("floor".to_owned()),
+        Expr::AtTimeZone { .. } => Some("timezone".to_owned()),
+        _ => None,
+    }
+}

@@ -1,0 +1,309 @@
+//! A post-order walk over the parts of statements the layer rewrites: queries (CTEs, set operations,
+//! SELECT lists, FROM with joins and derived tables, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, VALUES) and
+//! every expression inside them, children before their parent. Expression kinds the walk does not enter are
+//! still rewritten themselves; their insides are left as written.
+
+use sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Join, JoinConstraint, JoinOperator,
+    LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, WindowType,
+};
+
+use crate::error::PgError;
+
+/// What the walk calls: scopes around each SELECT, and each expression after its children.
+pub(crate) trait Hooks {
+    /// Entering a SELECT (its FROM is known).
+    fn enter_select(&mut self, select: &Select);
+    /// Leaving it.
+    fn leave_select(&mut self);
+    /// One expression, its children already done.
+    fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError>;
+}
+
+/// Walks a query.
+pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), PgError> {
+    if let Some(with) = &mut query.with {
+        for cte in &mut with.cte_tables {
+            self::query(hooks, &mut cte.query)?;
+        }
+    }
+    set_expr(hooks, &mut query.body)?;
+    if let Some(order_by) = &mut query.order_by {
+        if let OrderByKind::Expressions(items) = &mut order_by.kind {
+            for item in items {
+                expr(hooks, &mut item.expr)?;
+            }
+        }
+    }
+    if let Some(limit) = &mut query.limit_clause {
+        match limit {
+            LimitClause::LimitOffset { limit, offset, .. } => {
+                if let Some(limit) = limit {
+                    expr(hooks, limit)?;
+                }
+                if let Some(offset) = offset {
+                    expr(hooks, &mut offset.value)?;
+                }
+            }
+            LimitClause::OffsetCommaLimit { offset, limit } => {
+                expr(hooks, offset)?;
+                expr(hooks, limit)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn set_expr<H: Hooks>(hooks: &mut H, body: &mut SetExpr) -> Result<(), PgError> {
+    match body {
+        SetExpr::Select(s) => select(hooks, s),
+        SetExpr::Query(q) => query(hooks, q),
+        SetExpr::SetOperation { left, right, .. } => {
+            set_expr(hooks, left)?;
+            set_expr(hooks, right)
+        }
+        SetExpr::Values(values) => {
+            for row in &mut values.rows {
+                for e in &mut row.content {
+                    expr(hooks, e)?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn select<H: Hooks>(hooks: &mut H, select: &mut Select) -> Result<(), PgError> {
+    // Derived tables and join conditions are walked before the SELECT's own scope is entered for its
+    // derived tables, inside it for its conditions.
+    for from in &mut select.from {
+        derived(hooks, &mut from.relation)?;
+        for join in &mut from.joins {
+            derived(hooks, &mut join.relation)?;
+        }
+    }
+    hooks.enter_select(select);
+    let result = select_inside(hooks, select);
+    hooks.leave_select();
+    result
+}
+
+fn select_inside<H: Hooks>(hooks: &mut H, select: &mut Select) -> Result<(), PgError> {
+    items(hooks, &mut select.projection)?;
+    for from in &mut select.from {
+        joins(hooks, from)?;
+    }
+    if let Some(selection) = &mut select.selection {
+        expr(hooks, selection)?;
+    }
+    if let GroupByExpr::Expressions(exprs, _) = &mut select.group_by {
+        for e in exprs {
+            expr(hooks, e)?;
+        }
+    }
+    if let Some(having) = &mut select.having {
+        expr(hooks, having)?;
+    }
+    Ok(())
+}
+
+/// Walks select items (also RETURNING lists).
+pub(crate) fn items<H: Hooks>(hooks: &mut H, items: &mut [SelectItem]) -> Result<(), PgError> {
+    for item in items {
+        match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => expr(hooks, e)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn derived<H: Hooks>(hooks: &mut H, factor: &mut TableFactor) -> Result<(), PgError> {
+    match factor {
+        TableFactor::Derived { subquery, .. } => query(hooks, subquery),
+        TableFactor::NestedJoin { table_with_joins, .. } => {
+            derived(hooks, &mut table_with_joins.relation)?;
+            for join in &mut table_with_joins.joins {
+                derived(hooks, &mut join.relation)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Walks the join conditions of a FROM item.
+pub(crate) fn joins<H: Hooks>(hooks: &mut H, from: &mut TableWithJoins) -> Result<(), PgError> {
+    for join in &mut from.joins {
+        join_condition(hooks, join)?;
+    }
+    Ok(())
+}
+
+fn join_condition<H: Hooks>(hooks: &mut H, join: &mut Join) -> Result<(), PgError> {
+    let constraint = match &mut join.join_operator {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c) => c,
+        _ => return Ok(()),
+    };
+    if let JoinConstraint::On(e) = constraint {
+        expr(hooks, e)?;
+    }
+    Ok(())
+}
+
+fn args<H: Hooks>(hooks: &mut H, arguments: &mut FunctionArguments) -> Result<(), PgError> {
+    match arguments {
+        FunctionArguments::List(list) => {
+            for arg in &mut list.args {
+                let inner = match arg {
+                    FunctionArg::Unnamed(a) | FunctionArg::Named { arg: a, .. } | FunctionArg::ExprNamed { arg: a, .. } => a,
+                };
+                if let FunctionArgExpr::Expr(e) = inner {
+                    expr(hooks, e)?;
+                }
+            }
+            Ok(())
+        }
+        FunctionArguments::Subquery(q) => query(hooks, q),
+        FunctionArguments::None => Ok(()),
+    }
+}
+
+/// Walks an expression: its children first, then the expression itself.
+pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError> {
+    match e {
+        Expr::IsFalse(a)
+        | Expr::IsNotFalse(a)
+        | Expr::IsTrue(a)
+        | Expr::IsNotTrue(a)
+        | Expr::IsNull(a)
+        | Expr::IsNotNull(a)
+        | Expr::IsUnknown(a)
+        | Expr::IsNotUnknown(a)
+        | Expr::Nested(a)
+        | Expr::UnaryOp { expr: a, .. }
+        | Expr::Cast { expr: a, .. }
+        | Expr::Collate { expr: a, .. }
+        | Expr::Extract { expr: a, .. }
+        | Expr::Ceil { expr: a, .. }
+        | Expr::Floor { expr: a, .. } => expr(hooks, a)?,
+        Expr::IsDistinctFrom(a, b) | Expr::IsNotDistinctFrom(a, b) => {
+            expr(hooks, a)?;
+            expr(hooks, b)?;
+        }
+        Expr::BinaryOp { left, right, .. }
+        | Expr::AnyOp { left, right, .. }
+        | Expr::AllOp { left, right, .. } => {
+            expr(hooks, left)?;
+            expr(hooks, right)?;
+        }
+        Expr::Like { expr: a, pattern, .. }
+        | Expr::ILike { expr: a, pattern, .. }
+        | Expr::SimilarTo { expr: a, pattern, .. }
+        | Expr::RLike { expr: a, pattern, .. } => {
+            expr(hooks, a)?;
+            expr(hooks, pattern)?;
+        }
+        Expr::In { expr: a, target, .. } => {
+            expr(hooks, a)?;
+            match target {
+                sqlparser::ast::InTarget::List(list) => {
+                    for item in list {
+                        expr(hooks, item)?;
+                    }
+                }
+                sqlparser::ast::InTarget::Subquery(q) => query(hooks, q)?,
+                sqlparser::ast::InTarget::Unnest(u) => expr(hooks, u)?,
+                _ => {}
+            }
+        }
+        Expr::Between { expr: a, low, high, .. } => {
+            expr(hooks, a)?;
+            expr(hooks, low)?;
+            expr(hooks, high)?;
+        }
+        Expr::AtTimeZone { timestamp, time_zone } => {
+            expr(hooks, timestamp)?;
+            expr(hooks, time_zone)?;
+        }
+        Expr::Position { expr: a, r#in } => {
+            expr(hooks, a)?;
+            expr(hooks, r#in)?;
+        }
+        Expr::Substring {
+            expr: a,
+            substring_from,
+            substring_for,
+            ..
+        } => {
+            expr(hooks, a)?;
+            if let Some(f) = substring_from {
+                expr(hooks, f)?;
+            }
+            if let Some(f) = substring_for {
+                expr(hooks, f)?;
+            }
+        }
+        Expr::Trim { expr: a, trim_what, .. } => {
+            expr(hooks, a)?;
+            if let Some(w) = trim_what {
+                expr(hooks, w)?;
+            }
+        }
+        Expr::Function(f) => {
+            args(hooks, &mut f.args)?;
+            if let Some(filter) = &mut f.filter {
+                expr(hooks, filter)?;
+            }
+            if let Some(WindowType::WindowSpec(spec)) = &mut f.over {
+                for p in &mut spec.partition_by {
+                    expr(hooks, p)?;
+                }
+                for o in &mut spec.order_by {
+                    expr(hooks, &mut o.expr)?;
+                }
+            }
+            for o in &mut f.within_group {
+                expr(hooks, &mut o.expr)?;
+            }
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            if let Some(o) = operand {
+                expr(hooks, o)?;
+            }
+            for c in conditions {
+                expr(hooks, &mut c.condition)?;
+                expr(hooks, &mut c.result)?;
+            }
+            if let Some(r) = else_result {
+                expr(hooks, r)?;
+            }
+        }
+        Expr::Exists { subquery, .. } | Expr::Subquery(subquery) => query(hooks, subquery)?,
+        Expr::Tuple(items) => {
+            for item in items {
+                expr(hooks, item)?;
+            }
+        }
+        Expr::Array(array) => {
+            for item in &mut array.elem {
+                expr(hooks, item)?;
+            }
+        }
+        _ => {}
+    }
+    hooks.expr(e)
+}

@@ -1,0 +1,216 @@
+//! JSON input checked and `jsonb`'s normalized text: keys sorted (shorter first, then bytewise), the last of
+//! duplicate keys kept, `", "` and `": "` between items, numbers as written.
+
+use crate::error::PgError;
+
+/// Deepest nesting accepted, so hostile input cannot exhaust the stack.
+pub const DEPTH_MAX: usize = 512;
+
+enum Node {
+    Null,
+    Bool(bool),
+    Number(String),
+    String(String),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn skip_ws(&mut self) {
+        while self.at < self.bytes.len() && matches!(self.bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Node> {
+        if depth > DEPTH_MAX {
+            return None;
+        }
+        self.skip_ws();
+        let c = *self.bytes.get(self.at)?;
+        match c {
+            b'n' => self.word("null").map(|()| Node::Null),
+            b't' => self.word("true").map(|()| Node::Bool(true)),
+            b'f' => self.word("false").map(|()| Node::Bool(false)),
+            b'"' => self.string().map(Node::String),
+            b'[' => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.skip_ws();
+                if self.bytes.get(self.at) == Some(&b']') {
+                    self.at += 1;
+                    return Some(Node::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.skip_ws();
+                    match self.bytes.get(self.at)? {
+                        b',' => self.at += 1,
+                        b']' => {
+                            self.at += 1;
+                            return Some(Node::Array(items));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'{' => {
+                self.at += 1;
+                let mut fields: Vec<(String, Node)> = Vec::new();
+                self.skip_ws();
+                if self.bytes.get(self.at) == Some(&b'}') {
+                    self.at += 1;
+                    return Some(Node::Object(fields));
+                }
+                loop {
+                    self.skip_ws();
+                    if self.bytes.get(self.at) != Some(&b'"') {
+                        return None;
+                    }
+                    let key = self.string()?;
+                    self.skip_ws();
+                    if self.bytes.get(self.at) != Some(&b':') {
+                        return None;
+                    }
+                    self.at += 1;
+                    let value = self.value(depth + 1)?;
+                    fields.push((key, value));
+                    self.skip_ws();
+                    match self.bytes.get(self.at)? {
+                        b',' => self.at += 1,
+                        b'}' => {
+                            self.at += 1;
+                            return Some(Node::Object(fields));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = self.at;
+                while self.at < self.bytes.len() && matches!(self.bytes[self.at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    self.at += 1;
+                }
+                let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
+                // Checked with serde_json's number grammar.
+                serde_json::from_str::<serde_json::Number>(text).ok()?;
+                Some(Node::Number(text.to_owned()))
+            }
+            _ => None,
+        }
+    }
+
+    fn word(&mut self, word: &str) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
+    }
+
+    /// A string token, unescaped.
+    fn string(&mut self) -> Option<String> {
+        let start = self.at;
+        self.at += 1;
+        loop {
+            match *self.bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    break;
+                }
+                b'\\' => self.at += 2,
+                c if c < 0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        let raw = std::str::from_utf8(self.bytes.get(start..self.at)?).ok()?;
+        serde_json::from_str::<String>(raw).ok()
+    }
+}
+
+fn parse(text: &str) -> Option<Node> {
+    let mut parser = Parser {
+        bytes: text.as_bytes(),
+        at: 0,
+    };
+    let node = parser.value(0)?;
+    parser.skip_ws();
+    (parser.at == parser.bytes.len()).then_some(node)
+}
+
+/// `json` input: the text kept as written once checked.
+pub fn check_json(text: &str) -> Result<(), PgError> {
+    parse(text).map(|_| ()).ok_or_else(|| PgError::invalid_input("json", text))
+}
+
+/// `jsonb` input: the normalized text.
+pub fn normalize_jsonb(text: &str) -> Result<String, PgError> {
+    let node = parse(text).ok_or_else(|| PgError::invalid_input("json", text))?;
+    let mut out = String::with_capacity(text.len());
+    write_node(&mut out, node);
+    Ok(out)
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).expect("a string serializes"));
+}
+
+fn write_node(out: &mut String, node: Node) {
+    match node {
+        Node::Null => out.push_str("null"),
+        Node::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        Node::Number(n) => out.push_str(&n),
+        Node::String(s) => write_string(out, &s),
+        Node::Array(items) => {
+            out.push('[');
+            for (i, item) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_node(out, item);
+            }
+            out.push(']');
+        }
+        Node::Object(fields) => {
+            // The last of duplicate keys wins; keys sorted shorter first, then bytewise.
+            let mut kept: Vec<(String, Node)> = Vec::with_capacity(fields.len());
+            for (key, value) in fields {
+                match kept.iter_mut().find(|(k, _)| *k == key) {
+                    Some(slot) => slot.1 = value,
+                    None => kept.push((key, value)),
+                }
+            }
+            kept.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())));
+            out.push('{');
+            for (i, (key, value)) in kept.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_string(out, &key);
+                out.push_str(": ");
+                write_node(out, value);
+            }
+            out.push('}');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonb_normalizes_as_postgres() {
+        assert_eq!(
+            normalize_jsonb(r#"{"b":1,"a":[1,2,{"zz":null,"y":true}],"b":2.50}"#).expect("valid"),
+            r#"{"a": [1, 2, {"y": true, "zz": null}], "b": 2.50}"#
+        );
+        assert_eq!(normalize_jsonb(" \"x\\u0041\" ").expect("valid"), "\"xA\"");
+        assert!(normalize_jsonb("{a:1}").is_err());
+        assert!(normalize_jsonb("[1,]").is_err());
+        assert!(normalize_jsonb(&"[".repeat(10_000)).is_err());
+        assert!(check_json("{\"a\": 01}").is_err());
+    }
+}
