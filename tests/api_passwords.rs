@@ -254,7 +254,7 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (7);")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY); INSERT INTO t VALUES (7);")
             .await
             .expect("write");
     }

@@ -26,7 +26,7 @@ async fn database_with_rows(up: &Up, n: i64) -> (String, Value) {
     let database = up.create_database(&project, "db").await;
     let client = connect(&up.uri(&database)).await.expect("connect");
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
         .await
         .expect("create table");
     drop(client);

@@ -92,7 +92,7 @@ async fn a_lost_safekeeper_copy_is_rebuilt_by_the_reconciler_and_carries_the_dat
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }
@@ -167,7 +167,7 @@ async fn a_timeline_made_just_before_a_crash_is_deleted_as_an_orphan_after_resta
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }
@@ -263,7 +263,7 @@ async fn leftover_copies_and_tenants_are_deleted_by_the_reconciler() {
     connect(&uri)
         .await
         .expect("connect")
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
         .await
         .expect("create table");
     insert(&uri, 0..10).await;

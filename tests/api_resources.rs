@@ -154,7 +154,7 @@ async fn database_with_rows(up: &Up, n: i64) -> (String, Value) {
     connect(&uri)
         .await
         .expect("connect")
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
         .await
         .expect("create table");
     insert(&uri, 0..n).await;
@@ -1028,7 +1028,7 @@ async fn changes_that_conflict_with_a_running_operation_are_409() {
     connect(&uri)
         .await
         .expect("connect")
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY); INSERT INTO t VALUES (1)")
         .await
         .expect("write");
     let mark = create_branch(&up, &id, r#"{"name":"mark"}"#).await;

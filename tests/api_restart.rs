@@ -45,7 +45,7 @@ async fn a_crash_during_database_creation_finishes_it_after_restart() {
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }
@@ -65,7 +65,7 @@ async fn a_crash_during_a_restore_finishes_it_after_restart_with_the_data_intact
     {
         let client = connect(&uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }

@@ -96,7 +96,7 @@ async fn a_time_after_creation_and_before_the_first_commit_is_the_initial_state(
     connect(&uri)
         .await
         .expect("connect")
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
         .await
         .expect("create table");
     insert_ids(&uri, 0..3).await;

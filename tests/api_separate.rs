@@ -60,7 +60,7 @@ async fn the_api_drives_storage_processes_of_its_own() {
 
     let client = connect(uri).await.expect("connect");
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2);")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY); INSERT INTO t VALUES (1), (2);")
         .await
         .expect("write");
     let branch = call(

@@ -19,7 +19,7 @@ async fn create_write_branch_write_both_restore_by_time_and_lsn() {
     {
         let client = connect(&db_uri).await.expect("connect");
         client
-            .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
             .await
             .expect("create table");
     }

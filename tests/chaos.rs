@@ -129,7 +129,7 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
     connect(&uri)
         .await
         .expect("connect")
-        .batch_execute("CREATE TABLE log (client INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (client, seq))")
+        .batch_execute("CREATE TABLE log (client BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (client, seq))")
         .await
         .expect("create table");
 

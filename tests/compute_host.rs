@@ -163,11 +163,11 @@ async fn one_listener_serves_two_tenants_with_aliases_refusals_and_detach() -> T
     );
 
     let a = connect(&host, "db_host_a").await?;
-    a.batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'a1')")
+    a.batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'a1')")
         .await?;
     let b = connect(&host, "br_host_b").await?;
     assert!(host.store("br_host_b").is_some(), "the first session started the store");
-    b.batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'b1')")
+    b.batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'b1')")
         .await?;
     assert_eq!(values(&connect(&host, "br_host_a").await?).await?, ["a1"]);
     assert_eq!(values(&connect(&host, "db_host_b").await?).await?, ["b1"]);
@@ -235,7 +235,7 @@ async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
     .await?;
     let old_session = connect(&host, "br_restore").await?;
     old_session
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'kept')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'kept')")
         .await?;
     let old_store = host.store("br_restore").ok_or("the old store")?;
     let restore_point = old_store.read_lsn();
@@ -342,7 +342,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
     host.attach("br_idle", target).await?;
     let session = connect(&host, "br_idle").await?;
     session
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
         .await?;
     // An open session keeps the store, however long it idles.
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;

@@ -124,7 +124,7 @@ async fn compute_process_serves_branches_time_travel_and_survives_kill9() -> Tes
 
     let client = connect(&compute.address, DB).await?;
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
         .await?;
     let after_first = wal_end(&safekeepers, tenant, timeline).await?;
     // A moment between the two commits (the compute stamps commits with the same system clock).

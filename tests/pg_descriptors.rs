@@ -19,7 +19,7 @@ async fn connections_past_the_descriptor_budget_are_refused_and_the_service_goes
     let uri = database["connection_uri"].as_str().expect("uri").to_owned();
     let first = connect(&uri).await.expect("the first session");
     first
-        .batch_execute("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)")
+        .batch_execute("CREATE TABLE t (x BIGINT); INSERT INTO t VALUES (1)")
         .await
         .expect("write");
 

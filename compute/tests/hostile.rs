@@ -77,7 +77,7 @@ async fn an_idle_reader_does_not_block_writers() -> TestResult {
     let (port, _stop) = start("hostile_reader", SessionDefaults::default()).await;
     let writer = connect(port, "hostile_reader").await?;
     writer
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a')")
         .await?;
     let reader = connect(port, "hostile_reader").await?;
     reader.batch_execute("BEGIN").await?;
@@ -131,7 +131,7 @@ async fn plain_sql_cannot_brick_the_database() -> TestResult {
     let (port, _stop) = start("hostile_brick", SessionDefaults::default()).await;
     let client = connect(port, "hostile_brick").await?;
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a')")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a')")
         .await?;
     for sql in [
         "PRAGMA page_size=16384",
@@ -178,7 +178,7 @@ async fn plain_sql_cannot_brick_the_database() -> TestResult {
 async fn a_runaway_statement_stops_on_cancel() -> TestResult {
     let (port, _stop) = start("hostile_cancel", SessionDefaults::default()).await;
     let client = connect(port, "hostile_cancel").await?;
-    client.batch_execute("CREATE TABLE t (x INTEGER)").await?;
+    client.batch_execute("CREATE TABLE t (x BIGINT)").await?;
     let token = client.cancel_token();
     let canceller = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -238,7 +238,7 @@ async fn statement_timeout_is_a_session_setting_and_a_server_default() -> TestRe
 async fn a_statement_whose_client_disappears_ends() -> TestResult {
     let (port, _stop) = start("hostile_gone", SessionDefaults::default()).await;
     let setup = connect(port, "hostile_gone").await?;
-    setup.batch_execute("CREATE TABLE t (x INTEGER)").await?;
+    setup.batch_execute("CREATE TABLE t (x BIGINT)").await?;
     // A runaway *write*: while it runs it holds the database's write lock.
     let (client, connection) = tokio_postgres::connect(
         &format!("host=127.0.0.1 port={port} user=app password=secret dbname=hostile_gone"),
@@ -280,7 +280,7 @@ async fn a_statement_whose_client_disappears_ends() -> TestResult {
 async fn an_idle_transaction_ends_and_lets_writers_in() -> TestResult {
     let (port, _stop) = start("hostile_idle", SessionDefaults::default()).await;
     let setup = connect(port, "hostile_idle").await?;
-    setup.batch_execute("CREATE TABLE t (x INTEGER)").await?;
+    setup.batch_execute("CREATE TABLE t (x BIGINT)").await?;
     let idle = connect(port, "hostile_idle").await?;
     idle.batch_execute("SET idle_in_transaction_session_timeout = 300; BEGIN")
         .await

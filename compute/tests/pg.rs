@@ -69,7 +69,7 @@ async fn row_counts_of_writes() {
     let server = start().await;
     let client = connect(&server).await;
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT)")
         .await
         .expect("create");
     let n = client
@@ -98,7 +98,7 @@ async fn simple_multi_statement_query() {
     let client = connect(&server).await;
     let counts = tags(
         &client,
-        "CREATE TABLE m (x INTEGER); INSERT INTO m VALUES (1), (2); UPDATE m SET x = x + 1; \
+        "CREATE TABLE m (x BIGINT); INSERT INTO m VALUES (1), (2); UPDATE m SET x = x + 1; \
          SELECT x FROM m ORDER BY x; DELETE FROM m",
     )
     .await;
@@ -124,7 +124,7 @@ async fn prepared_statements_with_parameters() {
     let server = start().await;
     let client = connect(&server).await;
     client
-        .batch_execute("CREATE TABLE p (i INTEGER, f REAL, s TEXT, b BLOB)")
+        .batch_execute("CREATE TABLE p (i BIGINT, f DOUBLE PRECISION, s TEXT, b BLOB)")
         .await
         .expect("create");
     let insert = client
@@ -180,7 +180,7 @@ async fn transactions_commit_and_roll_back() {
     let server = start().await;
     let mut client = connect(&server).await;
     client
-        .batch_execute("CREATE TABLE tx (x INTEGER)")
+        .batch_execute("CREATE TABLE tx (x BIGINT)")
         .await
         .expect("create");
     client
@@ -204,7 +204,7 @@ async fn errors_carry_sqlstates_and_the_session_survives() {
     let server = start().await;
     let client = connect(&server).await;
     client
-        .batch_execute("CREATE TABLE e (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .batch_execute("CREATE TABLE e (id BIGINT PRIMARY KEY, v TEXT NOT NULL)")
         .await
         .expect("create");
     client
@@ -246,7 +246,7 @@ async fn failed_transaction_refuses_until_rollback() {
     let server = start().await;
     let client = connect(&server).await;
     client
-        .batch_execute("CREATE TABLE f (id INTEGER PRIMARY KEY); BEGIN; INSERT INTO f VALUES (1)")
+        .batch_execute("CREATE TABLE f (id BIGINT PRIMARY KEY); BEGIN; INSERT INTO f VALUES (1)")
         .await
         .expect("begin");
     let error = client

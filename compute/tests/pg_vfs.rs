@@ -31,7 +31,7 @@ async fn sql_over_the_wire_commits_to_the_page_store() {
         .expect("connect");
     tokio::spawn(connection);
     client
-        .batch_execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT)")
         .await
         .expect("create");
     let before = store.commit_count();

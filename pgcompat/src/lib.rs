@@ -75,10 +75,8 @@ impl Dialect {
     }
 
     /// Reads the catalog again if the schema changed.
-    pub fn refresh(&mut self, conn: &Connection) -> Result<(), PgError> {
-        self.catalog
-            .refresh(conn)
-            .map_err(|e| PgError::new(error::INTERNAL_ERROR, format!("reading the type catalog: {e}")))?;
+    pub fn refresh(&mut self, conn: &Connection) -> Result<(), TranslateError> {
+        self.catalog.refresh(conn).map_err(TranslateError::Sqlite)?;
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
             self.order.clear();
@@ -88,7 +86,15 @@ impl Dialect {
     }
 
     /// Translates a query text, from the cache when the same text was translated at this schema.
-    pub fn translate(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, PgError> {
+    pub fn translate(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, TranslateError> {
+        // Transaction control needs no catalog, and must work when the database cannot be read (a failed
+        // transaction is ended with ROLLBACK even while reads fail).
+        if is_transaction_control(sql) {
+            if let Some(hit) = self.cache.get(sql) {
+                return Ok(hit.clone());
+            }
+            return Ok(Arc::new(translate::translate(conn, &Catalog::default(), sql)?));
+        }
         self.refresh(conn)?;
         if let Some(hit) = self.cache.get(sql) {
             return Ok(hit.clone());
@@ -127,6 +133,35 @@ impl Dialect {
             })
             .collect()
     }
+}
+
+/// Whether a statement text is only transaction control (`BEGIN`, `COMMIT`, `ROLLBACK`, savepoints), which
+/// translates without the catalog.
+fn is_transaction_control(sql: &str) -> bool {
+    let trimmed = sql.trim_start();
+    let word: String = trimmed
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .to_ascii_uppercase();
+    let single = !trimmed.trim_end().trim_end_matches(';').contains(';');
+    single
+        && matches!(
+            word.as_str(),
+            "BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "ABORT" | "SAVEPOINT" | "RELEASE"
+        )
+}
+
+/// Why a statement could not be translated.
+#[derive(Debug, thiserror::Error)]
+pub enum TranslateError {
+    /// The statement is wrong or unsupported, in PostgreSQL's terms.
+    #[error("{0}")]
+    Sql(#[from] PgError),
+    /// Reading the schema or the catalog failed in SQLite (an I/O error of the store, a busy database):
+    /// the caller explains it like any SQLite error.
+    #[error("reading the schema: {0}")]
+    Sqlite(rusqlite::Error),
 }
 
 /// The PostgreSQL error a SQLite error message carries if one of the layer's functions raised it.

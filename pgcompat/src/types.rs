@@ -529,7 +529,8 @@ pub fn from_data_type(data_type: &DataType) -> Written {
             };
             PgType::new(Base::Bpchar).with_modifier(modifier)
         }
-        DataType::Bytea => PgType::BYTEA,
+        // `BLOB` is SQLite's spelling: kept working as `bytea` (an extension; PostgreSQL has no BLOB).
+        DataType::Bytea | DataType::Blob(_) => PgType::BYTEA,
         DataType::Date => PgType::new(Base::Date),
         DataType::Time(p, tz) => match tz {
             TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => return Written::Unsupported("time with time zone".to_owned()),

@@ -245,9 +245,9 @@ impl Bank {
     pub async fn start(uri: &str, seed: u64) -> Bank {
         let client = connect(uri).await.expect("connect");
         let mut setup = String::from(
-            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL);
-             CREATE TABLE ledger (id INTEGER PRIMARY KEY, src INTEGER NOT NULL, dst INTEGER NOT NULL,
-                                  amount INTEGER NOT NULL);
+            "CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL);
+             CREATE TABLE ledger (id BIGINT PRIMARY KEY, src BIGINT NOT NULL, dst BIGINT NOT NULL,
+                                  amount BIGINT NOT NULL);
              BEGIN;",
         );
         for id in 0..ACCOUNTS {

@@ -29,6 +29,12 @@ pub(crate) const INVALID_TEXT_REPRESENTATION: &str = "22P02";
 pub(crate) const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
 /// protocol_violation
 pub(crate) const PROTOCOL_VIOLATION: &str = "08P01";
+/// active_sql_transaction
+pub(crate) const ACTIVE_SQL_TRANSACTION: &str = "25001";
+/// duplicate_prepared_statement
+pub(crate) const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
+/// invalid_sql_statement_name (an unknown prepared statement)
+pub(crate) const INVALID_SQL_STATEMENT_NAME: &str = "26000";
 /// read_only_sql_transaction
 pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
 /// feature_not_supported

@@ -53,6 +53,10 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Commit => Kind::Commit,
             pgcompat::Kind::Rollback => Kind::Rollback,
             pgcompat::Kind::RollbackTo => Kind::RollbackTo,
+            pgcompat::Kind::Prepare { .. } => Kind::Other("PREPARE".to_owned()),
+            pgcompat::Kind::Execute { .. } => Kind::Other("EXECUTE".to_owned()),
+            pgcompat::Kind::Deallocate(_) => Kind::Other("DEALLOCATE".to_owned()),
+            pgcompat::Kind::DiscardAll => Kind::Other("DISCARD ALL".to_owned()),
             pgcompat::Kind::Other(tag) => Kind::Other(tag.clone()),
         }
     }

@@ -24,6 +24,7 @@ use rusqlite::{Batch, Connection, InterruptHandle};
 use super::error::{
     SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, INSUFFICIENT_PRIVILEGE, IO_ERROR, LOCK_NOT_AVAILABLE,
     PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
+    ACTIVE_SQL_TRANSACTION, DUPLICATE_PREPARED_STATEMENT, FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::settings::{self, Command, Settings};
@@ -32,6 +33,8 @@ use super::defend;
 use crate::page_store::PageStoreError;
 use crate::vfs::{self, BusyReason};
 
+/// Most SQL-level prepared statements (`PREPARE`) a session keeps.
+const PREPARED_STATEMENTS_MAX: usize = 1024;
 /// Most statements whose described column types a session remembers.
 const DESCRIBED_STATEMENTS_MAX: usize = 1024;
 
@@ -145,6 +148,8 @@ pub(crate) struct Session {
     time_zone: String,
     /// Column types given to the client when it described a statement, so execution agrees.
     described: HashMap<String, Vec<PgType>>,
+    /// SQL-level prepared statements (`PREPARE name AS …`): their PostgreSQL text and parameter types.
+    prepared: HashMap<String, (String, Vec<PgType>)>,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
@@ -184,6 +189,7 @@ impl Session {
             dialect,
             time_zone: "UTC".to_owned(),
             described: HashMap::new(),
+            prepared: HashMap::new(),
             store_gone: None,
             _admission: None,
         })
@@ -458,10 +464,10 @@ impl Session {
         match self.dialect.translate(&self.conn, sql) {
             Ok(translated) => Ok(translated),
             Err(error) => {
-                let error = if self.tx == TxState::Failed {
-                    aborted()
-                } else {
-                    SqlError::from(error)
+                let error = match error {
+                    _ if self.tx == TxState::Failed => aborted(),
+                    pgcompat::TranslateError::Sql(error) => SqlError::from(error),
+                    pgcompat::TranslateError::Sqlite(error) => SqlError::from(error),
                 };
                 self.tx = tx_after_error(&self.conn, self.tx);
                 Err(error)
@@ -478,6 +484,60 @@ impl Session {
         hints: Option<&[PgType]>,
     ) -> Result<Outcome, SqlError> {
         let kind = Kind::from(&translation.kind);
+        if self.tx == TxState::Failed
+            && matches!(
+                translation.kind,
+                pgcompat::Kind::Prepare { .. } | pgcompat::Kind::Execute { .. } | pgcompat::Kind::Deallocate(_) | pgcompat::Kind::DiscardAll
+            )
+        {
+            return Err(aborted());
+        }
+        match &translation.kind {
+            pgcompat::Kind::Prepare { name, statement, types } => {
+                if self.prepared.contains_key(name) {
+                    return self.fail(SqlError::new(
+                        DUPLICATE_PREPARED_STATEMENT,
+                        format!("prepared statement \"{name}\" already exists"),
+                    ));
+                }
+                if self.prepared.len() >= PREPARED_STATEMENTS_MAX {
+                    return self.fail(SqlError::new(
+                        PROGRAM_LIMIT_EXCEEDED,
+                        format!("more than {PREPARED_STATEMENTS_MAX} prepared statements; DEALLOCATE some"),
+                    ));
+                }
+                self.prepared.insert(name.clone(), (statement.clone(), types.clone()));
+                return Ok(Outcome::Command("PREPARE".to_owned()));
+            }
+            pgcompat::Kind::Execute { name, args } => return self.execute_prepared(name, args, format),
+            pgcompat::Kind::Deallocate(name) => {
+                match name {
+                    None => self.prepared.clear(),
+                    Some(name) => {
+                        if self.prepared.remove(name).is_none() {
+                            return self.fail(SqlError::new(
+                                INVALID_SQL_STATEMENT_NAME,
+                                format!("prepared statement \"{name}\" does not exist"),
+                            ));
+                        }
+                    }
+                }
+                return Ok(Outcome::Command("DEALLOCATE".to_owned()));
+            }
+            pgcompat::Kind::DiscardAll => {
+                if !self.conn.is_autocommit() {
+                    return self.fail(SqlError::new(
+                        ACTIVE_SQL_TRANSACTION,
+                        "DISCARD ALL cannot run inside a transaction block",
+                    ));
+                }
+                self.settings.reset(None)?;
+                self.prepared.clear();
+                self.described.clear();
+                return Ok(Outcome::Command("DISCARD ALL".to_owned()));
+            }
+            _ => {}
+        }
         if translation.steps.is_empty() {
             if self.tx == TxState::Failed {
                 return Err(aborted());
@@ -523,6 +583,66 @@ impl Session {
             self.read_only = true;
         }
         outcome
+    }
+
+    /// An error that fails the open transaction, as any statement's error does.
+    fn fail<T>(&mut self, error: SqlError) -> Result<T, SqlError> {
+        self.tx = tx_after_error(&self.conn, self.tx);
+        Err(error)
+    }
+
+    /// `EXECUTE name (args)`: the arguments evaluated (as a `SELECT` of them), made the declared parameter
+    /// types, and the prepared statement run with them.
+    fn execute_prepared(&mut self, name: &str, args: &[String], format: &Format) -> Result<Outcome, SqlError> {
+        let Some((sql, types)) = self.prepared.get(name).cloned() else {
+            return self.fail(SqlError::new(
+                INVALID_SQL_STATEMENT_NAME,
+                format!("prepared statement \"{name}\" does not exist"),
+            ));
+        };
+        let tz = self.dialect.state().time_zone();
+        let mut values = Vec::with_capacity(args.len());
+        if !args.is_empty() {
+            let select = format!("SELECT {}", args.join(", "));
+            let translated = self.translate(&select)?;
+            let Translated::Statements(list) = &*translated else {
+                return self.fail(SqlError::new(SYNTAX_ERROR, "EXECUTE arguments are not expressions"));
+            };
+            let [evaluate] = list.as_slice() else {
+                return self.fail(SqlError::new(SYNTAX_ERROR, "EXECUTE arguments are not expressions"));
+            };
+            let row = self
+                .conn
+                .prepare(&evaluate.steps[0])
+                .and_then(|mut stmt| {
+                    let width = stmt.column_count();
+                    stmt.query_row([], |row| (0..width).map(|i| row.get::<_, Value>(i)).collect::<Result<Vec<_>, _>>())
+                });
+            match row {
+                Ok(row) => values = row,
+                Err(error) => return self.fail(SqlError::from(error)),
+            }
+        }
+        if values.len() != types.len() && !types.is_empty() {
+            return self.fail(SqlError::new(
+                SYNTAX_ERROR,
+                format!("wrong number of parameters for prepared statement \"{name}\": expected {}, got {}", types.len(), values.len()),
+            ));
+        }
+        for (value, ty) in values.iter_mut().zip(&types) {
+            match pgcompat::value::coerce(*ty, std::mem::replace(value, Value::Null), &tz) {
+                Ok(coerced) => *value = coerced,
+                Err(error) => return self.fail(SqlError::from(error)),
+            }
+        }
+        let translated = self.translate(&sql)?;
+        let Translated::Statements(list) = &*translated else {
+            return self.fail(SqlError::new(FEATURE_NOT_SUPPORTED, "EXECUTE of a statement in SQLite's own dialect"));
+        };
+        let [translation] = list.as_slice() else {
+            return self.fail(SqlError::new(SYNTAX_ERROR, "a prepared statement holds one statement"));
+        };
+        self.run_translation(translation, &values, format, None)
     }
 
     /// A statement the layer made of several SQLite statements (DDL that also records types, TRUNCATE of

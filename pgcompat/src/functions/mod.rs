@@ -252,6 +252,18 @@ fn install_arithmetic(conn: &Connection) -> rusqlite::Result<()> {
             Ok(Value::Text(a.add(&b).to_text()))
         })?;
     }
+    conn.create_scalar_function("pg_numeric_mul", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (decimal_of(ctx.get_raw(0))?, decimal_of(ctx.get_raw(1))?) else {
+            return Ok(Value::Null);
+        };
+        Ok(Value::Text(multiply_decimal(&a, &b).to_text()))
+    })?;
+    conn.create_scalar_function("pg_numeric_div", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (decimal_of(ctx.get_raw(0))?, decimal_of(ctx.get_raw(1))?) else {
+            return Ok(Value::Null);
+        };
+        divide_decimals(&a, &b).map(|d| Value::Text(d.to_text())).map_err(raise)
+    })?;
     conn.create_aggregate_function("pg_numeric_sum", 1, flags_pure(), NumericSum { average: false })?;
     conn.create_aggregate_function("pg_numeric_avg", 1, flags_pure(), NumericSum { average: true })?;
     Ok(())
@@ -334,11 +346,144 @@ impl Aggregate<(Option<Decimal>, u64), Value> for NumericSum {
         }
         // PostgreSQL's division scale: 16 significant digits less the quotient's weight in base-10000
         // digits, never fewer than the dividend's.
-        let count_weight = (count.to_string().len() as i64 - 1) / 4;
-        let quotient_weight = base_10000_weight(&sum) - count_weight;
-        let scale = (16 - quotient_weight * 4).max(sum.frac.len() as i64).max(0) as usize;
+        let count_decimal = Decimal::parse(&count.to_string()).expect("a count is a number");
+        let scale = division_scale(&sum, &count_decimal);
         Ok(Value::Text(divide_decimal(&sum, count, scale).to_text()))
     }
+}
+
+/// `a × b`, exact, at the sum of the scales (PostgreSQL's rule).
+fn multiply_decimal(a: &Decimal, b: &Decimal) -> Decimal {
+    let x: Vec<u32> = format!("{}{}", a.int, a.frac).bytes().rev().map(|c| u32::from(c - b'0')).collect();
+    let y: Vec<u32> = format!("{}{}", b.int, b.frac).bytes().rev().map(|c| u32::from(c - b'0')).collect();
+    let mut product = vec![0u32; x.len() + y.len() + 1];
+    for (i, dx) in x.iter().enumerate() {
+        let mut carry = 0u32;
+        for (j, dy) in y.iter().enumerate() {
+            let cell = product[i + j] + dx * dy + carry;
+            product[i + j] = cell % 10;
+            carry = cell / 10;
+        }
+        let mut k = i + y.len();
+        while carry > 0 {
+            let cell = product[k] + carry;
+            product[k] = cell % 10;
+            carry = cell / 10;
+            k += 1;
+        }
+    }
+    let digits: String = product.iter().rev().map(|d| char::from(b'0' + *d as u8)).collect();
+    let scale = a.frac.len() + b.frac.len();
+    let (int, frac) = digits.split_at(digits.len() - scale);
+    let mut out = Decimal {
+        negative: a.negative != b.negative,
+        int: int.trim_start_matches('0').to_owned(),
+        frac: frac.to_owned(),
+    };
+    if out.is_zero() {
+        out.negative = false;
+    }
+    out
+}
+
+/// `a ÷ b` at PostgreSQL's division scale (16 significant digits less the quotient's weight, at least the
+/// operands' scales), rounded half away from zero; 22012 for a zero divisor.
+fn divide_decimals(a: &Decimal, b: &Decimal) -> Result<Decimal, PgError> {
+    if b.is_zero() {
+        return Err(PgError::new(DIVISION_BY_ZERO, "division by zero"));
+    }
+    let scale = division_scale(a, b);
+    // Integers: a·10^(scale+1+sb) / b·10^sa … as digit strings, by long division.
+    let b_digits = format!("{}{}", b.int, b.frac).trim_start_matches('0').to_owned();
+    let shift = scale + 1 + b.frac.len();
+    let a_digits = format!("{}{}{}", a.int, a.frac, "0".repeat(shift.saturating_sub(a.frac.len())));
+    let quotient = long_divide(&a_digits, &b_digits);
+    // The quotient carries scale + 1 digits after the point (a's fraction was padded to `shift`).
+    let frac_len = scale + 1;
+    let padded = format!("{quotient:0>width$}", width = frac_len + 1);
+    let (int, frac) = padded.split_at(padded.len() - frac_len);
+    let exact = Decimal {
+        negative: a.negative != b.negative,
+        int: int.trim_start_matches('0').to_owned(),
+        frac: frac.to_owned(),
+    };
+    let mut out = exact.rescale(scale);
+    if out.is_zero() {
+        out.negative = false;
+    }
+    Ok(out)
+}
+
+/// Quotient of two non-negative integers in decimal digits (`divisor` without leading zeros, not zero).
+fn long_divide(dividend: &str, divisor: &str) -> String {
+    assert!(!divisor.is_empty(), "division by zero digits");
+    let mut quotient = String::with_capacity(dividend.len());
+    let mut remainder = String::new();
+    let greater_or_equal = |a: &str, b: &str| a.len() > b.len() || (a.len() == b.len() && a >= b);
+    for c in dividend.chars() {
+        remainder.push(c);
+        let trimmed = remainder.trim_start_matches('0').to_owned();
+        remainder = trimmed;
+        let mut digit = 0u8;
+        while greater_or_equal(&remainder, divisor) {
+            remainder = subtract_digits(&remainder, divisor);
+            digit += 1;
+        }
+        quotient.push(char::from(b'0' + digit));
+    }
+    let trimmed = quotient.trim_start_matches('0');
+    if trimmed.is_empty() {
+        "0".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// `a − b` for digit strings with `a ≥ b`, no leading zeros in the result.
+fn subtract_digits(a: &str, b: &str) -> String {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut out = Vec::with_capacity(a.len());
+    let mut borrow = 0i8;
+    for i in 0..a.len() {
+        let da = (a[a.len() - 1 - i] - b'0') as i8;
+        let db = if i < b.len() { (b[b.len() - 1 - i] - b'0') as i8 } else { 0 };
+        let mut d = da - db - borrow;
+        borrow = 0;
+        if d < 0 {
+            d += 10;
+            borrow = 1;
+        }
+        out.push(b'0' + d as u8);
+    }
+    out.reverse();
+    let text = String::from_utf8(out).expect("digits are ASCII");
+    text.trim_start_matches('0').to_owned()
+}
+
+/// PostgreSQL's scale of `a / b` (`select_div_scale`): 16 significant digits less the quotient's weight,
+/// at least either operand's scale, at most 1000.
+fn division_scale(a: &Decimal, b: &Decimal) -> usize {
+    let mut quotient_weight = base_10000_weight(a) - base_10000_weight(b);
+    if first_group(a) <= first_group(b) {
+        quotient_weight -= 1;
+    }
+    (16 - quotient_weight * 4)
+        .max(a.frac.len() as i64)
+        .max(b.frac.len() as i64)
+        .clamp(0, 1000) as usize
+}
+
+/// A decimal's leading base-10000 digit (its groups aligned on the point).
+fn first_group(d: &Decimal) -> u32 {
+    let int_pad = (4 - d.int.len() % 4) % 4;
+    let frac_pad = (4 - d.frac.len() % 4) % 4;
+    let digits = format!("{}{}{}{}", "0".repeat(int_pad), d.int, d.frac, "0".repeat(frac_pad));
+    digits
+        .as_bytes()
+        .chunks(4)
+        .map(|c| std::str::from_utf8(c).ok().and_then(|t| t.parse::<u32>().ok()).unwrap_or(0))
+        .find(|g| *g != 0)
+        .unwrap_or(0)
 }
 
 /// The weight of a decimal's leading base-10000 digit (PostgreSQL's `weight`).
@@ -990,6 +1135,81 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
         }
         Ok(if saw_null { None } else { Some(false) })
     })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_array_get", 3, flags_pure(), move |ctx| {
+        let (Some(array), Some(index)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<i64>>(1)?) else {
+            return Ok(Value::Null);
+        };
+        let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
+        let elements = value::array::stored_elements(element.array(), &array, &s.time_zone()).map_err(raise)?;
+        // PostgreSQL arrays count from 1; out of range is NULL.
+        Ok(usize::try_from(index - 1).ok().and_then(|i| elements.get(i).cloned()).unwrap_or(Value::Null))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_array_to_json", 2, flags_pure(), move |ctx| {
+        let Some(array) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let element = type_arg(ctx, 1)?.unwrap_or(PgType::TEXT);
+        let tz = s.time_zone();
+        let elements = value::array::stored_elements(element.array(), &array, &tz).map_err(raise)?;
+        let items: Vec<serde_json::Value> = elements
+            .iter()
+            .map(|v| match v {
+                Value::Null => serde_json::Value::Null,
+                Value::Integer(i) => serde_json::Value::from(*i),
+                Value::Real(f) => serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+                other => serde_json::Value::String(value::output(element, other, &tz).unwrap_or_default()),
+            })
+            .collect();
+        Ok(Some(serde_json::Value::Array(items).to_string()))
+    })?;
+    for (name, all) in [("pg_array_contains_all", true), ("pg_array_overlap", false)] {
+        let s = state.clone();
+        conn.create_scalar_function(name, 3, flags_pure(), move |ctx| {
+            let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+                return Ok(None);
+            };
+            let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
+            let tz = s.time_zone();
+            let printed = |text: &str| -> rusqlite::Result<Vec<Option<String>>> {
+                let values = value::array::stored_elements(element.array(), text, &tz).map_err(raise)?;
+                Ok(values.iter().map(|v| value::output(element, v, &tz)).collect())
+            };
+            let (a, b) = (printed(&a)?, printed(&b)?);
+            // NULL elements never match, as in PostgreSQL.
+            let found = |x: &Option<String>| x.is_some() && a.contains(x);
+            Ok(Some(if all { b.iter().all(found) } else { b.iter().any(found) }))
+        })?;
+    }
+    conn.create_scalar_function("pg_jsonb_path", 3, flags_pure(), |ctx| {
+        let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let as_text = ctx.get::<String>(2)? == "text";
+        let steps = text_array(&path)?;
+        value::json::get_path(&doc, &steps, as_text).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_delete_path", 2, flags_pure(), |ctx| {
+        let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        value::json::delete_path(&doc, &text_array(&path)?).map(Some).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_has_keys", 3, flags_pure(), |ctx| {
+        let (Some(doc), Some(keys)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let all = ctx.get::<String>(2)? == "all";
+        let keys = text_array(&keys)?;
+        let mut found = keys.iter().map(|k| value::json::has_key(&doc, k));
+        let result = if all {
+            found.try_fold(true, |acc, f| f.map(|f| acc && f))
+        } else {
+            found.try_fold(false, |acc, f| f.map(|f| acc || f))
+        };
+        result.map(Some).map_err(raise)
+    })?;
     conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state })?;
     conn.create_scalar_function("pg_jsonb_norm", 1, flags_pure(), |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
@@ -998,6 +1218,17 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
         value::json::normalize_jsonb(&text).map(Some).map_err(raise)
     })?;
     Ok(())
+}
+
+/// The elements of a `text[]` literal (`{a,b,0}`), for JSON paths and key lists.
+fn text_array(text: &str) -> rusqlite::Result<Vec<String>> {
+    let elements = value::array::parse(text).ok_or_else(|| {
+        raise(PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        ))
+    })?;
+    Ok(elements.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 /// `array_agg(x)`: the values in the order given, as an array of their type.
@@ -1055,6 +1286,18 @@ mod tests {
             .query_row("SELECT pg_numeric_sum(x) FROM (SELECT '1.10' AS x UNION ALL SELECT '2.2')", [], |r| r.get(0))
             .expect("sums");
         assert_eq!(sum, "3.30");
+        let product: String = conn
+            .query_row("SELECT pg_numeric_mul('1.5', '-2.25')", [], |r| r.get(0))
+            .expect("multiplies");
+        assert_eq!(product, "-3.375");
+        let quotient: String = conn
+            .query_row("SELECT pg_numeric_div('7.0', '2')", [], |r| r.get(0))
+            .expect("divides");
+        assert_eq!(quotient, "3.5000000000000000");
+        let third: String = conn
+            .query_row("SELECT pg_numeric_div('1', '3')", [], |r| r.get(0))
+            .expect("divides");
+        assert_eq!(third, "0.33333333333333333333");
         let avg: String = conn
             .query_row("SELECT pg_numeric_avg(x) FROM (SELECT 1 AS x UNION ALL SELECT 2)", [], |r| r.get(0))
             .expect("averages");

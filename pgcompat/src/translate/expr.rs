@@ -193,6 +193,18 @@ impl Typer<'_> {
             "pg_age" => PgType::new(Base::Interval),
             "pg_array" => return literal_type(0).map(PgType::array),
             "pg_array_agg" => return args.get(1).and_then(|a| self.infer(a)).map(|t| t.element().array()),
+            "pg_array_get" => return literal_type(2),
+            "pg_array_contains_all" | "pg_array_overlap" | "pg_jsonb_has_keys" => PgType::BOOL,
+            "pg_jsonb_path" => {
+                return match args.get(2) {
+                    Some(Expr::Value(ValueWithSpan {
+                        value: Value::SingleQuotedString(kind),
+                        ..
+                    })) if kind == "text" => Some(PgType::TEXT),
+                    _ => Some(PgType::new(Base::Jsonb)),
+                }
+            }
+            "pg_jsonb_delete_path" => PgType::new(Base::Jsonb),
             "count" => PgType::INT8,
             "sum" => match first {
                 Some(t) if matches!(t.base(), Base::Int2 | Base::Int4) => PgType::INT8,
@@ -200,7 +212,7 @@ impl Typer<'_> {
                 Some(t) => t,
                 None => return None,
             },
-            "pg_numeric_sum" => PgType::NUMERIC,
+            "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => PgType::NUMERIC,
             "avg" => match first {
                 Some(t) if matches!(t.base(), Base::Float4 | Base::Float8) => PgType::FLOAT8,
                 _ => PgType::NUMERIC,
@@ -454,6 +466,10 @@ impl<'a> Rewriter<'a> {
                 Some(cast_call(string(&text), PgType::new(Base::Interval), Some(PgType::TEXT)))
             }
             Expr::Value(ValueWithSpan { value, .. }) => match value {
+                // A decimal literal is numeric, exact: SQLite would read it as a float.
+                Value::Number(text, _) if number_type(text) == PgType::NUMERIC => {
+                    Some(cast_call(string(text), PgType::NUMERIC, None))
+                }
                 Value::EscapedStringLiteral(text) | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
                     Some(string(text))
                 }
@@ -582,6 +598,22 @@ impl<'a> Rewriter<'a> {
                 None
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
+            Expr::CompoundFieldAccess { root, access_chain } => {
+                let ty = self.typer.infer(root);
+                match access_chain.as_slice() {
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })] => {
+                        let element = ty.unwrap_or(PgType::TEXT.array()).element();
+                        Some(call(
+                            "pg_array_get",
+                            vec![take(root), index.clone(), string(&element.catalog_text())],
+                        ))
+                    }
+                    _ => return Err(PgError::unsupported("array slices and field access")),
+                }
+            }
+            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => {
+                return Err(PgError::unsupported("LIKE ANY / ILIKE ANY"))
+            }
             _ => None,
         };
         if let Some(new) = replacement {
@@ -636,14 +668,20 @@ impl<'a> Rewriter<'a> {
                     }
                     (Some(l), Some(r))
                         if (l.base() == Base::Numeric || r.base() == Base::Numeric)
-                            && !matches!(op, B::Multiply)
                             && arithmetic_type(Some(l), op, Some(r)) == Some(PgType::NUMERIC) =>
                     {
-                        let name = if matches!(op, B::Plus) { "pg_numeric_add" } else { "pg_numeric_sub" };
+                        let name = match op {
+                            B::Plus => "pg_numeric_add",
+                            B::Minus => "pg_numeric_sub",
+                            _ => "pg_numeric_mul",
+                        };
                         Some(call(name, vec![take(left), take(right)]))
                     }
                     _ => None,
                 }
+            }
+            B::Divide if arithmetic_type(lt, op, rt) == Some(PgType::NUMERIC) => {
+                Some(call("pg_numeric_div", vec![take(left), take(right)]))
             }
             B::Divide | B::Modulo => {
                 let name = if matches!(op, B::Divide) { "pg_div" } else { "pg_mod" };
@@ -656,7 +694,7 @@ impl<'a> Rewriter<'a> {
                 let negated = matches!(op, B::PGRegexNotMatch | B::PGRegexNotIMatch);
                 Some(negate_if(negated, call("pg_regex", vec![take(left), take(right), string(flags)])))
             }
-            B::Arrow | B::HashArrow if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
+            B::Arrow if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 let inner = Expr::BinaryOp {
                     left: Box::new(take(left)),
                     op: op.clone(),
@@ -664,9 +702,38 @@ impl<'a> Rewriter<'a> {
                 };
                 Some(call("pg_jsonb_norm", vec![Expr::Nested(Box::new(inner))]))
             }
+            B::AtArrow | B::ArrowAt | B::PGOverlap if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) => {
+                let element = lt.or(rt).map_or(PgType::TEXT, PgType::element);
+                let (name, a, b) = match op {
+                    B::AtArrow => ("pg_array_contains_all", take(left), take(right)),
+                    B::ArrowAt => ("pg_array_contains_all", take(right), take(left)),
+                    _ => ("pg_array_overlap", take(left), take(right)),
+                };
+                Some(call(name, vec![a, b, string(&element.catalog_text())]))
+            }
             B::AtArrow => Some(call("pg_jsonb_contains", vec![take(left), take(right)])),
             B::ArrowAt => Some(call("pg_jsonb_contains", vec![take(right), take(left)])),
             B::Question => Some(call("pg_jsonb_has_key", vec![take(left), take(right)])),
+            B::QuestionPipe => Some(call("pg_jsonb_has_keys", vec![take(left), take(right), string("any")])),
+            B::QuestionAnd => Some(call("pg_jsonb_has_keys", vec![take(left), take(right), string("all")])),
+            B::HashArrow => Some(call("pg_jsonb_path", vec![take(left), take(right), string("jsonb")])),
+            B::HashLongArrow => Some(call("pg_jsonb_path", vec![take(left), take(right), string("text")])),
+            B::HashMinus => Some(call("pg_jsonb_delete_path", vec![take(left), take(right)])),
+            B::PGStartsWith => Some(call("starts_with", vec![take(left), take(right)])),
+            B::PGLikeMatch | B::PGNotLikeMatch => {
+                let like = Expr::Like {
+                    negated: matches!(op, B::PGNotLikeMatch),
+                    any: false,
+                    expr: Box::new(take(left)),
+                    pattern: Box::new(take(right)),
+                    escape_char: None,
+                };
+                Some(like)
+            }
+            B::PGILikeMatch | B::PGNotILikeMatch => Some(negate_if(
+                matches!(op, B::PGNotILikeMatch),
+                call("pg_ilike", vec![take(left), take(right)]),
+            )),
             B::PGBitwiseXor | B::PGExp => Some(call("pow", vec![take(left), take(right)])),
             _ => None,
         })
@@ -674,6 +741,16 @@ impl<'a> Rewriter<'a> {
 
     fn rewrite_function(&mut self, function: &mut Function) -> Result<Option<Expr>, PgError> {
         let name = last_part(&function.name).to_ascii_lowercase();
+        if function.name.0.len() > 1 {
+            let schema = function.name.0[0].to_string().to_ascii_lowercase();
+            if schema != "pg_catalog" && schema != "public" {
+                return Err(PgError::new(
+                    crate::error::UNDEFINED_FUNCTION,
+                    format!("function {}() does not exist", function.name),
+                ));
+            }
+            function.name = ObjectName::from(vec![Ident::new(name.clone())]);
+        }
         let no_args = matches!(function.args, FunctionArguments::None)
             || matches!(&function.args, FunctionArguments::List(l) if l.args.is_empty());
         let renamed = |to: &str| {
@@ -766,6 +843,13 @@ impl super::walk::Hooks for Rewriter<'_> {
 
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
         self.rewrite_node(expr)
+    }
+
+    fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError> {
+        if let Some(replacement) = super::tables::rewrite_factor(self, factor)? {
+            *factor = replacement;
+        }
+        Ok(())
     }
 }
 

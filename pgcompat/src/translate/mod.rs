@@ -5,6 +5,7 @@
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
+pub(crate) mod tables;
 pub(crate) mod walk;
 
 use rusqlite::Connection;
@@ -42,6 +43,27 @@ pub enum Kind {
     Rollback,
     /// `ROLLBACK TO SAVEPOINT`
     RollbackTo,
+    /// `PREPARE name [(types)] AS statement`: the caller keeps the statement's PostgreSQL text.
+    Prepare {
+        /// The prepared statement's name.
+        name: String,
+        /// Its PostgreSQL text.
+        statement: String,
+        /// The parameter types given.
+        types: Vec<PgType>,
+    },
+    /// `EXECUTE name [(args)]`: the caller evaluates the arguments (PostgreSQL expressions) and runs the
+    /// prepared statement with them.
+    Execute {
+        /// The prepared statement's name.
+        name: String,
+        /// Each argument's PostgreSQL text.
+        args: Vec<String>,
+    },
+    /// `DEALLOCATE [PREPARE] name | ALL` (`None`: all).
+    Deallocate(Option<String>),
+    /// `DISCARD ALL`: settings reset, prepared statements deallocated.
+    DiscardAll,
     /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
     Other(String),
 }
@@ -108,6 +130,16 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
 fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Statement) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
         Statement::Query(query) => {
+            if let Some(with) = &query.with {
+                if with.cte_tables.iter().any(|c| {
+                    matches!(c.query.body.as_ref(), SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_))
+                }) {
+                    return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
+                }
+            }
+            // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
+            // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
+            query.locks.clear();
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
@@ -121,7 +153,11 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
                 uses_now: rewriter.uses_now,
             }
         }
-        Statement::Insert(insert) => translate_insert(conn, catalog, insert)?,
+        Statement::Insert(insert) => {
+            // OVERRIDING SYSTEM VALUE: an identity column takes the value given, which SQLite's does anyway.
+            insert.overriding = None;
+            translate_insert(conn, catalog, insert)?
+        }
         Statement::Update(update) => {
             let table = match &update.table.relation {
                 TableFactor::Table { name, .. } => last_part(name),
@@ -133,6 +169,7 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
             let mut rewriter = Rewriter::new(catalog);
             rewriter.typer.scopes.push(Scope::of_table(&table));
             rewrite_update(&mut rewriter, update)?;
+            defaults_of_assignments(conn, &table, &mut update.assignments);
             coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
             let columns = update.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
             Translation {
@@ -248,6 +285,59 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
             } else {
                 return Err(PgError::unsupported(format!("the extension {name}")));
             }
+        }
+        Statement::Prepare {
+            name,
+            data_types,
+            statement: inner,
+        } => {
+            let types = data_types
+                .iter()
+                .map(expr::written_type)
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut t = Translation::single(String::new(), Kind::Prepare {
+                name: name.value.to_ascii_lowercase(),
+                statement: inner.to_string(),
+                types,
+            });
+            t.steps.clear();
+            t
+        }
+        Statement::Execute {
+            name: Some(name),
+            parameters,
+            using,
+            into,
+            ..
+        } if using.is_empty() && into.is_empty() => {
+            let mut t = Translation::single(String::new(), Kind::Execute {
+                name: last_part(name).to_ascii_lowercase(),
+                args: parameters.iter().map(ToString::to_string).collect(),
+            });
+            t.steps.clear();
+            t
+        }
+        Statement::Deallocate { name, .. } => {
+            let target = (!name.value.eq_ignore_ascii_case("all") || name.quote_style.is_some()).then(|| name.value.to_ascii_lowercase());
+            let mut t = Translation::single(String::new(), Kind::Deallocate(target));
+            t.steps.clear();
+            t
+        }
+        Statement::Discard {
+            object_type: sqlparser::ast::DiscardObject::ALL,
+        } => {
+            let mut t = Translation::single(String::new(), Kind::DiscardAll);
+            t.steps.clear();
+            t
+        }
+        Statement::Comment {
+            object_type,
+            object_name,
+            comment,
+            ..
+        } => ddl::comment(*object_type, object_name, comment.as_deref())?,
+        Statement::LISTEN { .. } | Statement::UNLISTEN { .. } | Statement::NOTIFY { .. } => {
+            return Err(PgError::unsupported("LISTEN/NOTIFY"))
         }
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
@@ -400,6 +490,30 @@ fn coerce_source(rewriter: &mut Rewriter<'_>, source: &mut Query, types: &[Optio
             }
         }
         _ => {}
+    }
+}
+
+/// `SET col = DEFAULT`: SQLite has no DEFAULT there, so the column's default expression (SQLite's text of
+/// it, from the table's definition) takes its place, or NULL.
+fn defaults_of_assignments(conn: &Connection, table: &str, assignments: &mut [Assignment]) {
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(name) = &assignment.target else {
+            continue;
+        };
+        let is_default = matches!(&assignment.value, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+        if !is_default {
+            continue;
+        }
+        let column = last_part(name);
+        let default: Option<String> = conn
+            .prepare_cached("SELECT dflt_value FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
+            .and_then(|mut s| s.query_row([table, column.as_str()], |r| r.get(0)))
+            .ok()
+            .flatten();
+        assignment.value = match default.and_then(|text| Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr()).ok()) {
+            Some(expr) => expr,
+            None => Expr::value(Value::Null),
+        };
     }
 }
 

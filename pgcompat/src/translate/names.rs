@@ -23,9 +23,14 @@ pub(crate) fn name_columns(query: &mut Query) {
     }
 }
 
-/// Names unnamed select items (also used for RETURNING lists).
+/// Names unnamed select items (also used for RETURNING lists); every alias is quoted, folded to lower
+/// case unless it was quoted (so `AS nothing`, a keyword to SQLite, is a name, and `AS Total` is `total`).
 pub(crate) fn name_items(items: &mut [SelectItem]) {
     for item in items.iter_mut() {
+        if let SelectItem::ExprWithAlias { alias, .. } = item {
+            *alias = Ident::with_quote('"', fold(alias));
+            continue;
+        }
         if let SelectItem::UnnamedExpr(expr) = item {
             let name = figure(expr).unwrap_or_else(|| "?column?".to_owned());
             let expr = std::mem::replace(expr, Expr::value(Value::Null));

@@ -18,6 +18,8 @@ pub(crate) trait Hooks {
     fn leave_select(&mut self);
     /// One expression, its children already done.
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError>;
+    /// One FROM item, its arguments and subqueries already done.
+    fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError>;
 }
 
 /// Walks a query.
@@ -121,16 +123,28 @@ pub(crate) fn items<H: Hooks>(hooks: &mut H, items: &mut [SelectItem]) -> Result
 
 fn derived<H: Hooks>(hooks: &mut H, factor: &mut TableFactor) -> Result<(), PgError> {
     match factor {
-        TableFactor::Derived { subquery, .. } => query(hooks, subquery),
+        TableFactor::Derived { subquery, .. } => query(hooks, subquery)?,
         TableFactor::NestedJoin { table_with_joins, .. } => {
             derived(hooks, &mut table_with_joins.relation)?;
             for join in &mut table_with_joins.joins {
                 derived(hooks, &mut join.relation)?;
             }
-            Ok(())
         }
-        _ => Ok(()),
+        TableFactor::Table { args: Some(args), .. } => {
+            for arg in &mut args.args {
+                if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
+                    expr(hooks, e)?;
+                }
+            }
+        }
+        TableFactor::UNNEST { array_exprs, .. } => {
+            for e in array_exprs {
+                expr(hooks, e)?;
+            }
+        }
+        _ => {}
     }
+    hooks.table_factor(factor)
 }
 
 /// Walks the join conditions of a FROM item.
@@ -301,6 +315,16 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
         Expr::Array(array) => {
             for item in &mut array.elem {
                 expr(hooks, item)?;
+            }
+        }
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            expr(hooks, root)?;
+            for access in access_chain {
+                match access {
+                    sqlparser::ast::AccessExpr::Dot(e) => expr(hooks, e)?,
+                    sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index }) => expr(hooks, index)?,
+                    sqlparser::ast::AccessExpr::Subscript(_) => {}
+                }
             }
         }
         _ => {}

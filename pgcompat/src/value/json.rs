@@ -197,6 +197,90 @@ fn write_node(out: &mut String, node: Node) {
     }
 }
 
+fn to_text(node: Node) -> String {
+    let mut out = String::new();
+    write_node(&mut out, node);
+    out
+}
+
+/// What `#>` / `#>>` give: the element at `path` (object keys, array indexes; negative indexes count
+/// from the end), as normalized jsonb text (`as_text`: a string unquoted, `null` as SQL NULL).
+pub fn get_path(text: &str, path: &[String], as_text: bool) -> Result<Option<String>, PgError> {
+    let mut node = parse(text).ok_or_else(|| PgError::invalid_input("json", text))?;
+    for step in path {
+        node = match node {
+            Node::Object(fields) => match fields.into_iter().rev().find(|(k, _)| k == step) {
+                Some((_, value)) => value,
+                None => return Ok(None),
+            },
+            Node::Array(mut items) => {
+                let Ok(index) = step.parse::<i64>() else {
+                    return Ok(None);
+                };
+                let len = items.len() as i64;
+                let at = if index < 0 { len + index } else { index };
+                if at < 0 || at >= len {
+                    return Ok(None);
+                }
+                items.swap_remove(at as usize)
+            }
+            _ => return Ok(None),
+        };
+    }
+    Ok(match (node, as_text) {
+        (Node::Null, true) => None,
+        (Node::String(s), true) => Some(s),
+        (other, _) => Some(to_text(other)),
+    })
+}
+
+/// What `#-` gives: the jsonb with the element at `path` removed (unchanged if there is none).
+pub fn delete_path(text: &str, path: &[String]) -> Result<String, PgError> {
+    fn remove(node: &mut Node, path: &[String]) {
+        let Some((first, rest)) = path.split_first() else {
+            return;
+        };
+        match node {
+            Node::Object(fields) => {
+                if rest.is_empty() {
+                    fields.retain(|(k, _)| k != first);
+                } else if let Some((_, child)) = fields.iter_mut().rev().find(|(k, _)| k == first) {
+                    remove(child, rest);
+                }
+            }
+            Node::Array(items) => {
+                let Ok(index) = first.parse::<i64>() else {
+                    return;
+                };
+                let len = items.len() as i64;
+                let at = if index < 0 { len + index } else { index };
+                if at < 0 || at >= len {
+                    return;
+                }
+                if rest.is_empty() {
+                    items.remove(at as usize);
+                } else {
+                    remove(&mut items[at as usize], rest);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut node = parse(text).ok_or_else(|| PgError::invalid_input("json", text))?;
+    remove(&mut node, path);
+    Ok(to_text(node))
+}
+
+/// Whether a jsonb object has `key` among its keys, or an array has it as a string element (`?`).
+pub fn has_key(text: &str, key: &str) -> Result<bool, PgError> {
+    Ok(match parse(text).ok_or_else(|| PgError::invalid_input("json", text))? {
+        Node::Object(fields) => fields.iter().any(|(k, _)| k == key),
+        Node::Array(items) => items.iter().any(|i| matches!(i, Node::String(s) if s == key)),
+        Node::String(s) => s == key,
+        _ => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +296,19 @@ mod tests {
         assert!(normalize_jsonb("[1,]").is_err());
         assert!(normalize_jsonb(&"[".repeat(10_000)).is_err());
         assert!(check_json("{\"a\": 01}").is_err());
+    }
+
+    #[test]
+    fn paths_navigate_as_postgres() {
+        let doc = r#"{"a": {"b": [10, 20.50, "x"]}, "n": null}"#;
+        let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(get_path(doc, &path(&["a", "b", "1"]), false).expect("valid"), Some("20.50".to_owned()));
+        assert_eq!(get_path(doc, &path(&["a", "b", "-1"]), true).expect("valid"), Some("x".to_owned()));
+        assert_eq!(get_path(doc, &path(&["a", "b"]), true).expect("valid"), Some("[10, 20.50, \"x\"]".to_owned()));
+        assert_eq!(get_path(doc, &path(&["n"]), true).expect("valid"), None);
+        assert_eq!(get_path(doc, &path(&["zz"]), false).expect("valid"), None);
+        assert_eq!(delete_path(doc, &path(&["a", "b", "0"])).expect("valid"), r#"{"a": {"b": [20.50, "x"]}, "n": null}"#);
+        assert!(has_key(doc, "n").expect("valid"));
+        assert!(!has_key(doc, "b").expect("valid"));
     }
 }
