@@ -513,8 +513,8 @@ impl<'a> Rewriter<'a> {
                 }
                 Some(call(name, args))
             }
-            Expr::Ceil { expr: inner, .. } => Some(call("ceil", vec![take(inner)])),
-            Expr::Floor { expr: inner, .. } => Some(call("floor", vec![take(inner)])),
+            Expr::Ceil { expr: inner, .. } => Some(crate::functions::typed_expr("ceil", &[self.typer.infer(inner)], vec![take(inner)])),
+            Expr::Floor { expr: inner, .. } => Some(crate::functions::typed_expr("floor", &[self.typer.infer(inner)], vec![take(inner)])),
             Expr::AtTimeZone { timestamp, time_zone } => {
                 let source = self.typer.infer(timestamp).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
@@ -667,7 +667,7 @@ impl<'a> Rewriter<'a> {
             B::AtArrow => Some(call("pg_jsonb_contains", vec![take(left), take(right)])),
             B::ArrowAt => Some(call("pg_jsonb_contains", vec![take(right), take(left)])),
             B::Question => Some(call("pg_jsonb_has_key", vec![take(left), take(right)])),
-            B::PGBitwiseXor | B::PGExp => Some(call("pow", vec![take(left), take(right)])),
+            B::PGBitwiseXor | B::PGExp => Some(crate::functions::typed_expr("pow", &[lt, rt], vec![take(left), take(right)])),
             _ => None,
         })
     }
@@ -747,6 +747,7 @@ impl<'a> Rewriter<'a> {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
                 string(&ty.map_or_else(|| "unknown".to_owned(), PgType::sql_name))
             }
+            n if crate::functions::takes_types(n) => crate::functions::typed_call(function, n, &plain_args(function).iter().map(|a| self.typer.infer(a)).collect::<Vec<_>>()),
             "nextval" | "currval" | "setval" | "lastval" => {
                 return Err(PgError::unsupported(format!("the sequence function {name}() outside a serial column")))
             }
