@@ -69,6 +69,7 @@ const TYPED: &[&str] = &[
     "quote_literal",
     "quote_nullable",
     "array_to_string",
+    "to_hex",
     // json
     "to_json",
     "to_jsonb",
