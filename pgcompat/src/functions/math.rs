@@ -38,9 +38,11 @@ enum Num {
 
 /// An exact decimal: `m / 10^scale`.
 #[derive(Clone, Debug, PartialEq)]
-struct Big {
-    m: BigInt,
-    scale: i64,
+pub(super) struct Big {
+    /// The digits, signed.
+    pub(super) m: BigInt,
+    /// Digits after the point.
+    pub(super) scale: i64,
 }
 
 fn pow10(n: i64) -> BigInt {
@@ -57,20 +59,86 @@ impl Big {
         }
     }
 
-    fn from_int(i: i64) -> Big {
+    /// `a + b` at the larger scale.
+    pub(super) fn add(&self, other: &Big) -> Big {
+        let scale = self.scale.max(other.scale);
+        Big {
+            m: self.at_scale(scale) + other.at_scale(scale),
+            scale,
+        }
+    }
+
+    /// `a − b` at the larger scale.
+    pub(super) fn sub(&self, other: &Big) -> Big {
+        let scale = self.scale.max(other.scale);
+        Big {
+            m: self.at_scale(scale) - other.at_scale(scale),
+            scale,
+        }
+    }
+
+    /// `a · b`, exact.
+    pub(super) fn mul(&self, other: &Big) -> Big {
+        Big {
+            m: &self.m * &other.m,
+            scale: self.scale + other.scale,
+        }
+    }
+
+    /// `a / b` rounded half away from zero to `rscale` digits (`b` not zero).
+    pub(super) fn div(&self, other: &Big, rscale: i64) -> Big {
+        let shift = rscale + other.scale - self.scale;
+        let (n, d) = if shift >= 0 {
+            (&self.m * pow10(shift), other.m.clone())
+        } else {
+            (self.m.clone(), &other.m * pow10(-shift))
+        };
+        let (n, d) = if d.sign() == Sign::Minus { (-n, -d) } else { (n, d) };
+        Big {
+            m: round_div(&n, &d, Rounding::HalfAway),
+            scale: rscale,
+        }
+    }
+
+    /// PostgreSQL's `select_div_scale`: the scale of `a / b`.
+    pub(super) fn div_scale(&self, other: &Big) -> i64 {
+        let (w1, d1) = self.first_group();
+        let (w2, d2) = other.first_group();
+        let mut qweight = w1 - w2;
+        if d1 <= d2 {
+            qweight -= 1;
+        }
+        clamp_scale((MIN_SIG_DIGITS - qweight * 4).max(self.scale).max(other.scale))
+    }
+
+    /// The base-10000 weight and value of the leading digit group (0, 0 for zero).
+    fn first_group(&self) -> (i64, u32) {
+        if self.is_zero() {
+            return (0, 0);
+        }
+        let weight = self.pg_weight();
+        let digits = self.m.magnitude().to_string();
+        let lead = (self.decimal_weight() - 4 * weight + 1) as usize;
+        (weight, digits[..lead.min(digits.len())].parse().unwrap_or(0))
+    }
+
+    /// An integer.
+    pub(super) fn from_int(i: i64) -> Big {
         Big {
             m: BigInt::from(i),
             scale: 0,
         }
     }
 
-    fn parse(text: &str) -> Result<Big, PgError> {
+    /// Numeric text; 22P02 if it is not a number.
+    pub(super) fn parse(text: &str) -> Result<Big, PgError> {
         Decimal::parse(text)
             .map(|d| Big::from_decimal(&d))
             .ok_or_else(|| PgError::invalid_input("numeric", text))
     }
 
-    fn to_text(&self) -> String {
+    /// The canonical numeric text.
+    pub(super) fn to_text(&self) -> String {
         let negative = self.m.sign() == Sign::Minus;
         let digits = self.m.magnitude().to_string();
         let scale = self.scale.max(0) as usize;
@@ -147,10 +215,14 @@ impl Big {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Rounding {
+pub(super) enum Rounding {
+    /// Half away from zero (numeric's rounding).
     HalfAway,
+    /// Toward zero.
     Trunc,
+    /// Toward +∞.
     Ceil,
+    /// Toward −∞.
     Floor,
 }
 
@@ -591,13 +663,7 @@ fn sqrt(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
             let weight = if b.is_zero() { 0 } else { b.pg_weight() };
             let sweight = (weight + 1) * 4 / 2 - 1;
             let rscale = clamp_scale((MIN_SIG_DIGITS - sweight).max(b.scale));
-            // isqrt(m · 10^(2w − s)) = sqrt(x) · 10^w.
-            let mut w = rscale + GUARD_DIGITS;
-            if 2 * w < b.scale {
-                w = (b.scale + 1) / 2;
-            }
-            let root = b.at_scale(2 * w).sqrt();
-            Ok(dec(Big { m: root, scale: w }.round_to(rscale, Rounding::HalfAway)))
+            Ok(dec(sqrt_at(&b, rscale)))
         }
         Some(other) => {
             let x = as_f64(&other);
@@ -607,6 +673,17 @@ fn sqrt(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
             Ok(Value::Real(x.sqrt()))
         }
     }
+}
+
+/// `sqrt(x)` of a non-negative `x`, rounded half away from zero to `rscale` digits.
+pub(super) fn sqrt_at(x: &Big, rscale: i64) -> Big {
+    // isqrt(m · 10^(2w − s)) = sqrt(x) · 10^w.
+    let mut w = rscale + GUARD_DIGITS;
+    if 2 * w < x.scale {
+        w = (x.scale + 1) / 2;
+    }
+    let root = x.at_scale(2 * w).sqrt();
+    Big { m: root, scale: w }.round_to(rscale, Rounding::HalfAway)
 }
 
 fn exp(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
