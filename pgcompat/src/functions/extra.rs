@@ -204,11 +204,6 @@ impl<'c, 'a> Args<'c, 'a> {
         owned(self.ctx.get_raw(self.first + i))
     }
 
-    /// Whether argument `i` is NULL.
-    pub(super) fn is_null(&self, i: usize) -> bool {
-        matches!(self.value(i), Value::Null)
-    }
-
     /// The type the translator inferred for argument `i`.
     pub(super) fn ty(&self, i: usize) -> Option<PgType> {
         self.types.get(i).copied().flatten()

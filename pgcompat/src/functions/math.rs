@@ -25,6 +25,10 @@ const MIN_SIG_DIGITS: i64 = 16;
 const MAX_DISPLAY_SCALE: i64 = 1000;
 /// Extra digits carried through fixed-point computations before the final rounding.
 const GUARD_DIGITS: i64 = 12;
+/// log10(e) as PostgreSQL writes it in its numeric scale estimates (0.434294481903252, not `LOG10_E`: the
+/// estimates must truncate as PostgreSQL's do).
+#[allow(clippy::approx_constant)]
+const PG_LOG10_E: f64 = 0.434_294_481_903_252;
 /// Largest `n` of `factorial(n)` (PostgreSQL's own limit: larger ones overflow numeric).
 const FACTORIAL_MAX: i64 = 32_177;
 
@@ -596,6 +600,8 @@ fn float1(a: &Args<'_, '_>, f: fn(f64) -> f64) -> Result<Value, PgError> {
 
 /// glibc's `cbrt` (what PostgreSQL calls on Linux), step for step: Rust's own `cbrt` differs from it in the
 /// last bit for some inputs (`cbrt(2)`).
+// The polynomial's constants are written as glibc writes them, so the rounding is glibc's.
+#[allow(clippy::excessive_precision)]
 fn glibc_cbrt(x: f64) -> f64 {
     const CBRT2: f64 = 1.259_921_049_894_873_2;
     const SQR_CBRT2: f64 = 1.587_401_051_968_199_5;
@@ -690,7 +696,7 @@ fn exp(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
     match num(a, 0)? {
         None => Ok(Value::Null),
         Some(Num::Dec(b)) => {
-            let val = (b.to_f64() * 0.434_294_481_903_252).clamp(-2000.0, 2000.0);
+            let val = (b.to_f64() * PG_LOG10_E).clamp(-2000.0, 2000.0);
             let rscale = clamp_scale((MIN_SIG_DIGITS - val as i64).max(b.scale));
             big_exp(&b, rscale).map(dec)
         }
@@ -704,7 +710,7 @@ fn exp(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
 
 /// `exp(x)` rounded to `rscale` digits; 22003 past numeric's range.
 fn big_exp(x: &Big, rscale: i64) -> Result<Big, PgError> {
-    let approx = x.to_f64() * 0.434_294_481_903_252;
+    let approx = x.to_f64() * PG_LOG10_E;
     if approx > (INTEGER_DIGITS_MAX as f64) {
         return Err(PgError::new(
             NUMERIC_VALUE_OUT_OF_RANGE,
@@ -984,7 +990,7 @@ fn big_power(x: &Big, y: &Big) -> Result<Big, PgError> {
         scale: x.scale,
     };
     let ln_x = ln_fixed(&abs_x, 20);
-    let val = (Big { m: ln_x, scale: 20 }.to_f64() * y.to_f64()) * 0.434_294_481_903_252;
+    let val = (Big { m: ln_x, scale: 20 }.to_f64() * y.to_f64()) * PG_LOG10_E;
     if val > INTEGER_DIGITS_MAX as f64 {
         return Err(overflow());
     }
