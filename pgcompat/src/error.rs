@@ -102,6 +102,20 @@ pub const CANNOT_COERCE: &str = "42846";
 pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
 /// program_limit_exceeded
 pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+/// invalid_argument_for_logarithm
+pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";
+/// invalid_argument_for_power_function
+pub const INVALID_ARGUMENT_FOR_POWER: &str = "2201F";
+/// invalid_argument_for_width_bucket_function
+pub const INVALID_ARGUMENT_FOR_WIDTH_BUCKET: &str = "2201G";
+/// null_value_not_allowed
+pub const NULL_VALUE_NOT_ALLOWED: &str = "22004";
+/// character_not_in_repertoire
+pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
+/// array_subscript_error
+pub const ARRAY_SUBSCRIPT_ERROR: &str = "2202E";
+/// invalid_escape_sequence
+pub const INVALID_ESCAPE_SEQUENCE: &str = "22025";
 /// internal_error
 pub const INTERNAL_ERROR: &str = "XX000";
 
@@ -135,6 +149,13 @@ const CODES: &[&str] = &[
     CANNOT_COERCE,
     INVALID_REGULAR_EXPRESSION,
     PROGRAM_LIMIT_EXCEEDED,
+    INVALID_ARGUMENT_FOR_LOG,
+    INVALID_ARGUMENT_FOR_POWER,
+    INVALID_ARGUMENT_FOR_WIDTH_BUCKET,
+    NULL_VALUE_NOT_ALLOWED,
+    CHARACTER_NOT_IN_REPERTOIRE,
+    ARRAY_SUBSCRIPT_ERROR,
+    INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
 ];
 

@@ -19,6 +19,8 @@ use rusqlite::Connection;
 
 mod extra;
 
+pub(crate) use extra::{takes_types, typed_call, typed_expr};
+
 use crate::error::{PgError, DIVISION_BY_ZERO, INVALID_PARAMETER_VALUE, NUMERIC_VALUE_OUT_OF_RANGE};
 use crate::types::{Base, PgType};
 use crate::value::{self, datetime, numeric::Decimal};

@@ -529,8 +529,8 @@ impl<'a> Rewriter<'a> {
                 }
                 Some(call(name, args))
             }
-            Expr::Ceil { expr: inner, .. } => Some(call("ceil", vec![take(inner)])),
-            Expr::Floor { expr: inner, .. } => Some(call("floor", vec![take(inner)])),
+            Expr::Ceil { expr: inner, .. } => Some(crate::functions::typed_expr("ceil", &[self.typer.infer(inner)], vec![take(inner)])),
+            Expr::Floor { expr: inner, .. } => Some(crate::functions::typed_expr("floor", &[self.typer.infer(inner)], vec![take(inner)])),
             Expr::AtTimeZone { timestamp, time_zone } => {
                 let source = self.typer.infer(timestamp).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
@@ -734,7 +734,29 @@ impl<'a> Rewriter<'a> {
                 matches!(op, B::PGNotILikeMatch),
                 call("pg_ilike", vec![take(left), take(right)]),
             )),
-            B::PGBitwiseXor | B::PGExp => Some(call("pow", vec![take(left), take(right)])),
+            B::PGExp => Some(crate::functions::typed_expr("pow", &[lt, rt], vec![take(left), take(right)])),
+            B::PGBitwiseXor => {
+                // a # b = (a | b) & ~(a & b): SQLite has no XOR operator.
+                let (a, b) = (take(left), take(right));
+                let or = Expr::BinaryOp {
+                    left: Box::new(a.clone()),
+                    op: B::BitwiseOr,
+                    right: Box::new(b.clone()),
+                };
+                let and = Expr::BinaryOp {
+                    left: Box::new(a),
+                    op: B::BitwiseAnd,
+                    right: Box::new(b),
+                };
+                Some(Expr::BinaryOp {
+                    left: Box::new(Expr::Nested(Box::new(or))),
+                    op: B::BitwiseAnd,
+                    right: Box::new(Expr::UnaryOp {
+                        op: UnaryOperator::BitwiseNot,
+                        expr: Box::new(Expr::Nested(Box::new(and))),
+                    }),
+                })
+            }
             _ => None,
         })
     }
@@ -824,6 +846,7 @@ impl<'a> Rewriter<'a> {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
                 string(&ty.map_or_else(|| "unknown".to_owned(), PgType::sql_name))
             }
+            n if crate::functions::takes_types(n) => crate::functions::typed_call(function, n, &plain_args(function).iter().map(|a| self.typer.infer(a)).collect::<Vec<_>>()),
             "nextval" | "currval" | "setval" | "lastval" => {
                 return Err(PgError::unsupported(format!("the sequence function {name}() outside a serial column")))
             }
