@@ -21,10 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cambium_types::{Lsn, TenantId, TimelineId};
 use parking_lot::Mutex;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::transport::{Channel, Endpoint};
 

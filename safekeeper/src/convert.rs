@@ -5,9 +5,9 @@
 //! says), term histories are validated and bounded, and every failure is an `INVALID_ARGUMENT` status that
 //! names the field.
 
+use cambium_types::wal::WalDecodeError;
+use cambium_types::{Lsn, TenantId, TimelineId};
 use proto::safekeeper as pb;
-use storage::wal::WalDecodeError;
-use storage::{Lsn, TenantId, TimelineId};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 
@@ -29,11 +29,11 @@ pub const TERM_HISTORY_ENTRIES_MAX: usize = 100_000;
 /// follows.
 pub const TIMELINE_START_LSN_MAX: Lsn = Lsn(u64::MAX / 2);
 
-pub use storage::TimelineKey;
+pub use cambium_types::TimelineKey;
 
 /// A 32-digit lowercase hex id (the form ids print in, so one id has one spelling and one directory name).
 pub fn parse_lower_hex_id(text: &str) -> Option<u128> {
-    storage::id::parse_lower_hex(text)
+    cambium_types::id::parse_lower_hex(text)
 }
 
 fn parse_id_field(field: &str, text: &str) -> Result<u128, Status> {

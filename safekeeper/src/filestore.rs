@@ -11,9 +11,9 @@
 //! ```
 //!
 //! A segment is named by the LSN of its first byte as 16 uppercase hex digits and `.seg`. It holds whole WAL
-//! frames (`body_len u32 | crc32(body) u32 | body`, little-endian, see `storage::wal`) back to back: byte `i`
-//! of segment `S` is the WAL byte at LSN `S + i`. Frames never straddle segments. A frame goes into the open
-//! (last) segment unless the segment already holds bytes and the frame would take it past
+//! frames (`body_len u32 | crc32(body) u32 | body`, little-endian, see `cambium_types::wal`) back to back:
+//! byte `i` of segment `S` is the WAL byte at LSN `S + i`. Frames never straddle segments. A frame goes into
+//! the open (last) segment unless the segment already holds bytes and the frame would take it past
 //! `segment_size_bytes`; then it starts a new segment. So a segment is at most `segment_size_bytes` long,
 //! except one holding a single larger frame. The segments of a directory are contiguous: each one's length
 //! is exactly the distance to the next one's start.
@@ -65,9 +65,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use storage::fsio::{self, Durability};
-use storage::wal::{scan_frames, WalDecodeError, FRAME_HEADER_BYTES, RECORD_BODY_BYTES_MAX};
-use storage::{Lsn, StorageError};
+use cambium_types::codec::u32_at;
+use cambium_types::fsio::{self, Durability};
+use cambium_types::wal::{scan_frames, WalDecodeError, FRAME_HEADER_BYTES, RECORD_BODY_BYTES_MAX};
+use cambium_types::Lsn;
 
 use crate::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
@@ -140,22 +141,16 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> StoreError {
     }
 }
 
-/// The storage crate's helpers fail with `StorageError::Io`; anything else is reported as I/O on `path`.
-fn from_storage(error: StorageError, path: &Path) -> StoreError {
-    match error {
-        StorageError::Io { path, source } => StoreError::Io {
-            path: path.display().to_string(),
-            source,
-        },
-        other => StoreError::Io {
-            path: path.display().to_string(),
-            source: std::io::Error::other(other.to_string()),
-        },
+/// The shared durable-file helpers fail with an [`fsio::IoError`] naming the path.
+fn from_fsio(error: fsio::IoError) -> StoreError {
+    StoreError::Io {
+        path: error.path.display().to_string(),
+        source: error.source,
     }
 }
 
 fn sync_data(file: &File, path: &Path, durability: Durability) -> Result<(), StoreError> {
-    fsio::sync_file(file, path, durability).map_err(|e| from_storage(e, path))
+    fsio::sync_file(file, path, durability).map_err(from_fsio)
 }
 
 /// fsync with metadata: after `set_len` the new size must be durable.
@@ -167,11 +162,7 @@ fn sync_all(file: &File, path: &Path, durability: Durability) -> Result<(), Stor
 }
 
 fn sync_dir(dir: &Path, durability: Durability) -> Result<(), StoreError> {
-    fsio::sync_dir(dir, durability).map_err(|e| from_storage(e, dir))
-}
-
-fn u32_le(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a 4-byte slice"))
+    fsio::sync_dir(dir, durability).map_err(from_fsio)
 }
 
 /// Asserts that `frames` is whole frames back to back (the caller's contract; headers only, no crc).
@@ -183,7 +174,7 @@ fn assert_whole_frames(frames: &[u8]) {
             "write of {} bytes ends inside a frame header at byte {at}",
             frames.len()
         );
-        let frame_bytes = FRAME_HEADER_BYTES + u32_le(frames, at) as usize;
+        let frame_bytes = FRAME_HEADER_BYTES + u32_at(frames, at) as usize;
         assert!(
             frames.len() - at >= frame_bytes,
             "write of {} bytes ends inside the frame at byte {at} ({frame_bytes} bytes)",
@@ -426,7 +417,7 @@ impl FileWal {
         let segment_size_bytes = self.config.segment_size_bytes;
         let mut at = 0usize;
         while at < frames.len() {
-            let first_frame_bytes = (FRAME_HEADER_BYTES + u32_le(frames, at) as usize) as u64;
+            let first_frame_bytes = (FRAME_HEADER_BYTES + u32_at(frames, at) as usize) as u64;
             match &self.open {
                 None => self.create_segment()?,
                 Some(open) if open.len_bytes > 0 && open.len_bytes + first_frame_bytes > segment_size_bytes => {
@@ -439,7 +430,7 @@ impl FileWal {
             let run_start = at;
             let mut len_bytes = open.len_bytes;
             while at < frames.len() {
-                let frame_bytes = (FRAME_HEADER_BYTES + u32_le(frames, at) as usize) as u64;
+                let frame_bytes = (FRAME_HEADER_BYTES + u32_at(frames, at) as usize) as u64;
                 if at > run_start && len_bytes + frame_bytes > segment_size_bytes {
                     break;
                 }
@@ -475,7 +466,7 @@ impl FileWal {
         while at < lsn {
             let mut header = [0u8; FRAME_HEADER_BYTES];
             reader.read_exact(&mut header).map_err(io_error(&path))?;
-            let body_bytes = u32_le(&header, 0) as usize;
+            let body_bytes = u32_at(&header, 0) as usize;
             if body_bytes > RECORD_BODY_BYTES_MAX {
                 return Err(corrupt(
                     &path,
@@ -613,7 +604,7 @@ impl FileWal {
                 out.truncate(at);
                 return Ok(None);
             }
-            let body_bytes = u32_le(out, at) as usize;
+            let body_bytes = u32_at(out, at) as usize;
             let frame_bytes = FRAME_HEADER_BYTES + body_bytes;
             if body_bytes > RECORD_BODY_BYTES_MAX || frame_bytes as u64 > room_bytes {
                 if limit_is_boundary || body_bytes > RECORD_BODY_BYTES_MAX {
@@ -634,7 +625,7 @@ impl FileWal {
                 file.read_exact_at(&mut out[available_bytes..], offset + available_bytes as u64)
                     .map_err(io_error(&path))?;
             }
-            let stored = u32_le(out, at + 4);
+            let stored = u32_at(out, at + 4);
             let computed = crc32fast::hash(&out[at + FRAME_HEADER_BYTES..at + frame_bytes]);
             if stored != computed {
                 return Err(corrupt(
@@ -883,7 +874,7 @@ impl ControlStore for FileControl {
         fsio::write_atomic(&self.path, &bytes, self.durability).map_err(|error| {
             tracing::error!(dir = %self.dir.display(), %error, "control file write failed; poisoned");
             self.poisoned = true;
-            from_storage(error, &self.path)
+            from_fsio(error)
         })
     }
 }
@@ -919,11 +910,11 @@ fn decode_control(bytes: &[u8], path: &Path) -> Result<ControlState, StoreError>
     if &bytes[..8] != CONTROL_MAGIC {
         return Err(corrupt(path, 0, "bad magic"));
     }
-    let version = u32_le(bytes, 8);
+    let version = u32_at(bytes, 8);
     if version != CONTROL_FORMAT_VERSION {
         return Err(corrupt(path, 8, format!("unknown format version {version}")));
     }
-    let body_len = u32_le(bytes, 12) as usize;
+    let body_len = u32_at(bytes, 12) as usize;
     let body = &bytes[CONTROL_HEADER_BYTES..];
     if body.len() != body_len {
         return Err(corrupt(
@@ -932,7 +923,7 @@ fn decode_control(bytes: &[u8], path: &Path) -> Result<ControlState, StoreError>
             format!("body length {body_len} but {} bytes follow the header", body.len()),
         ));
     }
-    let stored = u32_le(bytes, 16);
+    let stored = u32_at(bytes, 16);
     let computed = crc32fast::hash(body);
     if stored != computed {
         return Err(corrupt(
@@ -1055,7 +1046,7 @@ pub fn create_timeline(
         }
         return Ok((state, wal, control));
     }
-    fsio::create_dir_durable(dir, config.durability).map_err(|e| from_storage(e, dir))?;
+    fsio::create_dir_durable(dir, config.durability).map_err(from_fsio)?;
     // The directory may have been created by an attempt that crashed before syncing its parent.
     if let Some(parent) = dir.parent() {
         sync_dir(parent, config.durability)?;
@@ -1419,7 +1410,7 @@ mod tests {
         let mut out = vec![start];
         let mut at = 0usize;
         while at < bytes.len() {
-            at += FRAME_HEADER_BYTES + u32_le(bytes, at) as usize;
+            at += FRAME_HEADER_BYTES + u32_at(bytes, at) as usize;
             out.push(Lsn(start.0 + at as u64));
         }
         out

@@ -78,9 +78,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cambium_types::fsio;
+use cambium_types::{Lsn, TenantId, TimelineId};
 use parking_lot::{Mutex, RwLock};
-use storage::fsio;
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::sync::watch;
 
 use crate::acceptor::Acceptor;

@@ -47,9 +47,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cambium_types::Lsn;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
-use storage::Lsn;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
@@ -495,7 +495,7 @@ async fn copy_wal(
                 Lsn(chunk.start_lsn)
             )));
         }
-        let (valid_bytes, error) = storage::wal::scan_frames(&chunk.data, at);
+        let (valid_bytes, error) = cambium_types::wal::scan_frames(&chunk.data, at);
         if let Some(error) = error {
             return Err(PullError::BadWal {
                 address: address.to_string(),

@@ -28,10 +28,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cambium_types::Lsn;
 use futures::{FutureExt, StreamExt};
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_server::{Safekeeper, SafekeeperServer};
-use storage::Lsn;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::TcpIncoming;

@@ -26,13 +26,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cambium_types::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
 use safekeeper::convert::{metadata_u64, CURRENT_TERM_METADATA, NOT_ELECTED_METADATA, WRITE_LSN_METADATA};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, NodeError, SafekeeperNode, LOCK_FILE_NAME};
 use safekeeper::service::{serve, MESSAGE_BYTES_MAX};
-use storage::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -1639,7 +1639,7 @@ impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
             if let Ok(Some(mut chunk)) = upstream.message().await {
                 // The first frame only, then the stream ends as if the source had stopped.
                 let body = u32::from_le_bytes(chunk.data[..4].try_into().expect("a frame header")) as usize;
-                chunk.data = chunk.data.slice(..storage::wal::FRAME_HEADER_BYTES + body);
+                chunk.data = chunk.data.slice(..cambium_types::wal::FRAME_HEADER_BYTES + body);
                 let _ = tx.send(Ok(chunk)).await;
             }
         });

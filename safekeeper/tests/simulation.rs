@@ -24,12 +24,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use bytes::Bytes;
+use cambium_types::{Key, Lsn, Patch, Value, WalRecord};
 use safekeeper::acceptor::Acceptor;
 use safekeeper::dispatch::{serve, Served};
 use safekeeper::memstore::{MemControl, MemWal};
 use safekeeper::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Status};
 use safekeeper::protocol::{ControlState, Term, WalStore};
-use storage::{Key, Lsn, Patch, Value, WalRecord};
 
 const ACCEPTORS: usize = 3;
 const START: Lsn = Lsn(0x1000);
@@ -529,7 +529,7 @@ impl Sim {
         let mut at = 0usize;
         while at < bytes.len() {
             let body = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a frame header")) as usize;
-            at += storage::wal::FRAME_HEADER_BYTES + body;
+            at += cambium_types::wal::FRAME_HEADER_BYTES + body;
             if source_oldest.0 + at as u64 <= bound.0 {
                 boundaries.push(Lsn(source_oldest.0 + at as u64));
             }
