@@ -38,9 +38,9 @@ use cambium_types::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAG
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
-use safekeeper::client::{WalProposer, WalProposerConfig, WalProposerError};
 use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
+use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
 

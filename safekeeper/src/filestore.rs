@@ -70,7 +70,7 @@ use cambium_types::fsio::{self, Durability};
 use cambium_types::wal::{scan_frames, WalDecodeError, FRAME_HEADER_BYTES, RECORD_BODY_BYTES_MAX};
 use cambium_types::Lsn;
 
-use crate::protocol::{ControlState, ControlStore, StoreError, WalStore};
+use safekeeper_core::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
 /// The default segment size: 16 MiB.
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 16 * 1024 * 1024;
@@ -1075,10 +1075,10 @@ mod tests {
     //! corruption detection, poisoning, the control file, and a proptest model test against `MemWal`.
 
     use super::*;
-    use crate::acceptor::Acceptor;
-    use crate::memstore::MemWal;
-    use crate::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
     use proptest::prelude::*;
+    use safekeeper_core::acceptor::Acceptor;
+    use safekeeper_core::memstore::MemWal;
+    use safekeeper_core::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
     use std::io::Write;
 
     const START: Lsn = Lsn(0x100);
@@ -1699,6 +1699,60 @@ mod tests {
             create_timeline(&dir, START, &cfg),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    /// `count` encoded WAL records, each a 10-byte delta of `fill`.
+    fn record_frames(count: usize, fill: u8) -> Bytes {
+        let mut out = Vec::new();
+        for i in 0..count {
+            let record = cambium_types::WalRecord {
+                commit_ts_us: i as u64,
+                db_size_pages: 1,
+                entries: vec![(
+                    cambium_types::Key::page(0),
+                    cambium_types::Value::Delta(vec![cambium_types::Patch {
+                        offset: 0,
+                        data: Bytes::from(vec![fill; 10]),
+                    }]),
+                )],
+            };
+            record.encode(&mut out).expect("encodes");
+        }
+        Bytes::from(out)
+    }
+
+    /// An acceptor over the file stores refuses a read that starts inside a frame (moved here from the protocol
+    /// core's unit tests, which have no file store).
+    #[test]
+    fn a_read_inside_a_frame_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = FileStoreConfig {
+            segment_size_bytes: 4096,
+            durability: cambium_types::Durability::Fsync,
+        };
+        let (control, wal, store) = create_timeline(dir.path(), START, &config).expect("create");
+        let mut a = Acceptor::new(control, wal, store).expect("new");
+        a.vote(VoteRequest { term: 1 }).expect("vote");
+        a.elected(ElectedRequest {
+            term: 1,
+            history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
+            start_streaming_at: START,
+        })
+        .expect("elected");
+        let data = record_frames(3, 9);
+        a.append(&AppendRequest {
+            term: 1,
+            begin_lsn: START,
+            data: data.clone(),
+            commit_lsn: START,
+        })
+        .expect("append");
+        a.sync().expect("sync");
+        for offset in [1u64, 5, 8, 13, data.len() as u64 - 1] {
+            let result = a.read_wal_in_term(1, Lsn(START.0 + offset), 1 << 20);
+            assert!(result.is_err(), "a read at +{offset}, inside a frame, must fail");
+        }
+        assert_eq!(a.read_wal_in_term(1, START, 1 << 20).expect("aligned read"), data);
     }
 
     #[test]

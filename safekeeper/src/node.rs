@@ -83,10 +83,11 @@ use cambium_types::{Lsn, TenantId, TimelineId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
-use crate::acceptor::Acceptor;
-use crate::convert::{parse_lower_hex_id, TimelineKey};
 use crate::filestore::{self, FileControl, FileStoreConfig, FileWal};
-use crate::protocol::{AcceptorError, AcceptorState, ControlStore};
+use cambium_types::id::parse_lower_hex as parse_lower_hex_id;
+use cambium_types::TimelineKey;
+use safekeeper_core::acceptor::Acceptor;
+use safekeeper_core::protocol::{AcceptorError, AcceptorState, ControlStore};
 
 /// The lock file's name in the data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -357,7 +358,7 @@ pub enum LocalCopy {
     /// The timeline failed to load; the term its control file promised, if that file is readable.
     Broken {
         /// The promised term.
-        term: Option<crate::protocol::Term>,
+        term: Option<safekeeper_core::protocol::Term>,
     },
 }
 
@@ -543,7 +544,7 @@ impl SafekeeperNode {
     pub fn install_pull_blocking(
         &self,
         key: TimelineKey,
-        copy_position: (crate::protocol::Term, Lsn),
+        copy_position: (safekeeper_core::protocol::Term, Lsn),
     ) -> Result<Installed, NodeError> {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);

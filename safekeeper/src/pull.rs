@@ -56,8 +56,8 @@ use tonic::{Code, Status};
 use crate::convert::{self, TimelineKey};
 use crate::filestore::ReplicaWriter;
 use crate::node::{Installed, LocalCopy, NodeError, SafekeeperNode};
-use crate::protocol::{AcceptorState, ControlState, Term};
 use crate::service::{status_from_node, MESSAGE_BYTES_MAX};
+use safekeeper_core::protocol::{AcceptorState, ControlState, Term};
 
 /// Most sources a pull names.
 pub const PULL_SOURCES_MAX: usize = 8;
@@ -121,8 +121,8 @@ pub enum PullError {
     Node(#[from] NodeError),
 }
 
-impl From<crate::protocol::StoreError> for PullError {
-    fn from(error: crate::protocol::StoreError) -> Self {
+impl From<safekeeper_core::protocol::StoreError> for PullError {
+    fn from(error: safekeeper_core::protocol::StoreError) -> Self {
         PullError::Node(NodeError::Acceptor(error.into()))
     }
 }

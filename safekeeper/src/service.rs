@@ -38,9 +38,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, status_from_acceptor, status_from_read_error, TimelineKey};
-use crate::dispatch::READ_BYTES_MAX;
 use crate::node::{NodeError, SafekeeperNode, Timeline};
-use crate::protocol::{AcceptorError, AppendRequest, AppendResponse, VoteRequest};
+use safekeeper_core::dispatch::READ_BYTES_MAX;
+use safekeeper_core::protocol::{AcceptorError, AppendRequest, AppendResponse, VoteRequest};
 
 /// Largest gRPC message accepted or sent. An append carries at most `acceptor::APPEND_BYTES_MAX` (16 MiB) of
 /// WAL; this leaves room for the envelope and makes an oversized append a clear `INVALID_ARGUMENT` from the
@@ -259,7 +259,7 @@ impl Safekeeper for SafekeeperService {
         let start_lsn = Lsn(request.start_lsn);
         let oldest_lsn = timeline
             .run(|acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 acceptor.wal().oldest_lsn()
             })
             .await
@@ -283,7 +283,7 @@ impl Safekeeper for SafekeeperService {
         let lsn = Lsn(request.remote_consistent_lsn);
         let (commit_lsn, oldest_lsn) = timeline
             .run(move |acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 acceptor.set_remote_consistent_lsn(lsn)?;
                 Ok::<_, AcceptorError>((acceptor.control().commit_lsn, acceptor.wal().oldest_lsn()))
             })
@@ -340,7 +340,7 @@ impl Safekeeper for SafekeeperService {
         }
         let (oldest_lsn, flush_lsn) = timeline
             .run(|acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 (acceptor.wal().oldest_lsn(), acceptor.wal().flush_lsn())
             })
             .await

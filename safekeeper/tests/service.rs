@@ -1654,7 +1654,7 @@ impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
 /// C, whose WAL equals B's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proposer_takes_in_a_replica_pulled_mid_run() {
-    use safekeeper::client::{WalProposer, WalProposerConfig};
+    use walproposer::client::{WalProposer, WalProposerConfig};
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let a = start_pulling(dirs[0].path()).await;
     let b = start_pulling(dirs[1].path()).await;

@@ -482,38 +482,6 @@ mod tests {
     }
 
     #[test]
-    fn a_read_inside_a_frame_is_an_error_not_a_panic() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = crate::filestore::FileStoreConfig {
-            segment_size_bytes: 4096,
-            durability: cambium_types::Durability::Fsync,
-        };
-        let (control, wal, store) = crate::filestore::create_timeline(dir.path(), START, &config).expect("create");
-        let mut a = Acceptor::new(control, wal, store).expect("new");
-        a.vote(VoteRequest { term: 1 }).expect("vote");
-        a.elected(ElectedRequest {
-            term: 1,
-            history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
-            start_streaming_at: START,
-        })
-        .expect("elected");
-        let data = frames(3, 9);
-        a.append(&AppendRequest {
-            term: 1,
-            begin_lsn: START,
-            data: data.clone(),
-            commit_lsn: START,
-        })
-        .expect("append");
-        a.sync().expect("sync");
-        for offset in [1u64, 5, 8, 13, data.len() as u64 - 1] {
-            let result = a.read_wal_in_term(1, Lsn(START.0 + offset), 1 << 20);
-            assert!(result.is_err(), "a read at +{offset}, inside a frame, must fail");
-        }
-        assert_eq!(a.read_wal_in_term(1, START, 1 << 20).expect("aligned read"), data);
-    }
-
-    #[test]
     fn divergent_tail_is_truncated_but_never_below_commit() {
         let mut a = acceptor();
         a.vote(VoteRequest { term: 1 }).expect("vote");
