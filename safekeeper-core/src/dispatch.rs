@@ -1,4 +1,6 @@
-//! Maps protocol [`Request`]s onto an [`Acceptor`], for every driver (the gRPC service and the simulator).
+//! Maps protocol [`Request`]s onto an [`Acceptor`], for every driver: the simulation and the proposer's unit
+//! tests call [`serve`], the gRPC service of the `safekeeper` crate calls [`apply`] (so it can report each
+//! [`AcceptorError`] as its own status), and both run the same mapping.
 
 use crate::acceptor::Acceptor;
 use crate::proposer::{Refusal, Reply, Request};
@@ -16,25 +18,40 @@ pub enum Served {
     NeedsSync,
 }
 
-/// Serves one request.
-pub fn serve<W: WalStore, C: ControlStore>(acceptor: &mut Acceptor<W, C>, request: Request) -> Served {
-    let result = match request {
-        Request::GetState => Ok(Reply::State(acceptor.state())),
-        Request::Vote(vote) => acceptor.vote(vote).map(Reply::Vote),
-        Request::Elected(elected) => acceptor.elected(elected).map(|()| Reply::Elected),
-        Request::Append(append) => match acceptor.append(&append) {
-            Ok(()) => return Served::NeedsSync,
-            Err(e) => Err(e),
-        },
+/// Applies one request to the acceptor: the one mapping of protocol requests onto acceptor calls. A refused
+/// request is its [`AcceptorError`], which each driver reports in its own terms ([`serve`] as a [`Refusal`],
+/// the gRPC service as a status). An accepted append is written but not yet durable: the driver syncs
+/// ([`Acceptor::sync`], once for a whole batch) and acknowledges it with the sync's response.
+pub fn apply<W: WalStore, C: ControlStore>(
+    acceptor: &mut Acceptor<W, C>,
+    request: Request,
+) -> Result<Served, AcceptorError> {
+    let reply = match request {
+        Request::GetState => Reply::State(acceptor.state()),
+        Request::Vote(vote) => Reply::Vote(acceptor.vote(vote)?),
+        Request::Elected(elected) => {
+            acceptor.elected(elected)?;
+            Reply::Elected
+        }
+        Request::Append(append) => {
+            acceptor.append(&append)?;
+            return Ok(Served::NeedsSync);
+        }
         Request::ReadWal {
             term,
             start_lsn,
             max_bytes,
-        } => acceptor
-            .read_wal_in_term(term, start_lsn, max_bytes.min(READ_BYTES_MAX))
-            .map(|data| Reply::Wal { start_lsn, data }),
+        } => Reply::Wal {
+            start_lsn,
+            data: acceptor.read_wal_in_term(term, start_lsn, max_bytes.min(READ_BYTES_MAX))?,
+        },
     };
-    Served::Reply(result.unwrap_or_else(|e| Reply::Refused(refusal(&e))))
+    Ok(Served::Reply(reply))
+}
+
+/// Serves one request: [`apply`], with a refusal told as [`Reply::Refused`].
+pub fn serve<W: WalStore, C: ControlStore>(acceptor: &mut Acceptor<W, C>, request: Request) -> Served {
+    apply(acceptor, request).unwrap_or_else(|e| Served::Reply(Reply::Refused(refusal(&e))))
 }
 
 /// The refusal that reports `error` to a proposer.

@@ -2,7 +2,10 @@
 //! [`serve`], which runs it on a listener until a shutdown signal.
 //!
 //! Every request is validated (ids, term histories, sizes) before it reaches the acceptor, and the acceptor
-//! validates before it writes: a refused request changes nothing on disk. Statuses follow the contract in the
+//! validates before it writes: a refused request changes nothing on disk. The proposer's requests (`GetState`,
+//! `Vote`, `Elected`, `Append`, `ReadWal`) reach the acceptor through `safekeeper_core::dispatch::apply`, the
+//! same mapping the deterministic simulation drives; only the conversions from and to the wire are this
+//! module's. Statuses follow the contract in the
 //! header of `proto/proto/safekeeper.proto` (see [`crate::convert::status_from_acceptor`]).
 //!
 //! **Append** is a bidirectional stream and the group-commit point: the task serving it takes one message,
@@ -39,7 +42,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, status_from_acceptor, status_from_read_error, TimelineKey};
 use crate::node::{NodeError, SafekeeperNode, Timeline};
-use safekeeper_core::dispatch::READ_BYTES_MAX;
+use safekeeper_core::dispatch::{self, Served, READ_BYTES_MAX};
+use safekeeper_core::proposer::{Reply, Request as ProtocolRequest};
 use safekeeper_core::protocol::{AcceptorError, AppendRequest, AppendResponse, VoteRequest};
 
 /// Largest gRPC message accepted or sent. An append carries at most `acceptor::APPEND_BYTES_MAX` (16 MiB) of
@@ -137,6 +141,45 @@ async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|&down| down).await;
 }
 
+/// Runs one protocol request on `timeline`'s acceptor through [`dispatch::apply`] (the mapping the simulation
+/// drives) and gives the reply with the acceptor's commit LSN after it (read under the same lock). A refusal is
+/// the acceptor's error, reported by `status` (the read or the write mapping of the contract).
+async fn apply(
+    timeline: &Arc<Timeline>,
+    request: ProtocolRequest,
+    status: fn(&AcceptorError) -> Status,
+) -> Result<(Reply, Lsn), Status> {
+    let what = request_name(&request);
+    let (served, commit_lsn) = timeline
+        .run(move |acceptor| {
+            let served = dispatch::apply(acceptor, request);
+            (served, acceptor.control().commit_lsn)
+        })
+        .await
+        .map_err(|e| status_from_node(&e))?;
+    match served.map_err(|e| status(&e))? {
+        Served::Reply(reply) => Ok((reply, commit_lsn)),
+        // Appends go through `write_batch`, which syncs them as a group.
+        Served::NeedsSync => panic!("dispatch answered {what} with NeedsSync, which only appends may"),
+    }
+}
+
+/// The name of a protocol request, for messages.
+fn request_name(request: &ProtocolRequest) -> &'static str {
+    match request {
+        ProtocolRequest::GetState => "GetState",
+        ProtocolRequest::Vote(_) => "Vote",
+        ProtocolRequest::Elected(_) => "Elected",
+        ProtocolRequest::Append(_) => "Append",
+        ProtocolRequest::ReadWal { .. } => "ReadWal",
+    }
+}
+
+/// A reply of another kind than its request's: the dispatch mapping broke its contract (our bug).
+fn unexpected_reply(request: &str, reply: &Reply) -> ! {
+    panic!("dispatch answered {request} with {reply:?}")
+}
+
 #[tonic::async_trait]
 impl Safekeeper for SafekeeperService {
     async fn create_timeline(
@@ -166,19 +209,26 @@ impl Safekeeper for SafekeeperService {
 
     async fn get_state(&self, request: Request<pb::TimelineRef>) -> Result<Response<pb::AcceptorState>, Status> {
         let timeline = self.timeline(Some(request.get_ref()))?;
-        let state = timeline.state().await.map_err(|e| status_from_node(&e))?;
-        Ok(Response::new(convert::state_to_proto(&state)))
+        match apply(&timeline, ProtocolRequest::GetState, status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::State(state) => Ok(Response::new(convert::state_to_proto(&state))),
+            other => unexpected_reply("GetState", &other),
+        }
     }
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteResponse>, Status> {
         let request = request.into_inner();
         let timeline = self.timeline(request.timeline.as_ref())?;
         let vote = VoteRequest { term: request.term };
-        let response = timeline
-            .run(move |acceptor| acceptor.vote(vote))
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_acceptor(&e))?;
+        let response = match apply(&timeline, ProtocolRequest::Vote(vote), status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::Vote(response) => response,
+            other => unexpected_reply("Vote", &other),
+        };
         tracing::info!(
             node = self.node.node_id(),
             tenant = %timeline.key().0,
@@ -198,11 +248,13 @@ impl Safekeeper for SafekeeperService {
         let timeline = self.timeline(request.timeline.as_ref())?;
         let elected = convert::elected_from_proto(&request)?;
         let (term, start) = (elected.term, elected.start_streaming_at);
-        timeline
-            .run(move |acceptor| acceptor.elected(elected))
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_acceptor(&e))?;
+        match apply(&timeline, ProtocolRequest::Elected(elected), status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::Elected => {}
+            other => unexpected_reply("Elected", &other),
+        }
         tracing::info!(
             node = self.node.node_id(),
             tenant = %timeline.key().0,
@@ -230,17 +282,20 @@ impl Safekeeper for SafekeeperService {
         let request = request.into_inner();
         let timeline = self.timeline(request.timeline.as_ref())?;
         let (term, start_lsn) = (request.term, Lsn(request.start_lsn));
+        // `dispatch::apply` bounds the read by `READ_BYTES_MAX` too; the bound is repeated here so a reader of
+        // this RPC sees it.
         let max_bytes = usize::try_from(request.max_bytes)
             .unwrap_or(usize::MAX)
             .min(READ_BYTES_MAX);
-        let (data, commit_lsn) = timeline
-            .run(move |acceptor| {
-                let data = acceptor.read_wal_in_term(term, start_lsn, max_bytes)?;
-                Ok::<_, AcceptorError>((data, acceptor.control().commit_lsn))
-            })
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_read_error(&e))?;
+        let read = ProtocolRequest::ReadWal {
+            term,
+            start_lsn,
+            max_bytes,
+        };
+        let (data, commit_lsn) = match apply(&timeline, read, status_from_read_error).await? {
+            (Reply::Wal { data, .. }, commit_lsn) => (data, commit_lsn),
+            (other, _) => unexpected_reply("ReadWal", &other),
+        };
         Ok(Response::new(pb::WalChunk {
             start_lsn: start_lsn.0,
             data,
@@ -547,13 +602,15 @@ fn resolve_batch(
     (appends, None)
 }
 
-/// Writes the appends in order until one is refused, then syncs once if anything was written.
+/// Writes the appends in order through [`dispatch::apply`] until one is refused, then syncs once if anything
+/// was written (the group commit: one fdatasync acknowledges the whole batch).
 fn write_batch(acceptor: &mut crate::node::FileAcceptor, appends: Vec<(u64, AppendRequest)>) -> BatchOutcome {
     let mut written = Vec::with_capacity(appends.len());
     let mut refused = None;
-    for (request_id, append) in &appends {
-        match acceptor.append(append) {
-            Ok(()) => written.push(*request_id),
+    for (request_id, append) in appends {
+        match dispatch::apply(acceptor, ProtocolRequest::Append(append)) {
+            Ok(Served::NeedsSync) => written.push(request_id),
+            Ok(Served::Reply(reply)) => unexpected_reply("Append", &reply),
             Err(error) => {
                 refused = Some(error);
                 break;
