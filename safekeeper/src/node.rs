@@ -74,7 +74,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -399,6 +399,9 @@ pub struct SafekeeperNode {
     pull_quiet_period: Mutex<Duration>,
     /// Timelines being pulled.
     pulling: Mutex<std::collections::HashSet<TimelineKey>>,
+    /// Appends the service has taken from its append streams and not yet written (see
+    /// [`SafekeeperNode::appends_pending`]).
+    appends_pending: AtomicUsize,
 }
 
 impl SafekeeperNode {
@@ -454,6 +457,7 @@ impl SafekeeperNode {
             opened_at: std::time::Instant::now(),
             pull_quiet_period: Mutex::new(Duration::from_millis(PULL_QUIET_PERIOD_MS)),
             pulling: Mutex::new(std::collections::HashSet::new()),
+            appends_pending: AtomicUsize::new(0),
         })
     }
 
@@ -604,6 +608,18 @@ impl SafekeeperNode {
             "installed a replica pulled from a peer"
         );
         Ok(Installed::Replaced(timeline))
+    }
+
+    /// How many appends the service has received on its append streams and not yet written (waiting for the
+    /// acceptor, in the batch being written, or read ahead for the next group commit), over every stream. A
+    /// gauge for tests and metrics: a test can hold a timeline's acceptor and know when its appends are all in.
+    pub fn appends_pending(&self) -> usize {
+        self.appends_pending.load(Ordering::SeqCst)
+    }
+
+    /// The gauge behind [`SafekeeperNode::appends_pending`], kept by the service.
+    pub(crate) fn appends_pending_gauge(&self) -> &AtomicUsize {
+        &self.appends_pending
     }
 
     /// This safekeeper's id.

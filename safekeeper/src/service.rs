@@ -12,7 +12,9 @@
 //! then every further message already received on the stream (without waiting, up to
 //! [`APPEND_BATCH_MESSAGES_MAX`] messages or [`APPEND_BATCH_BYTES_MAX`] bytes), writes them all, makes them
 //! durable with one `sync` (one fdatasync) and acknowledges each, in order, with the same flush and commit
-//! LSN. A refused message ends the stream with its status, after the messages before it are acknowledged;
+//! LSN. While a batch is written, the messages arriving are read ahead into the next batch (within the same
+//! limits, so at most two batches per stream are in memory); the node counts them all
+//! ([`SafekeeperNode::appends_pending`]). A refused message ends the stream with its status, after the messages before it are acknowledged;
 //! the messages after it are not written.
 //!
 //! **StreamWal** sends committed WAL from the requested LSN in chunks of at most [`STREAM_WAL_CHUNK_BYTES_MAX`]
@@ -459,59 +461,144 @@ struct BatchOutcome {
     refused: Option<AcceptorError>,
 }
 
+/// Appends taken from one stream and not yet written, counted in the node's gauge
+/// ([`SafekeeperNode::appends_pending`]) until they are written or the stream ends.
+struct PendingAppends<'a> {
+    messages: Vec<pb::AppendRequest>,
+    bytes: usize,
+    /// How many of this stream's appends the gauge counts (`messages` and the batch being written).
+    counted: usize,
+    gauge: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> PendingAppends<'a> {
+    fn new(gauge: &'a std::sync::atomic::AtomicUsize) -> PendingAppends<'a> {
+        PendingAppends {
+            messages: Vec::new(),
+            bytes: 0,
+            counted: 0,
+            gauge,
+        }
+    }
+
+    /// Whether a batch may take another message ([`APPEND_BATCH_MESSAGES_MAX`], [`APPEND_BATCH_BYTES_MAX`]).
+    fn has_room(&self) -> bool {
+        self.messages.len() < APPEND_BATCH_MESSAGES_MAX && self.bytes < APPEND_BATCH_BYTES_MAX
+    }
+
+    fn push(&mut self, message: pb::AppendRequest) {
+        self.bytes += message.data.len();
+        self.messages.push(message);
+        self.counted += 1;
+        self.gauge.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The messages gathered so far, as the next batch (still counted until [`PendingAppends::written`]).
+    fn take_batch(&mut self) -> Vec<pb::AppendRequest> {
+        self.bytes = 0;
+        std::mem::take(&mut self.messages)
+    }
+
+    /// A batch of `count` messages was written (or refused): no longer pending.
+    fn written(&mut self, count: usize) {
+        assert!(
+            count <= self.counted,
+            "{count} appends written, {} counted",
+            self.counted
+        );
+        self.counted -= count;
+        self.gauge.fetch_sub(count, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for PendingAppends<'_> {
+    fn drop(&mut self) {
+        self.gauge.fetch_sub(self.counted, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Takes whatever messages have already arrived on the stream, without waiting, while the batch has room.
+/// Returns whether the stream ended (by the client or with an error).
+fn gather_arrived(inbound: &mut Streaming<pb::AppendRequest>, pending: &mut PendingAppends<'_>) -> bool {
+    while pending.has_room() {
+        match inbound.next().now_or_never() {
+            Some(Some(Ok(message))) => pending.push(message),
+            Some(Some(Err(status))) => {
+                tracing::debug!(%status, "append stream failed on the client side");
+                return true;
+            }
+            Some(None) => return true,
+            None => return false,
+        }
+    }
+    false
+}
+
 /// Serves one append stream until the client ends it, a request is refused, or the node shuts down.
+///
+/// While a batch is written (waiting for the acceptor's lock, then writing and syncing), the messages that
+/// arrive are read ahead into the next batch, up to the batch limits; so the next batch is everything that
+/// arrived meanwhile, and [`SafekeeperNode::appends_pending`] counts what the server has received.
 async fn append_stream(node: Arc<SafekeeperNode>, mut inbound: Streaming<pb::AppendRequest>, tx: AppendSender) {
     let mut shutdown = node.subscribe_shutdown();
     let mut timeline: Option<Arc<Timeline>> = None;
+    let mut pending = PendingAppends::new(node.appends_pending_gauge());
+    let mut inbound_ended = false;
     loop {
-        let first = tokio::select! {
-            message = inbound.next() => message,
-            () = shutdown_signalled(&mut shutdown) => {
-                let _ = tx.send(Err(status_from_node(&NodeError::ShuttingDown))).await;
+        if pending.messages.is_empty() {
+            if inbound_ended {
                 return;
             }
-            () = timeline_deleted(timeline.as_ref()) => {
-                let key = timeline.as_ref().map(|t| t.key());
-                if let Some(key) = key {
-                    let _ = tx.send(Err(status_from_node(&NodeError::Deleted { key }))).await;
+            let first = tokio::select! {
+                message = inbound.next() => message,
+                () = shutdown_signalled(&mut shutdown) => {
+                    let _ = tx.send(Err(status_from_node(&NodeError::ShuttingDown))).await;
+                    return;
                 }
-                return;
-            }
-            () = tx.closed() => return,
-        };
-        let first = match first {
-            None => return,
-            Some(Err(status)) => {
-                tracing::debug!(%status, "append stream failed on the client side");
-                return;
-            }
-            Some(Ok(message)) => message,
-        };
-        // Group commit: take whatever else has already arrived, without waiting.
-        let mut batch_bytes = first.data.len();
-        let mut batch = vec![first];
-        let mut inbound_ended = false;
-        while batch.len() < APPEND_BATCH_MESSAGES_MAX && batch_bytes < APPEND_BATCH_BYTES_MAX {
-            match inbound.next().now_or_never() {
-                Some(Some(Ok(message))) => {
-                    batch_bytes += message.data.len();
-                    batch.push(message);
+                () = timeline_deleted(timeline.as_ref()) => {
+                    let key = timeline.as_ref().map(|t| t.key());
+                    if let Some(key) = key {
+                        let _ = tx.send(Err(status_from_node(&NodeError::Deleted { key }))).await;
+                    }
+                    return;
                 }
-                Some(Some(Err(status))) => {
+                () = tx.closed() => return,
+            };
+            match first {
+                None => return,
+                Some(Err(status)) => {
                     tracing::debug!(%status, "append stream failed on the client side");
-                    inbound_ended = true;
-                    break;
+                    return;
                 }
-                Some(None) => {
-                    inbound_ended = true;
-                    break;
-                }
-                None => break,
+                Some(Ok(message)) => pending.push(message),
             }
         }
+        // Group commit: take whatever else has already arrived, without waiting.
+        if !inbound_ended {
+            inbound_ended = gather_arrived(&mut inbound, &mut pending);
+        }
+        let batch = pending.take_batch();
+        let batch_len = batch.len();
         let (appends, refusal) = resolve_batch(&node, &mut timeline, batch);
         if let (Some(target), false) = (&timeline, appends.is_empty()) {
-            let outcome = target.run(move |acceptor| write_batch(acceptor, appends)).await;
+            let write = target.run(move |acceptor| write_batch(acceptor, appends));
+            tokio::pin!(write);
+            // Read ahead while the batch is written: what arrives meanwhile is the next batch.
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    outcome = &mut write => break outcome,
+                    message = inbound.next(), if !inbound_ended && pending.has_room() => match message {
+                        Some(Ok(message)) => pending.push(message),
+                        Some(Err(status)) => {
+                            tracing::debug!(%status, "append stream failed on the client side");
+                            inbound_ended = true;
+                        }
+                        None => inbound_ended = true,
+                    },
+                }
+            };
+            pending.written(batch_len);
             let outcome = match outcome {
                 Ok(outcome) => outcome,
                 Err(error) => {
@@ -540,12 +627,11 @@ async fn append_stream(node: Arc<SafekeeperNode>, mut inbound: Streaming<pb::App
                 let _ = tx.send(Err(status_from_acceptor(&error))).await;
                 return;
             }
+        } else {
+            pending.written(batch_len);
         }
         if let Some(status) = refusal {
             let _ = tx.send(Err(status)).await;
-            return;
-        }
-        if inbound_ended {
             return;
         }
     }

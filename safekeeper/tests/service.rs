@@ -260,18 +260,26 @@ async fn create_vote_elect_append_with_group_commit() {
     assert_eq!((acks[0].request_id, acks[0].flush_lsn, acks[0].term), (0, end.0, 1));
 
     // Pipelined appends while the acceptor is busy (its lock held by a slow "fsync"): they pile up on the
-    // stream and are written under one or two syncs, not eight.
+    // stream and are written under one or two syncs, not eight. The lock is held until the service has
+    // received all eight (its gauge of pending appends), so nothing depends on timing: whatever the first
+    // batch took, the rest arrived while it waited and forms the second.
     let timeline = server.node.timeline((TENANT, TIMELINE)).expect("timeline");
     let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
         timeline
             .run_blocking(|_| {
                 locked_tx.send(()).expect("signal");
-                std::thread::sleep(Duration::from_millis(500));
+                release_rx.recv().expect("release");
             })
             .expect("run")
     });
     locked_rx.recv().expect("lock held");
+    assert_eq!(
+        server.node.appends_pending(),
+        0,
+        "nothing pending before the stream opens"
+    );
     let (tx, rx) = mpsc::channel(64);
     let mut responses = client
         .append(ReceiverStream::new(rx))
@@ -289,6 +297,16 @@ async fn create_vote_elect_append_with_group_commit() {
         message.timeline = (i == 0).then(timeline_ref);
         tx.send(message).await.expect("send");
     }
+    let all_in = async {
+        while server.node.appends_pending() < 8 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, all_in)
+        .await
+        .expect("the service received all eight appends");
+    assert_eq!(server.node.appends_pending(), 8);
+    release_tx.send(()).expect("release the lock");
     let mut acks = Vec::new();
     while acks.len() < 8 {
         let ack = tokio::time::timeout(WAIT, responses.next())
@@ -316,6 +334,7 @@ async fn create_vote_elect_append_with_group_commit() {
         "eight pipelined appends took {} syncs: {flushes:?}",
         flushes.len()
     );
+    assert_eq!(server.node.appends_pending(), 0, "every append written");
 
     // The commit LSN rides on a later (here empty) append.
     tx.send(append_message(200, 1, end, Bytes::new(), end))
