@@ -18,8 +18,8 @@ use bytes::Bytes;
 use common::Process;
 use proto::pageserver as ps;
 use proto::safekeeper as sk;
-use safekeeper::client::{WalProposer, WalProposerConfig};
 use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
+use walproposer::{WalProposer, WalProposerConfig};
 
 const START: Lsn = Lsn(0x100_0000);
 const BLOCKS: u32 = 6;

@@ -1,5 +1,5 @@
 //! Real-process tests of the safekeepers: three `cambium safekeeper` processes on loopback, a proposer
-//! (`safekeeper::client::WalProposer`) appending through them, and `kill -9`.
+//! (`walproposer::WalProposer`) appending through them, and `kill -9`.
 //!
 //! Proves: commits go on with one safekeeper killed; with two killed, appends fail with a clear, bounded
 //! timeout and nothing acknowledged is lost; once they are back, commits resume; a second proposer that wins
@@ -13,8 +13,8 @@ use common::Process;
 
 use bytes::Bytes;
 use proto::safekeeper as pb;
-use safekeeper::client::{WalProposer, WalProposerConfig, WalProposerError};
 use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
+use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
 const START: Lsn = Lsn(0x100_0000);
 

@@ -8,13 +8,13 @@
 
 use std::time::Duration;
 
+use cambium_types::{Lsn, TenantId, TimelineId};
 use futures::future::join_all;
 use proto::pageserver as ps;
 use proto::pageserver::management_client::ManagementClient;
 use proto::pageserver::page_service_client::PageServiceClient;
 use proto::safekeeper as sk;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
-use storage::{Lsn, TenantId, TimelineId};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 

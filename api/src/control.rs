@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cambium_types::{Lsn, TenantId, TimelineId};
 use compute::host::{BranchTarget, ComputeHost};
 use compute::pg::ScramVerifier;
 use parking_lot::Mutex;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::sync::Notify;
 
 use crate::backend::{Backend, BackendError};

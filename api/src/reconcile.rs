@@ -38,7 +38,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
 
-use storage::{Lsn, TenantId, TimelineId};
+use cambium_types::{Lsn, TenantId, TimelineId};
 
 use crate::backend::{BackendError, CopyState, PullError};
 use crate::control::Control;

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use safekeeper::client::{WalProposer, WalProposerConfig};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, SafekeeperNode};
 use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
+use walproposer::{WalProposer, WalProposerConfig};
 
 const START: Lsn = Lsn(0x100_0000);
 

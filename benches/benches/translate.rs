@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function(format!("{name}/uncached"), |b| {
             b.iter_batched(
-                || setup(),
+                setup,
                 |(conn, mut dialect)| dialect.translate(&conn, sql).expect("translates"),
                 BatchSize::PerIteration,
             )

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use storage::{Lsn, TenantId, TimelineId};
+use cambium_types::{Lsn, TenantId, TimelineId};
 
 pub use crate::error::ComputeError;
 use crate::host::{validate_name, BranchTarget, ComputeHost, HostConfig};

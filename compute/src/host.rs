@@ -32,8 +32,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use cambium_types::{Lsn, TenantId, TimelineId};
 use parking_lot::{Mutex, RwLock};
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use cambium_types::{Lsn, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
-use storage::{Lsn, PAGE_SIZE_BYTES};
 
 /// A page of zeros: what a block inside the database that was never written holds.
 static ZERO_PAGE: [u8; PAGE_SIZE_BYTES] = [0; PAGE_SIZE_BYTES];

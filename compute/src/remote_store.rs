@@ -33,14 +33,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use cambium_types::value::PATCHES_PER_DELTA_MAX;
+use cambium_types::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
-use safekeeper::client::{WalProposer, WalProposerConfig, WalProposerError};
-use storage::value::PATCHES_PER_DELTA_MAX;
-use storage::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
 use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
+use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
 
@@ -491,7 +491,7 @@ impl PageStore for RemotePageStore {
             entries,
         };
         let frame = record.to_frame().map_err(|e| match e {
-            storage::wal::WalEncodeError::TooLarge { body_bytes, .. } => PageStoreError::TooLarge {
+            cambium_types::wal::WalEncodeError::TooLarge { body_bytes, .. } => PageStoreError::TooLarge {
                 bytes: body_bytes,
                 max_bytes: self.commit_bytes_max,
             },
@@ -771,7 +771,7 @@ mod tests {
 
     fn apply(old: &[u8], patches: &[Patch]) -> Vec<u8> {
         let mut page = old.to_vec();
-        storage::value::apply_delta(&mut page, patches);
+        cambium_types::value::apply_delta(&mut page, patches);
         page
     }
 

@@ -44,6 +44,13 @@ pub enum PageserverError {
     },
 }
 
+/// The shared durable-file helpers fail as the engine does (`StorageError::Io`), so callers see one error shape.
+impl From<storage::fsio::IoError> for PageserverError {
+    fn from(error: storage::fsio::IoError) -> PageserverError {
+        PageserverError::Storage(StorageError::from(error))
+    }
+}
+
 /// Where a new timeline starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NewTimeline {

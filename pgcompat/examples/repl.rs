@@ -39,7 +39,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for (i, step) in t.steps.iter().enumerate() {
                 if i != t.primary {
                     if let Err(e) = conn.execute_batch(step) {
-                        println!("  error: {}", pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string()));
+                        println!(
+                            "  error: {}",
+                            pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string())
+                        );
                     }
                 }
             }
@@ -59,16 +62,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 match rows.next() {
                     Ok(Some(row)) => {
                         let mut out = Vec::new();
-                        for i in 0..width {
+                        for (i, ty) in types.iter().enumerate().take(width) {
                             let v: Value = row.get(i)?;
-                            let ty = types[i].unwrap_or(pgcompat::PgType::TEXT);
+                            let ty = ty.unwrap_or(pgcompat::PgType::TEXT);
                             out.push(value::output(ty, &v, &dialect.state().time_zone()));
                         }
                         println!("  row: {out:?}");
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        println!("  error: {}", pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string()));
+                        println!(
+                            "  error: {}",
+                            pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string())
+                        );
                         break;
                     }
                 }

@@ -488,10 +488,15 @@ pub enum Written {
 /// The type a parsed SQL data type names.
 pub fn from_data_type(data_type: &DataType) -> Written {
     let length = |l: &Option<CharacterLength>| match l {
-        Some(CharacterLength::IntegerLength { length, .. }) => u32::try_from(*length).map_or(Modifier::None, Modifier::Length),
+        Some(CharacterLength::IntegerLength { length, .. }) => {
+            u32::try_from(*length).map_or(Modifier::None, Modifier::Length)
+        }
         _ => Modifier::None,
     };
-    let precision = |p: &Option<u64>| p.and_then(|p| u32::try_from(p).ok()).map_or(Modifier::None, Modifier::Length);
+    let precision = |p: &Option<u64>| {
+        p.and_then(|p| u32::try_from(p).ok())
+            .map_or(Modifier::None, Modifier::Length)
+    };
     let ty = match data_type {
         DataType::Bool | DataType::Boolean => PgType::BOOL,
         DataType::SmallInt(_) | DataType::Int2(_) => PgType::INT2,
@@ -533,7 +538,9 @@ pub fn from_data_type(data_type: &DataType) -> Written {
         DataType::Bytea | DataType::Blob(_) => PgType::BYTEA,
         DataType::Date => PgType::new(Base::Date),
         DataType::Time(p, tz) => match tz {
-            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => return Written::Unsupported("time with time zone".to_owned()),
+            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => {
+                return Written::Unsupported("time with time zone".to_owned())
+            }
             _ => PgType::new(Base::Time).with_modifier(precision(p)),
         },
         DataType::Timestamp(p, tz) => match tz {
@@ -548,7 +555,9 @@ pub fn from_data_type(data_type: &DataType) -> Written {
         DataType::Regclass => PgType::new(Base::Regclass),
         DataType::Array(element) => {
             let inner = match element {
-                ArrayElemTypeDef::AngleBracket(t) | ArrayElemTypeDef::SquareBracket(t, _) | ArrayElemTypeDef::Parenthesis(t) => t,
+                ArrayElemTypeDef::AngleBracket(t)
+                | ArrayElemTypeDef::SquareBracket(t, _)
+                | ArrayElemTypeDef::Parenthesis(t) => t,
                 _ => return Written::Unsupported(data_type.to_string()),
             };
             return match from_data_type(inner) {
@@ -600,20 +609,36 @@ mod tests {
     fn catalog_text_round_trips() {
         let types = [
             PgType::INT4,
-            PgType::NUMERIC.with_modifier(Modifier::Numeric { precision: 10, scale: 2 }),
+            PgType::NUMERIC.with_modifier(Modifier::Numeric {
+                precision: 10,
+                scale: 2,
+            }),
             PgType::new(Base::Varchar).with_modifier(Modifier::Length(20)),
             PgType::TEXT.array(),
             PgType::TIMESTAMPTZ.with_modifier(Modifier::Length(3)),
         ];
         for ty in types {
-            assert_eq!(PgType::from_catalog(&ty.catalog_text()), Some(ty), "{}", ty.catalog_text());
+            assert_eq!(
+                PgType::from_catalog(&ty.catalog_text()),
+                Some(ty),
+                "{}",
+                ty.catalog_text()
+            );
         }
     }
 
     #[test]
     fn format_type_names() {
-        assert_eq!(PgType::new(Base::Varchar).with_modifier(Modifier::Length(20)).sql_name(), "character varying(20)");
-        assert_eq!(PgType::TIMESTAMPTZ.with_modifier(Modifier::Length(3)).sql_name(), "timestamp(3) with time zone");
+        assert_eq!(
+            PgType::new(Base::Varchar)
+                .with_modifier(Modifier::Length(20))
+                .sql_name(),
+            "character varying(20)"
+        );
+        assert_eq!(
+            PgType::TIMESTAMPTZ.with_modifier(Modifier::Length(3)).sql_name(),
+            "timestamp(3) with time zone"
+        );
         assert_eq!(PgType::INT4.array().sql_name(), "integer[]");
         assert_eq!(PgType::INT4.array().oid(), 1007);
     }

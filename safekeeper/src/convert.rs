@@ -1,43 +1,25 @@
-//! Conversions between the wire types of `proto::safekeeper` and the protocol's core types, and the mapping of
-//! [`AcceptorError`] onto gRPC statuses (the contract in the header of `proto/proto/safekeeper.proto`).
+//! The server side of the safekeeper's wire contract: requests parsed from the wire (ids strictly, as the
+//! contract says, with the one parser of `cambium_types::id`), and the mapping of [`AcceptorError`] onto gRPC
+//! statuses. The conversions both ends share (histories, states, the metadata keys) are
+//! [`walproposer::wire`]'s, re-exported here.
 //!
-//! Everything from the wire is untrusted: ids are parsed strictly (32 lowercase hex digits, as the contract
-//! says), term histories are validated and bounded, and every failure is an `INVALID_ARGUMENT` status that
-//! names the field.
+//! Everything from the wire is untrusted: every failure is an `INVALID_ARGUMENT` status that names the field.
 
+use cambium_types::wal::WalDecodeError;
+use cambium_types::{Lsn, TenantId, TimelineId};
 use proto::safekeeper as pb;
-use storage::wal::WalDecodeError;
-use storage::{Lsn, TenantId, TimelineId};
+use safekeeper_core::protocol::{AcceptorError, AppendRequest, AppendResponse, ElectedRequest};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 
-use crate::protocol::{
-    AcceptorError, AcceptorState, AppendRequest, AppendResponse, ElectedRequest, TermHistory, TermSwitch,
-};
+pub use walproposer::wire::*;
 
-/// Metadata key of a `FAILED_PRECONDITION` for a stale term: the term this safekeeper promised (decimal).
-pub const CURRENT_TERM_METADATA: &str = "cambium-current-term";
-/// Metadata key of a `FAILED_PRECONDITION` for a term whose election this safekeeper has not heard of.
-pub const NOT_ELECTED_METADATA: &str = "cambium-not-elected";
-/// Metadata key of an `OUT_OF_RANGE` for an append past the WAL end: where the WAL ends (decimal `u64`).
-pub const WRITE_LSN_METADATA: &str = "cambium-write-lsn";
-/// Most entries accepted in a term history from the wire. Each entry costs about 60 bytes of the control
-/// file's JSON, so this keeps a control file far below `filestore::CONTROL_FILE_BYTES_MAX` (16 MiB): a
-/// history accepted here can always be loaded again.
-pub const TERM_HISTORY_ENTRIES_MAX: usize = 100_000;
 /// Highest timeline start LSN accepted: LSN arithmetic (`begin + len`) must never overflow, whatever WAL
 /// follows.
 pub const TIMELINE_START_LSN_MAX: Lsn = Lsn(u64::MAX / 2);
 
-pub use storage::TimelineKey;
-
-/// A 32-digit lowercase hex id (the form ids print in, so one id has one spelling and one directory name).
-pub fn parse_lower_hex_id(text: &str) -> Option<u128> {
-    storage::id::parse_lower_hex(text)
-}
-
 fn parse_id_field(field: &str, text: &str) -> Result<u128, Status> {
-    parse_lower_hex_id(text).ok_or_else(|| {
+    cambium_types::id::parse_lower_hex(text).ok_or_else(|| {
         let shown: String = text.chars().take(64).collect();
         Status::invalid_argument(format!("{field} {shown:?} is not 32 lowercase hex digits"))
     })
@@ -55,75 +37,6 @@ pub fn timeline_key(timeline: Option<&pb::TimelineRef>) -> Result<TimelineKey, S
 /// The tenant a request names; `INVALID_ARGUMENT` if the id is malformed.
 pub fn tenant_id(text: &str) -> Result<TenantId, Status> {
     Ok(TenantId(parse_id_field("tenant_id", text)?))
-}
-
-/// The wire form of a timeline's name.
-pub fn timeline_ref(key: TimelineKey) -> pb::TimelineRef {
-    pb::TimelineRef {
-        tenant_id: key.0.to_string(),
-        timeline_id: key.1.to_string(),
-    }
-}
-
-/// A term history from the wire: bounded and validated (`INVALID_ARGUMENT` otherwise).
-pub fn history_from_proto(entries: &[pb::TermSwitch]) -> Result<TermHistory, Status> {
-    if entries.len() > TERM_HISTORY_ENTRIES_MAX {
-        return Err(Status::invalid_argument(format!(
-            "a term history of {} entries, more than {TERM_HISTORY_ENTRIES_MAX}",
-            entries.len()
-        )));
-    }
-    let history = TermHistory(
-        entries
-            .iter()
-            .map(|s| TermSwitch {
-                term: s.term,
-                lsn: Lsn(s.lsn),
-            })
-            .collect(),
-    );
-    history
-        .validate()
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    Ok(history)
-}
-
-/// The wire form of a term history.
-pub fn history_to_proto(history: &TermHistory) -> Vec<pb::TermSwitch> {
-    history
-        .0
-        .iter()
-        .map(|s| pb::TermSwitch {
-            term: s.term,
-            lsn: s.lsn.0,
-        })
-        .collect()
-}
-
-/// The wire form of an acceptor's state.
-pub fn state_to_proto(state: &AcceptorState) -> pb::AcceptorState {
-    pb::AcceptorState {
-        term: state.term,
-        history: history_to_proto(&state.history),
-        flush_lsn: state.flush_lsn.0,
-        commit_lsn: state.commit_lsn.0,
-        timeline_start_lsn: state.timeline_start_lsn.0,
-        oldest_lsn: state.oldest_lsn.0,
-        remote_consistent_lsn: state.remote_consistent_lsn.0,
-    }
-}
-
-/// An acceptor's state from the wire (for clients and tests). The history is validated.
-pub fn state_from_proto(state: &pb::AcceptorState) -> Result<AcceptorState, Status> {
-    Ok(AcceptorState {
-        term: state.term,
-        history: history_from_proto(&state.history)?,
-        flush_lsn: Lsn(state.flush_lsn),
-        commit_lsn: Lsn(state.commit_lsn),
-        timeline_start_lsn: Lsn(state.timeline_start_lsn),
-        oldest_lsn: Lsn(state.oldest_lsn),
-        remote_consistent_lsn: Lsn(state.remote_consistent_lsn),
-    })
 }
 
 /// An `Elected` from the wire (its timeline is parsed apart).
@@ -181,6 +94,9 @@ pub fn status_from_acceptor(error: &AcceptorError) -> Status {
         AcceptorError::BadFrame(WalDecodeError::Checksum { .. }) => Status::data_loss(error.to_string()),
         AcceptorError::BadFrame(_) | AcceptorError::Invalid(_) => Status::invalid_argument(error.to_string()),
         AcceptorError::Storage(_) => internal(error),
+        // `AcceptorError` is `#[non_exhaustive]` (it crosses from the protocol core): a variant added there is
+        // a failure on the server side until this table names it.
+        _ => internal(error),
     }
 }
 
@@ -197,11 +113,6 @@ pub fn status_from_read_error(error: &AcceptorError) -> Status {
 pub fn internal(error: &dyn std::fmt::Display) -> Status {
     tracing::error!(%error, "safekeeper request failed on the server side");
     Status::internal("safekeeper storage failure (details in the safekeeper's log)")
-}
-
-/// Reads a decimal `u64` from a status's metadata (for clients and tests).
-pub fn metadata_u64(status: &Status, key: &str) -> Option<u64> {
-    status.metadata().get(key)?.to_str().ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -251,17 +162,8 @@ mod tests {
             computed: 2,
         }));
         assert_eq!(status.code(), Code::DataLoss);
-        let status = status_from_acceptor(&AcceptorError::Storage(crate::protocol::StoreError::Poisoned));
+        let status = status_from_acceptor(&AcceptorError::Storage(safekeeper_core::protocol::StoreError::Poisoned));
         assert_eq!(status.code(), Code::Internal);
         assert!(!status.message().contains("reopened"), "no internals leak");
-    }
-
-    #[test]
-    fn histories_are_validated_and_bounded() {
-        let entry = |term, lsn| pb::TermSwitch { term, lsn };
-        assert!(history_from_proto(&[entry(1, 10), entry(2, 20)]).is_ok());
-        assert!(history_from_proto(&[entry(2, 10), entry(1, 20)]).is_err());
-        let long: Vec<_> = (1..=TERM_HISTORY_ENTRIES_MAX as u64 + 1).map(|t| entry(t, t)).collect();
-        assert!(history_from_proto(&long).is_err());
     }
 }

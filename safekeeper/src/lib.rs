@@ -1,20 +1,16 @@
-//! The safekeeper: makes WAL durable on a quorum of three before a commit is acknowledged, and the proposer
-//! library the compute uses to write through it. DESIGN.md section 3 is the specification.
+//! The safekeeper server: makes WAL durable on disk and serves the protocol over gRPC. DESIGN.md section 3 is
+//! the specification.
 //!
-//! The protocol core is sans-IO: [`acceptor::Acceptor`] runs over the [`protocol::WalStore`] and
-//! [`protocol::ControlStore`] traits, and the proposer is a state machine fed with responses and ticks. The
-//! deterministic simulation and the gRPC service drive the same code.
+//! The protocol itself is `cambium-safekeeper-core` (sans-IO): this crate gives it file stores
+//! ([`filestore`]), a data directory of timelines ([`node`]), the gRPC service ([`service`], which maps every
+//! protocol request through `safekeeper_core::dispatch::serve`, as the simulation does) and replica repair
+//! ([`pull`]). The client side (the walproposer a compute uses) is `cambium-walproposer`, which does not link
+//! this crate.
 
 #![forbid(unsafe_code)]
 
-pub mod acceptor;
-pub mod client;
 pub mod convert;
-pub mod dispatch;
 pub mod filestore;
-pub mod memstore;
 pub mod node;
-pub mod proposer;
-pub mod protocol;
 pub mod pull;
 pub mod service;

@@ -47,17 +47,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cambium_types::Lsn;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
-use storage::Lsn;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::convert::{self, TimelineKey};
 use crate::filestore::ReplicaWriter;
 use crate::node::{Installed, LocalCopy, NodeError, SafekeeperNode};
-use crate::protocol::{AcceptorState, ControlState, Term};
 use crate::service::{status_from_node, MESSAGE_BYTES_MAX};
+use safekeeper_core::protocol::{AcceptorState, ControlState, Term};
 
 /// Most sources a pull names.
 pub const PULL_SOURCES_MAX: usize = 8;
@@ -121,8 +121,8 @@ pub enum PullError {
     Node(#[from] NodeError),
 }
 
-impl From<crate::protocol::StoreError> for PullError {
-    fn from(error: crate::protocol::StoreError) -> Self {
+impl From<safekeeper_core::protocol::StoreError> for PullError {
+    fn from(error: safekeeper_core::protocol::StoreError) -> Self {
         PullError::Node(NodeError::Acceptor(error.into()))
     }
 }
@@ -495,7 +495,7 @@ async fn copy_wal(
                 Lsn(chunk.start_lsn)
             )));
         }
-        let (valid_bytes, error) = storage::wal::scan_frames(&chunk.data, at);
+        let (valid_bytes, error) = cambium_types::wal::scan_frames(&chunk.data, at);
         if let Some(error) = error {
             return Err(PullError::BadWal {
                 address: address.to_string(),

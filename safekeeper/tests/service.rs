@@ -26,13 +26,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cambium_types::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
 use safekeeper::convert::{metadata_u64, CURRENT_TERM_METADATA, NOT_ELECTED_METADATA, WRITE_LSN_METADATA};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, NodeError, SafekeeperNode, LOCK_FILE_NAME};
 use safekeeper::service::{serve, MESSAGE_BYTES_MAX};
-use storage::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -260,18 +260,26 @@ async fn create_vote_elect_append_with_group_commit() {
     assert_eq!((acks[0].request_id, acks[0].flush_lsn, acks[0].term), (0, end.0, 1));
 
     // Pipelined appends while the acceptor is busy (its lock held by a slow "fsync"): they pile up on the
-    // stream and are written under one or two syncs, not eight.
+    // stream and are written under one or two syncs, not eight. The lock is held until the service has
+    // received all eight (its gauge of pending appends), so nothing depends on timing: whatever the first
+    // batch took, the rest arrived while it waited and forms the second.
     let timeline = server.node.timeline((TENANT, TIMELINE)).expect("timeline");
     let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
         timeline
             .run_blocking(|_| {
                 locked_tx.send(()).expect("signal");
-                std::thread::sleep(Duration::from_millis(500));
+                release_rx.recv().expect("release");
             })
             .expect("run")
     });
     locked_rx.recv().expect("lock held");
+    assert_eq!(
+        server.node.appends_pending(),
+        0,
+        "nothing pending before the stream opens"
+    );
     let (tx, rx) = mpsc::channel(64);
     let mut responses = client
         .append(ReceiverStream::new(rx))
@@ -289,6 +297,16 @@ async fn create_vote_elect_append_with_group_commit() {
         message.timeline = (i == 0).then(timeline_ref);
         tx.send(message).await.expect("send");
     }
+    let all_in = async {
+        while server.node.appends_pending() < 8 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, all_in)
+        .await
+        .expect("the service received all eight appends");
+    assert_eq!(server.node.appends_pending(), 8);
+    release_tx.send(()).expect("release the lock");
     let mut acks = Vec::new();
     while acks.len() < 8 {
         let ack = tokio::time::timeout(WAIT, responses.next())
@@ -316,6 +334,7 @@ async fn create_vote_elect_append_with_group_commit() {
         "eight pipelined appends took {} syncs: {flushes:?}",
         flushes.len()
     );
+    assert_eq!(server.node.appends_pending(), 0, "every append written");
 
     // The commit LSN rides on a later (here empty) append.
     tx.send(append_message(200, 1, end, Bytes::new(), end))
@@ -1639,7 +1658,7 @@ impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
             if let Ok(Some(mut chunk)) = upstream.message().await {
                 // The first frame only, then the stream ends as if the source had stopped.
                 let body = u32::from_le_bytes(chunk.data[..4].try_into().expect("a frame header")) as usize;
-                chunk.data = chunk.data.slice(..storage::wal::FRAME_HEADER_BYTES + body);
+                chunk.data = chunk.data.slice(..cambium_types::wal::FRAME_HEADER_BYTES + body);
                 let _ = tx.send(Ok(chunk)).await;
             }
         });
@@ -1654,7 +1673,7 @@ impl proto::safekeeper::safekeeper_server::Safekeeper for CuttingService {
 /// C, whose WAL equals B's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proposer_takes_in_a_replica_pulled_mid_run() {
-    use safekeeper::client::{WalProposer, WalProposerConfig};
+    use walproposer::client::{WalProposer, WalProposerConfig};
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let a = start_pulling(dirs[0].path()).await;
     let b = start_pulling(dirs[1].path()).await;

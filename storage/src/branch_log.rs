@@ -90,7 +90,7 @@ impl BranchLog {
         frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         frame.extend_from_slice(&body);
         self.file.write_all(&frame).map_err(io_err(&self.path))?;
-        sync_file(&self.file, &self.path, self.durability)
+        Ok(sync_file(&self.file, &self.path, self.durability)?)
     }
 }
 

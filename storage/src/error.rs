@@ -135,6 +135,15 @@ pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) ->
     move |source| StorageError::Io { path, source }
 }
 
+impl From<crate::fsio::IoError> for StorageError {
+    fn from(error: crate::fsio::IoError) -> StorageError {
+        StorageError::Io {
+            path: error.path,
+            source: error.source,
+        }
+    }
+}
+
 /// A `Corrupt` error.
 pub(crate) fn corrupt(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> StorageError {
     StorageError::Corrupt {

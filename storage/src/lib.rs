@@ -8,27 +8,26 @@
 //! A tenant opened with a [`LayerFetcher`] fetches the layers its metadata names but its disk lacks on first
 //! use ([`fetch`]).
 //!
-//! **Boundary:** this crate does no networking and depends on no other Cambium crate; the pageserver wraps it
-//! (and implements the fetcher over its remote storage).
+//! **Boundary:** this crate does no networking and depends on no other Cambium crate but `cambium-types` (the
+//! shared types and codecs, re-exported here under their old paths); the pageserver wraps it (and implements
+//! the fetcher over its remote storage).
 
 pub mod branch_log;
 pub mod cache;
-mod codec;
 pub mod config;
 pub mod error;
 pub mod formats;
-pub mod fsio;
-pub mod id;
-pub mod key;
 pub mod layer;
-pub mod lsn;
 pub mod metadata;
 mod mmap;
 pub mod tenant;
 pub mod timeline;
 mod timestamps;
-pub mod value;
-pub mod wal;
+
+// The shared types and codecs live in `cambium-types` (one definition each); re-exported under their old paths
+// for the engine's own code and for callers that already depend on the engine.
+use cambium_types::codec;
+pub use cambium_types::{fsio, id, key, lsn, value, wal};
 
 pub use cache::PageCache;
 pub use config::TimelineConfig;

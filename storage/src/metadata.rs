@@ -50,7 +50,7 @@ impl TimelineMetadata {
         bytes.extend_from_slice(&u32::try_from(body.len()).expect("metadata under 4 GiB").to_le_bytes());
         bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         bytes.extend_from_slice(&body);
-        write_atomic(&dir.join(METADATA_FILE), &bytes, durability)
+        Ok(write_atomic(&dir.join(METADATA_FILE), &bytes, durability)?)
     }
 
     /// Reads the metadata in `dir`; `None` if the timeline never flushed.

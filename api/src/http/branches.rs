@@ -4,7 +4,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use storage::Lsn;
+use cambium_types::Lsn;
 
 use super::views::{
     BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, RestoreBranch, UpdateBranch,

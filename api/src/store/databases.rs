@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
+use cambium_types::{Lsn, TenantId, TimelineId};
 use compute::pg::ScramVerifier;
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
-use storage::{Lsn, TenantId, TimelineId};
 
 use super::operations::{insert_operation, NewOperation, Operation};
 use super::{check_quota, conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};

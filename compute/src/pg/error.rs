@@ -136,7 +136,9 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
         ffi::ErrorCode::Unknown => {
             if message.starts_with("no such table") {
                 UNDEFINED_TABLE
-            } else if message.starts_with("no such function") || message.starts_with("wrong number of arguments to function") {
+            } else if message.starts_with("no such function")
+                || message.starts_with("wrong number of arguments to function")
+            {
                 UNDEFINED_FUNCTION
             } else if message.starts_with("no such column") {
                 UNDEFINED_COLUMN

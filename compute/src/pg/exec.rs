@@ -192,7 +192,7 @@ fn execute(
             (name, ty)
         })
         .collect();
-    Ok(rows_outcome(columns, &values, format, kind, typing.tz)?)
+    rows_outcome(columns, &values, format, kind, typing.tz)
 }
 
 /// Rows of the given columns as an outcome with its tag.

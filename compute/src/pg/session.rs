@@ -15,21 +15,21 @@ use std::sync::Arc;
 use pgcompat::{Dialect, PgType, Translated, Translation};
 use pgwire::api::portal::Format;
 use pgwire::api::results::FieldInfo;
-use pgwire::messages::data::DataRow;
 use pgwire::api::Type;
+use pgwire::messages::data::DataRow;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+use super::defend;
 use super::error::{
-    SqlError, ADMIN_SHUTDOWN, CONNECTION_FAILURE, INSUFFICIENT_PRIVILEGE, IO_ERROR, LOCK_NOT_AVAILABLE,
+    SqlError, ACTIVE_SQL_TRANSACTION, ADMIN_SHUTDOWN, CONNECTION_FAILURE, DUPLICATE_PREPARED_STATEMENT,
+    FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_SQL_STATEMENT_NAME, IO_ERROR, LOCK_NOT_AVAILABLE,
     PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
-    ACTIVE_SQL_TRANSACTION, DUPLICATE_PREPARED_STATEMENT, FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::settings::{self, Command, Settings};
 use super::types::{self, RawParams};
-use super::defend;
 use crate::page_store::PageStoreError;
 use crate::vfs::{self, BusyReason};
 
@@ -168,7 +168,12 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session over `conn`, opened for the client's `database` name, hardened against the client's SQL
     /// (`defend`) now that its own setup is done.
-    pub(crate) fn new(conn: Connection, database: &str, user: &str, defaults: SessionDefaults) -> rusqlite::Result<Session> {
+    pub(crate) fn new(
+        conn: Connection,
+        database: &str,
+        user: &str,
+        defaults: SessionDefaults,
+    ) -> rusqlite::Result<Session> {
         let dialect = Dialect::new(&conn, database, user, next_backend_pid())?;
         defend::harden(&conn)?;
         let settings = Settings::new(defaults.statement_timeout_ms, defaults.idle_in_transaction_timeout_ms);
@@ -263,7 +268,12 @@ impl Session {
             self.settings.end_transaction();
             self.read_only = false;
         }
-        if let Some(zone) = self.settings.get("timezone").filter(|z| *z != self.time_zone).map(str::to_owned) {
+        if let Some(zone) = self
+            .settings
+            .get("timezone")
+            .filter(|z| *z != self.time_zone)
+            .map(str::to_owned)
+        {
             if let Some(tz) = time_zone_of(&zone) {
                 self.dialect.state().set_time_zone(tz);
             }
@@ -452,7 +462,15 @@ impl Session {
                 hints: None,
                 tz: &tz,
             };
-            match exec::run(&self.conn, &mut self.tx, &mut stmt, &[], &Format::UnifiedText, &kind, &typing) {
+            match exec::run(
+                &self.conn,
+                &mut self.tx,
+                &mut stmt,
+                &[],
+                &Format::UnifiedText,
+                &kind,
+                &typing,
+            ) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => return (outcomes, Some(error)),
             }
@@ -487,7 +505,10 @@ impl Session {
         if self.tx == TxState::Failed
             && matches!(
                 translation.kind,
-                pgcompat::Kind::Prepare { .. } | pgcompat::Kind::Execute { .. } | pgcompat::Kind::Deallocate(_) | pgcompat::Kind::DiscardAll
+                pgcompat::Kind::Prepare { .. }
+                    | pgcompat::Kind::Execute { .. }
+                    | pgcompat::Kind::Deallocate(_)
+                    | pgcompat::Kind::DiscardAll
             )
         {
             return Err(aborted());
@@ -611,13 +632,14 @@ impl Session {
             let [evaluate] = list.as_slice() else {
                 return self.fail(SqlError::new(SYNTAX_ERROR, "EXECUTE arguments are not expressions"));
             };
-            let row = self
-                .conn
-                .prepare(&evaluate.steps[0])
-                .and_then(|mut stmt| {
-                    let width = stmt.column_count();
-                    stmt.query_row([], |row| (0..width).map(|i| row.get::<_, Value>(i)).collect::<Result<Vec<_>, _>>())
-                });
+            let row = self.conn.prepare(&evaluate.steps[0]).and_then(|mut stmt| {
+                let width = stmt.column_count();
+                stmt.query_row([], |row| {
+                    (0..width)
+                        .map(|i| row.get::<_, Value>(i))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            });
             match row {
                 Ok(row) => values = row,
                 Err(error) => return self.fail(SqlError::from(error)),
@@ -626,7 +648,11 @@ impl Session {
         if values.len() != types.len() && !types.is_empty() {
             return self.fail(SqlError::new(
                 SYNTAX_ERROR,
-                format!("wrong number of parameters for prepared statement \"{name}\": expected {}, got {}", types.len(), values.len()),
+                format!(
+                    "wrong number of parameters for prepared statement \"{name}\": expected {}, got {}",
+                    types.len(),
+                    values.len()
+                ),
             ));
         }
         for (value, ty) in values.iter_mut().zip(&types) {
@@ -637,7 +663,10 @@ impl Session {
         }
         let translated = self.translate(&sql)?;
         let Translated::Statements(list) = &*translated else {
-            return self.fail(SqlError::new(FEATURE_NOT_SUPPORTED, "EXECUTE of a statement in SQLite's own dialect"));
+            return self.fail(SqlError::new(
+                FEATURE_NOT_SUPPORTED,
+                "EXECUTE of a statement in SQLite's own dialect",
+            ));
         };
         let [translation] = list.as_slice() else {
             return self.fail(SqlError::new(SYNTAX_ERROR, "a prepared statement holds one statement"));
@@ -668,7 +697,11 @@ impl Session {
         });
         match result {
             Ok(()) => {
-                self.tx = if self.conn.is_autocommit() { TxState::Idle } else { TxState::InBlock };
+                self.tx = if self.conn.is_autocommit() {
+                    TxState::Idle
+                } else {
+                    TxState::InBlock
+                };
                 Ok(Outcome::Command(tag))
             }
             Err(error) => {
@@ -804,12 +837,12 @@ impl Session {
             client_types: client_types.to_vec(),
         };
         let params = (0..count.max(client_types.len()))
-            .map(|index| {
-                match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
+            .map(
+                |index| match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
                     Some(ty) => ty,
                     None => types::wire_type(raw.type_of(index, learned).unwrap_or(types::PARAMETER_TYPE_DEFAULT)),
-                }
-            })
+                },
+            )
             .collect();
         let known = self.dialect.column_types(&stmt, translation);
         let declared = exec::declared_types(&stmt);
@@ -940,7 +973,9 @@ mod tests {
         });
         let (_, error) = session.simple_query("INSERT INTO t VALUES (2)");
         assert_eq!(error, Some(SqlError::new(ADMIN_SHUTDOWN, reason)));
-        let read = session.execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText).err();
+        let read = session
+            .execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText)
+            .err();
         assert_eq!(
             read,
             Some(SqlError::new(ADMIN_SHUTDOWN, reason)),
@@ -953,7 +988,9 @@ mod tests {
     fn a_failed_or_unavailable_store_reaches_the_client_with_its_sqlstate() {
         let (mut session, store) = session_over("session_failed_store");
         *store.gone.lock() = Some(PageStoreError::Unavailable("no answer in time".to_owned()));
-        let error = session.execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText).err();
+        let error = session
+            .execute("SELECT x FROM t", &RawParams::none(), &Format::UnifiedText)
+            .err();
         let error = error.expect("the read fails");
         assert_eq!(error.code, IO_ERROR);
         assert!(error.message.contains("no answer in time"), "{error:?}");

@@ -145,7 +145,8 @@ impl RawParams {
                     return Ok(Value::Null);
                 };
                 let ty = self.type_of(index, learned);
-                let named = |e: pgcompat::PgError| SqlError::new(e.code, format!("parameter ${}: {}", index + 1, e.message));
+                let named =
+                    |e: pgcompat::PgError| SqlError::new(e.code, format!("parameter ${}: {}", index + 1, e.message));
                 match self.formats.format_for(index) {
                     FieldFormat::Text => {
                         let text = std::str::from_utf8(bytes).map_err(|_| {
@@ -210,13 +211,20 @@ mod tests {
         )
         .expect("encodes");
         assert_eq!(row.field_count, 3);
-        assert_eq!(&row.data[..], &[0, 0, 0, 1, b't', 0, 0, 0, 4, 0, 0, 0, 7, 255, 255, 255, 255]);
+        assert_eq!(
+            &row.data[..],
+            &[0, 0, 0, 1, b't', 0, 0, 0, 4, 0, 0, 0, 7, 255, 255, 255, 255]
+        );
     }
 
     #[test]
     fn parameters_decode_by_their_types() {
         let raw = RawParams {
-            values: vec![Some(Bytes::from_static(b"t")), Some(Bytes::from_static(&[0, 0, 0, 5])), None],
+            values: vec![
+                Some(Bytes::from_static(b"t")),
+                Some(Bytes::from_static(&[0, 0, 0, 5])),
+                None,
+            ],
             formats: Format::Individual(vec![0, 1, 0]),
             client_types: vec![None, Some(Type::INT4), None],
         };

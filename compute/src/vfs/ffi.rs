@@ -10,8 +10,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::OnceLock;
 
+use cambium_types::PAGE_SIZE_BYTES;
 use rusqlite::ffi;
-use storage::PAGE_SIZE_BYTES;
 
 use super::file::LockError;
 use super::file::{MainFile, ReadOutcome};

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use storage::PAGE_SIZE_BYTES;
+use cambium_types::PAGE_SIZE_BYTES;
 
 use super::lock::{Busy, LockLevel};
 use super::{BusyReason, Database};

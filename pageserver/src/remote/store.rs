@@ -141,6 +141,13 @@ pub enum RemoteError {
     LocalState(String),
 }
 
+/// The shared durable-file helpers fail as the engine does (`StorageError::Io`), so callers see one error shape.
+impl From<storage::fsio::IoError> for RemoteError {
+    fn from(error: storage::fsio::IoError) -> RemoteError {
+        RemoteError::Storage(StorageError::from(error))
+    }
+}
+
 impl RemoteError {
     /// Whether trying again may succeed.
     fn is_transient(&self) -> bool {

@@ -81,7 +81,8 @@ impl SessionState {
 
     /// Marks the start of a transaction: `now()` is this instant until the next one.
     pub fn start_transaction(&self) {
-        self.now_micros.store(Timestamp::now().as_microsecond(), Ordering::SeqCst);
+        self.now_micros
+            .store(Timestamp::now().as_microsecond(), Ordering::SeqCst);
     }
 
     fn now(&self) -> Timestamp {
@@ -113,9 +114,12 @@ fn type_arg(ctx: &Context<'_>, index: usize) -> rusqlite::Result<Option<PgType>>
     if text.is_empty() {
         return Ok(None);
     }
-    PgType::from_catalog(&text)
-        .map(Some)
-        .ok_or_else(|| raise(PgError::new(crate::error::UNDEFINED_OBJECT, format!("type \"{text}\" does not exist"))))
+    PgType::from_catalog(&text).map(Some).ok_or_else(|| {
+        raise(PgError::new(
+            crate::error::UNDEFINED_OBJECT,
+            format!("type \"{text}\" does not exist"),
+        ))
+    })
 }
 
 /// Registers every function and the `pg_numeric` collation on `conn`, reading `state` for the session's.
@@ -174,7 +178,9 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
             (v, None) => value::output(PgType::TEXT, v, tz).unwrap_or_default(),
         };
         let text = match target.modifier() {
-            crate::types::Modifier::Length(n) if target.base() == Base::Varchar => text.chars().take(n as usize).collect(),
+            crate::types::Modifier::Length(n) if target.base() == Base::Varchar => {
+                text.chars().take(n as usize).collect()
+            }
             _ => text,
         };
         return value::coerce(target, Value::Text(text), tz);
@@ -356,8 +362,16 @@ impl Aggregate<(Option<Decimal>, u64), Value> for NumericSum {
 
 /// `a × b`, exact, at the sum of the scales (PostgreSQL's rule).
 fn multiply_decimal(a: &Decimal, b: &Decimal) -> Decimal {
-    let x: Vec<u32> = format!("{}{}", a.int, a.frac).bytes().rev().map(|c| u32::from(c - b'0')).collect();
-    let y: Vec<u32> = format!("{}{}", b.int, b.frac).bytes().rev().map(|c| u32::from(c - b'0')).collect();
+    let x: Vec<u32> = format!("{}{}", a.int, a.frac)
+        .bytes()
+        .rev()
+        .map(|c| u32::from(c - b'0'))
+        .collect();
+    let y: Vec<u32> = format!("{}{}", b.int, b.frac)
+        .bytes()
+        .rev()
+        .map(|c| u32::from(c - b'0'))
+        .collect();
     let mut product = vec![0u32; x.len() + y.len() + 1];
     for (i, dx) in x.iter().enumerate() {
         let mut carry = 0u32;
@@ -448,7 +462,11 @@ fn subtract_digits(a: &str, b: &str) -> String {
     let mut borrow = 0i8;
     for i in 0..a.len() {
         let da = (a[a.len() - 1 - i] - b'0') as i8;
-        let db = if i < b.len() { (b[b.len() - 1 - i] - b'0') as i8 } else { 0 };
+        let db = if i < b.len() {
+            (b[b.len() - 1 - i] - b'0') as i8
+        } else {
+            0
+        };
         let mut d = da - db - borrow;
         borrow = 0;
         if d < 0 {
@@ -483,7 +501,12 @@ fn first_group(d: &Decimal) -> u32 {
     digits
         .as_bytes()
         .chunks(4)
-        .map(|c| std::str::from_utf8(c).ok().and_then(|t| t.parse::<u32>().ok()).unwrap_or(0))
+        .map(|c| {
+            std::str::from_utf8(c)
+                .ok()
+                .and_then(|t| t.parse::<u32>().ok())
+                .unwrap_or(0)
+        })
         .find(|g| *g != 0)
         .unwrap_or(0)
 }
@@ -544,7 +567,9 @@ fn install_session(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Res
     })?;
     conn.create_scalar_function("pg_version", 0, flags_pure(), |_| Ok(VERSION))?;
     let s = state.clone();
-    conn.create_scalar_function("pg_current_database", 0, flags_session(), move |_| Ok(s.database.clone()))?;
+    conn.create_scalar_function("pg_current_database", 0, flags_session(), move |_| {
+        Ok(s.database.clone())
+    })?;
     conn.create_scalar_function("pg_current_schema", 0, flags_pure(), |_| Ok("public"))?;
     let s = state.clone();
     conn.create_scalar_function("pg_current_user", 0, flags_session(), move |_| Ok(s.user.clone()))?;
@@ -564,59 +589,73 @@ fn random_uuid() -> Result<String, PgError> {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]))
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    ))
 }
 
-/// `LIKE` as PostgreSQL matches: case-sensitive, `%` and `_`, backslash the default escape.
+/// `LIKE` as PostgreSQL matches: case-sensitive, `%` and `_`, backslash the default escape. Greedy with
+/// backtracking to the last `%` only, so any pattern costs at most O(text × pattern) (no exponential
+/// blow-up on hostile patterns: a SQL function cannot be interrupted).
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    let t: Vec<char> = text.chars().collect();
-    let p: Vec<char> = pattern.chars().collect();
-    like_at(&t, &p, escape, 0)
-}
-
-fn like_at(t: &[char], p: &[char], escape: Option<char>, depth: usize) -> bool {
-    // Iterative over plain characters, recursive only at `%`, bounded by the pattern's length.
-    let (mut ti, mut pi) = (0, 0);
-    while pi < p.len() {
-        let c = p[pi];
+    #[derive(Clone, Copy, PartialEq)]
+    enum Token {
+        Literal(char),
+        One,
+        Many,
+    }
+    let mut tokens = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
         if Some(c) == escape {
-            let Some(&literal) = p.get(pi + 1) else {
-                return false;
-            };
-            if t.get(ti) != Some(&literal) {
-                return false;
+            match chars.next() {
+                Some(literal) => tokens.push(Token::Literal(literal)),
+                // A trailing escape matches nothing (PostgreSQL raises; matching nothing is the safe answer).
+                None => return false,
             }
-            ti += 1;
-            pi += 2;
-            continue;
-        }
-        match c {
-            '%' => {
-                while p.get(pi) == Some(&'%') {
-                    pi += 1;
-                }
-                if pi == p.len() {
-                    return true;
-                }
-                return (ti..=t.len()).any(|start| like_at(&t[start..], &p[pi..], escape, depth + 1));
+        } else if c == '%' {
+            if tokens.last() != Some(&Token::Many) {
+                tokens.push(Token::Many);
             }
-            '_' => {
-                if ti >= t.len() {
-                    return false;
-                }
-                ti += 1;
-                pi += 1;
-            }
-            _ => {
-                if t.get(ti) != Some(&c) {
-                    return false;
-                }
-                ti += 1;
-                pi += 1;
-            }
+        } else if c == '_' {
+            tokens.push(Token::One);
+        } else {
+            tokens.push(Token::Literal(c));
         }
     }
-    ti == t.len()
+    let text: Vec<char> = text.chars().collect();
+    let (mut t, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(Token::Many) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(Token::One) => {
+                t += 1;
+                p += 1;
+            }
+            Some(Token::Literal(c)) if *c == text[t] => {
+                t += 1;
+                p += 1;
+            }
+            _ => match star {
+                Some((star_p, star_t)) => {
+                    p = star_p + 1;
+                    t = star_t + 1;
+                    star = Some((star_p, star_t + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    tokens[p..].iter().all(|token| *token == Token::Many)
 }
 
 fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
@@ -626,14 +665,22 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
             let (Some(pattern), Some(text)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
                 return Ok(None);
             };
-            let escape = if n == 3 { ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next()) } else { Some('\\') };
+            let escape = if n == 3 {
+                ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next())
+            } else {
+                Some('\\')
+            };
             Ok(Some(like(&text, &pattern, escape)))
         })?;
         conn.create_scalar_function("pg_ilike", n, flags_pure(), move |ctx| {
             let (Some(text), Some(pattern)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
                 return Ok(None);
             };
-            let escape = if n == 3 { ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next()) } else { Some('\\') };
+            let escape = if n == 3 {
+                ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next())
+            } else {
+                Some('\\')
+            };
             Ok(Some(like(&text.to_lowercase(), &pattern.to_lowercase(), escape)))
         })?;
     }
@@ -642,19 +689,22 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
             return Ok(None);
         };
         let flags: String = ctx.get(2)?;
-        let regex = ctx.get_or_create_aux(1, |_| -> Result<regex::Regex, Box<dyn std::error::Error + Send + Sync>> {
-            regex::RegexBuilder::new(&pattern)
-                .case_insensitive(flags.contains('i'))
-                .size_limit(1 << 20)
-                .build()
-                .map_err(|e| {
-                    format!(
-                        "{ERROR_PREFIX}{}:invalid regular expression: {e}",
-                        crate::error::INVALID_REGULAR_EXPRESSION
-                    )
-                    .into()
-                })
-        })?;
+        let regex = ctx.get_or_create_aux(
+            1,
+            |_| -> Result<regex::Regex, Box<dyn std::error::Error + Send + Sync>> {
+                regex::RegexBuilder::new(&pattern)
+                    .case_insensitive(flags.contains('i'))
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| {
+                        format!(
+                            "{ERROR_PREFIX}{}:invalid regular expression: {e}",
+                            crate::error::INVALID_REGULAR_EXPRESSION
+                        )
+                        .into()
+                    })
+            },
+        )?;
         Ok(Some(regex.is_match(&text)))
     })?;
     conn.create_scalar_function("left", 2, flags_pure(), |ctx| {
@@ -682,12 +732,17 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
         let n: i64 = ctx.get(1)?;
         let total = text.len().saturating_mul(n.max(0) as usize);
         if total > crate::VALUE_BYTES_MAX {
-            return Err(raise(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, "requested length too large")));
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "requested length too large",
+            )));
         }
         Ok(Some(text.repeat(n.max(0) as usize)))
     })?;
     conn.create_scalar_function("reverse", 1, flags_pure(), |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.map(|t| t.chars().rev().collect::<String>()))
+        Ok(ctx
+            .get::<Option<String>>(0)?
+            .map(|t| t.chars().rev().collect::<String>()))
     })?;
     conn.create_scalar_function("starts_with", 2, flags_pure(), |ctx| {
         let (Some(text), Some(prefix)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
@@ -723,15 +778,26 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
                 };
                 let width = usize::try_from(ctx.get::<i64>(1)?.max(0)).unwrap_or(0);
                 if width > crate::VALUE_BYTES_MAX {
-                    return Err(raise(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, "requested length too large")));
+                    return Err(raise(PgError::new(
+                        crate::error::PROGRAM_LIMIT_EXCEEDED,
+                        "requested length too large",
+                    )));
                 }
-                let fill: Vec<char> = if n == 3 { ctx.get::<String>(2)?.chars().collect() } else { vec![' '] };
+                let fill: Vec<char> = if n == 3 {
+                    ctx.get::<String>(2)?.chars().collect()
+                } else {
+                    vec![' ']
+                };
                 let chars: Vec<char> = text.chars().collect();
                 if chars.len() >= width || fill.is_empty() {
                     return Ok(Some(chars.into_iter().take(width).collect::<String>()));
                 }
                 let pad: String = fill.iter().cycle().take(width - chars.len()).collect();
-                Ok(Some(if left { format!("{pad}{text}") } else { format!("{text}{pad}") }))
+                Ok(Some(if left {
+                    format!("{pad}{text}")
+                } else {
+                    format!("{text}{pad}")
+                }))
             })?;
         }
     }
@@ -741,20 +807,39 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
         };
         let n: i64 = ctx.get(2)?;
         if n == 0 {
-            return Err(raise(PgError::new(INVALID_PARAMETER_VALUE, "field position must not be zero")));
+            return Err(raise(PgError::new(
+                INVALID_PARAMETER_VALUE,
+                "field position must not be zero",
+            )));
         }
-        let parts: Vec<&str> = if delimiter.is_empty() { vec![text.as_str()] } else { text.split(delimiter.as_str()).collect() };
+        let parts: Vec<&str> = if delimiter.is_empty() {
+            vec![text.as_str()]
+        } else {
+            text.split(delimiter.as_str()).collect()
+        };
         let index = if n > 0 { n - 1 } else { parts.len() as i64 + n };
-        Ok(Some(usize::try_from(index).ok().and_then(|i| parts.get(i)).map_or("", |s| s).to_owned()))
+        Ok(Some(
+            usize::try_from(index)
+                .ok()
+                .and_then(|i| parts.get(i))
+                .map_or("", |s| s)
+                .to_owned(),
+        ))
     })?;
     conn.create_scalar_function("btrim", -1, flags_pure(), |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
         };
-        let chars: Vec<char> = if ctx.len() > 1 { ctx.get::<String>(1)?.chars().collect() } else { vec![' '] };
+        let chars: Vec<char> = if ctx.len() > 1 {
+            ctx.get::<String>(1)?.chars().collect()
+        } else {
+            vec![' ']
+        };
         Ok(Some(text.trim_matches(|c| chars.contains(&c)).to_owned()))
     })?;
-    conn.create_scalar_function("to_hex", 1, flags_pure(), |ctx| Ok(ctx.get::<Option<i64>>(0)?.map(|v| format!("{v:x}"))))?;
+    conn.create_scalar_function("to_hex", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<i64>>(0)?.map(|v| format!("{v:x}")))
+    })?;
     conn.create_scalar_function("chr", 1, flags_pure(), |ctx| {
         let code: i64 = ctx.get(0)?;
         u32::try_from(code)
@@ -762,7 +847,12 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
             .filter(|c| *c != 0)
             .and_then(char::from_u32)
             .map(String::from)
-            .ok_or_else(|| raise(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, format!("requested character too large for encoding: {code}"))))
+            .ok_or_else(|| {
+                raise(PgError::new(
+                    crate::error::PROGRAM_LIMIT_EXCEEDED,
+                    format!("requested character too large for encoding: {code}"),
+                ))
+            })
     })?;
     Ok(())
 }
@@ -824,14 +914,19 @@ fn install_datetime(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Re
         let read = |i: usize| -> rusqlite::Result<Option<DateTime>> {
             match ctx.get::<Option<String>>(i)? {
                 None => Ok(None),
-                Some(text) => local_of(&Value::Text(text), PgType::new(Base::Timestamp), &tz).map(Some).map_err(raise),
+                Some(text) => local_of(&Value::Text(text), PgType::new(Base::Timestamp), &tz)
+                    .map(Some)
+                    .map_err(raise),
             }
         };
         let (later, earlier) = if ctx.len() >= 2 {
             (read(0)?, read(1)?)
         } else {
             // age(x) is measured from today's midnight.
-            let midnight = tz.to_datetime(state.now()).date().to_datetime(jiff::civil::Time::midnight());
+            let midnight = tz
+                .to_datetime(state.now())
+                .date()
+                .to_datetime(jiff::civil::Time::midnight());
             (Some(midnight), read(0)?)
         };
         let (Some(later), Some(earlier)) = (later, earlier) else {
@@ -929,12 +1024,17 @@ fn extract(field: &str, value: &Value, ty: PgType, tz: &TimeZone) -> Result<Valu
         "century" => (i64::from(dt.year()) + 99) / 100,
         "millennium" => (i64::from(dt.year()) + 999) / 1000,
         "epoch" => {
-            let ts = TimeZone::UTC.to_timestamp(dt).map_err(|_| PgError::out_of_range("timestamp"))?;
+            let ts = TimeZone::UTC
+                .to_timestamp(dt)
+                .map_err(|_| PgError::out_of_range("timestamp"))?;
             return Ok(Value::Text(decimal_micros(ts.as_microsecond())));
         }
         "milliseconds" => {
             let micros = i64::from(dt.second()) * 1_000_000 + i64::from(dt.subsec_nanosecond() / 1000);
-            return Ok(Value::Text(Decimal::parse(&format!("{}e-3", micros)).map_or_else(|| micros.to_string(), |d| d.rescale(3).to_text())));
+            return Ok(Value::Text(
+                Decimal::parse(&format!("{}e-3", micros))
+                    .map_or_else(|| micros.to_string(), |d| d.rescale(3).to_text()),
+            ));
         }
         "microseconds" => i64::from(dt.second()) * 1_000_000 + i64::from(dt.subsec_nanosecond() / 1000),
         _ => return Err(PgError::unsupported(format!("EXTRACT({field})"))),
@@ -959,9 +1059,16 @@ fn date_trunc(field: &str, value: &Value, ty: PgType, tz: &TimeZone) -> Result<V
     let (y, mo, d) = (date.year(), date.month(), date.day());
     let truncated = match field {
         "microseconds" => dt,
-        "milliseconds" => dt.with().subsec_nanosecond(dt.subsec_nanosecond() / 1_000_000 * 1_000_000).build().map_err(|_| PgError::out_of_range("timestamp"))?,
-        "second" => DateTime::new(y, mo, d, dt.hour(), dt.minute(), dt.second(), 0).map_err(|_| PgError::out_of_range("timestamp"))?,
-        "minute" => DateTime::new(y, mo, d, dt.hour(), dt.minute(), 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
+        "milliseconds" => dt
+            .with()
+            .subsec_nanosecond(dt.subsec_nanosecond() / 1_000_000 * 1_000_000)
+            .build()
+            .map_err(|_| PgError::out_of_range("timestamp"))?,
+        "second" => DateTime::new(y, mo, d, dt.hour(), dt.minute(), dt.second(), 0)
+            .map_err(|_| PgError::out_of_range("timestamp"))?,
+        "minute" => {
+            DateTime::new(y, mo, d, dt.hour(), dt.minute(), 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?
+        }
         "hour" => DateTime::new(y, mo, d, dt.hour(), 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
         "day" => DateTime::new(y, mo, d, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
         "week" => {
@@ -971,10 +1078,16 @@ fn date_trunc(field: &str, value: &Value, ty: PgType, tz: &TimeZone) -> Result<V
             monday.to_datetime(jiff::civil::Time::midnight())
         }
         "month" => DateTime::new(y, mo, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
-        "quarter" => DateTime::new(y, (mo - 1) / 3 * 3 + 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
+        "quarter" => {
+            DateTime::new(y, (mo - 1) / 3 * 3 + 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?
+        }
         "year" => DateTime::new(y, 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
-        "decade" => DateTime::new(y - y.rem_euclid(10), 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
-        "century" => DateTime::new((y - 1) / 100 * 100 + 1, 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?,
+        "decade" => {
+            DateTime::new(y - y.rem_euclid(10), 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?
+        }
+        "century" => {
+            DateTime::new((y - 1) / 100 * 100 + 1, 1, 1, 0, 0, 0, 0).map_err(|_| PgError::out_of_range("timestamp"))?
+        }
         _ => {
             return Err(PgError::new(
                 INVALID_PARAMETER_VALUE,
@@ -984,7 +1097,9 @@ fn date_trunc(field: &str, value: &Value, ty: PgType, tz: &TimeZone) -> Result<V
     };
     match ty.base() {
         Base::Timestamptz => {
-            let ts = tz.to_timestamp(truncated).map_err(|_| PgError::out_of_range("timestamp"))?;
+            let ts = tz
+                .to_timestamp(truncated)
+                .map_err(|_| PgError::out_of_range("timestamp"))?;
             Ok(Value::Text(datetime::format_timestamptz(ts, &TimeZone::UTC)))
         }
         _ => Ok(Value::Text(datetime::format_timestamp(truncated))),
@@ -1008,7 +1123,10 @@ fn datetime_arith(
     let int_of = |v: &Value| -> Result<i64, PgError> {
         match v {
             Value::Integer(i) => Ok(*i),
-            other => text(other, PgType::INT8).trim().parse().map_err(|_| PgError::invalid_input("integer", &text(other, PgType::INT8))),
+            other => text(other, PgType::INT8)
+                .trim()
+                .parse()
+                .map_err(|_| PgError::invalid_input("integer", &text(other, PgType::INT8))),
         }
     };
     let add_interval = |dt: DateTime, iv: datetime::Interval, sign: i64| -> Result<DateTime, PgError> {
@@ -1024,40 +1142,75 @@ fn datetime_arith(
     use Base::*;
     let out = match (lt.base(), rt.base()) {
         (Date, Int2 | Int4 | Int8) | (Int2 | Int4 | Int8, Date) => {
-            let (date_value, n) = if lt.base() == Date { (&left, int_of(&right)?) } else { (&right, int_of(&left)?) };
+            let (date_value, n) = if lt.base() == Date {
+                (&left, int_of(&right)?)
+            } else {
+                (&right, int_of(&left)?)
+            };
             let date = datetime::parse_date(&text(date_value, PgType::new(Date)))?;
             let date = date
-                .checked_add(jiff::Span::new().try_days(n * sign).map_err(|_| PgError::out_of_range("date"))?)
+                .checked_add(
+                    jiff::Span::new()
+                        .try_days(n * sign)
+                        .map_err(|_| PgError::out_of_range("date"))?,
+                )
                 .map_err(|_| PgError::out_of_range("date"))?;
             Value::Text(datetime::format_date(date))
         }
         (Date, Date) => {
             let a = datetime::parse_date(&text(&left, lt))?;
             let b = datetime::parse_date(&text(&right, rt))?;
-            Value::Integer(i64::from(a.since(b).map_err(|_| PgError::out_of_range("date"))?.get_days()))
+            Value::Integer(i64::from(
+                a.since(b).map_err(|_| PgError::out_of_range("date"))?.get_days(),
+            ))
         }
         (Timestamp | Timestamptz, Timestamp | Timestamptz) => {
             let a = local_of(&left, lt, &TimeZone::UTC)?;
             let b = local_of(&right, rt, &TimeZone::UTC)?;
-            let micros = i64::try_from(a.duration_since(b).as_micros()).map_err(|_| PgError::out_of_range("interval"))?;
+            let micros =
+                i64::try_from(a.duration_since(b).as_micros()).map_err(|_| PgError::out_of_range("interval"))?;
             // PostgreSQL folds whole days out of the difference of two timestamps.
             let days = micros / datetime::MICROS_PER_DAY;
-            Value::Text(datetime::Interval { months: 0, days: days as i32, micros: micros - days * datetime::MICROS_PER_DAY }.format())
+            Value::Text(
+                datetime::Interval {
+                    months: 0,
+                    days: days as i32,
+                    micros: micros - days * datetime::MICROS_PER_DAY,
+                }
+                .format(),
+            )
         }
         (Interval, Interval) => {
             let a = interval_of(&left, lt)?;
             let b = interval_of(&right, rt)?;
             let b = if minus { b.negate() } else { b };
-            Value::Text(datetime::Interval { months: a.months + b.months, days: a.days + b.days, micros: a.micros + b.micros }.format())
+            Value::Text(
+                datetime::Interval {
+                    months: a.months + b.months,
+                    days: a.days + b.days,
+                    micros: a.micros + b.micros,
+                }
+                .format(),
+            )
         }
         (Date | Timestamp | Timestamptz | Time, Interval) | (Interval, Date | Timestamp | Timestamptz) => {
-            let (point, point_type, iv) = if rt.base() == Interval { (&left, lt, interval_of(&right, rt)?) } else { (&right, rt, interval_of(&left, lt)?) };
-            let zone = if point_type.base() == Timestamptz { tz.clone() } else { TimeZone::UTC };
+            let (point, point_type, iv) = if rt.base() == Interval {
+                (&left, lt, interval_of(&right, rt)?)
+            } else {
+                (&right, rt, interval_of(&left, lt)?)
+            };
+            let zone = if point_type.base() == Timestamptz {
+                tz.clone()
+            } else {
+                TimeZone::UTC
+            };
             let dt = local_of(point, point_type, &zone)?;
             let moved = add_interval(dt, iv, sign)?;
             match result.base() {
                 Timestamptz => {
-                    let ts = zone.to_timestamp(moved).map_err(|_| PgError::out_of_range("timestamp"))?;
+                    let ts = zone
+                        .to_timestamp(moved)
+                        .map_err(|_| PgError::out_of_range("timestamp"))?;
                     Value::Text(datetime::format_timestamptz(ts, &TimeZone::UTC))
                 }
                 Time => Value::Text(datetime::format_time(moved.time())),
@@ -1069,7 +1222,14 @@ fn datetime_arith(
             let time = datetime::parse_time(&text(&right, rt))?;
             Value::Text(datetime::format_timestamp(date.to_datetime(time)))
         }
-        _ => return Err(PgError::unsupported(format!("{} {} {}", lt.sql_name(), if minus { "-" } else { "+" }, rt.sql_name()))),
+        _ => {
+            return Err(PgError::unsupported(format!(
+                "{} {} {}",
+                lt.sql_name(),
+                if minus { "-" } else { "+" },
+                rt.sql_name()
+            )))
+        }
     };
     Ok(out)
 }
@@ -1081,7 +1241,12 @@ fn at_time_zone(value: Value, zone: &str, ty: PgType, session: &TimeZone) -> Res
     let tz = match datetime::parse_zone(zone) {
         Some(datetime::Zone::Offset(o)) => TimeZone::fixed(o),
         Some(datetime::Zone::Named(tz)) => tz,
-        None => return Err(PgError::new(INVALID_PARAMETER_VALUE, format!("time zone \"{zone}\" not recognized"))),
+        None => {
+            return Err(PgError::new(
+                INVALID_PARAMETER_VALUE,
+                format!("time zone \"{zone}\" not recognized"),
+            ))
+        }
     };
     let text = value::output(ty, &value, session).unwrap_or_default();
     match ty.base() {
@@ -1145,7 +1310,10 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
         let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
         let elements = value::array::stored_elements(element.array(), &array, &s.time_zone()).map_err(raise)?;
         // PostgreSQL arrays count from 1; out of range is NULL.
-        Ok(usize::try_from(index - 1).ok().and_then(|i| elements.get(i).cloned()).unwrap_or(Value::Null))
+        Ok(usize::try_from(index - 1)
+            .ok()
+            .and_then(|i| elements.get(i).cloned())
+            .unwrap_or(Value::Null))
     })?;
     let s = state.clone();
     conn.create_scalar_function("pg_array_to_json", 2, flags_pure(), move |ctx| {
@@ -1160,7 +1328,9 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
             .map(|v| match v {
                 Value::Null => serde_json::Value::Null,
                 Value::Integer(i) => serde_json::Value::from(*i),
-                Value::Real(f) => serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+                Value::Real(f) => {
+                    serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+                }
                 other => serde_json::Value::String(value::output(element, other, &tz).unwrap_or_default()),
             })
             .collect();
@@ -1196,7 +1366,9 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
         let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
             return Ok(None);
         };
-        value::json::delete_path(&doc, &text_array(&path)?).map(Some).map_err(raise)
+        value::json::delete_path(&doc, &text_array(&path)?)
+            .map(Some)
+            .map_err(raise)
     })?;
     conn.create_scalar_function("pg_jsonb_has_keys", 3, flags_pure(), |ctx| {
         let (Some(doc), Some(keys)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
@@ -1247,7 +1419,10 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
         let element = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT).element();
         acc.0 = Some(element);
         if acc.1.len() >= value::array::ELEMENTS_MAX {
-            return Err(raise(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, "array size exceeds the maximum allowed")));
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            )));
         }
         let tz = self.state.time_zone();
         let stored = value::coerce(element, owned(ctx.get_raw(1)), &tz).map_err(raise)?;
@@ -1255,8 +1430,14 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
         Ok(())
     }
 
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<(Option<PgType>, Vec<Option<String>>)>) -> rusqlite::Result<Option<String>> {
-        Ok(acc.filter(|(_, v)| !v.is_empty()).map(|(_, v)| value::array::format(&v)))
+    fn finalize(
+        &self,
+        _: &mut Context<'_>,
+        acc: Option<(Option<PgType>, Vec<Option<String>>)>,
+    ) -> rusqlite::Result<Option<String>> {
+        Ok(acc
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(_, v)| value::array::format(&v)))
     }
 }
 
@@ -1273,6 +1454,8 @@ mod tests {
         assert!(like("", "%", Some('\\')));
         assert!(like("xyz", "_y_", Some('\\')));
         assert!(!like("xyz", "_y", Some('\\')));
+        assert!(like("abcabd", "%ab_", Some('\\')));
+        assert!(!like(&"a".repeat(5000), &format!("{}b", "%a".repeat(50)), Some('\\')));
     }
 
     #[test]
@@ -1285,7 +1468,11 @@ mod tests {
         let pg = error_of(&error.to_string()).expect("a PostgreSQL error");
         assert_eq!(pg.code, DIVISION_BY_ZERO);
         let sum: String = conn
-            .query_row("SELECT pg_numeric_sum(x) FROM (SELECT '1.10' AS x UNION ALL SELECT '2.2')", [], |r| r.get(0))
+            .query_row(
+                "SELECT pg_numeric_sum(x) FROM (SELECT '1.10' AS x UNION ALL SELECT '2.2')",
+                [],
+                |r| r.get(0),
+            )
             .expect("sums");
         assert_eq!(sum, "3.30");
         let product: String = conn
@@ -1301,7 +1488,11 @@ mod tests {
             .expect("divides");
         assert_eq!(third, "0.33333333333333333333");
         let avg: String = conn
-            .query_row("SELECT pg_numeric_avg(x) FROM (SELECT 1 AS x UNION ALL SELECT 2)", [], |r| r.get(0))
+            .query_row(
+                "SELECT pg_numeric_avg(x) FROM (SELECT 1 AS x UNION ALL SELECT 2)",
+                [],
+                |r| r.get(0),
+            )
             .expect("averages");
         assert_eq!(avg, "1.5000000000000000");
     }

@@ -86,7 +86,10 @@ fn render_column(
     table_primary_key: bool,
 ) -> Result<String, PgError> {
     let name = fold(&def.name);
-    let inline_primary_key = def.options.iter().any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)));
+    let inline_primary_key = def
+        .options
+        .iter()
+        .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)));
     let primary_key = inline_primary_key || table_primary_key;
     if column.generated_key && !primary_key {
         return Err(PgError::unsupported(format!(
@@ -160,7 +163,9 @@ fn index_columns(columns: &[sqlparser::ast::IndexColumn]) -> Result<Vec<String>,
         .iter()
         .map(|c| match &c.column.expr {
             Expr::Identifier(ident) => Ok(quote_ident(&fold(ident))),
-            other => Err(PgError::unsupported(format!("an index or key on the expression {other}"))),
+            other => Err(PgError::unsupported(format!(
+                "an index or key on the expression {other}"
+            ))),
         })
         .collect()
 }
@@ -208,11 +213,22 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
         records.push(catalog::record_column(&table, &name, column.ty));
     }
     for constraint in &mut create.constraints {
-        let name_clause = |name: &Option<Ident>| name.as_ref().map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote_ident(&fold(n))));
+        let name_clause = |name: &Option<Ident>| {
+            name.as_ref()
+                .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote_ident(&fold(n))))
+        };
         let text = match constraint {
             TableConstraint::PrimaryKey(_) if pk_absorbed => continue,
-            TableConstraint::PrimaryKey(pk) => format!("{}PRIMARY KEY ({})", name_clause(&pk.name), index_columns(&pk.columns)?.join(", ")),
-            TableConstraint::Unique(unique) => format!("{}UNIQUE ({})", name_clause(&unique.name), index_columns(&unique.columns)?.join(", ")),
+            TableConstraint::PrimaryKey(pk) => format!(
+                "{}PRIMARY KEY ({})",
+                name_clause(&pk.name),
+                index_columns(&pk.columns)?.join(", ")
+            ),
+            TableConstraint::Unique(unique) => format!(
+                "{}UNIQUE ({})",
+                name_clause(&unique.name),
+                index_columns(&unique.columns)?.join(", ")
+            ),
             TableConstraint::ForeignKey(fk) => {
                 let cols: Vec<String> = fk.columns.iter().map(|c| quote_ident(&fold(c))).collect();
                 let mut text = format!(
@@ -258,7 +274,11 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
 }
 
 /// `ALTER TABLE` forms SQLite can do in place.
-pub(crate) fn alter_table(conn: &Connection, catalog: &Catalog, alter: &mut AlterTable) -> Result<Translation, PgError> {
+pub(crate) fn alter_table(
+    conn: &Connection,
+    catalog: &Catalog,
+    alter: &mut AlterTable,
+) -> Result<Translation, PgError> {
     let table = fold_name(&alter.name);
     let mut steps = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
@@ -297,7 +317,11 @@ pub(crate) fn alter_table(conn: &Connection, catalog: &Catalog, alter: &mut Alte
                     if *if_exists && !exists(&name) {
                         continue;
                     }
-                    steps.push(format!("ALTER TABLE {} DROP COLUMN {}", quote_ident(&table), quote_ident(&name)));
+                    steps.push(format!(
+                        "ALTER TABLE {} DROP COLUMN {}",
+                        quote_ident(&table),
+                        quote_ident(&name)
+                    ));
                     steps.push(catalog::forget_column(&table, &name));
                 }
             }
@@ -317,7 +341,11 @@ pub(crate) fn alter_table(conn: &Connection, catalog: &Catalog, alter: &mut Alte
             AlterTableOperation::RenameTable { table_name } => {
                 let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
                 let to = fold_name(name);
-                steps.push(format!("ALTER TABLE {} RENAME TO {}", quote_ident(&table), quote_ident(&to)));
+                steps.push(format!(
+                    "ALTER TABLE {} RENAME TO {}",
+                    quote_ident(&table),
+                    quote_ident(&to)
+                ));
                 steps.push(catalog::rename_table(&table, &to));
             }
             AlterTableOperation::OwnerTo { .. } => {}
@@ -371,7 +399,11 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
     let name = match &index.name {
         Some(name) => fold_name(name),
         // PostgreSQL's default name: table_columns_idx (or _key for unique ones).
-        None => format!("{table}_{}_{}", bare.join("_"), if index.unique { "key" } else { "idx" }),
+        None => format!(
+            "{table}_{}_{}",
+            bare.join("_"),
+            if index.unique { "key" } else { "idx" }
+        ),
     };
     let with_order: Vec<String> = index
         .columns
@@ -449,15 +481,29 @@ pub(crate) fn comment(
     use sqlparser::ast::CommentObject;
     let (kind, object, sub) = match object_type {
         CommentObject::Column => {
-            let parts: Vec<String> = name.0.iter().map(|p| p.to_string().trim_matches('"').to_ascii_lowercase()).collect();
+            let parts: Vec<String> = name
+                .0
+                .iter()
+                .map(|p| p.to_string().trim_matches('"').to_ascii_lowercase())
+                .collect();
             match parts.as_slice() {
                 [.., table, column] => ("column", table.clone(), column.clone()),
                 _ => return Err(PgError::unsupported("COMMENT ON COLUMN without a table")),
             }
         }
-        CommentObject::Table | CommentObject::View | CommentObject::Index | CommentObject::Schema | CommentObject::Database => {
-            (if matches!(object_type, CommentObject::Column) { "column" } else { "relation" }, fold_name(name), String::new())
-        }
+        CommentObject::Table
+        | CommentObject::View
+        | CommentObject::Index
+        | CommentObject::Schema
+        | CommentObject::Database => (
+            if matches!(object_type, CommentObject::Column) {
+                "column"
+            } else {
+                "relation"
+            },
+            fold_name(name),
+            String::new(),
+        ),
         other => return Err(PgError::unsupported(format!("COMMENT ON {other}"))),
     };
     let step = match text {

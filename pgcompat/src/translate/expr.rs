@@ -120,7 +120,11 @@ impl Typer<'_> {
             | Expr::Exists { .. }
             | Expr::AnyOp { .. }
             | Expr::AllOp { .. } => Some(PgType::BOOL),
-            Expr::Case { conditions, else_result, .. } => conditions
+            Expr::Case {
+                conditions,
+                else_result,
+                ..
+            } => conditions
                 .iter()
                 .find_map(|c| self.infer(&c.result))
                 .or_else(|| else_result.as_deref().and_then(|e| self.infer(e))),
@@ -212,7 +216,9 @@ impl Typer<'_> {
                 Some(t) => t,
                 None => return None,
             },
-            "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => PgType::NUMERIC,
+            "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => {
+                PgType::NUMERIC
+            }
             "avg" => match first {
                 Some(t) if matches!(t.base(), Base::Float4 | Base::Float8) => PgType::FLOAT8,
                 _ => PgType::NUMERIC,
@@ -223,13 +229,50 @@ impl Typer<'_> {
             }
             "length" | "char_length" | "character_length" | "octet_length" | "strpos" | "instr" | "ascii"
             | "pg_backend_pid" | "array_length" | "cardinality" => PgType::INT4,
-            "lower" | "upper" | "concat" | "concat_ws" | "substr" | "substring" | "replace" | "trim" | "ltrim"
-            | "rtrim" | "left" | "right" | "lpad" | "rpad" | "repeat" | "reverse" | "initcap" | "md5" | "to_char"
-            | "format" | "string_agg" | "pg_version" | "pg_current_database" | "pg_current_schema"
-            | "pg_current_user" | "split_part" | "chr" | "translate" | "quote_ident" | "quote_literal"
-            | "regexp_replace" | "btrim" | "pg_typeof" | "format_type" | "current_setting" | "set_config"
-            | "pg_get_expr" | "pg_get_indexdef" | "pg_get_constraintdef" | "pg_get_userbyid"
-            | "pg_encoding_to_char" | "obj_description" | "col_description" | "to_hex" => PgType::TEXT,
+            "lower"
+            | "upper"
+            | "concat"
+            | "concat_ws"
+            | "substr"
+            | "substring"
+            | "replace"
+            | "trim"
+            | "ltrim"
+            | "rtrim"
+            | "left"
+            | "right"
+            | "lpad"
+            | "rpad"
+            | "repeat"
+            | "reverse"
+            | "initcap"
+            | "md5"
+            | "to_char"
+            | "format"
+            | "string_agg"
+            | "pg_version"
+            | "pg_current_database"
+            | "pg_current_schema"
+            | "pg_current_user"
+            | "split_part"
+            | "chr"
+            | "translate"
+            | "quote_ident"
+            | "quote_literal"
+            | "regexp_replace"
+            | "btrim"
+            | "pg_typeof"
+            | "format_type"
+            | "current_setting"
+            | "set_config"
+            | "pg_get_expr"
+            | "pg_get_indexdef"
+            | "pg_get_constraintdef"
+            | "pg_get_userbyid"
+            | "pg_encoding_to_char"
+            | "obj_description"
+            | "col_description"
+            | "to_hex" => PgType::TEXT,
             "gen_random_uuid" | "uuid_generate_v4" => PgType::new(Base::Uuid),
             "random" => PgType::FLOAT8,
             "round" | "trunc" | "ceil" | "ceiling" | "floor" => match first {
@@ -237,8 +280,15 @@ impl Typer<'_> {
                 Some(t) if t.is_integer() && matches!(name.as_str(), "ceil" | "ceiling" | "floor") => PgType::NUMERIC,
                 _ => PgType::NUMERIC,
             },
-            "pg_regex" | "pg_ilike" | "pg_array_contains" | "pg_table_is_visible" | "has_table_privilege"
-            | "has_schema_privilege" | "has_database_privilege" | "pg_has_role" | "starts_with" => PgType::BOOL,
+            "pg_regex"
+            | "pg_ilike"
+            | "pg_array_contains"
+            | "pg_table_is_visible"
+            | "has_table_privilege"
+            | "has_schema_privilege"
+            | "has_database_privilege"
+            | "pg_has_role"
+            | "starts_with" => PgType::BOOL,
             "row_number" | "rank" | "dense_rank" | "ntile" => PgType::INT8,
             "percent_rank" | "cume_dist" => PgType::FLOAT8,
             "lag" | "lead" | "first_value" | "last_value" | "nth_value" => return first,
@@ -372,8 +422,14 @@ pub(crate) fn string(text: &str) -> Expr {
 pub(crate) fn written_type(data_type: &sqlparser::ast::DataType) -> Result<PgType, PgError> {
     match types::from_data_type(data_type) {
         Written::Type(ty) => Ok(ty),
-        Written::Serial(_) => Err(PgError::new(UNDEFINED_OBJECT, format!("type \"{data_type}\" does not exist"))),
-        Written::Custom(name) => Err(PgError::new(UNDEFINED_OBJECT, format!("type \"{name}\" does not exist"))),
+        Written::Serial(_) => Err(PgError::new(
+            UNDEFINED_OBJECT,
+            format!("type \"{data_type}\" does not exist"),
+        )),
+        Written::Custom(name) => Err(PgError::new(
+            UNDEFINED_OBJECT,
+            format!("type \"{name}\" does not exist"),
+        )),
         Written::Unsupported(name) => Err(PgError::unsupported(format!("the type {name}"))),
     }
 }
@@ -417,10 +473,13 @@ impl<'a> Rewriter<'a> {
 
     /// Notes the type of a `$n` parameter compared with or assigned to a value of `ty`.
     pub(crate) fn learn_param(&mut self, expr: &Expr, ty: Option<PgType>) {
-        let (Some(ty), Expr::Value(ValueWithSpan {
-            value: Value::Placeholder(name),
-            ..
-        })) = (ty, expr)
+        let (
+            Some(ty),
+            Expr::Value(ValueWithSpan {
+                value: Value::Placeholder(name),
+                ..
+            }),
+        ) = (ty, expr)
         else {
             return;
         };
@@ -441,13 +500,20 @@ impl<'a> Rewriter<'a> {
     fn rewrite_node(&mut self, expr: &mut Expr) -> Result<(), PgError> {
         let replacement = match expr {
             Expr::Cast {
-                kind, expr: inner, data_type, ..
+                kind,
+                expr: inner,
+                data_type,
+                ..
             } => {
                 let _ = kind == &CastKind::DoubleColon;
                 let target = written_type(data_type)?;
                 let source = self.typer.infer(inner);
                 self.learn_param(inner, Some(target));
-                Some(cast_call(std::mem::replace(inner.as_mut(), Expr::value(Value::Null)), target, source))
+                Some(cast_call(
+                    std::mem::replace(inner.as_mut(), Expr::value(Value::Null)),
+                    target,
+                    source,
+                ))
             }
             Expr::TypedString(typed) => {
                 let target = written_type(&typed.data_type)?;
@@ -463,14 +529,19 @@ impl<'a> Rewriter<'a> {
                     Some(field) if interval.last_field.is_none() => format!("{text} {}", field_unit(field)),
                     _ => text,
                 };
-                Some(cast_call(string(&text), PgType::new(Base::Interval), Some(PgType::TEXT)))
+                Some(cast_call(
+                    string(&text),
+                    PgType::new(Base::Interval),
+                    Some(PgType::TEXT),
+                ))
             }
             Expr::Value(ValueWithSpan { value, .. }) => match value {
                 // A decimal literal is numeric, exact: SQLite would read it as a float.
                 Value::Number(text, _) if number_type(text) == PgType::NUMERIC => {
                     Some(cast_call(string(text), PgType::NUMERIC, None))
                 }
-                Value::EscapedStringLiteral(text) | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
+                Value::EscapedStringLiteral(text)
+                | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
                     Some(string(text))
                 }
                 _ => None,
@@ -494,7 +565,11 @@ impl<'a> Rewriter<'a> {
                 let source = self.typer.infer(inner).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
                     "pg_extract",
-                    vec![string(&field.to_string().to_ascii_lowercase()), take(inner), string(&source.catalog_text())],
+                    vec![
+                        string(&field.to_string().to_ascii_lowercase()),
+                        take(inner),
+                        string(&source.catalog_text()),
+                    ],
                 ))
             }
             Expr::Position { expr: needle, r#in } => Some(call("instr", vec![take(r#in), take(needle)])),
@@ -504,7 +579,10 @@ impl<'a> Rewriter<'a> {
                 substring_for,
                 ..
             } => {
-                let mut args = vec![take(inner), substring_from.as_deref().cloned().unwrap_or(Expr::value(number("1")))];
+                let mut args = vec![
+                    take(inner),
+                    substring_from.as_deref().cloned().unwrap_or(Expr::value(number("1"))),
+                ];
                 if let Some(count) = substring_for {
                     args.push(take(count));
                 }
@@ -529,8 +607,16 @@ impl<'a> Rewriter<'a> {
                 }
                 Some(call(name, args))
             }
-            Expr::Ceil { expr: inner, .. } => Some(crate::functions::typed_expr("ceil", &[self.typer.infer(inner)], vec![take(inner)])),
-            Expr::Floor { expr: inner, .. } => Some(crate::functions::typed_expr("floor", &[self.typer.infer(inner)], vec![take(inner)])),
+            Expr::Ceil { expr: inner, .. } => Some(crate::functions::typed_expr(
+                "ceil",
+                &[self.typer.infer(inner)],
+                vec![take(inner)],
+            )),
+            Expr::Floor { expr: inner, .. } => Some(crate::functions::typed_expr(
+                "floor",
+                &[self.typer.infer(inner)],
+                vec![take(inner)],
+            )),
             Expr::AtTimeZone { timestamp, time_zone } => {
                 let source = self.typer.infer(timestamp).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
@@ -546,7 +632,7 @@ impl<'a> Rewriter<'a> {
                     .unwrap_or(PgType::TEXT)
                     .element();
                 let mut args = vec![string(&element.catalog_text())];
-                args.extend(array.elem.drain(..));
+                args.append(&mut array.elem);
                 Some(call("pg_array", args))
             }
             Expr::AnyOp {
@@ -572,7 +658,10 @@ impl<'a> Rewriter<'a> {
                 self.learn_param(right, Some(element.array()));
                 Some(negate_if(
                     true,
-                    call("pg_array_contains", vec![take(right), take(left), string(&element.catalog_text())]),
+                    call(
+                        "pg_array_contains",
+                        vec![take(right), take(left), string(&element.catalog_text())],
+                    ),
                 ))
             }
             Expr::AnyOp { compare_op, .. } => return Err(PgError::unsupported(format!("ANY with {compare_op}"))),
@@ -590,7 +679,9 @@ impl<'a> Rewriter<'a> {
                 coerce_literals(ty, list.iter_mut());
                 None
             }
-            Expr::Between { expr: inner, low, high, .. } => {
+            Expr::Between {
+                expr: inner, low, high, ..
+            } => {
                 let ty = self.typer.infer(inner);
                 self.learn_param(low, ty);
                 self.learn_param(high, ty);
@@ -622,7 +713,12 @@ impl<'a> Rewriter<'a> {
         Ok(())
     }
 
-    fn rewrite_binary(&mut self, left: &mut Box<Expr>, op: &BinaryOperator, right: &mut Box<Expr>) -> Result<Option<Expr>, PgError> {
+    fn rewrite_binary(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+    ) -> Result<Option<Expr>, PgError> {
         use BinaryOperator as B;
         let lt = self.typer.infer(left);
         let rt = self.typer.infer(right);
@@ -649,7 +745,14 @@ impl<'a> Rewriter<'a> {
                         let sign = if matches!(op, B::Plus) { "+" } else { "-" };
                         Some(call(
                             "pg_datetime_arith",
-                            vec![take(left), string(sign), take(right), string(&result.catalog_text()), string(&l.catalog_text()), string(&r.catalog_text())],
+                            vec![
+                                take(left),
+                                string(sign),
+                                take(right),
+                                string(&result.catalog_text()),
+                                string(&l.catalog_text()),
+                                string(&r.catalog_text()),
+                            ],
                         ))
                     }
                     (Some(l), Some(r)) if l.is_integer() && r.is_integer() => {
@@ -664,7 +767,10 @@ impl<'a> Rewriter<'a> {
                             op: op.clone(),
                             right: Box::new(take(right)),
                         };
-                        Some(call("pg_int", vec![Expr::Nested(Box::new(inner)), Expr::value(number(&bits.to_string()))]))
+                        Some(call(
+                            "pg_int",
+                            vec![Expr::Nested(Box::new(inner)), Expr::value(number(&bits.to_string()))],
+                        ))
                     }
                     (Some(l), Some(r))
                         if (l.base() == Base::Numeric || r.base() == Base::Numeric)
@@ -690,9 +796,16 @@ impl<'a> Rewriter<'a> {
                 Some(call(name, vec![take(left), take(right), string(mode)]))
             }
             B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => {
-                let flags = if matches!(op, B::PGRegexIMatch | B::PGRegexNotIMatch) { "i" } else { "" };
+                let flags = if matches!(op, B::PGRegexIMatch | B::PGRegexNotIMatch) {
+                    "i"
+                } else {
+                    ""
+                };
                 let negated = matches!(op, B::PGRegexNotMatch | B::PGRegexNotIMatch);
-                Some(negate_if(negated, call("pg_regex", vec![take(left), take(right), string(flags)])))
+                Some(negate_if(
+                    negated,
+                    call("pg_regex", vec![take(left), take(right), string(flags)]),
+                ))
             }
             B::Arrow if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 let inner = Expr::BinaryOp {
@@ -702,7 +815,9 @@ impl<'a> Rewriter<'a> {
                 };
                 Some(call("pg_jsonb_norm", vec![Expr::Nested(Box::new(inner))]))
             }
-            B::AtArrow | B::ArrowAt | B::PGOverlap if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) => {
+            B::AtArrow | B::ArrowAt | B::PGOverlap
+                if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) =>
+            {
                 let element = lt.or(rt).map_or(PgType::TEXT, PgType::element);
                 let (name, a, b) = match op {
                     B::AtArrow => ("pg_array_contains_all", take(left), take(right)),
@@ -734,7 +849,11 @@ impl<'a> Rewriter<'a> {
                 matches!(op, B::PGNotILikeMatch),
                 call("pg_ilike", vec![take(left), take(right)]),
             )),
-            B::PGExp => Some(crate::functions::typed_expr("pow", &[lt, rt], vec![take(left), take(right)])),
+            B::PGExp => Some(crate::functions::typed_expr(
+                "pow",
+                &[lt, rt],
+                vec![take(left), take(right)],
+            )),
             B::PGBitwiseXor => {
                 // a # b = (a | b) & ~(a & b): SQLite has no XOR operator.
                 let (a, b) = (take(left), take(right));
@@ -808,14 +927,20 @@ impl<'a> Rewriter<'a> {
             }
             "date_trunc" => {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
-                let source = args.get(1).and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TIMESTAMPTZ);
+                let source = args
+                    .get(1)
+                    .and_then(|a| self.typer.infer(a))
+                    .unwrap_or(PgType::TIMESTAMPTZ);
                 let mut args = args;
                 args.push(string(&source.catalog_text()));
                 call("pg_date_trunc", args)
             }
             "date_part" => {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
-                let source = args.get(1).and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TIMESTAMPTZ);
+                let source = args
+                    .get(1)
+                    .and_then(|a| self.typer.infer(a))
+                    .unwrap_or(PgType::TIMESTAMPTZ);
                 let mut args = args;
                 args.push(string(&source.catalog_text()));
                 call("pg_date_part", args)
@@ -830,14 +955,23 @@ impl<'a> Rewriter<'a> {
                 let mut f = function.clone();
                 f.name = ObjectName::from(vec![Ident::new("pg_array_agg")]);
                 if let FunctionArguments::List(list) = &mut f.args {
-                    list.args.insert(0, FunctionArg::Unnamed(FunctionArgExpr::Expr(string(&ty.catalog_text()))));
+                    list.args.insert(
+                        0,
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(string(&ty.catalog_text()))),
+                    );
                 }
                 Expr::Function(f)
             }
             "sum" | "avg" => {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
-                if ty.is_some_and(|t| t.base() == Base::Numeric) || (name == "avg" && ty.is_some_and(PgType::is_integer)) {
-                    renamed(if name == "sum" { "pg_numeric_sum" } else { "pg_numeric_avg" })
+                if ty.is_some_and(|t| t.base() == Base::Numeric)
+                    || (name == "avg" && ty.is_some_and(PgType::is_integer))
+                {
+                    renamed(if name == "sum" {
+                        "pg_numeric_sum"
+                    } else {
+                        "pg_numeric_avg"
+                    })
                 } else {
                     return Ok(None);
                 }
@@ -846,9 +980,18 @@ impl<'a> Rewriter<'a> {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
                 string(&ty.map_or_else(|| "unknown".to_owned(), PgType::sql_name))
             }
-            n if crate::functions::takes_types(n) => crate::functions::typed_call(function, n, &plain_args(function).iter().map(|a| self.typer.infer(a)).collect::<Vec<_>>()),
+            n if crate::functions::takes_types(n) => crate::functions::typed_call(
+                function,
+                n,
+                &plain_args(function)
+                    .iter()
+                    .map(|a| self.typer.infer(a))
+                    .collect::<Vec<_>>(),
+            ),
             "nextval" | "currval" | "setval" | "lastval" => {
-                return Err(PgError::unsupported(format!("the sequence function {name}() outside a serial column")))
+                return Err(PgError::unsupported(format!(
+                    "the sequence function {name}() outside a serial column"
+                )))
             }
             _ => return Ok(None),
         }))
@@ -926,7 +1069,10 @@ pub(crate) fn cast_call(expr: Expr, target: PgType, source: Option<PgType>) -> E
 
 /// `pg_coerce(x, 'type')`: a value assigned to a column of that type.
 pub(crate) fn coerce_call(expr: Expr, ty: PgType) -> Expr {
-    call("pg_coerce", vec![expr, Expr::value(Value::SingleQuotedString(ty.catalog_text()))])
+    call(
+        "pg_coerce",
+        vec![expr, Expr::value(Value::SingleQuotedString(ty.catalog_text()))],
+    )
 }
 
 fn field_unit(field: &DateTimeField) -> String {

@@ -127,12 +127,19 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
 }
 
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
-fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Statement) -> Result<Option<Translation>, PgError> {
+fn translate_statement(
+    conn: &Connection,
+    catalog: &Catalog,
+    mut statement: Statement,
+) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
         Statement::Query(query) => {
             if let Some(with) = &query.with {
                 if with.cte_tables.iter().any(|c| {
-                    matches!(c.query.body.as_ref(), SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_))
+                    matches!(
+                        c.query.body.as_ref(),
+                        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_)
+                    )
                 }) {
                     return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
                 }
@@ -239,10 +246,16 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
             statements,
             ..
         } if statements.is_empty() => {
-            if matches!(transaction, Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None) {
-                let read_only = modes
-                    .iter()
-                    .any(|m| matches!(m, TransactionMode::AccessMode(sqlparser::ast::TransactionAccessMode::ReadOnly)));
+            if matches!(
+                transaction,
+                Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None
+            ) {
+                let read_only = modes.iter().any(|m| {
+                    matches!(
+                        m,
+                        TransactionMode::AccessMode(sqlparser::ast::TransactionAccessMode::ReadOnly)
+                    )
+                });
                 Translation::single("BEGIN".to_owned(), Kind::Begin { read_only })
             } else {
                 return Ok(None);
@@ -272,16 +285,24 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
         } => {
             let name = schema_name.to_string().to_ascii_lowercase();
             if name == "public" && *if_not_exists {
-                Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("CREATE SCHEMA".to_owned()))
+                Translation::single(
+                    "SELECT NULL WHERE 0".to_owned(),
+                    Kind::Other("CREATE SCHEMA".to_owned()),
+                )
             } else {
-                return Err(PgError::unsupported(format!("CREATE SCHEMA {name} (only the schema public exists)")));
+                return Err(PgError::unsupported(format!(
+                    "CREATE SCHEMA {name} (only the schema public exists)"
+                )));
             }
         }
         Statement::CreateExtension(ext) => {
             let name = ext.name.value.to_ascii_lowercase();
             // The functions these extensions are installed for (`gen_random_uuid`, `uuid_generate_v4`) exist.
             if matches!(name.as_str(), "pgcrypto" | "uuid-ossp" | "plpgsql") {
-                Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("CREATE EXTENSION".to_owned()))
+                Translation::single(
+                    "SELECT NULL WHERE 0".to_owned(),
+                    Kind::Other("CREATE EXTENSION".to_owned()),
+                )
             } else {
                 return Err(PgError::unsupported(format!("the extension {name}")));
             }
@@ -295,11 +316,14 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
                 .iter()
                 .map(expr::written_type)
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut t = Translation::single(String::new(), Kind::Prepare {
-                name: name.value.to_ascii_lowercase(),
-                statement: inner.to_string(),
-                types,
-            });
+            let mut t = Translation::single(
+                String::new(),
+                Kind::Prepare {
+                    name: name.value.to_ascii_lowercase(),
+                    statement: inner.to_string(),
+                    types,
+                },
+            );
             t.steps.clear();
             t
         }
@@ -310,15 +334,19 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
             into,
             ..
         } if using.is_empty() && into.is_empty() => {
-            let mut t = Translation::single(String::new(), Kind::Execute {
-                name: last_part(name).to_ascii_lowercase(),
-                args: parameters.iter().map(ToString::to_string).collect(),
-            });
+            let mut t = Translation::single(
+                String::new(),
+                Kind::Execute {
+                    name: last_part(name).to_ascii_lowercase(),
+                    args: parameters.iter().map(ToString::to_string).collect(),
+                },
+            );
             t.steps.clear();
             t
         }
         Statement::Deallocate { name, .. } => {
-            let target = (!name.value.eq_ignore_ascii_case("all") || name.quote_style.is_some()).then(|| name.value.to_ascii_lowercase());
+            let target = (!name.value.eq_ignore_ascii_case("all") || name.quote_style.is_some())
+                .then(|| name.value.to_ascii_lowercase());
             let mut t = Translation::single(String::new(), Kind::Deallocate(target));
             t.steps.clear();
             t
@@ -345,7 +373,11 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
         Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
         Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
         Statement::Grant(_) | Statement::Revoke(_) => {
-            let tag = if matches!(statement, Statement::Grant(_)) { "GRANT" } else { "REVOKE" };
+            let tag = if matches!(statement, Statement::Grant(_)) {
+                "GRANT"
+            } else {
+                "REVOKE"
+            };
             // One role exists, owning everything: privileges change nothing.
             Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other(tag.to_owned()))
         }
@@ -357,7 +389,9 @@ fn translate_statement(conn: &Connection, catalog: &Catalog, mut statement: Stat
 fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
     let table = match &insert.table {
         TableObject::TableName(name) => last_part(name),
-        TableObject::TableFunction(_) | TableObject::TableQuery(_) => return Err(PgError::unsupported("INSERT into a function")),
+        TableObject::TableFunction(_) | TableObject::TableQuery(_) => {
+            return Err(PgError::unsupported("INSERT into a function"))
+        }
     };
     if let Some(returning) = &mut insert.returning {
         names::name_items(returning);
@@ -432,11 +466,17 @@ fn drop_default_columns(
     let width = values.rows.first().map_or(0, |r| r.content.len());
     let mut drop = Vec::new();
     for i in 0..width {
-        let defaults = values.rows.iter().filter(|r| r.content.get(i).is_some_and(is_default)).count();
+        let defaults = values
+            .rows
+            .iter()
+            .filter(|r| r.content.get(i).is_some_and(is_default))
+            .count();
         if defaults == values.rows.len() {
             drop.push(i);
         } else if defaults > 0 {
-            return Err(PgError::unsupported("DEFAULT in some rows of a multi-row VALUES but not in others"));
+            return Err(PgError::unsupported(
+                "DEFAULT in some rows of a multi-row VALUES but not in others",
+            ));
         }
     }
     if drop.is_empty() {
@@ -510,7 +550,12 @@ fn defaults_of_assignments(conn: &Connection, table: &str, assignments: &mut [As
             .and_then(|mut s| s.query_row([table, column.as_str()], |r| r.get(0)))
             .ok()
             .flatten();
-        assignment.value = match default.and_then(|text| Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr()).ok()) {
+        assignment.value = match default.and_then(|text| {
+            Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+                .ok()
+        }) {
             Some(expr) => expr,
             None => Expr::value(Value::Null),
         };

@@ -56,7 +56,9 @@ fn figure(expr: &Expr) -> Option<String> {
         Expr::Identifier(ident) => Some(fold(ident)),
         Expr::CompoundIdentifier(parts) => parts.last().map(fold),
         Expr::Function(function) => Some(last_part(&function.name).to_ascii_lowercase()),
-        Expr::Cast { expr, data_type, .. } => figure(expr).or_else(|| written_type(data_type).ok().map(|t| t.element().internal_name())),
+        Expr::Cast { expr, data_type, .. } => {
+            figure(expr).or_else(|| written_type(data_type).ok().map(|t| t.element().internal_name()))
+        }
         Expr::TypedString(typed) => written_type(&typed.data_type).ok().map(|t| t.internal_name()),
         Expr::Interval(_) => Some("interval".to_owned()),
         Expr::Case { .. } => Some("case".to_owned()),

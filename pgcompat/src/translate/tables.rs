@@ -25,10 +25,16 @@ fn factor_of(from_sql: &str) -> Result<TableFactor, PgError> {
     let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
         .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting a FROM item: {e}")))?;
     let Some(Statement::Query(query)) = statements.pop() else {
-        return Err(PgError::new(crate::error::INTERNAL_ERROR, "rewriting a FROM item gave no query"));
+        return Err(PgError::new(
+            crate::error::INTERNAL_ERROR,
+            "rewriting a FROM item gave no query",
+        ));
     };
     let SetExpr::Select(mut select) = *query.body else {
-        return Err(PgError::new(crate::error::INTERNAL_ERROR, "rewriting a FROM item gave no SELECT"));
+        return Err(PgError::new(
+            crate::error::INTERNAL_ERROR,
+            "rewriting a FROM item gave no SELECT",
+        ));
     };
     select
         .from
@@ -41,7 +47,8 @@ fn factor_of(from_sql: &str) -> Result<TableFactor, PgError> {
 /// column), else the function's name; `WITH ORDINALITY` adds `ordinality`.
 fn column_names(alias: Option<&TableAlias>, function: &str, with_ordinality: bool) -> (String, Vec<String>) {
     let table = alias.map_or_else(|| function.to_owned(), |a| a.name.value.clone());
-    let mut names: Vec<String> = alias.map_or_else(Vec::new, |a| a.columns.iter().map(|c| c.name.value.clone()).collect());
+    let mut names: Vec<String> =
+        alias.map_or_else(Vec::new, |a| a.columns.iter().map(|c| c.name.value.clone()).collect());
     if names.is_empty() {
         names.push(alias.map_or_else(|| function.to_owned(), |a| a.name.value.clone()));
     }
@@ -102,7 +109,9 @@ pub(crate) fn rewrite_factor(rewriter: &Rewriter<'_>, factor: &TableFactor) -> R
             factor_of(&sql).map(Some)
         }
         TableFactor::Derived {
-            subquery, alias: Some(alias), ..
+            subquery,
+            alias: Some(alias),
+            ..
         } if !alias.columns.is_empty() => {
             // SQLite has no column list on a derived table's alias; a CTE has one.
             let cte = fresh("derived");
@@ -128,7 +137,12 @@ fn generate_series(
     let (start, stop, step) = match args {
         [start, stop] => (start, stop, None),
         [start, stop, step] => (start, stop, Some(step)),
-        _ => return Err(PgError::new(crate::error::UNDEFINED_FUNCTION, "function generate_series takes 2 or 3 arguments")),
+        _ => {
+            return Err(PgError::new(
+                crate::error::UNDEFINED_FUNCTION,
+                "function generate_series takes 2 or 3 arguments",
+            ))
+        }
     };
     let ty = rewriter.typer.infer(start).or_else(|| rewriter.typer.infer(stop));
     let datetime = ty.is_some_and(|t| matches!(t.base(), Base::Timestamp | Base::Timestamptz | Base::Date));
@@ -142,7 +156,11 @@ fn generate_series(
             ));
         };
         // Dates step as timestamps, as PostgreSQL's generate_series(timestamp, …) does.
-        let point = if ty.is_some_and(|t| t.base() == Base::Timestamptz) { "timestamptz" } else { "timestamp" };
+        let point = if ty.is_some_and(|t| t.base() == Base::Timestamptz) {
+            "timestamptz"
+        } else {
+            "timestamp"
+        };
         let source = ty.map_or_else(String::new, PgType::catalog_text);
         let first = format!("pg_cast({start}, '{point}', '{source}')");
         let last = format!("pg_cast({stop}, '{point}', '{source}')");

@@ -178,7 +178,9 @@ fn args<H: Hooks>(hooks: &mut H, arguments: &mut FunctionArguments) -> Result<()
         FunctionArguments::List(list) => {
             for arg in &mut list.args {
                 let inner = match arg {
-                    FunctionArg::Unnamed(a) | FunctionArg::Named { arg: a, .. } | FunctionArg::ExprNamed { arg: a, .. } => a,
+                    FunctionArg::Unnamed(a)
+                    | FunctionArg::Named { arg: a, .. }
+                    | FunctionArg::ExprNamed { arg: a, .. } => a,
                 };
                 if let FunctionArgExpr::Expr(e) = inner {
                     expr(hooks, e)?;
@@ -213,9 +215,7 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
             expr(hooks, a)?;
             expr(hooks, b)?;
         }
-        Expr::BinaryOp { left, right, .. }
-        | Expr::AnyOp { left, right, .. }
-        | Expr::AllOp { left, right, .. } => {
+        Expr::BinaryOp { left, right, .. } | Expr::AnyOp { left, right, .. } | Expr::AllOp { left, right, .. } => {
             expr(hooks, left)?;
             expr(hooks, right)?;
         }
@@ -322,7 +322,9 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
             for access in access_chain {
                 match access {
                     sqlparser::ast::AccessExpr::Dot(e) => expr(hooks, e)?,
-                    sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index }) => expr(hooks, index)?,
+                    sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index }) => {
+                        expr(hooks, index)?
+                    }
                     sqlparser::ast::AccessExpr::Subscript(_) => {}
                 }
             }

@@ -88,7 +88,9 @@ pub fn format(elements: &[Option<String>]) -> String {
             Some(text) => {
                 let quote = text.is_empty()
                     || text.eq_ignore_ascii_case("null")
-                    || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+                    || text
+                        .chars()
+                        .any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
                 if quote {
                     out.push('"');
                     for c in text.chars() {
@@ -111,10 +113,12 @@ pub fn format(elements: &[Option<String>]) -> String {
 /// An array input of type `ty` (an array type) as its stored text.
 pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<String, PgError> {
     assert!(ty.is_array(), "array input of a scalar type {ty}");
-    let elements = parse(text).ok_or_else(|| PgError::new(
-        crate::error::INVALID_TEXT_REPRESENTATION,
-        format!("malformed array literal: \"{text}\""),
-    ))?;
+    let elements = parse(text).ok_or_else(|| {
+        PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        )
+    })?;
     let element_type = ty.element();
     let printed = elements
         .iter()
@@ -131,10 +135,12 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<String, PgError> {
 
 /// The stored values of an array's elements (for `unnest`, `ANY` and binary output).
 pub fn stored_elements(ty: PgType, text: &str, tz: &TimeZone) -> Result<Vec<Value>, PgError> {
-    let elements = parse(text).ok_or_else(|| PgError::new(
-        crate::error::INVALID_TEXT_REPRESENTATION,
-        format!("malformed array literal: \"{text}\""),
-    ))?;
+    let elements = parse(text).ok_or_else(|| {
+        PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        )
+    })?;
     elements
         .into_iter()
         .map(|e| match e {
@@ -152,7 +158,10 @@ mod tests {
     #[test]
     fn arrays_round_trip_as_postgres_prints_them() {
         let utc = TimeZone::UTC;
-        assert_eq!(input(PgType::INT4.array(), "{1, 2 ,NULL}", &utc).expect("valid"), "{1,2,NULL}");
+        assert_eq!(
+            input(PgType::INT4.array(), "{1, 2 ,NULL}", &utc).expect("valid"),
+            "{1,2,NULL}"
+        );
         assert_eq!(
             input(PgType::TEXT.array(), r#"{"a b",c,"",  "x\"y" ,"null"}"#, &utc).expect("valid"),
             r#"{"a b",c,"","x\"y","null"}"#

@@ -77,7 +77,10 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
         }
         Base::Date => {
             let date = datetime::parse_date(&stored_text(ty, value, tz))?;
-            let days = date.since(PG_EPOCH_DATE).map_err(|_| PgError::out_of_range("date"))?.get_days();
+            let days = date
+                .since(PG_EPOCH_DATE)
+                .map_err(|_| PgError::out_of_range("date"))?
+                .get_days();
             days.to_be_bytes().to_vec()
         }
         Base::Time => {
@@ -139,7 +142,12 @@ fn encode_numeric(text: &str) -> Result<Vec<u8>, PgError> {
         .as_bytes()
         .chunks(4)
         .chain(frac.as_bytes().chunks(4))
-        .map(|c| std::str::from_utf8(c).expect("ASCII digits").parse::<i16>().expect("four digits"))
+        .map(|c| {
+            std::str::from_utf8(c)
+                .expect("ASCII digits")
+                .parse::<i16>()
+                .expect("four digits")
+        })
         .collect();
     let mut weight = i16::try_from(int.len() / 4).map_err(|_| PgError::out_of_range("numeric"))? - 1;
     while groups.first() == Some(&0) {

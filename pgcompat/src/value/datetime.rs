@@ -23,7 +23,10 @@ fn bad(type_name: &str, text: &str) -> PgError {
 }
 
 fn overflow(text: &str) -> PgError {
-    PgError::new(DATETIME_FIELD_OVERFLOW, format!("date/time field value out of range: \"{text}\""))
+    PgError::new(
+        DATETIME_FIELD_OVERFLOW,
+        format!("date/time field value out of range: \"{text}\""),
+    )
 }
 
 /// A zone written after a timestamp.
@@ -40,7 +43,10 @@ pub enum Zone {
 pub fn parse_timestamp(text: &str, type_name: &str) -> Result<(DateTime, Option<Zone>), PgError> {
     let trimmed = text.trim();
     if trimmed.eq_ignore_ascii_case("epoch") {
-        return Ok((DateTime::constant(1970, 1, 1, 0, 0, 0, 0), Some(Zone::Offset(Offset::UTC))));
+        return Ok((
+            DateTime::constant(1970, 1, 1, 0, 0, 0, 0),
+            Some(Zone::Offset(Offset::UTC)),
+        ));
     }
     let (date, rest) = split_date(trimmed).ok_or_else(|| bad(type_name, text))?;
     let date = make_date(date, text)?;
@@ -160,7 +166,10 @@ pub fn parse_zone(text: &str) -> Option<Zone> {
 
 /// A time of day from microseconds since midnight (`0..MICROS_PER_DAY`).
 fn time_from_micros(micros: i64) -> Time {
-    assert!((0..MICROS_PER_DAY).contains(&micros), "time of day out of range: {micros}");
+    assert!(
+        (0..MICROS_PER_DAY).contains(&micros),
+        "time of day out of range: {micros}"
+    );
     let nanos = micros * 1000;
     Time::MIN
         .checked_add(jiff::SignedDuration::from_nanos(nanos))
@@ -184,7 +193,9 @@ pub fn parse_time(text: &str) -> Result<Time, PgError> {
     let trimmed = text.trim();
     match parse_time_fields(trimmed) {
         Some(result) => result,
-        None => parse_timestamp(text, "time").map(|(dt, _)| dt.time()).map_err(|_| bad("time", text)),
+        None => parse_timestamp(text, "time")
+            .map(|(dt, _)| dt.time())
+            .map_err(|_| bad("time", text)),
     }
 }
 
@@ -447,12 +458,21 @@ mod tests {
         let ts = parse_timestamptz("2024-01-02 03:04:05-05:30", &TimeZone::UTC).expect("valid");
         assert_eq!(format_timestamptz(ts, &TimeZone::UTC), "2024-01-02 08:34:05+00");
         let ts = parse_timestamptz("2024-06-01 12:00:00Z", &TimeZone::UTC).expect("valid");
-        assert_eq!(format_timestamptz(ts, &TimeZone::fixed(Offset::constant(2))), "2024-06-01 14:00:00+02");
+        assert_eq!(
+            format_timestamptz(ts, &TimeZone::fixed(Offset::constant(2))),
+            "2024-06-01 14:00:00+02"
+        );
         assert!(parse_timestamp("2024-13-01", "timestamp").is_err());
         assert!(parse_timestamp("yesterday-ish", "timestamp").is_err());
-        assert_eq!(parse_date("2024-02-29").map(format_date).expect("leap day"), "2024-02-29");
+        assert_eq!(
+            parse_date("2024-02-29").map(format_date).expect("leap day"),
+            "2024-02-29"
+        );
         assert!(parse_date("2023-02-29").is_err());
-        assert_eq!(parse_time("23:59:59.999999").map(format_time).expect("valid"), "23:59:59.999999");
+        assert_eq!(
+            parse_time("23:59:59.999999").map(format_time).expect("valid"),
+            "23:59:59.999999"
+        );
     }
 
     #[test]

@@ -93,7 +93,9 @@ impl Parser<'_> {
             }
             b'-' | b'0'..=b'9' => {
                 let start = self.at;
-                while self.at < self.bytes.len() && matches!(self.bytes[self.at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while self.at < self.bytes.len()
+                    && matches!(self.bytes[self.at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     self.at += 1;
                 }
                 let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
@@ -142,7 +144,9 @@ fn parse(text: &str) -> Option<Node> {
 
 /// `json` input: the text kept as written once checked.
 pub fn check_json(text: &str) -> Result<(), PgError> {
-    parse(text).map(|_| ()).ok_or_else(|| PgError::invalid_input("json", text))
+    parse(text)
+        .map(|_| ())
+        .ok_or_else(|| PgError::invalid_input("json", text))
 }
 
 /// `jsonb` input: the normalized text.
@@ -302,12 +306,24 @@ mod tests {
     fn paths_navigate_as_postgres() {
         let doc = r#"{"a": {"b": [10, 20.50, "x"]}, "n": null}"#;
         let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(get_path(doc, &path(&["a", "b", "1"]), false).expect("valid"), Some("20.50".to_owned()));
-        assert_eq!(get_path(doc, &path(&["a", "b", "-1"]), true).expect("valid"), Some("x".to_owned()));
-        assert_eq!(get_path(doc, &path(&["a", "b"]), true).expect("valid"), Some("[10, 20.50, \"x\"]".to_owned()));
+        assert_eq!(
+            get_path(doc, &path(&["a", "b", "1"]), false).expect("valid"),
+            Some("20.50".to_owned())
+        );
+        assert_eq!(
+            get_path(doc, &path(&["a", "b", "-1"]), true).expect("valid"),
+            Some("x".to_owned())
+        );
+        assert_eq!(
+            get_path(doc, &path(&["a", "b"]), true).expect("valid"),
+            Some("[10, 20.50, \"x\"]".to_owned())
+        );
         assert_eq!(get_path(doc, &path(&["n"]), true).expect("valid"), None);
         assert_eq!(get_path(doc, &path(&["zz"]), false).expect("valid"), None);
-        assert_eq!(delete_path(doc, &path(&["a", "b", "0"])).expect("valid"), r#"{"a": {"b": [20.50, "x"]}, "n": null}"#);
+        assert_eq!(
+            delete_path(doc, &path(&["a", "b", "0"])).expect("valid"),
+            r#"{"a": {"b": [20.50, "x"]}, "n": null}"#
+        );
         assert!(has_key(doc, "n").expect("valid"));
         assert!(!has_key(doc, "b").expect("valid"));
     }

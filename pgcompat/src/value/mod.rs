@@ -79,7 +79,7 @@ pub fn coerce(ty: PgType, value: Value, tz: &TimeZone) -> Result<Value, PgError>
             Base::Int2 | Base::Int4 | Base::Int8 => {
                 // PostgreSQL rounds half to even when a float becomes an integer.
                 let rounded = f.round_ties_even();
-                if !rounded.is_finite() || rounded < -9.223_372_036_854_776e18 || rounded >= 9.223_372_036_854_776e18 {
+                if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&rounded) {
                     return Err(PgError::out_of_range(&ty.sql_name()));
                 }
                 coerce(ty, Value::Integer(rounded as i64), tz)
@@ -168,10 +168,12 @@ fn parse_int(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, PgE
         return Err(PgError::invalid_input(type_name, text));
     }
     let clean: String = t.chars().filter(|c| *c != '_').collect();
-    let value: i128 = clean.parse().map_err(|_| PgError::new(
-        crate::error::NUMERIC_VALUE_OUT_OF_RANGE,
-        format!("value \"{text}\" is out of range for type {type_name}"),
-    ))?;
+    let value: i128 = clean.parse().map_err(|_| {
+        PgError::new(
+            crate::error::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("value \"{text}\" is out of range for type {type_name}"),
+        )
+    })?;
     if value < i128::from(min) || value > i128::from(max) {
         return Err(PgError::new(
             crate::error::NUMERIC_VALUE_OUT_OF_RANGE,
@@ -183,13 +185,20 @@ fn parse_int(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, PgE
 
 fn parse_float(text: &str, ty: PgType) -> Result<f64, PgError> {
     let t = text.trim().to_ascii_lowercase();
-    let type_name = if ty.base() == Base::Float4 { "real" } else { "double precision" };
+    let type_name = if ty.base() == Base::Float4 {
+        "real"
+    } else {
+        "double precision"
+    };
     let value = match t.as_str() {
         "nan" => f64::NAN,
         "infinity" | "inf" | "+infinity" | "+inf" => f64::INFINITY,
         "-infinity" | "-inf" => f64::NEG_INFINITY,
         _ => {
-            if !t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'-' | b'+')) {
+            if !t
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'-' | b'+'))
+            {
                 return Err(PgError::invalid_input(type_name, text));
             }
             let v: f64 = t.parse().map_err(|_| PgError::invalid_input(type_name, text))?;
@@ -202,7 +211,11 @@ fn parse_float(text: &str, ty: PgType) -> Result<f64, PgError> {
             v
         }
     };
-    Ok(if ty.base() == Base::Float4 { f64::from(value as f32) } else { value })
+    Ok(if ty.base() == Base::Float4 {
+        f64::from(value as f32)
+    } else {
+        value
+    })
 }
 
 fn parse_numeric(text: &str, modifier: Modifier) -> Result<String, PgError> {
@@ -266,7 +279,9 @@ fn parse_bytea(text: &str) -> Result<Vec<u8>, PgError> {
             out.push(b'\\');
             i += 2;
         } else {
-            let octal = bytes.get(i + 1..i + 4).ok_or_else(|| PgError::invalid_input("bytea", text))?;
+            let octal = bytes
+                .get(i + 1..i + 4)
+                .ok_or_else(|| PgError::invalid_input("bytea", text))?;
             let s = std::str::from_utf8(octal).map_err(|_| PgError::invalid_input("bytea", text))?;
             out.push(u8::from_str_radix(s, 8).map_err(|_| PgError::invalid_input("bytea", text))?);
             i += 4;
@@ -283,7 +298,14 @@ fn parse_uuid(text: &str) -> Result<String, PgError> {
         return Err(PgError::invalid_input("uuid", text));
     }
     let h = hex.to_ascii_lowercase();
-    Ok(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    ))
 }
 
 /// A `double precision` as PostgreSQL prints it: the shortest text that reads back exactly, in
@@ -317,7 +339,11 @@ fn format_float(value: f64, scientific: String, digits_max: i32) -> String {
     let sign = if negative { "-" } else { "" };
     if exponent < -4 || exponent >= digits_max {
         let (first, rest) = digits.split_at(1);
-        let point = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        let point = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
         let exp_sign = if exponent < 0 { '-' } else { '+' };
         return format!("{sign}{first}{point}e{exp_sign}{:02}", exponent.abs());
     }
@@ -355,7 +381,10 @@ mod tests {
         let utc = TimeZone::UTC;
         assert_eq!(input(PgType::BOOL, " YES ", &utc), Ok(Value::Integer(1)));
         assert_eq!(input(PgType::BOOL, "maybe", &utc).map_err(|e| e.code), Err("22P02"));
-        assert_eq!(input(PgType::INT4, "2147483648", &utc).map_err(|e| e.code), Err("22003"));
+        assert_eq!(
+            input(PgType::INT4, "2147483648", &utc).map_err(|e| e.code),
+            Err("22003")
+        );
         assert_eq!(input(PgType::INT4, "12abc", &utc).map_err(|e| e.code), Err("22P02"));
         assert_eq!(input(PgType::INT2, " -7 ", &utc), Ok(Value::Integer(-7)));
         let varchar3 = PgType::new(Base::Varchar).with_modifier(Modifier::Length(3));
@@ -378,8 +407,14 @@ mod tests {
     fn outputs_print_as_postgres() {
         let utc = TimeZone::UTC;
         assert_eq!(output(PgType::BOOL, &Value::Integer(1), &utc).as_deref(), Some("t"));
-        assert_eq!(output(PgType::BYTEA, &Value::Blob(vec![0xde, 0xad]), &utc).as_deref(), Some("\\xdead"));
-        assert_eq!(output(PgType::FLOAT8, &Value::Real(1e20), &utc).as_deref(), Some("1e+20"));
+        assert_eq!(
+            output(PgType::BYTEA, &Value::Blob(vec![0xde, 0xad]), &utc).as_deref(),
+            Some("\\xdead")
+        );
+        assert_eq!(
+            output(PgType::FLOAT8, &Value::Real(1e20), &utc).as_deref(),
+            Some("1e+20")
+        );
         assert_eq!(output(PgType::INT4, &Value::Null, &utc), None);
     }
 

@@ -237,7 +237,11 @@ fn sub_digits(a: &str, b: &str) -> String {
     let mut borrow = 0i8;
     for i in 0..a.len() {
         let da = (a[a.len() - 1 - i] - b'0') as i8;
-        let db = if i < b.len() { (b[b.len() - 1 - i] - b'0') as i8 } else { 0 };
+        let db = if i < b.len() {
+            (b[b.len() - 1 - i] - b'0') as i8
+        } else {
+            0
+        };
         let mut d = da - db - borrow;
         borrow = 0;
         if d < 0 {
@@ -301,7 +305,14 @@ mod tests {
         let d = Decimal::parse("9.999").expect("a number");
         assert_eq!(d.apply_modifier(4, 2).expect("fits").to_text(), "10.00");
         assert!(d.apply_modifier(3, 2).is_err());
-        assert_eq!(Decimal::parse("7").expect("n").apply_modifier(5, 2).expect("fits").to_text(), "7.00");
+        assert_eq!(
+            Decimal::parse("7")
+                .expect("n")
+                .apply_modifier(5, 2)
+                .expect("fits")
+                .to_text(),
+            "7.00"
+        );
     }
 
     #[test]

@@ -62,16 +62,3 @@ impl LayerDesc {
         self.key_range.start <= key && key < self.key_range.end
     }
 }
-
-// Serialize keys as plain integers.
-impl Serialize for Key {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u64(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        u64::deserialize(deserializer).map(Key)
-    }
-}

@@ -303,7 +303,7 @@ pub fn scan_frames(bytes: &[u8], start_lsn: Lsn) -> (usize, Option<WalDecodeErro
 }
 
 /// The database size key's value for `db_size_pages`.
-pub(crate) fn db_size_value(db_size_pages: u32) -> (Key, Value) {
+pub fn db_size_value(db_size_pages: u32) -> (Key, Value) {
     (
         DB_SIZE_KEY,
         Value::Image(Bytes::copy_from_slice(&db_size_pages.to_le_bytes())),

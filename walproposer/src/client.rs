@@ -14,23 +14,23 @@
 //! earlier acknowledgements stop counting until it is elected again from its state, so a safekeeper that lost
 //! its disk (and was rebuilt by `PullTimeline`) is never credited with WAL it no longer holds. HTTP/2
 //! keepalive pings ([`KEEPALIVE_INTERVAL_MS`], [`KEEPALIVE_TIMEOUT_MS`]) break the connection to a host that
-//! vanished without closing it, well within a safekeeper's pull quiet period (`node::PULL_QUIET_PERIOD_MS`).
+//! vanished without closing it, well within a safekeeper's pull quiet period (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cambium_types::{Lsn, TenantId, TimelineId};
 use parking_lot::Mutex;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::transport::{Channel, Endpoint};
 
-use crate::convert;
-use crate::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Request, Status};
-use crate::protocol::{AppendResponse, Term, VoteResponse};
+use crate::wire;
+use safekeeper_core::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Request, Status};
+use safekeeper_core::protocol::{AppendResponse, Term, VoteResponse};
 
 /// Largest gRPC message accepted from a safekeeper.
 const MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -586,18 +586,18 @@ async fn report_stream_error(pending: &Mutex<VecDeque<u64>>, replies: &mpsc::Sen
 
 /// Maps a safekeeper's error status back to the protocol's refusal (see `safekeeper.proto`).
 pub fn refusal_from_status(status: &tonic::Status) -> Refusal {
-    let metadata_u64 = |key: &str| convert::metadata_u64(status, key);
+    let metadata_u64 = |key: &str| wire::metadata_u64(status, key);
     match status.code() {
         tonic::Code::FailedPrecondition => {
-            if let Some(current) = metadata_u64(convert::CURRENT_TERM_METADATA) {
+            if let Some(current) = metadata_u64(wire::CURRENT_TERM_METADATA) {
                 return Refusal::StaleTerm { current };
             }
-            if status.metadata().get(convert::NOT_ELECTED_METADATA).is_some() {
+            if status.metadata().get(wire::NOT_ELECTED_METADATA).is_some() {
                 return Refusal::NotElected;
             }
             Refusal::Other(status.message().to_string())
         }
-        tonic::Code::OutOfRange => match metadata_u64(convert::WRITE_LSN_METADATA) {
+        tonic::Code::OutOfRange => match metadata_u64(wire::WRITE_LSN_METADATA) {
             Some(write_lsn) => Refusal::Gap {
                 write_lsn: Lsn(write_lsn),
             },
@@ -613,7 +613,7 @@ async fn unary(client: &mut SafekeeperClient<Channel>, timeline: pb::TimelineRef
         Request::GetState => client
             .get_state(timeline)
             .await
-            .and_then(|r| convert::state_from_proto(&r.into_inner()).map(Reply::State)),
+            .and_then(|r| wire::state_from_proto(&r.into_inner()).map(Reply::State)),
         Request::Vote(vote) => client
             .vote(pb::VoteRequest {
                 timeline: Some(timeline),
@@ -622,7 +622,7 @@ async fn unary(client: &mut SafekeeperClient<Channel>, timeline: pb::TimelineRef
             .await
             .and_then(|r| {
                 let r = r.into_inner();
-                let state = convert::state_from_proto(&r.state.unwrap_or_default())?;
+                let state = wire::state_from_proto(&r.state.unwrap_or_default())?;
                 Ok(Reply::Vote(VoteResponse {
                     granted: r.granted,
                     state,
@@ -632,7 +632,7 @@ async fn unary(client: &mut SafekeeperClient<Channel>, timeline: pb::TimelineRef
             .elected(pb::ElectedRequest {
                 timeline: Some(timeline),
                 term: elected.term,
-                history: convert::history_to_proto(&elected.history),
+                history: wire::history_to_proto(&elected.history),
                 start_streaming_at: elected.start_streaming_at.0,
             })
             .await

@@ -58,35 +58,40 @@
 //! failed write or fsync poisons the timeline's store the same way (`StoreError::Poisoned`, `INTERNAL`): the
 //! node never retries an fsync; restarting the process reopens the timeline from what is durable.
 //!
-//! # The lock file
 //!
-//! Two processes must never open one data directory. The workspace's minimum Rust (1.85) predates
-//! `File::try_lock`, and no new dependency is allowed for `flock`, so the lock is a file: `LOCK` holds the
-//! owner's pid, its start time (`/proc/<pid>/stat` field 22) and the boot id, and is created atomically with
-//! its content (written to a temp file, then hard-linked to `LOCK`, which fails if `LOCK` exists). It is
-//! removed when the node is dropped after its last user. A `LOCK` whose owner is provably gone (another boot,
-//! or no live process with that pid and start time) is stale and taken over with a warning, so a node killed
-//! with `kill -9` restarts without help. Without `/proc`, or if `LOCK` cannot be parsed, the owner is assumed
-//! alive and the node refuses to start: remove `LOCK` by hand once no safekeeper runs on the directory.
-//! Known gap: two nodes starting at the same instant over the *same stale* lock may both take it over.
+//! The data directory's lock file is [`lock`]'s; tombstones, staging directories and the listing of timeline
+//! directories are [`dirs`]'; one timeline behind its lock is [`Timeline`] ([`timeline`]).
+
+mod dirs;
+mod lock;
+mod timeline;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cambium_types::fsio;
+use cambium_types::{Lsn, TenantId};
 use parking_lot::{Mutex, RwLock};
-use storage::fsio;
-use storage::{Lsn, TenantId, TimelineId};
 use tokio::sync::watch;
 
-use crate::acceptor::Acceptor;
-use crate::convert::{parse_lower_hex_id, TimelineKey};
 use crate::filestore::{self, FileControl, FileStoreConfig, FileWal};
-use crate::protocol::{AcceptorError, AcceptorState, ControlStore};
+use cambium_types::TimelineKey;
+use safekeeper_core::acceptor::Acceptor;
+use safekeeper_core::protocol::{AcceptorError, AcceptorState};
+
+use dirs::{
+    list_timeline_dirs, open_timeline_dir, raise_staged_control, remove_dir_durable, remove_tree_if_exists, swap_dirs,
+    sync_dir_node,
+};
+use lock::DirLock;
+
+pub use dirs::TOMBSTONE_SUFFIX;
+pub use timeline::Timeline;
 
 /// The lock file's name in the data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -193,152 +198,6 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     }
 }
 
-/// One timeline of a node: its acceptor and the watch of its commit LSN.
-pub struct Timeline {
-    key: TimelineKey,
-    start_lsn: Lsn,
-    acceptor: Mutex<FileAcceptor>,
-    commit_lsn: watch::Sender<Lsn>,
-    /// Set when a request panicked while holding the acceptor.
-    broken: AtomicBool,
-    /// Turns `true` (under the acceptor lock, once) when the timeline is deleted, or replaced by a replica;
-    /// never back.
-    deleted: watch::Sender<bool>,
-    /// Keeps the data directory locked while any task still uses this timeline.
-    _lock: Arc<DirLock>,
-}
-
-impl std::fmt::Debug for Timeline {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Timeline")
-            .field("key", &self.key)
-            .field("start_lsn", &self.start_lsn)
-            .field("commit_lsn", &*self.commit_lsn.borrow())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Timeline {
-    fn new(key: TimelineKey, acceptor: FileAcceptor, lock: Arc<DirLock>) -> Timeline {
-        let control = acceptor.control();
-        Timeline {
-            key,
-            start_lsn: control.timeline_start_lsn,
-            commit_lsn: watch::Sender::new(control.commit_lsn),
-            acceptor: Mutex::new(acceptor),
-            broken: AtomicBool::new(false),
-            deleted: watch::Sender::new(false),
-            _lock: lock,
-        }
-    }
-
-    /// The tenant and timeline ids.
-    pub fn key(&self) -> TimelineKey {
-        self.key
-    }
-
-    /// Where the timeline's WAL begins (fixed at creation).
-    pub fn start_lsn(&self) -> Lsn {
-        self.start_lsn
-    }
-
-    /// The last published commit LSN.
-    pub fn commit_lsn(&self) -> Lsn {
-        *self.commit_lsn.borrow()
-    }
-
-    /// A receiver that sees every advance of the commit LSN.
-    pub fn subscribe_commit_lsn(&self) -> watch::Receiver<Lsn> {
-        self.commit_lsn.subscribe()
-    }
-
-    /// Runs `f` on the acceptor, on this thread, which must be allowed to block (the lock may be held by an
-    /// fdatasync). Publishes the commit LSN afterwards. A panic in `f` marks the timeline broken. `Deleted` once
-    /// the timeline is deleted.
-    pub fn run_blocking<R>(&self, f: impl FnOnce(&mut FileAcceptor) -> R) -> Result<R, NodeError> {
-        self.check_usable()?;
-        let mut acceptor = self.acceptor.lock();
-        // A request that panicked, or a deletion, while we waited for the lock.
-        self.check_usable()?;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut acceptor))) {
-            Ok(result) => {
-                let commit_lsn = acceptor.control().commit_lsn;
-                drop(acceptor);
-                self.commit_lsn.send_if_modified(|published| {
-                    let advanced = commit_lsn > *published;
-                    if advanced {
-                        *published = commit_lsn;
-                    }
-                    advanced
-                });
-                Ok(result)
-            }
-            Err(_) => {
-                // The panic message went to the panic hook already.
-                self.broken.store(true, Ordering::SeqCst);
-                tracing::error!(tenant = %self.key.0, timeline = %self.key.1, "a request panicked; the timeline serves nothing until a restart");
-                Err(self.broken_error())
-            }
-        }
-    }
-
-    /// Runs `f` on the acceptor on a blocking thread (see [`Timeline::run_blocking`]).
-    pub async fn run<R, F>(self: &Arc<Self>, f: F) -> Result<R, NodeError>
-    where
-        F: FnOnce(&mut FileAcceptor) -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        let timeline = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || timeline.run_blocking(f)).await {
-            Ok(result) => result,
-            // `run_blocking` catches panics, so this is a cancelled task (the runtime is shutting down).
-            Err(_) => Err(NodeError::ShuttingDown),
-        }
-    }
-
-    /// The acceptor's state.
-    pub async fn state(self: &Arc<Self>) -> Result<AcceptorState, NodeError> {
-        self.run(|acceptor| acceptor.state()).await
-    }
-
-    /// Whether the timeline was deleted.
-    pub fn is_deleted(&self) -> bool {
-        *self.deleted.borrow()
-    }
-
-    /// Completes when the timeline is deleted (at once if it is already).
-    pub async fn deleted(&self) {
-        let mut deleted = self.deleted.subscribe();
-        // The sender lives in `self`, so the wait cannot fail while we borrow it.
-        let _ = deleted.wait_for(|&deleted| deleted).await;
-    }
-
-    /// Marks the timeline deleted, after the operation in progress on it (if any) finishes; blocks on the
-    /// acceptor lock.
-    fn mark_deleted(&self) {
-        let acceptor = self.acceptor.lock();
-        self.deleted.send_replace(true);
-        drop(acceptor);
-    }
-
-    fn check_usable(&self) -> Result<(), NodeError> {
-        if self.is_deleted() {
-            return Err(NodeError::Deleted { key: self.key });
-        }
-        if self.broken.load(Ordering::SeqCst) {
-            return Err(self.broken_error());
-        }
-        Ok(())
-    }
-
-    fn broken_error(&self) -> NodeError {
-        NodeError::Broken {
-            key: self.key,
-            reason: "a request panicked on it".into(),
-        }
-    }
-}
-
 /// A timeline as the node knows it.
 #[derive(Debug)]
 enum Slot {
@@ -357,7 +216,7 @@ pub enum LocalCopy {
     /// The timeline failed to load; the term its control file promised, if that file is readable.
     Broken {
         /// The promised term.
-        term: Option<crate::protocol::Term>,
+        term: Option<safekeeper_core::protocol::Term>,
     },
 }
 
@@ -398,6 +257,9 @@ pub struct SafekeeperNode {
     pull_quiet_period: Mutex<Duration>,
     /// Timelines being pulled.
     pulling: Mutex<std::collections::HashSet<TimelineKey>>,
+    /// Appends the service has taken from its append streams and not yet written (see
+    /// [`SafekeeperNode::appends_pending`]).
+    appends_pending: AtomicUsize,
 }
 
 impl SafekeeperNode {
@@ -453,6 +315,7 @@ impl SafekeeperNode {
             opened_at: std::time::Instant::now(),
             pull_quiet_period: Mutex::new(Duration::from_millis(PULL_QUIET_PERIOD_MS)),
             pulling: Mutex::new(std::collections::HashSet::new()),
+            appends_pending: AtomicUsize::new(0),
         })
     }
 
@@ -543,7 +406,7 @@ impl SafekeeperNode {
     pub fn install_pull_blocking(
         &self,
         key: TimelineKey,
-        copy_position: (crate::protocol::Term, Lsn),
+        copy_position: (safekeeper_core::protocol::Term, Lsn),
     ) -> Result<Installed, NodeError> {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
@@ -603,6 +466,18 @@ impl SafekeeperNode {
             "installed a replica pulled from a peer"
         );
         Ok(Installed::Replaced(timeline))
+    }
+
+    /// How many appends the service has received on its append streams and not yet written (waiting for the
+    /// acceptor, in the batch being written, or read ahead for the next group commit), over every stream. A
+    /// gauge for tests and metrics: a test can hold a timeline's acceptor and know when its appends are all in.
+    pub fn appends_pending(&self) -> usize {
+        self.appends_pending.load(Ordering::SeqCst)
+    }
+
+    /// The gauge behind [`SafekeeperNode::appends_pending`], kept by the service.
+    pub(crate) fn appends_pending_gauge(&self) -> &AtomicUsize {
+        &self.appends_pending
     }
 
     /// This safekeeper's id.
@@ -839,450 +714,5 @@ impl SafekeeperNode {
         let released = Arc::strong_count(&lock) == 1;
         drop(lock);
         released
-    }
-}
-
-/// The suffix of a tombstone: a tenant or timeline directory renamed for removal (`<id>.deleted`).
-pub const TOMBSTONE_SUFFIX: &str = ".deleted";
-
-/// The tombstone name of the directory `dir`.
-fn tombstone_path(dir: &Path) -> PathBuf {
-    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(TOMBSTONE_SUFFIX);
-    dir.with_file_name(name)
-}
-
-/// Whether `name` is a tombstone's: an id followed by [`TOMBSTONE_SUFFIX`].
-fn is_tombstone_name(name: &str) -> bool {
-    name.strip_suffix(TOMBSTONE_SUFFIX)
-        .and_then(parse_lower_hex_id)
-        .is_some()
-}
-
-/// Removes the tree at `path` if there is one.
-fn remove_tree_if_exists(path: &Path) -> Result<(), NodeError> {
-    match fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(error) => Err(io_error(path)(error)),
-    }
-}
-
-/// Removes the directory `dir` so that a crash leaves it whole or a tombstone, never part of it under its own
-/// name: rename to the tombstone, fsync the parent, remove the tree. Returns whether `dir` was there. Once the
-/// rename is durable the deletion is done: a tree that cannot be removed is logged and left to the next open.
-fn remove_dir_durable(dir: &Path, durability: fsio::Durability) -> Result<bool, NodeError> {
-    let tombstone = tombstone_path(dir);
-    // A tombstone of an earlier attempt (a rename cannot replace a non-empty directory).
-    remove_tree_if_exists(&tombstone)?;
-    match fs::rename(dir, &tombstone) {
-        Ok(()) => {}
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(io_error(dir)(error)),
-    }
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    fsio::sync_dir(parent, durability).map_err(|e| NodeError::Io {
-        path: parent.to_path_buf(),
-        source: io::Error::other(e.to_string()),
-    })?;
-    if let Err(error) = remove_tree_if_exists(&tombstone) {
-        tracing::warn!(path = %tombstone.display(), %error, "could not remove a tombstone; the next open will");
-    }
-    Ok(true)
-}
-
-/// Removes the tombstone `path` found at open (logged; a failure is logged and left for the next open).
-fn remove_leftover_tombstone(path: &Path) {
-    match remove_tree_if_exists(path) {
-        Ok(()) => tracing::info!(path = %path.display(), "removed the tombstone of a deletion cut short"),
-        Err(error) => tracing::warn!(path = %path.display(), %error, "could not remove a tombstone"),
-    }
-}
-
-/// The timeline directories under `data_dir`: `<tenant_id>/<timeline_id>`, both 32 lowercase hex digits.
-/// Tombstones (`<id>.deleted`) left by deletions cut short are removed on the way.
-fn list_timeline_dirs(data_dir: &Path) -> Result<Vec<(TimelineKey, PathBuf)>, NodeError> {
-    let mut found = Vec::new();
-    for (tenant_name, tenant_dir) in subdirectories(data_dir)? {
-        if is_tombstone_name(&tenant_name) {
-            remove_leftover_tombstone(&tenant_dir);
-            continue;
-        }
-        let Some(tenant_id) = parse_lower_hex_id(&tenant_name) else {
-            tracing::warn!(path = %tenant_dir.display(), "ignoring a directory that is not a tenant id");
-            continue;
-        };
-        let mut timeline_dirs = subdirectories(&tenant_dir)?;
-        // Staging directories first: one may be renamed into place and must then be listed as a timeline.
-        timeline_dirs.sort_by_key(|(name, _)| !name.ends_with(STAGING_SUFFIX));
-        let mut promoted = Vec::new();
-        for (timeline_name, timeline_dir) in timeline_dirs {
-            if let Some(id) = timeline_name.strip_suffix(STAGING_SUFFIX) {
-                if parse_lower_hex_id(id).is_some() {
-                    if let Some(target) = settle_staging(&timeline_dir, &tenant_dir.join(id))? {
-                        promoted.push((id.to_string(), target));
-                    }
-                    continue;
-                }
-            }
-            if is_tombstone_name(&timeline_name) {
-                remove_leftover_tombstone(&timeline_dir);
-                continue;
-            }
-            let Some(timeline_id) = parse_lower_hex_id(&timeline_name) else {
-                tracing::warn!(path = %timeline_dir.display(), "ignoring a directory that is not a timeline id");
-                continue;
-            };
-            found.push(((TenantId(tenant_id), TimelineId(timeline_id)), timeline_dir));
-        }
-        for (id, dir) in promoted {
-            let timeline_id = parse_lower_hex_id(&id).expect("checked above");
-            found.push(((TenantId(tenant_id), TimelineId(timeline_id)), dir));
-        }
-    }
-    found.sort_unstable_by_key(|(key, _)| *key);
-    Ok(found)
-}
-
-/// Settles a replica's staging directory found at open (see the module doc): renamed to `target` (and
-/// returned) if it is complete and `target` is absent; removed otherwise.
-fn settle_staging(staging: &Path, target: &Path) -> Result<Option<PathBuf>, NodeError> {
-    let complete = matches!(FileControl::load(staging), Ok(Some(_)));
-    if complete && !target.exists() {
-        fs::rename(staging, target).map_err(io_error(staging))?;
-        let parent = target.parent().unwrap_or(Path::new("."));
-        sync_dir_node(parent, fsio::Durability::Fsync)?;
-        tracing::info!(path = %target.display(), "installed a replica whose install was cut short");
-        return Ok(Some(target.to_path_buf()));
-    }
-    tracing::info!(
-        path = %staging.display(),
-        complete,
-        "removing a replica's staging directory left by a pull cut short"
-    );
-    remove_tree_if_exists(staging)?;
-    Ok(None)
-}
-
-/// fsync of a directory, as a node error.
-fn sync_dir_node(dir: &Path, durability: fsio::Durability) -> Result<(), NodeError> {
-    fsio::sync_dir(dir, durability).map_err(|e| NodeError::Io {
-        path: dir.to_path_buf(),
-        source: io::Error::other(e.to_string()),
-    })
-}
-
-/// Replaces the timeline directory `dir` by the complete replica in `staging`: `dir` to its tombstone, `staging`
-/// to `dir`, fsync of `parent`, removal of the tombstone. A crash between the renames leaves the complete
-/// staging directory and no `dir`, which the next open installs.
-fn swap_dirs(dir: &Path, staging: &Path, parent: &Path, durability: fsio::Durability) -> Result<(), NodeError> {
-    let tombstone = tombstone_path(dir);
-    remove_tree_if_exists(&tombstone)?;
-    fs::rename(dir, &tombstone).map_err(io_error(dir))?;
-    if let Err(error) = fs::rename(staging, dir) {
-        // Put the old one back so the node serves it after a restart; the caller reports the failure.
-        if let Err(back) = fs::rename(&tombstone, dir) {
-            tracing::error!(path = %dir.display(), %back, "could not put a timeline back after a failed replica install");
-        }
-        return Err(io_error(staging)(error));
-    }
-    sync_dir_node(parent, durability)?;
-    if let Err(error) = remove_tree_if_exists(&tombstone) {
-        tracing::warn!(path = %tombstone.display(), %error, "could not remove a tombstone; the next open will");
-    }
-    Ok(())
-}
-
-/// Raises the staged replica's control file to what the timeline here already promised or knows committed:
-/// the higher term, the higher commit LSN (within the replica's WAL, which holds every committed record).
-fn raise_staged_control(
-    staging: &Path,
-    current: &AcceptorState,
-    replica_flush_lsn: Lsn,
-    durability: fsio::Durability,
-) -> Result<(), NodeError> {
-    if current.commit_lsn > replica_flush_lsn {
-        // A record committed here is on every copy at least as far as this one; a replica without it would
-        // contradict that. Never install it.
-        return Err(NodeError::Acceptor(AcceptorError::Invalid(format!(
-            "the replica ends at {replica_flush_lsn}, before the commit LSN {} known here",
-            current.commit_lsn
-        ))));
-    }
-    let mut control = FileControl::load(staging)
-        .map_err(AcceptorError::from)?
-        .ok_or_else(|| NodeError::Io {
-            path: staging.to_path_buf(),
-            source: io::Error::other("a staged replica without its control file"),
-        })?;
-    let term = control.term.max(current.term);
-    let commit_lsn = control.commit_lsn.max(current.commit_lsn);
-    if (term, commit_lsn) == (control.term, control.commit_lsn) {
-        return Ok(());
-    }
-    control.term = term;
-    control.commit_lsn = commit_lsn;
-    FileControl::new(staging, durability)
-        .persist(&control)
-        .map_err(AcceptorError::from)?;
-    Ok(())
-}
-
-/// The subdirectories of `dir` with UTF-8 names (others are logged and skipped; files are skipped).
-fn subdirectories(dir: &Path) -> Result<Vec<(String, PathBuf)>, NodeError> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
-        let entry = entry.map_err(io_error(dir))?;
-        let path = entry.path();
-        if !entry.file_type().map_err(io_error(&path))?.is_dir() {
-            continue;
-        }
-        match entry.file_name().into_string() {
-            Ok(name) => out.push((name, path)),
-            Err(_) => tracing::warn!(path = %path.display(), "ignoring a directory with a non-UTF-8 name"),
-        }
-    }
-    Ok(out)
-}
-
-fn open_timeline_dir(dir: &Path, config: &FileStoreConfig) -> Result<Option<FileAcceptor>, AcceptorError> {
-    let Some((control, wal, store)) = filestore::open_timeline(dir, config)? else {
-        return Ok(None);
-    };
-    Acceptor::new(control, wal, store).map(Some)
-}
-
-/// Who owns a lock file: a process named by its pid, start time and boot.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Owner {
-    pid: u32,
-    /// Clock ticks after boot at which the process started (`/proc/<pid>/stat` field 22), if known.
-    start_ticks: Option<u64>,
-    /// `/proc/sys/kernel/random/boot_id`, if known.
-    boot_id: Option<String>,
-}
-
-impl Owner {
-    fn current() -> Owner {
-        let pid = std::process::id();
-        Owner {
-            pid,
-            start_ticks: process_start_ticks(pid),
-            boot_id: boot_id(),
-        }
-    }
-
-    fn encode(&self) -> String {
-        let mut out = format!("pid {}\n", self.pid);
-        if let Some(ticks) = self.start_ticks {
-            out.push_str(&format!("start_ticks {ticks}\n"));
-        }
-        if let Some(boot) = &self.boot_id {
-            out.push_str(&format!("boot_id {boot}\n"));
-        }
-        out
-    }
-
-    fn decode(text: &str) -> Option<Owner> {
-        let mut pid = None;
-        let mut start_ticks = None;
-        let mut boot_id = None;
-        for line in text.lines() {
-            let (name, value) = line.split_once(' ')?;
-            match name {
-                "pid" => pid = Some(value.parse().ok()?),
-                "start_ticks" => start_ticks = Some(value.parse().ok()?),
-                "boot_id" => boot_id = Some(value.to_string()),
-                _ => return None,
-            }
-        }
-        Some(Owner {
-            pid: pid?,
-            start_ticks,
-            boot_id,
-        })
-    }
-
-    /// Whether this owner is provably gone (otherwise it is assumed alive).
-    fn is_gone(&self) -> bool {
-        if let (Some(theirs), Some(ours)) = (&self.boot_id, boot_id()) {
-            if *theirs != ours {
-                return true;
-            }
-        }
-        if !Path::new("/proc/self/stat").exists() {
-            return false;
-        }
-        match process_start_ticks(self.pid) {
-            None => !Path::new(&format!("/proc/{}", self.pid)).exists(),
-            Some(now) if self.start_ticks.is_some_and(|then| then != now) => true,
-            // Killed but not yet reaped by its parent: a zombie holds no file and writes nothing more, so a
-            // restart right after a kill -9 need not wait for the reaping.
-            Some(_) => matches!(process_state(self.pid), Some('Z' | 'X')),
-        }
-    }
-}
-
-/// Field 3 of `/proc/<pid>/stat`: the process state (`R`, `S`, `D`, `Z` zombie, `X` dead, …).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
-}
-
-fn boot_id() -> Option<String> {
-    fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
-}
-
-/// Field 22 of `/proc/<pid>/stat`. The second field (the command) is in parentheses and may hold spaces, so
-/// fields are counted after the last `)`, where field 3 begins.
-fn process_start_ticks(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_command = &stat[stat.rfind(')')? + 1..];
-    after_command.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-/// The data directory's lock file; removed on drop.
-#[derive(Debug)]
-struct DirLock {
-    path: PathBuf,
-}
-
-impl DirLock {
-    fn acquire(data_dir: &Path) -> Result<DirLock, NodeError> {
-        static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-        let path = data_dir.join(LOCK_FILE_NAME);
-        let me = Owner::current();
-        let temp = data_dir.join(format!(
-            "{LOCK_FILE_NAME}.{}.{}.tmp",
-            me.pid,
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::File::create(&temp)
-            .and_then(|mut file| file.write_all(me.encode().as_bytes()))
-            .map_err(io_error(&temp))?;
-        let result = Self::link(&temp, &path);
-        if let Err(error) = fs::remove_file(&temp) {
-            tracing::warn!(path = %temp.display(), %error, "could not remove a lock temp file");
-        }
-        result?;
-        Ok(DirLock { path })
-    }
-
-    /// Links `temp` to `path` (atomic: `path` appears with its whole content), taking over a stale lock once.
-    fn link(temp: &Path, path: &Path) -> Result<(), NodeError> {
-        let mut took_over = false;
-        loop {
-            match fs::hard_link(temp, path) {
-                Ok(()) => return Ok(()),
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(io_error(path)(error)),
-            }
-            let text = match fs::read_to_string(path) {
-                Ok(text) => text,
-                // Its owner just removed it: try again.
-                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(io_error(path)(error)),
-            };
-            let holder = Owner::decode(&text);
-            let stale = holder.as_ref().is_some_and(Owner::is_gone);
-            if !stale || took_over {
-                return Err(NodeError::Locked {
-                    path: path.to_path_buf(),
-                    holder: text.trim().replace('\n', ", "),
-                });
-            }
-            tracing::warn!(path = %path.display(), holder = ?holder, "taking over a stale lock file (its owner is gone)");
-            match fs::remove_file(path) {
-                Ok(()) => {}
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-                Err(error) => return Err(io_error(path)(error)),
-            }
-            took_over = true;
-        }
-    }
-}
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        match fs::remove_file(&self.path) {
-            Ok(()) => tracing::info!(path = %self.path.display(), "released the data directory lock"),
-            Err(error) => tracing::warn!(path = %self.path.display(), %error, "could not remove the lock file"),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_round_trips_and_we_are_alive() {
-        let me = Owner::current();
-        assert_eq!(Owner::decode(&me.encode()), Some(me.clone()));
-        assert!(!me.is_gone(), "this process is alive");
-        assert_eq!(Owner::decode("garbage"), None);
-        assert_eq!(Owner::decode("pid 12\nsurprise 1\n"), None);
-    }
-
-    #[test]
-    fn a_lock_of_a_gone_process_is_taken_over() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(LOCK_FILE_NAME);
-        let mut gone = Owner::current();
-        gone.start_ticks = gone.start_ticks.map(|t| t + 1);
-        gone.boot_id = Some("another-boot".into());
-        fs::write(&path, gone.encode()).expect("write");
-        let lock = DirLock::acquire(dir.path()).expect("stale lock taken over");
-        assert!(DirLock::acquire(dir.path()).is_err(), "held by this process now");
-        drop(lock);
-        assert!(!path.exists(), "removed on drop");
-        fs::write(&path, "not a lock file").expect("write");
-        assert!(
-            matches!(DirLock::acquire(dir.path()), Err(NodeError::Locked { .. })),
-            "an unreadable lock is assumed held"
-        );
-        let leftovers: Vec<_> = fs::read_dir(dir.path())
-            .expect("read_dir")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(leftovers.len(), 1, "no temp files left: {leftovers:?}");
-    }
-
-    /// Issue 13: a restart within a second or two of a kill -9 found the lock held by the killed process,
-    /// still a zombie until its parent reaped it.
-    #[test]
-    fn a_lock_of_a_killed_unreaped_process_is_taken_over() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = std::process::Command::new("sleep")
-            .arg("60")
-            .spawn()
-            .expect("spawn sleep");
-        let owner = Owner {
-            pid: child.id(),
-            start_ticks: process_start_ticks(child.id()),
-            boot_id: boot_id(),
-        };
-        fs::write(dir.path().join(LOCK_FILE_NAME), owner.encode()).expect("write");
-        assert!(
-            matches!(DirLock::acquire(dir.path()), Err(NodeError::Locked { .. })),
-            "a live owner keeps its lock"
-        );
-        child.kill().expect("kill -9");
-        // Not reaped: a zombie until `wait`. Wait for the kernel to make it one.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while process_state(child.id()) != Some('Z') {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no zombie: {:?}",
-                process_state(child.id())
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let lock = DirLock::acquire(dir.path()).expect("a zombie's lock is taken over");
-        drop(lock);
-        child.wait().expect("reap");
     }
 }

@@ -24,12 +24,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use bytes::Bytes;
-use safekeeper::acceptor::Acceptor;
-use safekeeper::dispatch::{serve, Served};
-use safekeeper::memstore::{MemControl, MemWal};
-use safekeeper::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Status};
-use safekeeper::protocol::{ControlState, Term, WalStore};
-use storage::{Key, Lsn, Patch, Value, WalRecord};
+use cambium_types::{Key, Lsn, Patch, Value, WalRecord};
+use safekeeper_core::acceptor::Acceptor;
+use safekeeper_core::dispatch::{serve, Served};
+use safekeeper_core::memstore::{MemControl, MemWal};
+use safekeeper_core::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Status};
+use safekeeper_core::protocol::{ControlState, Term, WalStore};
 
 const ACCEPTORS: usize = 3;
 const START: Lsn = Lsn(0x1000);
@@ -267,16 +267,16 @@ impl Sim {
     fn handle(&mut self, event: Event) -> Result<(), String> {
         match &event {
             Event::ToAcceptor { proposer, envelope } => match &envelope.request {
-                safekeeper::proposer::Request::Elected(e) => self.trace(|| {
+                safekeeper_core::proposer::Request::Elected(e) => self.trace(|| {
                     format!(
                         "p{proposer} -> a{} Elected term {} start {} history {:?}",
                         envelope.to, e.term, e.start_streaming_at, e.history.0
                     )
                 }),
-                safekeeper::proposer::Request::Vote(v) => {
+                safekeeper_core::proposer::Request::Vote(v) => {
                     self.trace(|| format!("p{proposer} -> a{} #{} Vote {}", envelope.to, envelope.id, v.term))
                 }
-                safekeeper::proposer::Request::GetState => self.trace(|| {
+                safekeeper_core::proposer::Request::GetState => self.trace(|| {
                     format!(
                         "p{proposer} -> a{} #{} GetState (flush now {})",
                         envelope.to,
@@ -288,10 +288,10 @@ impl Sim {
                             .unwrap_or(Lsn(0))
                     )
                 }),
-                safekeeper::proposer::Request::ReadWal { term, start_lsn, .. } => {
+                safekeeper_core::proposer::Request::ReadWal { term, start_lsn, .. } => {
                     self.trace(|| format!("p{proposer} -> a{} ReadWal term {term} at {start_lsn}", envelope.to))
                 }
-                safekeeper::proposer::Request::Append(a) => self.trace(|| {
+                safekeeper_core::proposer::Request::Append(a) => self.trace(|| {
                     format!(
                         "p{proposer} -> a{} Append term {} {}..{} (durable len {})",
                         envelope.to,
@@ -329,7 +329,7 @@ impl Sim {
         match event {
             Event::ToProposer { proposer, .. } | Event::ToAcceptor { proposer, .. } if self.stopped[proposer] => {}
             Event::ToAcceptor { proposer, envelope } => {
-                if let safekeeper::proposer::Request::Elected(elected) = &envelope.request {
+                if let safekeeper_core::proposer::Request::Elected(elected) = &envelope.request {
                     let flush = self.nodes[envelope.to]
                         .live
                         .as_ref()
@@ -338,7 +338,7 @@ impl Sim {
                         self.coverage.truncating_elections += 1;
                     }
                 }
-                if let safekeeper::proposer::Request::ReadWal { .. } = &envelope.request {
+                if let safekeeper_core::proposer::Request::ReadWal { .. } = &envelope.request {
                     self.coverage.catch_up_reads += 1;
                 }
                 if self.nodes[envelope.to].lost {
@@ -529,7 +529,7 @@ impl Sim {
         let mut at = 0usize;
         while at < bytes.len() {
             let body = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a frame header")) as usize;
-            at += storage::wal::FRAME_HEADER_BYTES + body;
+            at += cambium_types::wal::FRAME_HEADER_BYTES + body;
             if source_oldest.0 + at as u64 <= bound.0 {
                 boundaries.push(Lsn(source_oldest.0 + at as u64));
             }

@@ -11,8 +11,8 @@
 //! - the acknowledged `flush_lsn` is always durable; `commit_lsn` never passes it and never goes back.
 
 use bytes::Bytes;
-use storage::wal::scan_frames;
-use storage::Lsn;
+use cambium_types::wal::scan_frames;
+use cambium_types::Lsn;
 
 use crate::protocol::{
     AcceptorError, AcceptorState, AppendRequest, AppendResponse, ControlState, ControlStore, ElectedRequest, Term,
@@ -323,7 +323,7 @@ fn is_frame_boundary(data: &[u8], offset: usize) -> bool {
     let mut at = 0usize;
     while at < offset {
         let body_len = u32::from_le_bytes(data[at..at + 4].try_into().expect("validated frame header")) as usize;
-        at += storage::wal::FRAME_HEADER_BYTES + body_len;
+        at += cambium_types::wal::FRAME_HEADER_BYTES + body_len;
     }
     at == offset
 }
@@ -333,7 +333,7 @@ mod tests {
     use super::*;
     use crate::memstore::{MemControl, MemWal};
     use crate::protocol::{TermHistory, TermSwitch};
-    use storage::{Key, Value, WalRecord};
+    use cambium_types::{Key, Value, WalRecord};
 
     const START: Lsn = Lsn(0x100);
 
@@ -345,7 +345,7 @@ mod tests {
                 db_size_pages: 1,
                 entries: vec![(
                     Key::page(0),
-                    Value::Delta(vec![storage::Patch {
+                    Value::Delta(vec![cambium_types::Patch {
                         offset: 0,
                         data: Bytes::from(vec![fill; 10]),
                     }]),
@@ -479,38 +479,6 @@ mod tests {
             elect(&mut a, 1, &[(1, START.0 + 1)], START),
             Err(AcceptorError::Invalid(_))
         ));
-    }
-
-    #[test]
-    fn a_read_inside_a_frame_is_an_error_not_a_panic() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = crate::filestore::FileStoreConfig {
-            segment_size_bytes: 4096,
-            durability: storage::Durability::Fsync,
-        };
-        let (control, wal, store) = crate::filestore::create_timeline(dir.path(), START, &config).expect("create");
-        let mut a = Acceptor::new(control, wal, store).expect("new");
-        a.vote(VoteRequest { term: 1 }).expect("vote");
-        a.elected(ElectedRequest {
-            term: 1,
-            history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
-            start_streaming_at: START,
-        })
-        .expect("elected");
-        let data = frames(3, 9);
-        a.append(&AppendRequest {
-            term: 1,
-            begin_lsn: START,
-            data: data.clone(),
-            commit_lsn: START,
-        })
-        .expect("append");
-        a.sync().expect("sync");
-        for offset in [1u64, 5, 8, 13, data.len() as u64 - 1] {
-            let result = a.read_wal_in_term(1, Lsn(START.0 + offset), 1 << 20);
-            assert!(result.is_err(), "a read at +{offset}, inside a frame, must fail");
-        }
-        assert_eq!(a.read_wal_in_term(1, START, 1 << 20).expect("aligned read"), data);
     }
 
     #[test]

@@ -4,7 +4,26 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::error::{io_err, Result};
+/// An I/O error on a path: what every function here fails with. The engine and the services wrap it in their
+/// own error enums.
+#[derive(Debug, thiserror::Error)]
+#[error("I/O error on {}: {source}", path.display())]
+pub struct IoError {
+    /// The path.
+    pub path: PathBuf,
+    /// The error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = IoError> = std::result::Result<T, E>;
+
+/// Wraps an `io::Error` with its path.
+pub fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> IoError {
+    let path = path.into();
+    move |source| IoError { path, source }
+}
 
 /// Whether the engine calls fsync. `Off` exists for benchmarks that measure the work apart from the sync; a
 /// real deployment always uses `Fsync`.

@@ -2,14 +2,19 @@
 //! [`serve`], which runs it on a listener until a shutdown signal.
 //!
 //! Every request is validated (ids, term histories, sizes) before it reaches the acceptor, and the acceptor
-//! validates before it writes: a refused request changes nothing on disk. Statuses follow the contract in the
+//! validates before it writes: a refused request changes nothing on disk. The proposer's requests (`GetState`,
+//! `Vote`, `Elected`, `Append`, `ReadWal`) reach the acceptor through `safekeeper_core::dispatch::apply`, the
+//! same mapping the deterministic simulation drives; only the conversions from and to the wire are this
+//! module's. Statuses follow the contract in the
 //! header of `proto/proto/safekeeper.proto` (see [`crate::convert::status_from_acceptor`]).
 //!
 //! **Append** is a bidirectional stream and the group-commit point: the task serving it takes one message,
 //! then every further message already received on the stream (without waiting, up to
 //! [`APPEND_BATCH_MESSAGES_MAX`] messages or [`APPEND_BATCH_BYTES_MAX`] bytes), writes them all, makes them
 //! durable with one `sync` (one fdatasync) and acknowledges each, in order, with the same flush and commit
-//! LSN. A refused message ends the stream with its status, after the messages before it are acknowledged;
+//! LSN. While a batch is written, the messages arriving are read ahead into the next batch (within the same
+//! limits, so at most two batches per stream are in memory); the node counts them all
+//! ([`SafekeeperNode::appends_pending`]). A refused message ends the stream with its status, after the messages before it are acknowledged;
 //! the messages after it are not written.
 //!
 //! **StreamWal** sends committed WAL from the requested LSN in chunks of at most [`STREAM_WAL_CHUNK_BYTES_MAX`]
@@ -28,19 +33,23 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use cambium_types::Lsn;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_server::{Safekeeper, SafekeeperServer};
-use storage::Lsn;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::convert::{self, status_from_acceptor, status_from_read_error, TimelineKey};
-use crate::dispatch::READ_BYTES_MAX;
+use crate::convert::{self, status_from_acceptor, status_from_read_error};
 use crate::node::{NodeError, SafekeeperNode, Timeline};
-use crate::protocol::{AcceptorError, AppendRequest, AppendResponse, VoteRequest};
+use safekeeper_core::dispatch::{self, Served, READ_BYTES_MAX};
+use safekeeper_core::proposer::{Reply, Request as ProtocolRequest};
+use safekeeper_core::protocol::{AcceptorError, VoteRequest};
+
+mod append;
+
+use append::append_stream;
 
 /// Largest gRPC message accepted or sent. An append carries at most `acceptor::APPEND_BYTES_MAX` (16 MiB) of
 /// WAL; this leaves room for the envelope and makes an oversized append a clear `INVALID_ARGUMENT` from the
@@ -137,6 +146,45 @@ async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|&down| down).await;
 }
 
+/// Runs one protocol request on `timeline`'s acceptor through [`dispatch::apply`] (the mapping the simulation
+/// drives) and gives the reply with the acceptor's commit LSN after it (read under the same lock). A refusal is
+/// the acceptor's error, reported by `status` (the read or the write mapping of the contract).
+async fn apply(
+    timeline: &Arc<Timeline>,
+    request: ProtocolRequest,
+    status: fn(&AcceptorError) -> Status,
+) -> Result<(Reply, Lsn), Status> {
+    let what = request_name(&request);
+    let (served, commit_lsn) = timeline
+        .run(move |acceptor| {
+            let served = dispatch::apply(acceptor, request);
+            (served, acceptor.control().commit_lsn)
+        })
+        .await
+        .map_err(|e| status_from_node(&e))?;
+    match served.map_err(|e| status(&e))? {
+        Served::Reply(reply) => Ok((reply, commit_lsn)),
+        // Appends go through `write_batch`, which syncs them as a group.
+        Served::NeedsSync => panic!("dispatch answered {what} with NeedsSync, which only appends may"),
+    }
+}
+
+/// The name of a protocol request, for messages.
+fn request_name(request: &ProtocolRequest) -> &'static str {
+    match request {
+        ProtocolRequest::GetState => "GetState",
+        ProtocolRequest::Vote(_) => "Vote",
+        ProtocolRequest::Elected(_) => "Elected",
+        ProtocolRequest::Append(_) => "Append",
+        ProtocolRequest::ReadWal { .. } => "ReadWal",
+    }
+}
+
+/// A reply of another kind than its request's: the dispatch mapping broke its contract (our bug).
+fn unexpected_reply(request: &str, reply: &Reply) -> ! {
+    panic!("dispatch answered {request} with {reply:?}")
+}
+
 #[tonic::async_trait]
 impl Safekeeper for SafekeeperService {
     async fn create_timeline(
@@ -166,19 +214,26 @@ impl Safekeeper for SafekeeperService {
 
     async fn get_state(&self, request: Request<pb::TimelineRef>) -> Result<Response<pb::AcceptorState>, Status> {
         let timeline = self.timeline(Some(request.get_ref()))?;
-        let state = timeline.state().await.map_err(|e| status_from_node(&e))?;
-        Ok(Response::new(convert::state_to_proto(&state)))
+        match apply(&timeline, ProtocolRequest::GetState, status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::State(state) => Ok(Response::new(convert::state_to_proto(&state))),
+            other => unexpected_reply("GetState", &other),
+        }
     }
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteResponse>, Status> {
         let request = request.into_inner();
         let timeline = self.timeline(request.timeline.as_ref())?;
         let vote = VoteRequest { term: request.term };
-        let response = timeline
-            .run(move |acceptor| acceptor.vote(vote))
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_acceptor(&e))?;
+        let response = match apply(&timeline, ProtocolRequest::Vote(vote), status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::Vote(response) => response,
+            other => unexpected_reply("Vote", &other),
+        };
         tracing::info!(
             node = self.node.node_id(),
             tenant = %timeline.key().0,
@@ -198,11 +253,13 @@ impl Safekeeper for SafekeeperService {
         let timeline = self.timeline(request.timeline.as_ref())?;
         let elected = convert::elected_from_proto(&request)?;
         let (term, start) = (elected.term, elected.start_streaming_at);
-        timeline
-            .run(move |acceptor| acceptor.elected(elected))
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_acceptor(&e))?;
+        match apply(&timeline, ProtocolRequest::Elected(elected), status_from_acceptor)
+            .await?
+            .0
+        {
+            Reply::Elected => {}
+            other => unexpected_reply("Elected", &other),
+        }
         tracing::info!(
             node = self.node.node_id(),
             tenant = %timeline.key().0,
@@ -230,17 +287,20 @@ impl Safekeeper for SafekeeperService {
         let request = request.into_inner();
         let timeline = self.timeline(request.timeline.as_ref())?;
         let (term, start_lsn) = (request.term, Lsn(request.start_lsn));
+        // `dispatch::apply` bounds the read by `READ_BYTES_MAX` too; the bound is repeated here so a reader of
+        // this RPC sees it.
         let max_bytes = usize::try_from(request.max_bytes)
             .unwrap_or(usize::MAX)
             .min(READ_BYTES_MAX);
-        let (data, commit_lsn) = timeline
-            .run(move |acceptor| {
-                let data = acceptor.read_wal_in_term(term, start_lsn, max_bytes)?;
-                Ok::<_, AcceptorError>((data, acceptor.control().commit_lsn))
-            })
-            .await
-            .map_err(|e| status_from_node(&e))?
-            .map_err(|e| status_from_read_error(&e))?;
+        let read = ProtocolRequest::ReadWal {
+            term,
+            start_lsn,
+            max_bytes,
+        };
+        let (data, commit_lsn) = match apply(&timeline, read, status_from_read_error).await? {
+            (Reply::Wal { data, .. }, commit_lsn) => (data, commit_lsn),
+            (other, _) => unexpected_reply("ReadWal", &other),
+        };
         Ok(Response::new(pb::WalChunk {
             start_lsn: start_lsn.0,
             data,
@@ -259,7 +319,7 @@ impl Safekeeper for SafekeeperService {
         let start_lsn = Lsn(request.start_lsn);
         let oldest_lsn = timeline
             .run(|acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 acceptor.wal().oldest_lsn()
             })
             .await
@@ -283,7 +343,7 @@ impl Safekeeper for SafekeeperService {
         let lsn = Lsn(request.remote_consistent_lsn);
         let (commit_lsn, oldest_lsn) = timeline
             .run(move |acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 acceptor.set_remote_consistent_lsn(lsn)?;
                 Ok::<_, AcceptorError>((acceptor.control().commit_lsn, acceptor.wal().oldest_lsn()))
             })
@@ -340,7 +400,7 @@ impl Safekeeper for SafekeeperService {
         }
         let (oldest_lsn, flush_lsn) = timeline
             .run(|acceptor| {
-                use crate::protocol::WalStore;
+                use safekeeper_core::protocol::WalStore;
                 (acceptor.wal().oldest_lsn(), acceptor.wal().flush_lsn())
             })
             .await
@@ -390,178 +450,6 @@ impl Safekeeper for SafekeeperService {
             .map_err(|e| status_from_node(&e))?;
         Ok(Response::new(pb::DeleteTenantResponse {}))
     }
-}
-
-type AppendSender = mpsc::Sender<Result<pb::AppendResponse, Status>>;
-
-/// What writing one batch of appends gave.
-struct BatchOutcome {
-    /// Request ids of the appends written (and covered by `ack` if it is `Ok`).
-    written: Vec<u64>,
-    /// The sync after them (`None` if none was written).
-    ack: Option<Result<AppendResponse, AcceptorError>>,
-    /// The append that was refused, which ends the stream.
-    refused: Option<AcceptorError>,
-}
-
-/// Serves one append stream until the client ends it, a request is refused, or the node shuts down.
-async fn append_stream(node: Arc<SafekeeperNode>, mut inbound: Streaming<pb::AppendRequest>, tx: AppendSender) {
-    let mut shutdown = node.subscribe_shutdown();
-    let mut timeline: Option<Arc<Timeline>> = None;
-    loop {
-        let first = tokio::select! {
-            message = inbound.next() => message,
-            () = shutdown_signalled(&mut shutdown) => {
-                let _ = tx.send(Err(status_from_node(&NodeError::ShuttingDown))).await;
-                return;
-            }
-            () = timeline_deleted(timeline.as_ref()) => {
-                let key = timeline.as_ref().map(|t| t.key());
-                if let Some(key) = key {
-                    let _ = tx.send(Err(status_from_node(&NodeError::Deleted { key }))).await;
-                }
-                return;
-            }
-            () = tx.closed() => return,
-        };
-        let first = match first {
-            None => return,
-            Some(Err(status)) => {
-                tracing::debug!(%status, "append stream failed on the client side");
-                return;
-            }
-            Some(Ok(message)) => message,
-        };
-        // Group commit: take whatever else has already arrived, without waiting.
-        let mut batch_bytes = first.data.len();
-        let mut batch = vec![first];
-        let mut inbound_ended = false;
-        while batch.len() < APPEND_BATCH_MESSAGES_MAX && batch_bytes < APPEND_BATCH_BYTES_MAX {
-            match inbound.next().now_or_never() {
-                Some(Some(Ok(message))) => {
-                    batch_bytes += message.data.len();
-                    batch.push(message);
-                }
-                Some(Some(Err(status))) => {
-                    tracing::debug!(%status, "append stream failed on the client side");
-                    inbound_ended = true;
-                    break;
-                }
-                Some(None) => {
-                    inbound_ended = true;
-                    break;
-                }
-                None => break,
-            }
-        }
-        let (appends, refusal) = resolve_batch(&node, &mut timeline, batch);
-        if let (Some(target), false) = (&timeline, appends.is_empty()) {
-            let outcome = target.run(move |acceptor| write_batch(acceptor, appends)).await;
-            let outcome = match outcome {
-                Ok(outcome) => outcome,
-                Err(error) => {
-                    let _ = tx.send(Err(status_from_node(&error))).await;
-                    return;
-                }
-            };
-            match outcome.ack {
-                Some(Ok(ack)) => {
-                    tracing::trace!(appends = outcome.written.len(), flush_lsn = %ack.flush_lsn, "group commit");
-                    for request_id in outcome.written {
-                        let response = convert::append_response_to_proto(request_id, &ack);
-                        if tx.send(Ok(response)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Some(Err(error)) => {
-                    let _ = tx.send(Err(status_from_acceptor(&error))).await;
-                    return;
-                }
-                None => {}
-            }
-            if let Some(error) = outcome.refused {
-                tracing::debug!(%error, "append refused; ending the stream");
-                let _ = tx.send(Err(status_from_acceptor(&error))).await;
-                return;
-            }
-        }
-        if let Some(status) = refusal {
-            let _ = tx.send(Err(status)).await;
-            return;
-        }
-        if inbound_ended {
-            return;
-        }
-    }
-}
-
-/// Checks the timeline each message names (the first must name one; later ones may omit it but not change
-/// it). Returns the appends up to the first bad message, and that message's status.
-fn resolve_batch(
-    node: &SafekeeperNode,
-    timeline: &mut Option<Arc<Timeline>>,
-    batch: Vec<pb::AppendRequest>,
-) -> (Vec<(u64, AppendRequest)>, Option<Status>) {
-    let mut appends = Vec::with_capacity(batch.len());
-    for message in batch {
-        match (&message.timeline, &*timeline) {
-            (None, None) => {
-                return (
-                    appends,
-                    Some(Status::invalid_argument(
-                        "the first append of a stream must name its timeline",
-                    )),
-                )
-            }
-            (None, Some(_)) => {}
-            (Some(named), current) => {
-                let key: TimelineKey = match convert::timeline_key(Some(named)) {
-                    Ok(key) => key,
-                    Err(status) => return (appends, Some(status)),
-                };
-                match current {
-                    Some(current) if current.key() == key => {}
-                    Some(current) => {
-                        return (
-                            appends,
-                            Some(Status::invalid_argument(format!(
-                                "an append stream serves one timeline: this one is {}/{}, not {}/{}",
-                                current.key().0,
-                                current.key().1,
-                                key.0,
-                                key.1
-                            ))),
-                        )
-                    }
-                    None => match node.timeline(key) {
-                        Ok(found) => *timeline = Some(found),
-                        Err(error) => return (appends, Some(status_from_node(&error))),
-                    },
-                }
-            }
-        }
-        let request_id = message.request_id;
-        appends.push((request_id, convert::append_from_proto(message)));
-    }
-    (appends, None)
-}
-
-/// Writes the appends in order until one is refused, then syncs once if anything was written.
-fn write_batch(acceptor: &mut crate::node::FileAcceptor, appends: Vec<(u64, AppendRequest)>) -> BatchOutcome {
-    let mut written = Vec::with_capacity(appends.len());
-    let mut refused = None;
-    for (request_id, append) in &appends {
-        match acceptor.append(append) {
-            Ok(()) => written.push(*request_id),
-            Err(error) => {
-                refused = Some(error);
-                break;
-            }
-        }
-    }
-    let ack = (!written.is_empty()).then(|| acceptor.sync());
-    BatchOutcome { written, ack, refused }
 }
 
 type WalSender = mpsc::Sender<Result<pb::WalChunk, Status>>;

@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use storage::Lsn;
+use cambium_types::Lsn;
 
 use crate::protocol::{
     divergence_lsn, AcceptorState, AppendRequest, AppendResponse, ElectedRequest, Term, TermHistory, TermSwitch,
@@ -438,7 +438,7 @@ impl Proposer {
             Phase::Fenced(term) => return Err(ProposeError::Fenced { term: *term }),
             _ => return Err(ProposeError::NotLeader),
         };
-        match storage::wal::scan_frames(&frame, leader.end_lsn) {
+        match cambium_types::wal::scan_frames(&frame, leader.end_lsn) {
             (valid, None) if valid == frame.len() && !frame.is_empty() => {}
             _ => return Err(ProposeError::BadFrame),
         }
@@ -1061,7 +1061,7 @@ mod tests {
     use crate::dispatch::{serve, Served};
     use crate::memstore::{MemControl, MemWal};
     use crate::protocol::ControlState;
-    use storage::{Key, Patch, Value, WalRecord};
+    use cambium_types::{Key, Patch, Value, WalRecord};
 
     const START: Lsn = Lsn(0x100);
     const TIMEOUT_MS: u64 = 100;

@@ -68,6 +68,19 @@ impl fmt::Debug for Key {
     }
 }
 
+// Serialized as plain integers (layer descriptors in the engine's metadata).
+impl serde::Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <u64 as serde::Deserialize>::deserialize(deserializer).map(Key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,8 @@
 //! it starts and on the WAL written in it.
 
 use bytes::Bytes;
+use cambium_types::Lsn;
 use serde::{Deserialize, Serialize};
-use storage::Lsn;
 
 /// A term number. Zero means "none yet".
 pub type Term = u64;
@@ -213,7 +213,7 @@ pub enum AcceptorError {
     },
     /// Data that is not whole valid frames (DATA_LOSS for a crc failure, INVALID_ARGUMENT otherwise).
     #[error("bad WAL frame: {0}")]
-    BadFrame(#[from] storage::wal::WalDecodeError),
+    BadFrame(#[from] cambium_types::wal::WalDecodeError),
     /// A request that contradicts itself or the acceptor's committed WAL (INVALID_ARGUMENT).
     #[error("invalid request: {0}")]
     Invalid(String),

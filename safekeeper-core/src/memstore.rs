@@ -2,8 +2,8 @@
 //! crash loses exactly what was never synced (optionally leaving a torn prefix of it, as a real disk may).
 
 use bytes::Bytes;
-use storage::wal::scan_frames;
-use storage::Lsn;
+use cambium_types::wal::scan_frames;
+use cambium_types::Lsn;
 
 use crate::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
@@ -115,7 +115,7 @@ impl WalStore for MemWal {
         let mut len = 0usize;
         while len < valid {
             let body = u32::from_le_bytes(available[len..len + 4].try_into().expect("validated frame header")) as usize;
-            let next = len + storage::wal::FRAME_HEADER_BYTES + body;
+            let next = len + cambium_types::wal::FRAME_HEADER_BYTES + body;
             if len > 0 && next > max_bytes {
                 break;
             }

@@ -1,0 +1,170 @@
+//! File-backed WAL segments ([`FileWal`]) and control file ([`FileControl`]) for one acceptor timeline.
+//!
+//! # Layout
+//!
+//! One directory per timeline:
+//!
+//! ```text
+//! <dir>/control                     the control file (below)
+//! <dir>/0000000000000100.seg        WAL segment whose first byte is LSN 0x100
+//! <dir>/0000000000004100.seg        the next segment: starts where the previous one ends
+//! ```
+//!
+//! A segment is named by the LSN of its first byte as 16 uppercase hex digits and `.seg`. It holds whole WAL
+//! frames (`body_len u32 | crc32(body) u32 | body`, little-endian, see `cambium_types::wal`) back to back:
+//! byte `i` of segment `S` is the WAL byte at LSN `S + i`. Frames never straddle segments. A frame goes into
+//! the open (last) segment unless the segment already holds bytes and the frame would take it past
+//! `segment_size_bytes`; then it starts a new segment. So a segment is at most `segment_size_bytes` long,
+//! except one holding a single larger frame. The segments of a directory are contiguous: each one's length
+//! is exactly the distance to the next one's start.
+//!
+//! The control file, replaced atomically (temp file, fsync, rename, fsync of the directory):
+//!
+//! ```text
+//! magic "CMBSKCTL" | version u32 (= 1) | body_len u32 | crc32(body) u32 | body (JSON of ControlState)
+//! ```
+//!
+//! # Crash argument
+//!
+//! What `flush_lsn` reports is durable; everything else may be lost, and recovery ([`FileWal::open`]) finds
+//! the longest whole-frame prefix that survived.
+//!
+//! - **Appends** go to the open segment without fsync; [`WalStore::sync`] fdatasyncs it once (group commit)
+//!   and fsyncs the directory if a segment was created since the last sync, and only then moves
+//!   `flush_lsn`. A crash loses or tears only bytes past `flush_lsn`.
+//! - **A new segment** is created only after the previous one is fdatasynced and the previous one's
+//!   directory entry is durable. So when a segment exists on disk, every earlier one is whole and durable:
+//!   recovery scans only the last segment and checks the others cheaply (lengths contiguous with the next
+//!   start; crcs are checked on every read).
+//! - **Recovery** scans the last segment's frames (length bound, completeness, crc) and cuts the file at the
+//!   first frame that fails (a torn or partly written tail: unsynced bytes reach the disk in any order), with
+//!   set_len and fsync — unless the bad frame starts below the commit LSN of the control file: that WAL was
+//!   durable (acknowledged), so the damage is not a torn tail and the open fails with `Corrupt` naming the
+//!   segment and the frame's offset, cutting nothing. (Damage between that persisted commit LSN, which lags
+//!   by up to `COMMIT_PERSIST_DISTANCE_BYTES`, and the old flush LSN cannot be told from a torn tail: it is
+//!   cut, and the acceptor catches up from its peers.) It then fsyncs the last segment and the directory before reporting anything as
+//!   flushed, because after a *process* crash the page cache may still hold bytes that were never synced.
+//!   Stray temp files are removed.
+//! - **Truncation** syncs, deletes the later segments newest first, fsyncing the directory after each
+//!   deletion (so a crash leaves a contiguous run, never a gap), then cuts the segment holding the
+//!   truncation point (set_len, fsync). It keeps that segment even when it becomes empty, so the directory
+//!   still says where the WAL ends. A crash part way leaves a longer WAL than asked for, which is what the
+//!   caller sees when `truncate` did not return `Ok` (the acceptor truncates before it persists the new term
+//!   history).
+//! - **Removal** (`remove_below`) deletes the oldest segments first, fsyncing the directory after each, and
+//!   never the last one.
+//! - **The control file** is either the old or the new one after a crash (write-temp-fsync-rename-fsync-dir);
+//!   its magic, version, length and crc are checked on load.
+//! - **Errors**: after an I/O error in a write, sync, truncation or removal the store is poisoned and refuses
+//!   further changes with [`StoreError::Poisoned`]: a failed fsync is never retried as if the data were safe.
+//!   Reopening recovers from what is durable.
+
+mod control;
+mod segments;
+#[cfg(test)]
+mod tests;
+mod timeline;
+
+use std::fs::File;
+use std::path::Path;
+
+use cambium_types::fsio::{self, Durability};
+use cambium_types::Lsn;
+use safekeeper_core::protocol::StoreError;
+
+pub use control::FileControl;
+pub use segments::FileWal;
+pub use timeline::{create_timeline, open_timeline, ReplicaWriter};
+
+/// The default segment size: 16 MiB.
+pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 16 * 1024 * 1024;
+/// The suffix of segment file names.
+pub const SEGMENT_SUFFIX: &str = ".seg";
+/// The control file's name in the timeline directory.
+pub const CONTROL_FILE_NAME: &str = "control";
+/// The first bytes of a control file.
+pub const CONTROL_MAGIC: &[u8; 8] = b"CMBSKCTL";
+/// The control file format version written and accepted.
+pub const CONTROL_FORMAT_VERSION: u32 = 1;
+/// Largest control file accepted on load (bounds the memory an untrusted file may claim).
+pub const CONTROL_FILE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// magic | version | body_len | crc.
+const CONTROL_HEADER_BYTES: usize = 8 + 4 + 4 + 4;
+/// How much of the last segment recovery reads at a time (plus, when needed, the rest of one frame).
+const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+/// Read buffer of the frame-boundary walk in `truncate`.
+const BOUNDARY_WALK_BUFFER_BYTES: usize = 64 * 1024;
+/// `segment_name` is 16 hex digits and the suffix.
+const SEGMENT_NAME_HEX_DIGITS: usize = 16;
+
+/// Knobs of the file store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStoreConfig {
+    /// A segment takes no more frames once the next would take it past this size (a single larger frame gets
+    /// a segment of its own).
+    pub segment_size_bytes: u64,
+    /// Whether to fsync (`Off` for benchmarks only).
+    pub durability: Durability,
+}
+
+impl Default for FileStoreConfig {
+    fn default() -> Self {
+        FileStoreConfig {
+            segment_size_bytes: SEGMENT_SIZE_BYTES_DEFAULT,
+            durability: Durability::Fsync,
+        }
+    }
+}
+
+/// The file name of the segment starting at `start_lsn`: `0000000000000100.seg`.
+pub fn segment_file_name(start_lsn: Lsn) -> String {
+    format!("{:016X}{SEGMENT_SUFFIX}", start_lsn.0)
+}
+
+/// The start LSN a segment file name stands for, if it is one (the exact form [`segment_file_name`] writes).
+fn parse_segment_name(name: &str) -> Option<Lsn> {
+    let hex = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if hex.len() != SEGMENT_NAME_HEX_DIGITS || !hex.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok().map(Lsn)
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.display().to_string(),
+        offset,
+        reason: reason.into(),
+    }
+}
+
+/// The shared durable-file helpers fail with an [`fsio::IoError`] naming the path.
+fn from_fsio(error: fsio::IoError) -> StoreError {
+    StoreError::Io {
+        path: error.path.display().to_string(),
+        source: error.source,
+    }
+}
+
+fn sync_data(file: &File, path: &Path, durability: Durability) -> Result<(), StoreError> {
+    fsio::sync_file(file, path, durability).map_err(from_fsio)
+}
+
+/// fsync with metadata: after `set_len` the new size must be durable.
+fn sync_all(file: &File, path: &Path, durability: Durability) -> Result<(), StoreError> {
+    if durability == Durability::Fsync {
+        file.sync_all().map_err(io_error(path))?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path, durability: Durability) -> Result<(), StoreError> {
+    fsio::sync_dir(dir, durability).map_err(from_fsio)
+}

@@ -1,0 +1,139 @@
+//! A timeline directory as a whole: created durably ([`create_timeline`]), opened ([`open_timeline`]), or
+//! written as a replica ([`ReplicaWriter`]) with the control file last.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use cambium_types::fsio::{self, Durability};
+use cambium_types::Lsn;
+use safekeeper_core::protocol::{ControlState, ControlStore, StoreError, WalStore};
+
+use super::{corrupt, from_fsio, io_error, sync_dir, FileControl, FileStoreConfig, FileWal};
+
+/// Opens the timeline in `dir`: its control state, WAL and control store. `None` if it has no control file.
+pub fn open_timeline(
+    dir: &Path,
+    config: &FileStoreConfig,
+) -> Result<Option<(ControlState, FileWal, FileControl)>, StoreError> {
+    let Some(state) = FileControl::load(dir)? else {
+        return Ok(None);
+    };
+    let wal = FileWal::open_committed(dir, state.timeline_start_lsn, state.commit_lsn, config)?;
+    Ok(Some((state, wal, FileControl::new(dir, config.durability))))
+}
+
+/// Writes a replica's timeline (`PullTimeline`) into an empty directory: its WAL from the source's oldest LSN,
+/// appended in order, then [`ReplicaWriter::finish`] makes the WAL durable and writes the control file last.
+///
+/// Crash argument: until the control file exists the directory is not a timeline ([`open_timeline`] returns
+/// `None`, and the node removes such a staging directory at open); the control file is written only after
+/// every segment is fdatasynced and named durably in the directory (a roll-over syncs the segment it closes;
+/// `finish` syncs the last one and the directory), and it is written atomically (temp, fsync, rename, fsync
+/// of the directory). So a crash leaves either no control file or a complete, durable timeline.
+#[derive(Debug)]
+pub struct ReplicaWriter {
+    dir: PathBuf,
+    wal: FileWal,
+    durability: Durability,
+}
+
+impl ReplicaWriter {
+    /// Starts a replica in `dir`, which must exist and be empty, whose WAL begins at `oldest_lsn`: its first
+    /// segment is created there (so the directory says where the WAL starts even if no frame follows).
+    pub fn create(dir: &Path, oldest_lsn: Lsn, config: &FileStoreConfig) -> Result<ReplicaWriter, StoreError> {
+        if fs::read_dir(dir).map_err(io_error(dir))?.next().is_some() {
+            return Err(StoreError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a replica's directory must be empty"),
+            });
+        }
+        let mut wal = FileWal::open(dir, oldest_lsn, config)?;
+        wal.create_first_segment()?;
+        Ok(ReplicaWriter {
+            dir: dir.to_path_buf(),
+            wal,
+            durability: config.durability,
+        })
+    }
+
+    /// Where the next frames go.
+    pub fn write_lsn(&self) -> Lsn {
+        self.wal.write_lsn()
+    }
+
+    /// Appends whole frames at the write position (the caller checked them: this asserts only their framing).
+    pub fn append(&mut self, frames: &[u8]) -> Result<(), StoreError> {
+        let lsn = self.wal.write_lsn();
+        self.wal.write(lsn, frames)
+    }
+
+    /// Makes the WAL durable, then writes `state` as the control file. `state` must describe this WAL: it
+    /// starts at or before the first segment and its commit LSN is within the WAL written.
+    pub fn finish(mut self, state: &ControlState) -> Result<(), StoreError> {
+        let flush_lsn = self.wal.sync()?;
+        assert!(
+            state.commit_lsn <= flush_lsn,
+            "replica control: commit {} past the WAL end {flush_lsn}",
+            state.commit_lsn
+        );
+        assert!(
+            state.commit_lsn >= self.wal.oldest_lsn(),
+            "replica control: commit {} below the WAL start {}",
+            state.commit_lsn,
+            self.wal.oldest_lsn()
+        );
+        assert!(
+            state.timeline_start_lsn <= self.wal.oldest_lsn(),
+            "replica control: timeline start {} after the WAL start {}",
+            state.timeline_start_lsn,
+            self.wal.oldest_lsn()
+        );
+        FileControl::new(&self.dir, self.durability).persist(state)
+    }
+}
+
+/// Creates the timeline in `dir` (durably: directory, then the control file of `ControlState::new`).
+/// Idempotent: an existing timeline with the same start LSN is opened; one with another start LSN is an
+/// `AlreadyExists` I/O error.
+pub fn create_timeline(
+    dir: &Path,
+    timeline_start_lsn: Lsn,
+    config: &FileStoreConfig,
+) -> Result<(ControlState, FileWal, FileControl), StoreError> {
+    if let Some((state, wal, control)) = open_timeline(dir, config)? {
+        if state.timeline_start_lsn != timeline_start_lsn {
+            return Err(StoreError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "the timeline exists with start LSN {}, not {timeline_start_lsn}",
+                        state.timeline_start_lsn
+                    ),
+                ),
+            });
+        }
+        return Ok((state, wal, control));
+    }
+    fsio::create_dir_durable(dir, config.durability).map_err(from_fsio)?;
+    // The directory may have been created by an attempt that crashed before syncing its parent.
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent, config.durability)?;
+    }
+    let wal = FileWal::open(dir, timeline_start_lsn, config)?;
+    if wal.write_lsn() != timeline_start_lsn || !wal.segment_starts().is_empty() {
+        return Err(corrupt(
+            dir,
+            0,
+            "WAL segments without a control file: refusing to create a timeline over them",
+        ));
+    }
+    let state = ControlState::new(timeline_start_lsn);
+    let mut control = FileControl::new(dir, config.durability);
+    control.persist(&state)?;
+    // After the control file: a crash before this leaves a timeline with no segment, which the first append
+    // creates; after it, an empty segment, which opens as an empty WAL.
+    let mut wal = wal;
+    wal.create_first_segment()?;
+    Ok((state, wal, control))
+}
