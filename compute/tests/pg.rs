@@ -146,9 +146,9 @@ async fn prepared_statements_with_parameters() {
         )
         .await
         .expect("insert nulls");
-    // Parameters out of order, and untyped ones taken as text.
+    // Parameters out of order, each typed by the column it is compared with (as PostgreSQL infers them).
     let rows = client
-        .query("SELECT i, f, s, b FROM p WHERE s = $2 AND i = $1", &[&"7", &"seven"])
+        .query("SELECT i, f, s, b FROM p WHERE s = $2 AND i = $1", &[&7i64, &"seven"])
         .await
         .expect("select");
     assert_eq!(rows.len(), 1);
@@ -165,9 +165,9 @@ async fn prepared_statements_with_parameters() {
     assert_eq!(rows[0].get::<_, Option<f64>>(1), None);
     assert_eq!(rows[0].get::<_, Option<&str>>(2), None);
     assert_eq!(rows[0].get::<_, Option<Vec<u8>>>(3), None);
-    // Expression columns are typed from their values.
+    // Expression columns are typed as PostgreSQL types them (count is bigint, a decimal literal numeric).
     let row = client
-        .query_one("SELECT count(*), 1.5, 'x' FROM p", &[])
+        .query_one("SELECT count(*), 1.5::float8, 'x' FROM p", &[])
         .await
         .expect("expressions");
     assert_eq!(row.get::<_, i64>(0), 2);
@@ -223,7 +223,7 @@ async fn errors_carry_sqlstates_and_the_session_survives() {
         let extended = client.execute(sql, &[]).await.expect_err(sql);
         assert_eq!(extended.code(), Some(code), "extended {sql}: {extended:?}");
         let one = client.query_one("SELECT 1", &[]).await.expect("usable");
-        assert_eq!(one.get::<_, i64>(0), 1);
+        assert_eq!(one.get::<_, i32>(0), 1, "integer literals are int4, as in PostgreSQL");
     }
     // A multi-statement query runs up to its error and no further.
     let error = client

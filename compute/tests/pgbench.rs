@@ -37,7 +37,7 @@ async fn pgbench_runs_a_custom_script_in_every_query_mode() {
         .expect("connect");
     tokio::spawn(connection);
     client
-        .batch_execute("CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)")
+        .batch_execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)")
         .await
         .expect("create");
     for id in 1..=ACCOUNTS {

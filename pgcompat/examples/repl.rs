@@ -36,15 +36,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             }
             let sql = &t.steps[t.primary];
-            for (i, step) in t.steps.iter().enumerate() {
-                if i != t.primary {
+            if t.steps.len() > 1 {
+                // Several steps: run them in order, as the compute does (in one savepoint there).
+                for step in &t.steps {
                     if let Err(e) = conn.execute_batch(step) {
-                        println!(
-                            "  error: {}",
-                            pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string())
-                        );
+                        let shown = pgcompat::error_of(&e.to_string()).map_or(e.to_string(), |p| p.to_string());
+                        println!("  error in {step}: {shown}");
+                        break;
                     }
                 }
+                continue;
             }
             let mut stmt = match conn.prepare(sql) {
                 Ok(s) => s,

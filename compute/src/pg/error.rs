@@ -9,6 +9,10 @@ pub(crate) const SYNTAX_ERROR: &str = "42601";
 const UNDEFINED_TABLE: &str = "42P01";
 /// undefined_function
 const UNDEFINED_FUNCTION: &str = "42883";
+/// duplicate_column
+const DUPLICATE_COLUMN: &str = "42701";
+/// ambiguous_column
+const AMBIGUOUS_COLUMN: &str = "42702";
 /// undefined_column
 const UNDEFINED_COLUMN: &str = "42703";
 /// duplicate_table
@@ -140,8 +144,12 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
                 || message.starts_with("wrong number of arguments to function")
             {
                 UNDEFINED_FUNCTION
-            } else if message.starts_with("no such column") {
+            } else if message.starts_with("no such column") || message.contains("has no column named") {
                 UNDEFINED_COLUMN
+            } else if message.starts_with("duplicate column name") {
+                DUPLICATE_COLUMN
+            } else if message.starts_with("ambiguous column name") {
+                AMBIGUOUS_COLUMN
             } else if message.contains("syntax error")
                 || message.starts_with("incomplete input")
                 || message.starts_with("unrecognized token")

@@ -136,6 +136,12 @@ pub(crate) fn run(
             _ => Err(aborted()),
         };
     }
+    if matches!(kind, Kind::Commit | Kind::Rollback) && conn.is_autocommit() {
+        // PostgreSQL answers COMMIT or ROLLBACK outside a transaction with a warning and success.
+        *tx = TxState::Idle;
+        let tag = if *kind == Kind::Commit { "COMMIT" } else { "ROLLBACK" };
+        return Ok(Outcome::TxEnd(tag.to_owned()));
+    }
     match execute(stmt, params, format, kind, typing) {
         Ok(outcome) => {
             *tx = if conn.is_autocommit() {

@@ -689,12 +689,29 @@ impl Session {
             return Err(read_only_error(&tag));
         }
         let outer = self.tx;
+        let foreign_keys_off = translation.foreign_keys_off;
+        if foreign_keys_off && !self.conn.is_autocommit() {
+            return self.fail(SqlError::new(
+                FEATURE_NOT_SUPPORTED,
+                "this ALTER TABLE rebuilds a table other tables reference, which Cambium can do only outside a \
+                 transaction block",
+            ));
+        }
+        if foreign_keys_off {
+            // Outside a transaction (checked above), where SQLite lets foreign keys be switched.
+            self.conn.execute_batch("PRAGMA foreign_keys = OFF")?;
+        }
         let result = self.conn.execute_batch("SAVEPOINT pgcompat_statement").and_then(|()| {
             for step in &translation.steps {
                 self.conn.execute_batch(step)?;
             }
             self.conn.execute_batch("RELEASE pgcompat_statement")
         });
+        if foreign_keys_off {
+            if let Err(error) = self.conn.execute_batch("PRAGMA foreign_keys = ON") {
+                tracing::warn!(%error, "turning foreign keys back on failed");
+            }
+        }
         match result {
             Ok(()) => {
                 self.tx = if self.conn.is_autocommit() {

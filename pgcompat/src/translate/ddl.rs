@@ -35,12 +35,13 @@ fn fold_name(name: &ObjectName) -> String {
 fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
     steps.insert(0, CREATE_COLUMNS_TABLE.to_owned());
     Translation {
-        primary: 1,
+        primary: steps.len().min(2) - 1,
         steps,
         columns: None,
         params: Vec::new(),
         kind: Kind::Other(tag.to_owned()),
         uses_now: false,
+        foreign_keys_off: false,
     }
 }
 
@@ -280,6 +281,33 @@ pub(crate) fn alter_table(
     alter: &mut AlterTable,
 ) -> Result<Translation, PgError> {
     let table = fold_name(&alter.name);
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",
+            [&table],
+            |row| row.get(0),
+        )
+        .unwrap_or(false);
+    if !exists {
+        if alter.if_exists {
+            return Ok(ddl("ALTER TABLE", Vec::new()));
+        }
+        return Err(PgError::new(
+            crate::error::UNDEFINED_TABLE,
+            format!("relation \"{table}\" does not exist"),
+        ));
+    }
+    if alter.operations.iter().any(super::rebuild::needs_rebuild) {
+        if !alter.operations.iter().all(super::rebuild::needs_rebuild) {
+            return Err(PgError::unsupported(
+                "ALTER TABLE mixing ALTER COLUMN or constraints with other changes (run them as separate statements)",
+            ));
+        }
+        let plan = super::rebuild::rebuild(conn, catalog, &table, &mut alter.operations)?;
+        let mut translation = ddl("ALTER TABLE", plan.steps);
+        translation.foreign_keys_off = plan.referenced;
+        return Ok(translation);
+    }
     let mut steps = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(Scope::of_table(&table));
@@ -464,6 +492,7 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         params: Vec::new(),
         kind: Kind::Other("CREATE VIEW".to_owned()),
         uses_now: false,
+        foreign_keys_off: false,
     })
 }
 

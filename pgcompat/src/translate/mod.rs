@@ -5,6 +5,7 @@
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
+pub(crate) mod rebuild;
 pub(crate) mod tables;
 pub(crate) mod walk;
 
@@ -85,6 +86,10 @@ pub struct Translation {
     pub kind: Kind,
     /// Whether the statement reads the transaction timestamp.
     pub uses_now: bool,
+    /// The steps rebuild a table other tables reference: they must run with foreign keys off (which
+    /// SQLite allows only outside a transaction block), or the old table's drop would run their
+    /// `ON DELETE` actions.
+    pub foreign_keys_off: bool,
 }
 
 impl Translation {
@@ -96,6 +101,7 @@ impl Translation {
             params: Vec::new(),
             kind,
             uses_now: false,
+            foreign_keys_off: false,
         }
     }
 }
@@ -158,6 +164,7 @@ fn translate_statement(
                 params: rewriter.params,
                 kind: Kind::Select,
                 uses_now: rewriter.uses_now,
+                foreign_keys_off: false,
             }
         }
         Statement::Insert(insert) => {
@@ -186,6 +193,7 @@ fn translate_statement(
                 params: rewriter.params,
                 kind: Kind::Update,
                 uses_now: rewriter.uses_now,
+                foreign_keys_off: false,
             }
         }
         Statement::Delete(delete) => {
@@ -218,6 +226,7 @@ fn translate_statement(
                 params: rewriter.params,
                 kind: Kind::Delete,
                 uses_now: rewriter.uses_now,
+                foreign_keys_off: false,
             }
         }
         Statement::CreateTable(create) => ddl::create_table(catalog, create)?,
@@ -421,7 +430,7 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
     };
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
-        drop_default_columns(insert_columns_mut(&mut insert.columns), source, &columns)?;
+        substitute_defaults(conn, &table, source, &columns);
         coerce_source(&mut rewriter, source, &types);
     }
     let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
@@ -432,6 +441,7 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
         params: rewriter.params,
         kind: Kind::Insert,
         uses_now: rewriter.uses_now,
+        foreign_keys_off: false,
     })
 }
 
@@ -448,58 +458,38 @@ fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Upda
     Ok(())
 }
 
-fn insert_columns_mut(columns: &mut Vec<sqlparser::ast::ObjectName>) -> &mut Vec<sqlparser::ast::ObjectName> {
-    columns
-}
-
-/// `VALUES (DEFAULT, …)`: SQLite has no `DEFAULT` inside VALUES, so a column that is `DEFAULT` in every row
-/// is left out of the column list (its default applies); one that mixes is refused.
-fn drop_default_columns(
-    insert_columns: &mut Vec<sqlparser::ast::ObjectName>,
-    source: &mut Query,
-    table_columns: &[String],
-) -> Result<(), PgError> {
+/// `VALUES (DEFAULT, …)`: SQLite has no `DEFAULT` inside VALUES, so each `DEFAULT` becomes the column's
+/// default expression (SQLite's text of it, from the table's definition), or NULL where it has none (which a
+/// serial key turns into the next id, as SQLite's rowid does).
+fn substitute_defaults(conn: &Connection, table: &str, source: &mut Query, columns: &[String]) {
     let SetExpr::Values(values) = source.body.as_mut() else {
-        return Ok(());
+        return;
     };
     let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
-    let width = values.rows.first().map_or(0, |r| r.content.len());
-    let mut drop = Vec::new();
-    for i in 0..width {
-        let defaults = values
-            .rows
-            .iter()
-            .filter(|r| r.content.get(i).is_some_and(is_default))
-            .count();
-        if defaults == values.rows.len() {
-            drop.push(i);
-        } else if defaults > 0 {
-            return Err(PgError::unsupported(
-                "DEFAULT in some rows of a multi-row VALUES but not in others",
-            ));
+    for row in &mut values.rows {
+        for (value, column) in row.content.iter_mut().zip(columns) {
+            if is_default(value) {
+                *value = column_default(conn, table, column);
+            }
         }
     }
-    if drop.is_empty() {
-        return Ok(());
-    }
-    if insert_columns.is_empty() {
-        *insert_columns = table_columns
-            .iter()
-            .map(|c| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', c.clone())]))
-            .collect();
-    }
-    for i in drop.into_iter().rev() {
-        if i < insert_columns.len() {
-            insert_columns.remove(i);
-        }
-        for row in &mut values.rows {
-            row.content.remove(i);
-        }
-    }
-    if values.rows.first().is_some_and(|r| r.content.is_empty()) {
-        return Err(PgError::unsupported("VALUES made only of DEFAULT (use DEFAULT VALUES)"));
-    }
-    Ok(())
+}
+
+/// A column's default as an expression (NULL if it has none).
+fn column_default(conn: &Connection, table: &str, column: &str) -> Expr {
+    let default: Option<String> = conn
+        .prepare_cached("SELECT dflt_value FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
+        .and_then(|mut s| s.query_row([table, column], |r| r.get(0)))
+        .ok()
+        .flatten();
+    default
+        .and_then(|text| {
+            Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+                .ok()
+        })
+        .unwrap_or_else(|| Expr::value(Value::Null))
 }
 
 /// The values an INSERT gives each column made that column's stored form.

@@ -65,10 +65,7 @@ fn figure(expr: &Expr) -> Option<String> {
         Expr::Array(_) => Some("array".to_owned()),
         Expr::Exists { .. } => Some("exists".to_owned()),
         Expr::Nested(inner) => figure(inner),
-        Expr::Value(v) => match v.value {
-            Value::Boolean(_) => Some("bool".to_owned()),
-            _ => None,
-        },
+        Expr::Value(_) => None,
         Expr::Subquery(query) => match query.body.as_ref() {
             SetExpr::Select(select) => match select.projection.first() {
                 Some(SelectItem::ExprWithAlias { alias, .. }) => Some(fold(alias)),

@@ -1,0 +1,280 @@
+//! `ALTER TABLE` forms SQLite cannot do in place (ALTER COLUMN TYPE / SET|DROP DEFAULT / SET|DROP NOT NULL,
+//! ADD|DROP CONSTRAINT), done the way SQLite documents: a new table with the changed definition, the rows
+//! copied (converted to a new type where one changes), the old table dropped, the new one renamed, its
+//! indexes and triggers made again — all in the one savepoint the compute runs the steps in.
+//!
+//! Dropping a table that other tables reference would run their `ON DELETE` actions (SQLite deletes the rows
+//! first when foreign keys are on), so such a rebuild is marked: the compute runs it with foreign keys off,
+//! which SQLite allows only outside a transaction block.
+
+use rusqlite::Connection;
+use sqlparser::ast::{
+    AlterColumnOperation, AlterTableOperation, ColumnOption, ColumnOptionDef, CreateTable, DataType, Expr, Ident,
+    ObjectName, Statement, TableConstraint,
+};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::parser::Parser;
+
+use super::expr::{coerce_call, Rewriter};
+use crate::catalog::{self, quote_ident, quote_literal, Catalog};
+use crate::error::{PgError, UNDEFINED_OBJECT, UNDEFINED_TABLE};
+use crate::types::{self, Base, PgType, Written};
+
+/// Whether an ALTER TABLE operation needs a rebuild.
+pub(crate) fn needs_rebuild(operation: &AlterTableOperation) -> bool {
+    matches!(
+        operation,
+        AlterTableOperation::AlterColumn { .. }
+            | AlterTableOperation::AddConstraint { .. }
+            | AlterTableOperation::DropConstraint { .. }
+            | AlterTableOperation::ValidateConstraint { .. }
+    )
+}
+
+/// The rebuild of `table` with `operations` applied: its SQLite steps, and whether other tables reference it.
+pub(crate) struct Rebuild {
+    pub(crate) steps: Vec<String>,
+    pub(crate) referenced: bool,
+}
+
+fn fold(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_ascii_lowercase()
+    }
+}
+
+fn sqlite_type(ty: PgType) -> DataType {
+    DataType::Custom(
+        ObjectName::from(vec![Ident::new(ty.storage().sqlite_type())]),
+        Vec::new(),
+    )
+}
+
+fn internal(message: impl std::fmt::Display) -> PgError {
+    PgError::new(crate::error::INTERNAL_ERROR, format!("rebuilding a table: {message}"))
+}
+
+/// Plans the rebuild.
+pub(crate) fn rebuild(
+    conn: &Connection,
+    catalog: &Catalog,
+    table: &str,
+    operations: &mut [AlterTableOperation],
+) -> Result<Rebuild, PgError> {
+    let sql: Option<String> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE",
+            [table],
+            |row| row.get(0),
+        )
+        .ok();
+    let Some(sql) = sql else {
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{table}\" does not exist"),
+        ));
+    };
+    let mut parsed = Parser::parse_sql(&SQLiteDialect {}, &sql).map_err(internal)?;
+    let Some(Statement::CreateTable(mut create)) = parsed.pop() else {
+        return Err(internal("the table's definition is not a CREATE TABLE"));
+    };
+    let columns: Vec<String> = create.columns.iter().map(|c| c.name.value.clone()).collect();
+    let mut copies: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+    let mut records = Vec::new();
+    let mut rewriter = Rewriter::new(catalog);
+    rewriter.typer.scopes.push(super::expr::Scope::of_table(table));
+    for operation in operations.iter_mut() {
+        apply(
+            &mut rewriter,
+            catalog,
+            table,
+            &mut create,
+            &columns,
+            &mut copies,
+            &mut records,
+            operation,
+        )?;
+    }
+    let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
+    create.name = ObjectName::from(vec![Ident::with_quote('"', temporary.clone())]);
+    let mut steps = vec![
+        Statement::CreateTable(create).to_string(),
+        format!(
+            "INSERT INTO {} ({}) SELECT {} FROM {}",
+            quote_ident(&temporary),
+            columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", "),
+            copies.join(", "),
+            quote_ident(table)
+        ),
+    ];
+    // Indexes and triggers of the table, made again after the swap (SQLite drops them with the table).
+    let mut again = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare("SELECT sql FROM sqlite_schema WHERE tbl_name = ?1 COLLATE NOCASE AND type IN ('index', 'trigger') AND sql IS NOT NULL")
+            .map_err(internal)?;
+        let rows = stmt
+            .query_map([table], |row| row.get::<_, String>(0))
+            .map_err(internal)?;
+        for row in rows {
+            again.push(row.map_err(internal)?);
+        }
+    }
+    steps.push(format!("DROP TABLE {}", quote_ident(table)));
+    steps.push(format!(
+        "ALTER TABLE {} RENAME TO {}",
+        quote_ident(&temporary),
+        quote_ident(table)
+    ));
+    steps.extend(again);
+    steps.extend(records);
+    let referenced: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema AS s, pragma_foreign_key_list(s.name) AS f \
+             WHERE s.type = 'table' AND f.\"table\" = ?1 COLLATE NOCASE AND s.name <> ?1 COLLATE NOCASE)",
+            [table],
+            |row| row.get(0),
+        )
+        .unwrap_or(true);
+    Ok(Rebuild { steps, referenced })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    rewriter: &mut Rewriter<'_>,
+    catalog: &Catalog,
+    table: &str,
+    create: &mut CreateTable,
+    columns: &[String],
+    copies: &mut [String],
+    records: &mut Vec<String>,
+    operation: &mut AlterTableOperation,
+) -> Result<(), PgError> {
+    match operation {
+        AlterTableOperation::AlterColumn { column_name, op } => {
+            let name = fold(column_name);
+            let index = columns
+                .iter()
+                .position(|c| c.eq_ignore_ascii_case(&name))
+                .ok_or_else(|| {
+                    PgError::new(
+                        crate::error::UNDEFINED_COLUMN,
+                        format!("column \"{name}\" of relation \"{table}\" does not exist"),
+                    )
+                })?;
+            let current = catalog.column_type(table, &name);
+            let def = &mut create.columns[index];
+            match op {
+                AlterColumnOperation::SetNotNull => {
+                    if !def.options.iter().any(|o| matches!(o.option, ColumnOption::NotNull)) {
+                        def.options.push(ColumnOptionDef {
+                            name: None,
+                            option: ColumnOption::NotNull,
+                        });
+                    }
+                }
+                AlterColumnOperation::DropNotNull => {
+                    let primary = def
+                        .options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)));
+                    if !primary {
+                        def.options.retain(|o| !matches!(o.option, ColumnOption::NotNull));
+                    }
+                }
+                AlterColumnOperation::SetDefault { value } => {
+                    rewriter.rewrite_expr(value)?;
+                    let value = match current {
+                        Some(ty) => coerce_call(value.clone(), ty),
+                        None => value.clone(),
+                    };
+                    def.options.retain(|o| !matches!(o.option, ColumnOption::Default(_)));
+                    def.options.push(ColumnOptionDef {
+                        name: None,
+                        option: ColumnOption::Default(Expr::Nested(Box::new(value))),
+                    });
+                }
+                AlterColumnOperation::DropDefault => {
+                    def.options.retain(|o| !matches!(o.option, ColumnOption::Default(_)));
+                }
+                AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                    let ty = match types::from_data_type(data_type) {
+                        Written::Type(ty) => ty,
+                        Written::Custom(n) => {
+                            return Err(PgError::new(UNDEFINED_OBJECT, format!("type \"{n}\" does not exist")))
+                        }
+                        _ => return Err(PgError::unsupported(format!("ALTER COLUMN … TYPE {data_type}"))),
+                    };
+                    def.data_type = sqlite_type(ty);
+                    // The default is converted to the new type too, as PostgreSQL converts it.
+                    for option in &mut def.options {
+                        if let ColumnOption::Default(old) = &mut option.option {
+                            let converted = coerce_call(old.clone(), ty);
+                            *old = Expr::Nested(Box::new(converted));
+                        }
+                    }
+                    def.options.retain(|o| !matches!(o.option, ColumnOption::Collation(_)));
+                    if ty.base() == Base::Numeric && !ty.is_array() {
+                        def.options.push(ColumnOptionDef {
+                            name: None,
+                            option: ColumnOption::Collation(ObjectName::from(vec![Ident::new(
+                                super::ddl::NUMERIC_COLLATION,
+                            )])),
+                        });
+                    }
+                    let source = match using {
+                        Some(expr) => {
+                            rewriter.rewrite_expr(expr)?;
+                            expr.to_string()
+                        }
+                        None => quote_ident(&columns[index]),
+                    };
+                    copies[index] = format!("pg_coerce({source}, {})", quote_literal(&ty.catalog_text()));
+                    records.push(catalog::record_column(table, &name, ty));
+                }
+                other => return Err(PgError::unsupported(format!("ALTER COLUMN … {other}"))),
+            }
+        }
+        AlterTableOperation::AddConstraint { constraint, .. } => {
+            if let TableConstraint::Check(check) = constraint {
+                rewriter.rewrite_expr(check.expr.as_mut())?;
+            }
+            match constraint {
+                TableConstraint::Unique(u) => u.characteristics = None,
+                TableConstraint::Check(_) | TableConstraint::ForeignKey(_) | TableConstraint::PrimaryKey(_) => {}
+                other => return Err(PgError::unsupported(format!("ADD CONSTRAINT {other}"))),
+            }
+            create.constraints.push(constraint.clone());
+        }
+        AlterTableOperation::DropConstraint { name, if_exists, .. } => {
+            let wanted = fold(name);
+            let before = create.constraints.len();
+            create
+                .constraints
+                .retain(|c| constraint_name(c).is_none_or(|n| n != wanted));
+            if create.constraints.len() == before && !*if_exists {
+                return Err(PgError::new(
+                    UNDEFINED_OBJECT,
+                    format!("constraint \"{wanted}\" of relation \"{table}\" does not exist"),
+                ));
+            }
+        }
+        // Constraints are checked when added; there is nothing left to validate.
+        AlterTableOperation::ValidateConstraint { .. } => {}
+        other => return Err(PgError::unsupported(format!("ALTER TABLE … {other}"))),
+    }
+    Ok(())
+}
+
+fn constraint_name(constraint: &TableConstraint) -> Option<String> {
+    let name = match constraint {
+        TableConstraint::Unique(c) => c.name.as_ref(),
+        TableConstraint::PrimaryKey(c) => c.name.as_ref(),
+        TableConstraint::ForeignKey(c) => c.name.as_ref(),
+        TableConstraint::Check(c) => c.name.as_ref(),
+        _ => None,
+    };
+    name.map(fold)
+}
