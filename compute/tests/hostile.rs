@@ -206,7 +206,7 @@ async fn statement_timeout_is_a_session_setting_and_a_server_default() -> TestRe
     let (port, _stop) = start("hostile_timeout", defaults).await;
     let client = connect(port, "hostile_timeout").await?;
     let shown: String = client.query_one("SHOW statement_timeout", &[]).await?.get(0);
-    assert_eq!(shown, "400");
+    assert_eq!(shown, "400ms", "shown as PostgreSQL shows it");
     let error = tokio::time::timeout(STOP_BOUND, client.query_one(RUNAWAY, &[]))
         .await?
         .expect_err("timed out");

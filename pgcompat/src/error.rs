@@ -119,6 +119,9 @@ pub const INVALID_ESCAPE_SEQUENCE: &str = "22025";
 /// internal_error
 pub const INTERNAL_ERROR: &str = "XX000";
 
+/// substring_error
+pub const SUBSTRING_ERROR: &str = "22011";
+
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
     FEATURE_NOT_SUPPORTED,
@@ -157,6 +160,7 @@ const CODES: &[&str] = &[
     ARRAY_SUBSCRIPT_ERROR,
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
+    SUBSTRING_ERROR,
 ];
 
 /// The layer's static code equal to `code`, if it is one.

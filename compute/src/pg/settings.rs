@@ -177,8 +177,8 @@ impl Settings {
     /// The settings a new session starts with; the timeouts are the server's defaults, in milliseconds.
     pub(crate) fn new(statement_timeout_ms: u64, idle_in_transaction_timeout_ms: u64) -> Settings {
         let defaults: BTreeMap<String, String> = [
-            (STATEMENT_TIMEOUT, statement_timeout_ms.to_string()),
-            (IDLE_IN_TRANSACTION_TIMEOUT, idle_in_transaction_timeout_ms.to_string()),
+            (STATEMENT_TIMEOUT, format_ms(statement_timeout_ms)),
+            (IDLE_IN_TRANSACTION_TIMEOUT, format_ms(idle_in_transaction_timeout_ms)),
             ("lock_timeout", "0".to_owned()),
             ("application_name", String::new()),
             ("client_encoding", "UTF8".to_owned()),
@@ -216,7 +216,13 @@ impl Settings {
         let value = match value {
             Some(value) => {
                 self.check(name, &value)?;
-                value
+                match name {
+                    // Shown as PostgreSQL shows them: in the largest unit that divides them (`5s`, `1234ms`).
+                    STATEMENT_TIMEOUT | IDLE_IN_TRANSACTION_TIMEOUT | "lock_timeout" => {
+                        format_ms(parse_timeout_ms(name, &value)?)
+                    }
+                    _ => value,
+                }
             }
             None => self.default_of(name)?,
         };
@@ -268,6 +274,19 @@ impl Settings {
             _ => Err(unknown(name)),
         }
     }
+}
+
+/// A duration in milliseconds as PostgreSQL prints a time setting: `0`, `1234ms`, `5s`, `10min`, `2h`, `1d`.
+fn format_ms(ms: u64) -> String {
+    if ms == 0 {
+        return "0".to_owned();
+    }
+    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
 }
 
 fn unknown(name: &str) -> SqlError {

@@ -186,9 +186,14 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
         return value::coerce(target, Value::Text(text), tz);
     }
     match (source.map(|s| (s.base(), s.is_array())), target.base(), &value) {
-        (Some((Base::Numeric, false)), Base::Int2 | Base::Int4 | Base::Int8, Value::Text(text)) => {
+        (Some((Base::Numeric, false)), Base::Int2 | Base::Int4 | Base::Int8, Value::Text(_) | Value::Real(_)) => {
             // numeric → integer rounds half away from zero.
-            let d = Decimal::parse(text).ok_or_else(|| PgError::invalid_input("numeric", text))?;
+            let text = match &value {
+                Value::Real(f) => value::format_float8(*f),
+                Value::Text(t) => t.clone(),
+                _ => String::new(),
+            };
+            let d = Decimal::parse(&text).ok_or_else(|| PgError::invalid_input("numeric", &text))?;
             let rounded = d.rescale(0).to_text();
             value::coerce(target, Value::Text(rounded), tz)
         }
@@ -739,6 +744,63 @@ fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
         }
         Ok(Some(text.repeat(n.max(0) as usize)))
     })?;
+    // SQLite's lower/upper fold ASCII only; PostgreSQL's (in a UTF-8 locale) fold every letter.
+    conn.create_scalar_function("lower", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|t| t.to_lowercase()))
+    })?;
+    conn.create_scalar_function("upper", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|t| t.to_uppercase()))
+    })?;
+    for n in [2, 3] {
+        // PostgreSQL's substr: positions before 1 count (substr('hello', -1, 3) is 'h'); bytes for bytea.
+        conn.create_scalar_function("substr", n, flags_pure(), move |ctx| {
+            let start = match ctx.get::<Option<i64>>(1)? {
+                Some(s) => s,
+                None => return Ok(Value::Null),
+            };
+            let count = if n == 3 {
+                match ctx.get::<Option<i64>>(2)? {
+                    Some(c) if c < 0 => {
+                        return Err(raise(PgError::new(
+                            crate::error::SUBSTRING_ERROR,
+                            "negative substring length not allowed",
+                        )))
+                    }
+                    Some(c) => Some(c),
+                    None => return Ok(Value::Null),
+                }
+            } else {
+                None
+            };
+            let end = count.map(|c| start.saturating_add(c));
+            let from = start.max(1) - 1;
+            let window = |len: usize| -> (usize, usize) {
+                let from = usize::try_from(from).unwrap_or(usize::MAX).min(len);
+                let to = end
+                    .map_or(len, |e| usize::try_from((e - 1).max(0)).unwrap_or(0).min(len))
+                    .max(from);
+                (from, to)
+            };
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Null => Value::Null,
+                ValueRef::Blob(b) => {
+                    let (from, to) = window(b.len());
+                    Value::Blob(b[from..to].to_vec())
+                }
+                other => {
+                    let text = match other {
+                        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                        ValueRef::Integer(i) => i.to_string(),
+                        ValueRef::Real(f) => value::format_float8(f),
+                        _ => String::new(),
+                    };
+                    let chars: Vec<char> = text.chars().collect();
+                    let (from, to) = window(chars.len());
+                    Value::Text(chars[from..to].iter().collect())
+                }
+            })
+        })?;
+    }
     conn.create_scalar_function("reverse", 1, flags_pure(), |ctx| {
         Ok(ctx
             .get::<Option<String>>(0)?
@@ -1164,7 +1226,7 @@ fn datetime_arith(
                 a.since(b).map_err(|_| PgError::out_of_range("date"))?.get_days(),
             ))
         }
-        (Timestamp | Timestamptz, Timestamp | Timestamptz) => {
+        (Timestamp | Timestamptz | Date, Timestamp | Timestamptz | Date) => {
             let a = local_of(&left, lt, &TimeZone::UTC)?;
             let b = local_of(&right, rt, &TimeZone::UTC)?;
             let micros =
@@ -1216,6 +1278,18 @@ fn datetime_arith(
                 Time => Value::Text(datetime::format_time(moved.time())),
                 _ => Value::Text(datetime::format_timestamp(moved)),
             }
+        }
+        (Time, Time) => {
+            let a = datetime::time_micros(datetime::parse_time(&text(&left, lt))?);
+            let b = datetime::time_micros(datetime::parse_time(&text(&right, rt))?);
+            Value::Text(
+                datetime::Interval {
+                    months: 0,
+                    days: 0,
+                    micros: a - b,
+                }
+                .format(),
+            )
         }
         (Date, Time) => {
             let date = datetime::parse_date(&text(&left, lt))?;
@@ -1361,6 +1435,53 @@ fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Resu
         let as_text = ctx.get::<String>(2)? == "text";
         let steps = text_array(&path)?;
         value::json::get_path(&doc, &steps, as_text).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_json_get", 3, flags_pure(), |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let key = match ctx.get_raw(1) {
+            ValueRef::Null => return Ok(None),
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => return Ok(None),
+        };
+        let as_text = ctx.get::<String>(2)? == "text";
+        value::json::get_path(&doc, &[key], as_text).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_concat", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        value::json::concat(&a, &b).map(Some).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_delete", 2, flags_pure(), |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let result = match ctx.get_raw(1) {
+            ValueRef::Null => return Ok(None),
+            ValueRef::Integer(i) => value::json::delete(&doc, &[], Some(i)),
+            ValueRef::Text(t) => {
+                let text = String::from_utf8_lossy(t).into_owned();
+                let keys = if text.starts_with('{') && text.ends_with('}') {
+                    text_array(&text)?
+                } else {
+                    vec![text]
+                };
+                value::json::delete(&doc, &keys, None)
+            }
+            _ => return Ok(None),
+        };
+        result.map(Some).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_interval_cmp", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let a = datetime::Interval::parse(&a).map_err(raise)?;
+        let b = datetime::Interval::parse(&b).map_err(raise)?;
+        Ok(Some(a.total_micros().cmp(&b.total_micros()) as i64))
     })?;
     conn.create_scalar_function("pg_jsonb_delete_path", 2, flags_pure(), |ctx| {
         let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {

@@ -159,9 +159,15 @@ impl Typer<'_> {
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::And | B::Or | B::Xor => Some(PgType::BOOL),
             B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => Some(PgType::BOOL),
             B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe => Some(PgType::BOOL),
+            B::StringConcat if self.infer(left).is_some_and(|t| t.base() == Base::Jsonb) => {
+                Some(PgType::new(Base::Jsonb))
+            }
             B::StringConcat => Some(PgType::TEXT),
             B::LongArrow | B::HashLongArrow => Some(PgType::TEXT),
-            B::Arrow | B::HashArrow => self.infer(left),
+            B::Arrow | B::HashArrow => self
+                .infer(left)
+                .filter(|t| t.base() == Base::Json)
+                .or(Some(PgType::new(Base::Jsonb))),
             B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo => {
                 arithmetic_type(self.infer(left), op, self.infer(right))
             }
@@ -193,7 +199,12 @@ impl Typer<'_> {
             "pg_datetime_arith" => return literal_type(3),
             "pg_extract" => PgType::NUMERIC,
             "pg_date_part" => PgType::FLOAT8,
-            "pg_date_trunc" => return args.get(1).and_then(|a| self.infer(a)),
+            "pg_date_trunc" => {
+                return args.get(1).and_then(|a| self.infer(a)).map(|t| match t.base() {
+                    Base::Date => PgType::TIMESTAMPTZ,
+                    _ => t,
+                })
+            }
             "pg_age" => PgType::new(Base::Interval),
             "pg_array" => return literal_type(0).map(PgType::array),
             "pg_array_agg" => return args.get(1).and_then(|a| self.infer(a)).map(|t| t.element().array()),
@@ -208,7 +219,20 @@ impl Typer<'_> {
                     _ => Some(PgType::new(Base::Jsonb)),
                 }
             }
-            "pg_jsonb_delete_path" => PgType::new(Base::Jsonb),
+            "pg_jsonb_delete_path" | "pg_jsonb_concat" | "pg_jsonb_delete" => PgType::new(Base::Jsonb),
+            "pg_json_get" => {
+                return match args.get(2) {
+                    Some(Expr::Value(ValueWithSpan {
+                        value: Value::SingleQuotedString(kind),
+                        ..
+                    })) if kind == "text" => Some(PgType::TEXT),
+                    _ => Some(
+                        self.infer(args[0])
+                            .filter(|t| t.base() == Base::Json)
+                            .unwrap_or(PgType::new(Base::Jsonb)),
+                    ),
+                }
+            }
             "count" => PgType::INT8,
             "sum" => match first {
                 Some(t) if matches!(t.base(), Base::Int2 | Base::Int4) => PgType::INT8,
@@ -369,7 +393,12 @@ pub(crate) fn datetime_result(l: PgType, op: &BinaryOperator, r: PgType) -> Opti
         (Interval, Timestamp) if plus => PgType::new(Timestamp),
         (Timestamptz, Interval) => PgType::TIMESTAMPTZ,
         (Interval, Timestamptz) if plus => PgType::TIMESTAMPTZ,
-        (Timestamp, Timestamp) | (Timestamptz, Timestamptz) if minus => PgType::new(Interval),
+        (Timestamp | Date, Timestamp | Date) | (Timestamptz, Timestamptz)
+            if minus && !(l.base() == Date && r.base() == Date) =>
+        {
+            PgType::new(Interval)
+        }
+        (Time, Time) if minus => PgType::new(Interval),
         (Interval, Interval) => PgType::new(Interval),
         (Time, Interval) => PgType::new(Time),
         (Date, Time) if plus => PgType::new(Timestamp),
@@ -547,6 +576,21 @@ impl<'a> Rewriter<'a> {
                 _ => None,
             },
             Expr::BinaryOp { left, op, right } => self.rewrite_binary(left, op, right)?,
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr: inner,
+            } if self.typer.infer(inner).is_some_and(PgType::is_integer) => {
+                let bits = match self.typer.infer(inner).map(PgType::base) {
+                    Some(Base::Int2) => "16",
+                    Some(Base::Int4) => "32",
+                    _ => "64",
+                };
+                let negated = Expr::UnaryOp {
+                    op: UnaryOperator::Minus,
+                    expr: Box::new(take(inner)),
+                };
+                Some(call("pg_int", vec![negated, Expr::value(number(bits))]))
+            }
             Expr::ILike {
                 negated,
                 expr: inner,
@@ -723,6 +767,17 @@ impl<'a> Rewriter<'a> {
         let lt = self.typer.infer(left);
         let rt = self.typer.infer(right);
         Ok(match op {
+            B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq
+                if lt.is_some_and(|t| t.base() == Base::Interval) && rt.is_some_and(|t| t.base() == Base::Interval) =>
+            {
+                // Intervals compare by their length (a month is 30 days), not by their text.
+                let compare = call("pg_interval_cmp", vec![take(left), take(right)]);
+                Some(Expr::BinaryOp {
+                    left: Box::new(compare),
+                    op: op.clone(),
+                    right: Box::new(Expr::value(number("0"))),
+                })
+            }
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq => {
                 self.learn_param(right, lt);
                 self.learn_param(left, rt);
@@ -734,6 +789,27 @@ impl<'a> Rewriter<'a> {
                     coerce_literals(rt, std::iter::once(left.as_mut()));
                 }
                 None
+            }
+            B::StringConcat if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
+                Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
+            }
+            B::StringConcat
+                if lt.is_some_and(|t| t.base() == Base::Bool) || rt.is_some_and(|t| t.base() == Base::Bool) =>
+            {
+                // A boolean concatenated prints as `true`/`false` (its text cast), not SQLite's 1/0.
+                let as_text = |e: Expr, t: Option<PgType>| match t {
+                    Some(t) if t.base() == Base::Bool => cast_call(e, PgType::TEXT, Some(t)),
+                    _ => e,
+                };
+                Some(Expr::BinaryOp {
+                    left: Box::new(as_text(take(left), lt)),
+                    op: B::StringConcat,
+                    right: Box::new(as_text(take(right), rt)),
+                })
+            }
+            B::LongArrow => Some(call("pg_json_get", vec![take(left), take(right), string("text")])),
+            B::Minus if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
+                Some(call("pg_jsonb_delete", vec![take(left), take(right)]))
             }
             B::Plus | B::Minus | B::Multiply => {
                 self.learn_param(right, lt);
@@ -807,14 +883,7 @@ impl<'a> Rewriter<'a> {
                     call("pg_regex", vec![take(left), take(right), string(flags)]),
                 ))
             }
-            B::Arrow if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
-                let inner = Expr::BinaryOp {
-                    left: Box::new(take(left)),
-                    op: op.clone(),
-                    right: Box::new(take(right)),
-                };
-                Some(call("pg_jsonb_norm", vec![Expr::Nested(Box::new(inner))]))
-            }
+            B::Arrow => Some(call("pg_json_get", vec![take(left), take(right), string("json")])),
             B::AtArrow | B::ArrowAt | B::PGOverlap
                 if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) =>
             {
@@ -978,7 +1047,10 @@ impl<'a> Rewriter<'a> {
             }
             "pg_typeof" => {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
-                string(&ty.map_or_else(|| "unknown".to_owned(), PgType::sql_name))
+                string(&ty.map_or_else(
+                    || "unknown".to_owned(),
+                    |t| t.with_modifier(types::Modifier::None).sql_name(),
+                ))
             }
             n if crate::functions::takes_types(n) => crate::functions::typed_call(
                 function,

@@ -423,11 +423,25 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
             }
         }
     }
-    let columns: Vec<String> = if insert.columns.is_empty() {
+    let mut columns: Vec<String> = if insert.columns.is_empty() {
         table_columns(conn, &table)
     } else {
         insert.columns.iter().map(last_part).collect()
     };
+    // VALUES shorter than the table fill its first columns, the rest take their defaults (PostgreSQL's
+    // rule); SQLite wants every column, so the list is made explicit.
+    if insert.columns.is_empty() {
+        if let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) {
+            let width = values.rows.first().map_or(0, |r| r.content.len());
+            if width > 0 && width < columns.len() {
+                columns.truncate(width);
+                insert.columns = columns
+                    .iter()
+                    .map(|c| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', c.clone())]))
+                    .collect();
+            }
+        }
+    }
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);

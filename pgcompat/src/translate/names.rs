@@ -76,6 +76,7 @@ fn figure(expr: &Expr) -> Option<String> {
         },
         Expr::Extract { .. } => Some("extract".to_owned()),
         Expr::Position { .. } => Some("position".to_owned()),
+        Expr::Substring { shorthand: true, .. } => Some("substr".to_owned()),
         Expr::Substring { .. } => Some("substring".to_owned()),
         Expr::Trim { .. } => Some("btrim".to_owned()),
         Expr::Ceil { .. } => Some("ceil".to_owned()),

@@ -34,6 +34,7 @@ pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), Pg
         if let OrderByKind::Expressions(items) = &mut order_by.kind {
             for item in items {
                 expr(hooks, &mut item.expr)?;
+                postgres_nulls(&mut item.options);
             }
         }
     }
@@ -193,6 +194,15 @@ fn args<H: Hooks>(hooks: &mut H, arguments: &mut FunctionArguments) -> Result<()
     }
 }
 
+/// PostgreSQL sorts NULL after every value ascending and before them descending; SQLite the other way, so
+/// an ORDER BY item without NULLS FIRST/LAST gets PostgreSQL's explicitly.
+fn postgres_nulls(options: &mut sqlparser::ast::OrderByOptions) {
+    if options.nulls_first.is_none() {
+        let descending = matches!(options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+        options.nulls_first = Some(descending);
+    }
+}
+
 /// Walks an expression: its children first, then the expression itself.
 pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError> {
     match e {
@@ -283,6 +293,7 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
                 }
                 for o in &mut spec.order_by {
                     expr(hooks, &mut o.expr)?;
+                    postgres_nulls(&mut o.options);
                 }
             }
             for o in &mut f.within_group {

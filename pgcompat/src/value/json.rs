@@ -275,6 +275,57 @@ pub fn delete_path(text: &str, path: &[String]) -> Result<String, PgError> {
     Ok(to_text(node))
 }
 
+/// `a || b` on jsonb: objects merged (the right's keys win), arrays concatenated, a scalar or object joined
+/// with an array as one more element.
+pub fn concat(a: &str, b: &str) -> Result<String, PgError> {
+    let left = parse(a).ok_or_else(|| PgError::invalid_input("json", a))?;
+    let right = parse(b).ok_or_else(|| PgError::invalid_input("json", b))?;
+    let node = match (left, right) {
+        (Node::Object(mut x), Node::Object(y)) => {
+            x.extend(y);
+            Node::Object(x)
+        }
+        (Node::Array(mut x), Node::Array(y)) => {
+            x.extend(y);
+            Node::Array(x)
+        }
+        (Node::Array(mut x), other) => {
+            x.push(other);
+            Node::Array(x)
+        }
+        (other, Node::Array(mut y)) => {
+            y.insert(0, other);
+            Node::Array(y)
+        }
+        (x, y) => Node::Array(vec![x, y]),
+    };
+    Ok(to_text(node))
+}
+
+/// `j - key` (object key, or string elements of an array), `j - index` (array element), `j - keys[]`.
+pub fn delete(text: &str, keys: &[String], index: Option<i64>) -> Result<String, PgError> {
+    let node = parse(text).ok_or_else(|| PgError::invalid_input("json", text))?;
+    let node = match (node, index) {
+        (Node::Array(mut items), Some(i)) => {
+            let len = items.len() as i64;
+            let at = if i < 0 { len + i } else { i };
+            if (0..len).contains(&at) {
+                items.remove(at as usize);
+            }
+            Node::Array(items)
+        }
+        (Node::Object(fields), None) => Node::Object(fields.into_iter().filter(|(k, _)| !keys.contains(k)).collect()),
+        (Node::Array(items), None) => Node::Array(
+            items
+                .into_iter()
+                .filter(|i| !matches!(i, Node::String(s) if keys.contains(s)))
+                .collect(),
+        ),
+        (other, _) => other,
+    };
+    Ok(to_text(node))
+}
+
 /// Whether a jsonb object has `key` among its keys, or an array has it as a string element (`?`).
 pub fn has_key(text: &str, key: &str) -> Result<bool, PgError> {
     Ok(match parse(text).ok_or_else(|| PgError::invalid_input("json", text))? {
