@@ -4,7 +4,7 @@
 //!
 //! Target (issue "PostgreSQL compatibility"): ≤ 5 µs per cached statement.
 //!
-//! `cargo bench -p cambium-benches --bench translate`
+//! `cargo bench -p cambium-pgcompat --bench translate`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use pgcompat::Dialect;
