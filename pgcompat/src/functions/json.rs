@@ -686,20 +686,13 @@ fn path_arg(args: &Args<'_, '_>, i: usize) -> Result<Option<Vec<String>>, PgErro
     let Some(text) = args.text(i) else {
         return Ok(None);
     };
-    let elements =
-        crate::value::array::parse(&text).ok_or_else(|| PgError::invalid_input("text[]", &text))?;
+    let elements = crate::value::array::parse(&text).ok_or_else(|| PgError::invalid_input("text[]", &text))?;
     // A NULL step matches nothing: PostgreSQL leaves the document as it is past it.
-    Ok(Some(
-        elements
-            .into_iter()
-            .map_while(|e| e)
-            .collect(),
-    ))
+    Ok(Some(elements.into_iter().map_while(|e| e).collect()))
 }
 
 fn set_or_insert(args: &Args<'_, '_>, op: SetOp) -> Result<Value, PgError> {
-    let (Some(mut doc), Some(path), Some(new)) = (json_arg(args, 0)?, path_arg(args, 1)?, json_arg(args, 2)?)
-    else {
+    let (Some(mut doc), Some(path), Some(new)) = (json_arg(args, 0)?, path_arg(args, 1)?, json_arg(args, 2)?) else {
         return Ok(Value::Null);
     };
     let op = if args.len() > 3 {
@@ -813,12 +806,9 @@ fn contains(a: &J, b: &J) -> bool {
             }
         }),
         (J::Arr(ai), J::Arr(bi)) => bi.iter().all(|bv| match bv {
-            J::Obj(_) | J::Arr(_) => ai.iter().any(|av| {
-                matches!(
-                    (av, bv),
-                    (J::Obj(_), J::Obj(_)) | (J::Arr(_), J::Arr(_))
-                ) && contains(av, bv)
-            }),
+            J::Obj(_) | J::Arr(_) => ai
+                .iter()
+                .any(|av| matches!((av, bv), (J::Obj(_), J::Obj(_)) | (J::Arr(_), J::Arr(_))) && contains(av, bv)),
             _ => ai.iter().any(|av| scalars_equal(av, bv)),
         }),
         (J::Obj(_), _) | (_, J::Obj(_)) => false,
@@ -850,24 +840,34 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
         build_array(a, s, Flavor::Json)
     })?;
     // A timestamptz becomes JSON in the session's zone.
-    define(conn, state, "to_jsonb", 1, Purity::Volatile, |a, s| to_json_of(a, s, Flavor::Jsonb))?;
-    define(conn, state, "to_json", 1, Purity::Volatile, |a, s| to_json_of(a, s, Flavor::Json))?;
+    define(conn, state, "to_jsonb", 1, Purity::Volatile, |a, s| {
+        to_json_of(a, s, Flavor::Jsonb)
+    })?;
+    define(conn, state, "to_json", 1, Purity::Volatile, |a, s| {
+        to_json_of(a, s, Flavor::Json)
+    })?;
     for name in ["jsonb_typeof", "json_typeof"] {
         define(conn, state, name, 1, Purity::Pure, |a, _| type_of(a))?;
     }
     for name in ["jsonb_array_length", "json_array_length"] {
         define(conn, state, name, 1, Purity::Pure, |a, _| array_length(a))?;
     }
-    define(conn, state, "jsonb_extract_path", -1, Purity::Pure, |a, _| extract_jsonb(a, false))?;
+    define(conn, state, "jsonb_extract_path", -1, Purity::Pure, |a, _| {
+        extract_jsonb(a, false)
+    })?;
     define(conn, state, "jsonb_extract_path_text", -1, Purity::Pure, |a, _| {
         extract_jsonb(a, true)
     })?;
-    define(conn, state, "json_extract_path", -1, Purity::Pure, |a, _| extract_json(a, false))?;
+    define(conn, state, "json_extract_path", -1, Purity::Pure, |a, _| {
+        extract_json(a, false)
+    })?;
     define(conn, state, "json_extract_path_text", -1, Purity::Pure, |a, _| {
         extract_json(a, true)
     })?;
     for arity in [3, 4] {
-        define(conn, state, "jsonb_set", arity, Purity::Pure, |a, _| set_or_insert(a, SetOp::Create))?;
+        define(conn, state, "jsonb_set", arity, Purity::Pure, |a, _| {
+            set_or_insert(a, SetOp::Create)
+        })?;
         define(conn, state, "jsonb_insert", arity, Purity::Pure, |a, _| {
             set_or_insert(a, SetOp::InsertBefore)
         })?;
@@ -1049,8 +1049,9 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
     Some(match name {
         "jsonb_build_object" | "jsonb_build_array" | "to_jsonb" | "jsonb_agg" | "jsonb_object_agg" | "jsonb_set"
         | "jsonb_insert" | "jsonb_strip_nulls" | "jsonb_extract_path" => PgType::new(Base::Jsonb),
-        "json_build_object" | "json_build_array" | "to_json" | "json_agg" | "json_object_agg"
-        | "json_extract_path" => PgType::new(Base::Json),
+        "json_build_object" | "json_build_array" | "to_json" | "json_agg" | "json_object_agg" | "json_extract_path" => {
+            PgType::new(Base::Json)
+        }
         "jsonb_typeof" | "json_typeof" | "jsonb_pretty" | "jsonb_extract_path_text" | "json_extract_path_text" => {
             PgType::TEXT
         }
@@ -1072,7 +1073,10 @@ mod tests {
                 Some(r#"{"id": 1, "name": "x", "tags": ["a", "b"], "nothing": null}"#),
             ),
             ("json_build_object('b', 1, 'a', 2)", Some(r#"{"b" : 1, "a" : 2}"#)),
-            ("json_build_array(1, 'two', NULL, true)", Some(r#"[1, "two", null, true]"#)),
+            (
+                "json_build_array(1, 'two', NULL, true)",
+                Some(r#"[1, "two", null, true]"#),
+            ),
             ("jsonb_build_array(1.50, 'x')", Some(r#"[1.50, "x"]"#)),
             (
                 "json_build_object('a', json '[1, 2]', 'b', ARRAY[1,2], 'c', true)",
@@ -1092,7 +1096,10 @@ mod tests {
                 "to_jsonb(TIMESTAMPTZ '2024-01-02 03:04:05+00')",
                 Some(r#""2024-01-02T03:04:05+00:00""#),
             ),
-            ("to_json(TIMESTAMP '2024-01-02 03:04:05.5')", Some(r#""2024-01-02T03:04:05.5""#)),
+            (
+                "to_json(TIMESTAMP '2024-01-02 03:04:05.5')",
+                Some(r#""2024-01-02T03:04:05.5""#),
+            ),
             ("to_jsonb(1.10::numeric)", Some("1.10")),
         ]);
         check_errors(&[
@@ -1136,7 +1143,10 @@ mod tests {
                 "jsonb_set('{\"a\": 1, \"b\": {\"c\": 2}}', '{b,c}', '3')",
                 Some(r#"{"a": 1, "b": {"c": 3}}"#),
             ),
-            ("jsonb_set('{\"a\": 1}', '{z}', '\"new\"')", Some(r#"{"a": 1, "z": "new"}"#)),
+            (
+                "jsonb_set('{\"a\": 1}', '{z}', '\"new\"')",
+                Some(r#"{"a": 1, "z": "new"}"#),
+            ),
             ("jsonb_set('[1, 2]', '{0}', '9')", Some("[9, 2]")),
             ("jsonb_set('[1, 2]', '{-5}', '9')", Some("[9, 1, 2]")),
             ("jsonb_set('[1, 2]', '{7}', '9')", Some("[1, 2, 9]")),
@@ -1144,10 +1154,19 @@ mod tests {
             ("jsonb_set('{\"a\":1}', '{a,b}', '2')", Some(r#"{"a": 1}"#)),
             ("jsonb_set('{\"a\":1}', '{}', '2')", Some(r#"{"a": 1}"#)),
             ("jsonb_set('{\"a\":1}', '{a}', NULL)", None),
-            ("jsonb_insert('{\"a\": [1, 2]}', '{a,1}', '99')", Some(r#"{"a": [1, 99, 2]}"#)),
-            ("jsonb_insert('{\"a\": [1, 2]}', '{a,1}', '99', true)", Some(r#"{"a": [1, 2, 99]}"#)),
+            (
+                "jsonb_insert('{\"a\": [1, 2]}', '{a,1}', '99')",
+                Some(r#"{"a": [1, 99, 2]}"#),
+            ),
+            (
+                "jsonb_insert('{\"a\": [1, 2]}', '{a,1}', '99', true)",
+                Some(r#"{"a": [1, 2, 99]}"#),
+            ),
             ("jsonb_insert('{\"a\": 1}', '{b}', '2')", Some(r#"{"a": 1, "b": 2}"#)),
-            ("jsonb_strip_nulls('{\"a\": 1, \"b\": null, \"c\": [null]}')", Some(r#"{"a": 1, "c": [null]}"#)),
+            (
+                "jsonb_strip_nulls('{\"a\": 1, \"b\": null, \"c\": [null]}')",
+                Some(r#"{"a": 1, "c": [null]}"#),
+            ),
         ]);
         check_errors(&[
             ("jsonb_set('[1]', '{x}', '1')", "22P02"),
@@ -1178,7 +1197,10 @@ mod tests {
             ("'[[1]]'::jsonb @> '[1]'", Some("f")),
             ("'[[1, 2]]'::jsonb @> '[[2]]'", Some("t")),
             ("'{\"a\": 1.0}'::jsonb @> '{\"a\": 1}'", Some("t")),
-            ("'{\"tags\": [\"x\", \"y\"]}'::jsonb @> '{\"tags\": [\"y\"]}'", Some("t")),
+            (
+                "'{\"tags\": [\"x\", \"y\"]}'::jsonb @> '{\"tags\": [\"y\"]}'",
+                Some("t"),
+            ),
             ("'\"a\"'::jsonb @> '[\"a\"]'", Some("f")),
             ("'{\"a\": 1, \"b\": 2}'::jsonb ? 'a'", Some("t")),
             ("'{\"a\": 1}'::jsonb ? 'z'", Some("f")),

@@ -54,8 +54,8 @@ const DAYS: [&str; 7] = [
 /// The date-time patterns, longest first where one is a prefix of another.
 const PATTERNS: &[&str] = &[
     "HH24", "HH12", "HH", "MI", "SSSSS", "SSSS", "SS", "MS", "US", "AM", "PM", "am", "pm", "A.M.", "P.M.", "a.m.",
-    "p.m.", "IYYY", "IYY", "IY", "YYYY", "YYY", "YY", "Y", "MONTH", "Month", "month", "MON", "Mon", "mon", "MM",
-    "DAY", "Day", "day", "DY", "Dy", "dy", "DDD", "DD", "D", "IW", "ID", "WW", "W", "Q", "CC", "J",
+    "p.m.", "IYYY", "IYY", "IY", "YYYY", "YYY", "YY", "Y", "MONTH", "Month", "month", "MON", "Mon", "mon", "MM", "DAY",
+    "Day", "day", "DY", "Dy", "dy", "DDD", "DD", "D", "IW", "ID", "WW", "W", "Q", "CC", "J",
 ];
 
 /// The fields a date-time format reads.
@@ -210,7 +210,11 @@ fn pattern_number(pattern: &str, f: &Fields) -> (i64, usize) {
         "W" => ((f.day - 1) / 7 + 1, 1),
         "Q" => ((f.month - 1) / 3 + 1, 1),
         "CC" => {
-            let cc = if f.year > 0 { (f.year + 99) / 100 } else { f.year / 100 - 1 };
+            let cc = if f.year > 0 {
+                (f.year + 99) / 100
+            } else {
+                f.year / 100 - 1
+            };
             (cc, 2)
         }
         "J" => (f.julian, 1),
@@ -398,11 +402,7 @@ fn parse_num_format(format: &str) -> Result<NumFormat, PgError> {
                     }
                     f.point = true;
                 }
-                b',' | b'G' => {
-                    if !f.point {
-                        f.int.push(NumItem::Group);
-                    }
-                }
+                b',' | b'G' if !f.point => f.int.push(NumItem::Group),
                 b'S' => {
                     f.sign = if seen_digit {
                         SignAt::TrailingS
@@ -443,7 +443,11 @@ fn format_number(value: &Decimal, format: &str) -> Result<String, PgError> {
     let mut visible = false;
     let mut digit_index = 0usize;
     let first_digit = positions.saturating_sub(int_digits.len());
-    let first_zero = f.int.iter().filter(|i| **i != NumItem::Group).position(|i| *i == NumItem::Zero);
+    let first_zero = f
+        .int
+        .iter()
+        .filter(|i| **i != NumItem::Group)
+        .position(|i| *i == NumItem::Zero);
     for item in &f.int {
         match item {
             NumItem::Group => {
@@ -484,7 +488,7 @@ fn format_number(value: &Decimal, format: &str) -> Result<String, PgError> {
         };
         if !f.fill {
             // FM drops the trailing zeros of `9` positions.
-            while digits.len() > 0
+            while !digits.is_empty()
                 && digits.last() == Some(&'0')
                 && f.frac.get(digits.len() - 1) == Some(&NumItem::Nine)
             {
@@ -494,7 +498,16 @@ fn format_number(value: &Decimal, format: &str) -> Result<String, PgError> {
         body.extend(digits);
     }
     let (lead, trail) = match f.sign {
-        SignAt::Default => (if negative { "-" } else if f.fill { " " } else { "" }, ""),
+        SignAt::Default => (
+            if negative {
+                "-"
+            } else if f.fill {
+                " "
+            } else {
+                ""
+            },
+            "",
+        ),
         SignAt::LeadingS => (if negative { "-" } else { "+" }, ""),
         SignAt::TrailingS => ("", if negative { "-" } else { "+" }),
         SignAt::TrailingMinus => ("", if negative { "-" } else { " " }),
@@ -768,18 +781,19 @@ fn to_timestamp(args: &Args<'_, '_>, state: &SessionState) -> Result<Value, PgEr
             match t.as_str() {
                 "infinity" => return Ok(Value::Text("infinity".to_owned())),
                 "-infinity" => return Ok(Value::Text("-infinity".to_owned())),
-                _ => t.parse().map_err(|_| PgError::invalid_input("double precision", &text))?,
+                _ => t
+                    .parse()
+                    .map_err(|_| PgError::invalid_input("double precision", &text))?,
             }
         }
     };
     if seconds.is_nan() {
-        return Err(PgError::new(
-            DATETIME_FIELD_OVERFLOW,
-            "timestamp cannot be NaN",
-        ));
+        return Err(PgError::new(DATETIME_FIELD_OVERFLOW, "timestamp cannot be NaN"));
     }
     if seconds.is_infinite() {
-        return Ok(Value::Text(if seconds > 0.0 { "infinity" } else { "-infinity" }.to_owned()));
+        return Ok(Value::Text(
+            if seconds > 0.0 { "infinity" } else { "-infinity" }.to_owned(),
+        ));
     }
     let micros = (seconds * 1e6).round();
     let ts = (micros.abs() < 9.2e18)
@@ -842,7 +856,10 @@ fn make_time_of(h: i64, m: i64, sec: f64) -> Result<Time, PgError> {
     let bad = || {
         PgError::new(
             DATETIME_FIELD_OVERFLOW,
-            format!("time field value out of range: {h}:{m:02}:{:02}", crate::value::format_float8(sec)),
+            format!(
+                "time field value out of range: {h}:{m:02}:{:02}",
+                crate::value::format_float8(sec)
+            ),
         )
     };
     let micros = (sec * 1e6).round();
@@ -1001,7 +1018,10 @@ fn date_bin(args: &Args<'_, '_>, state: &SessionState) -> Result<Value, PgError>
     }
     let stride_micros = i64::from(stride.days) * MICROS_PER_DAY + stride.micros;
     if stride_micros <= 0 {
-        return Err(PgError::new(INVALID_PARAMETER_VALUE, "stride must be greater than zero"));
+        return Err(PgError::new(
+            INVALID_PARAMETER_VALUE,
+            "stride must be greater than zero",
+        ));
     }
     let ty = datetime_type(args, 1);
     let tz = state.time_zone();
@@ -1141,7 +1161,9 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
         super::super::at_time_zone(a.value(1), &zone, datetime_type(a, 1), &s.time_zone())
     })?;
     define(conn, state, "date_bin", 3, Purity::Volatile, date_bin)?;
-    define(conn, state, "timeofday", 0, Purity::Volatile, |_, s| Ok(Value::Text(timeofday(s))))?;
+    define(conn, state, "timeofday", 0, Purity::Volatile, |_, s| {
+        Ok(Value::Text(timeofday(s)))
+    })?;
     define(conn, state, "pg_sleep", 1, Purity::Volatile, |a, _| pg_sleep(a))?;
     Ok(())
 }
@@ -1179,7 +1201,10 @@ mod tests {
                 Some("2024-05-07 08:09:10"),
             ),
             ("to_char(DATE '2024-05-07', 'DD/MM/YYYY')", Some("07/05/2024")),
-            ("to_char(TIMESTAMP '2024-05-07 20:09:10', 'HH12:MI AM')", Some("08:09 PM")),
+            (
+                "to_char(TIMESTAMP '2024-05-07 20:09:10', 'HH12:MI AM')",
+                Some("08:09 PM"),
+            ),
             ("to_char(DATE '2024-05-07', 'Mon DD, YYYY')", Some("May 07, 2024")),
             ("to_char(DATE '2024-05-07', 'FMMonth FMDD')", Some("May 7")),
             ("to_char(DATE '2024-05-07', 'Day')", Some("Tuesday  ")),
@@ -1190,9 +1215,18 @@ mod tests {
                 "to_char(TIMESTAMP '2024-05-01 09:00', 'YYYY-MM-DD\"T\"HH24:MI:SS')",
                 Some("2024-05-01T09:00:00"),
             ),
-            ("to_char(DATE '2024-05-01', 'FMDDth \"of\" FMMonth')", Some("1st of May")),
-            ("to_char(DATE '2024-05-07', 'MONTH|month|DY|dy|Q|WW|DDD|D')", Some("MAY      |may      |TUE|tue|2|19|128|3")),
-            ("to_char(TIMESTAMP '2024-05-07 00:00:01.5', 'HH12 am MS US')", Some("12 am 500 500000")),
+            (
+                "to_char(DATE '2024-05-01', 'FMDDth \"of\" FMMonth')",
+                Some("1st of May"),
+            ),
+            (
+                "to_char(DATE '2024-05-07', 'MONTH|month|DY|dy|Q|WW|DDD|D')",
+                Some("MAY      |may      |TUE|tue|2|19|128|3"),
+            ),
+            (
+                "to_char(TIMESTAMP '2024-05-07 00:00:01.5', 'HH12 am MS US')",
+                Some("12 am 500 500000"),
+            ),
         ]);
     }
 
@@ -1232,16 +1266,28 @@ mod tests {
                 "to_timestamp('2024-05-07 08:09', 'YYYY-MM-DD HH24:MI')",
                 Some("2024-05-07 08:09:00+00"),
             ),
-            ("to_timestamp('2024-05-07 08:09 PM', 'YYYY-MM-DD HH:MI AM')", Some("2024-05-07 20:09:00+00")),
+            (
+                "to_timestamp('2024-05-07 08:09 PM', 'YYYY-MM-DD HH:MI AM')",
+                Some("2024-05-07 20:09:00+00"),
+            ),
             ("to_timestamp(0)", Some("1970-01-01 00:00:00+00")),
             ("to_timestamp(1700000000)", Some("2023-11-14 22:13:20+00")),
             ("to_timestamp(1.5)", Some("1970-01-01 00:00:01.5+00")),
             ("make_date(2024, 2, 29)", Some("2024-02-29")),
             ("make_time(8, 15, 30.5)", Some("08:15:30.5")),
             ("make_timestamp(2024, 1, 2, 3, 4, 5)", Some("2024-01-02 03:04:05")),
-            ("make_timestamptz(2024, 1, 2, 3, 4, 5, 'UTC')", Some("2024-01-02 03:04:05+00")),
-            ("make_timestamptz(2024, 7, 1, 12, 0, 0, 'Europe/Berlin')", Some("2024-07-01 10:00:00+00")),
-            ("make_interval(1, 2, 1, 3, 4, 5, 6.5)", Some("1 year 2 mons 10 days 04:05:06.5")),
+            (
+                "make_timestamptz(2024, 1, 2, 3, 4, 5, 'UTC')",
+                Some("2024-01-02 03:04:05+00"),
+            ),
+            (
+                "make_timestamptz(2024, 7, 1, 12, 0, 0, 'Europe/Berlin')",
+                Some("2024-07-01 10:00:00+00"),
+            ),
+            (
+                "make_interval(1, 2, 1, 3, 4, 5, 6.5)",
+                Some("1 year 2 mons 10 days 04:05:06.5"),
+            ),
             ("make_interval(0, 0, 0, 10, 2)", Some("10 days 02:00:00")),
         ]);
         check_errors(&[
@@ -1260,7 +1306,10 @@ mod tests {
             ("justify_interval(INTERVAL '1 month -1 hour')", Some("29 days 23:00:00")),
             ("isfinite(DATE '2024-01-01')", Some("t")),
             ("isfinite(INTERVAL '1 day')", Some("t")),
-            ("timezone('UTC', TIMESTAMP '2024-01-01 00:00')", Some("2024-01-01 00:00:00+00")),
+            (
+                "timezone('UTC', TIMESTAMP '2024-01-01 00:00')",
+                Some("2024-01-01 00:00:00+00"),
+            ),
             (
                 "date_bin(INTERVAL '15 minutes', TIMESTAMP '2024-01-01 10:37:00', TIMESTAMP '2000-01-01')",
                 Some("2024-01-01 10:30:00"),
@@ -1269,7 +1318,10 @@ mod tests {
         ]);
         check_errors(&[
             ("pg_sleep(61)", "22023"),
-            ("date_bin(INTERVAL '0 minutes', TIMESTAMP '2024-01-01', TIMESTAMP '2000-01-01')", "22023"),
+            (
+                "date_bin(INTERVAL '0 minutes', TIMESTAMP '2024-01-01', TIMESTAMP '2000-01-01')",
+                "22023",
+            ),
         ]);
     }
 }
