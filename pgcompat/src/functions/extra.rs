@@ -126,22 +126,8 @@ pub(crate) fn typed_call(function: &Function, name: &str, types: &[Option<PgType
 
 /// The typed form of a call the translator builds itself (`x ^ y` is `pow(x, y)`).
 pub(crate) fn typed_expr(name: &str, types: &[Option<PgType>], args: Vec<Expr>) -> Expr {
-    let function = Function {
-        name: ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        within_group: Vec::new(),
-        filter: None,
-        null_treatment: None,
-        over: None,
+    let Expr::Function(function) = crate::translate::expr::call(name, args) else {
+        unreachable!("call builds a function call");
     };
     typed_call(&function, name, types)
 }

@@ -20,21 +20,9 @@ use super::{check_size, define, raise, value_text, Args, Purity};
 use crate::error::{PgError, INVALID_PARAMETER_VALUE, INVALID_TEXT_REPRESENTATION};
 use crate::functions::SessionState;
 use crate::types::{Base, PgType};
-use crate::value::json::DEPTH_MAX;
+use crate::value::json::Node as J;
+use crate::value::json::Parser;
 use crate::value::numeric::Decimal;
-
-/// A parsed JSON value; numbers keep the text they were written with.
-#[derive(Clone, Debug, PartialEq)]
-enum J {
-    Null,
-    Bool(bool),
-    Num(String),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
-    /// A `json` value embedded as written (only in `json` results).
-    Raw(String),
-}
 
 /// Which of the two JSON types a function builds.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,130 +31,11 @@ enum Flavor {
     Jsonb,
 }
 
-struct Parser<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Parser<'_> {
-    fn skip_ws(&mut self) {
-        while self.at < self.bytes.len() && matches!(self.bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
-            self.at += 1;
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Option<J> {
-        if depth > DEPTH_MAX {
-            return None;
-        }
-        self.skip_ws();
-        match *self.bytes.get(self.at)? {
-            b'n' => self.word("null").map(|()| J::Null),
-            b't' => self.word("true").map(|()| J::Bool(true)),
-            b'f' => self.word("false").map(|()| J::Bool(false)),
-            b'"' => self.string().map(J::Str),
-            b'[' => {
-                self.at += 1;
-                let mut items = Vec::new();
-                self.skip_ws();
-                if self.bytes.get(self.at) == Some(&b']') {
-                    self.at += 1;
-                    return Some(J::Arr(items));
-                }
-                loop {
-                    items.push(self.value(depth + 1)?);
-                    self.skip_ws();
-                    match self.bytes.get(self.at)? {
-                        b',' => self.at += 1,
-                        b']' => {
-                            self.at += 1;
-                            return Some(J::Arr(items));
-                        }
-                        _ => return None,
-                    }
-                }
-            }
-            b'{' => {
-                self.at += 1;
-                let mut fields = Vec::new();
-                self.skip_ws();
-                if self.bytes.get(self.at) == Some(&b'}') {
-                    self.at += 1;
-                    return Some(J::Obj(fields));
-                }
-                loop {
-                    self.skip_ws();
-                    if self.bytes.get(self.at) != Some(&b'"') {
-                        return None;
-                    }
-                    let key = self.string()?;
-                    self.skip_ws();
-                    if self.bytes.get(self.at) != Some(&b':') {
-                        return None;
-                    }
-                    self.at += 1;
-                    fields.push((key, self.value(depth + 1)?));
-                    self.skip_ws();
-                    match self.bytes.get(self.at)? {
-                        b',' => self.at += 1,
-                        b'}' => {
-                            self.at += 1;
-                            return Some(J::Obj(fields));
-                        }
-                        _ => return None,
-                    }
-                }
-            }
-            b'-' | b'0'..=b'9' => {
-                let start = self.at;
-                while self.at < self.bytes.len()
-                    && matches!(self.bytes[self.at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                {
-                    self.at += 1;
-                }
-                let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
-                serde_json::from_str::<serde_json::Number>(text).ok()?;
-                Some(J::Num(text.to_owned()))
-            }
-            _ => None,
-        }
-    }
-
-    fn word(&mut self, word: &str) -> Option<()> {
-        let end = self.at + word.len();
-        (self.bytes.get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
-    }
-
-    fn string(&mut self) -> Option<String> {
-        let start = self.at;
-        self.at += 1;
-        loop {
-            match *self.bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    break;
-                }
-                b'\\' => self.at += 2,
-                c if c < 0x20 => return None,
-                _ => self.at += 1,
-            }
-        }
-        let raw = std::str::from_utf8(self.bytes.get(start..self.at)?).ok()?;
-        serde_json::from_str::<String>(raw).ok()
-    }
-}
-
 /// JSON text parsed; 22P02 if it is not JSON.
 fn parse(text: &str) -> Result<J, PgError> {
-    let mut parser = Parser {
-        bytes: text.as_bytes(),
-        at: 0,
-    };
-    let node = parser.value(0);
-    parser.skip_ws();
-    match node {
-        Some(node) if parser.at == parser.bytes.len() => Ok(node),
-        _ => Err(PgError::new(
+    match crate::value::json::parse_node(text) {
+        Some(node) => Ok(node),
+        None => Err(PgError::new(
             INVALID_TEXT_REPRESENTATION,
             "invalid input syntax for type json",
         )),
@@ -247,13 +116,13 @@ fn write_jsonb(out: &mut String, node: &J) {
     match node {
         J::Null => out.push_str("null"),
         J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        J::Num(n) => out.push_str(n),
-        J::Str(s) => write_string(out, s),
+        J::Number(n) => out.push_str(n),
+        J::String(s) => write_string(out, s),
         J::Raw(r) => match parse(r) {
             Ok(node) => write_jsonb(out, &node),
             Err(_) => out.push_str("null"),
         },
-        J::Arr(items) => {
+        J::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -263,7 +132,7 @@ fn write_jsonb(out: &mut String, node: &J) {
             }
             out.push(']');
         }
-        J::Obj(fields) => {
+        J::Object(fields) => {
             out.push('{');
             for (i, (key, value)) in sorted_fields(fields).into_iter().enumerate() {
                 if i > 0 {
@@ -296,10 +165,10 @@ fn write_json(out: &mut String, node: &J) {
     match node {
         J::Null => out.push_str("null"),
         J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        J::Num(n) => out.push_str(n),
-        J::Str(s) => write_string(out, s),
+        J::Number(n) => out.push_str(n),
+        J::String(s) => write_string(out, s),
         J::Raw(r) => out.push_str(r),
-        J::Arr(items) => {
+        J::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -309,7 +178,7 @@ fn write_json(out: &mut String, node: &J) {
             }
             out.push(']');
         }
-        J::Obj(fields) => {
+        J::Object(fields) => {
             out.push('{');
             for (i, (key, value)) in fields.iter().enumerate() {
                 if i > 0 {
@@ -341,9 +210,9 @@ fn json_text(node: &J) -> String {
 fn number(text: String) -> J {
     let lower = text.to_ascii_lowercase();
     if lower.contains("nan") || lower.contains("inf") {
-        J::Str(text)
+        J::String(text)
     } else {
-        J::Num(text)
+        J::Number(text)
     }
 }
 
@@ -375,8 +244,8 @@ fn element_node(text: &str, base: Base, flavor: Flavor) -> Result<J, PgError> {
             Flavor::Json => J::Raw(text.to_owned()),
             Flavor::Jsonb => parse(text)?,
         },
-        Base::Date | Base::Timestamp | Base::Timestamptz => J::Str(iso_datetime(text, base)),
-        _ => J::Str(text.to_owned()),
+        Base::Date | Base::Timestamp | Base::Timestamptz => J::String(iso_datetime(text, base)),
+        _ => J::String(text.to_owned()),
     })
 }
 
@@ -387,9 +256,9 @@ fn to_node(value: &Value, ty: Option<PgType>, tz: &TimeZone, flavor: Flavor) -> 
     }
     let Some(ty) = ty else {
         return Ok(match value {
-            Value::Integer(i) => J::Num(i.to_string()),
+            Value::Integer(i) => J::Number(i.to_string()),
             Value::Real(f) => number(crate::value::format_float8(*f)),
-            other => J::Str(value_text(other).unwrap_or_default()),
+            other => J::String(value_text(other).unwrap_or_default()),
         });
     };
     let text = crate::value::output(ty, value, tz).unwrap_or_default();
@@ -403,7 +272,7 @@ fn to_node(value: &Value, ty: Option<PgType>, tz: &TimeZone, flavor: Flavor) -> 
                 Some(t) => element_node(t, ty.base(), flavor),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        return Ok(J::Arr(items));
+        return Ok(J::Array(items));
     }
     element_node(&text, ty.base(), flavor)
 }
@@ -452,7 +321,7 @@ fn build_object(args: &Args<'_, '_>, state: &SessionState, flavor: Flavor) -> Re
         fields.push((key, value));
     }
     match flavor {
-        Flavor::Jsonb => jsonb_text(&J::Obj(fields)),
+        Flavor::Jsonb => jsonb_text(&J::Object(fields)),
         Flavor::Json => {
             let mut out = String::from("{");
             for (i, (key, value)) in fields.iter().enumerate() {
@@ -476,7 +345,7 @@ fn build_array(args: &Args<'_, '_>, state: &SessionState, flavor: Flavor) -> Res
         .map(|i| to_node(&args.value(i), args.ty(i), &tz, flavor))
         .collect::<Result<Vec<_>, _>>()?;
     match flavor {
-        Flavor::Jsonb => jsonb_text(&J::Arr(items)),
+        Flavor::Jsonb => jsonb_text(&J::Array(items)),
         Flavor::Json => {
             let texts: Vec<String> = items.iter().map(json_text).collect();
             let out = format!("[{}]", texts.join(", "));
@@ -510,10 +379,10 @@ fn type_of(args: &Args<'_, '_>) -> Result<Value, PgError> {
     let name = match node {
         J::Null => "null",
         J::Bool(_) => "boolean",
-        J::Num(_) => "number",
-        J::Str(_) => "string",
-        J::Arr(_) => "array",
-        J::Obj(_) | J::Raw(_) => "object",
+        J::Number(_) => "number",
+        J::String(_) => "string",
+        J::Array(_) => "array",
+        J::Object(_) | J::Raw(_) => "object",
     };
     Ok(Value::Text(name.to_owned()))
 }
@@ -521,8 +390,8 @@ fn type_of(args: &Args<'_, '_>) -> Result<Value, PgError> {
 fn array_length(args: &Args<'_, '_>) -> Result<Value, PgError> {
     match json_arg(args, 0)? {
         None => Ok(Value::Null),
-        Some(J::Arr(items)) => Ok(Value::Integer(items.len() as i64)),
-        Some(J::Obj(_)) => Err(PgError::new(
+        Some(J::Array(items)) => Ok(Value::Integer(items.len() as i64)),
+        Some(J::Object(_)) => Err(PgError::new(
             INVALID_PARAMETER_VALUE,
             "cannot get array length of a non-array",
         )),
@@ -553,11 +422,11 @@ fn extract_jsonb(args: &Args<'_, '_>, as_text: bool) -> Result<Value, PgError> {
     let mut node = &doc;
     for step in &path {
         node = match node {
-            J::Obj(fields) => match fields.iter().rev().find(|(k, _)| k == step) {
+            J::Object(fields) => match fields.iter().rev().find(|(k, _)| k == step) {
                 Some((_, v)) => v,
                 None => return Ok(Value::Null),
             },
-            J::Arr(items) => match array_index(step, items.len()) {
+            J::Array(items) => match array_index(step, items.len()) {
                 Some(at) => &items[at],
                 None => return Ok(Value::Null),
             },
@@ -566,7 +435,7 @@ fn extract_jsonb(args: &Args<'_, '_>, as_text: bool) -> Result<Value, PgError> {
     }
     match (node, as_text) {
         (J::Null, true) => Ok(Value::Null),
-        (J::Str(s), true) => Ok(Value::Text(s.clone())),
+        (J::String(s), true) => Ok(Value::Text(s.clone())),
         (other, _) => jsonb_text(other),
     }
 }
@@ -595,7 +464,7 @@ fn extract_json(args: &Args<'_, '_>, as_text: bool) -> Result<Value, PgError> {
     }
     Ok(match parse(raw)? {
         J::Null => Value::Null,
-        J::Str(s) => Value::Text(s),
+        J::String(s) => Value::Text(s),
         _ => Value::Text(raw.trim().to_owned()),
     })
 }
@@ -630,7 +499,7 @@ fn set_path(node: &mut J, path: &[String], level: usize, new: &J, op: SetOp) -> 
         return Ok(());
     };
     match node {
-        J::Obj(fields) => {
+        J::Object(fields) => {
             let found = fields.iter().rposition(|(k, _)| k == step);
             match found {
                 Some(at) if last => {
@@ -644,7 +513,7 @@ fn set_path(node: &mut J, path: &[String], level: usize, new: &J, op: SetOp) -> 
                 None => {}
             }
         }
-        J::Arr(items) => {
+        J::Array(items) => {
             let index: i64 = step.parse().map_err(|_| {
                 PgError::new(
                     INVALID_TEXT_REPRESENTATION,
@@ -713,7 +582,7 @@ fn set_or_insert(args: &Args<'_, '_>, op: SetOp) -> Result<Value, PgError> {
     } else {
         op
     };
-    if !matches!(doc, J::Obj(_) | J::Arr(_)) {
+    if !matches!(doc, J::Object(_) | J::Array(_)) {
         return Err(PgError::new(INVALID_PARAMETER_VALUE, "cannot set path in scalar"));
     }
     set_path(&mut doc, &path, 0, &new, op)?;
@@ -737,11 +606,11 @@ impl IntoBool for Value {
 
 fn strip_nulls(node: &mut J) {
     match node {
-        J::Obj(fields) => {
+        J::Object(fields) => {
             fields.retain(|(_, v)| *v != J::Null);
             fields.iter_mut().for_each(|(_, v)| strip_nulls(v));
         }
-        J::Arr(items) => items.iter_mut().for_each(strip_nulls),
+        J::Array(items) => items.iter_mut().for_each(strip_nulls),
         _ => {}
     }
 }
@@ -750,7 +619,7 @@ fn strip_nulls(node: &mut J) {
 fn pretty(out: &mut String, node: &J, level: usize) {
     let indent = |out: &mut String, n: usize| out.extend(std::iter::repeat_n("    ", n));
     match node {
-        J::Arr(items) => {
+        J::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 out.push_str(if i > 0 { ",\n" } else { "\n" });
@@ -761,7 +630,7 @@ fn pretty(out: &mut String, node: &J, level: usize) {
             indent(out, level);
             out.push(']');
         }
-        J::Obj(fields) => {
+        J::Object(fields) => {
             out.push('{');
             for (i, (key, value)) in sorted_fields(fields).into_iter().enumerate() {
                 out.push_str(if i > 0 { ",\n" } else { "\n" });
@@ -787,7 +656,7 @@ fn numbers_equal(a: &str, b: &str) -> bool {
 
 fn scalars_equal(a: &J, b: &J) -> bool {
     match (a, b) {
-        (J::Num(x), J::Num(y)) => numbers_equal(x, y),
+        (J::Number(x), J::Number(y)) => numbers_equal(x, y),
         _ => a == b,
     }
 }
@@ -795,24 +664,24 @@ fn scalars_equal(a: &J, b: &J) -> bool {
 /// PostgreSQL's `JsonbDeepContains`: whether `a` contains `b`.
 fn contains(a: &J, b: &J) -> bool {
     match (a, b) {
-        (J::Obj(af), J::Obj(bf)) => sorted_fields(bf).into_iter().all(|(key, bv)| {
+        (J::Object(af), J::Object(bf)) => sorted_fields(bf).into_iter().all(|(key, bv)| {
             let Some((_, av)) = af.iter().rev().find(|(k, _)| k == key) else {
                 return false;
             };
             match (av, bv) {
-                (J::Obj(_), J::Obj(_)) | (J::Arr(_), J::Arr(_)) => contains(av, bv),
-                (J::Obj(_) | J::Arr(_), _) | (_, J::Obj(_) | J::Arr(_)) => false,
+                (J::Object(_), J::Object(_)) | (J::Array(_), J::Array(_)) => contains(av, bv),
+                (J::Object(_) | J::Array(_), _) | (_, J::Object(_) | J::Array(_)) => false,
                 _ => scalars_equal(av, bv),
             }
         }),
-        (J::Arr(ai), J::Arr(bi)) => bi.iter().all(|bv| match bv {
-            J::Obj(_) | J::Arr(_) => ai
-                .iter()
-                .any(|av| matches!((av, bv), (J::Obj(_), J::Obj(_)) | (J::Arr(_), J::Arr(_))) && contains(av, bv)),
+        (J::Array(ai), J::Array(bi)) => bi.iter().all(|bv| match bv {
+            J::Object(_) | J::Array(_) => ai.iter().any(|av| {
+                matches!((av, bv), (J::Object(_), J::Object(_)) | (J::Array(_), J::Array(_))) && contains(av, bv)
+            }),
             _ => ai.iter().any(|av| scalars_equal(av, bv)),
         }),
-        (J::Obj(_), _) | (_, J::Obj(_)) => false,
-        (J::Arr(_), _) | (_, J::Arr(_)) => false,
+        (J::Object(_), _) | (_, J::Object(_)) => false,
+        (J::Array(_), _) | (_, J::Array(_)) => false,
         _ => scalars_equal(a, b),
     }
 }
@@ -820,7 +689,9 @@ fn contains(a: &J, b: &J) -> bool {
 /// The `@>` body: like [`contains`], with a top-level scalar on the right found among an array's elements.
 fn contains_top(a: &J, b: &J) -> bool {
     match (a, b) {
-        (J::Arr(items), J::Null | J::Bool(_) | J::Num(_) | J::Str(_)) => items.iter().any(|i| scalars_equal(i, b)),
+        (J::Array(items), J::Null | J::Bool(_) | J::Number(_) | J::String(_)) => {
+            items.iter().any(|i| scalars_equal(i, b))
+        }
         _ => contains(a, b),
     }
 }
@@ -979,7 +850,7 @@ impl Aggregate<Items<J>, Value> for ArrayAgg {
             return Ok(Value::Null);
         };
         match self.flavor {
-            Flavor::Jsonb => jsonb_text(&J::Arr(acc.items)).map_err(raise),
+            Flavor::Jsonb => jsonb_text(&J::Array(acc.items)).map_err(raise),
             Flavor::Json => {
                 let texts: Vec<String> = acc.items.iter().map(json_text).collect();
                 Ok(Value::Text(format!("[{}]", texts.join(", "))))
@@ -1026,7 +897,7 @@ impl Aggregate<Items<(String, J)>, Value> for ObjectAgg {
             return Ok(Value::Null);
         };
         match self.flavor {
-            Flavor::Jsonb => jsonb_text(&J::Obj(acc.items)).map_err(raise),
+            Flavor::Jsonb => jsonb_text(&J::Object(acc.items)).map_err(raise),
             Flavor::Json => {
                 let mut out = String::from("{ ");
                 for (i, (key, value)) in acc.items.iter().enumerate() {

@@ -462,27 +462,7 @@ fn long_divide(dividend: &str, divisor: &str) -> String {
 
 /// `a − b` for digit strings with `a ≥ b`, no leading zeros in the result.
 fn subtract_digits(a: &str, b: &str) -> String {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut out = Vec::with_capacity(a.len());
-    let mut borrow = 0i8;
-    for i in 0..a.len() {
-        let da = (a[a.len() - 1 - i] - b'0') as i8;
-        let db = if i < b.len() {
-            (b[b.len() - 1 - i] - b'0') as i8
-        } else {
-            0
-        };
-        let mut d = da - db - borrow;
-        borrow = 0;
-        if d < 0 {
-            d += 10;
-            borrow = 1;
-        }
-        out.push(b'0' + d as u8);
-    }
-    out.reverse();
-    let text = String::from_utf8(out).expect("digits are ASCII");
-    text.trim_start_matches('0').to_owned()
+    value::numeric::sub_digits(a, b).trim_start_matches('0').to_owned()
 }
 
 /// PostgreSQL's scale of `a / b` (`select_div_scale`): 16 significant digits less the quotient's weight,

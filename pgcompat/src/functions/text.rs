@@ -613,28 +613,13 @@ fn decode(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
 }
 
 fn unescape_bytea(text: &str) -> Result<Vec<u8>, PgError> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            out.push(bytes[i]);
-            i += 1;
-        } else if bytes.get(i + 1) == Some(&b'\\') {
-            out.push(b'\\');
-            i += 2;
-        } else {
-            let octal = bytes
-                .get(i + 1..i + 4)
-                .filter(|d| matches!(d[0], b'0'..=b'3') && matches!(d[1], b'0'..=b'7') && matches!(d[2], b'0'..=b'7'));
-            let Some(d) = octal else {
-                return Err(PgError::invalid_input("bytea", text));
-            };
-            out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-            i += 4;
-        }
+    if text.starts_with("\\x") || text.starts_with("\\X") {
+        // `decode(…, 'escape')` reads `\x…` as the characters it is, not as hex.
+        let mut out = b"\\".to_vec();
+        out.extend(crate::value::parse_bytea(&text[1..])?);
+        return Ok(out);
     }
-    Ok(out)
+    crate::value::parse_bytea(text)
 }
 
 fn concat(a: &Args<'_, '_>, state: &SessionState, from: usize, separator: &str) -> Result<Value, PgError> {

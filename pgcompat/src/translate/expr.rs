@@ -994,25 +994,17 @@ impl<'a> Rewriter<'a> {
                 let args = plain_args(function).into_iter().cloned().collect();
                 call("instr", args)
             }
-            "date_trunc" => {
-                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
-                let source = args
-                    .get(1)
-                    .and_then(|a| self.typer.infer(a))
-                    .unwrap_or(PgType::TIMESTAMPTZ);
-                let mut args = args;
+            "date_trunc" | "date_part" => {
+                let mut args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                let source = args.get(1).and_then(|a| self.typer.infer(a));
+                // A date is truncated as the timestamptz it converts to, as PostgreSQL does.
+                let source = match source {
+                    Some(t) if name == "date_trunc" && t.base() == Base::Date => PgType::TIMESTAMPTZ,
+                    Some(t) => t,
+                    None => PgType::TIMESTAMPTZ,
+                };
                 args.push(string(&source.catalog_text()));
-                call("pg_date_trunc", args)
-            }
-            "date_part" => {
-                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
-                let source = args
-                    .get(1)
-                    .and_then(|a| self.typer.infer(a))
-                    .unwrap_or(PgType::TIMESTAMPTZ);
-                let mut args = args;
-                args.push(string(&source.catalog_text()));
-                call("pg_date_part", args)
+                call(if name == "date_trunc" { "pg_date_trunc" } else { "pg_date_part" }, args)
             }
             "age" => {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();

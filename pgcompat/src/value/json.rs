@@ -6,28 +6,43 @@ use crate::error::PgError;
 /// Deepest nesting accepted, so hostile input cannot exhaust the stack.
 pub const DEPTH_MAX: usize = 512;
 
-enum Node {
+/// A parsed JSON value, numbers kept as written.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Node {
+    /// `null`
     Null,
+    /// `true` / `false`
     Bool(bool),
+    /// A number, its text as written.
     Number(String),
+    /// A string, unescaped.
     String(String),
+    /// An array.
     Array(Vec<Node>),
+    /// An object's fields in the order written.
     Object(Vec<(String, Node)>),
+    /// A `json` value embedded as written (in `json` results built from `json` inputs only).
+    Raw(String),
 }
 
-struct Parser<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A JSON reader over bytes: `at` is where it stands (for callers that want the text of each value).
+pub(crate) struct Parser<'a> {
+    /// The JSON text.
+    pub(crate) bytes: &'a [u8],
+    /// The position of the next byte to read.
+    pub(crate) at: usize,
 }
 
 impl Parser<'_> {
-    fn skip_ws(&mut self) {
+    /// Steps over whitespace.
+    pub(crate) fn skip_ws(&mut self) {
         while self.at < self.bytes.len() && matches!(self.bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
             self.at += 1;
         }
     }
 
-    fn value(&mut self, depth: usize) -> Option<Node> {
+    /// Reads one value at nesting `depth`; `None` if malformed or deeper than [`DEPTH_MAX`].
+    pub(crate) fn value(&mut self, depth: usize) -> Option<Node> {
         if depth > DEPTH_MAX {
             return None;
         }
@@ -113,7 +128,7 @@ impl Parser<'_> {
     }
 
     /// A string token, unescaped.
-    fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         let start = self.at;
         self.at += 1;
         loop {
@@ -130,6 +145,11 @@ impl Parser<'_> {
         let raw = std::str::from_utf8(self.bytes.get(start..self.at)?).ok()?;
         serde_json::from_str::<String>(raw).ok()
     }
+}
+
+/// Parses JSON text (the whole of it); `None` if it is not JSON or nests deeper than [`DEPTH_MAX`].
+pub(crate) fn parse_node(text: &str) -> Option<Node> {
+    parse(text)
 }
 
 fn parse(text: &str) -> Option<Node> {
@@ -165,7 +185,7 @@ fn write_node(out: &mut String, node: Node) {
     match node {
         Node::Null => out.push_str("null"),
         Node::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        Node::Number(n) => out.push_str(&n),
+        Node::Number(n) | Node::Raw(n) => out.push_str(&n),
         Node::String(s) => write_string(out, &s),
         Node::Array(items) => {
             out.push('[');

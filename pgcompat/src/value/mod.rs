@@ -253,7 +253,8 @@ fn check_length(text: &str, ty: PgType) -> Result<String, PgError> {
     Ok(text.to_owned())
 }
 
-fn parse_bytea(text: &str) -> Result<Vec<u8>, PgError> {
+/// `bytea` input: `\\x` hex, or the escape format.
+pub(crate) fn parse_bytea(text: &str) -> Result<Vec<u8>, PgError> {
     if let Some(hex) = text.strip_prefix("\\x").or_else(|| text.strip_prefix("\\X")) {
         let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
         if digits.len() % 2 != 0 {

@@ -230,8 +230,8 @@ fn add_digits(a: &str, b: &str) -> String {
     String::from_utf8(out).expect("digits are ASCII")
 }
 
-/// `a − b` for `a ≥ b`.
-fn sub_digits(a: &str, b: &str) -> String {
+/// `a − b` for digit strings with `a ≥ b` (leading zeros kept).
+pub(crate) fn sub_digits(a: &str, b: &str) -> String {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let mut out = Vec::with_capacity(a.len());
     let mut borrow = 0i8;
