@@ -95,7 +95,17 @@ impl Dialect {
             }
             return Ok(Arc::new(translate::translate(conn, &Catalog::default(), sql)?));
         }
-        self.refresh(conn)?;
+        // The first statement after BEGIN reads with the catalog as last seen: reading the schema version
+        // there would start the transaction's snapshot before the statement does, widening the window in
+        // which another commit makes this transaction's first write refused. Every later statement of the
+        // block reads it inside the snapshot the block already has.
+        let first_of_block = !conn.is_autocommit()
+            && conn
+                .transaction_state(Some(rusqlite::MAIN_DB))
+                .is_ok_and(|state| state == rusqlite::TransactionState::None);
+        if !first_of_block || self.cache_version == -1 {
+            self.refresh(conn)?;
+        }
         if let Some(hit) = self.cache.get(sql) {
             return Ok(hit.clone());
         }

@@ -1004,7 +1004,14 @@ impl<'a> Rewriter<'a> {
                     None => PgType::TIMESTAMPTZ,
                 };
                 args.push(string(&source.catalog_text()));
-                call(if name == "date_trunc" { "pg_date_trunc" } else { "pg_date_part" }, args)
+                call(
+                    if name == "date_trunc" {
+                        "pg_date_trunc"
+                    } else {
+                        "pg_date_part"
+                    },
+                    args,
+                )
             }
             "age" => {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
