@@ -15,6 +15,7 @@
 pub mod catalog;
 pub mod error;
 pub mod functions;
+pub mod pg_catalog;
 pub mod translate;
 pub mod types;
 pub mod value;
@@ -97,6 +98,16 @@ impl Dialect {
         }
         self.refresh(conn)?;
         if let Some(hit) = self.cache.get(sql) {
+            // The catalog views live in the connection's temp schema: a rolled-back transaction that
+            // made them took them away, so a cached statement reading them makes them again if needed.
+            if let Translated::Statements(list) = hit.as_ref() {
+                if list
+                    .iter()
+                    .any(|t| t.steps.iter().any(|s| translate::catalog_refs::reads_catalog(s)))
+                {
+                    pg_catalog::ensure(conn).map_err(TranslateError::Sqlite)?;
+                }
+            }
             return Ok(hit.clone());
         }
         let translated = Arc::new(translate::translate(conn, &self.catalog, sql)?);

@@ -49,27 +49,36 @@ fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
 struct ColumnType {
     ty: PgType,
     generated_key: bool,
+    /// The name the key's PRIMARY KEY gets for an identity column: it tells the catalog views an identity
+    /// (`ALWAYS`/`BY DEFAULT`) from a serial, which SQLite's schema otherwise shows alike; a constraint
+    /// name, unlike a comment, survives the parse and render of a table rebuild.
+    identity_marker: Option<&'static str>,
 }
 
 fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
-    let identity = def.options.iter().any(|o| {
-        matches!(
-            &o.option,
-            ColumnOption::Generated {
-                generated_as: GeneratedAs::Always | GeneratedAs::ByDefault,
-                generation_expr: None,
-                ..
-            }
-        )
+    let identity = def.options.iter().find_map(|o| match &o.option {
+        ColumnOption::Generated {
+            generated_as: GeneratedAs::Always,
+            generation_expr: None,
+            ..
+        } => Some(crate::pg_catalog::IDENTITY_ALWAYS_MARKER),
+        ColumnOption::Generated {
+            generated_as: GeneratedAs::ByDefault,
+            generation_expr: None,
+            ..
+        } => Some(crate::pg_catalog::IDENTITY_BY_DEFAULT_MARKER),
+        _ => None,
     });
     match types::from_data_type(&def.data_type) {
         Written::Type(ty) => Ok(ColumnType {
             ty,
-            generated_key: identity,
+            generated_key: identity.is_some(),
+            identity_marker: identity,
         }),
         Written::Serial(serial) => Ok(ColumnType {
             ty: serial.column_type(),
             generated_key: true,
+            identity_marker: None,
         }),
         Written::Custom(name) => Err(PgError::new(
             crate::error::UNDEFINED_OBJECT,
@@ -99,6 +108,9 @@ fn render_column(
     }
     let mut out = format!("{} {}", quote_ident(&name), column.ty.storage().sqlite_type());
     if column.generated_key {
+        if let Some(marker) = column.identity_marker {
+            out.push_str(&format!(" CONSTRAINT {}", quote_ident(marker)));
+        }
         out.push_str(" PRIMARY KEY AUTOINCREMENT");
     } else if inline_primary_key {
         out.push_str(" PRIMARY KEY");

@@ -2,6 +2,7 @@
 //! each statement rewritten (expressions in `expr`, DDL in `ddl`, names in `names`), with what the
 //! caller needs to run it and type its results.
 
+pub(crate) mod catalog_refs;
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
@@ -156,6 +157,12 @@ fn translate_statement(
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
+            if rewriter.uses_catalog {
+                catalog_refs::name_outputs(query);
+                crate::pg_catalog::ensure(conn).map_err(|e| {
+                    PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}"))
+                })?;
+            }
             let columns = output_types(catalog, query);
             Translation {
                 steps: vec![query.to_string()],
