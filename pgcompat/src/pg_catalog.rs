@@ -154,9 +154,9 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
         |row| row.get(0),
     )?;
     let coltypes = if has_columns_table {
-        "CREATE TEMP VIEW _pgc_coltypes AS SELECT table_name, column_name, type FROM main._cambium_columns"
+        "SELECT table_name, column_name, type FROM main._cambium_columns"
     } else {
-        "CREATE TEMP VIEW _pgc_coltypes AS SELECT NULL AS table_name, NULL AS column_name, NULL AS type WHERE 0"
+        "SELECT NULL AS table_name, NULL AS column_name, NULL AS type WHERE 0"
     };
     let (current, count): (Option<String>, i64) = conn.query_row(
         "SELECT (SELECT sql FROM temp.sqlite_schema WHERE name = '_pgc_coltypes'), \
@@ -165,12 +165,11 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
     let wanted = count == i64::try_from(VIEWS.len() + HELPERS.len() + LOOKUPS.len() + 2).unwrap_or(i64::MAX);
-    if current.as_deref() == Some(coltypes) && wanted {
+    // SQLite keeps the text from `AS` on as written (it says `CREATE VIEW`, not `CREATE TEMP VIEW`).
+    if current.is_some_and(|c| c.ends_with(coltypes)) && wanted {
         return Ok(());
     }
-    let mut sql = String::from("DROP VIEW IF EXISTS temp._pgc_coltypes;");
-    sql.push_str(coltypes);
-    sql.push(';');
+    let mut sql = format!("DROP VIEW IF EXISTS temp._pgc_coltypes; CREATE TEMP VIEW _pgc_coltypes AS {coltypes};");
     sql.push_str(&format!(
         "DROP VIEW IF EXISTS temp._pgc_types; CREATE TEMP VIEW _pgc_types ({}) AS {};",
         TYPE_COLUMNS_NAMES,

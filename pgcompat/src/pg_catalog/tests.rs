@@ -349,3 +349,54 @@ fn the_views_follow_the_schema_and_survive_a_rollback() {
     conn.execute_batch("DROP VIEW temp._pgc_is_tables").expect("drops");
     assert_eq!(run(&conn, &mut dialect, count), rows(&[&[Some("3")]]));
 }
+
+#[test]
+fn a_read_only_connection_reads_the_catalog() {
+    let dir = std::env::temp_dir().join(format!("pgc-readonly-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("db.sqlite");
+    {
+        let conn = Connection::open(&path).expect("opens");
+        let mut dialect = Dialect::new(&conn, "shop", "cambium", 1).expect("dialect");
+        run(
+            &conn,
+            &mut dialect,
+            "CREATE TABLE items (id serial PRIMARY KEY, name text)",
+        );
+    }
+    // As time travel opens a connection: query_only before the session starts.
+    let conn = Connection::open(&path).expect("reopens");
+    conn.pragma_update(None, "query_only", true).expect("query_only");
+    let mut dialect = Dialect::new(&conn, "shop", "cambium", 1).expect("dialect");
+    let got = run(
+        &conn,
+        &mut dialect,
+        "SELECT table_name, data_type FROM information_schema.columns ORDER BY ordinal_position",
+    );
+    assert_eq!(
+        got,
+        rows(&[&[Some("items"), Some("integer")], &[Some("items"), Some("text")]])
+    );
+    let still: bool = conn
+        .pragma_query_value(None, "query_only", |row| row.get(0))
+        .expect("reads query_only");
+    assert!(still, "query_only is back on");
+    drop(conn);
+    std::fs::remove_dir_all(&dir).expect("cleans up");
+}
+
+#[test]
+fn making_the_views_is_cheap() {
+    let (conn, _dialect) = setup();
+    super::ensure(&conn).expect("makes the views");
+    let start = std::time::Instant::now();
+    for name in ["_pgc_pg_class", "_pgc_is_columns"] {
+        conn.execute_batch(&format!("DROP VIEW temp.{name}")).expect("drops");
+        super::ensure(&conn).expect("makes the views again");
+    }
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
