@@ -300,8 +300,8 @@ const HELPERS: &[(&str, &str)] = &[
         "cols",
         "SELECT r.rid AS rid, r.oid AS relid, r.name AS relname, r.type AS reltype, p.cid + 1 AS attnum, p.name AS attname, \
          p.type AS decl, p.\"notnull\" AS nn, p.dflt_value AS dflt, p.pk AS pk, ct.type AS pgtype, \
-         coalesce(p.name = _pgc_serial(r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
-         CASE WHEN p.name = _pgc_serial(r.sql) THEN _pgc_identity(r.sql) ELSE '' END AS identity \
+         coalesce(p.name = _pgc_serial(r.name, r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
+         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END AS identity \
          FROM _pgc_rel r JOIN pragma_table_info(r.name, 'main') p \
          LEFT JOIN _pgc_coltypes ct ON ct.table_name = lower(r.name) AND ct.column_name = p.name COLLATE NOCASE \
          WHERE r.type IN ('table', 'view')",

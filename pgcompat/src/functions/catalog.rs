@@ -28,6 +28,31 @@ const USER_OID: i64 = 10;
 /// What the size functions answer: one page (the layer has no per-relation sizes).
 const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
 
+/// Most `CREATE TABLE` texts whose readings are remembered; the memo is emptied when it is full.
+const PARSED_TABLES_MAX: usize = 4096;
+
+/// A `CREATE TABLE` text's readings by (table, text): its constraints as JSON and its serial column.
+type Memo = std::collections::HashMap<(String, String), Arc<(String, Option<String>)>>;
+
+/// What [`constraints`] and [`serial_column`] read from a `CREATE TABLE` text, remembered by the text: the
+/// views call them for every row of every join that reads `pg_constraint` or `pg_attribute`, and a join of
+/// two such views would parse each table's text once per row of the other.
+fn parsed_table(table: &str, sql: &str) -> Arc<(String, Option<String>)> {
+    static MEMO: std::sync::OnceLock<parking_lot::Mutex<Memo>> = std::sync::OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    let key = (table.to_owned(), sql.to_owned());
+    if let Some(hit) = memo.lock().get(&key) {
+        return hit.clone();
+    }
+    let parsed = Arc::new((constraints(table, sql), serial_column(sql)));
+    let mut memo = memo.lock();
+    if memo.len() >= PARSED_TABLES_MAX {
+        memo.clear();
+    }
+    memo.insert(key, parsed.clone());
+    parsed
+}
+
 /// Registers the catalog functions on `conn`.
 pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
     install_helpers(conn)?;
@@ -118,8 +143,11 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
 /// The helpers the catalog views call (all pure).
 fn install_helpers(conn: &Connection) -> rusqlite::Result<()> {
     let flags: FunctionFlags = flags_pure();
-    conn.create_scalar_function("_pgc_serial", 1, flags, |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.and_then(|sql| serial_column(&sql)))
+    conn.create_scalar_function("_pgc_serial", 2, flags, |ctx| {
+        let table: String = ctx.get(0)?;
+        Ok(ctx
+            .get::<Option<String>>(1)?
+            .and_then(|sql| parsed_table(&table, &sql).1.clone()))
     })?;
     conn.create_scalar_function("_pgc_identity", 1, flags, |ctx| {
         let sql = ctx.get::<Option<String>>(0)?.unwrap_or_default();
@@ -134,7 +162,7 @@ fn install_helpers(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function("_pgc_constraints", 2, flags, |ctx| {
         let table: String = ctx.get(0)?;
         let sql = ctx.get::<Option<String>>(1)?.unwrap_or_default();
-        Ok(constraints(&table, &sql))
+        Ok(parsed_table(&table, &sql).0.clone())
     })?;
     conn.create_scalar_function("_pgc_type_oid", 2, flags, |ctx| {
         let pg = ctx.get::<Option<String>>(0)?;
