@@ -613,6 +613,18 @@ fn constraints(table: &str, sql: &str) -> String {
     let Some(create) = parse_create_table(sql) else {
         return "[]".to_owned();
     };
+    // DDL gives numeric columns the `pg_numeric` collation: how the text tells them.
+    let numeric: Vec<String> = create
+        .columns
+        .iter()
+        .filter(|c| {
+            c.options.iter().any(|o| {
+                matches!(&o.option, ColumnOption::Collation(name) if name.to_string().eq_ignore_ascii_case("pg_numeric"))
+            })
+        })
+        .map(|c| ident_text(&c.name))
+        .collect();
+    let expression_text = |expr: &Expr| expression_text(expr, &numeric);
     let mut list: Vec<Constraint> = Vec::new();
     for column in &create.columns {
         let col = ident_text(&column.name);
@@ -781,10 +793,42 @@ fn first_column(expr: &Expr) -> Option<String> {
 /// A stored (translated) expression as PostgreSQL text: the layer's casts and calls undone where it knows
 /// them (`pg_coerce(x, t)` is `x`, `pg_cast(x, t, s)` is `x::t`, `pg_now()` is `now()`), quotes dropped from
 /// plain identifiers.
-fn expression_text(expr: &Expr) -> String {
+/// An integer compared with a numeric column reads `0::numeric`, as PostgreSQL prints the cast it added.
+fn expression_text(expr: &Expr, numeric_columns: &[String]) -> String {
     let mut expr = expr.clone();
     undo(&mut expr);
+    cast_integers(&mut expr, numeric_columns);
     expr.to_string()
+}
+
+fn cast_integers(expr: &mut Expr, numeric_columns: &[String]) {
+    let is_numeric =
+        |e: &Expr| matches!(e, Expr::Identifier(i) if numeric_columns.iter().any(|c| c.eq_ignore_ascii_case(&i.value)));
+    let as_numeric = |e: &mut Expr| {
+        if let Expr::Value(v) = e {
+            if let sqlparser::ast::Value::Number(n, _) = &v.value {
+                if n.bytes().all(|b| b.is_ascii_digit()) {
+                    *e = Expr::Identifier(Ident::new(format!("{n}::numeric")));
+                }
+            }
+        }
+    };
+    match expr {
+        Expr::BinaryOp { left, op, right } => {
+            use sqlparser::ast::BinaryOperator as B;
+            if matches!(op, B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq) {
+                if is_numeric(left) {
+                    as_numeric(right);
+                } else if is_numeric(right) {
+                    as_numeric(left);
+                }
+            }
+            cast_integers(left, numeric_columns);
+            cast_integers(right, numeric_columns);
+        }
+        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } => cast_integers(inner, numeric_columns),
+        _ => {}
+    }
 }
 
 fn undo(expr: &mut Expr) {
@@ -835,6 +879,19 @@ fn undo(expr: &mut Expr) {
                 "pg_now" => Some(Expr::Identifier(Ident::new("now()"))),
                 "pg_current_date" => Some(Expr::Identifier(Ident::new("CURRENT_DATE"))),
                 "pg_localtimestamp" => Some(Expr::Identifier(Ident::new("LOCALTIMESTAMP"))),
+                // A decimal literal: PostgreSQL prints it as written.
+                "pg_cast"
+                    if args.len() >= 2
+                        && matches!(&args[1], Expr::Value(v) if v.value.to_string() == "'numeric'")
+                        && matches!(&args[0], Expr::Value(v) if matches!(&v.value,
+                            sqlparser::ast::Value::SingleQuotedString(t) if t.parse::<f64>().is_ok())) =>
+                {
+                    let text = match &args[0] {
+                        Expr::Value(v) => v.value.clone().into_string().unwrap_or_default(),
+                        _ => String::new(),
+                    };
+                    Some(Expr::Identifier(Ident::new(text)))
+                }
                 "pg_cast" if args.len() >= 2 => {
                     let target = match &args[1] {
                         Expr::Value(v) => v.value.clone().into_string().unwrap_or_default(),
@@ -933,6 +990,16 @@ mod tests {
             .collect();
         assert_eq!(names, ["items_pkey", "items_name_key", "items_owner_fkey"]);
         assert_eq!(serial_column(sql).as_deref(), Some("id"));
+        let checked = "CREATE TABLE \"t\" (\"price\" TEXT CHECK (price >= 0) COLLATE pg_numeric, \
+                       CONSTRAINT \"c2\" CHECK (price < pg_cast('1000.5', 'numeric', '')))";
+        let json: serde_json::Value = serde_json::from_str(&constraints("t", checked)).expect("json");
+        let defs: Vec<&str> = json
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|c| c["def"].as_str().expect("def"))
+            .collect();
+        assert_eq!(defs, ["CHECK (price >= 0::numeric)", "CHECK (price < 1000.5)"]);
     }
 
     #[test]
