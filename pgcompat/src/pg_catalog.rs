@@ -120,6 +120,19 @@ pub fn column_type(view: &str, column: &str) -> Option<PgType> {
     })
 }
 
+/// The PostgreSQL types of all the columns of a catalog view, in order (for `SELECT *`).
+pub fn column_types(view: &str) -> Option<Vec<Option<PgType>>> {
+    let name = view.strip_prefix(VIEW_PREFIX)?;
+    let spec = VIEWS.iter().find(|v| v.name == name)?;
+    Some(
+        spec.columns
+            .split(',')
+            .filter_map(|c| c.trim().split_once(':'))
+            .map(|(_, t)| type_of(t))
+            .collect(),
+    )
+}
+
 fn type_of(text: &str) -> Option<PgType> {
     if let Some(element) = text.strip_suffix("[]") {
         return type_of(element).map(PgType::array);
@@ -362,11 +375,13 @@ const LOOKUPS: &[(&str, &str)] = &[
     ),
     (
         "indexdefs",
-        "SELECT indexrelid AS _pgc_oid, _indexdef AS _pgc_def FROM _pgc_pg_index",
+        "SELECT oid AS _pgc_oid, indexdef AS _pgc_def FROM _pgc_idx2",
     ),
     (
         "condefs",
-        "SELECT oid AS _pgc_oid, _condef AS _pgc_def FROM _pgc_pg_constraint",
+        "SELECT k.oid AS _pgc_oid, replace(k.def0, '{REFCOLS}', \
+         coalesce((SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(k.refcols) e), '')) AS _pgc_def \
+         FROM _pgc_cons k",
     ),
     (
         "viewdefs",
@@ -442,24 +457,23 @@ const VIEWS: &[View] = &[
                   indnullsnotdistinct:bool, indisprimary:bool, indisexclusion:bool, indimmediate:bool, \
                   indisclustered:bool, indisvalid:bool, indcheckxmin:bool, indisready:bool, indislive:bool, \
                   indisreplident:bool, indkey:text, indcollation:text, indclass:text, indoption:text, \
-                  indexprs:text, indpred:text, _indexdef:text",
+                  indexprs:text, indpred:text",
         select: "SELECT x.oid, x.relid, json_array_length(x.cols), json_array_length(x.cols), x.isunique, 0, x.isprimary, \
-                 0, 1, 0, 1, 0, 1, 1, 0, x.indkey, '0', '0', '0', NULL, NULL, x.indexdef FROM _pgc_idx2 x",
+                 0, 1, 0, 1, 0, 1, 1, 0, x.indkey, '0', '0', '0', NULL, NULL FROM _pgc_idx2 x",
     },
     View {
         name: "pg_constraint",
         columns: "oid:oid, conname:name, connamespace:oid, contype:char, condeferrable:bool, condeferred:bool, \
                   convalidated:bool, conrelid:oid, contypid:oid, conindid:oid, conparentid:oid, confrelid:oid, \
                   confupdtype:char, confdeltype:char, confmatchtype:char, conislocal:bool, coninhcount:int4, \
-                  connoinherit:bool, conkey:int2[], confkey:int2[], conbin:text, _condef:text",
+                  connoinherit:bool, conkey:int2[], confkey:int2[], conbin:text",
         select: "SELECT k.oid, k.conname, 2200, k.contype, 0, 0, 1, k.conrelid, 0, \
                  CASE WHEN k.contype IN ('p', 'u') THEN k.idxoid WHEN k.contype = 'f' THEN coalesce((SELECT x.oid FROM _pgc_idx x \
                  WHERE x.rid = k.refrid AND x.cols = k.refcols), 0) ELSE 0 END, 0, coalesce(k.refoid, 0), k.upd, k.del, \
                  CASE WHEN k.contype = 'f' THEN 's' ELSE ' ' END, 1, 0, 0, \
                  (SELECT '{' || group_concat(c.attnum, ',') || '}' FROM json_each(k.cols) e JOIN _pgc_cols c ON c.rid = k.rid AND c.attname = e.value COLLATE NOCASE), \
                  (SELECT '{' || group_concat(c.attnum, ',') || '}' FROM json_each(k.refcols) e JOIN _pgc_cols c ON c.rid = k.refrid AND c.attname = e.value COLLATE NOCASE), \
-                 NULL, replace(k.def0, '{REFCOLS}', coalesce((SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(k.refcols) e), '')) \
-                 FROM _pgc_cons k",
+                 NULL FROM _pgc_cons k",
     },
     View {
         name: "pg_attrdef",

@@ -400,3 +400,16 @@ fn making_the_views_is_cheap() {
         start.elapsed()
     );
 }
+
+#[test]
+fn select_star_from_a_catalog_view_is_typed() {
+    let (conn, mut dialect) = setup();
+    let got = run(
+        &conn,
+        &mut dialect,
+        "SELECT * FROM pg_catalog.pg_index ORDER BY indexrelid",
+    );
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[0].len(), 21, "pg_index's columns, no more");
+    assert_eq!(got[0][4].as_deref(), Some("t"), "indisunique prints as a boolean");
+}

@@ -603,6 +603,12 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
     loop {
         match body {
             SetExpr::Select(select) => {
+                // `SELECT * FROM pg_class`: the view's columns, typed (SQLite's metadata cannot type them).
+                if let ([SelectItem::Wildcard(_)], [from]) = (select.projection.as_slice(), select.from.as_slice()) {
+                    if let (TableFactor::Table { name, .. }, true) = (&from.relation, from.joins.is_empty()) {
+                        return crate::pg_catalog::column_types(&last_part(name));
+                    }
+                }
                 if select
                     .projection
                     .iter()
