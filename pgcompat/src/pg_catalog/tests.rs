@@ -413,3 +413,15 @@ fn select_star_from_a_catalog_view_is_typed() {
     assert_eq!(got[0].len(), 21, "pg_index's columns, no more");
     assert_eq!(got[0][4].as_deref(), Some("t"), "indisunique prints as a boolean");
 }
+
+#[test]
+fn dml_reading_the_catalog_and_reserved_names() {
+    let (conn, mut dialect) = setup();
+    run(
+        &conn,
+        &mut dialect,
+        "DELETE FROM items WHERE id IN (SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname = 'nothing')",
+    );
+    let refused = dialect.translate(&conn, "CREATE TABLE _pgc_pg_class (a int)");
+    assert!(refused.is_err(), "the views' prefix is reserved");
+}

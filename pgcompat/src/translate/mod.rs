@@ -130,6 +130,14 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             None => return Ok(Translated::Passthrough),
         }
     }
+    // Any statement (a query, or DML with a subquery) may read the catalog views: they are made now.
+    if out
+        .iter()
+        .any(|t| t.steps.iter().any(|s| catalog_refs::reads_catalog(s)))
+    {
+        crate::pg_catalog::ensure(conn)
+            .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
+    }
     Ok(Translated::Statements(out))
 }
 
@@ -159,9 +167,6 @@ fn translate_statement(
             rewriter.rewrite_query(query.as_mut())?;
             if rewriter.uses_catalog {
                 catalog_refs::name_outputs(query);
-                crate::pg_catalog::ensure(conn).map_err(|e| {
-                    PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}"))
-                })?;
             }
             let columns = output_types(catalog, query);
             Translation {
