@@ -77,6 +77,16 @@ const PG_CATALOG: &[&str] = &[
     "pg_partitioned_table",
     "pg_language",
     "pg_range",
+    "pg_event_trigger",
+    "pg_largeobject_metadata",
+    "pg_default_acl",
+    "pg_init_privs",
+    "pg_subscription",
+    "pg_foreign_table",
+    "pg_foreign_server",
+    "pg_foreign_data_wrapper",
+    "pg_seclabel",
+    "pg_transform",
 ];
 
 /// The views that stand for `information_schema` relations.
@@ -399,7 +409,8 @@ const VIEWS: &[View] = &[
     View {
         name: "pg_namespace",
         columns: "oid:oid, nspname:name, nspowner:oid, nspacl:text",
-        select: "VALUES (11, 'pg_catalog', 10, NULL), (99, 'pg_toast', 10, NULL), (2200, 'public', 6171, NULL), \
+        select: "VALUES (11, 'pg_catalog', 10, NULL), (99, 'pg_toast', 10, NULL), (2200, 'public', 6171, \
+                 '{pg_database_owner=UC/pg_database_owner,=U/pg_database_owner}'), \
                  (13183, 'information_schema', 10, NULL)",
     },
     View {
@@ -678,6 +689,56 @@ const VIEWS: &[View] = &[
         name: "pg_range",
         columns: "rngtypid:oid, rngsubtype:oid, rngmultitypid:oid, rngcollation:oid, rngsubopc:oid",
         select: "SELECT 0, 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_event_trigger",
+        columns: "oid:oid, evtname:name, evtevent:name, evtowner:oid, evtfoid:oid, evtenabled:char, evttags:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_largeobject_metadata",
+        columns: "oid:oid, lomowner:oid, lomacl:text[]",
+        select: "SELECT NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_default_acl",
+        columns: "oid:oid, defaclrole:oid, defaclnamespace:oid, defaclobjtype:char, defaclacl:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_init_privs",
+        columns: "objoid:oid, classoid:oid, objsubid:int4, privtype:char, initprivs:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_subscription",
+        columns: "oid:oid, subdbid:oid, subname:name, subowner:oid, subenabled:bool",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_table",
+        columns: "ftrelid:oid, ftserver:oid, ftoptions:text[]",
+        select: "SELECT NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_server",
+        columns: "oid:oid, srvname:name, srvowner:oid, srvfdw:oid, srvtype:text, srvversion:text, srvacl:text[], srvoptions:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_data_wrapper",
+        columns: "oid:oid, fdwname:name, fdwowner:oid, fdwhandler:oid, fdwvalidator:oid, fdwacl:text[], fdwoptions:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_seclabel",
+        columns: "objoid:oid, classoid:oid, objsubid:int4, provider:text, label:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_transform",
+        columns: "oid:oid, trftype:oid, trflang:oid, trffromsql:oid, trftosql:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_language",

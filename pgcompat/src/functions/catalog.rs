@@ -114,6 +114,7 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
         conn.create_scalar_function(name, n, flags_pure(), |_| Ok(None::<String>))?;
     }
     conn.create_scalar_function("pg_relation_is_publishable", 1, flags_pure(), |_| Ok(false))?;
+    conn.create_scalar_function("pg_is_in_recovery", 0, flags_pure(), |_| Ok(false))?;
     // `x IN (SELECT pg_partition_ancestors(x) …)`: a relation that is no partition is its own only ancestor.
     conn.create_scalar_function("pg_partition_ancestors", 1, flags_pure(), |ctx| ctx.get::<Value>(0))?;
     for name in [
