@@ -276,7 +276,18 @@ impl Typer<'_> {
             | "pg_encoding_to_char"
             | "obj_description"
             | "col_description"
+            | "shobj_description"
+            | "pg_get_viewdef"
+            | "pg_get_function_result"
+            | "pg_get_function_arguments"
+            | "pg_get_function_identity_arguments"
+            | "pg_size_pretty"
             | "to_hex" => PgType::TEXT,
+            "pg_relation_size"
+            | "pg_total_relation_size"
+            | "pg_table_size"
+            | "pg_indexes_size"
+            | "pg_database_size" => PgType::INT8,
             "gen_random_uuid" | "uuid_generate_v4" => PgType::new(Base::Uuid),
             "random" => PgType::FLOAT8,
             "round" | "trunc" | "ceil" | "ceiling" | "floor" => match first {
@@ -288,6 +299,13 @@ impl Typer<'_> {
             | "pg_ilike"
             | "pg_array_contains"
             | "pg_table_is_visible"
+            | "pg_type_is_visible"
+            | "pg_function_is_visible"
+            | "pg_is_in_recovery"
+            | "pg_relation_is_publishable"
+            | "has_column_privilege"
+            | "has_sequence_privilege"
+            | "has_function_privilege"
             | "has_table_privilege"
             | "has_schema_privilege"
             | "has_database_privilege"
