@@ -2,26 +2,33 @@
 //! ORMs' inspection queries read.
 //!
 //! Nothing is stored. Each catalog relation is a TEMP view (`_pgc_pg_class`, `_pgc_is_columns`, …) over
-//! `sqlite_schema`, `pragma_table_info`, `pragma_index_list`/`pragma_index_info` and the type catalog
+//! `main.sqlite_schema`, `pragma_table_info`, `pragma_index_list`/`pragma_index_info` and the type catalog
 //! `_cambium_columns`, so it is exact for that database at that moment. The temp schema is per connection
-//! and in memory: making the views writes nothing to the database file. They are made lazily, the first
-//! time a translated statement reads the catalog ([`ensure`]); the translator rewrites `pg_catalog.pg_class`,
-//! bare `pg_class` and `information_schema.tables` to them, aliased by their PostgreSQL name.
+//! and in memory: making the views writes nothing to the database file. They are made the first time a
+//! translated statement reads the catalog ([`ensure`], again after a rollback took them away), or at session
+//! start on a `query_only` connection (time travel), which could not make them later. The translator
+//! rewrites `pg_catalog.pg_class`, bare `pg_class` and `information_schema.tables` to them, aliased by
+//! their PostgreSQL name, and its lookups (`::regclass`, `pg_get_constraintdef(oid)`) to helper views whose
+//! columns no query names (`_pgc_oid`), so a lookup never captures a column of the query around it. The
+//! `_pgc_` prefix is reserved like `_cambium_`.
 //!
-//! What SQL cannot take from the schema text (constraint names, the default of a serial column, CHECK
-//! expressions) a pure function reads from the `CREATE TABLE` text (`functions::catalog`).
+//! What SQL cannot take from the schema text (constraint names, the serial or identity column, CHECK
+//! expressions as PostgreSQL prints them) a pure function reads from the `CREATE TABLE` text
+//! (`functions::catalog`, remembered per text).
 //!
 //! OIDs: a relation's is `16384 + 64 ×` its `sqlite_schema` rowid (stable while the object is not rebuilt),
 //! and what SQLite has no schema row for is numbered after its table's, so OIDs follow creation order as in
 //! PostgreSQL: a serial column's sequence `+ 1`, the index of the n-th primary key or unique constraint
 //! `+ 2 + n`, the n-th constraint `+ 32 + n` (tables have fewer than 30); a default `2^30 + rowid × 2048 +
-//! attnum`. Identity keys are told from serial ones by the name DDL gives their PRIMARY KEY. Namespaces have
-//! PostgreSQL's fixed OIDs (`pg_catalog` 11, `public` 2200), types their PostgreSQL OIDs, the session
-//! user 10. Tables of the layer (`_cambium_*`) and of SQLite (`sqlite_*`) are hidden from every view.
+//! attnum`. Identity keys are told from serial ones by the name DDL gives their PRIMARY KEY
+//! ([`IDENTITY_BY_DEFAULT_MARKER`]). Namespaces have PostgreSQL's fixed OIDs (`pg_catalog` 11, `public`
+//! 2200), types their PostgreSQL OIDs, the session user 10. Tables of the layer (`_cambium_*`) and of SQLite
+//! (`sqlite_*`) are hidden from every view.
 //!
-//! Not modelled: schemas other than `public`, identity columns (shown as serial), user functions
-//! (`pg_proc` lists a few built-ins), comments (`pg_description` is empty), PostgreSQL's deparsed view
-//! and CHECK text (the SQLite text is shown), sequence values (`last_value` is null).
+//! Not modelled: schemas other than `public` (attached databases are not read), user functions (`pg_proc`
+//! lists a few built-ins), comments (`pg_description` is empty), PostgreSQL's deparsed view text (the
+//! SQLite text of the view's query is shown), expression and partial indexes, sequence values
+//! (`last_value` is null), NOT NULL constraints in `information_schema.table_constraints`.
 
 use rusqlite::Connection;
 
