@@ -19,10 +19,11 @@ pub const CREATE_COLUMNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS _cambium_colu
      table_name TEXT NOT NULL, column_name TEXT NOT NULL, type TEXT NOT NULL, \
      PRIMARY KEY (table_name, column_name)) WITHOUT ROWID";
 
-/// Whether a table name belongs to the layer (its catalog), hidden from the client's catalog views.
+/// Whether a table name belongs to the layer (its catalog, the TEMP views of `pg_catalog`, which would
+/// shadow a table of the same name) or to SQLite, hidden from the client's catalog views.
 pub fn is_internal_table(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    lower.starts_with("_cambium_") || lower.starts_with("sqlite_")
+    lower.starts_with("_cambium_") || lower.starts_with("sqlite_") || lower.starts_with(crate::pg_catalog::VIEW_PREFIX)
 }
 
 /// One table's columns and their types, in column order of their recording.

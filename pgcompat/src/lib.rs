@@ -15,6 +15,7 @@
 pub mod catalog;
 pub mod error;
 pub mod functions;
+pub mod pg_catalog;
 pub mod translate;
 pub mod types;
 pub mod value;
@@ -55,6 +56,17 @@ impl Dialect {
     pub fn new(conn: &Connection, database: &str, user: &str, backend_pid: i32) -> rusqlite::Result<Dialect> {
         let state = Arc::new(SessionState::new(database, user, backend_pid));
         functions::install(conn, state.clone())?;
+        // The catalog's TEMP views are made when a statement first reads them, but a read-only connection
+        // (time travel sets `query_only` before the session starts) could not make them then: they are made
+        // now, `query_only` lifted for that moment. It guards the database file; TEMP views live in the
+        // connection's memory, and nothing else runs in between.
+        let query_only: bool = conn.pragma_query_value(None, "query_only", |row| row.get(0))?;
+        if query_only {
+            conn.pragma_update(None, "query_only", false)?;
+            let made = pg_catalog::ensure(conn);
+            conn.pragma_update(None, "query_only", true)?;
+            made?;
+        }
         Ok(Dialect {
             state,
             catalog: Catalog::default(),
@@ -107,6 +119,16 @@ impl Dialect {
             self.refresh(conn)?;
         }
         if let Some(hit) = self.cache.get(sql) {
+            // The catalog views live in the connection's temp schema: a rolled-back transaction that
+            // made them took them away, so a cached statement reading them makes them again if needed.
+            if let Translated::Statements(list) = hit.as_ref() {
+                if list
+                    .iter()
+                    .any(|t| t.steps.iter().any(|s| translate::catalog_refs::reads_catalog(s)))
+                {
+                    pg_catalog::ensure(conn).map_err(TranslateError::Sqlite)?;
+                }
+            }
             return Ok(hit.clone());
         }
         let translated = Arc::new(translate::translate(conn, &self.catalog, sql)?);

@@ -17,6 +17,7 @@ use rusqlite::functions::{Aggregate, Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
 
+mod catalog;
 mod extra;
 
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
@@ -131,7 +132,8 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_strings(conn)?;
     install_datetime(conn, state.clone())?;
     install_arrays(conn, state.clone())?;
-    extra::install(conn, state)?;
+    extra::install(conn, state.clone())?;
+    catalog::install(conn, state)?;
     Ok(())
 }
 

@@ -26,6 +26,7 @@ fn fold(ident: &Ident) -> String {
 }
 
 fn fold_name(name: &ObjectName) -> String {
+    // Callers check the schema first (`checked_name`).
     match name.0.last() {
         Some(sqlparser::ast::ObjectNamePart::Identifier(ident)) => fold(ident),
         _ => last_part(name),
@@ -49,27 +50,36 @@ fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
 struct ColumnType {
     ty: PgType,
     generated_key: bool,
+    /// The name the key's PRIMARY KEY gets for an identity column: it tells the catalog views an identity
+    /// (`ALWAYS`/`BY DEFAULT`) from a serial, which SQLite's schema otherwise shows alike; a constraint
+    /// name, unlike a comment, survives the parse and render of a table rebuild.
+    identity_marker: Option<&'static str>,
 }
 
 fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
-    let identity = def.options.iter().any(|o| {
-        matches!(
-            &o.option,
-            ColumnOption::Generated {
-                generated_as: GeneratedAs::Always | GeneratedAs::ByDefault,
-                generation_expr: None,
-                ..
-            }
-        )
+    let identity = def.options.iter().find_map(|o| match &o.option {
+        ColumnOption::Generated {
+            generated_as: GeneratedAs::Always,
+            generation_expr: None,
+            ..
+        } => Some(crate::pg_catalog::IDENTITY_ALWAYS_MARKER),
+        ColumnOption::Generated {
+            generated_as: GeneratedAs::ByDefault,
+            generation_expr: None,
+            ..
+        } => Some(crate::pg_catalog::IDENTITY_BY_DEFAULT_MARKER),
+        _ => None,
     });
     match types::from_data_type(&def.data_type) {
         Written::Type(ty) => Ok(ColumnType {
             ty,
-            generated_key: identity,
+            generated_key: identity.is_some(),
+            identity_marker: identity,
         }),
         Written::Serial(serial) => Ok(ColumnType {
             ty: serial.column_type(),
             generated_key: true,
+            identity_marker: None,
         }),
         Written::Custom(name) => Err(PgError::new(
             crate::error::UNDEFINED_OBJECT,
@@ -99,6 +109,9 @@ fn render_column(
     }
     let mut out = format!("{} {}", quote_ident(&name), column.ty.storage().sqlite_type());
     if column.generated_key {
+        if let Some(marker) = column.identity_marker {
+            out.push_str(&format!(" CONSTRAINT {}", quote_ident(marker)));
+        }
         out.push_str(" PRIMARY KEY AUTOINCREMENT");
     } else if inline_primary_key {
         out.push_str(" PRIMARY KEY");
@@ -171,6 +184,13 @@ fn index_columns(columns: &[sqlparser::ast::IndexColumn]) -> Result<Vec<String>,
         .collect()
 }
 
+/// The folded name of a relation in the one schema there is (`public.t` and `t`); 3F000 for another.
+fn checked_name(name: &ObjectName) -> Result<String, PgError> {
+    let mut name = name.clone();
+    super::expr::strip_public(&mut name)?;
+    Ok(fold_name(&name))
+}
+
 /// `CREATE TABLE`.
 pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Result<Translation, PgError> {
     if create.query.is_some() {
@@ -179,7 +199,7 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
     if create.like.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … LIKE"));
     }
-    let table = fold_name(&create.name);
+    let table = checked_name(&create.name)?;
     if catalog::is_internal_table(&table) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,
@@ -393,7 +413,7 @@ pub(crate) fn drop(object_type: ObjectType, if_exists: bool, names: &[ObjectName
     }
     let mut steps = Vec::new();
     for name in names {
-        let name = fold_name(name);
+        let name = checked_name(name)?;
         steps.push(format!(
             "DROP {object_type} {}{}",
             if if_exists { "IF EXISTS " } else { "" },
@@ -414,7 +434,7 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
             return Err(PgError::unsupported(format!("index method {method}")));
         }
     }
-    let table = fold_name(&index.table_name);
+    let table = checked_name(&index.table_name)?;
     let columns = index_columns(&index.columns)?;
     let bare: Vec<String> = index
         .columns
@@ -464,7 +484,7 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
     if view.materialized {
         return Err(PgError::unsupported("materialized views"));
     }
-    let name = fold_name(&view.name);
+    let name = checked_name(&view.name)?;
     super::names::name_columns(&mut view.query);
     let mut rewriter = Rewriter::new(catalog);
     rewriter.rewrite_query(view.query.as_mut())?;

@@ -73,7 +73,11 @@ impl Typer<'_> {
                 if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(key)) {
                     continue;
                 }
-                if let Some(ty) = self.catalog.column_type(table, column) {
+                if let Some(ty) = self
+                    .catalog
+                    .column_type(table, column)
+                    .or_else(|| crate::pg_catalog::column_type(table, column))
+                {
                     return Some(ty);
                 }
             }
@@ -296,7 +300,18 @@ impl Typer<'_> {
             | "pg_encoding_to_char"
             | "obj_description"
             | "col_description"
+            | "shobj_description"
+            | "pg_get_viewdef"
+            | "pg_get_function_result"
+            | "pg_get_function_arguments"
+            | "pg_get_function_identity_arguments"
+            | "pg_size_pretty"
             | "to_hex" => PgType::TEXT,
+            "pg_relation_size"
+            | "pg_total_relation_size"
+            | "pg_table_size"
+            | "pg_indexes_size"
+            | "pg_database_size" => PgType::INT8,
             "gen_random_uuid" | "uuid_generate_v4" => PgType::new(Base::Uuid),
             "random" => PgType::FLOAT8,
             "round" | "trunc" | "ceil" | "ceiling" | "floor" => match first {
@@ -308,6 +323,13 @@ impl Typer<'_> {
             | "pg_ilike"
             | "pg_array_contains"
             | "pg_table_is_visible"
+            | "pg_type_is_visible"
+            | "pg_function_is_visible"
+            | "pg_is_in_recovery"
+            | "pg_relation_is_publishable"
+            | "has_column_privilege"
+            | "has_sequence_privilege"
+            | "has_function_privilege"
             | "has_table_privilege"
             | "has_schema_privilege"
             | "has_database_privilege"
@@ -471,6 +493,8 @@ pub(crate) struct Rewriter<'a> {
     pub(crate) params: Vec<Option<PgType>>,
     /// Whether the statement reads the transaction timestamp (`now()`).
     pub(crate) uses_now: bool,
+    /// Whether the statement reads the catalog views (`pg_class`, `information_schema.tables`, `::regclass`).
+    pub(crate) uses_catalog: bool,
 }
 
 impl<'a> Rewriter<'a> {
@@ -482,6 +506,7 @@ impl<'a> Rewriter<'a> {
             },
             params: Vec::new(),
             uses_now: false,
+            uses_catalog: false,
         }
     }
 
@@ -535,6 +560,13 @@ impl<'a> Rewriter<'a> {
                 ..
             } => {
                 let _ = kind == &CastKind::DoubleColon;
+                let written = data_type.to_string().to_ascii_lowercase();
+                let written = written.strip_prefix("pg_catalog.").unwrap_or(&written);
+                if let Some(replacement) = super::catalog_refs::rewrite_cast(inner, written) {
+                    self.uses_catalog = true;
+                    *expr = replacement;
+                    return Ok(());
+                }
                 let target = written_type(data_type)?;
                 let source = self.typer.infer(inner);
                 self.learn_param(inner, Some(target));
@@ -575,7 +607,12 @@ impl<'a> Rewriter<'a> {
                 }
                 _ => None,
             },
-            Expr::BinaryOp { left, op, right } => self.rewrite_binary(left, op, right)?,
+            Expr::BinaryOp { left, op, right } => {
+                if let Some(plain) = super::catalog_refs::plain_operator(op) {
+                    *op = plain;
+                }
+                self.rewrite_binary(left, op, right)?
+            }
             Expr::UnaryOp {
                 op: UnaryOperator::Minus,
                 expr: inner,
@@ -732,8 +769,32 @@ impl<'a> Rewriter<'a> {
                 coerce_literals(ty, [low.as_mut(), high.as_mut()].into_iter());
                 None
             }
+            Expr::Collate { expr: inner, collation } if super::catalog_refs::is_default_collation(collation) => {
+                Some(take(inner))
+            }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
+            Expr::CompoundIdentifier(parts) => {
+                super::catalog_refs::rewrite_compound(parts);
+                None
+            }
             Expr::CompoundFieldAccess { root, access_chain } => {
+                // `c.conkey[1]` parses as `c` with `.conkey` and `[1]`: the column is `c.conkey`.
+                while let (Some(sqlparser::ast::AccessExpr::Dot(Expr::Identifier(field))), [_, _, ..]) =
+                    (access_chain.first(), access_chain.as_slice())
+                {
+                    let field = field.clone();
+                    let parts = match root.as_ref() {
+                        Expr::Identifier(ident) => vec![ident.clone(), field],
+                        Expr::CompoundIdentifier(parts) => {
+                            let mut parts = parts.clone();
+                            parts.push(field);
+                            parts
+                        }
+                        _ => break,
+                    };
+                    **root = Expr::CompoundIdentifier(parts);
+                    access_chain.remove(0);
+                }
                 let ty = self.typer.infer(root);
                 match access_chain.as_slice() {
                     [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })] => {
@@ -968,6 +1029,31 @@ impl<'a> Rewriter<'a> {
             f.name = ObjectName::from(vec![Ident::new(to)]);
             Expr::Function(f)
         };
+        if let (true, FunctionArguments::Subquery(query)) = (name == "array", &function.args) {
+            let element = match query.body.as_ref() {
+                SetExpr::Select(select) => {
+                    let mut scopes = self.typer.scopes.clone();
+                    scopes.push(Scope::of_select(select));
+                    let inner = Typer {
+                        catalog: self.typer.catalog,
+                        scopes,
+                    };
+                    match select.projection.first() {
+                        Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => inner.infer(e),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let element = element.unwrap_or(PgType::TEXT).element().catalog_text();
+            if let Some(replacement) = super::catalog_refs::array_of_subquery(query, &element) {
+                return Ok(Some(replacement));
+            }
+        }
+        if let Some(replacement) = super::catalog_refs::rewrite_call(&name, &plain_args(function)) {
+            self.uses_catalog = true;
+            return Ok(Some(replacement));
+        }
         Ok(Some(match name.as_str() {
             "now" | "transaction_timestamp" | "current_timestamp" | "statement_timestamp" if no_args => {
                 self.uses_now = true;
@@ -1083,11 +1169,41 @@ impl super::walk::Hooks for Rewriter<'_> {
     }
 
     fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError> {
+        if let Some(replacement) = super::catalog_refs::rewrite_table(factor) {
+            self.uses_catalog = true;
+            *factor = replacement;
+            return Ok(());
+        }
+        if let TableFactor::Table { name, .. } = factor {
+            strip_public(name)?;
+        }
         if let Some(replacement) = super::tables::rewrite_factor(self, factor)? {
             *factor = replacement;
         }
         Ok(())
     }
+}
+
+/// A relation name with its schema: `public.t` is `t` (the one schema there is); any other schema does not
+/// exist (3F000), never silently the same table as `t`.
+pub(crate) fn strip_public(name: &mut ObjectName) -> Result<(), PgError> {
+    if name.0.len() < 2 {
+        return Ok(());
+    }
+    let schema = match &name.0[name.0.len() - 2] {
+        ObjectNamePart::Identifier(ident) if ident.quote_style.is_some() => ident.value.clone(),
+        ObjectNamePart::Identifier(ident) => ident.value.to_ascii_lowercase(),
+        other => other.to_string(),
+    };
+    if schema != "public" {
+        return Err(PgError::new(
+            crate::error::INVALID_SCHEMA_NAME,
+            format!("schema \"{schema}\" does not exist"),
+        ));
+    }
+    let last = name.0.pop().expect("a name of two parts has a last part");
+    *name = ObjectName(vec![last]);
+    Ok(())
 }
 
 fn take(expr: &mut Expr) -> Expr {

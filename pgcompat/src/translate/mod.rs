@@ -2,6 +2,7 @@
 //! each statement rewritten (expressions in `expr`, DDL in `ddl`, names in `names`), with what the
 //! caller needs to run it and type its results.
 
+pub(crate) mod catalog_refs;
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
@@ -129,6 +130,14 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             None => return Ok(Translated::Passthrough),
         }
     }
+    // Any statement (a query, or DML with a subquery) may read the catalog views: they are made now.
+    if out
+        .iter()
+        .any(|t| t.steps.iter().any(|s| catalog_refs::reads_catalog(s)))
+    {
+        crate::pg_catalog::ensure(conn)
+            .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
+    }
     Ok(Translated::Statements(out))
 }
 
@@ -156,6 +165,9 @@ fn translate_statement(
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
+            if rewriter.uses_catalog {
+                catalog_refs::name_outputs(query);
+            }
             let columns = output_types(catalog, query);
             Translation {
                 steps: vec![query.to_string()],
@@ -173,8 +185,11 @@ fn translate_statement(
             translate_insert(conn, catalog, insert)?
         }
         Statement::Update(update) => {
-            let table = match &update.table.relation {
-                TableFactor::Table { name, .. } => last_part(name),
+            let table = match &mut update.table.relation {
+                TableFactor::Table { name, .. } => {
+                    expr::strip_public(name)?;
+                    last_part(name)
+                }
                 other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
             };
             if let Some(returning) = &mut update.returning {
@@ -197,14 +212,17 @@ fn translate_statement(
             }
         }
         Statement::Delete(delete) => {
-            let tables = match &delete.from {
+            let tables = match &mut delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
             if delete.using.is_some() {
                 return Err(PgError::unsupported("DELETE … USING"));
             }
-            let table = match tables.first().map(|t| &t.relation) {
-                Some(TableFactor::Table { name, .. }) => last_part(name),
+            let table = match tables.first_mut().map(|t| &mut t.relation) {
+                Some(TableFactor::Table { name, .. }) => {
+                    expr::strip_public(name)?;
+                    last_part(name)
+                }
                 _ => return Err(PgError::unsupported("this DELETE form")),
             };
             if let Some(returning) = &mut delete.returning {
@@ -242,7 +260,9 @@ fn translate_statement(
         Statement::Truncate(truncate) => {
             let mut steps = Vec::new();
             for target in &truncate.table_names {
-                steps.push(format!("DELETE FROM {}", quote_ident(&last_part(&target.name))));
+                let mut name = target.name.clone();
+                expr::strip_public(&mut name)?;
+                steps.push(format!("DELETE FROM {}", quote_ident(&last_part(&name))));
             }
             let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
             t.steps = steps;
@@ -396,8 +416,11 @@ fn translate_statement(
 }
 
 fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
-    let table = match &insert.table {
-        TableObject::TableName(name) => last_part(name),
+    let table = match &mut insert.table {
+        TableObject::TableName(name) => {
+            expr::strip_public(name)?;
+            last_part(name)
+        }
         TableObject::TableFunction(_) | TableObject::TableQuery(_) => {
             return Err(PgError::unsupported("INSERT into a function"))
         }
@@ -610,6 +633,12 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
     loop {
         match body {
             SetExpr::Select(select) => {
+                // `SELECT * FROM pg_class`: the view's columns, typed (SQLite's metadata cannot type them).
+                if let ([SelectItem::Wildcard(_)], [from]) = (select.projection.as_slice(), select.from.as_slice()) {
+                    if let (TableFactor::Table { name, .. }, true) = (&from.relation, from.joins.is_empty()) {
+                        return crate::pg_catalog::column_types(&last_part(name));
+                    }
+                }
                 if select
                     .projection
                     .iter()

@@ -56,12 +56,22 @@ fn figure(expr: &Expr) -> Option<String> {
         Expr::Identifier(ident) => Some(fold(ident)),
         Expr::CompoundIdentifier(parts) => parts.last().map(fold),
         Expr::Function(function) => Some(last_part(&function.name).to_ascii_lowercase()),
-        Expr::Cast { expr, data_type, .. } => {
-            figure(expr).or_else(|| written_type(data_type).ok().map(|t| t.element().internal_name()))
-        }
+        Expr::Cast { expr, data_type, .. } => figure(expr).or_else(|| {
+            // The reg* types share one storage type; PostgreSQL names the column by the one written.
+            let written = data_type.to_string().to_ascii_lowercase();
+            let written = written.strip_prefix("pg_catalog.").unwrap_or(&written);
+            if matches!(written, "regtype" | "regproc" | "regprocedure" | "regnamespace") {
+                return Some(written.to_owned());
+            }
+            written_type(data_type).ok().map(|t| t.element().internal_name())
+        }),
         Expr::TypedString(typed) => written_type(&typed.data_type).ok().map(|t| t.internal_name()),
         Expr::Interval(_) => Some("interval".to_owned()),
-        Expr::Case { .. } => Some("case".to_owned()),
+        // A CASE takes the name of its ELSE result when that is a strong one (a column or a function).
+        Expr::Case { else_result, .. } => else_result
+            .as_deref()
+            .and_then(strong_name)
+            .or_else(|| Some("case".to_owned())),
         Expr::Array(_) => Some("array".to_owned()),
         Expr::Exists { .. } => Some("exists".to_owned()),
         Expr::Nested(inner) => figure(inner),
@@ -82,6 +92,16 @@ fn figure(expr: &Expr) -> Option<String> {
         Expr::Ceil { .. } => Some("ceil".to_owned()),
         Expr::Floor { .. } => Some("floor".to_owned()),
         Expr::AtTimeZone { .. } => Some("timezone".to_owned()),
+        _ => None,
+    }
+}
+
+/// The name of an expression when PostgreSQL deems it strong (a column, a function, a cast of either).
+fn strong_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => figure(expr),
+        Expr::Cast { expr, .. } | Expr::Nested(expr) => strong_name(expr),
+        Expr::Case { else_result, .. } => else_result.as_deref().and_then(strong_name),
         _ => None,
     }
 }

@@ -1,0 +1,240 @@
+//! References to `pg_catalog` and `information_schema` rewritten to the catalog views of
+//! [`crate::pg_catalog`]: FROM items (aliased by their PostgreSQL name, so `pg_class.relname` still
+//! resolves), `pg_catalog.`-qualified column references, `::regclass`/`::regtype` casts (to the OID where
+//! compared, to the name where printed or cast to text), and the functions that look objects up
+//! (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_viewdef`, `to_regclass`, `pg_get_serial_sequence`).
+
+use sqlparser::ast::{
+    BinaryOperator, Expr, Function, Ident, ObjectName, ObjectNamePart, OrderByKind, Query, SelectItem, SetExpr,
+    TableAlias, TableFactor, Value, ValueWithSpan,
+};
+
+use crate::pg_catalog;
+
+/// The name of the function a `::regclass` cast becomes.
+const REGCLASS: &str = "_pgc_regclass";
+/// The name of the function a `::regtype` cast becomes.
+const REGTYPE: &str = "_pgc_regtype";
+
+/// Whether a schema name is one of the catalog schemas.
+fn is_catalog_schema(name: &str) -> bool {
+    name.eq_ignore_ascii_case("pg_catalog") || name.eq_ignore_ascii_case("information_schema")
+}
+
+/// A FROM item naming a catalog relation, pointed at its view; `None` for anything else.
+pub(crate) fn rewrite_table(factor: &TableFactor) -> Option<TableFactor> {
+    let TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        ..
+    } = factor
+    else {
+        return None;
+    };
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(ident) => ident.value.to_ascii_lowercase(),
+            other => other.to_string().to_ascii_lowercase(),
+        })
+        .collect();
+    let view = pg_catalog::view_for(&parts)?;
+    let mut replaced = factor.clone();
+    if let TableFactor::Table {
+        name: new_name,
+        alias: new_alias,
+        ..
+    } = &mut replaced
+    {
+        *new_name = ObjectName::from(vec![Ident::new(view)]);
+        if alias.is_none() {
+            let plain = parts.last().cloned().unwrap_or_default();
+            *new_alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(plain),
+                columns: Vec::new(),
+                at: None,
+            });
+        }
+    }
+    Some(replaced)
+}
+
+/// `pg_catalog.pg_class.relname` → `pg_class.relname` (the view is aliased `pg_class`).
+pub(crate) fn rewrite_compound(parts: &mut Vec<Ident>) -> bool {
+    if parts.len() == 3 && is_catalog_schema(&parts[0].value) {
+        parts.remove(0);
+        return true;
+    }
+    false
+}
+
+/// `OPERATOR(pg_catalog.~)` as the operator it names.
+pub(crate) fn plain_operator(op: &BinaryOperator) -> Option<BinaryOperator> {
+    let BinaryOperator::PGCustomBinaryOperator(parts) = op else {
+        return None;
+    };
+    Some(match parts.last()?.as_str() {
+        "~" => BinaryOperator::PGRegexMatch,
+        "~*" => BinaryOperator::PGRegexIMatch,
+        "!~" => BinaryOperator::PGRegexNotMatch,
+        "!~*" => BinaryOperator::PGRegexNotIMatch,
+        "=" => BinaryOperator::Eq,
+        "<>" | "!=" => BinaryOperator::NotEq,
+        "<" => BinaryOperator::Lt,
+        "<=" => BinaryOperator::LtEq,
+        ">" => BinaryOperator::Gt,
+        ">=" => BinaryOperator::GtEq,
+        "||" => BinaryOperator::StringConcat,
+        _ => return None,
+    })
+}
+
+/// Whether a `COLLATE` names a collation that is SQLite's default order (`default`, `C`, `POSIX`).
+pub(crate) fn is_default_collation(collation: &ObjectName) -> bool {
+    let last = match collation.0.last() {
+        Some(ObjectNamePart::Identifier(ident)) => ident.value.to_ascii_lowercase(),
+        _ => return false,
+    };
+    matches!(last.as_str(), "default" | "c" | "posix")
+}
+
+fn parse(sql: &str) -> Option<Expr> {
+    sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
+fn is_call(expr: &Expr, name: &str) -> bool {
+    matches!(expr, Expr::Function(Function { name: n, .. }) if n.to_string() == name)
+}
+
+/// A cast the catalog gives meaning to, rewritten; `None` when the cast is not one. `written` is the
+/// target type as written, lower case, without `pg_catalog.`.
+pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
+    match written {
+        "regclass" => parse(&format!(
+            "{REGCLASS}({inner}, (SELECT _pgc_oid FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({inner})))"
+        )),
+        "regtype" => parse(&format!("{REGTYPE}({inner})")),
+        "regproc" | "regprocedure" => Some(inner.clone()),
+        "regnamespace" => parse(&format!(
+            "coalesce((SELECT _pgc_oid FROM _pgc_nspnames WHERE _pgc_name = {inner}), {inner})"
+        )),
+        "text" | "varchar" | "character varying" | "name" if is_call(inner, REGCLASS) => parse(&format!(
+            "(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_oid = {inner})"
+        )),
+        "text" | "varchar" | "character varying" | "name" if is_call(inner, REGTYPE) => {
+            parse(&format!("format_type({inner}, NULL)"))
+        }
+        "oid" | "int4" | "integer" | "int8" | "bigint" if is_call(inner, REGCLASS) || is_call(inner, REGTYPE) => {
+            Some(inner.clone())
+        }
+        _ => None,
+    }
+}
+
+/// A call of a function that looks an object up in the catalog, as a subquery on the views.
+pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
+    let sql = match (name, args) {
+        ("pg_get_indexdef", [oid]) => format!("(SELECT _pgc_def FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"),
+        ("pg_get_indexdef", [oid, column, _pretty]) => format!(
+            "(SELECT CASE WHEN {column} = 0 THEN replace(_pgc_def, ' ON public.', ' ON ') END \
+             FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"
+        ),
+        ("pg_get_constraintdef", [oid] | [oid, _]) => {
+            format!("(SELECT _pgc_def FROM _pgc_condefs WHERE _pgc_oid = {oid})")
+        }
+        ("pg_get_viewdef", [view] | [view, _]) => {
+            format!("(SELECT _pgc_def FROM _pgc_viewdefs WHERE _pgc_oid = {view} OR _pgc_name = _pgc_relname({view}))")
+        }
+        ("to_regclass", [text]) => {
+            format!("(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({text}))")
+        }
+        ("pg_get_serial_sequence", [table, column]) => format!(
+            "(SELECT 'public.' || _pgc_ident(_pgc_name) FROM _pgc_seqnames \
+             WHERE _pgc_tbl = _pgc_relname({table}) AND _pgc_col = {column})"
+        ),
+        _ => return None,
+    };
+    parse(&sql)
+}
+
+/// Result columns that are regclass or regtype values print as names, as PostgreSQL prints them.
+pub(crate) fn name_outputs(query: &mut Query) {
+    // `ORDER BY n` of such a column orders by the OID, as PostgreSQL does, not by the name printed.
+    if let (SetExpr::Select(select), Some(order_by)) = (query.body.as_ref(), query.order_by.as_mut()) {
+        if let OrderByKind::Expressions(items) = &mut order_by.kind {
+            for item in items {
+                let Expr::Value(ValueWithSpan {
+                    value: Value::Number(n, _),
+                    ..
+                }) = &item.expr
+                else {
+                    continue;
+                };
+                let Some(position) = n.parse::<usize>().ok().and_then(|p| p.checked_sub(1)) else {
+                    continue;
+                };
+                if let Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) =
+                    select.projection.get(position)
+                {
+                    if is_call(e, REGCLASS) || is_call(e, REGTYPE) {
+                        item.expr = e.clone();
+                    }
+                }
+            }
+        }
+    }
+    name_outputs_of(&mut query.body);
+}
+
+/// `ARRAY(subquery)`: the subquery's first column aggregated into an array of `element`.
+pub(crate) fn array_of_subquery(query: &Query, element: &str) -> Option<Expr> {
+    let mut query = query.clone();
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let first = select.projection.first_mut()?;
+    let expr = match first {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+        _ => return None,
+    };
+    *first = SelectItem::ExprWithAlias {
+        expr,
+        alias: Ident::new("_pgc_v"),
+    };
+    parse(&format!(
+        "(SELECT coalesce(pg_array_agg('{element}', _pgc_v), '{{}}') FROM ({query}))"
+    ))
+}
+
+fn name_outputs_of(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            for item in &mut select.projection {
+                let expr = match item {
+                    SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+                    _ => continue,
+                };
+                if let Some(named) = rewrite_cast(expr, "text") {
+                    *expr = named;
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            name_outputs_of(left);
+            name_outputs_of(right);
+        }
+        SetExpr::Query(q) => name_outputs_of(&mut q.body),
+        _ => {}
+    }
+}
+
+/// Whether a rewritten statement text reads the catalog views (a cached translation must find them made).
+pub fn reads_catalog(sql: &str) -> bool {
+    sql.contains(pg_catalog::VIEW_PREFIX)
+}
