@@ -270,6 +270,21 @@ impl Settings {
                     format!("client_encoding {value} is not supported; use UTF8"),
                 ))
             }
+            "search_path" => {
+                // Only `public` exists: a path naming another schema would make unqualified names mean
+                // tables Cambium does not have, so it is refused rather than silently ignored.
+                let other = value
+                    .split(',')
+                    .map(|part| part.trim().trim_matches('"').trim_matches('\''))
+                    .find(|schema| !matches!(*schema, "public" | "$user" | "pg_catalog" | ""));
+                match other {
+                    Some(schema) => Err(SqlError::new(
+                        FEATURE_NOT_SUPPORTED,
+                        format!("search_path with schema \"{schema}\": only the schema public exists in Cambium"),
+                    )),
+                    None => Ok(()),
+                }
+            }
             _ if self.defaults.contains_key(name) || name.contains('.') => Ok(()),
             _ => Err(unknown(name)),
         }
