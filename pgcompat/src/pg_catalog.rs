@@ -236,37 +236,13 @@ const TYPE_COLUMNS_NAMES: &str =
 
 /// The types the layer supports (and `char`), as a VALUES list for the `pg_type` view.
 fn type_rows() -> String {
-    const BASES: [Base; 22] = [
-        Base::Bool,
-        Base::Int2,
-        Base::Int4,
-        Base::Int8,
-        Base::Numeric,
-        Base::Float4,
-        Base::Float8,
-        Base::Text,
-        Base::Varchar,
-        Base::Bpchar,
-        Base::Name,
-        Base::Bytea,
-        Base::Date,
-        Base::Time,
-        Base::Timestamp,
-        Base::Timestamptz,
-        Base::Interval,
-        Base::Uuid,
-        Base::Json,
-        Base::Jsonb,
-        Base::Oid,
-        Base::Regclass,
-    ];
     let mut rows = vec![
         "(18, 'char', 1, 1, 'Z', 0, 1002, 0, 'charin', 'charout')".to_owned(),
         "(27, 'tid', 6, 0, 'U', 0, 1010, 0, 'tidin', 'tidout')".to_owned(),
         "(28, 'xid', 4, 1, 'U', 0, 1011, 0, 'xidin', 'xidout')".to_owned(),
         "(29, 'cid', 4, 1, 'U', 0, 1012, 0, 'cidin', 'cidout')".to_owned(),
     ];
-    for base in BASES {
+    for base in Base::ALL {
         let scalar = PgType::new(base);
         let array = scalar.array();
         let (len, byval, category) = match base {

@@ -56,6 +56,34 @@ pub enum Base {
     Regclass,
 }
 
+impl Base {
+    /// Every base type the layer supports.
+    pub const ALL: [Base; 22] = [
+        Base::Bool,
+        Base::Int2,
+        Base::Int4,
+        Base::Int8,
+        Base::Numeric,
+        Base::Float4,
+        Base::Float8,
+        Base::Text,
+        Base::Varchar,
+        Base::Bpchar,
+        Base::Name,
+        Base::Bytea,
+        Base::Date,
+        Base::Time,
+        Base::Timestamp,
+        Base::Timestamptz,
+        Base::Interval,
+        Base::Uuid,
+        Base::Json,
+        Base::Jsonb,
+        Base::Oid,
+        Base::Regclass,
+    ];
+}
+
 /// A PostgreSQL type: a base, maybe an array of it, with its type modifier (`varchar(20)` → 20,
 /// `numeric(10,2)` → precision and scale).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -205,31 +233,7 @@ impl PgType {
 
     /// The type with this OID, if the layer supports it (arrays included).
     pub fn from_oid(oid: u32) -> Option<PgType> {
-        const BASES: [Base; 22] = [
-            Base::Bool,
-            Base::Int2,
-            Base::Int4,
-            Base::Int8,
-            Base::Numeric,
-            Base::Float4,
-            Base::Float8,
-            Base::Text,
-            Base::Varchar,
-            Base::Bpchar,
-            Base::Name,
-            Base::Bytea,
-            Base::Date,
-            Base::Time,
-            Base::Timestamp,
-            Base::Timestamptz,
-            Base::Interval,
-            Base::Uuid,
-            Base::Json,
-            Base::Jsonb,
-            Base::Oid,
-            Base::Regclass,
-        ];
-        BASES.iter().find_map(|base| {
+        Base::ALL.iter().find_map(|base| {
             let scalar = PgType::new(*base);
             if scalar.oid() == oid {
                 Some(scalar)

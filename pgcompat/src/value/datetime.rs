@@ -100,12 +100,18 @@ fn make_date((year, month, day): (i64, i64, i64), text: &str) -> Result<Date, Pg
 /// `HH:MM[:SS[.frac]]`; `None` if malformed, `Some(Err)` if out of range.
 fn parse_time_fields(text: &str) -> Option<Result<Time, PgError>> {
     let mut parts = text.split(':');
-    let hour: i64 = parts.next()?.parse().ok()?;
-    let minute: i64 = parts.next()?.parse().ok()?;
+    let digits = |t: &str| !t.is_empty() && t.len() <= 9 && t.bytes().all(|b| b.is_ascii_digit());
+    let hour = parts.next().filter(|t| digits(t))?;
+    let hour: i64 = hour.parse().ok()?;
+    let minute = parts.next().filter(|t| digits(t))?;
+    let minute: i64 = minute.parse().ok()?;
     let (second, micros) = match parts.next() {
         None => (0, 0),
         Some(sec) => {
             let (whole, frac) = sec.split_once('.').unwrap_or((sec, ""));
+            if !digits(whole) {
+                return None;
+            }
             let whole: i64 = whole.parse().ok()?;
             if !frac.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
@@ -292,7 +298,10 @@ impl Interval {
                     None => (false, token.strip_prefix('+').unwrap_or(token)),
                 };
                 let micros = parse_clock(body).ok_or_else(bad)?;
-                out.micros += if negative { -micros } else { micros };
+                out.micros = out
+                    .micros
+                    .checked_add(if negative { -micros } else { micros })
+                    .ok_or_else(bad)?;
                 seen = true;
                 continue;
             }
@@ -319,9 +328,9 @@ impl Interval {
     /// The interval with every field negated.
     pub fn negate(self) -> Interval {
         Interval {
-            months: -self.months,
-            days: -self.days,
-            micros: -self.micros,
+            months: self.months.saturating_neg(),
+            days: self.days.saturating_neg(),
+            micros: self.micros.saturating_neg(),
         }
     }
 
@@ -371,6 +380,10 @@ impl Interval {
 fn parse_clock(text: &str) -> Option<i64> {
     let mut parts = text.split(':');
     let hours: i64 = parts.next()?.parse().ok()?;
+    // Bounded so the microseconds fit (PostgreSQL: interval field out of range).
+    if hours.abs() > 1_000_000 {
+        return None;
+    }
     let minutes: i64 = parts.next()?.parse().ok()?;
     let seconds: f64 = match parts.next() {
         Some(s) => s.parse().ok()?,
@@ -382,33 +395,46 @@ fn parse_clock(text: &str) -> Option<i64> {
     Some((hours * 3600 + minutes * 60) * MICROS_PER_SECOND + (seconds * 1e6).round() as i64)
 }
 
+/// A field value as an `i32`, `None` past its range (never saturated).
+fn fit(value: f64) -> Option<i32> {
+    (value.abs() < 2_147_483_648.0).then(|| value as i32)
+}
+
 fn add_unit(out: &mut Interval, number: f64, unit: &str) -> Option<()> {
+    // Bounded first, so every product below fits its field (PostgreSQL: interval field out of range).
+    if !number.is_finite() || number.abs() > 1e12 {
+        return None;
+    }
     let whole = number.trunc();
     let frac = number - whole;
     let micros = |n: f64| (n * 1e6).round() as i64;
     match unit {
-        "millennium" | "millennia" | "millenniums" => out.months += (number * 12000.0) as i32,
-        "century" | "centuries" => out.months += (number * 1200.0) as i32,
-        "decade" | "decades" => out.months += (number * 120.0) as i32,
-        "year" | "years" | "y" | "yr" | "yrs" => out.months += (number * 12.0).round() as i32,
+        "millennium" | "millennia" | "millenniums" => out.months = out.months.checked_add(fit(number * 12000.0)?)?,
+        "century" | "centuries" => out.months = out.months.checked_add(fit(number * 1200.0)?)?,
+        "decade" | "decades" => out.months = out.months.checked_add(fit(number * 120.0)?)?,
+        "year" | "years" | "y" | "yr" | "yrs" => out.months = out.months.checked_add(fit((number * 12.0).round())?)?,
         "month" | "months" | "mon" | "mons" => {
-            out.months += whole as i32;
-            out.days += (frac * 30.0) as i32;
+            out.months = out.months.checked_add(fit(whole)?)?;
+            out.days = out.days.checked_add(fit(frac * 30.0)?)?;
         }
         "week" | "weeks" | "w" => {
             let days = number * 7.0;
-            out.days += days.trunc() as i32;
-            out.micros += micros((days - days.trunc()) * 86_400.0);
+            out.days = out.days.checked_add(fit(days.trunc())?)?;
+            out.micros = out.micros.checked_add(micros((days - days.trunc()) * 86_400.0))?;
         }
         "day" | "days" | "d" => {
-            out.days += whole as i32;
-            out.micros += micros(frac * 86_400.0);
+            out.days = out.days.checked_add(fit(whole)?)?;
+            out.micros = out.micros.checked_add(micros(frac * 86_400.0))?;
         }
-        "hour" | "hours" | "h" | "hr" | "hrs" => out.micros += micros(number * 3600.0),
-        "minute" | "minutes" | "min" | "mins" | "m" => out.micros += micros(number * 60.0),
-        "second" | "seconds" | "sec" | "secs" | "s" => out.micros += micros(number),
-        "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => out.micros += micros(number / 1000.0),
-        "microsecond" | "microseconds" | "us" | "usec" | "usecs" => out.micros += number.round() as i64,
+        "hour" | "hours" | "h" | "hr" | "hrs" => out.micros = out.micros.checked_add(micros(number * 3600.0))?,
+        "minute" | "minutes" | "min" | "mins" | "m" => out.micros = out.micros.checked_add(micros(number * 60.0))?,
+        "second" | "seconds" | "sec" | "secs" | "s" => out.micros = out.micros.checked_add(micros(number))?,
+        "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => {
+            out.micros = out.micros.checked_add(micros(number / 1000.0))?
+        }
+        "microsecond" | "microseconds" | "us" | "usec" | "usecs" => {
+            out.micros = out.micros.checked_add(number.round() as i64)?
+        }
         _ => return None,
     }
     Some(())
@@ -492,6 +518,18 @@ mod tests {
             assert_eq!(Interval::parse(input).expect(input).format(), output, "{input}");
         }
         assert!(Interval::parse("1 fortnight").is_err());
+        // Out-of-range fields are errors, never an overflow.
+        for hostile in [
+            "inf years",
+            "NaN days",
+            "9999999999999 years 9999999999999 years",
+            "99999999999999999:00",
+            "2147483647 mons 1 year",
+        ] {
+            assert!(Interval::parse(hostile).is_err(), "{hostile}");
+        }
+        assert!(parse_time("-1:00").is_err());
+        assert!(parse_time("-99999999999:00").is_err());
         assert!(Interval::parse("").is_err());
     }
 }

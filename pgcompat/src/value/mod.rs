@@ -424,7 +424,8 @@ mod tests {
         fn any_text_input_is_a_value_or_an_error(text in ".{0,40}") {
             let utc = TimeZone::UTC;
             for ty in [PgType::BOOL, PgType::INT4, PgType::NUMERIC, PgType::FLOAT8, PgType::BYTEA, PgType::TIMESTAMPTZ,
-                       PgType::new(Base::Interval), PgType::new(Base::Jsonb), PgType::INT4.array(), PgType::new(Base::Date)] {
+                       PgType::new(Base::Interval), PgType::new(Base::Jsonb), PgType::INT4.array(), PgType::new(Base::Date),
+                       PgType::new(Base::Time), PgType::new(Base::Timestamp), PgType::new(Base::Uuid)] {
                 let _ = input(ty, &text, &utc);
             }
         }
