@@ -397,7 +397,7 @@ fn parse_clock(text: &str) -> Option<i64> {
 
 /// A field value as an `i32`, `None` past its range (never saturated).
 fn fit(value: f64) -> Option<i32> {
-    (value.abs() < 2_147_483_648.0).then(|| value as i32)
+    (value.abs() < 2_147_483_648.0).then_some(value as i32)
 }
 
 fn add_unit(out: &mut Interval, number: f64, unit: &str) -> Option<()> {
