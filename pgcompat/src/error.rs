@@ -121,6 +121,10 @@ pub const INTERNAL_ERROR: &str = "XX000";
 
 /// substring_error
 pub const SUBSTRING_ERROR: &str = "22011";
+/// wrong_object_type
+pub const WRONG_OBJECT_TYPE: &str = "42809";
+/// generated_always (a value given for a `GENERATED ALWAYS AS IDENTITY` column)
+pub const GENERATED_ALWAYS: &str = "428C9";
 
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
@@ -161,6 +165,8 @@ const CODES: &[&str] = &[
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
     SUBSTRING_ERROR,
+    WRONG_OBJECT_TYPE,
+    GENERATED_ALWAYS,
 ];
 
 /// The layer's static code equal to `code`, if it is one.

@@ -19,7 +19,9 @@ use rusqlite::Connection;
 
 mod catalog;
 mod extra;
+pub(crate) mod sequence;
 
+pub(crate) use catalog::pg_quote_ident as quote_ident_pg;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
 
 use crate::error::{PgError, DIVISION_BY_ZERO, INVALID_PARAMETER_VALUE, NUMERIC_VALUE_OUT_OF_RANGE};
@@ -56,6 +58,8 @@ pub struct SessionState {
     database: String,
     user: String,
     backend_pid: i32,
+    /// What the session's sequences gave it (`currval`, `lastval`).
+    pub(crate) sequences: parking_lot::Mutex<sequence::SequenceSession>,
 }
 
 impl SessionState {
@@ -67,6 +71,7 @@ impl SessionState {
             database: database.to_owned(),
             user: user.to_owned(),
             backend_pid,
+            sequences: parking_lot::Mutex::default(),
         }
     }
 
@@ -133,6 +138,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_datetime(conn, state.clone())?;
     install_arrays(conn, state.clone())?;
     extra::install(conn, state.clone())?;
+    sequence::install(conn, &state)?;
     catalog::install(conn, state)?;
     Ok(())
 }
@@ -140,7 +146,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
 /// The result type of a function the layer registers, by name and argument types (`None` where unknown);
 /// the translator's typer asks this for calls it has no rule of its own for.
 pub fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType> {
-    extra::result_type(name, args)
+    extra::result_type(name, args).or_else(|| sequence::result_type(name))
 }
 
 fn install_casts(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {

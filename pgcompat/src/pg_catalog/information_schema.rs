@@ -92,8 +92,8 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   numeric_precision:int4, numeric_precision_radix:int4, numeric_scale:int4, start_value:text, \
                   minimum_value:text, maximum_value:text, increment:text, cycle_option:text",
         select: "SELECT pg_current_database(), 'public', s.seqname, format_type(s.typid, NULL), \
-                 CASE s.typid WHEN 21 THEN 16 WHEN 23 THEN 32 ELSE 64 END, 2, 0, '1', '1', \
-                 CASE s.typid WHEN 21 THEN '32767' WHEN 23 THEN '2147483647' ELSE '9223372036854775807' END, '1', 'NO' \
+                 CASE s.typid WHEN 21 THEN 16 WHEN 23 THEN 32 ELSE 64 END, 2, 0, CAST(s.start AS TEXT), \
+                 CAST(s.minv AS TEXT), CAST(s.maxv AS TEXT), CAST(s.inc AS TEXT), CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END \
                  FROM _pgc_seq s WHERE s.identity = ''",
     },
     View {

@@ -1145,11 +1145,7 @@ impl<'a> Rewriter<'a> {
                     .map(|a| self.typer.infer(a))
                     .collect::<Vec<_>>(),
             ),
-            "nextval" | "currval" | "setval" | "lastval" => {
-                return Err(PgError::unsupported(format!(
-                    "the sequence function {name}() outside a serial column"
-                )))
-            }
+            "nextval" | "currval" | "setval" | "lastval" => return super::sequence::rewrite_call(&name, function),
             _ => return Ok(None),
         }))
     }

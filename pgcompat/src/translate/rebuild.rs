@@ -123,11 +123,16 @@ pub(crate) fn rebuild(
         }
     }
     steps.push(format!("DROP TABLE {}", quote_ident(table)));
+    // Views (and triggers) that read the table name it, not the temporary table: the rename must leave them
+    // as they are (SQLite's own procedure for a generalized ALTER TABLE), not check them against a schema in
+    // which the table is missing for that moment.
+    steps.push("PRAGMA legacy_alter_table = ON".to_owned());
     steps.push(format!(
         "ALTER TABLE {} RENAME TO {}",
         quote_ident(&temporary),
         quote_ident(table)
     ));
+    steps.push("PRAGMA legacy_alter_table = OFF".to_owned());
     steps.extend(again);
     steps.extend(records);
     let referenced: bool = conn
@@ -243,7 +248,9 @@ fn apply(
             }
             match constraint {
                 TableConstraint::Unique(u) => u.characteristics = None,
-                TableConstraint::Check(_) | TableConstraint::ForeignKey(_) | TableConstraint::PrimaryKey(_) => {}
+                // `REFERENCES public.t`: SQLite's foreign keys name a table of the same database.
+                TableConstraint::ForeignKey(fk) => super::expr::strip_public(&mut fk.foreign_table)?,
+                TableConstraint::Check(_) | TableConstraint::PrimaryKey(_) => {}
                 other => return Err(PgError::unsupported(format!("ADD CONSTRAINT {other}"))),
             }
             create.constraints.push(constraint.clone());

@@ -7,7 +7,7 @@
 
 mod constraints;
 mod deparse;
-mod helpers;
+pub(super) mod helpers;
 #[cfg(test)]
 mod tests;
 
@@ -18,6 +18,8 @@ use rusqlite::Connection;
 
 use super::{flags_pure, flags_session, SessionState};
 use crate::types::{Base, Modifier, PgType};
+
+pub(crate) use deparse::quote_ident as pg_quote_ident;
 
 /// The OID PostgreSQL gives the owner of `public` (`pg_database_owner`).
 const DATABASE_OWNER_OID: i64 = 6171;
