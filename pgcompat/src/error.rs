@@ -125,6 +125,8 @@ pub const SUBSTRING_ERROR: &str = "22011";
 pub const WRONG_OBJECT_TYPE: &str = "42809";
 /// generated_always (a value given for a `GENERATED ALWAYS AS IDENTITY` column)
 pub const GENERATED_ALWAYS: &str = "428C9";
+/// cant_change_runtime_param
+pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
@@ -164,6 +166,7 @@ const CODES: &[&str] = &[
     ARRAY_SUBSCRIPT_ERROR,
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
+    CANT_CHANGE_RUNTIME_PARAM,
     SUBSTRING_ERROR,
     WRONG_OBJECT_TYPE,
     GENERATED_ALWAYS,

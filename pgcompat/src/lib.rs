@@ -19,6 +19,7 @@ pub mod error;
 pub mod functions;
 pub mod pg_catalog;
 pub mod sequence;
+pub mod settings;
 pub mod translate;
 pub mod types;
 pub mod value;

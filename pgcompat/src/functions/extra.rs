@@ -22,13 +22,13 @@ use crate::types::PgType;
 
 #[path = "aggregates.rs"]
 mod aggregates;
-#[path = "json.rs"]
+#[path = "json/mod.rs"]
 mod json;
-#[path = "math.rs"]
+#[path = "math/mod.rs"]
 mod math;
-#[path = "text.rs"]
+#[path = "text/mod.rs"]
 mod text;
-#[path = "time.rs"]
+#[path = "time/mod.rs"]
 mod time;
 
 /// The prefix of a function's typed name (`pg_t_round`).

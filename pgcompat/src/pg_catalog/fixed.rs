@@ -57,14 +57,10 @@ pub(super) const FIXED: &[View] = &[
         name: "pg_settings",
         columns: "name:text, setting:text, unit:text, category:text, short_desc:text, context:text, vartype:text, \
                   source:text, min_val:text, max_val:text, boot_val:text, reset_val:text",
-        select: "VALUES ('server_version', '15.0', NULL, 'Preset Options', 'Shows the server version.', 'internal', 'string', 'default', NULL, NULL, '15.0', '15.0'), \
-                 ('server_version_num', '150000', NULL, 'Preset Options', 'Shows the server version as an integer.', 'internal', 'integer', 'default', '150000', '150000', '150000', '150000'), \
-                 ('server_encoding', 'UTF8', NULL, 'Preset Options', 'Shows the server (database) character set encoding.', 'internal', 'string', 'default', NULL, NULL, 'UTF8', 'UTF8'), \
-                 ('client_encoding', 'UTF8', NULL, 'Client Connection Defaults', 'Sets the client''s character set encoding.', 'user', 'string', 'default', NULL, NULL, 'UTF8', 'UTF8'), \
-                 ('standard_conforming_strings', 'on', NULL, 'Version and Platform Compatibility', 'Causes ''...'' strings to treat backslashes literally.', 'user', 'bool', 'default', NULL, NULL, 'on', 'on'), \
-                 ('max_identifier_length', '63', NULL, 'Preset Options', 'Shows the maximum identifier length.', 'internal', 'integer', 'default', '63', '63', '63', '63'), \
-                 ('integer_datetimes', 'on', NULL, 'Preset Options', 'Shows whether datetimes are integer based.', 'internal', 'bool', 'default', NULL, NULL, 'on', 'on'), \
-                 ('max_connections', '100', NULL, 'Connections and Authentication', 'Sets the maximum number of concurrent connections.', 'postmaster', 'integer', 'default', '1', '262143', '100', '100')",
+        select: "SELECT s.value ->> 'name', s.value ->> 'setting', s.value ->> 'unit', s.value ->> 'category', \
+                 s.value ->> 'short_desc', s.value ->> 'context', s.value ->> 'vartype', s.value ->> 'source', \
+                 s.value ->> 'min_val', s.value ->> 'max_val', s.value ->> 'boot_val', s.value ->> 'reset_val' \
+                 FROM json_each(pg_settings_json()) s",
     },
     View {
         name: "pg_matviews",

@@ -1,0 +1,237 @@
+//! Array and jsonb operators: array construction, `@>`/`<@`/`&&`, subscripts, `->`/`->>`/`#>`, `||`, `-`,
+//! `?|`/`?&`, interval comparison, and the `array_agg` aggregate.
+
+use std::sync::Arc;
+
+use rusqlite::functions::{Aggregate, Context};
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::Connection;
+
+use super::{flags_pure, owned, raise, type_arg, SessionState};
+use crate::error::PgError;
+use crate::types::PgType;
+use crate::value::{self, datetime};
+
+pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
+    let s = state.clone();
+    conn.create_scalar_function("pg_array", -1, flags_pure(), move |ctx| {
+        let Some(element) = type_arg(ctx, 0)? else {
+            return Ok(Value::Null);
+        };
+        let tz = s.time_zone();
+        let mut printed = Vec::with_capacity(ctx.len().saturating_sub(1));
+        for i in 1..ctx.len() {
+            let stored = value::coerce(element, owned(ctx.get_raw(i)), &tz).map_err(raise)?;
+            printed.push(value::output(element, &stored, &tz));
+        }
+        Ok(Value::Text(value::array::format(&printed)))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_array_contains", 3, flags_pure(), move |ctx| {
+        let Some(array) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let needle = owned(ctx.get_raw(1));
+        if matches!(needle, Value::Null) {
+            return Ok(None);
+        }
+        let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
+        let tz = s.time_zone();
+        let elements = value::array::stored_elements(element.array(), &array, &tz).map_err(raise)?;
+        let needle = value::coerce(element, needle, &tz).map_err(raise)?;
+        let key = value::output(element, &needle, &tz);
+        let mut saw_null = false;
+        for e in &elements {
+            if matches!(e, Value::Null) {
+                saw_null = true;
+            } else if value::output(element, e, &tz) == key {
+                return Ok(Some(true));
+            }
+        }
+        Ok(if saw_null { None } else { Some(false) })
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_array_get", 3, flags_pure(), move |ctx| {
+        let (Some(array), Some(index)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<i64>>(1)?) else {
+            return Ok(Value::Null);
+        };
+        let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
+        let elements = value::array::stored_elements(element.array(), &array, &s.time_zone()).map_err(raise)?;
+        // PostgreSQL arrays count from 1; out of range is NULL.
+        Ok(usize::try_from(index - 1)
+            .ok()
+            .and_then(|i| elements.get(i).cloned())
+            .unwrap_or(Value::Null))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_array_to_json", 2, flags_pure(), move |ctx| {
+        let Some(array) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let element = type_arg(ctx, 1)?.unwrap_or(PgType::TEXT);
+        let tz = s.time_zone();
+        let elements = value::array::stored_elements(element.array(), &array, &tz).map_err(raise)?;
+        let items: Vec<serde_json::Value> = elements
+            .iter()
+            .map(|v| match v {
+                Value::Null => serde_json::Value::Null,
+                Value::Integer(i) => serde_json::Value::from(*i),
+                Value::Real(f) => {
+                    serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+                }
+                other => serde_json::Value::String(value::output(element, other, &tz).unwrap_or_default()),
+            })
+            .collect();
+        Ok(Some(serde_json::Value::Array(items).to_string()))
+    })?;
+    for (name, all) in [("pg_array_contains_all", true), ("pg_array_overlap", false)] {
+        let s = state.clone();
+        conn.create_scalar_function(name, 3, flags_pure(), move |ctx| {
+            let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+                return Ok(None);
+            };
+            let element = type_arg(ctx, 2)?.unwrap_or(PgType::TEXT);
+            let tz = s.time_zone();
+            let printed = |text: &str| -> rusqlite::Result<Vec<Option<String>>> {
+                let values = value::array::stored_elements(element.array(), text, &tz).map_err(raise)?;
+                Ok(values.iter().map(|v| value::output(element, v, &tz)).collect())
+            };
+            let (a, b) = (printed(&a)?, printed(&b)?);
+            // NULL elements never match, as in PostgreSQL.
+            let found = |x: &Option<String>| x.is_some() && a.contains(x);
+            Ok(Some(if all { b.iter().all(found) } else { b.iter().any(found) }))
+        })?;
+    }
+    conn.create_scalar_function("pg_jsonb_path", 3, flags_pure(), |ctx| {
+        let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let as_text = ctx.get::<String>(2)? == "text";
+        let steps = text_array(&path)?;
+        value::json::get_path(&doc, &steps, as_text).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_json_get", 3, flags_pure(), |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let key = match ctx.get_raw(1) {
+            ValueRef::Null => return Ok(None),
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => return Ok(None),
+        };
+        let as_text = ctx.get::<String>(2)? == "text";
+        value::json::get_path(&doc, &[key], as_text).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_concat", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        value::json::concat(&a, &b).map(Some).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_delete", 2, flags_pure(), |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let result = match ctx.get_raw(1) {
+            ValueRef::Null => return Ok(None),
+            ValueRef::Integer(i) => value::json::delete(&doc, &[], Some(i)),
+            ValueRef::Text(t) => {
+                let text = String::from_utf8_lossy(t).into_owned();
+                let keys = if text.starts_with('{') && text.ends_with('}') {
+                    text_array(&text)?
+                } else {
+                    vec![text]
+                };
+                value::json::delete(&doc, &keys, None)
+            }
+            _ => return Ok(None),
+        };
+        result.map(Some).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_interval_cmp", 2, flags_pure(), |ctx| {
+        let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let a = datetime::Interval::parse(&a).map_err(raise)?;
+        let b = datetime::Interval::parse(&b).map_err(raise)?;
+        Ok(Some(a.total_micros().cmp(&b.total_micros()) as i64))
+    })?;
+    conn.create_scalar_function("pg_jsonb_delete_path", 2, flags_pure(), |ctx| {
+        let (Some(doc), Some(path)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        value::json::delete_path(&doc, &text_array(&path)?)
+            .map(Some)
+            .map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_jsonb_has_keys", 3, flags_pure(), |ctx| {
+        let (Some(doc), Some(keys)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let all = ctx.get::<String>(2)? == "all";
+        let keys = text_array(&keys)?;
+        let mut found = keys.iter().map(|k| value::json::has_key(&doc, k));
+        let result = if all {
+            found.try_fold(true, |acc, f| f.map(|f| acc && f))
+        } else {
+            found.try_fold(false, |acc, f| f.map(|f| acc || f))
+        };
+        result.map(Some).map_err(raise)
+    })?;
+    conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state })?;
+    conn.create_scalar_function("pg_jsonb_norm", 1, flags_pure(), |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        value::json::normalize_jsonb(&text).map(Some).map_err(raise)
+    })?;
+    Ok(())
+}
+
+/// The elements of a `text[]` literal (`{a,b,0}`), for JSON paths and key lists.
+fn text_array(text: &str) -> rusqlite::Result<Vec<String>> {
+    let elements = value::array::parse(text).ok_or_else(|| {
+        raise(PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        ))
+    })?;
+    Ok(elements.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// `array_agg(x)`: the values in the order given, as an array of their type.
+struct ArrayAgg {
+    state: Arc<SessionState>,
+}
+
+impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayAgg {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<(Option<PgType>, Vec<Option<String>>)> {
+        Ok((None, Vec::new()))
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut (Option<PgType>, Vec<Option<String>>)) -> rusqlite::Result<()> {
+        let element = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT).element();
+        acc.0 = Some(element);
+        if acc.1.len() >= value::array::ELEMENTS_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            )));
+        }
+        let tz = self.state.time_zone();
+        let stored = value::coerce(element, owned(ctx.get_raw(1)), &tz).map_err(raise)?;
+        acc.1.push(value::output(element, &stored, &tz));
+        Ok(())
+    }
+
+    fn finalize(
+        &self,
+        _: &mut Context<'_>,
+        acc: Option<(Option<PgType>, Vec<Option<String>>)>,
+    ) -> rusqlite::Result<Option<String>> {
+        Ok(acc
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(_, v)| value::array::format(&v)))
+    }
+}

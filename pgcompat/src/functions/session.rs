@@ -1,0 +1,67 @@
+//! The session's functions: `now()` and its relatives, `version()`, `current_database()`, `current_user`,
+//! `pg_backend_pid()`, `gen_random_uuid()`.
+
+use std::sync::Arc;
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use rusqlite::Connection;
+
+use super::{flags_pure, flags_session, raise, SessionState, VERSION};
+use crate::error::PgError;
+use crate::value::datetime;
+use rusqlite::functions::FunctionFlags;
+
+pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
+    let s = state.clone();
+    conn.create_scalar_function("pg_now", 0, flags_session(), move |_| {
+        Ok(datetime::format_timestamptz(s.now(), &TimeZone::UTC))
+    })?;
+    conn.create_scalar_function("pg_clock_timestamp", 0, flags_session(), |_| {
+        Ok(datetime::format_timestamptz(Timestamp::now(), &TimeZone::UTC))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_current_date", 0, flags_session(), move |_| {
+        Ok(datetime::format_date(s.time_zone().to_datetime(s.now()).date()))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_localtimestamp", 0, flags_session(), move |_| {
+        Ok(datetime::format_timestamp(s.time_zone().to_datetime(s.now())))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_current_time", 0, flags_session(), move |_| {
+        Ok(datetime::format_time(s.time_zone().to_datetime(s.now()).time()))
+    })?;
+    conn.create_scalar_function("pg_version", 0, flags_pure(), |_| Ok(VERSION))?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_current_database", 0, flags_session(), move |_| {
+        Ok(s.database.clone())
+    })?;
+    conn.create_scalar_function("pg_current_schema", 0, flags_pure(), |_| Ok("public"))?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_current_user", 0, flags_session(), move |_| Ok(s.user.clone()))?;
+    conn.create_scalar_function("pg_backend_pid", 0, flags_session(), move |_| Ok(state.backend_pid))?;
+    for name in ["gen_random_uuid", "uuid_generate_v4"] {
+        conn.create_scalar_function(name, 0, FunctionFlags::SQLITE_UTF8, |_| random_uuid().map_err(raise))?;
+    }
+    Ok(())
+}
+
+fn random_uuid() -> Result<String, PgError> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| PgError::new(crate::error::INTERNAL_ERROR, "could not generate random values"))?;
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    ))
+}

@@ -1,0 +1,106 @@
+//! `encode` and `decode` (`hex`, `base64`, `escape`).
+
+use base64::Engine;
+use rusqlite::types::Value;
+
+use super::*;
+use crate::error::{PgError, INVALID_PARAMETER_VALUE};
+use crate::functions::SessionState;
+
+/// Base64 lines are cut at this many characters, as PostgreSQL's `encode(…, 'base64')` cuts them.
+pub(super) const BASE64_LINE_CHARS: usize = 76;
+
+pub(super) fn encode(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(data), Some(format)) = (bytes(a, 0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    check_size(data.len().saturating_mul(4))?;
+    let out = match format.to_ascii_lowercase().as_str() {
+        "hex" => data.iter().map(|b| format!("{b:02x}")).collect(),
+        "base64" => {
+            let flat = base64::engine::general_purpose::STANDARD.encode(&data);
+            let lines: Vec<&str> = flat
+                .as_bytes()
+                .chunks(BASE64_LINE_CHARS)
+                .map(|c| std::str::from_utf8(c).unwrap_or_default())
+                .collect();
+            lines.join("\n")
+        }
+        "escape" => {
+            let mut out = String::with_capacity(data.len());
+            for b in data {
+                match b {
+                    0 | 0x80..=0xff => out.push_str(&format!("\\{b:03o}")),
+                    b'\\' => out.push_str("\\\\"),
+                    _ => out.push(char::from(b)),
+                }
+            }
+            out
+        }
+        _ => {
+            return Err(PgError::new(
+                INVALID_PARAMETER_VALUE,
+                format!("unrecognized encoding: \"{format}\""),
+            ))
+        }
+    };
+    Ok(Value::Text(out))
+}
+
+pub(super) fn decode(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(format)) = (a.text(0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    let bad = |m: String| PgError::new(INVALID_PARAMETER_VALUE, m);
+    let out = match format.to_ascii_lowercase().as_str() {
+        "hex" => {
+            let digits: Vec<char> = text
+                .chars()
+                .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
+                .collect();
+            let mut out = Vec::with_capacity(digits.len() / 2);
+            for pair in digits.chunks(2) {
+                let value = |c: char| {
+                    c.to_digit(16)
+                        .ok_or_else(|| bad(format!("invalid hexadecimal digit: \"{c}\"")))
+                };
+                let high = value(pair[0])?;
+                let Some(&low) = pair.get(1) else {
+                    return Err(bad("invalid hexadecimal data: odd number of digits".to_owned()));
+                };
+                out.push((high * 16 + value(low)?) as u8);
+            }
+            out
+        }
+        "base64" => {
+            let clean: String = text
+                .chars()
+                .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
+                .collect();
+            if let Some(c) = clean
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=')))
+            {
+                return Err(bad(format!(
+                    "invalid symbol \"{c}\" found while decoding base64 sequence"
+                )));
+            }
+            base64::engine::general_purpose::STANDARD
+                .decode(clean.as_bytes())
+                .map_err(|_| bad("invalid base64 end sequence".to_owned()))?
+        }
+        "escape" => unescape_bytea(&text)?,
+        _ => return Err(bad(format!("unrecognized encoding: \"{format}\""))),
+    };
+    Ok(Value::Blob(out))
+}
+
+pub(super) fn unescape_bytea(text: &str) -> Result<Vec<u8>, PgError> {
+    if text.starts_with("\\x") || text.starts_with("\\X") {
+        // `decode(…, 'escape')` reads `\x…` as the characters it is, not as hex.
+        let mut out = b"\\".to_vec();
+        out.extend(crate::value::parse_bytea(&text[1..])?);
+        return Ok(out);
+    }
+    crate::value::parse_bytea(text)
+}

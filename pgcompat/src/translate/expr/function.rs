@@ -1,0 +1,154 @@
+//! Function calls: PostgreSQL functions by their SQLite or layer names, typed calls, and the refusals of
+//! functions no pass can make faithful.
+
+use sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, SelectItem, SetExpr,
+};
+
+use super::*;
+use crate::error::PgError;
+use crate::types::{self, Base, PgType};
+
+impl Rewriter<'_> {
+    pub(super) fn rewrite_function(&mut self, function: &mut Function) -> Result<Option<Expr>, PgError> {
+        let name = last_part(&function.name).to_ascii_lowercase();
+        if function.name.0.len() > 1 {
+            let schema = function.name.0[0].to_string().to_ascii_lowercase();
+            if schema != "pg_catalog" && schema != "public" {
+                return Err(PgError::new(
+                    crate::error::UNDEFINED_FUNCTION,
+                    format!("function {}() does not exist", function.name),
+                ));
+            }
+            function.name = ObjectName::from(vec![Ident::new(name.clone())]);
+        }
+        let no_args = matches!(function.args, FunctionArguments::None)
+            || matches!(&function.args, FunctionArguments::List(l) if l.args.is_empty());
+        let renamed = |to: &str| {
+            let mut f = function.clone();
+            f.name = ObjectName::from(vec![Ident::new(to)]);
+            Expr::Function(f)
+        };
+        if let (true, FunctionArguments::Subquery(query)) = (name == "array", &function.args) {
+            let element = match query.body.as_ref() {
+                SetExpr::Select(select) => {
+                    let mut scopes = self.typer.scopes.clone();
+                    scopes.push(Scope::of_select(select));
+                    let inner = Typer {
+                        catalog: self.typer.catalog,
+                        scopes,
+                    };
+                    match select.projection.first() {
+                        Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => inner.infer(e),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let element = element.unwrap_or(PgType::TEXT).element().catalog_text();
+            if let Some(replacement) = super::super::catalog_refs::array_of_subquery(query, &element) {
+                return Ok(Some(replacement));
+            }
+        }
+        if let Some(replacement) = super::super::catalog_refs::rewrite_call(&name, &plain_args(function)) {
+            self.uses_catalog = true;
+            return Ok(Some(replacement));
+        }
+        Ok(Some(match name.as_str() {
+            "now" | "transaction_timestamp" | "current_timestamp" | "statement_timestamp" if no_args => {
+                self.uses_now = true;
+                call("pg_now", Vec::new())
+            }
+            "clock_timestamp" => call("pg_clock_timestamp", Vec::new()),
+            "current_date" if no_args => {
+                self.uses_now = true;
+                call("pg_current_date", Vec::new())
+            }
+            "localtimestamp" if no_args => {
+                self.uses_now = true;
+                call("pg_localtimestamp", Vec::new())
+            }
+            "current_time" | "localtime" if no_args => {
+                self.uses_now = true;
+                call("pg_current_time", Vec::new())
+            }
+            "version" => call("pg_version", Vec::new()),
+            "current_database" | "current_catalog" => call("pg_current_database", Vec::new()),
+            "current_schema" => call("pg_current_schema", Vec::new()),
+            "current_user" | "session_user" | "user" | "current_role" if no_args => call("pg_current_user", Vec::new()),
+            "strpos" => {
+                let args = plain_args(function).into_iter().cloned().collect();
+                call("instr", args)
+            }
+            "date_trunc" | "date_part" => {
+                let mut args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                let source = args.get(1).and_then(|a| self.typer.infer(a));
+                // A date is truncated as the timestamptz it converts to, as PostgreSQL does.
+                let source = match source {
+                    Some(t) if name == "date_trunc" && t.base() == Base::Date => PgType::TIMESTAMPTZ,
+                    Some(t) => t,
+                    None => PgType::TIMESTAMPTZ,
+                };
+                args.push(string(&source.catalog_text()));
+                call(
+                    if name == "date_trunc" {
+                        "pg_date_trunc"
+                    } else {
+                        "pg_date_part"
+                    },
+                    args,
+                )
+            }
+            "age" => {
+                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                call("pg_age", args)
+            }
+            "array_agg" => {
+                let arg = plain_args(function).first().map(|a| (*a).clone());
+                let ty = arg.as_ref().and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TEXT);
+                let mut f = function.clone();
+                f.name = ObjectName::from(vec![Ident::new("pg_array_agg")]);
+                if let FunctionArguments::List(list) = &mut f.args {
+                    list.args.insert(
+                        0,
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(string(&ty.catalog_text()))),
+                    );
+                }
+                Expr::Function(f)
+            }
+            "sum" | "avg" => {
+                let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
+                if ty.is_some_and(|t| t.base() == Base::Numeric)
+                    || (name == "avg" && ty.is_some_and(PgType::is_integer))
+                {
+                    renamed(if name == "sum" {
+                        "pg_numeric_sum"
+                    } else {
+                        "pg_numeric_avg"
+                    })
+                } else {
+                    return Ok(None);
+                }
+            }
+            "pg_typeof" => {
+                let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
+                string(&ty.map_or_else(
+                    || "unknown".to_owned(),
+                    |t| t.with_modifier(types::Modifier::None).sql_name(),
+                ))
+            }
+            n if crate::functions::takes_types(n) => crate::functions::typed_call(
+                function,
+                n,
+                &plain_args(function)
+                    .iter()
+                    .map(|a| self.typer.infer(a))
+                    .collect::<Vec<_>>(),
+            ),
+            "nextval" | "currval" | "setval" | "lastval" => {
+                return crate::translate::sequence::rewrite_call(&name, function)
+            }
+            _ => return Ok(None),
+        }))
+    }
+}

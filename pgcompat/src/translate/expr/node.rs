@@ -1,0 +1,277 @@
+//! The rewrite of one expression node: casts, typed literals, `IS [NOT] DISTINCT FROM`, `LIKE`/`ILIKE`,
+//! `AT TIME ZONE`, `EXTRACT`, subscripts, array constructors and the other forms SQLite spells differently.
+
+use sqlparser::ast::{BinaryOperator, CastKind, Expr, TrimWhereField, UnaryOperator, Value, ValueWithSpan};
+
+use super::*;
+use crate::error::PgError;
+use crate::types::{Base, PgType};
+
+impl Rewriter<'_> {
+    pub(super) fn rewrite_node(&mut self, expr: &mut Expr) -> Result<(), PgError> {
+        let replacement = match expr {
+            Expr::Cast {
+                kind,
+                expr: inner,
+                data_type,
+                ..
+            } => {
+                let _ = kind == &CastKind::DoubleColon;
+                let written = data_type.to_string().to_ascii_lowercase();
+                let written = written.strip_prefix("pg_catalog.").unwrap_or(&written);
+                if let Some(replacement) = super::super::catalog_refs::rewrite_cast(inner, written) {
+                    self.uses_catalog = true;
+                    *expr = replacement;
+                    return Ok(());
+                }
+                let target = written_type(data_type)?;
+                let source = self.typer.infer(inner);
+                self.learn_param(inner, Some(target));
+                Some(cast_call(
+                    std::mem::replace(inner.as_mut(), Expr::value(Value::Null)),
+                    target,
+                    source,
+                ))
+            }
+            Expr::TypedString(typed) => {
+                let target = written_type(&typed.data_type)?;
+                let text = typed.value.value.clone().into_string().unwrap_or_default();
+                Some(cast_call(string(&text), target, Some(PgType::TEXT)))
+            }
+            Expr::Interval(interval) => {
+                let text = match interval.value.as_ref() {
+                    Expr::Value(v) => v.value.clone().into_string().unwrap_or_else(|| v.value.to_string()),
+                    other => return Err(PgError::unsupported(format!("the interval expression {other}"))),
+                };
+                let text = match &interval.leading_field {
+                    Some(field) if interval.last_field.is_none() => format!("{text} {}", field_unit(field)),
+                    _ => text,
+                };
+                Some(cast_call(
+                    string(&text),
+                    PgType::new(Base::Interval),
+                    Some(PgType::TEXT),
+                ))
+            }
+            Expr::Value(ValueWithSpan { value, .. }) => match value {
+                // A decimal literal is numeric, exact: SQLite would read it as a float.
+                Value::Number(text, _) if number_type(text) == PgType::NUMERIC => {
+                    Some(cast_call(string(text), PgType::NUMERIC, None))
+                }
+                Value::EscapedStringLiteral(text)
+                | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
+                    Some(string(text))
+                }
+                _ => None,
+            },
+            Expr::BinaryOp { left, op, right } => {
+                if let Some(plain) = super::super::catalog_refs::plain_operator(op) {
+                    *op = plain;
+                }
+                self.rewrite_binary(left, op, right)?
+            }
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr: inner,
+            } if self.typer.infer(inner).is_some_and(PgType::is_integer) => {
+                let bits = match self.typer.infer(inner).map(PgType::base) {
+                    Some(Base::Int2) => "16",
+                    Some(Base::Int4) => "32",
+                    _ => "64",
+                };
+                let negated = Expr::UnaryOp {
+                    op: UnaryOperator::Minus,
+                    expr: Box::new(take(inner)),
+                };
+                Some(call("pg_int", vec![negated, Expr::value(number(bits))]))
+            }
+            Expr::ILike {
+                negated,
+                expr: inner,
+                pattern,
+                escape_char,
+                any: false,
+            } => {
+                let mut args = vec![take(inner), take(pattern)];
+                if let Some(escape) = escape_char {
+                    args.push(escape.as_ref().clone());
+                }
+                Some(negate_if(*negated, call("pg_ilike", args)))
+            }
+            Expr::SimilarTo { .. } => return Err(PgError::unsupported("SIMILAR TO")),
+            Expr::Extract { field, expr: inner, .. } => {
+                let source = self.typer.infer(inner).unwrap_or(PgType::TIMESTAMPTZ);
+                Some(call(
+                    "pg_extract",
+                    vec![
+                        string(&field.to_string().to_ascii_lowercase()),
+                        take(inner),
+                        string(&source.catalog_text()),
+                    ],
+                ))
+            }
+            Expr::Position { expr: needle, r#in } => Some(call("instr", vec![take(r#in), take(needle)])),
+            Expr::Substring {
+                expr: inner,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![
+                    take(inner),
+                    substring_from.as_deref().cloned().unwrap_or(Expr::value(number("1"))),
+                ];
+                if let Some(count) = substring_for {
+                    args.push(take(count));
+                }
+                Some(call("substr", args))
+            }
+            Expr::Trim {
+                expr: inner,
+                trim_where,
+                trim_what,
+                trim_characters,
+            } => {
+                let name = match trim_where {
+                    Some(TrimWhereField::Leading) => "ltrim",
+                    Some(TrimWhereField::Trailing) => "rtrim",
+                    _ => "trim",
+                };
+                let mut args = vec![take(inner)];
+                if let Some(what) = trim_what {
+                    args.push(take(what));
+                } else if let Some(chars) = trim_characters.as_mut().and_then(|c| c.first_mut()) {
+                    args.push(take(chars));
+                }
+                Some(call(name, args))
+            }
+            Expr::Ceil { expr: inner, .. } => Some(crate::functions::typed_expr(
+                "ceil",
+                &[self.typer.infer(inner)],
+                vec![take(inner)],
+            )),
+            Expr::Floor { expr: inner, .. } => Some(crate::functions::typed_expr(
+                "floor",
+                &[self.typer.infer(inner)],
+                vec![take(inner)],
+            )),
+            Expr::AtTimeZone { timestamp, time_zone } => {
+                let source = self.typer.infer(timestamp).unwrap_or(PgType::TIMESTAMPTZ);
+                Some(call(
+                    "pg_at_time_zone",
+                    vec![take(timestamp), take(time_zone), string(&source.catalog_text())],
+                ))
+            }
+            Expr::Array(array) => {
+                let element = array
+                    .elem
+                    .iter()
+                    .find_map(|e| self.typer.infer(e))
+                    .unwrap_or(PgType::TEXT)
+                    .element();
+                let mut args = vec![string(&element.catalog_text())];
+                args.append(&mut array.elem);
+                Some(call("pg_array", args))
+            }
+            Expr::AnyOp {
+                left,
+                compare_op: BinaryOperator::Eq,
+                right,
+                ..
+            } => {
+                let element = self.typer.infer(left).unwrap_or(PgType::TEXT);
+                self.learn_param(right, Some(element.array()));
+                Some(call(
+                    "pg_array_contains",
+                    vec![take(right), take(left), string(&element.catalog_text())],
+                ))
+            }
+            Expr::AllOp {
+                left,
+                compare_op: BinaryOperator::NotEq,
+                right,
+                ..
+            } => {
+                let element = self.typer.infer(left).unwrap_or(PgType::TEXT);
+                self.learn_param(right, Some(element.array()));
+                Some(negate_if(
+                    true,
+                    call(
+                        "pg_array_contains",
+                        vec![take(right), take(left), string(&element.catalog_text())],
+                    ),
+                ))
+            }
+            Expr::AnyOp { compare_op, .. } => return Err(PgError::unsupported(format!("ANY with {compare_op}"))),
+            Expr::AllOp { compare_op, .. } => return Err(PgError::unsupported(format!("ALL with {compare_op}"))),
+            Expr::Function(function) => self.rewrite_function(function)?,
+            Expr::In {
+                expr: inner,
+                target: sqlparser::ast::InTarget::List(list),
+                ..
+            } => {
+                let ty = self.typer.infer(inner);
+                for item in list.iter() {
+                    self.learn_param(item, ty);
+                }
+                coerce_literals(ty, list.iter_mut());
+                None
+            }
+            Expr::Between {
+                expr: inner, low, high, ..
+            } => {
+                let ty = self.typer.infer(inner);
+                self.learn_param(low, ty);
+                self.learn_param(high, ty);
+                coerce_literals(ty, [low.as_mut(), high.as_mut()].into_iter());
+                None
+            }
+            Expr::Collate { expr: inner, collation } if super::super::catalog_refs::is_default_collation(collation) => {
+                Some(take(inner))
+            }
+            Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
+            Expr::CompoundIdentifier(parts) => {
+                super::super::catalog_refs::rewrite_compound(parts);
+                None
+            }
+            Expr::CompoundFieldAccess { root, access_chain } => {
+                // `c.conkey[1]` parses as `c` with `.conkey` and `[1]`: the column is `c.conkey`.
+                while let (Some(sqlparser::ast::AccessExpr::Dot(Expr::Identifier(field))), [_, _, ..]) =
+                    (access_chain.first(), access_chain.as_slice())
+                {
+                    let field = field.clone();
+                    let parts = match root.as_ref() {
+                        Expr::Identifier(ident) => vec![ident.clone(), field],
+                        Expr::CompoundIdentifier(parts) => {
+                            let mut parts = parts.clone();
+                            parts.push(field);
+                            parts
+                        }
+                        _ => break,
+                    };
+                    **root = Expr::CompoundIdentifier(parts);
+                    access_chain.remove(0);
+                }
+                let ty = self.typer.infer(root);
+                match access_chain.as_slice() {
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })] => {
+                        let element = ty.unwrap_or(PgType::TEXT.array()).element();
+                        Some(call(
+                            "pg_array_get",
+                            vec![take(root), index.clone(), string(&element.catalog_text())],
+                        ))
+                    }
+                    _ => return Err(PgError::unsupported("array slices and field access")),
+                }
+            }
+            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => {
+                return Err(PgError::unsupported("LIKE ANY / ILIKE ANY"))
+            }
+            _ => None,
+        };
+        if let Some(new) = replacement {
+            *expr = new;
+        }
+        Ok(())
+    }
+}
