@@ -33,21 +33,52 @@ const REMEMBERED_SEQUENCES_MAX: usize = 65_536;
 /// sequence `lastval` reads.
 #[derive(Debug, Default)]
 pub struct SequenceSession {
-    last_values: HashMap<i64, i64>,
+    given: HashMap<i64, Given>,
     last_used: Option<i64>,
 }
 
+/// The last value a session got from one sequence, and the state the sequence had before `nextval` moved
+/// it there (`None` after a `setval`).
+#[derive(Clone, Copy, Debug)]
+struct Given {
+    value: i64,
+    before: Option<(i64, bool)>,
+}
+
 impl SequenceSession {
-    fn remember(&mut self, id: i64, value: i64) {
-        if self.last_values.len() >= REMEMBERED_SEQUENCES_MAX && !self.last_values.contains_key(&id) {
-            self.last_values.clear();
+    fn remember(&mut self, id: i64, given: Given) {
+        if self.given.len() >= REMEMBERED_SEQUENCES_MAX && !self.given.contains_key(&id) {
+            self.given.clear();
         }
-        self.last_values.insert(id, value);
+        self.given.insert(id, given);
     }
 
-    /// Forgets every value (`DISCARD SEQUENCES`, `DISCARD ALL`).
+    fn last_value(&self, id: i64) -> Option<i64> {
+        self.given.get(&id).map(|g| g.value)
+    }
+
+    /// The state `nextval` steps from: the database's, unless it is exactly the state this session's last
+    /// `nextval` of the sequence moved away from, which means that move was rolled back (its statement
+    /// failed, or its transaction rolled back) and nothing moved the sequence since; then the value this
+    /// session was given. So a session never gets the same value twice, as in PostgreSQL, and a key that
+    /// collides with an explicitly inserted one is passed at the next try instead of forever.
+    fn resume(&self, id: i64, sequence: &mut Sequence) {
+        let Some(Given {
+            value,
+            before: Some(before),
+        }) = self.given.get(&id).copied()
+        else {
+            return;
+        };
+        if (sequence.last_value, sequence.is_called) == before && before != (value, true) {
+            sequence.last_value = value;
+            sequence.is_called = true;
+        }
+    }
+
+    /// Forgets every value (`DISCARD SEQUENCES`).
     fn discard(&mut self) {
-        self.last_values.clear();
+        self.given.clear();
         self.last_used = None;
     }
 }
@@ -70,7 +101,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     conn.create_scalar_function("pg_currval", 1, flags, move |ctx| {
         on_connection(ctx, |conn| {
             let (id, sequence) = find(conn, ctx.get_raw(0))?;
-            s.sequences.lock().last_values.get(&id).copied().ok_or_else(|| {
+            s.sequences.lock().last_value(id).ok_or_else(|| {
                 PgError::new(
                     OBJECT_NOT_IN_PREREQUISITE_STATE,
                     format!(
@@ -117,7 +148,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
                 .optional()
                 .map_err(sqlite)?;
             exists.ok_or_else(not_yet)?;
-            Ok(s.sequences.lock().last_values.get(&id).copied().ok_or_else(not_yet)?)
+            Ok(s.sequences.lock().last_value(id).ok_or_else(not_yet)?)
         })
     })?;
     Ok(())
@@ -226,7 +257,9 @@ fn sequence_name(text: &str) -> Result<String, PgError> {
 }
 
 fn nextval(conn: &Connection, state: &SessionState, arg: ValueRef<'_>) -> Result<i64, Failure> {
-    let (id, sequence) = find(conn, arg)?;
+    let (id, mut sequence) = find(conn, arg)?;
+    let before = (sequence.last_value, sequence.is_called);
+    state.sequences.lock().resume(id, &mut sequence);
     let value = sequence.next_value()?;
     conn.execute(
         "UPDATE _cambium_sequences SET last_value = ?1, is_called = 1 WHERE id = ?2",
@@ -234,7 +267,13 @@ fn nextval(conn: &Connection, state: &SessionState, arg: ValueRef<'_>) -> Result
     )
     .map_err(sqlite)?;
     let mut session = state.sequences.lock();
-    session.remember(id, value);
+    session.remember(
+        id,
+        Given {
+            value,
+            before: Some(before),
+        },
+    );
     session.last_used = Some(id);
     Ok(value)
 }
@@ -266,7 +305,9 @@ fn setval(
     .map_err(sqlite)?;
     // PostgreSQL's `currval` follows `setval` only when the value counts as handed out.
     if is_called {
-        state.sequences.lock().remember(id, value);
+        state.sequences.lock().remember(id, Given { value, before: None });
+    } else if let Some(given) = state.sequences.lock().given.get_mut(&id) {
+        given.before = None;
     }
     Ok(value)
 }
