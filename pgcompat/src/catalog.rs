@@ -7,7 +7,11 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension};
+
+use crate::enums::EnumCatalog;
 
 use crate::types::PgType;
 
@@ -72,6 +76,7 @@ pub struct Catalog {
     schema_version: i64,
     tables: HashMap<String, TableTypes>,
     sequences: Vec<SequenceEntry>,
+    enums: Arc<EnumCatalog>,
 }
 
 impl Catalog {
@@ -101,6 +106,23 @@ impl Catalog {
                 t.eq_ignore_ascii_case(table) && column.is_none_or(|column| c.eq_ignore_ascii_case(column))
             })
         })
+    }
+
+    /// The (table, column) pairs whose recorded type passes `wanted`.
+    pub fn columns_of_type<'a>(
+        &'a self,
+        wanted: impl Fn(PgType) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.tables
+            .iter()
+            .flat_map(|(table, types)| types.columns.iter().map(move |(column, ty)| (table, column, *ty)))
+            .filter(move |(_, _, ty)| wanted(*ty))
+            .map(|(table, column, _)| (table.as_str(), column.as_str()))
+    }
+
+    /// The database's enum types.
+    pub fn enums(&self) -> &Arc<EnumCatalog> {
+        &self.enums
     }
 
     /// Whether any sequence exists (so `_cambium_sequences` does).
@@ -149,10 +171,12 @@ impl Catalog {
             }
         }
         let sequences = load_sequences(conn)?;
+        let enums = Arc::new(EnumCatalog::load(conn)?);
         Ok(Catalog {
             schema_version,
             tables,
             sequences,
+            enums,
         })
     }
 }

@@ -121,6 +121,8 @@ pub const INTERNAL_ERROR: &str = "XX000";
 
 /// substring_error
 pub const SUBSTRING_ERROR: &str = "22011";
+/// unique_violation
+pub const UNIQUE_VIOLATION: &str = "23505";
 /// wrong_object_type
 pub const WRONG_OBJECT_TYPE: &str = "42809";
 /// generated_always (a value given for a `GENERATED ALWAYS AS IDENTITY` column)
@@ -170,6 +172,7 @@ const CODES: &[&str] = &[
     SUBSTRING_ERROR,
     WRONG_OBJECT_TYPE,
     GENERATED_ALWAYS,
+    UNIQUE_VIOLATION,
 ];
 
 /// The layer's static code equal to `code`, if it is one.

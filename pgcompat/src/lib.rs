@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod catalog;
+pub mod enums;
 pub mod error;
 pub mod functions;
 pub mod pg_catalog;
@@ -92,7 +93,10 @@ impl Dialect {
 
     /// Reads the catalog again if the schema changed.
     pub fn refresh(&mut self, conn: &Connection) -> Result<(), TranslateError> {
-        self.catalog.refresh(conn).map_err(TranslateError::Sqlite)?;
+        if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
+            functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
+                .map_err(TranslateError::Sqlite)?;
+        }
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
             self.order.clear();

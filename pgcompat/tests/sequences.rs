@@ -71,19 +71,39 @@ fn setup() -> (Connection, Dialect) {
 fn serial_keys_take_their_sequence_values() {
     let (conn, mut d) = setup();
     ok(&conn, &mut d, "CREATE TABLE users (id serial PRIMARY KEY, email text)");
-    assert_eq!(one(&conn, &mut d, "INSERT INTO users (email) VALUES ('a') RETURNING id"), "1");
-    ok(&conn, &mut d, "INSERT INTO users (email) SELECT 'b' UNION ALL SELECT 'c'");
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO users (email) VALUES ('a') RETURNING id"),
+        "1"
+    );
+    ok(
+        &conn,
+        &mut d,
+        "INSERT INTO users (email) SELECT 'b' UNION ALL SELECT 'c'",
+    );
     assert_eq!(one(&conn, &mut d, "SELECT currval('users_id_seq')"), "3");
-    assert_eq!(one(&conn, &mut d, "SELECT pg_get_serial_sequence('users', 'id')"), "public.users_id_seq");
+    assert_eq!(
+        one(&conn, &mut d, "SELECT pg_get_serial_sequence('users', 'id')"),
+        "public.users_id_seq"
+    );
     // An explicit id does not move the sequence: PostgreSQL's collision comes later, here too.
     ok(&conn, &mut d, "INSERT INTO users (id, email) VALUES (4, 'explicit')");
     assert!(run(&conn, &mut d, "INSERT INTO users (email) VALUES ('d')").is_err());
-    assert_eq!(one(&conn, &mut d, "INSERT INTO users (email) VALUES ('e') RETURNING id"), "5");
     assert_eq!(
-        one(&conn, &mut d, "SELECT setval(pg_get_serial_sequence('users', 'id'), 100)"),
+        one(&conn, &mut d, "INSERT INTO users (email) VALUES ('e') RETURNING id"),
+        "5"
+    );
+    assert_eq!(
+        one(
+            &conn,
+            &mut d,
+            "SELECT setval(pg_get_serial_sequence('users', 'id'), 100)"
+        ),
         "100"
     );
-    assert_eq!(one(&conn, &mut d, "INSERT INTO users DEFAULT VALUES RETURNING id").as_str(), "101");
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO users DEFAULT VALUES RETURNING id").as_str(),
+        "101"
+    );
 }
 
 #[test]
@@ -150,8 +170,14 @@ fn identity_columns_keep_their_rules() {
         &mut d,
         "CREATE TABLE items (id int GENERATED ALWAYS AS IDENTITY (START WITH 10) PRIMARY KEY, name text)",
     );
-    assert_eq!(run(&conn, &mut d, "INSERT INTO items (id, name) VALUES (1, 'x')"), Err("428C9".to_owned()));
-    assert_eq!(one(&conn, &mut d, "INSERT INTO items (name) VALUES ('y') RETURNING id"), "10");
+    assert_eq!(
+        run(&conn, &mut d, "INSERT INTO items (id, name) VALUES (1, 'x')"),
+        Err("428C9".to_owned())
+    );
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('y') RETURNING id"),
+        "10"
+    );
     assert_eq!(
         one(
             &conn,
@@ -166,5 +192,8 @@ fn identity_columns_keep_their_rules() {
         Err("2BP01".to_owned())
     );
     ok(&conn, &mut d, "DROP TABLE items");
-    assert_eq!(run(&conn, &mut d, "SELECT nextval('items_id_seq')"), Err("42P01".to_owned()));
+    assert_eq!(
+        run(&conn, &mut d, "SELECT nextval('items_id_seq')"),
+        Err("42P01".to_owned())
+    );
 }

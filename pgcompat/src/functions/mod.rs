@@ -19,6 +19,7 @@ use rusqlite::Connection;
 mod arithmetic;
 mod cast;
 mod catalog;
+pub(crate) mod enums;
 mod extra;
 mod operators;
 pub(crate) mod sequence;
@@ -76,6 +77,8 @@ pub struct SessionState {
     backend_pid: i32,
     /// What the session's sequences gave it (`currval`, `lastval`).
     pub(crate) sequences: parking_lot::Mutex<sequence::SequenceSession>,
+    /// The database's enum types as of the session's last catalog read.
+    pub(crate) enums: RwLock<Arc<crate::enums::EnumCatalog>>,
 }
 
 impl SessionState {
@@ -89,6 +92,7 @@ impl SessionState {
             user: user.to_owned(),
             backend_pid,
             sequences: parking_lot::Mutex::default(),
+            enums: RwLock::default(),
         }
     }
 
@@ -169,6 +173,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_arrays(conn, state.clone())?;
     extra::install(conn, state.clone())?;
     sequence::install(conn, &state)?;
+    enums::install(conn, &state)?;
     catalog::install(conn, state.clone())?;
     crate::settings::install_functions(conn, state)?;
     Ok(())
@@ -177,7 +182,9 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
 /// The result type of a function the layer registers, by name and argument types (`None` where unknown);
 /// the translator's typer asks this for calls it has no rule of its own for.
 pub fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType> {
-    extra::result_type(name, args).or_else(|| sequence::result_type(name))
+    extra::result_type(name, args)
+        .or_else(|| sequence::result_type(name))
+        .or_else(|| enums::result_type(name, args))
 }
 
 #[cfg(test)]

@@ -37,7 +37,8 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                  _pgc_column_info(c.typid, c.typmod, 'numeric_precision_radix'), \
                  _pgc_column_info(c.typid, c.typmod, 'numeric_scale'), \
                  _pgc_column_info(c.typid, c.typmod, 'datetime_precision'), NULL, NULL, \
-                 pg_current_database(), 'pg_catalog', (SELECT t.typname FROM _pgc_types t WHERE t.oid = c.typid), \
+                 pg_current_database(), CASE WHEN c.typid >= 1610612736 THEN 'public' ELSE 'pg_catalog' END, \
+                 (SELECT t.typname FROM _pgc_types t WHERE t.oid = c.typid), \
                  CASE WHEN c.identity = '' THEN 'NO' ELSE 'YES' END, \
                  CASE c.identity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END, 'NEVER', NULL, \
                  CASE c.reltype WHEN 'table' THEN 'YES' ELSE 'NO' END FROM _pgc_cols c",

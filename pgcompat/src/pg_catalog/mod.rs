@@ -198,6 +198,7 @@ fn views() -> impl Iterator<Item = &'static View> {
 /// empty while the table does not exist yet: (view, table, columns).
 const SOURCES: &[(&str, &str, &str)] = &[
     ("coltypes", "_cambium_columns", "table_name, column_name, type"),
+    ("enumdefs", "_cambium_enums", "id, name, labels"),
     (
         "seqdefs",
         "_cambium_sequences",

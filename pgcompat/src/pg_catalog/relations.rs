@@ -57,7 +57,7 @@ pub(super) const RELATIONS: &[View] = &[
                   typcategory:char, typispreferred:bool, typisdefined:bool, typdelim:char, typrelid:oid, \
                   typelem:oid, typarray:oid, typinput:text, typoutput:text, typbasetype:oid, typtypmod:int4, \
                   typndims:int4, typcollation:oid, typnotnull:bool, typdefault:text",
-        select: "SELECT t.oid, t.typname, 11, 10, t.typlen, t.typbyval, 'b', t.typcategory, 0, 1, ',', 0, t.typelem, \
+        select: "SELECT t.oid, t.typname, t.typnamespace, 10, t.typlen, t.typbyval, t.typtype, t.typcategory, 0, 1, ',', 0, t.typelem, \
                  t.typarray, t.typinput, t.typoutput, 0, -1, 0, \
                  t.typcollation, 0, NULL FROM _pgc_types t",
     },

@@ -12,7 +12,7 @@ use super::expr::{coerce_call, last_part, Rewriter, Scope};
 use super::{droppable, Kind, Translation};
 use crate::catalog::{self, quote_ident, Catalog, CREATE_COLUMNS_TABLE};
 use crate::error::PgError;
-use crate::types::{self, Base, PgType, Storage, Written};
+use crate::types::{Base, PgType, Storage, Written};
 
 /// The collation numeric columns get, so comparisons and ORDER BY go by value (see `value::numeric`).
 pub const NUMERIC_COLLATION: &str = "pg_numeric";
@@ -59,7 +59,7 @@ struct Generator {
     options: Vec<sqlparser::ast::SequenceOptions>,
 }
 
-fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
+fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError> {
     let identity = def.options.iter().find_map(|o| match &o.option {
         ColumnOption::Generated {
             generated_as,
@@ -76,7 +76,7 @@ fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
         }),
         _ => None,
     });
-    match types::from_data_type(&def.data_type) {
+    match super::enums::resolve(catalog, &def.data_type) {
         Written::Type(ty) => {
             if identity.is_some() && !ty.is_integer() {
                 return Err(PgError::new(
@@ -183,6 +183,9 @@ fn render_column(
     if column.ty.storage() == Storage::Text && column.ty.base() == Base::Numeric && !column.ty.is_array() {
         out.push_str(&format!(" COLLATE {NUMERIC_COLLATION}"));
     }
+    if let Some(collation) = super::enums::column_collation(column.ty) {
+        out.push_str(&collation);
+    }
     Ok(out)
 }
 
@@ -244,7 +247,7 @@ pub(crate) fn create_table(
     let mut sequence_steps = Vec::new();
     let mut pk_absorbed = false;
     for def in &mut create.columns {
-        let column = column_type(def)?;
+        let column = column_type(catalog, def)?;
         let name = fold(&def.name);
         let absorb = table_pk_column.as_deref() == Some(name.as_str()) && column.generator.is_some();
         pk_absorbed |= absorb;
@@ -491,7 +494,7 @@ fn alter_in_place(
                 if *if_not_exists && exists(&name) {
                     continue;
                 }
-                let column = column_type(column_def)?;
+                let column = column_type(catalog, column_def)?;
                 if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
@@ -560,6 +563,9 @@ pub(crate) fn drop(
 ) -> Result<Translation, PgError> {
     if object_type == ObjectType::Sequence {
         return super::sequence::drop(catalog, if_exists, names, cascade);
+    }
+    if object_type == ObjectType::Type {
+        return super::enums::drop(catalog, if_exists, names, cascade);
     }
     if !droppable(object_type) {
         return Err(PgError::unsupported(format!("DROP {object_type}")));

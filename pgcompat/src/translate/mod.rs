@@ -4,6 +4,7 @@
 
 pub(crate) mod catalog_refs;
 pub(crate) mod ddl;
+pub(crate) mod enums;
 pub(crate) mod expr;
 pub(crate) mod names;
 pub(crate) mod rebuild;
@@ -421,7 +422,8 @@ fn translate_statement(
             name,
             sequence_options,
         } => sequence::create(conn, name, *if_not_exists, *temporary, sequence_options)?,
-        Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
+        Statement::CreateType { name, representation } => enums::create(conn, catalog, name, representation.as_ref())?,
+        Statement::AlterType(alter) => enums::alter(catalog, alter)?,
         Statement::Grant(_) | Statement::Revoke(_) => {
             let tag = if matches!(statement, Statement::Grant(_)) {
                 "GRANT"

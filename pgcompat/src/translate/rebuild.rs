@@ -18,7 +18,7 @@ use sqlparser::parser::Parser;
 use super::expr::{coerce_call, Rewriter};
 use crate::catalog::{self, quote_ident, quote_literal, Catalog};
 use crate::error::{PgError, UNDEFINED_OBJECT, UNDEFINED_TABLE};
-use crate::types::{self, Base, PgType, Written};
+use crate::types::{Base, PgType, Written};
 
 /// Whether an ALTER TABLE operation needs a rebuild.
 pub(crate) fn needs_rebuild(operation: &AlterTableOperation) -> bool {
@@ -205,7 +205,7 @@ fn apply(
                     def.options.retain(|o| !matches!(o.option, ColumnOption::Default(_)));
                 }
                 AlterColumnOperation::SetDataType { data_type, using, .. } => {
-                    let ty = match types::from_data_type(data_type) {
+                    let ty = match super::enums::resolve(catalog, data_type) {
                         Written::Type(ty) => ty,
                         Written::Custom(n) => {
                             return Err(PgError::new(UNDEFINED_OBJECT, format!("type \"{n}\" does not exist")))
@@ -226,6 +226,15 @@ fn apply(
                             name: None,
                             option: ColumnOption::Collation(ObjectName::from(vec![Ident::new(
                                 super::ddl::NUMERIC_COLLATION,
+                            )])),
+                        });
+                    }
+                    if let Base::Enum(oid) = ty.base() {
+                        def.options.push(ColumnOptionDef {
+                            name: None,
+                            option: ColumnOption::Collation(ObjectName::from(vec![Ident::with_quote(
+                                '"',
+                                crate::enums::collation_name(oid),
                             )])),
                         });
                     }
