@@ -16,6 +16,7 @@
 //! the transaction rolled back (so its snapshot and any write lock go) and the connection ended with FATAL
 //! 25P03, as PostgreSQL does. [`ServeConfig`] holds the server's defaults; sessions change theirs with `SET`.
 
+mod cursor;
 mod defend;
 mod error;
 mod exec;

@@ -21,11 +21,13 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+use super::cursor::{Cursor, Cursors};
 use super::defend;
 use super::error::{
     SqlError, ACTIVE_SQL_TRANSACTION, ADMIN_SHUTDOWN, CONNECTION_FAILURE, DUPLICATE_PREPARED_STATEMENT,
     FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_SQL_STATEMENT_NAME, IO_ERROR, LOCK_NOT_AVAILABLE,
-    PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
+    NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
+    SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::types::{self, RawParams};
@@ -145,6 +147,8 @@ pub(crate) struct Session {
     described: HashMap<String, Vec<PgType>>,
     /// SQL-level prepared statements (`PREPARE name AS …`): their PostgreSQL text and parameter types.
     prepared: HashMap<String, (String, Vec<PgType>)>,
+    /// Open cursors (`DECLARE … CURSOR`).
+    cursors: Cursors,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
@@ -207,6 +211,7 @@ impl Session {
             dialect,
             described: HashMap::new(),
             prepared: HashMap::new(),
+            cursors: Cursors::default(),
             store_gone: None,
             _admission: None,
         })
@@ -286,6 +291,9 @@ impl Session {
     /// (`SET LOCAL`s end), rolled back if it failed (its `SET`s are undone).
     fn after_statement(&mut self, succeeded: bool) {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
+        if !in_transaction {
+            self.cursors.end_transaction(succeeded);
+        }
         let state = self.dialect.state();
         let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
             if !in_transaction {
@@ -316,7 +324,11 @@ impl Session {
 
     /// The settings' side of a transaction statement that succeeded: `BEGIN`'s modes set the transaction's
     /// parameters; `COMMIT` and `ROLLBACK` end the settings' transaction and open the next statement's.
-    fn settings_after_transaction_statement(&self, kind: &pgcompat::Kind, was_failed: bool) {
+    fn after_transaction_statement(&mut self, kind: &pgcompat::Kind, was_failed: bool) {
+        if matches!(kind, pgcompat::Kind::Commit | pgcompat::Kind::Rollback) {
+            let committed = !was_failed && *kind == pgcompat::Kind::Commit;
+            self.cursors.end_transaction(committed);
+        }
         self.dialect.state().update_settings(|settings| match kind {
             pgcompat::Kind::Begin { modes } => {
                 for (name, value) in modes {
@@ -554,6 +566,9 @@ impl Session {
                     | pgcompat::Kind::Execute { .. }
                     | pgcompat::Kind::Deallocate(_)
                     | pgcompat::Kind::DiscardAll
+                    | pgcompat::Kind::Declare { .. }
+                    | pgcompat::Kind::Fetch { .. }
+                    | pgcompat::Kind::Close(_)
             )
         {
             return Err(aborted());
@@ -576,6 +591,23 @@ impl Session {
                 return Ok(Outcome::Command("PREPARE".to_owned()));
             }
             pgcompat::Kind::Execute { name, args } => return self.execute_prepared(name, args, format),
+            pgcompat::Kind::Declare {
+                name,
+                query,
+                scroll,
+                hold,
+            } => return self.declare_cursor(name, query, *scroll, *hold),
+            pgcompat::Kind::Fetch {
+                name,
+                direction,
+                move_only,
+            } => return self.fetch_cursor(name, *direction, *move_only, format),
+            pgcompat::Kind::Close(name) => {
+                return match self.cursors.close(name.as_deref()) {
+                    Ok(()) => Ok(Outcome::Command("CLOSE CURSOR".to_owned())),
+                    Err(error) => self.fail(error),
+                };
+            }
             pgcompat::Kind::Deallocate(name) => {
                 match name {
                     None => self.prepared.clear(),
@@ -600,6 +632,7 @@ impl Session {
                 self.dialect.state().update_settings(|settings| settings.reset(None))?;
                 self.prepared.clear();
                 self.described.clear();
+                self.cursors.close(None)?;
                 return Ok(Outcome::Command("DISCARD ALL".to_owned()));
             }
             _ => {}
@@ -646,10 +679,96 @@ impl Session {
         };
         let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
+        drop(stmt);
         if outcome.is_ok() {
-            self.settings_after_transaction_statement(&translation.kind, was_failed);
+            self.after_transaction_statement(&translation.kind, was_failed);
         }
         outcome
+    }
+
+    /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
+    /// keeps its rows (see `cursor`).
+    fn declare_cursor(
+        &mut self,
+        name: &str,
+        query: &str,
+        scroll: Option<bool>,
+        hold: bool,
+    ) -> Result<Outcome, SqlError> {
+        if !hold && self.tx == TxState::Idle && self.conn.is_autocommit() {
+            return self.fail(SqlError::new(
+                NO_ACTIVE_SQL_TRANSACTION,
+                "DECLARE CURSOR can only be used in transaction blocks",
+            ));
+        }
+        let translated = self.translate(query)?;
+        let translation = match &*translated {
+            Translated::Statements(list) => match list.as_slice() {
+                [t] if t.steps.len() == 1 && t.kind == pgcompat::Kind::Select => t.clone(),
+                _ => {
+                    return self.fail(SqlError::new(
+                        FEATURE_NOT_SUPPORTED,
+                        "a cursor's query must be one SELECT",
+                    ))
+                }
+            },
+            Translated::Passthrough => {
+                return self.fail(SqlError::new(SYNTAX_ERROR, "a cursor's query must be one SELECT"));
+            }
+        };
+        if self.conn.is_autocommit() {
+            self.dialect.state().start_transaction();
+        }
+        let tz = self.dialect.state().time_zone();
+        let read = self
+            .conn
+            .prepare(&translation.steps[0])
+            .map_err(SqlError::from)
+            .and_then(|mut stmt| {
+                let typing = Typing {
+                    known: self.dialect.column_types(&stmt, Some(&translation)),
+                    hints: None,
+                    tz: &tz,
+                };
+                exec::query_values(&mut stmt, &typing)
+            });
+        let declared =
+            read.and_then(|(columns, rows)| self.cursors.declare(name, Cursor::new(columns, rows, scroll, hold)));
+        match declared {
+            Ok(()) => Ok(Outcome::Command("DECLARE CURSOR".to_owned())),
+            Err(error) => self.fail(error),
+        }
+    }
+
+    /// `FETCH` or `MOVE` on an open cursor.
+    fn fetch_cursor(
+        &mut self,
+        name: &str,
+        direction: pgcompat::translate::cursor::CursorMove,
+        move_only: bool,
+        format: &Format,
+    ) -> Result<Outcome, SqlError> {
+        let tz = self.dialect.state().time_zone();
+        let fetched = self.cursors.get(name).and_then(|cursor| {
+            let rows = cursor.step(name, direction)?;
+            Ok((cursor.columns.clone(), rows))
+        });
+        let (columns, rows) = match fetched {
+            Ok(fetched) => fetched,
+            Err(error) => return self.fail(error),
+        };
+        if move_only {
+            return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
+        }
+        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
+            Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
+                fields,
+                rows,
+                tag: "FETCH".to_owned(),
+            }),
+            Ok(other) => Ok(other),
+            Err(error) => self.fail(error),
+        }
     }
 
     /// An error that fails the open transaction, as any statement's error does.
@@ -882,6 +1001,19 @@ impl Session {
             Translated::Statements(list) => match list.as_slice() {
                 [translation] if !translation.steps.is_empty() => {
                     (translation.steps[translation.primary].clone(), Some(translation))
+                }
+                [Translation {
+                    kind:
+                        pgcompat::Kind::Fetch {
+                            name, move_only: false, ..
+                        },
+                    ..
+                }] => {
+                    let columns = self.cursors.get(name)?.columns.clone();
+                    return Ok(Described {
+                        params: Vec::new(),
+                        columns,
+                    });
                 }
                 [_] | [] => {
                     return Ok(Described {

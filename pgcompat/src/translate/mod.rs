@@ -3,6 +3,7 @@
 //! caller needs to run it and type its results.
 
 pub(crate) mod catalog_refs;
+pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
@@ -67,6 +68,29 @@ pub enum Kind {
     Deallocate(Option<String>),
     /// `DISCARD ALL`: settings reset, prepared statements deallocated.
     DiscardAll,
+    /// `DECLARE name CURSOR FOR query`: the session runs the query (its PostgreSQL text) and keeps the
+    /// cursor.
+    Declare {
+        /// The cursor's name.
+        name: String,
+        /// The query's PostgreSQL text.
+        query: String,
+        /// `SCROLL` (`Some(true)`), `NO SCROLL` (`Some(false)`), or neither.
+        scroll: Option<bool>,
+        /// `WITH HOLD`: the cursor outlives its transaction's commit.
+        hold: bool,
+    },
+    /// `FETCH` (or `MOVE`, `move_only`) on a cursor.
+    Fetch {
+        /// The cursor's name.
+        name: String,
+        /// Where to go.
+        direction: cursor::CursorMove,
+        /// `MOVE`: position only, no rows.
+        move_only: bool,
+    },
+    /// `CLOSE name`, or `CLOSE ALL` (`None`).
+    Close(Option<String>),
     /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
     Other(String),
 }
@@ -120,6 +144,9 @@ pub enum Translated {
 
 /// Translates a query text (one or several statements) against the catalog.
 pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Translated, PgError> {
+    if let Some(fetch) = cursor::parse_fetch(sql) {
+        return Ok(Translated::Statements(vec![fetch?]));
+    }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => return Ok(Translated::Passthrough),
@@ -376,6 +403,11 @@ fn translate_statement(
             t.steps.clear();
             t
         }
+        Statement::Declare { stmts, .. } => match cursor::declare(stmts)? {
+            Some(t) => t,
+            None => return Ok(None),
+        },
+        Statement::Close { cursor } => cursor::close(cursor),
         Statement::Discard {
             object_type: sqlparser::ast::DiscardObject::ALL,
         } => {
