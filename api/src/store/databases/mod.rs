@@ -23,7 +23,7 @@ use cambium_types::{Lsn, TenantId};
 use compute::pg::ScramVerifier;
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::operations::{insert_operation, NewOperation, Operation};
+use super::operations::{insert_operation, Action, NewOperation, Operation};
 use super::{check_quota, conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
 use branches::insert_branch;
 use timelines::insert_timeline;
@@ -229,7 +229,6 @@ impl Store {
         &self,
         account: &AccountId,
         new: &NewDatabase,
-        operation_params: &str,
         databases_max: u32,
     ) -> Result<Option<CreatedDatabase>, StoreError> {
         let (ms, created_at) = now();
@@ -297,8 +296,7 @@ impl Store {
                 account_id: account,
                 database_id: Some(&database.id),
                 branch_id: Some(&branch.id),
-                action: "create_database",
-                params: operation_params,
+                action: &Action::CreateDatabase,
             },
         )?;
         tx.commit()?;
