@@ -120,12 +120,7 @@ impl Control {
     /// The `create_database` work: storage, compute, a SQL check, then `active`.
     pub(super) async fn create_database_work(&self, operation: &Operation) -> Result<(), String> {
         let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
-        let id = database_id.clone();
-        let database = self
-            .blocking(move |store| store.database(&id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
+        let database = self.database_for_work(&database_id).await?;
         let id = database_id.clone();
         let timelines = self
             .blocking(move |store| store.timelines_of(&id))
@@ -140,12 +135,7 @@ impl Control {
         retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
         let _held = self.locked(&database.id).await;
         // Read again under the lock: what is served is the database as it is now.
-        let id = database_id.clone();
-        let database = self
-            .blocking(move |store| store.database(&id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
+        let database = self.database_for_work(&database_id).await?;
         self.serve(&database, true).await.map_err(|e| e.to_string())?;
         self.check_sql(&database.default_branch_id).await?;
         let id = database_id.clone();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Control;
 use crate::error::ApiError;
-use crate::store::databases::DatabaseStatus;
+use crate::store::databases::{Database, DatabaseStatus};
 use crate::store::operations::{Action, Operation, OperationStatus, RestoreParams};
 use crate::store::AccountId;
 use crate::worker::OperationRunner;
@@ -40,6 +40,15 @@ impl OperationRunner for Control {
 }
 
 impl Control {
+    /// Database `id` for an operation's work; `Err` (the operation's error) if it cannot be read or is gone.
+    pub(super) async fn database_for_work(&self, id: &str) -> Result<Database, String> {
+        let id = id.to_owned();
+        self.blocking(move |store| store.database(&id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the database was deleted".to_owned())
+    }
+
     /// Records the end of `operation` and wakes the long-pollers.
     async fn finish(&self, operation: &Operation, outcome: Result<(), String>) {
         if let Err(error) = &outcome {

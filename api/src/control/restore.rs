@@ -93,12 +93,7 @@ impl Control {
         );
         let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
         let _held = self.locked(&database_id).await;
-        let id = database_id.clone();
-        let database = self
-            .blocking(move |store| store.database(&id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
+        let database = self.database_for_work(&database_id).await?;
         let new_timeline = TimelineRow {
             timeline_id: new_timeline_id,
             ancestor_timeline_id: Some(source),

@@ -15,7 +15,7 @@ use cambium_types::{Lsn, TimelineId};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
 
-use super::{new_id, now, AccountId, Page, Store, StoreError};
+use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
 
 /// What an operation does, with the parameters fixed when it was created (so a run resumed after a crash does
 /// the same work).
@@ -295,14 +295,7 @@ impl Store {
     ) -> Result<Option<Page<Operation>>, StoreError> {
         assert!(limit > 0, "limit {limit}");
         let conn = self.conn();
-        let project = conn
-            .query_row(
-                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
-                params![account.0, project_id],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if project.is_none() {
+        if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
         let mut stmt = conn.prepare(&format!(

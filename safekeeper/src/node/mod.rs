@@ -190,6 +190,14 @@ pub enum NodeError {
     },
 }
 
+/// [`fsio::create_dir_durable`], its failure a [`NodeError::Io`] naming `path`.
+fn create_dir_durable(path: &Path, durability: fsio::Durability) -> Result<(), NodeError> {
+    fsio::create_dir_durable(path, durability).map_err(|e| NodeError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::other(e.to_string()),
+    })
+}
+
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     move |source| NodeError::Io {
         path: path.to_path_buf(),
@@ -230,10 +238,7 @@ impl SafekeeperNode {
     /// call it before serving or from a blocking thread.
     pub fn open(config: NodeConfig) -> Result<SafekeeperNode, NodeError> {
         let data_dir = config.data_dir.clone();
-        fsio::create_dir_durable(&data_dir, config.store.durability).map_err(|e| NodeError::Io {
-            path: data_dir.clone(),
-            source: io::Error::other(e.to_string()),
-        })?;
+        create_dir_durable(&data_dir, config.store.durability)?;
         let lock = Arc::new(DirLock::acquire(&data_dir)?);
         let mut timelines = HashMap::new();
         for (key, dir) in list_timeline_dirs(&data_dir)? {
@@ -379,10 +384,7 @@ impl SafekeeperNode {
         let durability = self.config.store.durability;
         let tenant_dir = self.config.data_dir.join(key.0.to_string());
         // The tenant directory's own entry in the data directory must be durable too.
-        fsio::create_dir_durable(&tenant_dir, durability).map_err(|e| NodeError::Io {
-            path: tenant_dir.clone(),
-            source: io::Error::other(e.to_string()),
-        })?;
+        create_dir_durable(&tenant_dir, durability)?;
         let dir = self.timeline_dir(key);
         let (control, wal, store) =
             filestore::create_timeline(&dir, start_lsn, &self.config.store).map_err(AcceptorError::from)?;

@@ -3,16 +3,15 @@
 //! directory, and the install (see the module doc of [`super`] for the crash argument).
 
 use std::fs;
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cambium_types::{fsio, Lsn, TimelineKey};
+use cambium_types::{Lsn, TimelineKey};
 use safekeeper_core::protocol::AcceptorState;
 
 use super::dirs::{open_timeline_dir, raise_staged_control, remove_tree_if_exists, swap_dirs, sync_dir_node};
-use super::{io_error, NodeError, SafekeeperNode, Slot, Timeline, STAGING_SUFFIX};
+use super::{create_dir_durable, io_error, NodeError, SafekeeperNode, Slot, Timeline, STAGING_SUFFIX};
 use crate::filestore::FileControl;
 
 /// What a node knows of a timeline it is asked to pull (see [`SafekeeperNode::local_for_pull`]).
@@ -111,16 +110,10 @@ impl SafekeeperNode {
     pub fn prepare_staging_blocking(&self, key: TimelineKey) -> Result<PathBuf, NodeError> {
         let durability = self.config.store.durability;
         let tenant_dir = self.config.data_dir.join(key.0.to_string());
-        fsio::create_dir_durable(&tenant_dir, durability).map_err(|e| NodeError::Io {
-            path: tenant_dir.clone(),
-            source: io::Error::other(e.to_string()),
-        })?;
+        create_dir_durable(&tenant_dir, durability)?;
         let staging = self.staging_dir(key);
         remove_tree_if_exists(&staging)?;
-        fsio::create_dir_durable(&staging, durability).map_err(|e| NodeError::Io {
-            path: staging.clone(),
-            source: io::Error::other(e.to_string()),
-        })?;
+        create_dir_durable(&staging, durability)?;
         Ok(staging)
     }
 

@@ -24,7 +24,7 @@ use compute::pg::ScramVerifier;
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use super::operations::{insert_operation, Action, NewOperation, Operation};
-use super::{check_quota, conflict_on_unique, new_id, now, AccountId, Page, Store, StoreError};
+use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId, Page, Store, StoreError};
 use branches::insert_branch;
 use timelines::insert_timeline;
 
@@ -234,14 +234,7 @@ impl Store {
         let (ms, created_at) = now();
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let project = tx
-            .query_row(
-                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
-                params![account.0, new.project_id],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if project.is_none() {
+        if !has_project(&tx, account, &new.project_id)? {
             return Ok(None);
         }
         let count: i64 = tx.query_row(
@@ -317,14 +310,7 @@ impl Store {
         limit: usize,
     ) -> Result<Option<Page<Database>>, StoreError> {
         let conn = self.conn();
-        let project = conn
-            .query_row(
-                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
-                params![account.0, project_id],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if project.is_none() {
+        if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
         let sql =
