@@ -27,7 +27,7 @@ pub(super) struct BranchState {
     /// The running store (registered with the VFS under the branch's name); `None` before the first start.
     pub(super) store: Option<Arc<RemotePageStore>>,
     /// Registered time-travel names and their stores, least recently used first; at most
-    /// [`TIME_TRAVEL_STORES_MAX`].
+    /// [`super::TIME_TRAVEL_STORES_MAX`].
     pub(super) time_travel: VecDeque<(String, Arc<RemotePageStore>)>,
     /// Why the branch stopped being served, once it has: it never starts a store again.
     pub(super) closed: Option<String>,

@@ -59,9 +59,9 @@
 //! node never retries an fsync; restarting the process reopens the timeline from what is durable.
 //!
 //!
-//! The data directory's lock file is [`lock`]'s; tombstones, staging directories and the listing of timeline
-//! directories are [`dirs`]'; one timeline behind its lock is [`Timeline`] ([`timeline`]); a replica's pull and
-//! install on this node's side are [`replica`]'s.
+//! The data directory's lock file is `lock`'s; tombstones, staging directories and the listing of timeline
+//! directories are `dirs`'; one timeline behind its lock is [`Timeline`] (`timeline`); a replica's pull and
+//! install on this node's side are `replica`'s.
 
 mod dirs;
 mod lock;

@@ -51,7 +51,7 @@ impl Drop for PullGuard {
 }
 
 impl SafekeeperNode {
-    /// Sets the quiet period (default [`PULL_QUIET_PERIOD_MS`]). Shorter only where no proposer can hold a vote
+    /// Sets the quiet period (default [`super::PULL_QUIET_PERIOD_MS`]). Shorter only where no proposer can hold a vote
     /// of a lost copy: tests, or a node that is known never to have had the timelines it will pull.
     pub fn set_pull_quiet_period(&self, period: Duration) {
         *self.pull_quiet_period.lock() = period;

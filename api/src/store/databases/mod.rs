@@ -9,8 +9,8 @@
 //! - A database's password is never stored: only its SCRAM-SHA-256 verifier (PostgreSQL's text form), which can
 //!   check a password but not give it back.
 //!
-//! One job per file: this one holds databases and the row helpers the others share; [`branches`] the branches;
-//! [`timelines`] the timeline rows and which of them the storage must still hold; [`restore`] the rows' change
+//! One job per file: this one holds databases and the row helpers the others share; `branches` the branches;
+//! `timelines` the timeline rows and which of them the storage must still hold; `restore` the rows' change
 //! of a restore.
 
 mod branches;
