@@ -129,6 +129,8 @@ pub const WRONG_OBJECT_TYPE: &str = "42809";
 pub const GENERATED_ALWAYS: &str = "428C9";
 /// cant_change_runtime_param
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
+/// bad_copy_file_format
+pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
 
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
@@ -169,6 +171,7 @@ const CODES: &[&str] = &[
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
     CANT_CHANGE_RUNTIME_PARAM,
+    BAD_COPY_FILE_FORMAT,
     SUBSTRING_ERROR,
     WRONG_OBJECT_TYPE,
     GENERATED_ALWAYS,

@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod catalog;
+pub mod copy;
 pub mod enums;
 pub mod error;
 pub mod functions;
