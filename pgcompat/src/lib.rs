@@ -154,6 +154,17 @@ impl Dialect {
         Ok(translated)
     }
 
+    /// Call when the session holds no transaction (after each statement outside a block, and after a block
+    /// ends): the sequence values a rolled-back transaction or failed statement took are stored again, so
+    /// nobody is given them again, as in PostgreSQL (see `functions::sequence::settle`). Cheap when the
+    /// session called no `nextval` since the last call.
+    pub fn settle_sequences(&self, conn: &Connection) -> rusqlite::Result<()> {
+        if !conn.is_autocommit() {
+            return Ok(());
+        }
+        functions::sequence::settle(conn, &self.state)
+    }
+
     /// The PostgreSQL type of each result column of a prepared statement: the translation's inferred
     /// type, else the catalog's type of the column it comes from; `None` where neither knows (the caller
     /// then decides from SQLite's declared type or the values).

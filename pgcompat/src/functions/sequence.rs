@@ -35,6 +35,9 @@ const REMEMBERED_SEQUENCES_MAX: usize = 65_536;
 pub struct SequenceSession {
     given: HashMap<i64, Given>,
     last_used: Option<i64>,
+    /// Sequences `nextval` moved since the session last held no transaction: their moves may yet be rolled
+    /// back ([`settle`]).
+    unsettled: Vec<i64>,
 }
 
 /// The last value a session got from one sequence, and the state the sequence had before `nextval` moved
@@ -275,7 +278,44 @@ fn nextval(conn: &Connection, state: &SessionState, arg: ValueRef<'_>) -> Result
         },
     );
     session.last_used = Some(id);
+    if !session.unsettled.contains(&id) && session.unsettled.len() < REMEMBERED_SEQUENCES_MAX {
+        session.unsettled.push(id);
+    }
     Ok(value)
+}
+
+/// Once the session holds no transaction: each sequence whose last `nextval` move in this session was rolled
+/// back (its row still holds the state that move started from) is moved again, in a transaction of its own,
+/// so the values handed out are not handed out again by anyone — PostgreSQL's `nextval` is never undone by a
+/// rollback. A sequence another session moved since, or a `setval`, is left as it is.
+pub(crate) fn settle(conn: &Connection, state: &SessionState) -> rusqlite::Result<()> {
+    let pending: Vec<(i64, Given)> = {
+        let mut session = state.sequences.lock();
+        let ids = std::mem::take(&mut session.unsettled);
+        ids.into_iter()
+            .filter_map(|id| session.given.get(&id).map(|g| (id, *g)))
+            .collect()
+    };
+    for (id, given) in pending {
+        let Some((before_value, before_called)) = given.before else {
+            continue;
+        };
+        let now: Option<(i64, bool)> = conn
+            .query_row(
+                "SELECT last_value, is_called FROM _cambium_sequences WHERE id = ?1",
+                [id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        if now == Some((before_value, before_called)) {
+            conn.execute(
+                "UPDATE _cambium_sequences SET last_value = ?1, is_called = 1 \
+                 WHERE id = ?2 AND last_value = ?3 AND is_called = ?4",
+                [given.value, id, before_value, i64::from(before_called)],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// `ALTER SEQUENCE` options applied to the sequence as it is now (its state may have moved since the
