@@ -120,6 +120,13 @@ impl Catalog {
             .map(|(table, column, _)| (table.as_str(), column.as_str()))
     }
 
+    /// This snapshot with one more enum type (made by a statement before it in the same text).
+    pub fn add_enum(&mut self, ty: crate::enums::EnumType) {
+        let mut enums = (*self.enums).clone();
+        enums.add(ty);
+        self.enums = Arc::new(enums);
+    }
+
     /// The database's enum types.
     pub fn enums(&self) -> &Arc<EnumCatalog> {
         &self.enums

@@ -237,12 +237,19 @@ pub fn oid_of(id: i64) -> Option<u32> {
     id.checked_mul(ENUM_OID_STRIDE)?.checked_add(ENUM_OID_BASE)
 }
 
-/// The statement that stores a new type (its id, and so its OID, given by the table).
-pub fn insert_sql(name: &str, labels: &EnumType) -> String {
+/// The id of a row whose type has this OID.
+pub fn id_of(oid: u32) -> i64 {
+    i64::from(oid.saturating_sub(ENUM_OID_BASE) / ENUM_OID_STRIDE)
+}
+
+/// The statement that stores a new type under the id its OID was made from (so the statements after it in
+/// the same text know the OID before it runs; a concurrent creation taking the same id fails on the key).
+pub fn insert_sql(ty: &EnumType) -> String {
     format!(
-        "INSERT INTO _cambium_enums (name, labels) VALUES ({}, {})",
-        quote_literal(name),
-        quote_literal(&labels.labels_json())
+        "INSERT INTO _cambium_enums (id, name, labels) VALUES ({}, {}, {})",
+        id_of(ty.oid),
+        quote_literal(&ty.name),
+        quote_literal(&ty.labels_json())
     )
 }
 
@@ -273,6 +280,11 @@ impl EnumCatalog {
             }
         }
         Ok(EnumCatalog { by_oid })
+    }
+
+    /// Adds a type (one a statement of the text being translated makes).
+    pub fn add(&mut self, ty: EnumType) {
+        self.by_oid.insert(ty.oid, Arc::new(ty));
     }
 
     /// The type with this OID.

@@ -54,6 +54,8 @@ pub enum Base {
     Oid,
     /// `regclass`, `regtype`, `regproc`: printed as names
     Regclass,
+    /// `"char"`: one byte, the type of the catalogs' kind columns (`relkind`, `typtype`)
+    Char,
     /// A user-defined enum type of the database, by its OID (its name and labels are the database's:
     /// `crate::enums`). Stored as its label's text.
     Enum(u32),
@@ -61,7 +63,7 @@ pub enum Base {
 
 impl Base {
     /// Every base type the layer supports.
-    pub const ALL: [Base; 22] = [
+    pub const ALL: [Base; 23] = [
         Base::Bool,
         Base::Int2,
         Base::Int4,
@@ -84,6 +86,7 @@ impl Base {
         Base::Jsonb,
         Base::Oid,
         Base::Regclass,
+        Base::Char,
     ];
 }
 
@@ -226,6 +229,7 @@ impl PgType {
             Base::Uuid => (2950, 2951),
             Base::Jsonb => (3802, 3807),
             Base::Regclass => (2205, 2210),
+            Base::Char => (18, 1002),
             Base::Enum(oid) => (oid, oid + 1),
         };
         if self.array {
@@ -274,6 +278,7 @@ impl PgType {
             Base::Jsonb => "jsonb",
             Base::Oid => "oid",
             Base::Regclass => "regclass",
+            Base::Char => "char",
             // The name is the database's; callers that print it ask the catalog (`crate::enums`).
             Base::Enum(_) => "enum",
         };
@@ -310,6 +315,7 @@ impl PgType {
             Base::Jsonb => "jsonb",
             Base::Oid => "oid",
             Base::Regclass => "regclass",
+            Base::Char => "\"char\"",
             Base::Enum(_) => "enum",
         };
         let modifier = match self.modifier {
@@ -354,6 +360,7 @@ impl PgType {
             | Base::Json
             | Base::Jsonb
             | Base::Regclass
+            | Base::Char
             | Base::Enum(_) => Storage::Text,
         }
     }

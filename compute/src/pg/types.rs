@@ -58,7 +58,17 @@ pub(crate) fn type_of_values<'a>(values: impl Iterator<Item = &'a Value>) -> PgT
 
 /// The pgwire type of a PostgreSQL type (its OID and name).
 pub(crate) fn wire_type(ty: PgType) -> Type {
-    Type::from_oid(ty.oid()).unwrap_or(Type::TEXT)
+    Type::from_oid(ty.oid()).unwrap_or_else(|| match ty.base() {
+        // An enum type of the database: its own OID, which a client looks up in pg_type as it would on
+        // PostgreSQL (its values travel as their labels' text).
+        Base::Enum(_) => Type::new(
+            format!("enum_{}", ty.oid()),
+            ty.oid(),
+            Type::TEXT.kind().clone(),
+            "public".to_owned(),
+        ),
+        _ => Type::TEXT,
+    })
 }
 
 /// Field descriptions for result columns of the given types, in the client's requested formats.

@@ -23,12 +23,18 @@ pub(crate) fn install_catalog(
 ) -> rusqlite::Result<()> {
     *state.enums.write() = enums.clone();
     for ty in enums.all() {
-        let orders: HashMap<String, f64> = ty.sort_orders();
-        conn.create_collation(collation_name(ty.oid).as_str(), move |a: &str, b: &str| {
-            compare(&orders, a, b)
-        })?;
+        register_collation(conn, ty)?;
     }
     Ok(())
+}
+
+/// Registers one type's collation on the connection (also for a type a text is making, before the
+/// statements after it in that text run: a table made with a column of the type names the collation).
+pub(crate) fn register_collation(conn: &Connection, ty: &EnumType) -> rusqlite::Result<()> {
+    let orders: HashMap<String, f64> = ty.sort_orders();
+    conn.create_collation(collation_name(ty.oid).as_str(), move |a: &str, b: &str| {
+        compare(&orders, a, b)
+    })
 }
 
 /// Labels in their sort order; one the type does not know (a row read by a session whose catalog is older

@@ -173,7 +173,8 @@ fn type_of(text: &str) -> Option<PgType> {
         "int4" => Some(PgType::INT4),
         "int8" => Some(PgType::INT8),
         "float4" => Some(PgType::new(Base::Float4)),
-        "text" | "char" => Some(PgType::TEXT),
+        "text" => Some(PgType::TEXT),
+        "char" => Some(PgType::new(Base::Char)),
         "regtype" | "regclass" => Some(PgType::new(Base::Regclass)),
         _ => None,
     }

@@ -8,7 +8,6 @@ pub(super) const TYPE_COLUMNS_NAMES: &str =
 /// The types the layer supports (and `char`), as a VALUES list for the `pg_type` view.
 pub(super) fn type_rows() -> String {
     let mut rows = vec![
-        "(18, 'char', 1, 1, 'Z', 0, 1002, 0, 'charin', 'charout', 'b', 11)".to_owned(),
         "(27, 'tid', 6, 0, 'U', 0, 1010, 0, 'tidin', 'tidout', 'b', 11)".to_owned(),
         "(28, 'xid', 4, 1, 'U', 0, 1011, 0, 'xidin', 'xidout', 'b', 11)".to_owned(),
         "(29, 'cid', 4, 1, 'U', 0, 1012, 0, 'cidin', 'cidout', 'b', 11)".to_owned(),
@@ -31,6 +30,7 @@ pub(super) fn type_rows() -> String {
             Base::Interval => (16, 0, 'T'),
             Base::Uuid => (16, 0, 'U'),
             Base::Bytea | Base::Json | Base::Jsonb => (-1, 0, 'U'),
+            Base::Char => (1, 1, 'Z'),
             // Not among `Base::ALL`: enum types' rows come from the database's enums.
             Base::Enum(_) => (4, 1, 'E'),
         };

@@ -138,7 +138,7 @@ pub(crate) fn create(
     catalog: &Catalog,
     name: &ObjectName,
     representation: Option<&UserDefinedTypeRepresentation>,
-) -> Result<Translation, PgError> {
+) -> Result<(Translation, EnumType), PgError> {
     let Some(UserDefinedTypeRepresentation::Enum { labels }) = representation else {
         return Err(PgError::unsupported("CREATE TYPE other than AS ENUM"));
     };
@@ -150,11 +150,30 @@ pub(crate) fn create(
         ));
     }
     let labels: Vec<String> = labels.iter().map(|l| l.value.clone()).collect();
-    // The OID comes with the row; the labels are checked now.
-    let ty = EnumType::create(enums::ENUM_OID_BASE, &name, &labels)?;
-    let mut steps = vec![CREATE_ENUMS_TABLE.to_owned(), enums::insert_sql(&name, &ty)];
+    let oid = enums::oid_of(next_id(conn, catalog)).ok_or_else(|| {
+        PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "no OID left for another enum type",
+        )
+    })?;
+    let ty = EnumType::create(oid, &name, &labels)?;
+    let mut steps = vec![CREATE_ENUMS_TABLE.to_owned(), enums::insert_sql(&ty)];
     steps.extend(catalog::BUMP_SCHEMA_VERSION.iter().map(|s| (*s).to_owned()));
-    Ok(steps_translation("CREATE TYPE", steps))
+    Ok((steps_translation("CREATE TYPE", steps), ty))
+}
+
+/// The id a new enum type's row takes: past every id the table ever gave (AUTOINCREMENT's record, so a
+/// dropped type's OID is never reused) and every type the catalog knows (made earlier in the same text).
+fn next_id(conn: &rusqlite::Connection, catalog: &Catalog) -> i64 {
+    let given: i64 = conn
+        .query_row(
+            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = '_cambium_enums'), 0)",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap_or(0);
+    let known = catalog.enums().all().map(|t| enums::id_of(t.oid)).max().unwrap_or(0);
+    given.max(known) + 1
 }
 
 fn existing<'a>(catalog: &'a Catalog, name: &ObjectName) -> Result<&'a EnumType, PgError> {

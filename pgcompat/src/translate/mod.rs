@@ -176,8 +176,19 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
         }
     };
     let mut out = Vec::with_capacity(statements.len());
+    // The catalog as the text's own DDL leaves it, for the statements after it (`CREATE TYPE` then a table
+    // with a column of the type, in one text).
+    let mut local = std::borrow::Cow::Borrowed(catalog);
     for statement in statements {
-        match translate_statement(conn, catalog, statement)? {
+        if let Statement::CreateType { name, representation } = &statement {
+            let (translation, created) = enums::create(conn, &local, name, representation.as_ref())?;
+            crate::functions::enums::register_collation(conn, &created)
+                .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("registering a collation: {e}")))?;
+            local.to_mut().add_enum(created);
+            out.push(translation);
+            continue;
+        }
+        match translate_statement(conn, &local, statement)? {
             Some(translation) => out.push(translation),
             None => return Ok(Translated::Passthrough),
         }
@@ -532,7 +543,9 @@ fn translate_statement(
             name,
             sequence_options,
         } => sequence::create(conn, name, *if_not_exists, *temporary, sequence_options)?,
-        Statement::CreateType { name, representation } => enums::create(conn, catalog, name, representation.as_ref())?,
+        Statement::CreateType { name, representation } => {
+            enums::create(conn, catalog, name, representation.as_ref())?.0
+        }
         Statement::AlterType(alter) => enums::alter(catalog, alter)?,
         Statement::Grant(_) | Statement::Revoke(_) => {
             let tag = if matches!(statement, Statement::Grant(_)) {

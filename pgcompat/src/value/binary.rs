@@ -62,6 +62,8 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
         Base::Text | Base::Varchar | Base::Bpchar | Base::Name | Base::Json | Base::Regclass | Base::Enum(_) => {
             stored_text(ty, value, tz).into_bytes()
         }
+        // One byte: the text's first (PostgreSQL's `"char"` keeps one).
+        Base::Char => stored_text(ty, value, tz).into_bytes().into_iter().take(1).collect(),
         Base::Jsonb => {
             let mut out = vec![1u8];
             out.extend_from_slice(stored_text(ty, value, tz).as_bytes());
@@ -305,9 +307,14 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         Base::Float4 => Value::Real(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
         Base::Float8 => Value::Real(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Bytea => Value::Blob(bytes.to_vec()),
-        Base::Text | Base::Name | Base::Regclass | Base::Varchar | Base::Bpchar | Base::Json | Base::Enum(_) => {
-            super::input(ty, text()?, tz)?
-        }
+        Base::Text
+        | Base::Name
+        | Base::Regclass
+        | Base::Varchar
+        | Base::Bpchar
+        | Base::Json
+        | Base::Enum(_)
+        | Base::Char => super::input(ty, text()?, tz)?,
         Base::Jsonb => {
             let (version, body) = bytes.split_first().ok_or_else(|| bad(ty))?;
             if *version != 1 {

@@ -35,6 +35,8 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
         // An enum's label is checked against the database's labels where the session's catalog is known
         // (`functions::cast`); here it is its text.
         Base::Text | Base::Name | Base::Regclass | Base::Enum(_) => Value::Text(text.to_owned()),
+        // `"char"` keeps the first byte (a character of one byte, as the catalogs' codes are).
+        Base::Char => Value::Text(text.chars().take(1).collect()),
         Base::Varchar => Value::Text(check_length(text, ty)?),
         Base::Bpchar => Value::Text(check_length(text, ty)?),
         Base::Bytea => Value::Blob(parse_bytea(text)?),
