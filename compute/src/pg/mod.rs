@@ -340,9 +340,26 @@ fn client_gone(watch: &std::net::TcpStream) -> bool {
     }
 }
 
-/// One client connection: TLS negotiation (when configured), then every message checked (`frames::Guarded`) and
-/// handed to pgwire, as pgwire's own `process_socket` does.
+/// One client connection (see [`serve_messages`]); when it ends, for whatever reason, its session ends with
+/// it: an open transaction is rolled back and its write lock let go at once, not when some timer that still
+/// holds the session fires.
 async fn serve_connection(
+    socket: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
+    handlers: ConnectionHandlers,
+) -> std::io::Result<()> {
+    let slot = handlers.query.connection.slot.clone();
+    let served = serve_messages(socket, peer, tls, handlers).await;
+    // A statement may still hold the slot (the client went mid-statement; it is being stopped): the session is
+    // taken, and dropped, on the blocking pool once that statement lets go.
+    let _dropping = tokio::task::spawn_blocking(move || drop(slot.lock().take()));
+    served
+}
+
+/// TLS negotiation (when configured), then every message checked (`frames::Guarded`) and handed to pgwire, as
+/// pgwire's own `process_socket` does.
+async fn serve_messages(
     socket: TcpStream,
     peer: std::net::SocketAddr,
     tls: Option<pgwire::tokio::TlsAcceptor>,

@@ -5,6 +5,7 @@
 pub(crate) mod catalog_refs;
 pub mod cursor;
 pub(crate) mod ddl;
+pub(crate) mod dependents;
 pub(crate) mod expr;
 pub(crate) mod names;
 pub(crate) mod rebuild;
@@ -370,17 +371,28 @@ fn translate_statement(
             object_type,
             if_exists,
             names,
+            cascade,
             ..
-        } => ddl::drop(*object_type, *if_exists, names)?,
+        } => {
+            if *object_type == ObjectType::Table {
+                let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
+                dependents::check_drop(conn, &tables, *cascade)?;
+            }
+            ddl::drop(*object_type, *if_exists, names)?
+        }
         Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
         Statement::Truncate(truncate) => {
-            let mut steps = Vec::new();
-            for target in &truncate.table_names {
-                let mut name = target.name.clone();
-                expr::strip_public(&mut name)?;
-                steps.push(format!("DELETE FROM {}", quote_ident(&last_part(&name))));
-            }
+            let tables = truncate
+                .table_names
+                .iter()
+                .map(|target| ddl::table_name(&target.name))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
+            let steps = dependents::truncate_order(conn, &tables, cascade)?
+                .iter()
+                .map(|name| format!("DELETE FROM {}", quote_ident(name)))
+                .collect();
             let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
             t.steps = steps;
             t
