@@ -7,6 +7,7 @@ pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
 pub(crate) mod expr;
+mod maintenance;
 pub(crate) mod names;
 pub(crate) mod rebuild;
 pub(crate) mod tables;
@@ -174,6 +175,9 @@ pub enum Translated {
 pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Translated, PgError> {
     if let Some(fetch) = cursor::parse_fetch(sql) {
         return Ok(Translated::Statements(vec![fetch?]));
+    }
+    if let Some(maintenance) = maintenance::parse(sql) {
+        return Ok(Translated::Statements(vec![maintenance?]));
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
