@@ -48,7 +48,6 @@ declare -A SLOTS=(
     [pgbench]="pgbench pgbench_fallback" [pgcli]="pgcli"
 )
 PROGRAM_TIMEOUT_S=300
-API_WAIT=30s
 
 say() { echo "clients: $*" >&2; }
 die() {
@@ -94,6 +93,8 @@ for tool in psql pg_dump pgbench; do
     "$tool" --version | grep -q ' 15\.' || die "$tool is not version 15: $("$tool" --version)"
 done
 mkdir -p "$clients_dir"
+# The installers' caches stay under target/clients too.
+export PIP_CACHE_DIR=$clients_dir/cache/pip npm_config_cache=$clients_dir/cache/npm
 install_python
 install_node
 
@@ -101,9 +102,17 @@ install_node
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/clients.XXXXXX")
 server_pid=""
+STOP_WAIT_DS=300
 stop_server() {
     if [ -n "$server_pid" ]; then
+        # Ctrl-C's clean stop, then SIGKILL if it has not stopped within 30 s.
         kill -INT "$server_pid" 2>/dev/null || true
+        local _
+        for _ in $(seq "$STOP_WAIT_DS"); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
     fi
     if [ -n "${pg_stop:-}" ]; then
@@ -113,9 +122,9 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# shellcheck source=clients/server.sh
 . "$here/server.sh"
 
-declare -A URI BRANCH_URI MAIN_BRANCH DB_ID
 all_slots() {
     local program
     for program in "${selected_programs[@]}"; do
@@ -123,14 +132,14 @@ all_slots() {
     done | tr ' ' '\n' | sort -u
 }
 
-selected_programs=(${CLIENTS_ONLY:-${PROGRAMS[@]}})
+read -r -a selected_programs <<<"${CLIENTS_ONLY:-${PROGRAMS[*]}}"
 for program in "${selected_programs[@]}"; do
     [ -n "${SLOTS[$program]:-}" ] || die "CLIENTS_ONLY: unknown program $program (one of: ${PROGRAMS[*]})"
 done
 if [ -n "${CLIENTS_POSTGRES:-}" ]; then
     targets=(postgres)
 else
-    targets=(${CLIENTS_TARGETS:-main branch restored})
+    read -r -a targets <<<"${CLIENTS_TARGETS:-main branch restored}"
 fi
 for target in "${targets[@]}"; do
     case $target in main | branch | restored | postgres) ;; *) die "CLIENTS_TARGETS: unknown target $target" ;; esac
@@ -184,8 +193,10 @@ program_command() {
 # Runs PROGRAM on TARGET: its databases' connection strings in CLIENTS_URI, CLIENTS_URI2, …; its result lines
 # printed and collected with the target in front; a crash or a timeout is a failed check `<target>/<program>`.
 run_program() {
-    local target=$1 program=$2 dir=$work/run/$target/$program n=1 slot status timeout_s=$PROGRAM_TIMEOUT_S
-    local -a env=()
+    local target=$1 program=$2
+    local dir=$work/run/$target/$program n=1 slot status timeout_s=$PROGRAM_TIMEOUT_S
+    local -a env=() command
+    read -r -a command <<<"$(program_command "$program" "$dir")"
     for slot in ${SLOTS[$program]}; do
         local var=CLIENTS_URI
         [ "$n" -gt 1 ] && var=CLIENTS_URI$n
@@ -196,7 +207,7 @@ run_program() {
     [[ $program == node_pg || $program == drizzle ]] && node_work "$dir"
     [ "$program" = pgbench ] && timeout_s=$((PROGRAM_TIMEOUT_S + ${CLIENTS_PGBENCH_SECONDS:-30} + 60 * ${CLIENTS_PGBENCH_SCALE:-10}))
     set +e
-    (cd "$dir" && env "${env[@]}" timeout "$timeout_s" $(program_command "$program" "$dir")) \
+    (cd "$dir" && env "${env[@]}" timeout "$timeout_s" "${command[@]}") \
         >"$logs/$target/$program.out" 2>"$logs/$target/$program.err"
     status=$?
     set -e

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The check protocol of scripts/clients.sh for the shell checks (as py/harness.py): each check prints one line,
 # `PASS <name>` or `FAIL <name>: <error on one line>`. Sourced by the *.sh checks beside it.
 

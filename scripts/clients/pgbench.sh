@@ -6,6 +6,7 @@
 # transaction stays under Cambium's commit size), so that it tells about the run itself; its message says so.
 #   CLIENTS_PGBENCH_SCALE (default 10), CLIENTS_PGBENCH_SECONDS (default 30)
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 uri=${CLIENTS_URI:?CLIENTS_URI is not set}
 fallback_uri=${CLIENTS_URI2:?CLIENTS_URI2 is not set}

@@ -5,6 +5,7 @@
 # synchronously (py/pgcli_completions.py, one check per refresher). Needs PGCLI (the pgcli executable) and
 # PYTHON (the venv's python); pgcli's config goes to a temporary directory.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 uri=${CLIENTS_URI:?CLIENTS_URI is not set}
 pgcli=${PGCLI:?PGCLI is not set}

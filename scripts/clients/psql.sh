@@ -2,6 +2,7 @@
 # psql against a Cambium database (CLIENTS_URI): the describe meta-commands (\l \dt \d t \di \dn \df \du \dv), each
 # run on its own and its output checked for what the setup made, and \copy of a table to a file and from it.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 uri=${CLIENTS_URI:?CLIENTS_URI is not set}
 work=$(mktemp -d)

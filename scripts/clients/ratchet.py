@@ -61,9 +61,18 @@ def reason_of(error: str) -> str:
     return reason
 
 
+TARGET_ORDER = {"main": 0, "branch": 1, "restored": 2}
+
+
+def order(item: tuple[str, object]) -> tuple[str, int, str]:
+    """Sorts `<target>/<check>` names by check, then target (main, branch, restored): one check's lines together."""
+    target, _, check = item[0].partition("/")
+    return (check, TARGET_ORDER.get(target, len(TARGET_ORDER)), target)
+
+
 def update(path: Path, results: dict[str, str | None], expected: dict[str, str]) -> None:
     failures = {name: error for name, error in results.items() if error is not None}
-    lines = [f"{name} {expected.get(name) or reason_of(error)}" for name, error in sorted(failures.items())]
+    lines = [f"{name} {expected.get(name) or reason_of(error)}" for name, error in sorted(failures.items(), key=order)]
     path.write_text(HEADER + "".join(line + "\n" for line in lines))
     added = sorted(set(failures) - set(expected))
     removed = sorted(set(expected) - set(failures))

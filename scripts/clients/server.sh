@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154  # shares variables with clients.sh, which sources it
 # The server side of scripts/clients.sh, sourced by it: `cambium up` driven over its /v1 API with curl, or, with
 # CLIENTS_POSTGRES=1, a throwaway PostgreSQL 15 cluster. Both give the same functions:
 #   start_server              start it (clients.sh stops it on exit: server_pid, pg_stop)
@@ -7,6 +8,9 @@
 #                             database (Cambium only), both before any check writes
 #   restore_mains             every default branch restored to the time noted before any check wrote
 # Uses clients.sh's `work`, `say`, `die` and `targets`.
+
+declare -A URI BRANCH_URI MAIN_BRANCH DB_ID
+API_WAIT=30s
 
 # A free loopback port (bound and released; another process could take it first, which is unlikely).
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -47,8 +51,8 @@ if [ -z "${CLIENTS_POSTGRES:-}" ]; then
         "$bin" up --data-dir "$work/cambium" --listen 127.0.0.1:0 --pg-listen 127.0.0.1:0 --rate-limit 0 \
             >"$work/up.out" 2>"$work/up.err" &
         server_pid=$!
-        local waited_ds
-        for waited_ds in $(seq 600); do
+        local _
+        for _ in $(seq 600); do
             grep -q 'listening on' "$work/up.out" 2>/dev/null && break
             kill -0 "$server_pid" 2>/dev/null || die "cambium up exited: $(tail -5 "$work/up.err")"
             sleep 0.1
@@ -74,8 +78,8 @@ if [ -z "${CLIENTS_POSTGRES:-}" ]; then
 
     # Waits for operation $1 to finish; dies if it ends otherwise.
     wait_operation() {
-        local operation=$1 status tries
-        for tries in 1 2 3 4; do
+        local operation=$1 status _
+        for _ in 1 2 3 4; do
             status=$(api GET "/v1/operations/$operation?wait=$API_WAIT" | json_get operation.status)
             [ "$status" = running ] || break
         done
