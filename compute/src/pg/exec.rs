@@ -61,6 +61,7 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Fetch { move_only: false, .. } => Kind::Other("FETCH".to_owned()),
             pgcompat::Kind::Fetch { move_only: true, .. } => Kind::Other("MOVE".to_owned()),
             pgcompat::Kind::Close(_) => Kind::Other("CLOSE CURSOR".to_owned()),
+            pgcompat::Kind::CopyFrom { .. } | pgcompat::Kind::CopyTo { .. } => Kind::Other("COPY".to_owned()),
             pgcompat::Kind::Other(tag) => Kind::Other(tag.clone()),
         }
     }
@@ -302,7 +303,7 @@ pub(crate) fn parameter_numbers(stmt: &Statement<'_>) -> Result<Vec<usize>, SqlE
         .collect()
 }
 
-fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
+pub(crate) fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
     let numbers = parameter_numbers(stmt)?;
     for (index, number) in numbers.into_iter().enumerate() {
         let value = params.get(number - 1).ok_or_else(|| {

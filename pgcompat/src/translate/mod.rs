@@ -91,6 +91,22 @@ pub enum Kind {
     },
     /// `CLOSE name`, or `CLOSE ALL` (`None`).
     Close(Option<String>),
+    /// `COPY table [(columns)] FROM STDIN`: the session reads the rows the client streams.
+    CopyFrom {
+        /// The table as written (PostgreSQL text).
+        table: String,
+        /// The columns given (PostgreSQL text each); empty: every column, in order.
+        columns: Vec<String>,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
+    /// `COPY table|(query) TO STDOUT`: the session runs the query and streams its rows.
+    CopyTo {
+        /// The query (PostgreSQL text).
+        query: String,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
     /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
     Other(String),
 }
@@ -167,6 +183,61 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
     }
     Ok(Translated::Statements(out))
+}
+
+/// `COPY … FROM STDIN` or `COPY … TO STDOUT`, for the session to carry out.
+fn copy_statement(
+    source: &sqlparser::ast::CopySource,
+    to: bool,
+    target: &sqlparser::ast::CopyTarget,
+    options: &[sqlparser::ast::CopyOption],
+    legacy: &[sqlparser::ast::CopyLegacyOption],
+) -> Result<Translation, PgError> {
+    use sqlparser::ast::{CopySource, CopyTarget};
+    let options = crate::copy::Options::from_statement(options, legacy)?;
+    let kind = match (source, to, target) {
+        (_, false, CopyTarget::File { .. } | CopyTarget::Program { .. }) => {
+            return Err(crate::copy::refuse_server_side("FROM"))
+        }
+        (_, true, CopyTarget::File { .. } | CopyTarget::Program { .. }) => {
+            return Err(crate::copy::refuse_server_side("TO"))
+        }
+        (CopySource::Table { table_name, columns }, false, CopyTarget::Stdin) => Kind::CopyFrom {
+            table: table_name.to_string(),
+            columns: columns.iter().map(ToString::to_string).collect(),
+            options,
+        },
+        (CopySource::Table { table_name, columns }, true, CopyTarget::Stdout) => {
+            let list = if columns.is_empty() {
+                "*".to_owned()
+            } else {
+                columns.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            };
+            Kind::CopyTo {
+                query: format!("SELECT {list} FROM {table_name}"),
+                options,
+            }
+        }
+        (CopySource::Query(query), true, CopyTarget::Stdout) => Kind::CopyTo {
+            query: query.to_string(),
+            options,
+        },
+        (CopySource::Query(_), false, _) => {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "COPY FROM takes a table, not a query",
+            ))
+        }
+        _ => {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "COPY FROM goes with STDIN, COPY TO with STDOUT",
+            ))
+        }
+    };
+    let mut t = Translation::single(String::new(), kind);
+    t.steps.clear();
+    Ok(t)
 }
 
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
@@ -426,7 +497,14 @@ fn translate_statement(
         }
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
-        Statement::Copy { .. } => return Err(PgError::unsupported("COPY")),
+        Statement::Copy {
+            source,
+            to,
+            target,
+            options,
+            legacy_options,
+            ..
+        } => copy_statement(source, *to, target, options, legacy_options)?,
         Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
         Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
         Statement::Grant(_) | Statement::Revoke(_) => {

@@ -21,6 +21,8 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+mod copy;
+
 use super::cursor::{Cursor, Cursors};
 use super::defend;
 use super::error::{
@@ -54,6 +56,10 @@ pub(crate) enum Outcome {
     TxStart(String),
     /// COMMIT or ROLLBACK.
     TxEnd(String),
+    /// `COPY … FROM STDIN` began: the client now sends the rows (`columns` per row).
+    CopyIn { columns: usize },
+    /// `COPY … TO STDOUT`: the rows, formatted, one chunk per row.
+    CopyOut { columns: usize, data: Vec<bytes::Bytes> },
 }
 
 /// A statement's parameter types (PostgreSQL numbering) and result columns.
@@ -149,6 +155,8 @@ pub(crate) struct Session {
     prepared: HashMap<String, (String, Vec<PgType>)>,
     /// Open cursors (`DECLARE … CURSOR`).
     cursors: Cursors,
+    /// The `COPY … FROM STDIN` under way, between its statement and the client's `CopyDone`.
+    copy_in: Option<copy::CopyIn>,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
@@ -212,6 +220,7 @@ impl Session {
             described: HashMap::new(),
             prepared: HashMap::new(),
             cursors: Cursors::default(),
+            copy_in: None,
             store_gone: None,
             _admission: None,
         })
@@ -232,6 +241,7 @@ impl Session {
     pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.abandon_copy();
         self.before_statement();
         let (outcomes, error) = self.simple_query_inner(sql);
         let error = error.map(|error| self.explain(error));
@@ -243,6 +253,7 @@ impl Session {
     pub(crate) fn execute(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.abandon_copy();
         self.before_statement();
         let result = self
             .execute_inner(sql, params, format)
@@ -477,6 +488,15 @@ impl Session {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
             }
+            if self.copy_in.is_some() {
+                // PostgreSQL would run the rest after the copy; the protocol handler cannot, so it is refused.
+                self.abandon_copy();
+                let error = SqlError::new(
+                    FEATURE_NOT_SUPPORTED,
+                    "COPY FROM STDIN must be the last statement of a query text",
+                );
+                return (Vec::new(), Some(error));
+            }
             match self.run_translation(translation, &[], &Format::UnifiedText, None) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => return (outcomes, Some(error)),
@@ -569,6 +589,8 @@ impl Session {
                     | pgcompat::Kind::Declare { .. }
                     | pgcompat::Kind::Fetch { .. }
                     | pgcompat::Kind::Close(_)
+                    | pgcompat::Kind::CopyFrom { .. }
+                    | pgcompat::Kind::CopyTo { .. }
             )
         {
             return Err(aborted());
@@ -602,6 +624,14 @@ impl Session {
                 direction,
                 move_only,
             } => return self.fetch_cursor(name, *direction, *move_only, format),
+            pgcompat::Kind::CopyFrom {
+                table,
+                columns,
+                options,
+            } => {
+                return self.start_copy_in(table, columns, options);
+            }
+            pgcompat::Kind::CopyTo { query, options } => return self.copy_out(query, options),
             pgcompat::Kind::Close(name) => {
                 return match self.cursors.close(name.as_deref()) {
                     Ok(()) => Ok(Outcome::Command("CLOSE CURSOR".to_owned())),
