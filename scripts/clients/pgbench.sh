@@ -62,6 +62,8 @@ if [ $status -eq 0 ] && [ "$failures" = 0 ] && ! grep -q 'aborted' "$work/run.ou
     echo "pgbench.run: $processed transactions, $tps tps$note" >&2
 else
     aborted=$(grep -c 'aborted in command' "$work/run.out")
-    fail pgbench.run "exit $status, ${processed:-no} transactions, ${failures:-unknown} failed, $aborted clients aborted$note:" \
-        "$( (grep -m1 'aborted in command' "$work/run.out" || grep -m1 'error:' "$work/run.out") | sed 's/db_[0-9A-Z]*/db_…/')"
+    first=$( (grep -m1 'aborted in command' "$work/run.out" || grep -m1 'error:' "$work/run.out") |
+        sed -e 's/^.*aborted in command [0-9]* query [0-9]*: //' -e 's/db_[0-9A-Z]*/db_…/' -e 's/br_[0-9A-Z]*/br_…/')
+    fail pgbench.run "$aborted of 8 clients aborted, ${failures:-unknown} transactions failed: ${first:-no error shown};" \
+        "exit $status, ${processed:-no} transactions$note"
 fi

@@ -51,7 +51,6 @@ class Checks:
     def __init__(self, prefix: str):
         self.prefix = prefix
         self.failed: set[str] = set()
-        self.verbose = os.environ.get("CLIENTS_VERBOSE") == "1"
 
     def run(self, name: str, fn, *, needs: tuple[str, ...] = ()) -> bool:
         """Runs `fn()` as check `<prefix>.<name>`; False if it failed or a check in `needs` had."""
