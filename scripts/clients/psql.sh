@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # psql against a Cambium database (CLIENTS_URI): the describe meta-commands (\l \dt \d t \di \dn \df \du \dv), each
-# run on its own and its output checked for what the setup made, and \copy of a table to a file and from it.
+# run on its own and its output checked for what the setup made, \copy of a table to a file and from it, and (last,
+# since on failure it leaves the database locked) a psql that quits inside a transaction it wrote in: the next
+# session's write must not wait for it.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -82,3 +84,26 @@ copy_from() {
 }
 if failed psql.setup; then fail psql.copy_to "not run: psql.setup failed"; else copy_to; fi
 if failed psql.setup; then fail psql.copy_from "not run: psql.setup failed"; else copy_from; fi
+
+# disconnect_in_transaction: `psql -c BEGIN -c INSERT` ends its session with the transaction open (psql sends
+# Terminate, as a client that exits or crashes closes its socket); the server rolls it back, so another session
+# writes at once (lock_timeout bounds the wait on PostgreSQL to 3 s; Cambium's own wait for its write lock is 5 s).
+disconnect_in_transaction() {
+    q "$uri" -c 'BEGIN' -c "INSERT INTO ps_copy VALUES (100, 'left open', 0)" >"$work/open.out" 2>&1 ||
+        { fail psql.disconnect_in_transaction "$(errors_in "$work/open.out")"; return; }
+    local started_ms=$(($(date +%s%N) / 1000000)) took_ms
+    if ! PGOPTIONS='-c lock_timeout=3000' q "$uri" -c "INSERT INTO ps_copy VALUES (101, 'next', 0)" \
+        >"$work/next.out" 2>&1; then
+        took_ms=$(($(date +%s%N) / 1000000 - started_ms))
+        fail psql.disconnect_in_transaction "a write after a session quit inside its transaction, ${took_ms} ms: $(errors_in "$work/next.out")"
+        return
+    fi
+    local rows
+    rows=$(q "$uri" -Atc 'SELECT id FROM ps_copy WHERE id >= 100 ORDER BY id' 2>&1)
+    if [ "$rows" != 101 ]; then
+        fail psql.disconnect_in_transaction "rows [$rows], want only 101: the quit session's insert must be rolled back"
+        return
+    fi
+    pass psql.disconnect_in_transaction
+}
+if failed psql.setup; then fail psql.disconnect_in_transaction "not run: psql.setup failed"; else disconnect_in_transaction; fi
