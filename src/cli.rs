@@ -321,6 +321,11 @@ pub(crate) struct PgArgs {
     #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_DATABASE_MAX",
         default_value_t = compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT)]
     pg_connections_per_database_max: usize,
+    /// Sessions the databases of one account may have open at once, over all of them (0: no limit but the
+    /// listener's 1024); past it a connection gets FATAL 53300, so one account cannot take every connection.
+    #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_ACCOUNT_MAX",
+        default_value_t = compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT)]
+    pg_connections_per_account_max: usize,
 }
 
 impl PgArgs {
@@ -332,6 +337,7 @@ impl PgArgs {
             },
             tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
             connections_per_database_max: self.pg_connections_per_database_max,
+            connections_per_account_max: self.pg_connections_per_account_max,
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct PgOptions {
     pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
     /// Sessions one database may have open at once (0: no limit but the listener's).
     pub connections_per_database_max: usize,
+    /// Sessions the databases of one account may have open at once (0: no limit but the listener's).
+    pub connections_per_account_max: usize,
 }
 
 /// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
@@ -265,6 +267,7 @@ async fn serve_api(
         session_defaults: options.pg.session_defaults,
         tls: Some(pg_tls(options)?),
         connections_per_database_max: options.pg.connections_per_database_max,
+        connections_per_account_max: options.pg.connections_per_account_max,
     })
     .await
     .context("starting the PostgreSQL listener")?;
