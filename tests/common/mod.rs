@@ -48,8 +48,12 @@ fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, S
         .split("listening on ")
         .nth(1)
         .and_then(|a| a.split_whitespace().next())
-        // `cambium up` says `http://…`: the address is what follows.
-        .map(|a| a.trim_start_matches("http://").to_string())
+        // `cambium up` says `http://…` (or `https://…`): the address is what follows.
+        .map(|a| {
+            a.trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string()
+        })
         .unwrap_or_else(|| panic!("{args:?} did not report its address: {line:?}"));
     (child, address)
 }

@@ -38,9 +38,11 @@ pub mod openapi;
 mod operations;
 mod projects;
 pub mod serve;
+pub mod tls;
 mod views;
 
 pub use serve::{serve, ServeConfig};
+pub use tls::ApiTls;
 
 /// The request id header set on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
