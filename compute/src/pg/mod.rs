@@ -58,6 +58,7 @@ use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::response::NotificationResponse;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::{TcpListener, TcpStream};
@@ -382,7 +383,17 @@ async fn serve_connection(
                 message = socket.next() => message,
             }
         } else {
-            socket.next().await
+            match handlers.query.connection.shared.get().cloned() {
+                // A session: notifications are sent as they arrive, while the client is idle.
+                Some(shared) => tokio::select! {
+                    message = socket.next() => message,
+                    () = shared.notification_arrived() => {
+                        send_notifications(&mut socket, &shared).await?;
+                        continue;
+                    }
+                },
+                None => socket.next().await,
+            }
         };
         let message = match message {
             Some(Ok(message)) => message,
@@ -422,7 +433,38 @@ async fn serve_connection(
         if is_cancel_request {
             return Ok(());
         }
+        if let Some(shared) = handlers.query.connection.shared.get() {
+            // Notifications that came while a statement ran, or that it sent itself, go after its reply.
+            send_notifications(&mut socket, shared).await?;
+        }
     }
+}
+
+/// Sends the session's waiting notifications, if the connection is between queries and the session
+/// outside a transaction (else they wait, as PostgreSQL holds them until the transaction ends).
+async fn send_notifications<S>(socket: &mut S, shared: &SessionShared) -> std::io::Result<()>
+where
+    S: Sink<PgWireBackendMessage> + ClientInfo + Unpin,
+    S::Error: std::fmt::Display,
+{
+    if !matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
+        return Ok(());
+    }
+    let notifications = shared.take_notifications();
+    if notifications.is_empty() {
+        return Ok(());
+    }
+    for notification in notifications {
+        let message = NotificationResponse::new(notification.sender_pid, notification.channel, notification.payload);
+        socket
+            .feed(PgWireBackendMessage::NotificationResponse(message))
+            .await
+            .map_err(|error| std::io::Error::other(error.to_string()))?;
+    }
+    socket
+        .flush()
+        .await
+        .map_err(|error| std::io::Error::other(error.to_string()))
 }
 
 /// The session of one connection: empty until authentication opens it.

@@ -91,6 +91,17 @@ pub enum Kind {
     },
     /// `CLOSE name`, or `CLOSE ALL` (`None`).
     Close(Option<String>),
+    /// `LISTEN channel`.
+    Listen(String),
+    /// `UNLISTEN channel`, or `UNLISTEN *` (`None`).
+    Unlisten(Option<String>),
+    /// `NOTIFY channel [, payload]`.
+    Notify {
+        /// The channel.
+        channel: String,
+        /// The payload (empty if none).
+        payload: String,
+    },
     /// `COPY table [(columns)] FROM STDIN`: the session reads the rows the client streams.
     CopyFrom {
         /// The table as written (PostgreSQL text).
@@ -183,6 +194,13 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
     }
     Ok(Translated::Statements(out))
+}
+
+/// A translation the session carries out itself (no SQLite statement).
+fn bare(kind: Kind) -> Translation {
+    let mut t = Translation::single(String::new(), kind);
+    t.steps.clear();
+    t
 }
 
 /// `COPY … FROM STDIN` or `COPY … TO STDOUT`, for the session to carry out.
@@ -492,9 +510,14 @@ fn translate_statement(
             comment,
             ..
         } => ddl::comment(*object_type, object_name, comment.as_deref())?,
-        Statement::LISTEN { .. } | Statement::UNLISTEN { .. } | Statement::NOTIFY { .. } => {
-            return Err(PgError::unsupported("LISTEN/NOTIFY"))
-        }
+        Statement::LISTEN { channel } => bare(Kind::Listen(channel.value.clone())),
+        Statement::UNLISTEN { channel } => bare(Kind::Unlisten(
+            (channel.quote_style.is_some() || channel.value != "*").then(|| channel.value.clone()),
+        )),
+        Statement::NOTIFY { channel, payload } => bare(Kind::Notify {
+            channel: channel.value.clone(),
+            payload: payload.clone().unwrap_or_default(),
+        }),
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {

@@ -89,6 +89,10 @@ pub(crate) struct SessionShared {
     statement_timeout_ms: AtomicU64,
     idle_in_transaction_timeout_ms: AtomicU64,
     in_transaction: AtomicBool,
+    /// The session's queue of notifications (`LISTEN`), drained by the connection.
+    listener: Arc<pgcompat::notify::Listener>,
+    /// Woken when a notification arrives for the session.
+    notified: tokio::sync::Notify,
 }
 
 impl SessionShared {
@@ -99,6 +103,26 @@ impl SessionShared {
             .stop
             .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
         self.interrupt.interrupt();
+    }
+
+    /// The notifications waiting for the client, if it may have them now (outside a transaction).
+    pub(crate) fn take_notifications(&self) -> Vec<pgcompat::notify::Notification> {
+        if self.in_transaction() || !self.listener.has_pending() {
+            return Vec::new();
+        }
+        let dropped = self.listener.take_dropped();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "a client's notification queue was full: its oldest notifications were dropped"
+            );
+        }
+        self.listener.take()
+    }
+
+    /// Resolves when a notification arrives (or arrived since the last call).
+    pub(crate) async fn notification_arrived(&self) {
+        self.notified.notified().await;
     }
 
     /// Forgets an earlier stop: called by the connection before it hands the session a new query.
@@ -210,7 +234,20 @@ impl Session {
             statement_timeout_ms: AtomicU64::new(defaults.statement_timeout_ms),
             idle_in_transaction_timeout_ms: AtomicU64::new(defaults.idle_in_transaction_timeout_ms),
             in_transaction: AtomicBool::new(false),
+            listener: dialect.state().notifier().listener().clone(),
+            notified: tokio::sync::Notify::new(),
         });
+        let woken = Arc::downgrade(&shared);
+        shared.listener.set_waker(Arc::new(move || {
+            if let Some(shared) = woken.upgrade() {
+                shared.notified.notify_one();
+            }
+        }));
+        // Waits inside SQL functions (advisory locks) end when the statement is stopped.
+        let weak = Arc::downgrade(&shared);
+        dialect
+            .state()
+            .set_interrupt_check(Arc::new(move || weak.upgrade().is_some_and(|s| s.stopped().is_some())));
         Ok(Session {
             conn,
             shared,
@@ -304,6 +341,7 @@ impl Session {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
         if !in_transaction {
             self.cursors.end_transaction(succeeded);
+            self.dialect.state().end_transaction(succeeded);
         }
         let state = self.dialect.state();
         let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
@@ -339,6 +377,7 @@ impl Session {
         if matches!(kind, pgcompat::Kind::Commit | pgcompat::Kind::Rollback) {
             let committed = !was_failed && *kind == pgcompat::Kind::Commit;
             self.cursors.end_transaction(committed);
+            self.dialect.state().end_transaction(committed);
         }
         self.dialect.state().update_settings(|settings| match kind {
             pgcompat::Kind::Begin { modes } => {
@@ -591,6 +630,9 @@ impl Session {
                     | pgcompat::Kind::Close(_)
                     | pgcompat::Kind::CopyFrom { .. }
                     | pgcompat::Kind::CopyTo { .. }
+                    | pgcompat::Kind::Listen(_)
+                    | pgcompat::Kind::Unlisten(_)
+                    | pgcompat::Kind::Notify { .. }
             )
         {
             return Err(aborted());
@@ -632,6 +674,22 @@ impl Session {
                 return self.start_copy_in(table, columns, options);
             }
             pgcompat::Kind::CopyTo { query, options } => return self.copy_out(query, options),
+            pgcompat::Kind::Listen(channel) => {
+                return match self.dialect.state().notifier().listen(channel) {
+                    Ok(()) => Ok(Outcome::Command("LISTEN".to_owned())),
+                    Err(error) => self.fail(SqlError::from(error)),
+                };
+            }
+            pgcompat::Kind::Unlisten(channel) => {
+                self.dialect.state().notifier().unlisten(channel.as_deref());
+                return Ok(Outcome::Command("UNLISTEN".to_owned()));
+            }
+            pgcompat::Kind::Notify { channel, payload } => {
+                return match self.dialect.state().notifier().notify(channel, payload) {
+                    Ok(()) => Ok(Outcome::Command("NOTIFY".to_owned())),
+                    Err(error) => self.fail(SqlError::from(error)),
+                };
+            }
             pgcompat::Kind::Close(name) => {
                 return match self.cursors.close(name.as_deref()) {
                     Ok(()) => Ok(Outcome::Command("CLOSE CURSOR".to_owned())),
