@@ -56,26 +56,37 @@ async fn notifications_and_advisory_locks_cross_sessions() {
         ]
     );
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), received.next()).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(300), received.next())
+            .await
+            .is_err(),
         "nothing from the rolled-back transaction or an unheard channel"
     );
 
     // Advisory locks.
     let holder = connect(&uri).await.expect("connects");
-    holder.batch_execute("SELECT pg_advisory_lock(42)").await.expect("locks");
+    holder
+        .batch_execute("SELECT pg_advisory_lock(42)")
+        .await
+        .expect("locks");
     notifier.batch_execute("SET lock_timeout = '200ms'").await.expect("set");
     let error = notifier
         .batch_execute("SELECT pg_advisory_lock(42)")
         .await
         .expect_err("held by the other session");
     assert_eq!(error.code().map(|c| c.code()), Some("55P03"), "{error}");
-    let tried = notifier.query_one("SELECT pg_try_advisory_lock(42)", &[]).await.expect("try");
+    let tried = notifier
+        .query_one("SELECT pg_try_advisory_lock(42)", &[])
+        .await
+        .expect("try");
     assert!(!tried.get::<_, bool>(0));
     drop(holder);
     // The holder's session ends with its connection: the lock goes with it.
     let mut granted = false;
     for _ in 0..50 {
-        let row = notifier.query_one("SELECT pg_try_advisory_lock(42)", &[]).await.expect("try");
+        let row = notifier
+            .query_one("SELECT pg_try_advisory_lock(42)", &[])
+            .await
+            .expect("try");
         if row.get::<_, bool>(0) {
             granted = true;
             break;

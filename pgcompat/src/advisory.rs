@@ -22,7 +22,6 @@ const WAIT_SLICE: Duration = Duration::from_millis(20);
 /// Most advisory lock acquisitions one session may hold at once.
 pub const HELD_MAX: usize = 10_000;
 
-
 /// A lock's key: one `bigint`, or two `int4` (a separate key space, as in PostgreSQL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
