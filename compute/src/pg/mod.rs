@@ -116,6 +116,18 @@ pub enum SessionError {
         /// Its limit.
         max: usize,
     },
+    /// The account owning the database has as many sessions as it may, over all its databases (FATAL 53300).
+    #[error(
+        "too many connections for the account owning database {database:?}: {open} open, at most {max} per account"
+    )]
+    TooManyConnectionsForAccount {
+        /// The name the client gave.
+        database: String,
+        /// Sessions open on the account's databases now.
+        open: usize,
+        /// The per-account limit.
+        max: usize,
+    },
     /// SQLite could not open the database.
     #[error("cannot open database: {0}")]
     Open(#[from] rusqlite::Error),
@@ -132,7 +144,7 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError>;
 
     /// Admits one more session on `database` before it is opened, or refuses it
-    /// ([`SessionError::TooManyConnections`]); the returned guard is held for the session's life and lets
+    /// ([`SessionError::TooManyConnections`], [`SessionError::TooManyConnectionsForAccount`]); the returned guard is held for the session's life and lets
     /// the place go when dropped. The default admits everyone.
     fn admit(&self, database: &str) -> Result<Option<Admission>, SessionError> {
         let _ = database;

@@ -94,7 +94,9 @@ impl Startup {
                 *self.connection.slot.lock() = Some(session);
                 Ok(())
             }
-            Err(error @ SessionError::TooManyConnections { .. }) => Err(fatal(TOO_MANY_CONNECTIONS, error.to_string())),
+            Err(
+                error @ (SessionError::TooManyConnections { .. } | SessionError::TooManyConnectionsForAccount { .. }),
+            ) => Err(fatal(TOO_MANY_CONNECTIONS, error.to_string())),
             Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),
         }
     }
