@@ -131,6 +131,12 @@ pub const GENERATED_ALWAYS: &str = "428C9";
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 /// bad_copy_file_format
 pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+/// lock_not_available
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// query_canceled
+pub const QUERY_CANCELED: &str = "57014";
+/// deadlock_detected
+pub const DEADLOCK_DETECTED: &str = "40P01";
 
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
@@ -172,6 +178,9 @@ const CODES: &[&str] = &[
     INTERNAL_ERROR,
     CANT_CHANGE_RUNTIME_PARAM,
     BAD_COPY_FILE_FORMAT,
+    LOCK_NOT_AVAILABLE,
+    QUERY_CANCELED,
+    DEADLOCK_DETECTED,
     SUBSTRING_ERROR,
     WRONG_OBJECT_TYPE,
     GENERATED_ALWAYS,

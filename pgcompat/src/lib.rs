@@ -14,11 +14,13 @@
 // `functions::sequence::on_connection`). Everything else stays safe code.
 #![deny(unsafe_code)]
 
+pub mod advisory;
 pub mod catalog;
 pub mod copy;
 pub mod enums;
 pub mod error;
 pub mod functions;
+pub mod notify;
 pub mod pg_catalog;
 pub mod sequence;
 pub mod settings;
