@@ -391,7 +391,13 @@ pub(crate) fn alter_table(
         }
         let mut steps = Vec::new();
         for operation in &mut alter.operations {
-            steps.extend(add_identity(conn, catalog, &table, operation, identity_sequence)?);
+            steps.extend(super::identity::add_identity(
+                conn,
+                catalog,
+                &table,
+                operation,
+                identity_sequence,
+            )?);
         }
         let plan = super::rebuild::rebuild(conn, catalog, &table, &mut alter.operations)?;
         steps.extend(plan.steps);
@@ -414,63 +420,6 @@ fn relation_exists(conn: &Connection, name: &str) -> bool {
         |row| row.get(0),
     )
     .unwrap_or(false)
-}
-
-/// `ALTER COLUMN c ADD GENERATED … AS IDENTITY [(options)]`: the column's sequence is made (its steps
-/// returned) and the operation becomes the default that reads it, which the rebuild sets.
-fn add_identity(
-    conn: &Connection,
-    catalog: &Catalog,
-    table: &str,
-    operation: &mut AlterTableOperation,
-    identity_sequence: Option<&str>,
-) -> Result<Vec<String>, PgError> {
-    let AlterTableOperation::AlterColumn { column_name, op } = operation else {
-        return Ok(Vec::new());
-    };
-    let sqlparser::ast::AlterColumnOperation::AddGenerated {
-        generated_as,
-        sequence_options,
-    } = op
-    else {
-        return Ok(Vec::new());
-    };
-    let column = fold(column_name);
-    let declared: Option<String> = conn
-        .query_row(
-            "SELECT type FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE",
-            [table, column.as_str()],
-            |row| row.get(0),
-        )
-        .ok();
-    if declared.is_none() {
-        return Err(PgError::new(
-            crate::error::UNDEFINED_COLUMN,
-            format!("column \"{column}\" of relation \"{table}\" does not exist"),
-        ));
-    }
-    let identity = if matches!(generated_as, Some(GeneratedAs::Always)) {
-        "a"
-    } else {
-        "d"
-    };
-    let ty = catalog
-        .column_type(table, &column)
-        .filter(|t| t.is_integer())
-        .unwrap_or(PgType::INT8);
-    let (sequence, steps) = super::sequence::column_sequence(
-        conn,
-        table,
-        &column,
-        ty,
-        sequence_options.as_deref().unwrap_or_default(),
-        identity_sequence,
-        identity,
-    )?;
-    *op = sqlparser::ast::AlterColumnOperation::SetDefault {
-        value: super::sequence::nextval_default(&sequence),
-    };
-    Ok(steps)
 }
 
 /// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).

@@ -8,6 +8,7 @@ pub(crate) mod ddl;
 pub(crate) mod dependents;
 pub(crate) mod enums;
 pub(crate) mod expr;
+pub(crate) mod identity;
 mod maintenance;
 pub(crate) mod names;
 pub(crate) mod rebuild;
@@ -338,7 +339,7 @@ fn translate_statement(
             }
             let mut rewriter = Rewriter::new(catalog);
             rewriter.typer.scopes.push(Scope::of_table(&table));
-            sequence::check_identity_update(catalog, &table, &update.assignments)?;
+            identity::check_identity_update(catalog, &table, &update.assignments)?;
             rewrite_update(&mut rewriter, update)?;
             defaults_of_assignments(conn, &table, &mut update.assignments);
             coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
@@ -654,13 +655,13 @@ fn translate_insert(
             }
         }
     }
-    sequence::check_identity(catalog, &table, &columns, insert, overriding)?;
+    identity::check_identity(catalog, &table, &columns, insert, overriding)?;
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);
         coerce_source(&mut rewriter, source, &types);
     }
-    sequence::fill_omitted(conn, &table, insert, &columns)?;
+    identity::fill_omitted(conn, &table, insert, &columns)?;
     let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
     Ok(Translation {
         steps: vec![Statement::Insert(insert.clone()).to_string()],
