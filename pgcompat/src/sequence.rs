@@ -182,11 +182,9 @@ impl Sequence {
     /// its default).
     fn apply(&mut self, options: &Options, creating: bool) -> Result<(), PgError> {
         let old_type = self.data_type;
-        let (old_low, old_high) = type_bounds(old_type);
         if let Some(ty) = options.data_type {
             self.data_type = sequence_type(ty)?;
         }
-        let type_changed = self.data_type != old_type;
         if let Some(increment) = options.increment {
             if increment == 0 {
                 return Err(invalid("INCREMENT must not be zero".to_owned()));
@@ -196,13 +194,28 @@ impl Sequence {
         if let Some(cycle) = options.cycle {
             self.cycle = cycle;
         }
+        self.apply_bounds(options, creating, old_type)?;
+        self.apply_start(options, creating)?;
+        if let Some(cache) = options.cache {
+            if cache <= 0 {
+                return Err(invalid(format!("CACHE ({cache}) must be greater than zero")));
+            }
+            self.cache = cache;
+        }
+        Ok(())
+    }
+
+    /// `MINVALUE`/`MAXVALUE`: given, defaulted by direction and type, or following a new type when they were
+    /// the old type's own; checked against the type and each other.
+    fn apply_bounds(&mut self, options: &Options, creating: bool, old_type: PgType) -> Result<(), PgError> {
+        let (old_low, old_high) = type_bounds(old_type);
+        let type_changed = self.data_type != old_type;
         let (low, high) = type_bounds(self.data_type);
         let ascending = self.increment > 0;
         match options.max {
             Some(Some(max)) => self.max = max,
             Some(None) => self.max = if ascending { high } else { -1 },
             None if creating => self.max = if ascending { high } else { -1 },
-            // A maximum that was the old type's own follows the type.
             None if type_changed && (self.max == old_high || self.max > high) => self.max = high,
             None => {}
         }
@@ -232,9 +245,14 @@ impl Sequence {
                 self.min, self.max
             )));
         }
+        Ok(())
+    }
+
+    /// `START` and `RESTART` (the state), checked against the bounds.
+    fn apply_start(&mut self, options: &Options, creating: bool) -> Result<(), PgError> {
         match options.start {
             Some(start) => self.start = start,
-            None if creating => self.start = if ascending { self.min } else { self.max },
+            None if creating => self.start = if self.increment > 0 { self.min } else { self.max },
             None => {}
         }
         if self.start < self.min {
@@ -271,12 +289,6 @@ impl Sequence {
                 "RESTART value ({}) cannot be greater than MAXVALUE ({})",
                 self.last_value, self.max
             )));
-        }
-        if let Some(cache) = options.cache {
-            if cache <= 0 {
-                return Err(invalid(format!("CACHE ({cache}) must be greater than zero")));
-            }
-            self.cache = cache;
         }
         Ok(())
     }

@@ -25,7 +25,7 @@ fn fold(ident: &Ident) -> String {
     }
 }
 
-fn fold_name(name: &ObjectName) -> String {
+pub(crate) fn fold_name(name: &ObjectName) -> String {
     // Callers check the schema first (`checked_name`).
     match name.0.last() {
         Some(sqlparser::ast::ObjectNamePart::Identifier(ident)) => fold(ident),
@@ -33,7 +33,7 @@ fn fold_name(name: &ObjectName) -> String {
     }
 }
 
-fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
+pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
     steps.insert(0, CREATE_COLUMNS_TABLE.to_owned());
     Translation {
         primary: steps.len().min(2) - 1,
@@ -145,18 +145,13 @@ fn render_column(
             }
             ColumnOption::Unique(_) => out.push_str(" UNIQUE"),
             ColumnOption::ForeignKey(fk) => {
-                let mut text = format!(" REFERENCES {}", quote_ident(&fold_name(&fk.foreign_table)));
-                if !fk.referred_columns.is_empty() {
-                    let cols: Vec<String> = fk.referred_columns.iter().map(|c| quote_ident(&fold(c))).collect();
-                    text.push_str(&format!(" ({})", cols.join(", ")));
-                }
-                if let Some(action) = &fk.on_delete {
-                    text.push_str(&format!(" ON DELETE {action}"));
-                }
-                if let Some(action) = &fk.on_update {
-                    text.push_str(&format!(" ON UPDATE {action}"));
-                }
-                out.push_str(&text);
+                out.push(' ');
+                out.push_str(&references(
+                    &fk.foreign_table,
+                    &fk.referred_columns,
+                    fk.on_delete.as_ref(),
+                    fk.on_update.as_ref(),
+                ));
             }
             ColumnOption::Check(check) => {
                 rewriter.rewrite_expr(check.expr.as_mut())?;
@@ -237,16 +232,7 @@ pub(crate) fn create_table(
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(Scope::of_table(&table));
     // A one-column table primary key on a serial column becomes that column's INTEGER PRIMARY KEY.
-    let mut table_pk_column: Option<String> = None;
-    for constraint in &create.constraints {
-        if let TableConstraint::PrimaryKey(pk) = constraint {
-            if let [only] = pk.columns.as_slice() {
-                if let Expr::Identifier(ident) = &only.column.expr {
-                    table_pk_column = Some(fold(ident));
-                }
-            }
-        }
-    }
+    let table_pk_column = single_primary_key(&create.constraints);
     let mut parts = Vec::new();
     let mut records = Vec::new();
     let mut sequence_steps = Vec::new();
@@ -292,6 +278,41 @@ pub(crate) fn create_table(
     Ok(ddl("CREATE TABLE", steps))
 }
 
+/// `REFERENCES t (cols) [ON DELETE …] [ON UPDATE …]` for SQLite.
+fn references(
+    table: &ObjectName,
+    columns: &[Ident],
+    on_delete: Option<&sqlparser::ast::ReferentialAction>,
+    on_update: Option<&sqlparser::ast::ReferentialAction>,
+) -> String {
+    let mut text = format!("REFERENCES {}", quote_ident(&fold_name(table)));
+    if !columns.is_empty() {
+        let cols: Vec<String> = columns.iter().map(|c| quote_ident(&fold(c))).collect();
+        text.push_str(&format!(" ({})", cols.join(", ")));
+    }
+    if let Some(action) = on_delete {
+        text.push_str(&format!(" ON DELETE {action}"));
+    }
+    if let Some(action) = on_update {
+        text.push_str(&format!(" ON UPDATE {action}"));
+    }
+    text
+}
+
+/// The column of a one-column table `PRIMARY KEY (c)`.
+fn single_primary_key(constraints: &[TableConstraint]) -> Option<String> {
+    constraints.iter().find_map(|constraint| match constraint {
+        TableConstraint::PrimaryKey(pk) => match pk.columns.as_slice() {
+            [only] => match &only.column.expr {
+                Expr::Identifier(ident) => Some(fold(ident)),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
 /// Whether a table of this name exists.
 fn table_exists(conn: &Connection, table: &str) -> bool {
     conn.query_row(
@@ -328,23 +349,17 @@ fn render_constraints(
             ),
             TableConstraint::ForeignKey(fk) => {
                 let cols: Vec<String> = fk.columns.iter().map(|c| quote_ident(&fold(c))).collect();
-                let mut text = format!(
-                    "{}FOREIGN KEY ({}) REFERENCES {}",
+                format!(
+                    "{}FOREIGN KEY ({}) {}",
                     name_clause(&fk.name),
                     cols.join(", "),
-                    quote_ident(&fold_name(&fk.foreign_table))
-                );
-                if !fk.referred_columns.is_empty() {
-                    let referred: Vec<String> = fk.referred_columns.iter().map(|c| quote_ident(&fold(c))).collect();
-                    text.push_str(&format!(" ({})", referred.join(", ")));
-                }
-                if let Some(action) = &fk.on_delete {
-                    text.push_str(&format!(" ON DELETE {action}"));
-                }
-                if let Some(action) = &fk.on_update {
-                    text.push_str(&format!(" ON UPDATE {action}"));
-                }
-                text
+                    references(
+                        &fk.foreign_table,
+                        &fk.referred_columns,
+                        fk.on_delete.as_ref(),
+                        fk.on_update.as_ref()
+                    )
+                )
             }
             TableConstraint::Check(check) => {
                 rewriter.rewrite_expr(check.expr.as_mut())?;
@@ -422,6 +437,41 @@ fn relation_exists(conn: &Connection, name: &str) -> bool {
     .unwrap_or(false)
 }
 
+/// `RENAME COLUMN a TO b` and `RENAME TO t`: SQLite's rename, the recorded types and the owners of the
+/// table's sequences following it.
+fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Vec<String> {
+    let mut steps = Vec::new();
+    match operation {
+        AlterTableOperation::RenameColumn {
+            old_column_name,
+            new_column_name,
+        } => {
+            let (from, to) = (fold(old_column_name), fold(new_column_name));
+            steps.push(format!(
+                "ALTER TABLE {} RENAME COLUMN {} TO {}",
+                quote_ident(table),
+                quote_ident(&from),
+                quote_ident(&to)
+            ));
+            steps.push(catalog::rename_column(table, &from, &to));
+            steps.extend(super::sequence::rename_owner(catalog, table, Some((&from, &to)), table));
+        }
+        AlterTableOperation::RenameTable { table_name } => {
+            let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
+            let to = fold_name(name);
+            steps.push(format!(
+                "ALTER TABLE {} RENAME TO {}",
+                quote_ident(table),
+                quote_ident(&to)
+            ));
+            steps.push(catalog::rename_table(table, &to));
+            steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
+        }
+        _ => {}
+    }
+    steps
+}
+
 /// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).
 fn alter_in_place(
     conn: &Connection,
@@ -475,30 +525,8 @@ fn alter_in_place(
                     steps.extend(super::sequence::drop_owned(catalog, table, Some(&name)));
                 }
             }
-            AlterTableOperation::RenameColumn {
-                old_column_name,
-                new_column_name,
-            } => {
-                let (from, to) = (fold(old_column_name), fold(new_column_name));
-                steps.push(format!(
-                    "ALTER TABLE {} RENAME COLUMN {} TO {}",
-                    quote_ident(table),
-                    quote_ident(&from),
-                    quote_ident(&to)
-                ));
-                steps.push(catalog::rename_column(table, &from, &to));
-                steps.extend(super::sequence::rename_owner(catalog, table, Some((&from, &to)), table));
-            }
-            AlterTableOperation::RenameTable { table_name } => {
-                let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
-                let to = fold_name(name);
-                steps.push(format!(
-                    "ALTER TABLE {} RENAME TO {}",
-                    quote_ident(table),
-                    quote_ident(&to)
-                ));
-                steps.push(catalog::rename_table(table, &to));
-                steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
+            AlterTableOperation::RenameColumn { .. } | AlterTableOperation::RenameTable { .. } => {
+                steps.extend(rename(catalog, table, operation));
             }
             AlterTableOperation::OwnerTo { .. } => {}
             other => return Err(PgError::unsupported(format!("ALTER TABLE … {other}"))),
@@ -639,61 +667,4 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         uses_now: false,
         foreign_keys_off: false,
     })
-}
-
-/// The table that keeps `COMMENT ON` text (for `obj_description` and `\\d+`).
-pub const CREATE_COMMENTS_TABLE: &str = "CREATE TABLE IF NOT EXISTS _cambium_comments (\
-     kind TEXT NOT NULL, object TEXT NOT NULL, sub TEXT NOT NULL DEFAULT '', comment TEXT NOT NULL, \
-     PRIMARY KEY (kind, object, sub)) WITHOUT ROWID";
-
-/// `COMMENT ON TABLE|COLUMN|VIEW|INDEX … IS '…' | NULL`.
-pub(crate) fn comment(
-    object_type: sqlparser::ast::CommentObject,
-    name: &ObjectName,
-    text: Option<&str>,
-) -> Result<Translation, PgError> {
-    use sqlparser::ast::CommentObject;
-    let (kind, object, sub) = match object_type {
-        CommentObject::Column => {
-            let parts: Vec<String> = name
-                .0
-                .iter()
-                .map(|p| p.to_string().trim_matches('"').to_ascii_lowercase())
-                .collect();
-            match parts.as_slice() {
-                [.., table, column] => ("column", table.clone(), column.clone()),
-                _ => return Err(PgError::unsupported("COMMENT ON COLUMN without a table")),
-            }
-        }
-        CommentObject::Table
-        | CommentObject::View
-        | CommentObject::Index
-        | CommentObject::Schema
-        | CommentObject::Database => (
-            if matches!(object_type, CommentObject::Column) {
-                "column"
-            } else {
-                "relation"
-            },
-            fold_name(name),
-            String::new(),
-        ),
-        other => return Err(PgError::unsupported(format!("COMMENT ON {other}"))),
-    };
-    let step = match text {
-        Some(text) => format!(
-            "INSERT OR REPLACE INTO _cambium_comments (kind, object, sub, comment) VALUES ({}, {}, {}, {})",
-            catalog::quote_literal(kind),
-            catalog::quote_literal(&object),
-            catalog::quote_literal(&sub),
-            catalog::quote_literal(text)
-        ),
-        None => format!(
-            "DELETE FROM _cambium_comments WHERE kind = {} AND object = {} AND sub = {}",
-            catalog::quote_literal(kind),
-            catalog::quote_literal(&object),
-            catalog::quote_literal(&sub)
-        ),
-    };
-    Ok(ddl("COMMENT", vec![CREATE_COMMENTS_TABLE.to_owned(), step]))
 }

@@ -3,6 +3,7 @@
 //! caller needs to run it and type its results.
 
 pub(crate) mod catalog_refs;
+pub(crate) mod comment;
 pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
@@ -557,7 +558,7 @@ fn translate_statement(
             object_name,
             comment,
             ..
-        } => ddl::comment(*object_type, object_name, comment.as_deref())?,
+        } => comment::comment(*object_type, object_name, comment.as_deref())?,
         Statement::LISTEN { channel } => bare(Kind::Listen(channel.value.clone())),
         Statement::UNLISTEN { channel } => bare(Kind::Unlisten(
             (channel.quote_style.is_some() || channel.value != "*").then(|| channel.value.clone()),
