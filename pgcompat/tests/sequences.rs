@@ -172,10 +172,28 @@ fn a_sequence_moves_with_its_transaction() {
         Ok(vec![vec![Some("1".to_owned()), Some("t".to_owned())]])
     );
     assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "2");
+    // Several values taken in a rolled-back transaction stay taken.
+    conn.execute_batch("BEGIN").expect("begins");
+    ok(&conn, &mut d, "SELECT nextval('s') FROM generate_series(1, 3)");
+    conn.execute_batch("ROLLBACK").expect("rolls back");
+    d.settle_sequences(&conn).expect("settles");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "6");
     // Another session reads the database's state.
     let mut other = Dialect::new(&conn, "shop", "cambium", 2).expect("dialect");
     ok(&conn, &mut other, "SELECT setval('s', 10)");
     assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "11");
+    // Calls of one statement see each other's writes, row by row, left to right.
+    assert_eq!(
+        run(
+            &conn,
+            &mut d,
+            "SELECT nextval('s'), setval('s', 100), nextval('s') FROM generate_series(1, 2)"
+        ),
+        Ok(vec![
+            vec![Some("12".to_owned()), Some("100".to_owned()), Some("101".to_owned())],
+            vec![Some("102".to_owned()), Some("100".to_owned()), Some("101".to_owned())],
+        ])
+    );
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     let flags = FunctionFlags::SQLITE_UTF8;
     let s = state.clone();
     conn.create_scalar_function("pg_nextval", 1, flags, move |ctx| {
-        on_connection(ctx, |conn| nextval(conn, &s, ctx.get_raw(0)))
+        on_connection(ctx, |conn| nextval(conn, &s, ctx))
     })?;
     let s = state.clone();
     conn.create_scalar_function("pg_currval", 1, flags, move |ctx| {
@@ -259,29 +259,71 @@ fn sequence_name(text: &str) -> Result<String, PgError> {
     }
 }
 
-fn nextval(conn: &Connection, state: &SessionState, arg: ValueRef<'_>) -> Result<i64, Failure> {
-    let (id, mut sequence) = find(conn, arg)?;
-    let before = (sequence.last_value, sequence.is_called);
+/// A sequence as the running statement last left it, kept by SQLite with the call's constant argument for
+/// that statement's run (auxiliary data), so a statement that takes many values reads the row once.
+struct StatementCache(parking_lot::Mutex<Option<(i64, Sequence)>>);
+
+fn nextval(conn: &Connection, state: &SessionState, ctx: &Context<'_>) -> Result<i64, Failure> {
+    let cache = ctx.get_aux::<StatementCache>(0).map_err(sqlite)?;
+    let cached = cache.as_ref().and_then(|c| c.0.lock().clone());
+    let (mut id, mut sequence) = match cached {
+        Some(known) => known,
+        None => find(conn, ctx.get_raw(0))?,
+    };
+    let mut before = (sequence.last_value, sequence.is_called);
     state.sequences.lock().resume(id, &mut sequence);
-    let value = sequence.next_value()?;
-    conn.execute(
-        "UPDATE _cambium_sequences SET last_value = ?1, is_called = 1 WHERE id = ?2",
-        [value, id],
-    )
-    .map_err(sqlite)?;
+    let mut value = sequence.next_value()?;
+    // Written only over the state it was stepped from: a row another call of the statement moved (a setval)
+    // is read again.
+    let written = conn
+        .execute(
+            "UPDATE _cambium_sequences SET last_value = ?1, is_called = 1 \
+             WHERE id = ?2 AND last_value = ?3 AND is_called = ?4",
+            [value, id, sequence.last_value, i64::from(sequence.is_called)],
+        )
+        .map_err(sqlite)?;
+    if written == 0 {
+        let (fresh_id, fresh) = find(conn, ctx.get_raw(0))?;
+        (id, sequence) = (fresh_id, fresh);
+        before = (sequence.last_value, sequence.is_called);
+        value = sequence.next_value()?;
+        conn.execute(
+            "UPDATE _cambium_sequences SET last_value = ?1, is_called = 1 WHERE id = ?2",
+            [value, id],
+        )
+        .map_err(sqlite)?;
+    }
+    let stepped = Sequence {
+        last_value: value,
+        is_called: true,
+        ..sequence
+    };
+    match cache {
+        Some(cache) => *cache.0.lock() = Some((id, stepped)),
+        None => {
+            // SQLite keeps it only when the argument is a constant; otherwise the next call reads the row.
+            ctx.set_aux(0, StatementCache(parking_lot::Mutex::new(Some((id, stepped)))))
+                .map_err(sqlite)?;
+        }
+    }
+    remember_nextval(state, id, value, before);
+    Ok(value)
+}
+
+/// Records a value `nextval` gave: `currval`, `lastval`, and the state the sequence had before this session
+/// first moved it since it last settled (what a rollback returns it to).
+fn remember_nextval(state: &SessionState, id: i64, value: i64, before: (i64, bool)) {
     let mut session = state.sequences.lock();
-    session.remember(
-        id,
-        Given {
-            value,
-            before: Some(before),
-        },
-    );
+    let moved_already = session.unsettled.contains(&id);
+    let before = match session.given.get(&id) {
+        Some(given) if moved_already => given.before,
+        _ => Some(before),
+    };
+    session.remember(id, Given { value, before });
     session.last_used = Some(id);
-    if !session.unsettled.contains(&id) && session.unsettled.len() < REMEMBERED_SEQUENCES_MAX {
+    if !moved_already && session.unsettled.len() < REMEMBERED_SEQUENCES_MAX {
         session.unsettled.push(id);
     }
-    Ok(value)
 }
 
 /// Once the session holds no transaction: each sequence whose last `nextval` move in this session was rolled
