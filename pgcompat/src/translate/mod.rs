@@ -6,11 +6,14 @@ pub(crate) mod catalog_refs;
 pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
+pub(crate) mod enums;
 pub(crate) mod expr;
 mod maintenance;
 pub(crate) mod names;
 pub(crate) mod rebuild;
+pub(crate) mod sequence;
 pub(crate) mod tables;
+pub(crate) mod unparsed;
 pub(crate) mod walk;
 
 use rusqlite::Connection;
@@ -181,7 +184,12 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
-        Err(_) => return Ok(Translated::Passthrough),
+        Err(_) => {
+            return Ok(match unparsed::translate(conn, catalog, sql)? {
+                Some(translation) => Translated::Statements(vec![translation]),
+                None => Translated::Passthrough,
+            })
+        }
     };
     let mut out = Vec::with_capacity(statements.len());
     for statement in statements {
@@ -302,9 +310,9 @@ fn translate_statement(
             }
         }
         Statement::Insert(insert) => {
-            // OVERRIDING SYSTEM VALUE: an identity column takes the value given, which SQLite's does anyway.
-            insert.overriding = None;
-            translate_insert(conn, catalog, insert)?
+            // OVERRIDING: checked against the identity columns, then SQLite takes the values as given.
+            let overriding = insert.overriding.take();
+            translate_insert(conn, catalog, insert, overriding)?
         }
         Statement::Update(update) => {
             let table = match &mut update.table.relation {
@@ -319,6 +327,7 @@ fn translate_statement(
             }
             let mut rewriter = Rewriter::new(catalog);
             rewriter.typer.scopes.push(Scope::of_table(&table));
+            sequence::check_identity_update(catalog, &table, &update.assignments)?;
             rewrite_update(&mut rewriter, update)?;
             defaults_of_assignments(conn, &table, &mut update.assignments);
             coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
@@ -369,8 +378,8 @@ fn translate_statement(
                 foreign_keys_off: false,
             }
         }
-        Statement::CreateTable(create) => ddl::create_table(catalog, create)?,
-        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter)?,
+        Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
+        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter, None)?,
         Statement::Drop {
             object_type,
             if_exists,
@@ -382,7 +391,7 @@ fn translate_statement(
                 let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
                 dependents::check_drop(conn, &tables, *cascade)?;
             }
-            ddl::drop(*object_type, *if_exists, names)?
+            ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
         }
         Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
@@ -514,6 +523,17 @@ fn translate_statement(
         },
         Statement::Close { cursor } => cursor::close(cursor),
         Statement::Discard {
+            object_type: sqlparser::ast::DiscardObject::SEQUENCES,
+        } => {
+            // Two steps, so the caller runs them as a command (a one-step SELECT would answer a row).
+            let mut t = Translation::single(String::new(), Kind::Other("DISCARD SEQUENCES".to_owned()));
+            t.steps = vec![
+                "SELECT pg_discard_sequences()".to_owned(),
+                "SELECT 1 WHERE 0".to_owned(),
+            ];
+            t
+        }
+        Statement::Discard {
             object_type: sqlparser::ast::DiscardObject::ALL,
         } => {
             let mut t = Translation::single(String::new(), Kind::DiscardAll);
@@ -544,8 +564,14 @@ fn translate_statement(
             legacy_options,
             ..
         } => copy_statement(source, *to, target, options, legacy_options)?,
-        Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
-        Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
+        Statement::CreateSequence {
+            temporary,
+            if_not_exists,
+            name,
+            sequence_options,
+        } => sequence::create(conn, name, *if_not_exists, *temporary, sequence_options)?,
+        Statement::CreateType { name, representation } => enums::create(conn, catalog, name, representation.as_ref())?,
+        Statement::AlterType(alter) => enums::alter(catalog, alter)?,
         Statement::Grant(_) | Statement::Revoke(_) => {
             let tag = if matches!(statement, Statement::Grant(_)) {
                 "GRANT"
@@ -560,7 +586,12 @@ fn translate_statement(
     Ok(Some(translation))
 }
 
-fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
+fn translate_insert(
+    conn: &Connection,
+    catalog: &Catalog,
+    insert: &mut Insert,
+    overriding: Option<sqlparser::ast::InsertOverriding>,
+) -> Result<Translation, PgError> {
     let table = match &mut insert.table {
         TableObject::TableName(name) => {
             expr::strip_public(name)?;
@@ -610,11 +641,13 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
             }
         }
     }
+    sequence::check_identity(catalog, &table, &columns, insert, overriding)?;
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);
         coerce_source(&mut rewriter, source, &types);
     }
+    sequence::fill_omitted(conn, &table, insert, &columns)?;
     let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
     Ok(Translation {
         steps: vec![Statement::Insert(insert.clone()).to_string()],

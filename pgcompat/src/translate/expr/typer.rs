@@ -95,7 +95,7 @@ impl Typer<'_> {
                 }
                 _ => None,
             },
-            Expr::Nested(inner) => self.infer(inner),
+            Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => self.infer(inner),
             Expr::UnaryOp { op, expr } => match op {
                 UnaryOperator::Not => Some(PgType::BOOL),
                 _ => self.infer(expr),
