@@ -281,7 +281,7 @@ pub(super) fn check_size(bytes: usize) -> Result<(), PgError> {
 }
 
 #[cfg(test)]
-pub(super) mod testing {
+pub(crate) mod testing {
     //! Runs one PostgreSQL statement through the whole layer and prints its first row as PostgreSQL would.
 
     use rusqlite::types::Value;

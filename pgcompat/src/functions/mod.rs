@@ -26,6 +26,8 @@ mod strings;
 mod temporal;
 
 pub use cast::cast;
+#[cfg(test)]
+pub(crate) use extra::testing;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
 pub use strings::like;
 

@@ -10,6 +10,9 @@ pub(crate) mod rebuild;
 pub(crate) mod tables;
 pub(crate) mod walk;
 
+#[cfg(test)]
+mod tests;
+
 use rusqlite::Connection;
 use sqlparser::ast::{
     Assignment, AssignmentTarget, BeginTransactionKind, Expr, FromTable, Insert, ObjectType, Query, SelectItem,

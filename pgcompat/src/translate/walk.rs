@@ -5,7 +5,8 @@
 
 use sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Join, JoinConstraint, JoinOperator,
-    LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, WindowType,
+    LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator, Value,
+    ValueWithSpan, WindowType,
 };
 
 use crate::error::PgError;
@@ -205,6 +206,7 @@ fn postgres_nulls(options: &mut sqlparser::ast::OrderByOptions) {
 
 /// Walks an expression: its children first, then the expression itself.
 pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError> {
+    fold_negative_literal(e);
     match e {
         Expr::IsFalse(a)
         | Expr::IsNotFalse(a)
@@ -343,4 +345,27 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
         _ => {}
     }
     hooks.expr(e)
+}
+
+/// `-<number>` is one literal, as PostgreSQL's grammar makes it (`-9223372036854775808` is the smallest
+/// bigint, not the negation of a number too large for one).
+fn fold_negative_literal(e: &mut Expr) {
+    let Expr::UnaryOp {
+        op: UnaryOperator::Minus,
+        expr: inner,
+    } = e
+    else {
+        return;
+    };
+    let Expr::Value(ValueWithSpan {
+        value: Value::Number(text, long),
+        ..
+    }) = inner.as_ref()
+    else {
+        return;
+    };
+    if text.starts_with('-') {
+        return;
+    }
+    *e = Expr::value(Value::Number(format!("-{text}"), *long));
 }

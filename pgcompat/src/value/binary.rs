@@ -302,8 +302,8 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         Base::Int4 => Value::Integer(i64::from(i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
         Base::Int8 => Value::Integer(i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Oid => Value::Integer(i64::from(u32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
-        Base::Float4 => Value::Real(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
-        Base::Float8 => Value::Real(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
+        Base::Float4 => super::float_value(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
+        Base::Float8 => super::float_value(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Bytea => Value::Blob(bytes.to_vec()),
         Base::Text | Base::Name | Base::Regclass | Base::Varchar | Base::Bpchar | Base::Json => {
             super::input(ty, text()?, tz)?

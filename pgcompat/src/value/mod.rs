@@ -30,7 +30,7 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
         Base::Int4 => Value::Integer(parse_int(text, i64::from(i32::MIN), i64::from(i32::MAX), "integer")?),
         Base::Int8 => Value::Integer(parse_int(text, i64::MIN, i64::MAX, "bigint")?),
         Base::Oid => Value::Integer(parse_int(text, 0, i64::from(u32::MAX), "oid")?),
-        Base::Float4 | Base::Float8 => Value::Real(parse_float(text, ty)?),
+        Base::Float4 | Base::Float8 => float_value(parse_float(text, ty)?),
         Base::Numeric => Value::Text(parse_numeric(text, ty.modifier())?),
         Base::Text | Base::Name | Base::Regclass => Value::Text(text.to_owned()),
         Base::Varchar => Value::Text(check_length(text, ty)?),
@@ -181,6 +181,22 @@ fn parse_int(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, PgE
         ));
     }
     Ok(value as i64)
+}
+
+/// A `double precision` or `real` as SQLite holds it: a REAL, except `NaN`, which SQLite would turn into
+/// NULL: it is the text `NaN` (which SQLite orders after every number, and equal to itself, as PostgreSQL
+/// orders `NaN`).
+pub fn float_value(value: f64) -> Value {
+    if value.is_nan() {
+        Value::Text("NaN".to_owned())
+    } else {
+        Value::Real(value)
+    }
+}
+
+/// `double precision` input (`NaN`, `Infinity`, `-inf` included); 22P02 for anything else.
+pub fn parse_float8(text: &str) -> Result<f64, PgError> {
+    parse_float(text, PgType::FLOAT8)
 }
 
 fn parse_float(text: &str, ty: PgType) -> Result<f64, PgError> {

@@ -131,11 +131,27 @@ impl Rewriter<'_> {
                 }
             }
             "pg_typeof" => {
-                let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
-                string(&ty.map_or_else(
+                let arg = plain_args(function).first().map(|a| (*a).clone());
+                let ty = arg.as_ref().and_then(|a| self.typer.infer(a));
+                let name = string(&ty.map_or_else(
                     || "unknown".to_owned(),
                     |t| t.with_modifier(types::Modifier::None).sql_name(),
-                ))
+                ));
+                // The argument stays in the statement (evaluated, its value unused): an aggregate in it
+                // (`pg_typeof(count(*))`) keeps the query an aggregate one, one row, as in PostgreSQL.
+                match arg {
+                    Some(arg) => Expr::Case {
+                        case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![sqlparser::ast::CaseWhen {
+                            condition: Expr::IsNull(Box::new(arg)),
+                            result: name.clone(),
+                        }],
+                        else_result: Some(Box::new(name)),
+                    },
+                    None => name,
+                }
             }
             n if crate::functions::takes_types(n) => crate::functions::typed_call(
                 function,

@@ -85,6 +85,25 @@ impl Rewriter<'_> {
                 };
                 Some(call("pg_int", vec![negated, Expr::value(number(bits))]))
             }
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr: inner,
+            } if self
+                .typer
+                .infer(inner)
+                .is_some_and(|t| !t.is_array() && matches!(t.base(), Base::Interval | Base::Numeric)) =>
+            {
+                // SQLite would negate the stored text as a number: an interval is negated field by field,
+                // a numeric exactly.
+                if self.typer.infer(inner).is_some_and(|t| t.base() == Base::Interval) {
+                    Some(call(
+                        "pg_interval_scale",
+                        vec![take(inner), string("*"), Expr::value(number("-1"))],
+                    ))
+                } else {
+                    Some(call("pg_numeric_sub", vec![Expr::value(number("0")), take(inner)]))
+                }
+            }
             Expr::ILike {
                 negated,
                 expr: inner,

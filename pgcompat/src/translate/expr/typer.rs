@@ -238,6 +238,10 @@ impl Typer<'_> {
                 Some(t) => t,
                 None => return None,
             },
+            "pg_interval_scale" => PgType::new(Base::Interval),
+            "pg_float_arith" => PgType::FLOAT8,
+            "pg_numeric_cmp" => PgType::INT4,
+            "pg_jsonb_eq" => PgType::BOOL,
             "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => {
                 PgType::NUMERIC
             }
@@ -251,12 +255,14 @@ impl Typer<'_> {
             }
             "length" | "char_length" | "character_length" | "octet_length" | "strpos" | "instr" | "ascii"
             | "pg_backend_pid" | "array_length" | "cardinality" => PgType::INT4,
+            "substr" | "substring" | "overlay" => match first {
+                Some(t) if t.base() == Base::Bytea && !t.is_array() => PgType::new(Base::Bytea),
+                _ => PgType::TEXT,
+            },
             "lower"
             | "upper"
             | "concat"
             | "concat_ws"
-            | "substr"
-            | "substring"
             | "replace"
             | "trim"
             | "ltrim"
@@ -355,7 +361,9 @@ pub(crate) fn number_type(text: &str) -> PgType {
     if text.contains(['.', 'e', 'E']) {
         return PgType::NUMERIC;
     }
-    match text.parse::<i64>() {
+    // A negative literal is typed by its magnitude, as PostgreSQL types the number before negating it.
+    let magnitude = text.strip_prefix('-').unwrap_or(text);
+    match magnitude.parse::<i64>() {
         Ok(v) if i32::try_from(v).is_ok() => PgType::INT4,
         Ok(_) => PgType::INT8,
         Err(_) => PgType::NUMERIC,
