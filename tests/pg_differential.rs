@@ -584,7 +584,9 @@ async fn record(url: &str, corpus: &[CorpusFile]) {
 
 async fn compare(corpus: &[CorpusFile]) {
     let expected: Vec<Vec<Outcome>> = corpus.iter().map(read_expected).collect();
-    let up = Up::start();
+    // PostgreSQL's default configuration, so SHOW and pg_settings compare like for like: Cambium's own server
+    // default rolls back transactions left idle for 10 minutes (a deployment choice, ARCHITECTURE.md).
+    let up = Up::start_with(&["--pg-idle-in-transaction-timeout-ms", "0"]);
     let project = up.create_project("pgdiff").await;
     let mut results = Vec::new();
     for (file, expected) in corpus.iter().zip(expected) {

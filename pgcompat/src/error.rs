@@ -121,6 +121,8 @@ pub const INTERNAL_ERROR: &str = "XX000";
 
 /// substring_error
 pub const SUBSTRING_ERROR: &str = "22011";
+/// cant_change_runtime_param
+pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
@@ -160,6 +162,7 @@ const CODES: &[&str] = &[
     ARRAY_SUBSCRIPT_ERROR,
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
+    CANT_CHANGE_RUNTIME_PARAM,
     SUBSTRING_ERROR,
 ];
 

@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod error;
 pub mod functions;
 pub mod pg_catalog;
+pub mod settings;
 pub mod translate;
 pub mod types;
 pub mod value;

@@ -49,10 +49,6 @@ pub(crate) const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
 pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
 /// internal_error
 const INTERNAL_ERROR: &str = "XX000";
-/// invalid_parameter_value
-pub(crate) const INVALID_PARAMETER_VALUE: &str = "22023";
-/// undefined_object (an unknown configuration parameter)
-pub(crate) const UNDEFINED_OBJECT: &str = "42704";
 /// insufficient_privilege: a statement the defensive policy refuses (`defend`)
 pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// query_canceled: a cancel request, the statement timeout, or the client gone

@@ -22,7 +22,6 @@ mod exec;
 mod frames;
 pub mod scram;
 mod session;
-mod settings;
 pub mod tls;
 mod types;
 
@@ -677,10 +676,17 @@ impl Startup {
         let (user, database) = login_names(&LoginInfo::from_client_info(client));
         let sessions = self.sessions.clone();
         let defaults = self.connection.config.session_defaults;
+        let mut startup: Vec<(String, String)> = client
+            .metadata()
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        startup.sort();
         let opened = tokio::task::spawn_blocking(move || {
             let admission = sessions.admit(&database)?;
             let conn = sessions.open(&user, &database)?;
-            Ok::<_, SessionError>(Session::new(conn, &database, &user, defaults)?.with_admission(admission))
+            let session = Session::new(conn, &database, &user, defaults, &startup)?;
+            Ok::<_, SessionError>(session.with_admission(admission))
         })
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;

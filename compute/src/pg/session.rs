@@ -28,10 +28,10 @@ use super::error::{
     PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
-use super::settings::{self, Command, Settings};
 use super::types::{self, RawParams};
 use crate::page_store::PageStoreError;
 use crate::vfs::{self, BusyReason};
+use pgcompat::settings::{self, Command, Scope, TxEnd};
 
 /// Most SQL-level prepared statements (`PREPARE`) a session keeps.
 const PREPARED_STATEMENTS_MAX: usize = 1024;
@@ -136,16 +136,11 @@ pub struct SessionDefaults {
 pub(crate) struct Session {
     conn: Connection,
     shared: Arc<SessionShared>,
-    settings: Settings,
     /// The database name the client connected with (for error messages).
     database: String,
     tx: TxState,
-    /// The open transaction was begun `READ ONLY`: statements that write are refused with 25006.
-    read_only: bool,
     /// The PostgreSQL dialect: translations, the type catalog, what the session's SQL functions read.
     dialect: Dialect,
-    /// The `TimeZone` setting the dialect was last given.
-    time_zone: String,
     /// Column types given to the client when it described a statement, so execution agrees.
     described: HashMap<String, Vec<PgType>>,
     /// SQL-level prepared statements (`PREPARE name AS …`): their PostgreSQL text and parameter types.
@@ -173,10 +168,30 @@ impl Session {
         database: &str,
         user: &str,
         defaults: SessionDefaults,
+        startup: &[(String, String)],
     ) -> rusqlite::Result<Session> {
         let dialect = Dialect::new(&conn, database, user, next_backend_pid())?;
         defend::harden(&conn)?;
-        let settings = Settings::new(defaults.statement_timeout_ms, defaults.idle_in_transaction_timeout_ms);
+        dialect.state().update_settings(|settings| {
+            for (name, ms) in [
+                (settings::STATEMENT_TIMEOUT, defaults.statement_timeout_ms),
+                (
+                    settings::IDLE_IN_TRANSACTION_TIMEOUT,
+                    defaults.idle_in_transaction_timeout_ms,
+                ),
+            ] {
+                if let Err(error) = settings.set_initial(name, &ms.to_string()) {
+                    tracing::warn!(%error, name, "the server's default for a setting is not valid");
+                }
+            }
+            for (name, value) in startup_settings(startup) {
+                // A client's startup choice PostgreSQL would refuse is left at its default (PostgreSQL would
+                // refuse the connection; a driver's optional hint is not worth that here).
+                if let Err(error) = settings.set_initial(&name, &value) {
+                    tracing::debug!(%error, name, "a startup parameter was not applied");
+                }
+            }
+        });
         let shared = Arc::new(SessionShared {
             interrupt: conn.get_interrupt_handle(),
             stop: AtomicU8::new(0),
@@ -187,12 +202,9 @@ impl Session {
         Ok(Session {
             conn,
             shared,
-            settings,
             database: database.to_owned(),
             tx: TxState::Idle,
-            read_only: false,
             dialect,
-            time_zone: "UTC".to_owned(),
             described: HashMap::new(),
             prepared: HashMap::new(),
             store_gone: None,
@@ -215,9 +227,10 @@ impl Session {
     pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.before_statement();
         let (outcomes, error) = self.simple_query_inner(sql);
         let error = error.map(|error| self.explain(error));
-        self.after_statement();
+        self.after_statement(error.is_none());
         (outcomes, error)
     }
 
@@ -225,10 +238,11 @@ impl Session {
     pub(crate) fn execute(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.before_statement();
         let result = self
             .execute_inner(sql, params, format)
             .map_err(|error| self.explain(error));
-        self.after_statement();
+        self.after_statement(result.is_ok());
         result
     }
 
@@ -237,10 +251,11 @@ impl Session {
     pub(crate) fn describe(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.before_statement();
         let result = self
             .describe_inner(sql, client_types)
             .map_err(|error| self.explain(error));
-        self.after_statement();
+        self.after_statement(result.is_ok());
         result
     }
 
@@ -256,38 +271,71 @@ impl Session {
             }
         }
         self.tx = TxState::Idle;
-        self.after_statement();
+        self.after_statement(false);
         true
     }
 
-    /// Publishes what the connection enforces after each call: the transaction state and the timeouts; a
-    /// finished transaction ends its `SET LOCAL`s.
-    fn after_statement(&mut self) {
+    /// Opens the settings' transaction of a call made outside a transaction block (each such statement is
+    /// its own transaction); inside a block the block's is open already.
+    fn before_statement(&mut self) {
+        self.dialect.state().update_settings(|settings| settings.begin());
+    }
+
+    /// Publishes what the connection enforces after each call: the transaction state and the timeouts. A
+    /// call that leaves no transaction open ends the settings' transaction: committed if the call succeeded
+    /// (`SET LOCAL`s end), rolled back if it failed (its `SET`s are undone).
+    fn after_statement(&mut self, succeeded: bool) {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
-        if !in_transaction {
-            self.settings.end_transaction();
-            self.read_only = false;
-        }
-        if let Some(zone) = self
-            .settings
-            .get("timezone")
-            .filter(|z| *z != self.time_zone)
-            .map(str::to_owned)
-        {
-            if let Some(tz) = time_zone_of(&zone) {
-                self.dialect.state().set_time_zone(tz);
+        let state = self.dialect.state();
+        let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
+            if !in_transaction {
+                settings.end(if succeeded { TxEnd::Commit } else { TxEnd::Rollback });
             }
-            self.time_zone = zone;
-        }
+            (
+                settings.ms(settings::STATEMENT_TIMEOUT),
+                settings.ms(settings::IDLE_IN_TRANSACTION_TIMEOUT),
+            )
+        });
         let shared = &self.shared;
         shared.in_transaction.store(in_transaction, Ordering::SeqCst);
         shared
             .statement_timeout_ms
-            .store(self.settings.timeout_ms(settings::STATEMENT_TIMEOUT), Ordering::SeqCst);
-        shared.idle_in_transaction_timeout_ms.store(
-            self.settings.timeout_ms(settings::IDLE_IN_TRANSACTION_TIMEOUT),
-            Ordering::SeqCst,
-        );
+            .store(statement_timeout_ms, Ordering::SeqCst);
+        shared
+            .idle_in_transaction_timeout_ms
+            .store(idle_timeout_ms, Ordering::SeqCst);
+    }
+
+    /// Whether the open transaction may not write (`BEGIN READ ONLY`, `SET TRANSACTION READ ONLY`,
+    /// `default_transaction_read_only`).
+    fn read_only(&self) -> bool {
+        self.dialect
+            .state()
+            .read_settings(|settings| settings.is_on(settings::TRANSACTION_READ_ONLY))
+    }
+
+    /// The settings' side of a transaction statement that succeeded: `BEGIN`'s modes set the transaction's
+    /// parameters; `COMMIT` and `ROLLBACK` end the settings' transaction and open the next statement's.
+    fn settings_after_transaction_statement(&self, kind: &pgcompat::Kind, was_failed: bool) {
+        self.dialect.state().update_settings(|settings| match kind {
+            pgcompat::Kind::Begin { modes } => {
+                for (name, value) in modes {
+                    if let Err(error) = settings.set(name, Some(value), Scope::Local) {
+                        tracing::warn!(%error, name, "a transaction mode was not applied");
+                    }
+                }
+            }
+            pgcompat::Kind::Commit | pgcompat::Kind::Rollback => {
+                let end = if was_failed || *kind == pgcompat::Kind::Rollback {
+                    TxEnd::Rollback
+                } else {
+                    TxEnd::Commit
+                };
+                settings.end(end);
+                settings.begin();
+            }
+            _ => {}
+        });
     }
 
     /// `SET`, `SHOW` or `RESET` (see `settings`).
@@ -295,41 +343,38 @@ impl Session {
         if self.tx == TxState::Failed {
             return Err(aborted());
         }
+        let state = self.dialect.state().clone();
         let result = match settings::parse(sql)? {
-            Command::Set { name, value, local } => {
-                let local = local && !self.conn.is_autocommit();
-                self.settings
-                    .set(&name, value, local)
-                    .map(|()| Outcome::Command("SET".to_owned()))
-            }
-            Command::Reset(name) => self
-                .settings
-                .reset(name.as_deref())
-                .map(|()| Outcome::Command("RESET".to_owned())),
-            Command::Show(name) => match self.settings.get(&name) {
-                Some(value) => {
-                    let rows = [vec![Value::Text(value.to_owned())]];
-                    let outcome = exec::rows_outcome(
-                        vec![(name.clone(), PgType::TEXT)],
-                        &rows,
-                        format,
-                        &Kind::Other("SHOW".to_owned()),
-                        &jiff::tz::TimeZone::UTC,
-                    )?;
-                    match outcome {
-                        Outcome::Rows { fields, rows, .. } => Ok(Outcome::Rows {
-                            fields,
-                            rows,
-                            tag: "SHOW".to_owned(),
-                        }),
-                        other => Ok(other),
-                    }
-                }
-                None => Err(SqlError::new(
-                    super::error::UNDEFINED_OBJECT,
-                    format!("unrecognized configuration parameter \"{name}\""),
-                )),
+            Command::Set { assignments, scope } => state
+                .update_settings(|settings| {
+                    assignments
+                        .iter()
+                        .try_for_each(|(name, value)| settings.set(name, value.as_deref(), scope))
+                })
+                .map(|()| Outcome::Command("SET".to_owned()))
+                .map_err(SqlError::from),
+            Command::Reset(name) => state
+                .update_settings(|settings| settings.reset(name.as_deref()))
+                .map(|()| Outcome::Command("RESET".to_owned()))
+                .map_err(SqlError::from),
+            Command::Show(name) => match state.read_settings(|settings| settings.show(&name)) {
+                Ok((name, value)) => show_outcome(vec![name], vec![vec![value]], format),
+                Err(error) => Err(SqlError::from(error)),
             },
+            Command::ShowAll => {
+                let rows = state.read_settings(|settings| {
+                    settings
+                        .rows()
+                        .into_iter()
+                        .map(|row| {
+                            let description = row.guc.map_or("", |g| g.short_desc).to_owned();
+                            vec![row.name, row.shown, description]
+                        })
+                        .collect()
+                });
+                let names = ["name", "setting", "description"].map(str::to_owned).to_vec();
+                show_outcome(names, rows, format)
+            }
         };
         if result.is_err() && self.tx == TxState::InBlock {
             self.tx = TxState::Failed;
@@ -453,7 +498,7 @@ impl Session {
                 }
             };
             let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
-            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+            if let Err(error) = check_read_only(self.read_only(), &stmt, &kind) {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return (outcomes, Some(error));
             }
@@ -552,7 +597,7 @@ impl Session {
                         "DISCARD ALL cannot run inside a transaction block",
                     ));
                 }
-                self.settings.reset(None)?;
+                self.dialect.state().update_settings(|settings| settings.reset(None))?;
                 self.prepared.clear();
                 self.described.clear();
                 return Ok(Outcome::Command("DISCARD ALL".to_owned()));
@@ -589,7 +634,7 @@ impl Session {
             }
         };
         if self.tx != TxState::Failed {
-            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+            if let Err(error) = check_read_only(self.read_only(), &stmt, &kind) {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return Err(error);
             }
@@ -599,9 +644,10 @@ impl Session {
             hints,
             tz: &tz,
         };
+        let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
-        if outcome.is_ok() && translation.kind == (pgcompat::Kind::Begin { read_only: true }) {
-            self.read_only = true;
+        if outcome.is_ok() {
+            self.settings_after_transaction_statement(&translation.kind, was_failed);
         }
         outcome
     }
@@ -684,7 +730,7 @@ impl Session {
             Kind::Other(tag) => tag.clone(),
             _ => String::new(),
         };
-        if self.read_only {
+        if self.read_only() {
             self.tx = tx_after_error(&self.conn, self.tx);
             return Err(read_only_error(&tag));
         }
@@ -797,7 +843,7 @@ impl Session {
         };
         let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
         if self.tx != TxState::Failed {
-            if let Err(error) = check_read_only(self.read_only, &stmt, &kind) {
+            if let Err(error) = check_read_only(self.read_only(), &stmt, &kind) {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return Err(error);
             }
@@ -816,7 +862,13 @@ impl Session {
             .filter(|w| settings::is_setting_statement(w))
         {
             let columns = match (word.as_str(), settings::parse(sql)?) {
-                ("SHOW", Command::Show(name)) => vec![(name, PgType::TEXT)],
+                ("SHOW", Command::Show(name)) => {
+                    let (name, _) = self.dialect.state().read_settings(|settings| settings.show(&name))?;
+                    vec![(name, PgType::TEXT)]
+                }
+                ("SHOW", Command::ShowAll) => ["name", "setting", "description"]
+                    .map(|name| (name.to_owned(), PgType::TEXT))
+                    .to_vec(),
                 _ => Vec::new(),
             };
             return Ok(Described {
@@ -918,12 +970,53 @@ fn read_only_error(tag: &str) -> SqlError {
 }
 
 /// The zone a `TimeZone` setting names (`UTC`, `Europe/Paris`), if known.
-fn time_zone_of(name: &str) -> Option<jiff::tz::TimeZone> {
-    let trimmed = name.trim();
-    if ["utc", "gmt", "z", "zulu", "etc/utc"].contains(&trimmed.to_ascii_lowercase().as_str()) {
-        return Some(jiff::tz::TimeZone::UTC);
+/// The rows of a `SHOW`, all text, tagged `SHOW`.
+fn show_outcome(names: Vec<String>, rows: Vec<Vec<String>>, format: &Format) -> Result<Outcome, SqlError> {
+    let rows: Vec<Vec<Value>> = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(Value::Text).collect())
+        .collect();
+    let columns = names.into_iter().map(|name| (name, PgType::TEXT)).collect();
+    let outcome = exec::rows_outcome(
+        columns,
+        &rows,
+        format,
+        &Kind::Other("SHOW".to_owned()),
+        &jiff::tz::TimeZone::UTC,
+    )?;
+    Ok(match outcome {
+        Outcome::Rows { fields, rows, .. } => Outcome::Rows {
+            fields,
+            rows,
+            tag: "SHOW".to_owned(),
+        },
+        other => other,
+    })
+}
+
+/// The settings a client's startup packet asks for: its parameters other than who and where, and each
+/// `-c name=value` (or `--name=value`) of its `options`.
+fn startup_settings(startup: &[(String, String)]) -> Vec<(String, String)> {
+    let mut settings = Vec::new();
+    for (name, value) in startup {
+        match name.as_str() {
+            "user" | "database" | "replication" => {}
+            "options" => {
+                let mut words = value.split_whitespace();
+                while let Some(word) = words.next() {
+                    let assignment = match word {
+                        "-c" => words.next(),
+                        _ => word.strip_prefix("-c").or_else(|| word.strip_prefix("--")),
+                    };
+                    if let Some((name, value)) = assignment.and_then(|a| a.split_once('=')) {
+                        settings.push((name.replace('-', "_"), value.to_owned()));
+                    }
+                }
+            }
+            _ => settings.push((name.clone(), value.clone())),
+        }
     }
-    jiff::tz::TimeZone::get(trimmed).ok()
+    settings
 }
 
 /// A process id for `pg_backend_pid()`: distinct per session of this process.
@@ -975,7 +1068,7 @@ mod tests {
         let store = Arc::new(GoingStore::default());
         vfs::register_database(name, store.clone()).expect("register");
         let conn = vfs::open_connection(name).expect("open");
-        let mut session = Session::new(conn, name, "cambium", SessionDefaults::default()).expect("session");
+        let mut session = Session::new(conn, name, "cambium", SessionDefaults::default(), &[]).expect("session");
         let (_, error) = session.simple_query("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)");
         assert_eq!(error, None);
         (session, store)

@@ -67,6 +67,8 @@ pub fn error_of(message: &str) -> Option<PgError> {
 #[derive(Debug)]
 pub struct SessionState {
     time_zone: RwLock<TimeZone>,
+    /// The session's run-time parameters; `time_zone` follows their `TimeZone`.
+    settings: parking_lot::Mutex<crate::settings::Settings>,
     /// The transaction timestamp (`now()`), microseconds since the Unix epoch.
     now_micros: AtomicI64,
     database: String,
@@ -79,6 +81,7 @@ impl SessionState {
     pub fn new(database: &str, user: &str, backend_pid: i32) -> SessionState {
         SessionState {
             time_zone: RwLock::new(TimeZone::UTC),
+            settings: parking_lot::Mutex::new(crate::settings::Settings::new()),
             now_micros: AtomicI64::new(Timestamp::now().as_microsecond()),
             database: database.to_owned(),
             user: user.to_owned(),
@@ -91,9 +94,22 @@ impl SessionState {
         self.time_zone.read().clone()
     }
 
-    /// Sets the session's `TimeZone`.
-    pub fn set_time_zone(&self, tz: TimeZone) {
-        *self.time_zone.write() = tz;
+    /// Reads the session's run-time parameters.
+    pub fn read_settings<R>(&self, read: impl FnOnce(&crate::settings::Settings) -> R) -> R {
+        read(&self.settings.lock())
+    }
+
+    /// Changes the session's run-time parameters; the zone functions use follows `TimeZone`.
+    pub fn update_settings<R>(&self, update: impl FnOnce(&mut crate::settings::Settings) -> R) -> R {
+        let mut settings = self.settings.lock();
+        let result = update(&mut settings);
+        let zone = settings
+            .raw(crate::settings::TIME_ZONE)
+            .and_then(crate::settings::zone_of)
+            .unwrap_or(TimeZone::UTC);
+        drop(settings);
+        *self.time_zone.write() = zone;
+        result
     }
 
     /// Marks the start of a transaction: `now()` is this instant until the next one.
@@ -149,7 +165,8 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_datetime(conn, state.clone())?;
     install_arrays(conn, state.clone())?;
     extra::install(conn, state.clone())?;
-    catalog::install(conn, state)?;
+    catalog::install(conn, state.clone())?;
+    crate::settings::install_functions(conn, state)?;
     Ok(())
 }
 

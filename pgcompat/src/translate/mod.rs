@@ -16,7 +16,7 @@ mod tests;
 use rusqlite::Connection;
 use sqlparser::ast::{
     Assignment, AssignmentTarget, BeginTransactionKind, Expr, FromTable, Insert, ObjectType, Query, SelectItem,
-    SetExpr, Statement, TableFactor, TableObject, TransactionMode, Value, ValueWithSpan,
+    SetExpr, Statement, TableFactor, TableObject, Value, ValueWithSpan,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -37,10 +37,11 @@ pub enum Kind {
     Update,
     /// `DELETE`
     Delete,
-    /// `BEGIN` / `START TRANSACTION`; `read_only` when the transaction may not write.
+    /// `BEGIN` / `START TRANSACTION` with the transaction parameters its modes set
+    /// (`transaction_read_only`, `transaction_isolation`), for the session's settings.
     Begin {
-        /// `READ ONLY` was given.
-        read_only: bool,
+        /// `(parameter, value)` per mode given, in order.
+        modes: Vec<(&'static str, &'static str)>,
     },
     /// `COMMIT` / `END`
     Commit,
@@ -282,13 +283,8 @@ fn translate_statement(
                 transaction,
                 Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None
             ) {
-                let read_only = modes.iter().any(|m| {
-                    matches!(
-                        m,
-                        TransactionMode::AccessMode(sqlparser::ast::TransactionAccessMode::ReadOnly)
-                    )
-                });
-                Translation::single("BEGIN".to_owned(), Kind::Begin { read_only })
+                let modes = crate::settings::command::transaction_modes(modes);
+                Translation::single("BEGIN".to_owned(), Kind::Begin { modes })
             } else {
                 return Ok(None);
             }

@@ -1,0 +1,235 @@
+//! The helper functions the catalog views of [`crate::pg_catalog`] are built with (`_pgc_*`, all pure): what a
+//! `CREATE TABLE` text declares, a stored default as PostgreSQL prints it, regclass and regtype input.
+
+use std::sync::Arc;
+
+use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+
+use super::constraints::{constraints, serial_column};
+use super::deparse::{default_text, quote_ident};
+use super::{column_info, column_type, typmod};
+use crate::error::PgError;
+use crate::functions::{flags_pure, raise};
+use crate::types::PgType;
+
+/// Most `CREATE TABLE` texts whose readings are remembered; the memo is emptied when it is full.
+const PARSED_TABLES_MAX: usize = 4096;
+
+/// A `CREATE TABLE` text's readings by (table, text): its constraints as JSON and its serial column.
+type Memo = std::collections::HashMap<(String, String), Arc<(String, Option<String>)>>;
+
+/// What [`constraints`] and [`serial_column`] read from a `CREATE TABLE` text, remembered by the text: the
+/// views call them for every row of every join that reads `pg_constraint` or `pg_attribute`, and a join of
+/// two such views would parse each table's text once per row of the other.
+fn parsed_table(table: &str, sql: &str) -> Arc<(String, Option<String>)> {
+    static MEMO: std::sync::OnceLock<parking_lot::Mutex<Memo>> = std::sync::OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    let key = (table.to_owned(), sql.to_owned());
+    if let Some(hit) = memo.lock().get(&key) {
+        return hit.clone();
+    }
+    let parsed = Arc::new((constraints(table, sql), serial_column(sql)));
+    let mut memo = memo.lock();
+    if memo.len() >= PARSED_TABLES_MAX {
+        memo.clear();
+    }
+    memo.insert(key, parsed.clone());
+    parsed
+}
+
+/// The helpers the catalog views call (all pure).
+pub(super) fn install(conn: &Connection) -> rusqlite::Result<()> {
+    let flags: FunctionFlags = flags_pure();
+    conn.create_scalar_function("_pgc_serial", 2, flags, |ctx| {
+        let table: String = ctx.get(0)?;
+        Ok(ctx
+            .get::<Option<String>>(1)?
+            .and_then(|sql| parsed_table(&table, &sql).1.clone()))
+    })?;
+    conn.create_scalar_function("_pgc_identity", 1, flags, |ctx| {
+        let sql = ctx.get::<Option<String>>(0)?.unwrap_or_default();
+        Ok(if sql.contains(crate::pg_catalog::IDENTITY_ALWAYS_MARKER) {
+            "a"
+        } else if sql.contains(crate::pg_catalog::IDENTITY_BY_DEFAULT_MARKER) {
+            "d"
+        } else {
+            ""
+        })
+    })?;
+    conn.create_scalar_function("_pgc_constraints", 2, flags, |ctx| {
+        let table: String = ctx.get(0)?;
+        let sql = ctx.get::<Option<String>>(1)?.unwrap_or_default();
+        Ok(parsed_table(&table, &sql).0.clone())
+    })?;
+    conn.create_scalar_function("_pgc_type_oid", 2, flags, |ctx| {
+        let pg = ctx.get::<Option<String>>(0)?;
+        let declared = ctx.get::<Option<String>>(1)?.unwrap_or_default();
+        Ok(i64::from(column_type(pg.as_deref(), &declared).oid()))
+    })?;
+    conn.create_scalar_function("_pgc_typmod", 1, flags, |ctx| {
+        let ty = ctx.get::<Option<String>>(0)?.and_then(|t| PgType::from_catalog(&t));
+        Ok(ty.map_or(-1, typmod))
+    })?;
+    conn.create_scalar_function("_pgc_default", 2, flags, |ctx| {
+        let Some(stored) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let ty = ctx.get::<Option<String>>(1)?.and_then(|t| PgType::from_catalog(&t));
+        Ok(Some(default_text(&stored, ty)))
+    })?;
+    conn.create_scalar_function("_pgc_ident", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|s| quote_ident(&s)))
+    })?;
+    conn.create_scalar_function("_pgc_view_body", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|sql| view_body(&sql)))
+    })?;
+    conn.create_scalar_function("_pgc_rule", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|code| {
+            match code.as_str() {
+                "r" => "RESTRICT",
+                "c" => "CASCADE",
+                "n" => "SET NULL",
+                "d" => "SET DEFAULT",
+                _ => "NO ACTION",
+            }
+            .to_owned()
+        }))
+    })?;
+    conn.create_scalar_function("_pgc_column_info", 3, flags, |ctx| {
+        let oid = ctx.get::<Option<i64>>(0)?.unwrap_or(0);
+        let typmod = ctx.get::<Option<i64>>(1)?.unwrap_or(-1);
+        let field: String = ctx.get(2)?;
+        Ok(column_info(oid, typmod, &field))
+    })?;
+    conn.create_scalar_function("_pgc_relname", 1, flags, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Text(t) => Some(relation_name(&String::from_utf8_lossy(t))),
+            _ => None,
+        })
+    })?;
+    conn.create_scalar_function("_pgc_regclass", 2, flags, |ctx| {
+        let found = ctx.get::<Option<i64>>(1)?;
+        match ctx.get_raw(0) {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(oid) => Ok(Some(oid)),
+            ValueRef::Text(t) => {
+                let text = String::from_utf8_lossy(t).into_owned();
+                if let Some(oid) = found.or_else(|| catalog_relation_oid(&relation_name(&text))) {
+                    return Ok(Some(oid));
+                }
+                if let Ok(oid) = text.trim().parse::<i64>() {
+                    return Ok(Some(oid));
+                }
+                Err(raise(PgError::new(
+                    crate::error::UNDEFINED_TABLE,
+                    format!("relation \"{text}\" does not exist"),
+                )))
+            }
+            _ => Err(raise(PgError::new(
+                crate::error::DATATYPE_MISMATCH,
+                "cannot cast this value to regclass",
+            ))),
+        }
+    })?;
+    conn.create_scalar_function("_pgc_regtype", 1, flags, |ctx| match ctx.get_raw(0) {
+        ValueRef::Null => Ok(None),
+        ValueRef::Integer(oid) => Ok(Some(oid)),
+        ValueRef::Text(t) => {
+            let text = String::from_utf8_lossy(t).into_owned();
+            let name = text.trim().trim_matches('"');
+            if name.eq_ignore_ascii_case("char") || name == "\"char\"" {
+                return Ok(Some(18));
+            }
+            match PgType::from_name(name).or_else(|| name.parse::<u32>().ok().and_then(PgType::from_oid)) {
+                Some(ty) => Ok(Some(i64::from(ty.oid()))),
+                None => Err(raise(PgError::new(
+                    crate::error::UNDEFINED_OBJECT,
+                    format!("type \"{text}\" does not exist"),
+                ))),
+            }
+        }
+        _ => Err(raise(PgError::new(
+            crate::error::DATATYPE_MISMATCH,
+            "cannot cast this value to regtype",
+        ))),
+    })?;
+    Ok(())
+}
+
+/// The relation a regclass text names: schema dropped, quotes removed (else folded to lower case).
+pub(super) fn relation_name(text: &str) -> String {
+    split_qualified(text.trim()).pop().unwrap_or_default()
+}
+
+fn split_qualified(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                current.push('"');
+                chars.next();
+            }
+            '"' => {
+                quoted = !quoted;
+                was_quoted = true;
+            }
+            '.' if !quoted => {
+                parts.push(if was_quoted {
+                    current.clone()
+                } else {
+                    current.to_ascii_lowercase()
+                });
+                current.clear();
+                was_quoted = false;
+            }
+            c => current.push(c),
+        }
+    }
+    parts.push(if was_quoted {
+        current
+    } else {
+        current.to_ascii_lowercase()
+    });
+    parts
+}
+
+/// The OIDs of the catalog relations queries name as `'pg_class'::regclass`.
+fn catalog_relation_oid(name: &str) -> Option<i64> {
+    Some(match name {
+        "pg_class" => 1259,
+        "pg_type" => 1247,
+        "pg_attribute" => 1249,
+        "pg_proc" => 1255,
+        "pg_namespace" => 2615,
+        "pg_constraint" => 2606,
+        "pg_index" => 2610,
+        "pg_attrdef" => 2604,
+        "pg_depend" => 2608,
+        "pg_description" => 2609,
+        "pg_database" => 1262,
+        "pg_authid" => 1260,
+        "pg_am" => 2601,
+        "pg_trigger" => 2620,
+        "pg_rewrite" => 2618,
+        "pg_extension" => 3079,
+        "pg_collation" => 3456,
+        "pg_enum" => 3501,
+        "pg_sequence" => 2224,
+        _ => return None,
+    })
+}
+
+/// The body of a `CREATE VIEW … AS body` text.
+fn view_body(sql: &str) -> String {
+    let upper = sql.to_ascii_uppercase();
+    upper
+        .find(" AS ")
+        .and_then(|i| sql.get(i + 4..))
+        .map_or_else(|| sql.to_owned(), |body| format!(" {};", body.trim()))
+}

@@ -1,0 +1,245 @@
+//! The functions psql and the ORMs call on the catalog (`format_type`, `pg_get_userbyid`,
+//! `pg_table_is_visible`, privileges, sizes…) and the pure helpers the catalog views of
+//! [`crate::pg_catalog`] are built with (`_pgc_constraints` reads a `CREATE TABLE` text, `_pgc_default` turns
+//! a stored default back into PostgreSQL's text). Functions that must look something up in the catalog
+//! (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_viewdef`, `to_regclass`, `::regclass`) are rewritten
+//! by the translator into subqueries on the views instead.
+
+mod constraints;
+mod deparse;
+mod helpers;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+use super::{flags_pure, flags_session, SessionState};
+use crate::types::{Base, Modifier, PgType};
+
+/// The OID PostgreSQL gives the owner of `public` (`pg_database_owner`).
+const DATABASE_OWNER_OID: i64 = 6171;
+/// The session user's OID.
+const USER_OID: i64 = 10;
+/// What the size functions answer: one page (the layer has no per-relation sizes).
+const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
+
+/// Registers the catalog functions on `conn`.
+pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
+    helpers::install(conn)?;
+    conn.create_scalar_function("format_type", 2, flags_pure(), |ctx| {
+        let Some(oid) = ctx.get::<Option<i64>>(0)? else {
+            return Ok(None);
+        };
+        let typmod = ctx.get::<Option<i64>>(1)?.unwrap_or(-1);
+        Ok(Some(format_type(oid, typmod)))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_get_userbyid", 1, flags_session(), move |ctx| {
+        let oid = ctx.get::<Option<i64>>(0)?;
+        Ok(oid.map(|oid| match oid {
+            USER_OID => s.user.clone(),
+            DATABASE_OWNER_OID => "pg_database_owner".to_owned(),
+            other => format!("unknown (OID={other})"),
+        }))
+    })?;
+    conn.create_scalar_function("pg_encoding_to_char", 1, flags_pure(), |ctx| {
+        Ok(match ctx.get::<Option<i64>>(0)? {
+            Some(6) => "UTF8",
+            Some(0) => "SQL_ASCII",
+            _ => "",
+        })
+    })?;
+    for name in ["pg_get_expr"] {
+        for n in [2, 3] {
+            conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
+        }
+    }
+    for name in ["pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible"] {
+        conn.create_scalar_function(name, 1, flags_pure(), |_| Ok(true))?;
+    }
+    for name in [
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_database_privilege",
+        "has_column_privilege",
+        "has_sequence_privilege",
+        "has_function_privilege",
+        "pg_has_role",
+    ] {
+        for n in [2, 3, 4] {
+            conn.create_scalar_function(name, n, flags_pure(), |_| Ok(true))?;
+        }
+    }
+    for (name, n) in [
+        ("obj_description", 1),
+        ("obj_description", 2),
+        ("col_description", 2),
+        ("shobj_description", 2),
+        ("pg_get_function_result", 1),
+        ("pg_get_function_arguments", 1),
+        ("pg_get_function_identity_arguments", 1),
+        ("pg_get_statisticsobjdef_columns", 1),
+        ("pg_get_partkeydef", 1),
+    ] {
+        conn.create_scalar_function(name, n, flags_pure(), |_| Ok(None::<String>))?;
+    }
+    conn.create_scalar_function("pg_relation_is_publishable", 1, flags_pure(), |_| Ok(false))?;
+    conn.create_scalar_function("pg_is_in_recovery", 0, flags_pure(), |_| Ok(false))?;
+    // `x IN (SELECT pg_partition_ancestors(x) …)`: a relation that is no partition is its own only ancestor.
+    conn.create_scalar_function("pg_partition_ancestors", 1, flags_pure(), |ctx| ctx.get::<Value>(0))?;
+    for name in [
+        "pg_relation_size",
+        "pg_total_relation_size",
+        "pg_table_size",
+        "pg_indexes_size",
+        "pg_database_size",
+    ] {
+        for n in [1, 2] {
+            conn.create_scalar_function(name, n, flags_pure(), |_| Ok(RELATION_SIZE_ESTIMATE_BYTES))?;
+        }
+    }
+    conn.create_scalar_function("pg_size_pretty", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<i64>>(0)?.map(size_pretty))
+    })?;
+    conn.create_scalar_function("current_schemas", 1, flags_pure(), |ctx| {
+        Ok(if ctx.get::<bool>(0)? {
+            "{pg_catalog,public}"
+        } else {
+            "{public}"
+        })
+    })?;
+    Ok(())
+}
+
+/// The type of a column: its recorded PostgreSQL type, else the one its SQLite declared type suggests.
+fn column_type(recorded: Option<&str>, declared: &str) -> PgType {
+    if let Some(ty) = recorded.and_then(PgType::from_catalog) {
+        return ty;
+    }
+    let upper = declared.to_ascii_uppercase();
+    if upper.contains("INT") {
+        PgType::INT8
+    } else if upper.contains("REAL") || upper.contains("FLOA") || upper.contains("DOUB") {
+        PgType::FLOAT8
+    } else if upper.contains("BLOB") {
+        PgType::BYTEA
+    } else if upper.contains("NUM") || upper.contains("DEC") {
+        PgType::NUMERIC
+    } else {
+        PgType::TEXT
+    }
+}
+
+/// PostgreSQL's `atttypmod` of a type.
+fn typmod(ty: PgType) -> i64 {
+    match (ty.base(), ty.modifier()) {
+        (Base::Varchar | Base::Bpchar, Modifier::Length(n)) => i64::from(n) + 4,
+        (_, Modifier::Length(n)) => i64::from(n),
+        (_, Modifier::Numeric { precision, scale }) => ((i64::from(precision) << 16) | i64::from(scale)) + 4,
+        (_, Modifier::None) => -1,
+    }
+}
+
+/// The modifier a typmod stands for, for a type of `base`.
+fn modifier_of(base: Base, typmod: i64) -> Modifier {
+    match base {
+        Base::Varchar | Base::Bpchar if typmod >= 4 => Modifier::Length(u32::try_from(typmod - 4).unwrap_or(0)),
+        Base::Numeric if typmod >= 4 => {
+            let packed = typmod - 4;
+            Modifier::Numeric {
+                precision: u32::try_from((packed >> 16) & 0xffff).unwrap_or(0),
+                scale: u32::try_from(packed & 0xffff).unwrap_or(0),
+            }
+        }
+        Base::Time | Base::Timestamp | Base::Timestamptz if typmod >= 0 => {
+            Modifier::Length(u32::try_from(typmod).unwrap_or(0))
+        }
+        _ => Modifier::None,
+    }
+}
+
+/// `format_type(oid, typmod)`.
+pub(crate) fn format_type(oid: i64, typmod: i64) -> String {
+    if oid == 18 {
+        return "\"char\"".to_owned();
+    }
+    let Some(ty) = u32::try_from(oid).ok().and_then(PgType::from_oid) else {
+        return "???".to_owned();
+    };
+    let element = ty.element();
+    let modified = element.with_modifier(modifier_of(element.base(), typmod));
+    let modified = if ty.is_array() { modified.array() } else { modified };
+    if ty.base() == Base::Bpchar && typmod < 0 && !ty.is_array() {
+        return "bpchar".to_owned();
+    }
+    modified.sql_name()
+}
+
+/// An `information_schema.columns` field of a column of type `oid` and modifier `typmod`.
+fn column_info(oid: i64, typmod: i64, field: &str) -> Option<Value> {
+    let ty = u32::try_from(oid).ok().and_then(PgType::from_oid)?;
+    let base = ty.base();
+    let modifier = modifier_of(base, typmod);
+    let int = |v: i64| Some(Value::Integer(v));
+    if ty.is_array() {
+        return (field == "data_type").then(|| Value::Text("ARRAY".to_owned()));
+    }
+    match field {
+        "data_type" => Some(Value::Text(PgType::new(base).sql_name())),
+        "character_maximum_length" => match (base, modifier) {
+            (Base::Varchar | Base::Bpchar, Modifier::Length(n)) => int(i64::from(n)),
+            _ => None,
+        },
+        "character_octet_length" => match (base, modifier) {
+            (Base::Varchar | Base::Bpchar, Modifier::Length(n)) => int(i64::from(n) * 4),
+            (Base::Varchar | Base::Bpchar | Base::Text, _) => int(1_073_741_824),
+            _ => None,
+        },
+        "numeric_precision" => match (base, modifier) {
+            (Base::Int2, _) => int(16),
+            (Base::Int4, _) => int(32),
+            (Base::Int8, _) => int(64),
+            (Base::Float4, _) => int(24),
+            (Base::Float8, _) => int(53),
+            (Base::Numeric, Modifier::Numeric { precision, .. }) => int(i64::from(precision)),
+            _ => None,
+        },
+        "numeric_precision_radix" => match base {
+            Base::Int2 | Base::Int4 | Base::Int8 | Base::Float4 | Base::Float8 => int(2),
+            Base::Numeric => int(10),
+            _ => None,
+        },
+        "numeric_scale" => match (base, modifier) {
+            (Base::Int2 | Base::Int4 | Base::Int8, _) => int(0),
+            (Base::Numeric, Modifier::Numeric { scale, .. }) => int(i64::from(scale)),
+            _ => None,
+        },
+        "datetime_precision" => match (base, modifier) {
+            (Base::Date, _) => int(0),
+            (Base::Time | Base::Timestamp | Base::Timestamptz, Modifier::Length(n)) => int(i64::from(n)),
+            (Base::Time | Base::Timestamp | Base::Timestamptz | Base::Interval, _) => int(6),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `pg_size_pretty(bigint)`, PostgreSQL's units and rounding.
+fn size_pretty(bytes: i64) -> String {
+    const LIMIT: i64 = 10 * 1024;
+    let half_rounded = |x: i64| (x + x.signum()) / 2;
+    if bytes.abs() < LIMIT {
+        return format!("{bytes} bytes");
+    }
+    let mut size = bytes >> 9;
+    for unit in ["kB", "MB", "GB", "TB"] {
+        if size.abs() < LIMIT * 2 || unit == "TB" {
+            return format!("{} {unit}", half_rounded(size));
+        }
+        size >>= 10;
+    }
+    format!("{} PB", half_rounded(size))
+}

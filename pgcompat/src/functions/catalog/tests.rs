@@ -1,0 +1,56 @@
+//! Unit tests of the catalog functions and helpers.
+
+use super::constraints::{constraints, serial_column};
+use super::deparse::quote_ident;
+use super::helpers::relation_name;
+use super::{format_type, size_pretty};
+
+#[test]
+fn sizes_print_as_postgresql_does() {
+    assert_eq!(size_pretty(1024), "1024 bytes");
+    assert_eq!(size_pretty(10_485_760), "10 MB");
+    assert_eq!(size_pretty(20_480), "20 kB");
+}
+
+#[test]
+fn format_type_reads_type_modifiers() {
+    assert_eq!(format_type(23, -1), "integer");
+    assert_eq!(format_type(1043, 44), "character varying(40)");
+    assert_eq!(format_type(1700, 655_366), "numeric(10,2)");
+    assert_eq!(format_type(1184, -1), "timestamp with time zone");
+    assert_eq!(format_type(1009, -1), "text[]");
+}
+
+#[test]
+fn constraints_get_postgresql_names() {
+    let sql = "CREATE TABLE \"items\" (\"id\" INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, \"name\" TEXT NOT NULL, \
+               \"owner\" INTEGER REFERENCES \"users\" ON DELETE CASCADE, UNIQUE (\"name\"))";
+    let json: serde_json::Value = serde_json::from_str(&constraints("items", sql)).expect("json");
+    let names: Vec<&str> = json
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["items_pkey", "items_name_key", "items_owner_fkey"]);
+    assert_eq!(serial_column(sql).as_deref(), Some("id"));
+    let checked = "CREATE TABLE \"t\" (\"price\" TEXT CHECK (price >= 0) COLLATE pg_numeric, \
+                   CONSTRAINT \"c2\" CHECK (price < pg_cast('1000.5', 'numeric', '')))";
+    let json: serde_json::Value = serde_json::from_str(&constraints("t", checked)).expect("json");
+    let defs: Vec<&str> = json
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|c| c["def"].as_str().expect("def"))
+        .collect();
+    assert_eq!(defs, ["CHECK (price >= 0::numeric)", "CHECK (price < 1000.5)"]);
+}
+
+#[test]
+fn identifiers_quote_as_postgresql_does() {
+    assert_eq!(quote_ident("items"), "items");
+    assert_eq!(quote_ident("Post_id_seq"), "\"Post_id_seq\"");
+    assert_eq!(quote_ident("user"), "\"user\"");
+    assert_eq!(relation_name("public.\"Post\""), "Post");
+    assert_eq!(relation_name("public.Items"), "items");
+}

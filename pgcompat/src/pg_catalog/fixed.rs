@@ -1,0 +1,214 @@
+//! The `pg_catalog` views whose rows do not depend on the database: the access methods, the one role and
+//! database, settings, languages, collations, and the catalogs of features Cambium does not have (empty, so
+//! tools that read them see none).
+
+use super::View;
+
+/// The `pg_catalog` views with fixed rows (or none).
+pub(super) const FIXED: &[View] = &[
+    View {
+        name: "pg_am",
+        columns: "oid:oid, amname:name, amhandler:text, amtype:char",
+        select: "VALUES (2, 'heap', 'heap_tableam_handler', 't'), (403, 'btree', 'bthandler', 'i'), \
+                 (405, 'hash', 'hashhandler', 'i'), (783, 'gist', 'gisthandler', 'i'), (2742, 'gin', 'ginhandler', 'i'), \
+                 (4000, 'spgist', 'spghandler', 'i'), (3580, 'brin', 'brinhandler', 'i')",
+    },
+    View {
+        name: "pg_database",
+        columns: "oid:oid, datname:name, datdba:oid, encoding:int4, datlocprovider:char, datistemplate:bool, \
+                  datallowconn:bool, datconnlimit:int4, datfrozenxid:int4, datminmxid:int4, dattablespace:oid, \
+                  datcollate:text, datctype:text, daticulocale:text, datcollversion:text, datacl:text[]",
+        select: "SELECT 16384, pg_current_database(), 10, 6, 'c', 0, 1, -1, 0, 1, 1663, 'C.UTF-8', 'C.UTF-8', NULL, NULL, NULL",
+    },
+    View {
+        name: "pg_roles",
+        columns: "rolname:name, rolsuper:bool, rolinherit:bool, rolcreaterole:bool, rolcreatedb:bool, \
+                  rolcanlogin:bool, rolreplication:bool, rolconnlimit:int4, rolpassword:text, rolvaliduntil:text, \
+                  rolbypassrls:bool, rolconfig:text[], oid:oid",
+        select: "SELECT pg_current_user(), 1, 1, 1, 1, 1, 1, -1, '********', NULL, 1, NULL, 10",
+    },
+    View {
+        name: "pg_authid",
+        columns: "oid:oid, rolname:name, rolsuper:bool, rolinherit:bool, rolcreaterole:bool, rolcreatedb:bool, \
+                  rolcanlogin:bool, rolreplication:bool, rolbypassrls:bool, rolconnlimit:int4, rolpassword:text, \
+                  rolvaliduntil:text",
+        select: "SELECT 10, pg_current_user(), 1, 1, 1, 1, 1, 1, 1, -1, NULL, NULL",
+    },
+    View {
+        name: "pg_user",
+        columns: "usename:name, usesysid:oid, usecreatedb:bool, usesuper:bool, userepl:bool, usebypassrls:bool, \
+                  passwd:text, valuntil:text, useconfig:text[]",
+        select: "SELECT pg_current_user(), 10, 1, 1, 1, 1, '********', NULL, NULL",
+    },
+    View {
+        name: "pg_auth_members",
+        columns: "roleid:oid, member:oid, grantor:oid, admin_option:bool",
+        select: "SELECT 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_proc",
+        columns: "oid:oid, proname:name, pronamespace:oid, proowner:oid, prolang:oid, prokind:char, \
+                  proretset:bool, prorettype:oid, pronargs:int2, proargtypes:text, prosrc:text",
+        select: "VALUES (1299, 'now', 11, 10, 12, 'f', 0, 1184, 0, '', 'now'), (89, 'version', 11, 10, 12, 'f', 0, 25, 0, '', 'pgsql_version'), \
+                 (861, 'current_database', 11, 10, 12, 'f', 0, 19, 0, '', 'current_database'), \
+                 (1402, 'current_schema', 11, 10, 12, 'f', 0, 19, 0, '', 'current_schema')",
+    },
+    View {
+        name: "pg_settings",
+        columns: "name:text, setting:text, unit:text, category:text, short_desc:text, context:text, vartype:text, \
+                  source:text, min_val:text, max_val:text, boot_val:text, reset_val:text",
+        select: "SELECT s.value ->> 'name', s.value ->> 'setting', s.value ->> 'unit', s.value ->> 'category', \
+                 s.value ->> 'short_desc', s.value ->> 'context', s.value ->> 'vartype', s.value ->> 'source', \
+                 s.value ->> 'min_val', s.value ->> 'max_val', s.value ->> 'boot_val', s.value ->> 'reset_val' \
+                 FROM json_each(pg_settings_json()) s",
+    },
+    View {
+        name: "pg_matviews",
+        columns: "schemaname:name, matviewname:name, matviewowner:name, tablespace:name, hasindexes:bool, \
+                  ispopulated:bool, definition:text",
+        select: "SELECT NULL, NULL, NULL, NULL, 0, 0, NULL WHERE 0",
+    },
+    View {
+        name: "pg_shdescription",
+        columns: "objoid:oid, classoid:oid, description:text",
+        select: "SELECT 0, 0, NULL WHERE 0",
+    },
+    View {
+        name: "pg_inherits",
+        columns: "inhrelid:oid, inhparent:oid, inhseqno:int4, inhdetachpending:bool",
+        select: "SELECT 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_trigger",
+        columns: "oid:oid, tgrelid:oid, tgparentid:oid, tgname:name, tgfoid:oid, tgtype:int2, tgenabled:char, \
+                  tgisinternal:bool, tgconstrrelid:oid, tgconstrindid:oid, tgconstraint:oid",
+        select: "SELECT 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_policy",
+        columns: "oid:oid, polname:name, polrelid:oid, polcmd:char, polpermissive:bool, polroles:oid[], \
+                  polqual:text, polwithcheck:text",
+        select: "SELECT 0, NULL, 0, NULL, 0, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_rewrite",
+        columns: "oid:oid, rulename:name, ev_class:oid, ev_type:char, ev_enabled:char, is_instead:bool, ev_qual:text, ev_action:text",
+        select: "SELECT 0, NULL, 0, NULL, NULL, 0, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_extension",
+        columns: "oid:oid, extname:name, extowner:oid, extnamespace:oid, extrelocatable:bool, extversion:text, \
+                  extconfig:oid[], extcondition:text[]",
+        select: "VALUES (13526, 'plpgsql', 10, 11, 0, '1.0', NULL, NULL)",
+    },
+    View {
+        name: "pg_collation",
+        columns: "oid:oid, collname:name, collnamespace:oid, collowner:oid, collprovider:char, \
+                  collisdeterministic:bool, collencoding:int4, collcollate:text, collctype:text",
+        select: "VALUES (100, 'default', 11, 10, 'd', 1, -1, NULL, NULL), (950, 'C', 11, 10, 'c', 1, -1, 'C', 'C'), \
+                 (951, 'POSIX', 11, 10, 'c', 1, -1, 'POSIX', 'POSIX')",
+    },
+    View {
+        name: "pg_enum",
+        columns: "oid:oid, enumtypid:oid, enumsortorder:float4, enumlabel:name",
+        select: "SELECT 0, 0, 0, NULL WHERE 0",
+    },
+    View {
+        name: "pg_statistic_ext",
+        columns: "oid:oid, stxrelid:oid, stxname:name, stxnamespace:oid, stxowner:oid, stxstattarget:int4, \
+                  stxkeys:text, stxkind:text[]",
+        select: "SELECT 0, 0, NULL, 0, 0, 0, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_publication",
+        columns: "oid:oid, pubname:name, pubowner:oid, puballtables:bool, pubinsert:bool, pubupdate:bool, \
+                  pubdelete:bool, pubtruncate:bool, pubviaroot:bool",
+        select: "SELECT 0, NULL, 0, 0, 0, 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_publication_rel",
+        columns: "oid:oid, prpubid:oid, prrelid:oid, prqual:text, prattrs:int2[]",
+        select: "SELECT 0, 0, 0, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_publication_namespace",
+        columns: "oid:oid, pnpubid:oid, pnnspid:oid",
+        select: "SELECT 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_stat_activity",
+        columns: "datid:oid, datname:name, pid:int4, usesysid:oid, usename:name, application_name:text, \
+                  client_addr:text, backend_start:text, state:text, query:text, backend_type:text",
+        select: "SELECT 16384, pg_current_database(), pg_backend_pid(), 10, pg_current_user(), '', NULL, NULL, 'active', '', 'client backend'",
+    },
+    View {
+        name: "pg_tablespace",
+        columns: "oid:oid, spcname:name, spcowner:oid, spcacl:text, spcoptions:text[]",
+        select: "VALUES (1663, 'pg_default', 10, NULL, NULL), (1664, 'pg_global', 10, NULL, NULL)",
+    },
+    View {
+        name: "pg_partitioned_table",
+        columns: "partrelid:oid, partstrat:char, partnatts:int2, partdefid:oid, partattrs:text",
+        select: "SELECT 0, NULL, 0, 0, NULL WHERE 0",
+    },
+    View {
+        name: "pg_range",
+        columns: "rngtypid:oid, rngsubtype:oid, rngmultitypid:oid, rngcollation:oid, rngsubopc:oid",
+        select: "SELECT 0, 0, 0, 0, 0 WHERE 0",
+    },
+    View {
+        name: "pg_event_trigger",
+        columns: "oid:oid, evtname:name, evtevent:name, evtowner:oid, evtfoid:oid, evtenabled:char, evttags:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_largeobject_metadata",
+        columns: "oid:oid, lomowner:oid, lomacl:text[]",
+        select: "SELECT NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_default_acl",
+        columns: "oid:oid, defaclrole:oid, defaclnamespace:oid, defaclobjtype:char, defaclacl:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_init_privs",
+        columns: "objoid:oid, classoid:oid, objsubid:int4, privtype:char, initprivs:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_subscription",
+        columns: "oid:oid, subdbid:oid, subname:name, subowner:oid, subenabled:bool",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_table",
+        columns: "ftrelid:oid, ftserver:oid, ftoptions:text[]",
+        select: "SELECT NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_server",
+        columns: "oid:oid, srvname:name, srvowner:oid, srvfdw:oid, srvtype:text, srvversion:text, srvacl:text[], srvoptions:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_foreign_data_wrapper",
+        columns: "oid:oid, fdwname:name, fdwowner:oid, fdwhandler:oid, fdwvalidator:oid, fdwacl:text[], fdwoptions:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_seclabel",
+        columns: "objoid:oid, classoid:oid, objsubid:int4, provider:text, label:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_transform",
+        columns: "oid:oid, trftype:oid, trflang:oid, trffromsql:oid, trftosql:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_language",
+        columns: "oid:oid, lanname:name, lanowner:oid, lanispl:bool, lanpltrusted:bool",
+        select: "VALUES (12, 'internal', 10, 0, 0), (13, 'c', 10, 0, 0), (14, 'sql', 10, 0, 1), (13525, 'plpgsql', 10, 1, 1)",
+    },
+];

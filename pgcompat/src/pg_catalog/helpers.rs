@@ -1,0 +1,94 @@
+//! The untyped views the catalog views are built from, and the views the translator's lookups read.
+
+/// Views the catalog views are built from (untyped, internal).
+pub(super) const HELPERS: &[(&str, &str)] = &[
+    (
+        "rel",
+        "SELECT s.rowid AS rid, 16384 + s.rowid * 64 AS oid, s.name AS name, s.type AS type, s.tbl_name AS tbl, s.sql AS sql \
+         FROM main.sqlite_schema s WHERE s.type IN ('table', 'view', 'index') AND s.sql IS NOT NULL \
+         AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_cambium\\_%' ESCAPE '\\'",
+    ),
+    (
+        "cols",
+        "SELECT r.rid AS rid, r.oid AS relid, r.name AS relname, r.type AS reltype, p.cid + 1 AS attnum, p.name AS attname, \
+         p.type AS decl, p.\"notnull\" AS nn, p.dflt_value AS dflt, p.pk AS pk, ct.type AS pgtype, \
+         coalesce(p.name = _pgc_serial(r.name, r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
+         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END AS identity \
+         FROM _pgc_rel r JOIN pragma_table_info(r.name, 'main') p \
+         LEFT JOIN _pgc_coltypes ct ON ct.table_name = lower(r.name) AND ct.column_name = p.name COLLATE NOCASE \
+         WHERE r.type IN ('table', 'view')",
+    ),
+    (
+        "seq",
+        "SELECT rid, relid, relname AS tbl, attname AS col, attnum, relname || '_' || attname || '_seq' AS seqname, \
+         relid + 1 AS oid, typid, identity FROM _pgc_cols WHERE serial",
+    ),
+    (
+        "cons0",
+        "SELECT r.rid AS rid, r.oid AS conrelid, r.name AS relname, CAST(j.key AS INTEGER) AS ord, \
+         r.oid + 32 + j.key AS oid, r.oid + 2 + j.key AS idxoid, \
+         json_extract(j.value, '$.name') AS conname, json_extract(j.value, '$.type') AS contype, \
+         json_extract(j.value, '$.cols') AS cols, json_extract(j.value, '$.ref_table') AS reftable, \
+         json_extract(j.value, '$.ref_cols') AS refcols0, json_extract(j.value, '$.upd') AS upd, \
+         json_extract(j.value, '$.del') AS del, json_extract(j.value, '$.def') AS def0 \
+         FROM _pgc_rel r, json_each(_pgc_constraints(r.name, r.sql)) j WHERE r.type = 'table'",
+    ),
+    (
+        "cons",
+        "SELECT k.*, CASE WHEN k.contype <> 'f' THEN NULL WHEN json_array_length(k.refcols0) > 0 THEN k.refcols0 \
+         ELSE (SELECT json_group_array(name) FROM (SELECT p.name FROM pragma_table_info(k.reftable, 'main') p WHERE p.pk > 0 ORDER BY p.pk)) END AS refcols, \
+         (SELECT t.oid FROM _pgc_rel t WHERE t.type = 'table' AND t.name = k.reftable COLLATE NOCASE) AS refoid, \
+         (SELECT t.rid FROM _pgc_rel t WHERE t.type = 'table' AND t.name = k.reftable COLLATE NOCASE) AS refrid \
+         FROM _pgc_cons0 k",
+    ),
+    (
+        "idx",
+        "SELECT k.idxoid AS oid, k.conname AS name, k.conrelid AS relid, k.rid AS rid, k.relname AS tbl, 1 AS isunique, \
+         k.contype = 'p' AS isprimary, k.cols AS cols, 1 AS iscon FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
+         UNION ALL SELECT r.oid, r.name, t.oid, t.rid, t.name, \
+         coalesce((SELECT l.\"unique\" FROM pragma_index_list(t.name, 'main') l WHERE l.name = r.name), 0), 0, \
+         (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), 0 \
+         FROM _pgc_rel r JOIN _pgc_rel t ON t.name = r.tbl AND t.type = 'table' WHERE r.type = 'index'",
+    ),
+    (
+        "idx2",
+        "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.name) || \
+         ' ON public.' || _pgc_ident(x.tbl) || ' USING btree (' || \
+         (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')' AS indexdef, \
+         (SELECT group_concat(c.attnum, ' ') FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
+         FROM _pgc_idx x",
+    ),
+];
+
+/// Views the translator's lookups read (`::regclass`, `pg_get_indexdef`…). Their columns have names no
+/// other relation has, so a lookup subquery never captures a column of the query around it
+/// (`pg_get_constraintdef(oid)` must read the outer `oid`).
+pub(super) const LOOKUPS: &[(&str, &str)] = &[
+    (
+        "relnames",
+        "SELECT oid AS _pgc_oid, relname AS _pgc_name FROM _pgc_pg_class",
+    ),
+    (
+        "nspnames",
+        "SELECT oid AS _pgc_oid, nspname AS _pgc_name FROM _pgc_pg_namespace",
+    ),
+    (
+        "indexdefs",
+        "SELECT oid AS _pgc_oid, indexdef AS _pgc_def FROM _pgc_idx2",
+    ),
+    (
+        "condefs",
+        "SELECT k.oid AS _pgc_oid, replace(k.def0, '{REFCOLS}', \
+         coalesce((SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(k.refcols) e), '')) AS _pgc_def \
+         FROM _pgc_cons k",
+    ),
+    (
+        "viewdefs",
+        "SELECT c.oid AS _pgc_oid, c.relname AS _pgc_name, v.definition AS _pgc_def FROM _pgc_pg_views v \
+         JOIN _pgc_pg_class c ON c.relname = v.viewname AND c.relkind = 'v'",
+    ),
+    (
+        "seqnames",
+        "SELECT tbl AS _pgc_tbl, col AS _pgc_col, seqname AS _pgc_name FROM _pgc_seq",
+    ),
+];

@@ -1,0 +1,66 @@
+//! The rows of the `pg_type` view: the types the layer supports, their arrays, and a few internal ones.
+
+use crate::types::{Base, PgType};
+
+pub(super) const TYPE_COLUMNS_NAMES: &str =
+    "oid, typname, typlen, typbyval, typcategory, typelem, typarray, typcollation, typinput, typoutput";
+
+/// The types the layer supports (and `char`), as a VALUES list for the `pg_type` view.
+pub(super) fn type_rows() -> String {
+    let mut rows = vec![
+        "(18, 'char', 1, 1, 'Z', 0, 1002, 0, 'charin', 'charout')".to_owned(),
+        "(27, 'tid', 6, 0, 'U', 0, 1010, 0, 'tidin', 'tidout')".to_owned(),
+        "(28, 'xid', 4, 1, 'U', 0, 1011, 0, 'xidin', 'xidout')".to_owned(),
+        "(29, 'cid', 4, 1, 'U', 0, 1012, 0, 'cidin', 'cidout')".to_owned(),
+    ];
+    for base in Base::ALL {
+        let scalar = PgType::new(base);
+        let array = scalar.array();
+        let (len, byval, category) = match base {
+            Base::Bool => (1, 1, 'B'),
+            Base::Int2 => (2, 1, 'N'),
+            Base::Int4 | Base::Oid | Base::Regclass => (4, 1, 'N'),
+            Base::Int8 => (8, 1, 'N'),
+            Base::Float4 => (4, 1, 'N'),
+            Base::Float8 => (8, 1, 'N'),
+            Base::Numeric => (-1, 0, 'N'),
+            Base::Text | Base::Varchar | Base::Bpchar => (-1, 0, 'S'),
+            Base::Name => (64, 0, 'S'),
+            Base::Date => (4, 1, 'D'),
+            Base::Time | Base::Timestamp | Base::Timestamptz => (8, 1, 'D'),
+            Base::Interval => (16, 0, 'T'),
+            Base::Uuid => (16, 0, 'U'),
+            Base::Bytea | Base::Json | Base::Jsonb => (-1, 0, 'U'),
+        };
+        let collation = if matches!(base, Base::Text | Base::Varchar | Base::Bpchar | Base::Name) {
+            100
+        } else {
+            0
+        };
+        let name = scalar.internal_name();
+        // PostgreSQL's I/O functions: `int4in`, but `numeric_in`, `timestamp_in`.
+        let separator = match base {
+            Base::Numeric
+            | Base::Date
+            | Base::Time
+            | Base::Timestamp
+            | Base::Timestamptz
+            | Base::Interval
+            | Base::Uuid
+            | Base::Json
+            | Base::Jsonb => "_",
+            _ => "",
+        };
+        rows.push(format!(
+            "({}, '{name}', {len}, {byval}, '{category}', 0, {}, {collation}, '{name}{separator}in', '{name}{separator}out')",
+            scalar.oid(),
+            array.oid()
+        ));
+        rows.push(format!(
+            "({}, '_{name}', -1, 0, 'A', {}, 0, {collation}, 'array_in', 'array_out')",
+            array.oid(),
+            scalar.oid()
+        ));
+    }
+    format!("VALUES {}", rows.join(", "))
+}
