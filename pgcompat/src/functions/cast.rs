@@ -48,6 +48,13 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
             (Value::Real(f), None) => value::format_float8(*f),
             (v, None) => value::output(PgType::TEXT, v, tz).unwrap_or_default(),
         };
+        // char(n) → text or varchar drops the padding.
+        let text = match source {
+            Some(s) if s.base() == Base::Bpchar && !s.is_array() && target.base() != Base::Bpchar => {
+                text.trim_end_matches(' ').to_owned()
+            }
+            _ => text,
+        };
         let text = match target.modifier() {
             crate::types::Modifier::Length(n) if target.base() == Base::Varchar => {
                 text.chars().take(n as usize).collect()

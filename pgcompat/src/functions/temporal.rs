@@ -492,3 +492,16 @@ pub(super) fn scale_interval(iv: datetime::Interval, op: &str, factor: f64) -> R
         micros: micros as i64,
     })
 }
+
+/// A timestamp (or timestamptz) value of `ty` plus `step`, in its stored form.
+pub(super) fn add_interval(ty: PgType, v: Value, step: datetime::Interval, tz: &TimeZone) -> Result<Value, PgError> {
+    datetime_arith(
+        v,
+        false,
+        Value::Text(step.format()),
+        ty,
+        ty,
+        PgType::new(Base::Interval),
+        tz,
+    )
+}

@@ -7,6 +7,7 @@ pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
 pub(crate) mod rebuild;
+pub(crate) mod srf;
 pub(crate) mod tables;
 pub(crate) mod walk;
 

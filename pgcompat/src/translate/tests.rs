@@ -95,3 +95,126 @@ fn pg_typeof_keeps_an_aggregate_query_one_row() {
     .expect("runs");
     assert_eq!(row, [Some("bigint".to_owned()), Some("2".to_owned())]);
 }
+
+/// Every row of `sql` after `setup`, each column printed as PostgreSQL prints it.
+fn rows_after(setup: &[&str], sql: &str) -> Vec<Vec<Option<String>>> {
+    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+    for statement in setup {
+        let translated = dialect.translate(&conn, statement).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {statement}");
+        };
+        for t in list {
+            for step in &t.steps {
+                conn.execute_batch(step).expect("runs");
+            }
+        }
+    }
+    let translated = dialect.translate(&conn, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let crate::Translated::Statements(list) = &*translated else {
+        panic!("not a statement: {sql}");
+    };
+    let t = &list[0];
+    let mut stmt = conn
+        .prepare(&t.steps[0])
+        .unwrap_or_else(|e| panic!("{}: {e}", t.steps[0]));
+    let types = dialect.column_types(&stmt, Some(t));
+    let width = stmt.column_count();
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().expect("a row") {
+        let values = (0..width)
+            .map(|i| {
+                let v: rusqlite::types::Value = row.get(i).expect("a value");
+                let ty = types.get(i).copied().flatten().unwrap_or(crate::PgType::TEXT);
+                crate::value::output(ty, &v, &dialect.state().time_zone())
+            })
+            .collect();
+        out.push(values);
+    }
+    out
+}
+
+fn texts(rows: &[&[&str]]) -> Vec<Vec<Option<String>>> {
+    rows.iter()
+        .map(|r| r.iter().map(|v| (*v != "NULL").then(|| (*v).to_owned())).collect())
+        .collect()
+}
+
+#[test]
+fn set_returning_functions_join_laterally() {
+    let docs = [
+        "CREATE TABLE docs (id int PRIMARY KEY, body jsonb)",
+        r#"INSERT INTO docs VALUES (1, '{"tags": ["x", "y"]}'), (2, '{"tags": ["y"]}')"#,
+    ];
+    assert_eq!(
+        rows_after(
+            &docs,
+            "SELECT d.id, t.tag FROM docs d, jsonb_array_elements_text(d.body -> 'tags') AS t(tag) ORDER BY d.id, t.tag"
+        ),
+        texts(&[&["1", "x"], &["1", "y"], &["2", "y"]])
+    );
+    assert_eq!(
+        rows_after(
+            &docs,
+            "SELECT tag, count(*) FROM docs, jsonb_array_elements_text(body -> 'tags') AS tag GROUP BY tag ORDER BY tag"
+        ),
+        texts(&[&["x", "1"], &["y", "2"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            r#"SELECT key, value FROM jsonb_each('{"b": 2, "a": {"x": 1}}') ORDER BY key"#
+        ),
+        texts(&[&["a", r#"{"x": 1}"#], &["b", "2"]])
+    );
+    assert_eq!(
+        rows_after(&[], r#"SELECT * FROM jsonb_each_text('{"a": "s", "c": null}')"#),
+        texts(&[&["a", "s"], &["c", "NULL"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            r#"SELECT value FROM jsonb_array_elements('[3, "x"]') WITH ORDINALITY AS e(value, n) ORDER BY n DESC"#
+        ),
+        texts(&[&[r#""x""#], &["3"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT a, b FROM unnest(ARRAY[1, 2, 3], ARRAY['x', 'y']) AS t(a, b) ORDER BY a"
+        ),
+        texts(&[&["1", "x"], &["2", "y"], &["3", "NULL"]])
+    );
+    assert_eq!(
+        rows_after(&[], "SELECT unnest(ARRAY[2, 1]) AS u ORDER BY u"),
+        texts(&[&["1"], &["2"]])
+    );
+    assert_eq!(
+        rows_after(&[], "SELECT generate_series(1, 3, 2)"),
+        texts(&[&["1"], &["3"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT x FROM regexp_split_to_table('one two  three', '\\s+') AS x ORDER BY x"
+        ),
+        texts(&[&["one"], &["three"], &["two"]])
+    );
+    check_errors(&[("* FROM jsonb_array_elements('{\"a\": 1}')", "22023")]);
+}
+
+#[test]
+fn numeric_results_keep_their_order_through_a_cte() {
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE t (g int, n numeric)",
+                "INSERT INTO t VALUES (1, 9.5), (2, 10), (3, 100.25)"
+            ],
+            "WITH s AS (SELECT g, sum(n) AS total FROM t GROUP BY g) SELECT total FROM s ORDER BY total DESC"
+        ),
+        texts(&[&["100.25"], &["10"], &["9.5"]])
+    );
+}

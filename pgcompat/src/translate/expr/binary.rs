@@ -46,11 +46,15 @@ impl Rewriter<'_> {
                 Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
             }
             B::StringConcat
-                if lt.is_some_and(|t| t.base() == Base::Bool) || rt.is_some_and(|t| t.base() == Base::Bool) =>
+                if [lt, rt]
+                    .iter()
+                    .any(|t| t.is_some_and(|t| !t.is_array() && matches!(t.base(), Base::Bool | Base::Bpchar))) =>
             {
-                // A boolean concatenated prints as `true`/`false` (its text cast), not SQLite's 1/0.
+                // A boolean concatenated prints as `true`/`false` (its text cast), not SQLite's 1/0; a
+                // char(n) loses its padding (its cast to text).
                 let as_text = |e: Expr, t: Option<PgType>| match t {
-                    Some(t) if t.base() == Base::Bool => cast_call(e, PgType::TEXT, Some(t)),
+                    Some(t) if t.base() == Base::Bool && !t.is_array() => cast_call(e, PgType::TEXT, Some(t)),
+                    Some(t) if t.base() == Base::Bpchar && !t.is_array() => call("rtrim", vec![e, string(" ")]),
                     _ => e,
                 };
                 Some(Expr::BinaryOp {

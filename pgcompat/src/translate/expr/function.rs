@@ -76,6 +76,17 @@ impl Rewriter<'_> {
             "current_database" | "current_catalog" => call("pg_current_database", Vec::new()),
             "current_schema" => call("pg_current_schema", Vec::new()),
             "current_user" | "session_user" | "user" | "current_role" if no_args => call("pg_current_user", Vec::new()),
+            "length" | "char_length" | "character_length"
+                if plain_args(function).len() == 1
+                    && plain_args(function)
+                        .first()
+                        .and_then(|a| self.typer.infer(a))
+                        .is_some_and(|t| t.base() == Base::Bpchar && !t.is_array()) =>
+            {
+                // char(n)'s padding is not part of its length.
+                let arg = plain_args(function)[0].clone();
+                call("length", vec![call("rtrim", vec![arg, string(" ")])])
+            }
             "strpos" => {
                 let args = plain_args(function).into_iter().cloned().collect();
                 call("instr", args)

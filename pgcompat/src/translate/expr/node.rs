@@ -249,7 +249,17 @@ impl Rewriter<'_> {
                 Some(take(inner))
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
+            Expr::Identifier(ident) => self
+                .typer
+                .function_column(None, &ident.value)
+                .map(|column| column.expr.clone()),
             Expr::CompoundIdentifier(parts) => {
+                if let [qualifier, column] = parts.as_slice() {
+                    if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
+                        *expr = found.expr.clone();
+                        return Ok(());
+                    }
+                }
                 super::super::catalog_refs::rewrite_compound(parts);
                 None
             }

@@ -15,6 +15,8 @@ use crate::types::{self, Base, PgType};
 pub(crate) struct Scope {
     /// `(alias or name, table name)`, in FROM order.
     tables: Vec<(String, String)>,
+    /// The set-returning functions of its FROM, rewritten (`srf`).
+    pub(crate) functions: Vec<crate::translate::srf::FunctionTable>,
 }
 
 impl Scope {
@@ -34,13 +36,17 @@ impl Scope {
                 add(&join.relation);
             }
         }
-        Scope { tables }
+        Scope {
+            tables,
+            functions: Vec::new(),
+        }
     }
 
     /// A scope of one table (UPDATE, DELETE).
     pub(crate) fn of_table(table: &str) -> Scope {
         Scope {
             tables: vec![(table.to_ascii_lowercase(), table.to_owned())],
+            functions: Vec::new(),
         }
     }
 }
@@ -61,7 +67,38 @@ pub(crate) struct Typer<'a> {
 }
 
 impl Typer<'_> {
+    /// The column of a set-returning function in FROM that `qualifier.column` names, if it is one.
+    pub(crate) fn function_column(
+        &self,
+        qualifier: Option<&str>,
+        column: &str,
+    ) -> Option<&crate::translate::srf::FunctionColumn> {
+        for scope in self.scopes.iter().rev() {
+            for function in &scope.functions {
+                if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(&function.alias)) {
+                    continue;
+                }
+                if let Some(found) = function.column(column) {
+                    return Some(found);
+                }
+            }
+            // A name a table of this scope has is that table's (PostgreSQL would call it ambiguous).
+            if qualifier.is_none()
+                && scope
+                    .tables
+                    .iter()
+                    .any(|(_, t)| self.catalog.column_type(t, column).is_some())
+            {
+                return None;
+            }
+        }
+        None
+    }
+
     fn column(&self, qualifier: Option<&str>, column: &str) -> Option<PgType> {
+        if let Some(found) = self.function_column(qualifier, column) {
+            return found.ty;
+        }
         for scope in self.scopes.iter().rev() {
             for (key, table) in &scope.tables {
                 if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(key)) {
@@ -95,7 +132,7 @@ impl Typer<'_> {
                 }
                 _ => None,
             },
-            Expr::Nested(inner) => self.infer(inner),
+            Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => self.infer(inner),
             Expr::UnaryOp { op, expr } => match op {
                 UnaryOperator::Not => Some(PgType::BOOL),
                 _ => self.infer(expr),
