@@ -124,6 +124,15 @@ pub const SUBSTRING_ERROR: &str = "22011";
 /// cant_change_runtime_param
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 
+/// invalid_column_reference
+pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
+/// cardinality_violation
+pub const CARDINALITY_VIOLATION: &str = "21000";
+/// grouping_error
+pub const GROUPING_ERROR: &str = "42803";
+/// datatype_mismatch in a set operation or CASE: cannot match types
+pub const INDETERMINATE_DATATYPE: &str = "42P18";
+
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
     FEATURE_NOT_SUPPORTED,
@@ -164,6 +173,10 @@ const CODES: &[&str] = &[
     INTERNAL_ERROR,
     CANT_CHANGE_RUNTIME_PARAM,
     SUBSTRING_ERROR,
+    INVALID_COLUMN_REFERENCE,
+    CARDINALITY_VIOLATION,
+    GROUPING_ERROR,
+    INDETERMINATE_DATATYPE,
 ];
 
 /// The layer's static code equal to `code`, if it is one.

@@ -9,6 +9,7 @@ pub(crate) mod names;
 pub(crate) mod rebuild;
 pub(crate) mod srf;
 pub(crate) mod tables;
+pub(crate) mod upsert;
 pub(crate) mod walk;
 
 #[cfg(test)]
@@ -220,16 +221,16 @@ fn translate_statement(
             let tables = match &mut delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            if delete.using.is_some() {
-                return Err(PgError::unsupported("DELETE … USING"));
-            }
-            let table = match tables.first_mut().map(|t| &mut t.relation) {
-                Some(TableFactor::Table { name, .. }) => {
+            let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
+                Some(TableFactor::Table { name, alias, .. }) => {
                     expr::strip_public(name)?;
-                    last_part(name)
+                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 _ => return Err(PgError::unsupported("this DELETE form")),
             };
+            if let Some(using) = delete.using.take() {
+                delete.selection = Some(delete_using(&table, alias.as_deref(), &using, delete.selection.take())?);
+            }
             if let Some(returning) = &mut delete.returning {
                 names::name_items(returning);
             }
@@ -415,6 +416,31 @@ fn translate_statement(
     Ok(Some(translation))
 }
 
+/// `DELETE FROM t USING u WHERE c` as SQLite can run it: `DELETE FROM t WHERE rowid IN (SELECT t.rowid FROM
+/// t, u WHERE c)` (the subquery is rewritten with the rest of the statement).
+fn delete_using(
+    table: &str,
+    alias: Option<&str>,
+    using: &[sqlparser::ast::TableWithJoins],
+    selection: Option<Expr>,
+) -> Result<Expr, PgError> {
+    let key = quote_ident(alias.unwrap_or(table));
+    let target = match alias {
+        Some(alias) => format!("{} AS {}", quote_ident(table), quote_ident(alias)),
+        None => quote_ident(table),
+    };
+    let using: Vec<String> = using.iter().map(ToString::to_string).collect();
+    let condition = selection.map_or_else(|| "true".to_owned(), |s| s.to_string());
+    let sql = format!(
+        "rowid IN (SELECT {key}.rowid FROM {target}, {} WHERE {condition})",
+        using.join(", ")
+    );
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting DELETE … USING: {e}")))
+}
+
 fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
     let table = match &mut insert.table {
         TableObject::TableName(name) => {
@@ -465,6 +491,7 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
             }
         }
     }
+    upsert::prepare(conn, &table, &columns, insert)?;
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);

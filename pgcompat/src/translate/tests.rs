@@ -218,3 +218,58 @@ fn numeric_results_keep_their_order_through_a_cte() {
         texts(&[&["100.25"], &["10"], &["9.5"]])
     );
 }
+
+#[test]
+fn upserts_resolve_their_conflict_target_as_postgres_does() {
+    let setup = [
+        "CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL, hits int NOT NULL DEFAULT 0)",
+        "INSERT INTO settings VALUES ('tz', 'UTC')",
+        "CREATE TABLE pageviews (path text, day date, n int, UNIQUE (path, day))",
+    ];
+    let run = |sql: &str| row_after(&setup, sql);
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('tz', 'x') ON CONFLICT ON CONSTRAINT settings_pkey DO UPDATE SET value = 'again' RETURNING value")
+            .expect("runs"),
+        [Some("again".to_owned())]
+    );
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('a', 'x') ON CONFLICT (value) DO NOTHING").map_err(|e| e.code),
+        Err("42P10")
+    );
+    assert_eq!(
+        run(
+            "INSERT INTO settings VALUES ('b', 'x'), ('b', 'y') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        .map_err(|e| e.code),
+        Err("21000")
+    );
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('t', 'x') ON CONFLICT ON CONSTRAINT nothing DO NOTHING").map_err(|e| e.code),
+        Err("42704")
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                setup[2],
+                "INSERT INTO pageviews SELECT '/a', '2024-01-01', g FROM generate_series(1, 3) AS g ON CONFLICT (path, day) DO NOTHING",
+            ],
+            "SELECT path, n FROM pageviews"
+        ),
+        texts(&[&["/a", "1"]])
+    );
+}
+
+#[test]
+fn delete_using_deletes_the_rows_the_join_finds() {
+    let setup = [
+        "CREATE TABLE dept (id int PRIMARY KEY, name text)",
+        "CREATE TABLE emp (id int PRIMARY KEY, name text, dept_id int)",
+        "INSERT INTO dept VALUES (1, 'eng'), (2, 'empty')",
+        "INSERT INTO emp VALUES (1, 'ann', 1), (2, 'eve', 2), (3, 'bob', 2)",
+        "DELETE FROM emp USING dept WHERE emp.dept_id = dept.id AND dept.name = 'empty'",
+    ];
+    assert_eq!(
+        rows_after(&setup, "SELECT name FROM emp ORDER BY id"),
+        texts(&[&["ann"]])
+    );
+}
