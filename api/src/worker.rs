@@ -1,49 +1,81 @@
 //! The operations worker: runs `create_database` and `restore_branch` operations in the background.
 //!
+//! The worker knows operations, not the control plane: it reads an operation's row, decodes its [`Action`] and
+//! hands the work to an [`OperationRunner`] (the control plane implements it), then has the runner record the
+//! end. So the control plane depends on the worker and never the reverse.
+//!
 //! Bounds: at most [`QUEUED_MAX`] operations wait or run at once (one more is refused with 429 *before* its row
 //! is written: a caller [`Worker::reserve`]s a slot, writes the row, then submits), and at most
-//! [`RUNNING_MAX`] run at the same time. Every run ends in [`Control::finish`], so an operation is never left
-//! `running` by the worker; after a crash, [`Control::resume`] hands the ones left `running` back to it.
+//! [`RUNNING_MAX`] run at the same time. Every run ends in [`OperationRunner::finish_operation`], so an
+//! operation is never left `running` by the worker; after a crash, the control plane hands the ones left
+//! `running` back to it ([`Worker::resume`]).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use tokio::sync::Semaphore;
 
-use crate::control::Control;
 use crate::error::ApiError;
+use crate::store::operations::{Action, Operation, RestoreParams};
 
 /// Operations waiting or running, at most.
 pub const QUEUED_MAX: usize = 256;
 /// Operations running at once, at most.
 pub const RUNNING_MAX: usize = 8;
 
-/// The worker; owned by [`Control`].
+/// What the worker needs to run operations: their rows, their work, and a place to record how they ended.
+pub(crate) trait OperationRunner: Send + Sync + 'static {
+    /// Operation `id` as the store holds it now; `None` if it is gone (deleted with its project).
+    fn load_operation(&self, id: &str) -> impl Future<Output = Result<Option<Operation>, ApiError>> + Send;
+
+    /// How long to wait before running each operation: fault injection for tests, 0 in production.
+    fn operation_delay_ms(&self) -> u64;
+
+    /// The work of `create_database` `operation`; `Err` says why it failed. Every step is idempotent, so a run
+    /// resumed after a crash redoes what was done and finishes.
+    fn run_create_database(&self, operation: &Operation) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// The work of `restore_branch` `operation` with its `params`; `Err` says why it failed (and then nothing
+    /// was restored). Idempotent, like a creation.
+    fn run_restore_branch(
+        &self,
+        operation: &Operation,
+        params: RestoreParams,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// Records the end of `operation`: `finished` on `Ok`, `failed` with the message on `Err`.
+    fn finish_operation(&self, operation: &Operation, outcome: Result<(), String>) -> impl Future<Output = ()> + Send;
+}
+
+/// The worker of runner `R`, which owns it (the worker holds it weakly, so dropping the runner ends the
+/// operations that have not started).
 #[derive(Debug)]
-pub(crate) struct Worker {
-    control: Weak<Control>,
+pub(crate) struct Worker<R> {
+    runner: Weak<R>,
     queued: Arc<AtomicUsize>,
     running: Arc<Semaphore>,
 }
 
 /// A reserved place in the worker's queue: [`Slot::submit`] it, or drop it to give it back.
 #[must_use = "a slot is given back when dropped"]
-pub(crate) struct Slot<'a> {
-    worker: &'a Worker,
+pub(crate) struct Slot<'a, R: OperationRunner> {
+    worker: &'a Worker<R>,
     submitted: bool,
 }
 
-impl Worker {
-    pub(crate) fn new(control: Weak<Control>) -> Worker {
+impl<R: OperationRunner> Worker<R> {
+    /// A worker running operations through `runner`, nothing queued.
+    pub(crate) fn new(runner: Weak<R>) -> Worker<R> {
         Worker {
-            control,
+            runner,
             queued: Arc::new(AtomicUsize::new(0)),
             running: Arc::new(Semaphore::new(RUNNING_MAX)),
         }
     }
 
     /// Reserves a place for one operation, or refuses with 429 when [`QUEUED_MAX`] are queued.
-    pub(crate) fn reserve(&self) -> Result<Slot<'_>, ApiError> {
+    pub(crate) fn reserve(&self) -> Result<Slot<'_, R>, ApiError> {
         let reserved = self
             .queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
@@ -73,22 +105,18 @@ impl Worker {
     }
 
     fn spawn(&self, id: String) {
-        let (control, queued, running) = (
-            self.control.clone(),
-            Arc::clone(&self.queued),
-            Arc::clone(&self.running),
-        );
+        let (runner, queued, running) = (self.runner.clone(), Arc::clone(&self.queued), Arc::clone(&self.running));
         tokio::spawn(async move {
             let _permit = running.acquire_owned().await;
-            if let Some(control) = control.upgrade() {
-                run(&control, &id).await;
+            if let Some(runner) = runner.upgrade() {
+                run(&*runner, &id).await;
             }
             queued.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }
 
-impl Slot<'_> {
+impl<R: OperationRunner> Slot<'_, R> {
     /// Runs operation `id` (its row is written) in the background.
     pub(crate) fn submit(mut self, id: String) {
         self.submitted = true;
@@ -96,7 +124,7 @@ impl Slot<'_> {
     }
 }
 
-impl Drop for Slot<'_> {
+impl<R: OperationRunner> Drop for Slot<'_, R> {
     fn drop(&mut self) {
         if !self.submitted {
             self.worker.queued.fetch_sub(1, Ordering::AcqRel);
@@ -104,10 +132,9 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// Runs operation `id` to its end.
-async fn run(control: &Arc<Control>, id: &str) {
-    let operation_id = id.to_owned();
-    let operation = match control.blocking(move |store| store.operation(&operation_id)).await {
+/// Runs operation `id` to its end. A row whose action cannot be read fails its operation, saying why.
+async fn run<R: OperationRunner>(runner: &R, id: &str) {
+    let operation = match runner.load_operation(id).await {
         Ok(Some(operation)) => operation,
         Ok(None) => return, // deleted with its project
         Err(error) => {
@@ -115,15 +142,15 @@ async fn run(control: &Arc<Control>, id: &str) {
             return;
         }
     };
-    let delay_ms = control.config().operation_delay_ms;
+    let delay_ms = runner.operation_delay_ms();
     if delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
     }
     tracing::info!(operation = %operation.id, action = %operation.action, "operation running");
-    let outcome = match operation.action.as_str() {
-        "create_database" => control.run_create_database(&operation).await,
-        "restore_branch" => control.run_restore(&operation).await,
-        other => Err(format!("unknown action {other:?}")),
+    let outcome = match operation.work() {
+        Ok(Action::CreateDatabase) => runner.run_create_database(&operation).await,
+        Ok(Action::RestoreBranch(params)) => runner.run_restore_branch(&operation, params).await,
+        Err(error) => Err(error.to_string()),
     };
-    control.finish(&operation, outcome).await;
+    runner.finish_operation(&operation, outcome).await;
 }

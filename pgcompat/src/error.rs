@@ -123,6 +123,8 @@ pub const INTERNAL_ERROR: &str = "XX000";
 pub const SUBSTRING_ERROR: &str = "22011";
 /// cant_change_runtime_param
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
+/// bad_copy_file_format
+pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
 
 /// invalid_column_reference
 pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
@@ -172,6 +174,7 @@ const CODES: &[&str] = &[
     INVALID_ESCAPE_SEQUENCE,
     INTERNAL_ERROR,
     CANT_CHANGE_RUNTIME_PARAM,
+    BAD_COPY_FILE_FORMAT,
     SUBSTRING_ERROR,
     INVALID_COLUMN_REFERENCE,
     CARDINALITY_VIOLATION,

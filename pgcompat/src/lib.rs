@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod copy;
 pub mod error;
 pub mod functions;
 pub mod pg_catalog;

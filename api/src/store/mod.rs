@@ -157,6 +157,18 @@ pub(crate) fn check_quota(count: i64, max: u32, what: &str, scope: &str) -> Resu
     )))
 }
 
+/// Whether `account` has project `project_id` (read on `conn`, which may be a transaction's).
+pub(crate) fn has_project(conn: &Connection, account: &AccountId, project_id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
+            params![account.0, project_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
 pub(crate) fn conflict_on_unique(error: rusqlite::Error, message: &str) -> StoreError {
     match &error {
@@ -481,15 +493,7 @@ impl Store {
     ) -> Result<Option<Vec<databases::Database>>, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
-                params![account.0, id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
-        if !exists {
+        if !has_project(&tx, account, id)? {
             return Ok(None);
         }
         let deleted = databases::databases_of_project(&tx, id)?;

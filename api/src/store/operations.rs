@@ -2,10 +2,106 @@
 //!
 //! **Invariant:** an operation moves only from `running` to `finished` or `failed`, once
 //! ([`Store::finish_operation`] changes only a running one); a failed one carries its `error`.
+//!
+//! What an operation does is an [`Action`] with typed parameters, fixed when it is created. A row keeps it in
+//! two columns, as rows always have: `action`, the action's name (`create_database`, `restore_branch`), and
+//! `params`, its parameters as a JSON object (`{}` for a creation; the ids, the LSN and the names of a
+//! restore, ids as 32 lowercase hex digits and the LSN as `X/Y`). [`Action`] writes exactly that text and
+//! reads it back ([`Operation::work`]), so rows written before the type existed run as they are and no
+//! migration was needed; a row whose action or parameters cannot be read fails its operation with
+//! [`ActionError`], never the listing or the resume that reads it.
 
+use cambium_types::{Lsn, TimelineId};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
+use serde::{Deserialize, Serialize};
 
-use super::{new_id, now, AccountId, Page, Store, StoreError};
+use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
+
+/// What an operation does, with the parameters fixed when it was created (so a run resumed after a crash does
+/// the same work).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `create_database`: the database's storage, then its compute, a SQL check, then `active`. The database
+    /// and its root timeline are the operation's database and its row's; no parameters.
+    CreateDatabase,
+    /// `restore_branch`: the branch moved to a new timeline at a point of its history.
+    RestoreBranch(RestoreParams),
+}
+
+/// The parameters of a `restore_branch` operation. Serialized as the JSON object its rows have always held
+/// (the field order and spelling are the format).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreParams {
+    /// The restored branch.
+    pub branch_id: String,
+    /// The timeline the branch is on before the restore.
+    pub old_timeline_id: TimelineId,
+    /// The timeline that holds the restore point (the branch's, or an ancestor's).
+    pub source_timeline_id: TimelineId,
+    /// The restore point, on `source_timeline_id`.
+    pub target_lsn: Lsn,
+    /// The branch's new timeline, branched from `source_timeline_id` at `target_lsn` (chosen up front, so a
+    /// resumed run makes the same one).
+    pub new_timeline_id: TimelineId,
+    /// The name of the branch that keeps the state before the restore; `None` keeps none.
+    pub preserved_name: Option<String>,
+    /// That branch's id (chosen up front, like the timeline).
+    pub preserved_id: String,
+}
+
+/// Why an operation row's action could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// No action has this name.
+    #[error("unknown action {0:?}")]
+    Unknown(String),
+    /// The parameters are not the action's.
+    #[error("malformed parameters: {0}")]
+    Params(#[from] serde_json::Error),
+}
+
+impl Action {
+    /// The name of [`Action::CreateDatabase`] in the `action` column and the API.
+    pub const CREATE_DATABASE: &'static str = "create_database";
+    /// The name of [`Action::RestoreBranch`] in the `action` column and the API.
+    pub const RESTORE_BRANCH: &'static str = "restore_branch";
+
+    /// Its name, as the `action` column and the API spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::CreateDatabase => Action::CREATE_DATABASE,
+            Action::RestoreBranch(_) => Action::RESTORE_BRANCH,
+        }
+    }
+
+    /// Its parameters as the `params` column holds them.
+    pub fn params_json(&self) -> String {
+        match self {
+            // No parameters: an empty object.
+            Action::CreateDatabase => "{}".to_owned(),
+            // Serializing a struct of strings, ids and an LSN (each written as a string) cannot fail: serde_json
+            // fails only on non-string map keys and on `Serialize` impls that report errors, and these have
+            // neither.
+            Action::RestoreBranch(params) => {
+                serde_json::to_string(params).expect("restore parameters always serialize")
+            }
+        }
+    }
+
+    /// The action a row holds: its `action` and `params` columns.
+    pub fn decode(name: &str, params: &str) -> Result<Action, ActionError> {
+        match name {
+            Action::CREATE_DATABASE => {
+                // An object, whatever it holds (the work takes nothing from it; rows hold `{}`).
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(params)?;
+                Ok(Action::CreateDatabase)
+            }
+            Action::RESTORE_BRANCH => Ok(Action::RestoreBranch(serde_json::from_str(params)?)),
+            other => Err(ActionError::Unknown(other.to_owned())),
+        }
+    }
+}
 
 /// Where an operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,18 +147,26 @@ pub struct Operation {
     pub database_id: Option<String>,
     /// The branch it works on.
     pub branch_id: Option<String>,
-    /// `create_database` or `restore_branch`.
+    /// `create_database` or `restore_branch`: the name of its [`Action`], as the row holds it (see
+    /// [`Operation::work`]).
     pub action: String,
     /// Where it is.
     pub status: OperationStatus,
     /// Why it failed.
     pub error: Option<String>,
-    /// The work's parameters, JSON, fixed when it was created so a resumed run does the same work.
+    /// The action's parameters, JSON, as the row holds them (see [`Operation::work`]).
     pub params: String,
     /// ISO 8601 UTC.
     pub created_at: String,
     /// ISO 8601 UTC: the last status change.
     pub updated_at: String,
+}
+
+impl Operation {
+    /// What it does: its [`Action`], read from the row's `action` and `params`.
+    pub fn work(&self) -> Result<Action, ActionError> {
+        Action::decode(&self.action, &self.params)
+    }
 }
 
 /// The fields of a new operation.
@@ -76,10 +180,8 @@ pub struct NewOperation<'a> {
     pub database_id: Option<&'a str>,
     /// The branch it works on.
     pub branch_id: Option<&'a str>,
-    /// Its action.
-    pub action: &'a str,
-    /// Its parameters, JSON.
-    pub params: &'a str,
+    /// What it does.
+    pub action: &'a Action,
 }
 
 const COLUMNS: &str =
@@ -118,10 +220,10 @@ pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> 
         account_id: new.account_id.clone(),
         database_id: new.database_id.map(str::to_owned),
         branch_id: new.branch_id.map(str::to_owned),
-        action: new.action.to_owned(),
+        action: new.action.name().to_owned(),
         status: OperationStatus::Running,
         error: None,
-        params: new.params.to_owned(),
+        params: new.action.params_json(),
         updated_at: created_at.clone(),
         created_at,
     };
@@ -193,14 +295,7 @@ impl Store {
     ) -> Result<Option<Page<Operation>>, StoreError> {
         assert!(limit > 0, "limit {limit}");
         let conn = self.conn();
-        let project = conn
-            .query_row(
-                "SELECT 1 FROM projects WHERE account_id = ?1 AND id = ?2",
-                params![account.0, project_id],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if project.is_none() {
+        if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
         let mut stmt = conn.prepare(&format!(
@@ -256,7 +351,7 @@ impl Store {
             .optional()?)
     }
 
-    /// How many `action` operations run on database `database_id`.
+    /// How many operations of the action named `action` ([`Action::name`]) run on database `database_id`.
     pub fn running_operations_on_database(&self, database_id: &str, action: &str) -> Result<i64, StoreError> {
         let conn = self.conn();
         Ok(conn.query_row(
@@ -280,5 +375,148 @@ impl Store {
             params![id, status.as_str(), error, updated_at],
         )?;
         Ok(changed == 1)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test failure is a panic
+mod tests {
+    //! The typed actions against the rows the store has always held: rows written as the code before
+    //! [`Action`] wrote them (literal text below) load and decode to the same work, the typed actions write
+    //! that very text, and a row that cannot be read fails its own operation only.
+
+    use super::*;
+
+    const ROOT: &str = "0123456789abcdef0123456789abcdef";
+    const NEW: &str = "fedcba9876543210fedcba9876543210";
+    /// A `restore_branch` row's `params` as the code before the typed action wrote it (`serde_json` of a struct
+    /// of strings: the timeline ids' and the LSN's `to_string()`).
+    const RESTORE_PARAMS_V1: &str = "{\"branch_id\":\"br_1\",\"old_timeline_id\":\"0123456789abcdef0123456789abcdef\",\
+        \"source_timeline_id\":\"0123456789abcdef0123456789abcdef\",\"target_lsn\":\"0/1000A28\",\
+        \"new_timeline_id\":\"fedcba9876543210fedcba9876543210\",\
+        \"preserved_name\":\"main_before_restore_20260101T000000Z\",\"preserved_id\":\"br_2\"}";
+
+    fn restore_params() -> RestoreParams {
+        RestoreParams {
+            branch_id: "br_1".to_owned(),
+            old_timeline_id: ROOT.parse().unwrap(),
+            source_timeline_id: ROOT.parse().unwrap(),
+            target_lsn: Lsn(0x100_0A28),
+            new_timeline_id: NEW.parse().unwrap(),
+            preserved_name: Some("main_before_restore_20260101T000000Z".to_owned()),
+            preserved_id: "br_2".to_owned(),
+        }
+    }
+
+    /// A store with an account and a project, and a running operation row inserted as old code inserted it.
+    fn store_with_rows(rows: &[(&str, &str, &str)]) -> (tempfile::TempDir, Store, AccountId, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "p", 10).unwrap();
+        {
+            let conn = store.conn();
+            for (id, action, params) in rows {
+                conn.execute(
+                    &format!("INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, 'db_1', 'br_1', ?4, 'running', NULL, ?5, ?6, ?6)"),
+                    params![id, project.id, account.0, action, params, "2026-01-01T00:00:00.000Z"],
+                )
+                .unwrap();
+            }
+        }
+        (dir, store, account, project.id)
+    }
+
+    #[test]
+    fn rows_written_before_the_typed_action_run_as_they_are() {
+        let (_dir, store, _, _) = store_with_rows(&[
+            ("op_1", "create_database", "{}"),
+            ("op_2", "restore_branch", RESTORE_PARAMS_V1),
+            (
+                "op_3",
+                "restore_branch",
+                &RESTORE_PARAMS_V1.replace("\"main_before_restore_20260101T000000Z\"", "null"),
+            ),
+        ]);
+        let running = store.running_operations().unwrap();
+        let work: Vec<Action> = running.iter().map(|operation| operation.work().unwrap()).collect();
+        let mut unpreserved = restore_params();
+        unpreserved.preserved_name = None;
+        assert_eq!(
+            work,
+            [
+                Action::CreateDatabase,
+                Action::RestoreBranch(restore_params()),
+                Action::RestoreBranch(unpreserved)
+            ]
+        );
+    }
+
+    #[test]
+    fn typed_actions_write_the_text_old_rows_hold() {
+        assert_eq!(Action::CreateDatabase.name(), "create_database");
+        assert_eq!(Action::CreateDatabase.params_json(), "{}");
+        let restore = Action::RestoreBranch(restore_params());
+        assert_eq!(restore.name(), "restore_branch");
+        assert_eq!(restore.params_json(), RESTORE_PARAMS_V1);
+        assert_eq!(Action::decode(restore.name(), &restore.params_json()).unwrap(), restore);
+    }
+
+    #[test]
+    fn a_new_operation_is_stored_as_its_action_says() {
+        let (_dir, store, account, project_id) = store_with_rows(&[]);
+        let action = Action::RestoreBranch(restore_params());
+        let started = store
+            .start_operation(&NewOperation {
+                project_id: &project_id,
+                account_id: &account,
+                database_id: Some("db_1"),
+                branch_id: Some("br_1"),
+                action: &action,
+            })
+            .unwrap();
+        let (name, params): (String, String) = store
+            .conn()
+            .query_row(
+                "SELECT action, params FROM operations WHERE id = ?1",
+                [&started.id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((name.as_str(), params.as_str()), ("restore_branch", RESTORE_PARAMS_V1));
+        assert_eq!(store.operation(&started.id).unwrap().unwrap().work().unwrap(), action);
+        assert_eq!(
+            store
+                .running_operations_on_database("db_1", Action::RESTORE_BRANCH)
+                .unwrap(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_row_that_cannot_be_read_fails_its_operation_not_the_listing() {
+        let (_dir, store, account, project_id) = store_with_rows(&[
+            ("op_1", "drop_everything", "{}"),
+            ("op_2", "restore_branch", "{\"branch_id\":\"br_1\"}"),
+            (
+                "op_3",
+                "restore_branch",
+                &RESTORE_PARAMS_V1.replace("0/1000A28", "not an LSN"),
+            ),
+            ("op_4", "create_database", "[]"),
+        ]);
+        let listed = store.list_operations(&account, &project_id, None, 10).unwrap().unwrap();
+        assert_eq!(listed.items.len(), 4, "every row is listed");
+        let errors: Vec<String> = store
+            .running_operations()
+            .unwrap()
+            .iter()
+            .map(|operation| operation.work().unwrap_err().to_string())
+            .collect();
+        assert_eq!(errors[0], "unknown action \"drop_everything\"");
+        for error in &errors[1..] {
+            assert!(error.starts_with("malformed parameters: "), "{error}");
+        }
+        assert!(errors[2].contains("not an LSN"), "{}", errors[2]);
     }
 }

@@ -35,6 +35,12 @@ pub(crate) const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
 pub(crate) const PROTOCOL_VIOLATION: &str = "08P01";
 /// active_sql_transaction
 pub(crate) const ACTIVE_SQL_TRANSACTION: &str = "25001";
+/// bad_copy_file_format
+pub(crate) const BAD_COPY_FILE_FORMAT: &str = "22P04";
+/// no_active_sql_transaction
+pub(crate) const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
+/// object_not_in_prerequisite_state
+pub(crate) const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
 /// duplicate_prepared_statement
 pub(crate) const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
 /// invalid_sql_statement_name (an unknown prepared statement)

@@ -57,6 +57,11 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Execute { .. } => Kind::Other("EXECUTE".to_owned()),
             pgcompat::Kind::Deallocate(_) => Kind::Other("DEALLOCATE".to_owned()),
             pgcompat::Kind::DiscardAll => Kind::Other("DISCARD ALL".to_owned()),
+            pgcompat::Kind::Declare { .. } => Kind::Other("DECLARE CURSOR".to_owned()),
+            pgcompat::Kind::Fetch { move_only: false, .. } => Kind::Other("FETCH".to_owned()),
+            pgcompat::Kind::Fetch { move_only: true, .. } => Kind::Other("MOVE".to_owned()),
+            pgcompat::Kind::Close(_) => Kind::Other("CLOSE CURSOR".to_owned()),
+            pgcompat::Kind::CopyFrom { .. } | pgcompat::Kind::CopyTo { .. } => Kind::Other("COPY".to_owned()),
             pgcompat::Kind::Other(tag) => Kind::Other(tag.clone()),
         }
     }
@@ -179,6 +184,19 @@ fn execute(
             Kind::Other(tag) => Outcome::Command(tag.clone()),
         });
     }
+    let (columns, values) = query_values(stmt, typing)?;
+    rows_outcome(columns, &values, format, kind, typing.tz)
+}
+
+/// Result columns: each one's name and PostgreSQL type.
+pub(crate) type Columns = Vec<(String, PgType)>;
+
+/// Runs a bound statement that returns rows: its columns, typed as `typing` says (else by the declared
+/// type, else by the values), and every row (bounded by [`RESULT_ROWS_MAX`] and [`RESULT_BYTES_MAX`]).
+pub(crate) fn query_values(
+    stmt: &mut Statement<'_>,
+    typing: &Typing<'_>,
+) -> Result<(Columns, Vec<Vec<Value>>), SqlError> {
     let names = names(stmt);
     let declared = declared_types(stmt);
     let values = collect_rows(stmt, names.len())?;
@@ -198,7 +216,7 @@ fn execute(
             (name, ty)
         })
         .collect();
-    rows_outcome(columns, &values, format, kind, typing.tz)
+    Ok((columns, values))
 }
 
 /// Rows of the given columns as an outcome with its tag.
@@ -285,7 +303,7 @@ pub(crate) fn parameter_numbers(stmt: &Statement<'_>) -> Result<Vec<usize>, SqlE
         .collect()
 }
 
-fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
+pub(crate) fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
     let numbers = parameter_numbers(stmt)?;
     for (index, number) in numbers.into_iter().enumerate() {
         let value = params.get(number - 1).ok_or_else(|| {

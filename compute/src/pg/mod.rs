@@ -16,6 +16,7 @@
 //! the transaction rolled back (so its snapshot and any write lock go) and the connection ended with FATAL
 //! 25P03, as PostgreSQL does. [`ServeConfig`] holds the server's defaults; sessions change theirs with `SET`.
 
+mod cursor;
 mod defend;
 mod error;
 mod exec;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::{stream, StreamExt};
+use futures::{stream, Sink, SinkExt, StreamExt};
 use parking_lot::Mutex;
 use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use pgwire::api::auth::sasl::scram::ScramAuth;
@@ -47,12 +48,16 @@ use pgwire::api::auth::{
     DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
 use pgwire::api::cancel::DefaultCancelHandler;
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag};
+use pgwire::api::results::{
+    CopyResponse, DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag,
+};
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
-use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, NoopHandler, PgWireConnectionState};
+use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::{TcpListener, TcpStream};
@@ -352,7 +357,7 @@ async fn serve_connection(
 
     let startup = handlers.startup.clone();
     let query = handlers.query.clone();
-    let copy = Arc::new(NoopHandler);
+    let copy = handlers.query.clone();
     let cancel = handlers.cancel.clone();
     loop {
         let awaiting_startup = matches!(
@@ -760,6 +765,59 @@ fn outcome_response(outcome: Outcome) -> Response {
         Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
         Outcome::TxStart(tag) => Response::TransactionStart(Tag::new(&tag)),
         Outcome::TxEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(0, columns, stream::empty())),
+        Outcome::CopyOut { columns, data } => Response::CopyOut(CopyResponse::new(
+            0,
+            columns,
+            stream::iter(data.into_iter().map(|chunk| Ok(CopyData::new(chunk)))),
+        )),
+    }
+}
+
+#[async_trait]
+impl CopyHandler for QueryHandler {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let data = copy_data.data;
+        self.connection.run(move |s| s.copy_data(&data)).await?;
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let rows = self
+            .connection
+            .run(|s| s.copy_done())
+            .await?
+            .map_err(SqlError::into_pgwire)?;
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        client
+            .send(PgWireBackendMessage::CommandComplete(
+                Tag::new("COPY").with_rows(rows).into(),
+            ))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let message = fail.message;
+        match self.connection.run(move |s| s.copy_fail(&message)).await {
+            Ok(error) => error.into_pgwire(),
+            Err(error) => error,
+        }
     }
 }
 

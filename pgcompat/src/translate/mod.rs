@@ -3,6 +3,7 @@
 //! caller needs to run it and type its results.
 
 pub(crate) mod catalog_refs;
+pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
@@ -72,6 +73,45 @@ pub enum Kind {
     Deallocate(Option<String>),
     /// `DISCARD ALL`: settings reset, prepared statements deallocated.
     DiscardAll,
+    /// `DECLARE name CURSOR FOR query`: the session runs the query (its PostgreSQL text) and keeps the
+    /// cursor.
+    Declare {
+        /// The cursor's name.
+        name: String,
+        /// The query's PostgreSQL text.
+        query: String,
+        /// `SCROLL` (`Some(true)`), `NO SCROLL` (`Some(false)`), or neither.
+        scroll: Option<bool>,
+        /// `WITH HOLD`: the cursor outlives its transaction's commit.
+        hold: bool,
+    },
+    /// `FETCH` (or `MOVE`, `move_only`) on a cursor.
+    Fetch {
+        /// The cursor's name.
+        name: String,
+        /// Where to go.
+        direction: cursor::CursorMove,
+        /// `MOVE`: position only, no rows.
+        move_only: bool,
+    },
+    /// `CLOSE name`, or `CLOSE ALL` (`None`).
+    Close(Option<String>),
+    /// `COPY table [(columns)] FROM STDIN`: the session reads the rows the client streams.
+    CopyFrom {
+        /// The table as written (PostgreSQL text).
+        table: String,
+        /// The columns given (PostgreSQL text each); empty: every column, in order.
+        columns: Vec<String>,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
+    /// `COPY table|(query) TO STDOUT`: the session runs the query and streams its rows.
+    CopyTo {
+        /// The query (PostgreSQL text).
+        query: String,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
     /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
     Other(String),
 }
@@ -125,6 +165,9 @@ pub enum Translated {
 
 /// Translates a query text (one or several statements) against the catalog.
 pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Translated, PgError> {
+    if let Some(fetch) = cursor::parse_fetch(sql) {
+        return Ok(Translated::Statements(vec![fetch?]));
+    }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => return Ok(Translated::Passthrough),
@@ -145,6 +188,61 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
     }
     Ok(Translated::Statements(out))
+}
+
+/// `COPY … FROM STDIN` or `COPY … TO STDOUT`, for the session to carry out.
+fn copy_statement(
+    source: &sqlparser::ast::CopySource,
+    to: bool,
+    target: &sqlparser::ast::CopyTarget,
+    options: &[sqlparser::ast::CopyOption],
+    legacy: &[sqlparser::ast::CopyLegacyOption],
+) -> Result<Translation, PgError> {
+    use sqlparser::ast::{CopySource, CopyTarget};
+    let options = crate::copy::Options::from_statement(options, legacy)?;
+    let kind = match (source, to, target) {
+        (_, false, CopyTarget::File { .. } | CopyTarget::Program { .. }) => {
+            return Err(crate::copy::refuse_server_side("FROM"))
+        }
+        (_, true, CopyTarget::File { .. } | CopyTarget::Program { .. }) => {
+            return Err(crate::copy::refuse_server_side("TO"))
+        }
+        (CopySource::Table { table_name, columns }, false, CopyTarget::Stdin) => Kind::CopyFrom {
+            table: table_name.to_string(),
+            columns: columns.iter().map(ToString::to_string).collect(),
+            options,
+        },
+        (CopySource::Table { table_name, columns }, true, CopyTarget::Stdout) => {
+            let list = if columns.is_empty() {
+                "*".to_owned()
+            } else {
+                columns.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            };
+            Kind::CopyTo {
+                query: format!("SELECT {list} FROM {table_name}"),
+                options,
+            }
+        }
+        (CopySource::Query(query), true, CopyTarget::Stdout) => Kind::CopyTo {
+            query: query.to_string(),
+            options,
+        },
+        (CopySource::Query(_), false, _) => {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "COPY FROM takes a table, not a query",
+            ))
+        }
+        _ => {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "COPY FROM goes with STDIN, COPY TO with STDOUT",
+            ))
+        }
+    };
+    let mut t = Translation::single(String::new(), kind);
+    t.steps.clear();
+    Ok(t)
 }
 
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
@@ -381,6 +479,11 @@ fn translate_statement(
             t.steps.clear();
             t
         }
+        Statement::Declare { stmts, .. } => match cursor::declare(stmts)? {
+            Some(t) => t,
+            None => return Ok(None),
+        },
+        Statement::Close { cursor } => cursor::close(cursor),
         Statement::Discard {
             object_type: sqlparser::ast::DiscardObject::ALL,
         } => {
@@ -399,7 +502,14 @@ fn translate_statement(
         }
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
-        Statement::Copy { .. } => return Err(PgError::unsupported("COPY")),
+        Statement::Copy {
+            source,
+            to,
+            target,
+            options,
+            legacy_options,
+            ..
+        } => copy_statement(source, *to, target, options, legacy_options)?,
         Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
         Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
         Statement::Grant(_) | Statement::Revoke(_) => {

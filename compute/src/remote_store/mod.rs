@@ -26,15 +26,19 @@
 //! The caller waits on a std channel with a timeout: inside `block_in_place` if it is a worker of a
 //! multi-thread runtime (so that runtime moves the worker's other tasks elsewhere), as is anywhere else (a
 //! current-thread runtime stalls for at most the timeout; it cannot deadlock because the work runs elsewhere).
+//!
+//! The store is this file; its page cache is `page_cache`, and the byte-range deltas its commits send are
+//! [`page_delta`]'s (`delta`).
 
-use std::collections::{BTreeMap, HashMap};
+mod delta;
+mod page_cache;
+
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cambium_types::value::PATCHES_PER_DELTA_MAX;
-use cambium_types::{Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
+use cambium_types::{Key, Lsn, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
@@ -43,6 +47,9 @@ use tonic::transport::{Channel, Endpoint};
 use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
+use page_cache::PageLru;
+
+pub use delta::page_delta;
 
 /// Worker threads of the store's runtime: the work is waiting on the network.
 const WORKER_THREADS: usize = 2;
@@ -594,225 +601,6 @@ impl Drop for OwnedRuntime {
     fn drop(&mut self) {
         if let Some(runtime) = self.0.take() {
             runtime.shutdown_background();
-        }
-    }
-}
-
-/// Bytes of unchanged data worth carrying inside a patch rather than starting a new one (a patch header is 4).
-const PATCH_GAP_MERGE_BYTES: usize = 8;
-
-/// The byte ranges of `new` that differ from `old` (same length), as patches, if they encode smaller than the
-/// whole page; `None` when the page should go whole (also when nothing changed: a delta needs a patch).
-pub fn page_delta(old: &[u8], new: &[u8]) -> Option<Vec<Patch>> {
-    if old.len() != new.len() || new.len() > usize::from(u16::MAX) {
-        return None;
-    }
-    let mut patches: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < new.len() {
-        if old[i] == new[i] {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < new.len() && old[i] != new[i] {
-            i += 1;
-        }
-        match patches.last_mut() {
-            Some((_, end)) if start - *end <= PATCH_GAP_MERGE_BYTES => *end = i,
-            _ => patches.push((start, i)),
-        }
-    }
-    let encoded_bytes: usize = 2 + patches.iter().map(|(s, e)| 4 + (e - s)).sum::<usize>();
-    if patches.is_empty() || patches.len() > PATCHES_PER_DELTA_MAX || encoded_bytes >= 4 + new.len() {
-        return None;
-    }
-    Some(
-        patches
-            .into_iter()
-            .map(|(start, end)| Patch {
-                offset: u16::try_from(start).expect("offsets fit u16: the page is at most 64 KiB"),
-                data: Bytes::copy_from_slice(&new[start..end]),
-            })
-            .collect(),
-    )
-}
-
-/// A bounded page cache: block → the branch's latest version of the page and the LSN it is known valid from,
-/// least recently used evicted first.
-struct PageLru {
-    capacity_pages: usize,
-    /// Block → (page, valid from LSN, last use tick).
-    pages: HashMap<u32, (Bytes, Lsn, u64)>,
-    /// Use tick → block, oldest first.
-    by_use: BTreeMap<u64, u32>,
-    tick: u64,
-}
-
-impl PageLru {
-    fn new(capacity_pages: usize) -> PageLru {
-        PageLru {
-            capacity_pages,
-            pages: HashMap::new(),
-            by_use: BTreeMap::new(),
-            tick: 0,
-        }
-    }
-
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
-    /// The cached page if it is `block`'s version at `read_lsn` (valid from at or before it), marked used.
-    fn get(&mut self, block: u32, read_lsn: Lsn) -> Option<Bytes> {
-        let tick = self.next_tick();
-        let (page, valid_from, used) = self.pages.get_mut(&block)?;
-        if *valid_from > read_lsn {
-            return None;
-        }
-        self.by_use.remove(used);
-        *used = tick;
-        self.by_use.insert(tick, block);
-        Some(page.clone())
-    }
-
-    /// The cached latest version of `block`, whatever it is valid from, without marking it used.
-    fn latest(&self, block: u32) -> Option<Bytes> {
-        self.pages.get(&block).map(|(page, _, _)| page.clone())
-    }
-
-    /// Caches `page` as `block`'s latest version, valid from `valid_from`.
-    fn insert(&mut self, block: u32, page: Bytes, valid_from: Lsn) {
-        if self.capacity_pages == 0 {
-            return;
-        }
-        let tick = self.next_tick();
-        if let Some((_, _, used)) = self.pages.insert(block, (page, valid_from, tick)) {
-            self.by_use.remove(&used);
-        }
-        self.by_use.insert(tick, block);
-        while self.pages.len() > self.capacity_pages {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
-                break;
-            };
-            self.pages.remove(&oldest);
-        }
-        assert!(
-            self.pages.len() == self.by_use.len(),
-            "cache map has {} pages, use order {}",
-            self.pages.len(),
-            self.by_use.len()
-        );
-    }
-
-    /// Drops every block at or beyond `db_size_pages`.
-    fn truncate(&mut self, db_size_pages: u32) {
-        let by_use = &mut self.by_use;
-        self.pages.retain(|block, (_, _, used)| {
-            let keep = *block < db_size_pages;
-            if !keep {
-                by_use.remove(used);
-            }
-            keep
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn page(byte: u8) -> Bytes {
-        Bytes::from(vec![byte; PAGE_SIZE_BYTES])
-    }
-
-    const AT: Lsn = Lsn(100);
-
-    #[test]
-    fn lru_evicts_least_recently_used_and_truncates() {
-        let mut cache = PageLru::new(2);
-        cache.insert(0, page(0), AT);
-        cache.insert(1, page(1), AT);
-        assert_eq!(cache.get(0, AT), Some(page(0)));
-        cache.insert(2, page(2), AT);
-        assert_eq!(cache.get(1, AT), None, "block 1 was the least recently used");
-        assert_eq!(cache.get(0, AT), Some(page(0)));
-        cache.insert(0, page(9), AT);
-        assert_eq!(cache.get(0, AT), Some(page(9)), "an insert replaces the page");
-        cache.truncate(1);
-        assert_eq!(cache.get(2, AT), None);
-        assert_eq!(cache.pages.len(), 1);
-        assert_eq!(cache.by_use.len(), 1);
-    }
-
-    #[test]
-    fn a_version_serves_reads_at_or_after_the_lsn_it_is_valid_from() {
-        let mut cache = PageLru::new(4);
-        cache.insert(0, page(1), AT);
-        assert_eq!(cache.get(0, Lsn(AT.0 + 50)), Some(page(1)));
-        assert_eq!(cache.get(0, AT), Some(page(1)));
-        assert_eq!(
-            cache.get(0, Lsn(AT.0 - 1)),
-            None,
-            "an older snapshot may need an older version"
-        );
-        cache.insert(0, page(2), Lsn(AT.0 + 10));
-        assert_eq!(cache.get(0, Lsn(AT.0 + 5)), None);
-        assert_eq!(cache.latest(0), Some(page(2)));
-    }
-
-    #[test]
-    fn zero_capacity_caches_nothing() {
-        let mut cache = PageLru::new(0);
-        cache.insert(0, page(0), AT);
-        assert_eq!(cache.get(0, AT), None);
-    }
-
-    fn apply(old: &[u8], patches: &[Patch]) -> Vec<u8> {
-        let mut page = old.to_vec();
-        cambium_types::value::apply_delta(&mut page, patches);
-        page
-    }
-
-    #[test]
-    fn a_small_change_travels_as_a_small_delta() {
-        let old = vec![7u8; PAGE_SIZE_BYTES];
-        let mut new = old.clone();
-        new[24..28].copy_from_slice(&[1, 2, 3, 4]); // the file change counter, say
-        new[8000] = 9;
-        new[8005] = 9; // merged with the previous run: the gap is small
-        let patches = page_delta(&old, &new).expect("a delta");
-        assert_eq!(patches.len(), 2);
-        assert_eq!(apply(&old, &patches), new);
-        let encoded: usize = 2 + patches.iter().map(|p| 4 + p.data.len()).sum::<usize>();
-        assert!(encoded < 32, "{encoded} bytes for 6 changed bytes");
-        assert!(page_delta(&old, &old).is_none(), "nothing changed: no delta");
-        let different: Vec<u8> = (0..PAGE_SIZE_BYTES).map(|i| (i % 251) as u8).collect();
-        assert!(page_delta(&old, &different).is_none(), "a rewritten page goes whole");
-    }
-
-    #[test]
-    fn deltas_always_rebuild_the_new_page() {
-        // A deterministic spread of edits: any delta returned must rebuild `new` exactly.
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for _ in 0..200 {
-            let old: Vec<u8> = (0..PAGE_SIZE_BYTES).map(|_| next() as u8).collect();
-            let mut new = old.clone();
-            for _ in 0..(next() % 64) {
-                let at = (next() % PAGE_SIZE_BYTES as u64) as usize;
-                new[at] = next() as u8;
-            }
-            if let Some(patches) = page_delta(&old, &new) {
-                assert_eq!(apply(&old, &patches), new);
-                assert!(Value::Delta(patches).validate(Key::page(0)).is_ok());
-            }
         }
     }
 }

@@ -21,11 +21,15 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+mod copy;
+
+use super::cursor::{Cursor, Cursors};
 use super::defend;
 use super::error::{
     SqlError, ACTIVE_SQL_TRANSACTION, ADMIN_SHUTDOWN, CONNECTION_FAILURE, DUPLICATE_PREPARED_STATEMENT,
     FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_SQL_STATEMENT_NAME, IO_ERROR, LOCK_NOT_AVAILABLE,
-    PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION, SERIALIZATION_FAILURE, SYNTAX_ERROR,
+    NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
+    SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::types::{self, RawParams};
@@ -52,6 +56,10 @@ pub(crate) enum Outcome {
     TxStart(String),
     /// COMMIT or ROLLBACK.
     TxEnd(String),
+    /// `COPY … FROM STDIN` began: the client now sends the rows (`columns` per row).
+    CopyIn { columns: usize },
+    /// `COPY … TO STDOUT`: the rows, formatted, one chunk per row.
+    CopyOut { columns: usize, data: Vec<bytes::Bytes> },
 }
 
 /// A statement's parameter types (PostgreSQL numbering) and result columns.
@@ -145,6 +153,10 @@ pub(crate) struct Session {
     described: HashMap<String, Vec<PgType>>,
     /// SQL-level prepared statements (`PREPARE name AS …`): their PostgreSQL text and parameter types.
     prepared: HashMap<String, (String, Vec<PgType>)>,
+    /// Open cursors (`DECLARE … CURSOR`).
+    cursors: Cursors,
+    /// The `COPY … FROM STDIN` under way, between its statement and the client's `CopyDone`.
+    copy_in: Option<copy::CopyIn>,
     /// The store's closure or failure, once an I/O error showed it: it lasts.
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
@@ -207,6 +219,8 @@ impl Session {
             dialect,
             described: HashMap::new(),
             prepared: HashMap::new(),
+            cursors: Cursors::default(),
+            copy_in: None,
             store_gone: None,
             _admission: None,
         })
@@ -227,6 +241,7 @@ impl Session {
     pub(crate) fn simple_query(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.abandon_copy();
         self.before_statement();
         let (outcomes, error) = self.simple_query_inner(sql);
         let error = error.map(|error| self.explain(error));
@@ -238,6 +253,7 @@ impl Session {
     pub(crate) fn execute(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
         vfs::clear_store_error();
         defend::take_refusal();
+        self.abandon_copy();
         self.before_statement();
         let result = self
             .execute_inner(sql, params, format)
@@ -286,6 +302,9 @@ impl Session {
     /// (`SET LOCAL`s end), rolled back if it failed (its `SET`s are undone).
     fn after_statement(&mut self, succeeded: bool) {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
+        if !in_transaction {
+            self.cursors.end_transaction(succeeded);
+        }
         let state = self.dialect.state();
         let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
             if !in_transaction {
@@ -316,7 +335,11 @@ impl Session {
 
     /// The settings' side of a transaction statement that succeeded: `BEGIN`'s modes set the transaction's
     /// parameters; `COMMIT` and `ROLLBACK` end the settings' transaction and open the next statement's.
-    fn settings_after_transaction_statement(&self, kind: &pgcompat::Kind, was_failed: bool) {
+    fn after_transaction_statement(&mut self, kind: &pgcompat::Kind, was_failed: bool) {
+        if matches!(kind, pgcompat::Kind::Commit | pgcompat::Kind::Rollback) {
+            let committed = !was_failed && *kind == pgcompat::Kind::Commit;
+            self.cursors.end_transaction(committed);
+        }
         self.dialect.state().update_settings(|settings| match kind {
             pgcompat::Kind::Begin { modes } => {
                 for (name, value) in modes {
@@ -465,6 +488,15 @@ impl Session {
                 self.tx = tx_after_error(&self.conn, self.tx);
                 return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
             }
+            if self.copy_in.is_some() {
+                // PostgreSQL would run the rest after the copy; the protocol handler cannot, so it is refused.
+                self.abandon_copy();
+                let error = SqlError::new(
+                    FEATURE_NOT_SUPPORTED,
+                    "COPY FROM STDIN must be the last statement of a query text",
+                );
+                return (Vec::new(), Some(error));
+            }
             match self.run_translation(translation, &[], &Format::UnifiedText, None) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => return (outcomes, Some(error)),
@@ -554,6 +586,11 @@ impl Session {
                     | pgcompat::Kind::Execute { .. }
                     | pgcompat::Kind::Deallocate(_)
                     | pgcompat::Kind::DiscardAll
+                    | pgcompat::Kind::Declare { .. }
+                    | pgcompat::Kind::Fetch { .. }
+                    | pgcompat::Kind::Close(_)
+                    | pgcompat::Kind::CopyFrom { .. }
+                    | pgcompat::Kind::CopyTo { .. }
             )
         {
             return Err(aborted());
@@ -576,6 +613,31 @@ impl Session {
                 return Ok(Outcome::Command("PREPARE".to_owned()));
             }
             pgcompat::Kind::Execute { name, args } => return self.execute_prepared(name, args, format),
+            pgcompat::Kind::Declare {
+                name,
+                query,
+                scroll,
+                hold,
+            } => return self.declare_cursor(name, query, *scroll, *hold),
+            pgcompat::Kind::Fetch {
+                name,
+                direction,
+                move_only,
+            } => return self.fetch_cursor(name, *direction, *move_only, format),
+            pgcompat::Kind::CopyFrom {
+                table,
+                columns,
+                options,
+            } => {
+                return self.start_copy_in(table, columns, options);
+            }
+            pgcompat::Kind::CopyTo { query, options } => return self.copy_out(query, options),
+            pgcompat::Kind::Close(name) => {
+                return match self.cursors.close(name.as_deref()) {
+                    Ok(()) => Ok(Outcome::Command("CLOSE CURSOR".to_owned())),
+                    Err(error) => self.fail(error),
+                };
+            }
             pgcompat::Kind::Deallocate(name) => {
                 match name {
                     None => self.prepared.clear(),
@@ -600,6 +662,7 @@ impl Session {
                 self.dialect.state().update_settings(|settings| settings.reset(None))?;
                 self.prepared.clear();
                 self.described.clear();
+                self.cursors.close(None)?;
                 return Ok(Outcome::Command("DISCARD ALL".to_owned()));
             }
             _ => {}
@@ -646,10 +709,96 @@ impl Session {
         };
         let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
+        drop(stmt);
         if outcome.is_ok() {
-            self.settings_after_transaction_statement(&translation.kind, was_failed);
+            self.after_transaction_statement(&translation.kind, was_failed);
         }
         outcome
+    }
+
+    /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
+    /// keeps its rows (see `cursor`).
+    fn declare_cursor(
+        &mut self,
+        name: &str,
+        query: &str,
+        scroll: Option<bool>,
+        hold: bool,
+    ) -> Result<Outcome, SqlError> {
+        if !hold && self.tx == TxState::Idle && self.conn.is_autocommit() {
+            return self.fail(SqlError::new(
+                NO_ACTIVE_SQL_TRANSACTION,
+                "DECLARE CURSOR can only be used in transaction blocks",
+            ));
+        }
+        let translated = self.translate(query)?;
+        let translation = match &*translated {
+            Translated::Statements(list) => match list.as_slice() {
+                [t] if t.steps.len() == 1 && t.kind == pgcompat::Kind::Select => t.clone(),
+                _ => {
+                    return self.fail(SqlError::new(
+                        FEATURE_NOT_SUPPORTED,
+                        "a cursor's query must be one SELECT",
+                    ))
+                }
+            },
+            Translated::Passthrough => {
+                return self.fail(SqlError::new(SYNTAX_ERROR, "a cursor's query must be one SELECT"));
+            }
+        };
+        if self.conn.is_autocommit() {
+            self.dialect.state().start_transaction();
+        }
+        let tz = self.dialect.state().time_zone();
+        let read = self
+            .conn
+            .prepare(&translation.steps[0])
+            .map_err(SqlError::from)
+            .and_then(|mut stmt| {
+                let typing = Typing {
+                    known: self.dialect.column_types(&stmt, Some(&translation)),
+                    hints: None,
+                    tz: &tz,
+                };
+                exec::query_values(&mut stmt, &typing)
+            });
+        let declared =
+            read.and_then(|(columns, rows)| self.cursors.declare(name, Cursor::new(columns, rows, scroll, hold)));
+        match declared {
+            Ok(()) => Ok(Outcome::Command("DECLARE CURSOR".to_owned())),
+            Err(error) => self.fail(error),
+        }
+    }
+
+    /// `FETCH` or `MOVE` on an open cursor.
+    fn fetch_cursor(
+        &mut self,
+        name: &str,
+        direction: pgcompat::translate::cursor::CursorMove,
+        move_only: bool,
+        format: &Format,
+    ) -> Result<Outcome, SqlError> {
+        let tz = self.dialect.state().time_zone();
+        let fetched = self.cursors.get(name).and_then(|cursor| {
+            let rows = cursor.step(name, direction)?;
+            Ok((cursor.columns.clone(), rows))
+        });
+        let (columns, rows) = match fetched {
+            Ok(fetched) => fetched,
+            Err(error) => return self.fail(error),
+        };
+        if move_only {
+            return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
+        }
+        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
+            Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
+                fields,
+                rows,
+                tag: "FETCH".to_owned(),
+            }),
+            Ok(other) => Ok(other),
+            Err(error) => self.fail(error),
+        }
     }
 
     /// An error that fails the open transaction, as any statement's error does.
@@ -882,6 +1031,19 @@ impl Session {
             Translated::Statements(list) => match list.as_slice() {
                 [translation] if !translation.steps.is_empty() => {
                     (translation.steps[translation.primary].clone(), Some(translation))
+                }
+                [Translation {
+                    kind:
+                        pgcompat::Kind::Fetch {
+                            name, move_only: false, ..
+                        },
+                    ..
+                }] => {
+                    let columns = self.cursors.get(name)?.columns.clone();
+                    return Ok(Described {
+                        params: Vec::new(),
+                        columns,
+                    });
                 }
                 [_] | [] => {
                     return Ok(Described {

@@ -1,0 +1,223 @@
+//! Branches: creation at a point of a parent, rename and promotion, deletion of a subtree, and the sweep of
+//! the timelines nothing needs any more.
+
+use std::sync::Arc;
+
+use cambium_types::TimelineId;
+use compute::host::BranchTarget;
+
+use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
+use crate::error::ApiError;
+use crate::faults;
+use crate::store::databases::{Branch, Database, DatabaseStatus, TimelineRow};
+use crate::store::operations::Action;
+use crate::store::{new_id, AccountId};
+
+impl Control {
+    /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
+    ///
+    /// The database and the parent (`parent_id`, or the default branch) are read under the database's lock, which
+    /// a restore holds while it moves a branch to a new timeline: the parent's timeline and its latest LSN are
+    /// then of one history. Returns the branch with its database.
+    pub async fn create_branch(
+        &self,
+        account: &AccountId,
+        database_id: &str,
+        parent_id: Option<String>,
+        name: String,
+        point: PointInTime,
+    ) -> Result<(Branch, Database), ApiError> {
+        faults::pause(self.config.faults.branch_create_pause_ms).await;
+        let _held = self.locked(database_id).await;
+        let database = self.get_database(account, database_id).await?;
+        match database.status {
+            status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed) => {
+                return Err(ApiError::Conflict(format!("the database is {}", status.as_str())))
+            }
+            DatabaseStatus::Active | DatabaseStatus::Suspended => {}
+        }
+        let parent_id = parent_id.unwrap_or_else(|| database.default_branch_id.clone());
+        let parent = match self.get_branch(account, &parent_id).await {
+            Ok((parent, _)) if parent.database_id == database.id => parent,
+            Ok(_) | Err(ApiError::NotFound) => {
+                return Err(ApiError::Unprocessable(format!(
+                    "`parent_branch_id` {parent_id:?} is not a branch of this database"
+                )))
+            }
+            Err(other) => return Err(other),
+        };
+        let database = &database;
+        let parent = &parent;
+        // Under the lock, which every change of the database's branches holds: the count cannot move.
+        self.check_branch_quota(&database.id).await?;
+        check_descriptors()?;
+        let (holder, lsn) = self.resolve(database, parent, &point).await?;
+        let timeline = TimelineRow {
+            timeline_id: TimelineId(random_u128()),
+            ancestor_timeline_id: Some(holder.timeline_id),
+            start_lsn: lsn,
+        };
+        self.backend.create_timeline(database.tenant_id, &timeline).await?;
+        faults::pause(self.config.faults.branch_row_pause_ms).await;
+        let now = jiff::Timestamp::now();
+        let branch = Branch {
+            id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
+            database_id: database.id.clone(),
+            name,
+            parent_branch_id: Some(parent.id.clone()),
+            parent_lsn: Some(lsn),
+            timeline_id: timeline.timeline_id,
+            created_at: crate::store::timestamp_text(now),
+        };
+        let (row, timeline_row) = (branch.clone(), timeline);
+        let inserted = self
+            .blocking(move |store| store.insert_branch(&row, &timeline_row))
+            .await;
+        if let Err(error) = inserted {
+            // Nothing points at the new timeline: take it back.
+            if let Err(e) = self
+                .backend
+                .delete_timeline(database.tenant_id, timeline.timeline_id)
+                .await
+            {
+                tracing::warn!(%e, "an unused timeline could not be deleted");
+            }
+            return Err(error);
+        }
+        // The status cannot change under the lock.
+        let served = database.status == DatabaseStatus::Active;
+        // Served or refused, the branch checks the database's password (see `refuse`).
+        self.host
+            .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
+        if served {
+            let target = BranchTarget {
+                tenant_id: database.tenant_id,
+                timeline_id: timeline.timeline_id,
+                start_lsn: lsn,
+            };
+            if let Err(error) = self.host.define(&branch.id, target) {
+                tracing::error!(%error, branch = %branch.id, "the new branch could not be served");
+            }
+        } else {
+            self.host
+                .refuse(&branch.id, &format!("database {} is not active", database.id));
+        }
+        Ok((branch, database.clone()))
+    }
+
+    /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the
+    /// restores running on it may keep (one each). Called under the database's lock.
+    pub(super) async fn check_branch_quota(&self, database_id: &str) -> Result<(), ApiError> {
+        let id = database_id.to_owned();
+        let (count, pending) = self
+            .blocking(move |store| {
+                Ok((
+                    store.branch_count(&id)?,
+                    store.running_operations_on_database(&id, Action::RESTORE_BRANCH)?,
+                ))
+            })
+            .await?;
+        let max = self.config.quotas.branches_per_database_max;
+        if count + pending < i64::from(max) {
+            return Ok(());
+        }
+        let pending = if pending > 0 {
+            format!(" (and {pending} running restores that each keep one)")
+        } else {
+            String::new()
+        };
+        Err(ApiError::QuotaExceeded(format!(
+            "the database has {count} branches{pending}, and its quota is {max}: delete one before creating another"
+        )))
+    }
+
+    /// `account`'s branch `id` with its database.
+    pub async fn get_branch(&self, account: &AccountId, id: &str) -> Result<(Branch, Database), ApiError> {
+        let (account, id) = (account.clone(), id.to_owned());
+        self.blocking(move |store| store.get_branch(&account, &id))
+            .await?
+            .ok_or(ApiError::NotFound)
+    }
+
+    /// Renames and/or promotes a branch.
+    pub async fn update_branch(
+        &self,
+        account: &AccountId,
+        id: &str,
+        name: Option<String>,
+        is_default: Option<bool>,
+    ) -> Result<(Branch, Database), ApiError> {
+        let (_, database) = self.get_branch(account, id).await?;
+        let _held = self.locked(&database.id).await;
+        let (branch, database) = self.get_branch(account, id).await?;
+        if is_default == Some(false) && database.default_branch_id == branch.id {
+            return Err(ApiError::Unprocessable(
+                "a database always has a default branch: promote another branch instead".to_owned(),
+            ));
+        }
+        let branch_id = branch.id.clone();
+        self.blocking(move |store| {
+            if let Some(name) = name {
+                store.rename_branch(&branch_id, &name)?;
+            }
+            if is_default == Some(true) {
+                store.promote_branch(&branch_id)?;
+            }
+            Ok(())
+        })
+        .await?;
+        let (branch, database) = self.get_branch(account, id).await?;
+        if is_default == Some(true) && database.status == DatabaseStatus::Active {
+            self.host
+                .set_alias(&database.id, &branch.id)
+                .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        }
+        Ok((branch, database))
+    }
+
+    /// Deletes a branch and its subtree: rows, computes, then the timelines nothing needs any more.
+    pub async fn delete_branch(&self, account: &AccountId, id: &str) -> Result<(), ApiError> {
+        let (_, database) = self.get_branch(account, id).await?;
+        let _held = self.locked(&database.id).await;
+        self.refuse_while_operation_runs(&database.id).await?;
+        let branch_id = id.to_owned();
+        let deleted = self
+            .blocking(move |store| store.delete_branch_subtree(&branch_id))
+            .await?;
+        for branch in &deleted {
+            self.host.detach(&branch.id);
+            self.host.clear_refusal(&branch.id);
+            self.host.remove_credentials(&branch.id);
+        }
+        self.sweep_timelines(&database).await;
+        Ok(())
+    }
+
+    /// Deletes the timelines of `database` that nothing needs any more, children first; failures are logged.
+    pub(crate) async fn sweep_timelines(&self, database: &Database) {
+        // Bounded: every round deletes at least one row or stops.
+        for _ in 0..1_000 {
+            let database_id = database.id.clone();
+            let unreferenced = match self
+                .blocking(move |store| store.unreferenced_timelines(&database_id))
+                .await
+            {
+                Ok(unreferenced) if !unreferenced.is_empty() => unreferenced,
+                _ => return,
+            };
+            for timeline in unreferenced {
+                if let Err(error) = self.backend.delete_timeline(database.tenant_id, timeline).await {
+                    tracing::warn!(%error, %timeline, "an unused timeline could not be deleted; kept for later");
+                    return;
+                }
+                if self
+                    .blocking(move |store| store.remove_timeline(timeline))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Points in a branch's history resolved to the timeline that holds them and an LSN: the latest commit, an
+//! LSN, or a time, checked against the branch's head, the database's creation and the GC cutoff.
+
+use cambium_types::{Lsn, TimelineId};
+
+use super::Control;
+use crate::backend::BackendError;
+use crate::error::ApiError;
+use crate::store::databases::{Branch, Database, TimelineRow};
+
+/// The timeline of `timelines` that holds `lsn` in the history of `start`: `start` itself, or the ancestor it
+/// was branched from below its branch point (recursively).
+pub(crate) fn timeline_holding(
+    timelines: &[TimelineRow],
+    start: TimelineId,
+    lsn: Lsn,
+) -> Result<TimelineRow, ApiError> {
+    let find = |id: TimelineId| {
+        timelines.iter().find(|t| t.timeline_id == id).copied().ok_or_else(|| {
+            tracing::error!(timeline = %id, "a branch's timeline has no row");
+            ApiError::Internal
+        })
+    };
+    let mut current = find(start)?;
+    // Bounded: each step goes to an ancestor, and there are finitely many rows.
+    for _ in 0..=timelines.len() {
+        match current.ancestor_timeline_id {
+            Some(ancestor) if lsn < current.start_lsn => current = find(ancestor)?,
+            _ => {
+                if lsn < current.start_lsn {
+                    return Err(ApiError::Unprocessable(format!(
+                        "LSN {lsn} is before the database's history, which starts at {}",
+                        current.start_lsn
+                    )));
+                }
+                return Ok(current);
+            }
+        }
+    }
+    tracing::error!(timeline = %start, "the timeline ancestry has a cycle");
+    Err(ApiError::Internal)
+}
+
+/// The first timeline of `start`'s history: the root its ancestry goes back to.
+fn root_of(timelines: &[TimelineRow], start: TimelineId) -> Result<TimelineRow, ApiError> {
+    let mut current = start;
+    // Bounded: each step goes to an ancestor, and there are finitely many rows.
+    for _ in 0..=timelines.len() {
+        let row = timelines
+            .iter()
+            .find(|t| t.timeline_id == current)
+            .copied()
+            .ok_or_else(|| {
+                tracing::error!(timeline = %current, "a branch's timeline has no row");
+                ApiError::Internal
+            })?;
+        match row.ancestor_timeline_id {
+            Some(ancestor) => current = ancestor,
+            None => return Ok(row),
+        }
+    }
+    tracing::error!(timeline = %start, "the timeline ancestry has a cycle");
+    Err(ApiError::Internal)
+}
+
+/// A point in a branch's history, as a request gives it.
+#[derive(Debug, Clone)]
+pub enum PointInTime {
+    /// The branch's latest committed state.
+    Latest,
+    /// An LSN.
+    Lsn(Lsn),
+    /// The state at this time: the newest commit at or before it, or the database as it was created if it had no
+    /// commit yet.
+    Timestamp(jiff::Timestamp),
+    /// A valid RFC 3339 time past the last instant a `jiff::Timestamp` holds (late on 9999-12-30 and after), as
+    /// given: always in the future.
+    AfterTimestampMax(String),
+}
+
+impl Control {
+    /// The LSN of `branch`'s latest committed state: its running compute's last commit, or what a majority of
+    /// safekeepers hold as committed.
+    async fn head_lsn(&self, database: &Database, branch: &Branch) -> Result<Lsn, ApiError> {
+        if let Some(store) = self.host.store(&branch.id) {
+            if store.failure().is_none() {
+                return Ok(store.read_lsn());
+            }
+        }
+        Ok(self
+            .backend
+            .committed_lsn(database.tenant_id, branch.timeline_id)
+            .await?)
+    }
+
+    /// Resolves `point` of `branch` to the timeline that holds it and its LSN, checking it against the
+    /// branch's head and the GC cutoff (422 if out of reach).
+    pub(super) async fn resolve(
+        &self,
+        database: &Database,
+        branch: &Branch,
+        point: &PointInTime,
+    ) -> Result<(TimelineRow, Lsn), ApiError> {
+        let head = self.head_lsn(database, branch).await?;
+        let database_id = database.id.clone();
+        let timelines = self.blocking(move |store| store.timelines_of(&database_id)).await?;
+        let lsn = match point {
+            PointInTime::Latest => head,
+            PointInTime::Lsn(lsn) => {
+                if *lsn > head {
+                    return Err(ApiError::Unprocessable(format!(
+                        "LSN {lsn} is ahead of the branch, which is at {head}"
+                    )));
+                }
+                *lsn
+            }
+            PointInTime::AfterTimestampMax(text) => {
+                return Err(ApiError::Unprocessable(format!(
+                    "{text} is in the future (it is now {:.0})",
+                    jiff::Timestamp::now()
+                )))
+            }
+            PointInTime::Timestamp(timestamp) => {
+                let timestamp_us = self.check_time(database, *timestamp)?;
+                // Every commit up to the head must be indexed before asking which one was last at that time.
+                self.backend
+                    .wait_ingested(database.tenant_id, branch.timeline_id, head)
+                    .await?;
+                match self
+                    .backend
+                    .lsn_for_timestamp(database.tenant_id, branch.timeline_id, timestamp_us)
+                    .await
+                {
+                    Ok((_, lsn)) => lsn.min(head),
+                    // No commit at or before that time in the branch's history, and the database existed then
+                    // (checked above): it was as created, which is the start of its first timeline.
+                    Err(BackendError::Unprocessable(_)) => root_of(&timelines, branch.timeline_id)?.start_lsn,
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        };
+        let holder = timeline_holding(&timelines, branch.timeline_id, lsn)?;
+        let state = self
+            .backend
+            .timeline_state(database.tenant_id, holder.timeline_id)
+            .await?;
+        if lsn < state.gc_cutoff_lsn {
+            return Err(ApiError::Unprocessable(format!(
+                "LSN {lsn} is outside the retained history, which starts at {}",
+                state.gc_cutoff_lsn
+            )));
+        }
+        Ok((holder, lsn))
+    }
+
+    /// `timestamp` in µs if `database` has a state at that time: not in the future, not before it was created.
+    fn check_time(&self, database: &Database, timestamp: jiff::Timestamp) -> Result<u64, ApiError> {
+        let now = jiff::Timestamp::now();
+        if timestamp > now {
+            return Err(ApiError::Unprocessable(format!(
+                "{timestamp} is in the future (it is now {now:.0})"
+            )));
+        }
+        let created: jiff::Timestamp = database.created_at.parse().map_err(|_| {
+            tracing::error!(database = %database.id, created_at = %database.created_at, "a malformed creation time");
+            ApiError::Internal
+        })?;
+        if timestamp < created {
+            return Err(ApiError::Unprocessable(format!(
+                "{timestamp} is before database {} was created, at {created}",
+                database.id
+            )));
+        }
+        // Not before the creation, so not before 1970.
+        u64::try_from(timestamp.as_microsecond()).map_err(|_| {
+            tracing::error!(database = %database.id, %timestamp, "a creation time before 1970");
+            ApiError::Internal
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! Restores: a branch moved to a new timeline branched at a point of its history, the old state kept as a
+//! branch if asked; the request validated and queued, then the operation's work.
+
+use std::sync::Arc;
+
+use cambium_types::TimelineId;
+use compute::host::BranchTarget;
+
+use super::{random_u128, retry, Control, PointInTime, PG_USER};
+use crate::error::ApiError;
+use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
+use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
+use crate::store::{new_id, AccountId};
+
+impl Control {
+    /// Validates a restore of `branch` to `point` and starts its `restore_branch` operation.
+    pub async fn restore_branch(
+        self: &Arc<Self>,
+        account: &AccountId,
+        id: &str,
+        point: PointInTime,
+        preserve: bool,
+    ) -> Result<Operation, ApiError> {
+        let (branch, database) = self.get_branch(account, id).await?;
+        if database.status == DatabaseStatus::Provisioning || database.status == DatabaseStatus::Failed {
+            return Err(ApiError::Conflict(format!(
+                "the database is {}",
+                database.status.as_str()
+            )));
+        }
+        let (holder, lsn) = self.resolve(&database, &branch, &point).await?;
+        let now = jiff::Timestamp::now();
+        let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
+        let action = Action::RestoreBranch(RestoreParams {
+            branch_id: branch.id.clone(),
+            old_timeline_id: branch.timeline_id,
+            source_timeline_id: holder.timeline_id,
+            target_lsn: lsn,
+            new_timeline_id: TimelineId(random_u128()),
+            preserved_name: preserve
+                .then(|| format!("{}_before_restore_{}", branch.name, now.strftime("%Y%m%dT%H%M%SZ"))),
+            preserved_id: new_id("br_", now_ms),
+        });
+        let slot = self.worker.reserve()?;
+        // The quota's count and the operation's row under the lock, so branch creations and other restores
+        // count this one.
+        let _held = self.locked(&database.id).await;
+        if preserve {
+            self.check_branch_quota(&database.id)
+                .await
+                .map_err(|error| match error {
+                    ApiError::QuotaExceeded(message) => ApiError::QuotaExceeded(format!(
+                        "{message} (or restore with \"preserve\": false, which keeps no branch)"
+                    )),
+                    other => other,
+                })?;
+        }
+        let (account, project_id, database_id, branch_id) = (
+            account.clone(),
+            database.project_id.clone(),
+            database.id.clone(),
+            branch.id.clone(),
+        );
+        let operation = self
+            .blocking(move |store| {
+                store.start_operation(&NewOperation {
+                    project_id: &project_id,
+                    account_id: &account,
+                    database_id: Some(&database_id),
+                    branch_id: Some(&branch_id),
+                    action: &action,
+                })
+            })
+            .await?;
+        slot.submit(operation.id.clone());
+        Ok(operation)
+    }
+
+    /// The `restore_branch` work: the new timeline at the point, the rows, then the compute.
+    ///
+    /// The outcome is that of the rows' change (one transaction): before it, a failure leaves the branch as it
+    /// was and the operation `failed` (a new restore may be asked); after it, the restore has happened, and the
+    /// compute steps that follow are best effort, logged, never a failure: a branch whose store did not start
+    /// stays defined on its new timeline and starts with its next session. So `failed` never hides an applied
+    /// restore (whose retry would keep the old state a second time). A run resumed after a crash redoes every
+    /// step: the timeline creation and the rows' change are idempotent.
+    pub(super) async fn restore_work(&self, operation: &Operation, params: RestoreParams) -> Result<(), String> {
+        let (old_timeline_id, source, new_timeline_id, lsn) = (
+            params.old_timeline_id,
+            params.source_timeline_id,
+            params.new_timeline_id,
+            params.target_lsn,
+        );
+        let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let _held = self.locked(&database_id).await;
+        let database = self.database_for_work(&database_id).await?;
+        let new_timeline = TimelineRow {
+            timeline_id: new_timeline_id,
+            ancestor_timeline_id: Some(source),
+            start_lsn: lsn,
+        };
+        retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline)).await?;
+        let change = RestoreChange {
+            branch_id: params.branch_id.clone(),
+            old_timeline_id,
+            new_timeline,
+            preserved_name: params.preserved_name.clone(),
+            preserved_id: params.preserved_id.clone(),
+        };
+        let preserved = self
+            .blocking(move |store| store.apply_restore(&change))
+            .await
+            .map_err(|e| e.to_string())?;
+        // Applied: from here on the operation finishes.
+        let target = BranchTarget {
+            tenant_id: database.tenant_id,
+            timeline_id: new_timeline_id,
+            start_lsn: lsn,
+        };
+        if let Err(error) = self
+            .serve_restored(&database, &params.branch_id, target, preserved.as_ref())
+            .await
+        {
+            tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
+        }
+        if params.preserved_name.is_none() {
+            self.sweep_timelines(&database).await;
+        }
+        Ok(())
+    }
+
+    /// After a restore's rows changed: the branch's sessions move to its new timeline (its old store is closed,
+    /// new sessions get the new one), and the preserved branch, if one was made, is served or refused as the
+    /// database's status says.
+    async fn serve_restored(
+        &self,
+        database: &Database,
+        branch_id: &str,
+        target: BranchTarget,
+        preserved: Option<&Branch>,
+    ) -> Result<(), String> {
+        if let Some(preserved) = preserved {
+            self.host
+                .set_credentials_verifier(&preserved.id, PG_USER, Arc::clone(&database.password_verifier));
+        }
+        if database.status != DatabaseStatus::Active {
+            if let Some(preserved) = preserved {
+                self.host
+                    .refuse(&preserved.id, &format!("database {} is not active", database.id));
+            }
+            return Ok(());
+        }
+        // The branch first: that closes its old store, which wrote the old timeline the preserved branch gets.
+        let attached = if self.config.faults.restore_attach_fails {
+            // As a failed start leaves it: defined on the new timeline, not started.
+            self.host
+                .define(branch_id, target)
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+                .and(Err(
+                    "starting the restored branch's compute: injected failure".to_owned()
+                ))
+        } else {
+            self.host
+                .attach(branch_id, target)
+                .await
+                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+        };
+        if let Some(preserved) = preserved {
+            let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
+            self.host
+                .define(&preserved.id, preserved_target)
+                .map_err(|e| format!("serving the preserved branch: {e}"))?;
+        }
+        attached
+    }
+}

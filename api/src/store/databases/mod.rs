@@ -1,0 +1,414 @@
+//! Databases, their branches, and the timelines behind the branches.
+//!
+//! **Invariants** (each change below is one transaction, so they hold between transactions):
+//! - A database has exactly one default branch (`databases.default_branch_id`), and it exists.
+//! - Every branch points at a timeline row of its database. Branch names are unique within a database.
+//! - A timeline row exists for every timeline of the database that may still be on the pageserver: a row
+//!   goes only after the pageserver deleted the timeline (see [`Store::unreferenced_timelines`]).
+//! - A database row is visible only through its `account_id`, like a project.
+//! - A database's password is never stored: only its SCRAM-SHA-256 verifier (PostgreSQL's text form), which can
+//!   check a password but not give it back.
+//!
+//! One job per file: this one holds databases and the row helpers the others share; `branches` the branches;
+//! `timelines` the timeline rows and which of them the storage must still hold; `restore` the rows' change
+//! of a restore.
+
+mod branches;
+mod restore;
+mod timelines;
+
+use std::sync::Arc;
+
+use cambium_types::{Lsn, TenantId};
+use compute::pg::ScramVerifier;
+use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use super::operations::{insert_operation, Action, NewOperation, Operation};
+use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId, Page, Store, StoreError};
+use branches::insert_branch;
+use timelines::insert_timeline;
+
+pub use branches::Branch;
+pub use restore::RestoreChange;
+pub use timelines::{LiveTimeline, TimelineRow};
+
+/// Where a database is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseStatus {
+    /// Its `create_database` operation is running.
+    Provisioning,
+    /// Its compute serves it.
+    Active,
+    /// Its compute is stopped; the data is kept.
+    Suspended,
+    /// Its `create_database` operation failed; it can only be deleted.
+    Failed,
+}
+
+impl DatabaseStatus {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatabaseStatus::Provisioning => "provisioning",
+            DatabaseStatus::Active => "active",
+            DatabaseStatus::Suspended => "suspended",
+            DatabaseStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Result<DatabaseStatus, StoreError> {
+        Ok(match text {
+            "provisioning" => DatabaseStatus::Provisioning,
+            "active" => DatabaseStatus::Active,
+            "suspended" => DatabaseStatus::Suspended,
+            "failed" => DatabaseStatus::Failed,
+            other => return Err(StoreError::Corrupt(format!("database status {other:?}"))),
+        })
+    }
+}
+
+/// A database row: a tenant on the pageserver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Database {
+    /// `db_<ULID>`.
+    pub id: String,
+    /// The owning project.
+    pub project_id: String,
+    /// The owning account.
+    pub account_id: AccountId,
+    /// Unique within the project.
+    pub name: String,
+    /// Region code of its compute.
+    pub region: String,
+    /// Where it is in its life.
+    pub status: DatabaseStatus,
+    /// Its tenant on the pageserver.
+    pub tenant_id: TenantId,
+    /// The branch `db_…` connections get.
+    pub default_branch_id: String,
+    /// The SCRAM-SHA-256 verifier of the password of its connection strings (the password itself is never kept).
+    pub password_verifier: Arc<ScramVerifier>,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// What [`Store::create_database`] made.
+#[derive(Debug, Clone)]
+pub struct CreatedDatabase {
+    /// The database, `provisioning`.
+    pub database: Database,
+    /// Its default branch.
+    pub branch: Branch,
+    /// The `create_database` operation, `running`.
+    pub operation: Operation,
+}
+
+/// The fields of a new database.
+#[derive(Debug, Clone)]
+pub struct NewDatabase {
+    /// The owning project.
+    pub project_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its region.
+    pub region: String,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// The root timeline of its default branch.
+    pub timeline: TimelineRow,
+    /// The default branch's name.
+    pub branch_name: String,
+    /// The SCRAM-SHA-256 verifier of its password.
+    pub password_verifier: Arc<ScramVerifier>,
+}
+
+/// `INTEGER` column value of an LSN.
+pub(crate) fn lsn_to_sql(lsn: Lsn) -> Result<i64, StoreError> {
+    i64::try_from(lsn.0).map_err(|_| StoreError::Corrupt(format!("LSN {lsn} does not fit the store")))
+}
+
+fn lsn_from_sql(value: i64) -> rusqlite::Result<Lsn> {
+    u64::try_from(value)
+        .map(Lsn)
+        .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, value))
+}
+
+fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    text.parse().map_err(|_| {
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            format!("malformed id {text:?}").into(),
+        )
+    })
+}
+
+const DATABASE_COLUMNS: &str =
+    "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, password_verifier, created_at";
+
+fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
+    let status: String = row.get(5)?;
+    Ok((
+        Database {
+            id: row.get(0)?,
+            project_id: row.get(1)?,
+            account_id: AccountId(row.get(2)?),
+            name: row.get(3)?,
+            region: row.get(4)?,
+            status: DatabaseStatus::Provisioning,
+            tenant_id: parse_column(row, 6)?,
+            default_branch_id: row.get(7)?,
+            password_verifier: Arc::new(verifier_column(row, 8)?),
+            created_at: row.get(9)?,
+        },
+        status,
+    ))
+}
+
+/// A `password_verifier` column: PostgreSQL's text form of a SCRAM-SHA-256 verifier.
+fn verifier_column(row: &Row<'_>, index: usize) -> rusqlite::Result<ScramVerifier> {
+    let text: String = row.get(index)?;
+    ScramVerifier::parse(&text)
+        .map_err(|error| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(error)))
+}
+
+fn finish_database((mut database, status): (Database, String)) -> Result<Database, StoreError> {
+    database.status = DatabaseStatus::parse(&status)?;
+    Ok(database)
+}
+
+/// The databases of project `project_id`.
+pub(crate) fn databases_of_project(tx: &Transaction<'_>, project_id: &str) -> Result<Vec<Database>, StoreError> {
+    let mut stmt = tx.prepare(&format!(
+        "SELECT {DATABASE_COLUMNS} FROM databases WHERE project_id = ?1 ORDER BY id"
+    ))?;
+    let rows = stmt.query_map([project_id], database_row)?;
+    rows.map(|row| finish_database(row?)).collect()
+}
+
+/// Deletes every row of database `id` but its operations.
+pub(crate) fn delete_database_rows(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM branches WHERE database_id = ?1", [id])?;
+    tx.execute("DELETE FROM timelines WHERE database_id = ?1", [id])?;
+    tx.execute("DELETE FROM databases WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+/// Up to `limit` rows after `after` from `sql`, which selects with `?1` = scope, `?2` = after, `?3` = limit.
+fn page<T>(
+    tx: &rusqlite::Connection,
+    sql: &str,
+    scope: &str,
+    after: Option<&str>,
+    limit: usize,
+    row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    id: impl Fn(&T) -> String,
+) -> Result<Page<T>, StoreError> {
+    assert!(limit > 0, "limit {limit}");
+    let mut stmt = tx.prepare(sql)?;
+    // One extra row says whether another page follows.
+    let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let mut items = stmt
+        .query_map(params![scope, after.unwrap_or(""), fetch], row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    let next_after = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(id)
+    } else {
+        None
+    };
+    Ok(Page { items, next_after })
+}
+
+impl Store {
+    /// Creates a database with its default branch, root timeline and `create_database` operation, in one
+    /// transaction. `None` if `account` has no such project; [`StoreError::Conflict`] for a duplicate name;
+    /// [`StoreError::QuotaExceeded`] if the account has `databases_max` already.
+    pub fn create_database(
+        &self,
+        account: &AccountId,
+        new: &NewDatabase,
+        databases_max: u32,
+    ) -> Result<Option<CreatedDatabase>, StoreError> {
+        let (ms, created_at) = now();
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if !has_project(&tx, account, &new.project_id)? {
+            return Ok(None);
+        }
+        let count: i64 = tx.query_row(
+            "SELECT count(*) FROM databases WHERE account_id = ?1",
+            [&account.0],
+            |row| row.get(0),
+        )?;
+        check_quota(count, databases_max, "databases", "the account")?;
+        let database = Database {
+            id: new_id("db_", ms),
+            project_id: new.project_id.clone(),
+            account_id: account.clone(),
+            name: new.name.clone(),
+            region: new.region.clone(),
+            status: DatabaseStatus::Provisioning,
+            tenant_id: new.tenant_id,
+            default_branch_id: new_id("br_", ms),
+            password_verifier: Arc::clone(&new.password_verifier),
+            created_at: created_at.clone(),
+        };
+        let branch = Branch {
+            id: database.default_branch_id.clone(),
+            database_id: database.id.clone(),
+            name: new.branch_name.clone(),
+            parent_branch_id: None,
+            parent_lsn: None,
+            timeline_id: new.timeline.timeline_id,
+            created_at,
+        };
+        tx.execute(
+            &format!("INSERT INTO databases ({DATABASE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            params![
+                database.id,
+                database.project_id,
+                account.0,
+                database.name,
+                database.region,
+                database.status.as_str(),
+                database.tenant_id.to_string(),
+                database.default_branch_id,
+                database.password_verifier.to_string(),
+                database.created_at
+            ],
+        )
+        .map_err(|e| conflict_on_unique(e, &format!("a database named {:?} exists in this project", new.name)))?;
+        insert_timeline(&tx, &database.id, &new.timeline)?;
+        insert_branch(&tx, &branch)?;
+        let operation = insert_operation(
+            &tx,
+            &NewOperation {
+                project_id: &database.project_id,
+                account_id: account,
+                database_id: Some(&database.id),
+                branch_id: Some(&branch.id),
+                action: &Action::CreateDatabase,
+            },
+        )?;
+        tx.commit()?;
+        Ok(Some(CreatedDatabase {
+            database,
+            branch,
+            operation,
+        }))
+    }
+
+    /// Up to `limit` databases of `account`'s project `project_id` after `after`, in creation order; `None` if
+    /// there is no such project.
+    pub fn list_databases(
+        &self,
+        account: &AccountId,
+        project_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Page<Database>>, StoreError> {
+        let conn = self.conn();
+        if !has_project(&conn, account, project_id)? {
+            return Ok(None);
+        }
+        let sql =
+            format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE project_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
+        let raw = page(&conn, &sql, project_id, after, limit, database_row, |(d, _)| {
+            d.id.clone()
+        })?;
+        let items = raw.items.into_iter().map(finish_database).collect::<Result<_, _>>()?;
+        Ok(Some(Page {
+            items,
+            next_after: raw.next_after,
+        }))
+    }
+
+    /// `account`'s database `id`.
+    pub fn get_database(&self, account: &AccountId, id: &str) -> Result<Option<Database>, StoreError> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                &format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE account_id = ?1 AND id = ?2"),
+                params![account.0, id],
+                database_row,
+            )
+            .optional()?;
+        row.map(finish_database).transpose()
+    }
+
+    /// Database `id`, whoever owns it (for the control plane's own work).
+    pub fn database(&self, id: &str) -> Result<Option<Database>, StoreError> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                &format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?1"),
+                [id],
+                database_row,
+            )
+            .optional()?;
+        row.map(finish_database).transpose()
+    }
+
+    /// Every database, in creation order (for starting computes and reconciling storage).
+    pub fn all_databases(&self) -> Result<Vec<Database>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!("SELECT {DATABASE_COLUMNS} FROM databases ORDER BY id"))?;
+        let rows = stmt.query_map([], database_row)?;
+        rows.map(|row| finish_database(row?)).collect()
+    }
+
+    /// Renames `account`'s database `id`; `None` if there is no such database.
+    pub fn rename_database(&self, account: &AccountId, id: &str, name: &str) -> Result<Option<Database>, StoreError> {
+        {
+            let conn = self.conn();
+            conn.execute(
+                "UPDATE databases SET name = ?3 WHERE account_id = ?1 AND id = ?2",
+                params![account.0, id, name],
+            )
+            .map_err(|e| conflict_on_unique(e, &format!("a database named {name:?} exists in this project")))?;
+        }
+        self.get_database(account, id)
+    }
+
+    /// Replaces database `id`'s password verifier; returns whether it exists.
+    pub fn set_password_verifier(&self, id: &str, verifier: &ScramVerifier) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let changed = conn.execute(
+            "UPDATE databases SET password_verifier = ?2 WHERE id = ?1",
+            params![id, verifier.to_string()],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Sets database `id`'s status; returns whether it exists.
+    pub fn set_database_status(&self, id: &str, status: DatabaseStatus) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let changed = conn.execute(
+            "UPDATE databases SET status = ?2 WHERE id = ?1",
+            params![id, status.as_str()],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Deletes `account`'s database `id` with its branches and timelines, in one transaction; returns it (its
+    /// storage is the caller's to delete), or `None` if there is no such database.
+    pub fn delete_database(&self, account: &AccountId, id: &str) -> Result<Option<Database>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let row = tx
+            .query_row(
+                &format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE account_id = ?1 AND id = ?2"),
+                params![account.0, id],
+                database_row,
+            )
+            .optional()?;
+        let Some(database) = row.map(finish_database).transpose()? else {
+            return Ok(None);
+        };
+        delete_database_rows(&tx, id)?;
+        tx.commit()?;
+        Ok(Some(database))
+    }
+}

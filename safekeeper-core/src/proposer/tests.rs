@@ -1,0 +1,332 @@
+//! The proposer against acceptors whose WAL starts late (a replica rebuilt from a peer, or WAL removed below
+//! the pageserver's horizon), acceptors that keep refusing, and an acceptor that lost its disk. A tiny
+//! deterministic network: every request is answered at once, appends are synced at once, and a node is up,
+//! down (no answer) or missing the timeline (`NOT_FOUND` to everything).
+
+use super::*;
+use crate::acceptor::Acceptor;
+use crate::dispatch::{serve, Served};
+use crate::memstore::{MemControl, MemWal};
+use crate::protocol::{ControlState, TermHistory, TermSwitch};
+use cambium_types::{Key, Patch, Value, WalRecord};
+use std::collections::VecDeque;
+
+const START: Lsn = Lsn(0x100);
+const TIMEOUT_MS: u64 = 100;
+
+enum Node {
+    Up(Acceptor<MemWal, MemControl>),
+    Down,
+    Missing,
+    /// Takes votes and elections but refuses every append (a store that failed).
+    FailedStore(Acceptor<MemWal, MemControl>),
+}
+
+struct Net {
+    nodes: Vec<Node>,
+    /// Every request sent, in order.
+    sent: Vec<Envelope>,
+}
+
+impl Net {
+    /// Delivers `out` and everything it leads to, at `now_ms`, until nothing more is sent.
+    fn run(&mut self, proposer: &mut Proposer, out: Vec<Envelope>, now_ms: u64) {
+        let mut queue: VecDeque<Envelope> = out.into();
+        while let Some(envelope) = queue.pop_front() {
+            assert!(self.sent.len() < 100_000, "the proposer never settles");
+            self.sent.push(envelope.clone());
+            let reply = match &mut self.nodes[envelope.to] {
+                Node::Down => continue,
+                Node::Missing => Reply::Refused(Refusal::Other("NotFound: no such timeline".into())),
+                Node::Up(acceptor) => match serve(acceptor, envelope.request) {
+                    Served::Reply(reply) => reply,
+                    Served::NeedsSync => Reply::Append(acceptor.sync().expect("sync")),
+                },
+                Node::FailedStore(_) if matches!(envelope.request, Request::Append(_)) => {
+                    Reply::Refused(Refusal::Other("Internal: safekeeper storage failure".into()))
+                }
+                Node::FailedStore(acceptor) => match serve(acceptor, envelope.request) {
+                    Served::Reply(reply) => reply,
+                    Served::NeedsSync => unreachable!("appends are refused above"),
+                },
+            };
+            queue.extend(proposer.on_reply(envelope.id, reply, now_ms));
+        }
+    }
+
+    fn acceptor(&self, index: usize) -> &Acceptor<MemWal, MemControl> {
+        match &self.nodes[index] {
+            Node::Up(acceptor) => acceptor,
+            _ => panic!("node {index} is not up"),
+        }
+    }
+
+    /// Requests sent to `to` since `from` (an index into `sent`).
+    fn sent_to(&self, to: usize, from: usize) -> Vec<&Request> {
+        self.sent[from..]
+            .iter()
+            .filter(|e| e.to == to)
+            .map(|e| &e.request)
+            .collect()
+    }
+}
+
+fn frame(seed: u8) -> Bytes {
+    WalRecord {
+        commit_ts_us: u64::from(seed),
+        db_size_pages: 1,
+        entries: vec![(
+            Key::page(0),
+            Value::Delta(vec![Patch {
+                offset: 0,
+                data: Bytes::from(vec![seed; 20]),
+            }]),
+        )],
+    }
+    .to_frame()
+    .expect("encodes")
+}
+
+/// Ten frames and the LSN after each.
+fn wal() -> (Vec<u8>, Vec<Lsn>) {
+    let mut bytes = Vec::new();
+    let mut ends = Vec::new();
+    for seed in 0..10 {
+        bytes.extend_from_slice(&frame(seed));
+        ends.push(Lsn(START.0 + bytes.len() as u64));
+    }
+    (bytes, ends)
+}
+
+/// An acceptor elected in term 1 holding `wal[oldest - START .. flush - START]` from `oldest`.
+fn acceptor(wal: &[u8], oldest: Lsn, flush: Lsn, commit: Lsn) -> Node {
+    let bytes = wal[(oldest.0 - START.0) as usize..(flush.0 - START.0) as usize].to_vec();
+    let control = ControlState {
+        term: 1,
+        history: TermHistory(vec![TermSwitch { term: 1, lsn: START }]),
+        commit_lsn: commit,
+        timeline_start_lsn: START,
+        remote_consistent_lsn: oldest,
+    };
+    Node::Up(Acceptor::new(control, MemWal::with_durable(oldest, bytes), MemControl::default()).expect("acceptor"))
+}
+
+fn proposer() -> Proposer {
+    Proposer::new(
+        ProposerConfig {
+            acceptor_count: 3,
+            request_timeout_ms: TIMEOUT_MS,
+            election_timeout_ms: 10 * TIMEOUT_MS,
+            in_flight_bytes_max: 1 << 20,
+            append_bytes_max: 100,
+            backlog_bytes_max: 1 << 20,
+        },
+        START,
+    )
+}
+
+fn elect(proposer: &mut Proposer, net: &mut Net) -> (Term, Lsn) {
+    let out = proposer.start_campaign(0);
+    net.run(proposer, out, 0);
+    match proposer.status() {
+        Status::Leader { term, epoch_start_lsn } => (term, epoch_start_lsn),
+        other => panic!("not elected: {other:?}"),
+    }
+}
+
+fn reads_below(requests: &[&Request], lsn: Lsn) -> usize {
+    requests
+        .iter()
+        .filter(|r| matches!(r, Request::ReadWal { start_lsn, .. } if *start_lsn < lsn))
+        .count()
+}
+
+#[test]
+fn catch_up_reads_go_only_to_peers_that_retain_the_wal() {
+    let (bytes, ends) = wal();
+    let (end, five, two) = (ends[9], ends[4], ends[1]);
+    // 0 has everything; 1 lags at two frames; 2 is a replica whose WAL starts at five frames.
+    let mut net = Net {
+        nodes: vec![
+            acceptor(&bytes, START, end, end),
+            acceptor(&bytes, START, two, two),
+            acceptor(&bytes, five, end, end),
+        ],
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    let (_, epoch_start) = elect(&mut proposer, &mut net);
+    assert_eq!(epoch_start, end);
+    assert_eq!(
+        reads_below(&net.sent_to(2, 0), five),
+        0,
+        "never asked the replica for WAL it lacks"
+    );
+    assert!(
+        reads_below(&net.sent_to(0, 0), five) > 0,
+        "the lagging acceptor was caught up from 0"
+    );
+    assert_eq!(net.acceptor(1).state().flush_lsn, end);
+    assert_eq!(net.acceptor(1).wal().durable_bytes(), &bytes[..]);
+    let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+    net.run(&mut proposer, out, 1);
+    assert_eq!(proposer.commit_lsn(), record_end);
+}
+
+/// When the only peer ahead of a lagging acceptor is a replica that lacks the WAL it needs, the proposer
+/// does not ask the replica for it, does not count the lagging acceptor for commits (nothing is committed
+/// that a majority does not hold), and once the acceptor is rebuilt from the replica it is elected again
+/// from its new state after a request timeout and commits go on.
+#[test]
+fn a_peer_no_one_can_catch_up_waits_safely_until_it_is_rebuilt() {
+    let (bytes, ends) = wal();
+    let (end, five, two) = (ends[9], ends[4], ends[1]);
+    let mut net = Net {
+        nodes: vec![
+            Node::Down,
+            acceptor(&bytes, START, two, two),
+            acceptor(&bytes, five, end, end),
+        ],
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    let (term, epoch_start) = elect(&mut proposer, &mut net);
+    assert_eq!(epoch_start, end, "the replica is the donor");
+    let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+    net.run(&mut proposer, out, 1);
+    assert_eq!(
+        reads_below(&net.sent_to(2, 0), five),
+        0,
+        "never asked the replica for WAL it lacks"
+    );
+    assert_eq!(net.acceptor(1).state().flush_lsn, two, "no one can catch it up");
+    assert_eq!(
+        net.acceptor(2).state().flush_lsn,
+        record_end,
+        "the replica took the new record"
+    );
+    assert!(
+        proposer.commit_lsn() < record_end,
+        "one acceptor holds the record: not committed ({})",
+        proposer.describe()
+    );
+    // Nothing is retried in a loop while it waits.
+    let quiet_from = net.sent.len();
+    let out = proposer.tick(TIMEOUT_MS / 2);
+    net.run(&mut proposer, out, TIMEOUT_MS / 2);
+    assert_eq!(net.sent_to(1, quiet_from).len(), 0);
+
+    // Acceptor 1 is rebuilt from the replica (what PullTimeline does): its WAL starts at five frames.
+    let replica = net.acceptor(2);
+    let control = replica.control().clone();
+    let copy = MemWal::with_durable(five, replica.wal().durable_bytes().to_vec());
+    net.nodes[1] = Node::Up(Acceptor::new(control, copy, MemControl::default()).expect("rebuilt"));
+    let out = proposer.tick(2 * TIMEOUT_MS);
+    net.run(&mut proposer, out, 2 * TIMEOUT_MS);
+    assert_eq!(proposer.commit_lsn(), record_end, "{}", proposer.describe());
+    let (next_end, out) = proposer.propose(frame(43)).expect("propose");
+    net.run(&mut proposer, out, 2 * TIMEOUT_MS);
+    assert_eq!(proposer.commit_lsn(), next_end);
+    assert_eq!(net.acceptor(1).state().history.last_term(), term);
+    assert_eq!(
+        net.acceptor(1).wal().durable_bytes(),
+        net.acceptor(2).wal().durable_bytes()
+    );
+}
+
+#[test]
+fn a_peer_that_keeps_refusing_is_asked_again_only_after_the_timeout() {
+    let (bytes, ends) = wal();
+    let end = ends[9];
+    let mut net = Net {
+        nodes: vec![
+            acceptor(&bytes, START, end, end),
+            acceptor(&bytes, START, end, end),
+            Node::Missing,
+        ],
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    elect(&mut proposer, &mut net);
+    let asked = net.sent_to(2, 0).len();
+    assert!(asked <= 4, "{asked} requests to a timeline that is missing");
+    let from = net.sent.len();
+    let out = proposer.tick(TIMEOUT_MS - 1);
+    net.run(&mut proposer, out, TIMEOUT_MS - 1);
+    assert_eq!(net.sent_to(2, from).len(), 0, "backing off");
+    let out = proposer.tick(TIMEOUT_MS);
+    net.run(&mut proposer, out, TIMEOUT_MS);
+    assert_eq!(net.sent_to(2, from).len(), 1, "asked once again after the timeout");
+    // Commits go on with the other two.
+    let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+    net.run(&mut proposer, out, TIMEOUT_MS);
+    assert_eq!(proposer.commit_lsn(), record_end);
+}
+
+/// An acceptor that takes elections but refuses every append is not re-elected in a loop either.
+#[test]
+fn a_peer_that_takes_elections_but_refuses_appends_backs_off() {
+    let (bytes, ends) = wal();
+    let end = ends[9];
+    let failed = match acceptor(&bytes, START, end, end) {
+        Node::Up(acceptor) => Node::FailedStore(acceptor),
+        _ => unreachable!("an acceptor"),
+    };
+    let mut net = Net {
+        nodes: vec![
+            acceptor(&bytes, START, end, end),
+            acceptor(&bytes, START, end, end),
+            failed,
+        ],
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    elect(&mut proposer, &mut net);
+    let from = net.sent.len();
+    let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+    net.run(&mut proposer, out, 1);
+    assert_eq!(proposer.commit_lsn(), record_end);
+    let asked = net.sent_to(2, from).len();
+    assert!(asked <= 6, "{asked} requests to an acceptor whose store failed");
+}
+
+/// An acceptor that acknowledged a record and then lost its disk must not be counted for it: once its
+/// connection is reported lost, the record commits only when a majority of live copies hold it.
+#[test]
+fn a_lost_connection_stops_counting_what_the_peer_acknowledged() {
+    let (bytes, ends) = wal();
+    let end = ends[9];
+    let mut net = Net {
+        nodes: (0..3).map(|_| acceptor(&bytes, START, end, end)).collect(),
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    elect(&mut proposer, &mut net);
+    // Only acceptor 2 takes the record.
+    let held: Vec<Node> = (0..2)
+        .map(|i| std::mem::replace(&mut net.nodes[i], Node::Down))
+        .collect();
+    let (record_end, out) = proposer.propose(frame(42)).expect("propose");
+    net.run(&mut proposer, out, 1);
+    assert!(proposer.commit_lsn() < record_end);
+    // Acceptor 2 loses its disk (its timeline is gone); its connection breaks.
+    net.nodes[2] = Node::Missing;
+    let out = proposer.on_connection_lost(2, 2);
+    net.run(&mut proposer, out, 2);
+    // Acceptor 0 comes back and takes the record: one copy, not committed.
+    let mut held = held.into_iter();
+    net.nodes[0] = held.next().expect("node 0");
+    let out = proposer.tick(TIMEOUT_MS + 2);
+    net.run(&mut proposer, out, TIMEOUT_MS + 2);
+    assert_eq!(net.acceptor(0).state().flush_lsn, record_end);
+    assert!(
+        proposer.commit_lsn() < record_end,
+        "counted the acknowledgement of a lost disk: {}",
+        proposer.describe()
+    );
+    // With acceptor 1 back, it is.
+    net.nodes[1] = held.next().expect("node 1");
+    let out = proposer.tick(2 * TIMEOUT_MS + 4);
+    net.run(&mut proposer, out, 2 * TIMEOUT_MS + 4);
+    assert_eq!(proposer.commit_lsn(), record_end, "{}", proposer.describe());
+}

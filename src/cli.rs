@@ -1,0 +1,358 @@
+//! The command line's definitions: the subcommands and their flags (each with its `CAMBIUM_…` variable, which
+//! `--config FILE` fills), the flag groups `up` and `api` share, and the parsers of flag values. What each
+//! subcommand does is elsewhere: `main` dispatches, [`crate::up`] runs `up`, `api` and `keys`, `services` the
+//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use storage::TimelineConfig;
+
+use crate::up;
+
+#[derive(Parser)]
+#[command(
+    name = "cambium",
+    version,
+    about = "Databases with instant copy-on-write branches and point-in-time restore"
+)]
+pub(crate) struct Cli {
+    /// A TOML file of settings for the command (one key per flag; flags and `CAMBIUM_…` variables win).
+    #[arg(long, global = true, env = "CAMBIUM_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Log lines on stderr as text for people or as JSON objects for machines (level filter: `RUST_LOG`).
+    #[arg(long, global = true, env = "CAMBIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub(crate) log_format: LogFormat,
+    /// Open files (descriptors) the process may use. Default: as many as the system's hard limit allows (the
+    /// soft limit is raised to it). New sessions and branches are refused before the process runs out.
+    #[arg(long, global = true, env = "CAMBIUM_MAX_OPEN_FILES", value_parser = clap::value_parser!(u64).range(64..))]
+    pub(crate) max_open_files: Option<u64>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// How log lines look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Text for people.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Runs the whole service in one process: the `/v1` API, the PostgreSQL listener, a pageserver and three
+    /// safekeepers (gRPC over loopback). Prints one line saying where, and where the admin API key is; Ctrl-C
+    /// stops it cleanly, and `up` again on the same data directory finds everything.
+    Up {
+        /// Data directory (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        /// The API's address.
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
+        listen: String,
+        /// The PostgreSQL address.
+        #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
+        pg_listen: String,
+        /// Remote storage for the pageserver's layers (see `cambium pageserver --remote`).
+        #[arg(long, env = "CAMBIUM_REMOTE")]
+        remote: Option<String>,
+        /// API requests a second per account (0: no limit).
+        #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
+        rate_limit: u32,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+        /// Fault injection for tests: wait this long before running each operation.
+        #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
+        operation_delay_ms: u64,
+        /// Fault injection for tests: pauses and failures of control-plane steps (`api::faults`), e.g.
+        /// `branch_create_pause_ms=1500,resume_check_fails=1`.
+        #[arg(long, env = "CAMBIUM_FAULTS", default_value = "", hide = true)]
+        faults: api::faults::Faults,
+        /// Stop a branch's compute store after this long with no session (0: never); the next session
+        /// starts it again.
+        #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
+        idle_store_timeout_ms: u64,
+        /// Fault injection for tests: the safekeepers' quiet period after a start, during which they rebuild no
+        /// timeline they lack (default 30 s: longer than a proposer's election timeout, so no campaign still
+        /// counts a vote their lost copy gave).
+        #[arg(long, env = "CAMBIUM_SAFEKEEPER_PULL_QUIET_PERIOD_MS", hide = true)]
+        safekeeper_pull_quiet_period_ms: Option<u64>,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
+        #[command(flatten)]
+        http: HttpArgs,
+        #[command(flatten)]
+        pg: PgArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+    /// Runs the `/v1` API and the PostgreSQL listener against a pageserver and safekeepers run elsewhere.
+    Api {
+        /// Data directory for the control metadata (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        /// The API's address.
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
+        listen: String,
+        /// The PostgreSQL address.
+        #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
+        pg_listen: String,
+        /// The pageserver, `host:port`.
+        #[arg(long, env = "CAMBIUM_PAGESERVER")]
+        pageserver: String,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
+        safekeepers: Vec<String>,
+        /// API requests a second per account (0: no limit).
+        #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
+        rate_limit: u32,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
+        #[command(flatten)]
+        http: HttpArgs,
+        #[command(flatten)]
+        pg: PgArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+    /// Manages API keys in a data directory: create, list, revoke.
+    Keys {
+        /// Data directory.
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: up::KeysCommand,
+    },
+    /// Writes a database of pages into a tenant, branches it, writes on both sides, restarts and reads back.
+    Demo {
+        /// Tenant directory (made if missing; must be empty or absent). Default: a new
+        /// `.cambium/demo-<unix seconds>` each run, so the command can be repeated.
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Pages to write (8 KiB each).
+        #[arg(long, default_value_t = 4096)]
+        pages: u32,
+    },
+    /// Prints every timeline of a tenant directory.
+    Inspect {
+        /// Tenant directory.
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+    /// Checks every layer file of a tenant directory (every checksum); exits non-zero on damage.
+    Verify {
+        /// Tenant directory.
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+    /// Runs a safekeeper: the gRPC service that makes WAL durable, over a data directory. Prints one line,
+    /// `cambium safekeeper <id> listening on <address>`, once it accepts connections; stops cleanly on SIGINT
+    /// or SIGTERM.
+    Safekeeper {
+        /// This safekeeper's id (for logs).
+        #[arg(long, env = "CAMBIUM_SAFEKEEPER_ID")]
+        id: u64,
+        /// Address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:7676")]
+        listen: String,
+        /// Data directory (made if missing); one process at a time (it holds a `LOCK` file).
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+    /// Runs a pageserver: pages of any branch at any LSN over gRPC, WAL ingested from the safekeepers.
+    Pageserver {
+        /// Address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:7677")]
+        listen: String,
+        /// Data directory (made if missing).
+        #[arg(long, env = "CAMBIUM_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',')]
+        safekeepers: Vec<String>,
+        /// Remote storage for layers and timeline indexes: `file:///abs/path` or a plain path (a local
+        /// directory), or `s3://bucket/prefix` (configured from `AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`,
+        /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`). Tenants missing locally are rebuilt from it
+        /// at start. Without it, the local disk is the only copy and the safekeepers keep all WAL.
+        #[arg(long, env = "CAMBIUM_REMOTE")]
+        remote: Option<String>,
+        /// Freeze a timeline's in-memory layer (and flush it) once it holds this many bytes of WAL.
+        #[arg(long, env = "CAMBIUM_CHECKPOINT_DISTANCE_BYTES", default_value_t = TimelineConfig::default().checkpoint_distance_bytes)]
+        checkpoint_distance_bytes: u64,
+        /// Freeze a timeline's in-memory layer (and flush it) once it has held data this long.
+        #[arg(long, env = "CAMBIUM_CHECKPOINT_TIMEOUT_MS", default_value_t = TimelineConfig::default().checkpoint_timeout_ms)]
+        checkpoint_timeout_ms: u64,
+        /// Serve Prometheus metrics at `http://ADDR/metrics` (off when absent).
+        #[arg(long, env = "CAMBIUM_METRICS_LISTEN")]
+        metrics_listen: Option<String>,
+    },
+    /// Runs a compute for one database: SQLite over the pageserver and the safekeepers, spoken to over the
+    /// PostgreSQL wire protocol. The database name of a connection picks the branch (`NAME`, or `NAME@LSN`
+    /// read-only at that LSN). Prints one line, `cambium compute listening on <address>`; stops on SIGINT or
+    /// SIGTERM.
+    Compute {
+        /// PostgreSQL address to listen on (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:5433")]
+        listen: String,
+        /// The safekeepers, comma-separated `host:port`.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
+        safekeepers: Vec<String>,
+        /// The pageserver, `host:port`.
+        #[arg(long, env = "CAMBIUM_PAGESERVER")]
+        pageserver: String,
+        /// The tenant id (32 hex digits).
+        #[arg(long, env = "CAMBIUM_TENANT")]
+        tenant: storage::TenantId,
+        /// A branch served: `NAME=TIMELINE_ID:START_LSN` (`db_x=<32 hex>:0/1000000`); repeat for more
+        /// (comma-separated in the environment variable).
+        #[arg(long = "branch", env = "CAMBIUM_BRANCHES", value_delimiter = ',', required = true, value_parser = parse_branch)]
+        branches: Vec<compute::compute::BranchConfig>,
+        /// A user: `USER=PASSWORD`; repeat for more (comma-separated in the environment variable).
+        #[arg(long = "password", env = "CAMBIUM_PASSWORDS", value_delimiter = ',', required = true, value_parser = parse_password)]
+        passwords: Vec<(String, String)>,
+        /// Pages cached per branch, at most (8 KiB each).
+        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
+        page_cache_pages: usize,
+    },
+}
+
+/// The API's limits against clients that hold connections (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct HttpArgs {
+    /// API connections served at once; past it a new connection gets 503 and is closed at once.
+    #[arg(long, env = "CAMBIUM_HTTP_CONNECTIONS_MAX", default_value_t = 1_024,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    http_connections_max: u32,
+    /// A request head must arrive within this long of its first byte, or the connection is closed.
+    #[arg(long, env = "CAMBIUM_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_header_read_timeout_ms: u64,
+    /// A request body must arrive within this long of its head's end, or the request is refused with 408.
+    #[arg(long, env = "CAMBIUM_HTTP_BODY_READ_TIMEOUT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_read_timeout_ms: u64,
+    /// A connection with no request in flight and none arriving is closed after this long.
+    #[arg(long, env = "CAMBIUM_HTTP_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 5_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    http_keep_alive_timeout_ms: u64,
+}
+
+/// Per-account quotas of `up` and `api` (`api::control::Quotas`); past one, 403 `quota_exceeded`.
+#[derive(clap::Args)]
+pub(crate) struct QuotaArgs {
+    /// Projects one account may have.
+    #[arg(long, env = "CAMBIUM_PROJECTS_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    projects_per_account_max: u32,
+    /// Databases one account may have, across its projects.
+    #[arg(long, env = "CAMBIUM_DATABASES_PER_ACCOUNT_MAX", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    databases_per_account_max: u32,
+    /// Branches one database may have, its default branch and those restores keep included.
+    #[arg(long, env = "CAMBIUM_BRANCHES_PER_DATABASE_MAX", default_value_t = 500,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    branches_per_database_max: u32,
+}
+
+impl QuotaArgs {
+    pub(crate) fn quotas(&self) -> api::control::Quotas {
+        api::control::Quotas {
+            projects_per_account_max: self.projects_per_account_max,
+            databases_per_account_max: self.databases_per_account_max,
+            branches_per_database_max: self.branches_per_database_max,
+        }
+    }
+}
+
+impl HttpArgs {
+    pub(crate) fn limits(&self) -> up::HttpLimits {
+        up::HttpLimits {
+            connections_max: self.http_connections_max,
+            header_read_timeout_ms: self.http_header_read_timeout_ms,
+            body_read_timeout_ms: self.http_body_read_timeout_ms,
+            keep_alive_timeout_ms: self.http_keep_alive_timeout_ms,
+        }
+    }
+}
+
+/// The reconciler (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ReconcileArgs {
+    /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
+    /// missing, broken or hopelessly behind and reports timelines on fewer than three healthy copies.
+    #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    reconcile_period_ms: u64,
+}
+
+impl ReconcileArgs {
+    pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {
+        api::reconcile::ReconcileConfig {
+            period_ms: self.reconcile_period_ms,
+        }
+    }
+}
+
+/// The PostgreSQL listener's session defaults and TLS (`up` and `api`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct PgArgs {
+    /// Each session's default `statement_timeout` in milliseconds (0: none); sessions change theirs with SET.
+    #[arg(long, env = "CAMBIUM_PG_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
+    pg_statement_timeout_ms: u64,
+    /// Each session's default `idle_in_transaction_session_timeout` in milliseconds (0: none): a transaction
+    /// left idle that long is rolled back and its connection ended, so it cannot hold the write lock forever.
+    #[arg(long, env = "CAMBIUM_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS", default_value_t = 600_000)]
+    pg_idle_in_transaction_timeout_ms: u64,
+    /// PEM certificate (chain) for TLS on the PostgreSQL listener; with `--pg-tls-key`. Without them a
+    /// self-signed certificate is made once in `<data dir>/tls/`.
+    #[arg(long, env = "CAMBIUM_PG_TLS_CERT", requires = "pg_tls_key")]
+    pg_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--pg-tls-cert`.
+    #[arg(long, env = "CAMBIUM_PG_TLS_KEY", requires = "pg_tls_cert")]
+    pg_tls_key: Option<PathBuf>,
+    /// Sessions one database may have open at once, over all its branches (0: no limit but the listener's
+    /// 1024); past it a connection gets FATAL 53300.
+    #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_DATABASE_MAX",
+        default_value_t = compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT)]
+    pg_connections_per_database_max: usize,
+}
+
+impl PgArgs {
+    pub(crate) fn options(&self) -> up::PgOptions {
+        up::PgOptions {
+            session_defaults: compute::pg::SessionDefaults {
+                statement_timeout_ms: self.pg_statement_timeout_ms,
+                idle_in_transaction_timeout_ms: self.pg_idle_in_transaction_timeout_ms,
+            },
+            tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
+            connections_per_database_max: self.pg_connections_per_database_max,
+        }
+    }
+}
+
+/// Parses `NAME=TIMELINE_ID:START_LSN`.
+fn parse_branch(text: &str) -> Result<compute::compute::BranchConfig, String> {
+    let (name, rest) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=TIMELINE_ID:START_LSN"))?;
+    let (timeline, lsn) = rest
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not NAME=TIMELINE_ID:START_LSN"))?;
+    Ok(compute::compute::BranchConfig {
+        name: name.to_owned(),
+        timeline_id: timeline.parse().map_err(|_| format!("bad timeline id {timeline:?}"))?,
+        start_lsn: lsn.parse().map_err(|_| format!("bad LSN {lsn:?}"))?,
+    })
+}
+
+/// Parses `USER=PASSWORD`.
+fn parse_password(text: &str) -> Result<(String, String), String> {
+    let (user, password) = text.split_once('=').ok_or_else(|| "not USER=PASSWORD".to_owned())?;
+    Ok((user.to_owned(), password.to_owned()))
+}
