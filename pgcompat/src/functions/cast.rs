@@ -56,7 +56,7 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
             _ => text,
         };
         let text = match target.modifier() {
-            crate::types::Modifier::Length(n) if target.base() == Base::Varchar => {
+            crate::types::Modifier::Length(n) if matches!(target.base(), Base::Varchar | Base::Bpchar) => {
                 text.chars().take(n as usize).collect()
             }
             _ => text,

@@ -587,6 +587,7 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
     } else {
         insert.columns.iter().map(last_part).collect()
     };
+    check_values_width(insert, columns.len())?;
     // VALUES shorter than the table fill its first columns, the rest take their defaults (PostgreSQL's
     // rule); SQLite wants every column, so the list is made explicit.
     if insert.columns.is_empty() {
@@ -617,6 +618,28 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
         uses_now: rewriter.uses_now,
         foreign_keys_off: false,
     })
+}
+
+/// 42601 for VALUES rows wider than the target columns, or narrower than a column list given.
+fn check_values_width(insert: &Insert, columns: usize) -> Result<(), PgError> {
+    let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) else {
+        return Ok(());
+    };
+    for row in &values.rows {
+        if row.content.len() > columns && columns > 0 {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more expressions than target columns",
+            ));
+        }
+        if row.content.len() < columns && !insert.columns.is_empty() {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more target columns than expressions",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Update) -> Result<(), PgError> {

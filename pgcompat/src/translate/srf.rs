@@ -403,10 +403,18 @@ pub(crate) fn from_item(
             ..
         } => {
             let function = last_part(name).to_ascii_lowercase();
-            if !handles(&function) || function == "generate_series" {
+            if !handles(&function) {
                 return Ok(None);
             }
             let args = plain(&args.args)?;
+            // An integer or timestamp series in FROM stays a recursive CTE (`tables`), unbounded; a
+            // numeric one is built here, for numeric addition.
+            if function == "generate_series" {
+                let types: Vec<Option<PgType>> = args.iter().map(|a| typer.infer(a)).collect();
+                if series_type(&types)? != PgType::NUMERIC {
+                    return Ok(None);
+                }
+            }
             function_table(typer, &function, &args, alias.as_ref(), *with_ordinality).map(Some)
         }
         TableFactor::Function {

@@ -273,3 +273,37 @@ fn delete_using_deletes_the_rows_the_join_finds() {
         texts(&[&["ann"]])
     );
 }
+
+#[test]
+fn any_and_all_answer_with_three_values() {
+    check(&[
+        ("2 > ALL (ARRAY[1, 2])", Some("f")),
+        ("3 > ALL (ARRAY[1, 2])", Some("t")),
+        ("3 < ALL (ARRAY[4, NULL])", None),
+        ("1.5 > ANY (ARRAY[1.49, 2])", Some("t")),
+        ("1 = ANY (ARRAY[]::int[])", Some("f")),
+        ("1 > ALL (SELECT 0 UNION SELECT -1)", Some("t")),
+        ("'b' = ANY (SELECT 'a' UNION SELECT 'b')", Some("t")),
+    ]);
+}
+
+#[test]
+fn limit_offset_and_fetch_as_sqlite_takes_them() {
+    let setup = ["CREATE TABLE t (id int)", "INSERT INTO t VALUES (1), (2), (3)"];
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id OFFSET 2"),
+        texts(&[&["3"]])
+    );
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id FETCH FIRST 2 ROWS ONLY"),
+        texts(&[&["1"], &["2"]])
+    );
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id DESC FETCH FIRST ROW ONLY"),
+        texts(&[&["3"]])
+    );
+    assert_eq!(
+        row_after(&setup, "INSERT INTO t (id) VALUES (1, 2)").map_err(|e| e.code),
+        Err("42601")
+    );
+}

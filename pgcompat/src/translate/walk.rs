@@ -79,6 +79,7 @@ pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), Pg
             result?;
         }
     }
+    limit_as_sqlite(query)?;
     if let Some(limit) = &mut query.limit_clause {
         match limit {
             LimitClause::LimitOffset { limit, offset, .. } => {
@@ -431,4 +432,39 @@ fn fold_negative_literal(e: &mut Expr) {
         return;
     }
     *e = Expr::value(Value::Number(format!("-{text}"), *long));
+}
+
+/// `FETCH FIRST n ROWS ONLY` as `LIMIT n`, and `OFFSET n` alone as `LIMIT -1 OFFSET n` (SQLite has no
+/// OFFSET without LIMIT); `WITH TIES` and `PERCENT` are refused.
+fn limit_as_sqlite(query: &mut Query) -> Result<(), PgError> {
+    if let Some(fetch) = query.fetch.take() {
+        if fetch.with_ties || fetch.percent {
+            return Err(PgError::unsupported("FETCH … WITH TIES or PERCENT"));
+        }
+        let quantity = fetch
+            .quantity
+            .unwrap_or_else(|| Expr::value(Value::Number("1".to_owned(), false)));
+        match &mut query.limit_clause {
+            Some(LimitClause::LimitOffset { limit, .. }) => *limit = Some(quantity),
+            Some(LimitClause::OffsetCommaLimit { .. }) => {
+                return Err(PgError::new(crate::error::SYNTAX_ERROR, "LIMIT and FETCH together"))
+            }
+            None => {
+                query.limit_clause = Some(LimitClause::LimitOffset {
+                    limit: Some(quantity),
+                    offset: None,
+                    limit_by: Vec::new(),
+                })
+            }
+        }
+    }
+    if let Some(LimitClause::LimitOffset {
+        limit: limit @ None,
+        offset: Some(_),
+        ..
+    }) = &mut query.limit_clause
+    {
+        *limit = Some(Expr::value(Value::Number("-1".to_owned(), false)));
+    }
+    Ok(())
 }

@@ -42,6 +42,27 @@ impl Rewriter<'_> {
                 let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
                 self.typed_comparison(left, op, right, lt, rt)
             }
+            B::StringConcat if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) => {
+                // Array concatenation: array || array, array || element, element || array.
+                let l_array = lt.is_some_and(PgType::is_array) || is_string_literal(left);
+                let r_array = rt.is_some_and(PgType::is_array) || is_string_literal(right);
+                let name = match (l_array, r_array) {
+                    (true, true) => "array_cat",
+                    (true, false) => "array_append",
+                    _ => "array_prepend",
+                };
+                let array = if lt.is_some_and(PgType::is_array) { lt } else { rt };
+                let types = match name {
+                    "array_cat" => [array, array],
+                    "array_append" => [array, rt],
+                    _ => [lt, array],
+                };
+                Some(crate::functions::typed_expr(
+                    name,
+                    &types,
+                    vec![take(left), take(right)],
+                ))
+            }
             B::StringConcat if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
             }

@@ -59,6 +59,7 @@ impl Rewriter<'_> {
                     Some(cast_call(string(text), PgType::NUMERIC, None))
                 }
                 Value::EscapedStringLiteral(text)
+                | Value::UnicodeStringLiteral(text)
                 | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
                     Some(string(text))
                 }
@@ -118,6 +119,8 @@ impl Rewriter<'_> {
                 Some(negate_if(*negated, call("pg_ilike", args)))
             }
             Expr::SimilarTo { .. } => return Err(PgError::unsupported("SIMILAR TO")),
+            Expr::IsUnknown(inner) => Some(Expr::IsNull(Box::new(take(inner)))),
+            Expr::IsNotUnknown(inner) => Some(Expr::IsNotNull(Box::new(take(inner)))),
             Expr::Extract { field, expr: inner, .. } => {
                 let source = self.typer.infer(inner).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
@@ -197,6 +200,37 @@ impl Rewriter<'_> {
                 compare_op: BinaryOperator::Eq,
                 right,
                 ..
+            } if matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let Expr::Subquery(query) = take(right) else {
+                    unreachable!("matched above")
+                };
+                Some(Expr::In {
+                    expr: Box::new(take(left)),
+                    target: sqlparser::ast::InTarget::Subquery(query),
+                    negated: false,
+                    global: false,
+                })
+            }
+            Expr::AllOp {
+                left,
+                compare_op: BinaryOperator::NotEq,
+                right,
+            } if matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let Expr::Subquery(query) = take(right) else {
+                    unreachable!("matched above")
+                };
+                Some(Expr::In {
+                    expr: Box::new(take(left)),
+                    target: sqlparser::ast::InTarget::Subquery(query),
+                    negated: true,
+                    global: false,
+                })
+            }
+            Expr::AnyOp {
+                left,
+                compare_op: BinaryOperator::Eq,
+                right,
+                ..
             } => {
                 let element = self.typer.infer(left).unwrap_or(PgType::TEXT);
                 self.learn_param(right, Some(element.array()));
@@ -221,8 +255,17 @@ impl Rewriter<'_> {
                     ),
                 ))
             }
-            Expr::AnyOp { compare_op, .. } => return Err(PgError::unsupported(format!("ANY with {compare_op}"))),
-            Expr::AllOp { compare_op, .. } => return Err(PgError::unsupported(format!("ALL with {compare_op}"))),
+            Expr::AnyOp {
+                left,
+                compare_op,
+                right,
+                ..
+            } => Some(self.quantified(left, compare_op, right, false)?),
+            Expr::AllOp {
+                left,
+                compare_op,
+                right,
+            } => Some(self.quantified(left, compare_op, right, true)?),
             Expr::Function(function) => self.rewrite_function(function)?,
             Expr::In {
                 expr: inner,
@@ -303,4 +346,86 @@ impl Rewriter<'_> {
         }
         Ok(())
     }
+
+    /// `x op ANY (…)` and `x op ALL (…)` over an array or a subquery, with PostgreSQL's three-valued
+    /// answer: for ANY, true if some comparison is true, else NULL if some is NULL, else false; for ALL,
+    /// false if some comparison is false, else NULL if some is NULL, else true.
+    fn quantified(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+        all: bool,
+    ) -> Result<Expr, PgError> {
+        if !matches!(
+            op,
+            BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+        ) {
+            return Err(PgError::unsupported(format!("ANY/ALL with {op}")));
+        }
+        let left_type = self.typer.infer(left);
+        let q = fresh_name("q");
+        let (source, value, element) = match right.as_ref() {
+            Expr::Subquery(query) => {
+                let element = self.typer.infer(right).or(left_type);
+                (
+                    format!("(WITH {q} (v) AS ({query}) SELECT v FROM {q}) AS {q}"),
+                    format!("{q}.v"),
+                    element,
+                )
+            }
+            _ => {
+                let element = self
+                    .typer
+                    .infer(right)
+                    .filter(|t| t.is_array())
+                    .map(PgType::element)
+                    .or(left_type)
+                    .unwrap_or(PgType::TEXT);
+                let text = element.catalog_text();
+                (
+                    format!("json_each(pg_array_to_json({right}, '{text}')) AS {q}"),
+                    format!("pg_cast({q}.value, '{text}', '')"),
+                    Some(element),
+                )
+            }
+        };
+        let numeric = [left_type, element]
+            .iter()
+            .any(|t| t.is_some_and(|t| t.base() == Base::Numeric && !t.is_array()));
+        let comparison = if numeric {
+            format!("pg_numeric_cmp({left}, {value}) {op} 0")
+        } else {
+            format!("{left} {op} {value}")
+        };
+        let decided = if all {
+            format!("NOT ({comparison})")
+        } else {
+            comparison.clone()
+        };
+        let sql = format!(
+            "CASE WHEN EXISTS (SELECT 1 FROM {source} WHERE {decided}) THEN {first} \
+             WHEN EXISTS (SELECT 1 FROM {source} WHERE ({comparison}) IS NULL) THEN NULL ELSE {last} END",
+            first = if all { "false" } else { "true" },
+            last = if all { "true" } else { "false" },
+        );
+        sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+            .try_with_sql(&sql)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting ANY/ALL: {e}")))
+    }
+}
+
+/// A name for a subquery alias the rewrite adds, unique in the process.
+fn fresh_name(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        "_pgc_{prefix}_{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }

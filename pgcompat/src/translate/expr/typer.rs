@@ -194,6 +194,8 @@ impl Typer<'_> {
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::And | B::Or | B::Xor => Some(PgType::BOOL),
             B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => Some(PgType::BOOL),
             B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe => Some(PgType::BOOL),
+            B::StringConcat if self.infer(left).is_some_and(PgType::is_array) => self.infer(left),
+            B::StringConcat if self.infer(right).is_some_and(PgType::is_array) => self.infer(right),
             B::StringConcat if self.infer(left).is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(PgType::new(Base::Jsonb))
             }
