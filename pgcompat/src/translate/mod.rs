@@ -7,6 +7,7 @@ pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod expr;
 pub(crate) mod names;
+pub(crate) mod query_rules;
 pub(crate) mod rebuild;
 pub(crate) mod srf;
 pub(crate) mod tables;
@@ -266,9 +267,11 @@ fn translate_statement(
             // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
             // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
             query.locks.clear();
+            check_query_grouping(conn, query.body.as_ref())?;
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
+            query_rules::type_set_operation_literals(catalog, query);
             if rewriter.uses_catalog {
                 catalog_refs::name_outputs(query);
             }
@@ -524,6 +527,19 @@ fn translate_statement(
         _ => return Ok(None),
     };
     Ok(Some(translation))
+}
+
+/// The grouping rule (`query_rules`) on every SELECT of a query body.
+fn check_query_grouping(conn: &Connection, body: &SetExpr) -> Result<(), PgError> {
+    match body {
+        SetExpr::Select(select) => query_rules::check_grouping(conn, select),
+        SetExpr::SetOperation { left, right, .. } => {
+            check_query_grouping(conn, left)?;
+            check_query_grouping(conn, right)
+        }
+        SetExpr::Query(q) => check_query_grouping(conn, q.body.as_ref()),
+        _ => Ok(()),
+    }
 }
 
 /// `DELETE FROM t USING u WHERE c` as SQLite can run it: `DELETE FROM t WHERE rowid IN (SELECT t.rowid FROM

@@ -307,3 +307,39 @@ fn limit_offset_and_fetch_as_sqlite_takes_them() {
         Err("42601")
     );
 }
+
+#[test]
+fn queries_follow_postgres_grouping_and_set_operation_rules() {
+    let setup = [
+        "CREATE TABLE parent (id int PRIMARY KEY, name text, n int)",
+        "INSERT INTO parent VALUES (1, 'one', 5)",
+    ];
+    let code = |sql: &str| row_after(&setup, sql).map(|_| "ok").unwrap_or_else(|e| e.code);
+    assert_eq!(code("SELECT name, count(*) FROM parent"), "42803");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY n"), "42803");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY id"), "ok");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY name"), "ok");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY 1"), "ok");
+    assert_eq!(code("SELECT count(*), max(n) FROM parent"), "ok");
+    assert_eq!(code("SELECT 1 UNION SELECT 'a'"), "22P02");
+    assert_eq!(
+        row_after(&setup, "SELECT 1 UNION SELECT '2' ORDER BY 1 DESC").expect("runs"),
+        [Some("2".to_owned())]
+    );
+}
+
+#[test]
+fn times_round_to_their_precision_and_carry_zones() {
+    check(&[
+        ("'2024-01-01 10:00:00.5'::timestamp(0)", Some("2024-01-01 10:00:01")),
+        ("'10:00:00.123456'::time(2)", Some("10:00:00.12")),
+        (
+            "'2024-01-01 10:00:00.125+00'::timestamptz(2)",
+            Some("2024-01-01 10:00:00.13+00"),
+        ),
+        ("pg_typeof(current_time)", Some("time with time zone")),
+        ("pg_typeof(localtime)", Some("time without time zone")),
+        ("'12:00:00.5+02'::timetz", Some("12:00:00.5+02")),
+        ("'12:00 -05:30'::time with time zone", Some("12:00:00-05:30")),
+    ]);
+}

@@ -68,7 +68,11 @@ impl Rewriter<'_> {
                 self.uses_now = true;
                 call("pg_localtimestamp", Vec::new())
             }
-            "current_time" | "localtime" if no_args => {
+            "current_time" if no_args => {
+                self.uses_now = true;
+                call("pg_current_timetz", Vec::new())
+            }
+            "localtime" if no_args => {
                 self.uses_now = true;
                 call("pg_current_time", Vec::new())
             }

@@ -233,6 +233,8 @@ impl Typer<'_> {
             "pg_clock_timestamp" => PgType::TIMESTAMPTZ,
             "pg_current_date" => PgType::new(Base::Date),
             "pg_localtimestamp" => PgType::new(Base::Timestamp),
+            "pg_current_time" => PgType::new(Base::Time),
+            "pg_current_timetz" => PgType::new(Base::Timetz),
             "pg_datetime_arith" => return literal_type(3),
             "pg_extract" => PgType::NUMERIC,
             "pg_date_part" => PgType::FLOAT8,
