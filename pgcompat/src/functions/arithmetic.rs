@@ -1,7 +1,7 @@
 //! Checked integer arithmetic, `/` and `%` with PostgreSQL's rules, and exact numeric multiplication,
 //! division, `sum` and `avg` (PostgreSQL's result scales).
 
-use rusqlite::functions::{Aggregate, Context};
+use rusqlite::functions::{Aggregate, Context, WindowAggregate};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
 
@@ -79,8 +79,9 @@ pub(super) fn install_arithmetic(conn: &Connection) -> rusqlite::Result<()> {
         };
         divide_decimals(&a, &b).map(|d| Value::Text(d.to_text())).map_err(raise)
     })?;
-    conn.create_aggregate_function("pg_numeric_sum", 1, flags_pure(), NumericSum { average: false })?;
-    conn.create_aggregate_function("pg_numeric_avg", 1, flags_pure(), NumericSum { average: true })?;
+    // Window functions too (`sum(x) OVER (…)`): a value leaves the frame by its inverse.
+    conn.create_window_function("pg_numeric_sum", 1, flags_pure(), NumericSum { average: false })?;
+    conn.create_window_function("pg_numeric_avg", 1, flags_pure(), NumericSum { average: true })?;
     Ok(())
 }
 
@@ -203,39 +204,84 @@ fn divide(a: Value, b: Value, modulo: bool) -> Result<Value, PgError> {
     }
 }
 
-/// Exact `sum`/`avg` of numeric values (PostgreSQL's `avg` of integers is numeric too).
+/// Exact `sum`/`avg` of numeric values (PostgreSQL's `avg` of integers is numeric too), as aggregates and
+/// window functions.
 struct NumericSum {
     average: bool,
 }
 
-impl Aggregate<(Option<Decimal>, u64), Value> for NumericSum {
-    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<(Option<Decimal>, u64)> {
-        Ok((None, 0))
+/// A running numeric sum: the values in it, and how many of them have each scale (the result's scale is
+/// the largest one present, as PostgreSQL's is when values leave a window frame).
+#[derive(Default)]
+struct SumState {
+    sum: Option<Decimal>,
+    count: u64,
+    scales: std::collections::BTreeMap<usize, u64>,
+}
+
+impl NumericSum {
+    fn result(&self, state: &SumState) -> Value {
+        let (Some(sum), Some((&scale, _))) = (&state.sum, state.scales.last_key_value()) else {
+            return Value::Null;
+        };
+        if state.count == 0 {
+            return Value::Null;
+        }
+        let sum = sum.rescale(scale);
+        if !self.average {
+            return Value::Text(sum.to_text());
+        }
+        // PostgreSQL's division scale: 16 significant digits less the quotient's weight in base-10000
+        // digits, never fewer than the dividend's.
+        let count_decimal = Decimal::parse(&state.count.to_string()).expect("a count is a number");
+        let scale = division_scale(&sum, &count_decimal);
+        Value::Text(divide_decimal(&sum, state.count, scale).to_text())
+    }
+}
+
+impl Aggregate<SumState, Value> for NumericSum {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<SumState> {
+        Ok(SumState::default())
     }
 
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut (Option<Decimal>, u64)) -> rusqlite::Result<()> {
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut SumState) -> rusqlite::Result<()> {
         if let Some(d) = decimal_of(ctx.get_raw(0))? {
-            acc.0 = Some(match acc.0.take() {
+            *acc.scales.entry(d.frac.len()).or_default() += 1;
+            acc.sum = Some(match acc.sum.take() {
                 Some(sum) => sum.add(&d),
                 None => d,
             });
-            acc.1 += 1;
+            acc.count += 1;
         }
         Ok(())
     }
 
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<(Option<Decimal>, u64)>) -> rusqlite::Result<Value> {
-        let Some((Some(sum), count)) = acc else {
-            return Ok(Value::Null);
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<SumState>) -> rusqlite::Result<Value> {
+        Ok(acc.map_or(Value::Null, |state| self.result(&state)))
+    }
+}
+
+impl WindowAggregate<SumState, Value> for NumericSum {
+    fn value(&self, acc: Option<&mut SumState>) -> rusqlite::Result<Value> {
+        Ok(acc.map_or(Value::Null, |state| self.result(state)))
+    }
+
+    fn inverse(&self, ctx: &mut Context<'_>, acc: &mut SumState) -> rusqlite::Result<()> {
+        let Some(mut d) = decimal_of(ctx.get_raw(0))? else {
+            return Ok(());
         };
-        if !self.average {
-            return Ok(Value::Text(sum.to_text()));
+        if let Some(n) = acc.scales.get_mut(&d.frac.len()) {
+            *n -= 1;
+            if *n == 0 {
+                acc.scales.remove(&d.frac.len());
+            }
         }
-        // PostgreSQL's division scale: 16 significant digits less the quotient's weight in base-10000
-        // digits, never fewer than the dividend's.
-        let count_decimal = Decimal::parse(&count.to_string()).expect("a count is a number");
-        let scale = division_scale(&sum, &count_decimal);
-        Ok(Value::Text(divide_decimal(&sum, count, scale).to_text()))
+        if !d.is_zero() {
+            d.negative = !d.negative;
+        }
+        acc.sum = acc.sum.take().map(|sum| sum.add(&d));
+        acc.count = acc.count.saturating_sub(1);
+        Ok(())
     }
 }
 

@@ -5,7 +5,9 @@
 pub(crate) mod catalog_refs;
 pub mod cursor;
 pub(crate) mod ddl;
+pub(crate) mod distinct_on;
 pub(crate) mod expr;
+pub(crate) mod grouping_sets;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
@@ -268,6 +270,9 @@ fn translate_statement(
             // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
             query.locks.clear();
             check_query_grouping(conn, query.body.as_ref())?;
+            names::name_columns(query);
+            distinct_on::rewrite(query)?;
+            grouping_sets::rewrite(query)?;
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
@@ -828,7 +833,23 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
                 };
                 return Some(item_types(&typer, &select.projection));
             }
-            SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+            SetExpr::SetOperation { left, right, .. } => {
+                // A column's type is the first branch's that knows it (a branch may give NULL there).
+                let query_of = |body: &SetExpr| Query {
+                    body: Box::new(body.clone()),
+                    ..query.clone()
+                };
+                let (l, r) = (
+                    output_types(catalog, &query_of(left))?,
+                    output_types(catalog, &query_of(right))?,
+                );
+                return Some(
+                    l.iter()
+                        .zip(r.iter().chain(std::iter::repeat(&None)))
+                        .map(|(a, b)| a.or(*b))
+                        .collect(),
+                );
+            }
             SetExpr::Query(q) => body = q.body.as_ref(),
             _ => return None,
         }

@@ -343,3 +343,52 @@ fn times_round_to_their_precision_and_carry_zones() {
         ("'12:00 -05:30'::time with time zone", Some("12:00:00-05:30")),
     ]);
 }
+
+#[test]
+fn distinct_on_grouping_sets_and_numeric_windows() {
+    let setup = [
+        "CREATE TABLE emp (id int PRIMARY KEY, dept_id int, name text, salary numeric(10,2))",
+        "INSERT INTO emp VALUES (1, 1, 'ann', 120000), (2, 1, 'bob', 95000), (3, 2, 'cat', 70000.5), (4, 2, 'dan', NULL), (5, NULL, 'eve', 50000)",
+    ];
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT DISTINCT ON (dept_id) dept_id, name FROM emp ORDER BY dept_id, salary DESC NULLS LAST, id"
+        ),
+        texts(&[&["1", "ann"], &["2", "cat"], &["NULL", "eve"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT dept_id, count(*) FROM emp GROUP BY ROLLUP (dept_id) ORDER BY dept_id NULLS LAST"
+        ),
+        texts(&[&["1", "2"], &["2", "2"], &["NULL", "5"], &["NULL", "1"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT count(*), grouping(dept_id) FROM emp GROUP BY GROUPING SETS ((dept_id), ()) HAVING count(*) > 2"
+        ),
+        texts(&[&["5", "1"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT id, sum(salary) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM emp ORDER BY id"
+        ),
+        texts(&[
+            &["1", "120000.00"],
+            &["2", "215000.00"],
+            &["3", "165000.50"],
+            &["4", "70000.50"],
+            &["5", "50000.00"]
+        ])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT id, avg(salary) OVER (PARTITION BY dept_id) FROM emp WHERE dept_id = 1 ORDER BY id"
+        ),
+        texts(&[&["1", "107500.000000000000"], &["2", "107500.000000000000"]])
+    );
+}
