@@ -222,7 +222,7 @@ pub(crate) enum Command {
     },
 }
 
-/// The API's limits against clients that hold connections (`up` and `api`).
+/// The API's limits against clients that hold connections, and its optional TLS (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct HttpArgs {
     /// API connections served at once; past it a new connection gets 503 and is closed at once.
@@ -241,6 +241,13 @@ pub(crate) struct HttpArgs {
     #[arg(long, env = "CAMBIUM_HTTP_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 5_000,
         value_parser = clap::value_parser!(u64).range(1..))]
     http_keep_alive_timeout_ms: u64,
+    /// PEM certificate (chain) for HTTPS on the API; with `--api-tls-key`. Without them the API speaks plain
+    /// HTTP (meant for loopback).
+    #[arg(long, env = "CAMBIUM_API_TLS_CERT", requires = "api_tls_key")]
+    api_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--api-tls-cert`.
+    #[arg(long, env = "CAMBIUM_API_TLS_KEY", requires = "api_tls_cert")]
+    api_tls_key: Option<PathBuf>,
 }
 
 /// Per-account quotas of `up` and `api` (`api::control::Quotas`); past one, 403 `quota_exceeded`.
@@ -277,6 +284,7 @@ impl HttpArgs {
             header_read_timeout_ms: self.http_header_read_timeout_ms,
             body_read_timeout_ms: self.http_body_read_timeout_ms,
             keep_alive_timeout_ms: self.http_keep_alive_timeout_ms,
+            tls_cert_and_key: self.api_tls_cert.clone().zip(self.api_tls_key.clone()),
         }
     }
 }
@@ -321,6 +329,11 @@ pub(crate) struct PgArgs {
     #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_DATABASE_MAX",
         default_value_t = compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT)]
     pg_connections_per_database_max: usize,
+    /// Sessions the databases of one account may have open at once, over all of them (0: no limit but the
+    /// listener's 1024); past it a connection gets FATAL 53300, so one account cannot take every connection.
+    #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_ACCOUNT_MAX",
+        default_value_t = compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT)]
+    pg_connections_per_account_max: usize,
 }
 
 impl PgArgs {
@@ -332,6 +345,7 @@ impl PgArgs {
             },
             tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
             connections_per_database_max: self.pg_connections_per_database_max,
+            connections_per_account_max: self.pg_connections_per_account_max,
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct PgOptions {
     pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
     /// Sessions one database may have open at once (0: no limit but the listener's).
     pub connections_per_database_max: usize,
+    /// Sessions the databases of one account may have open at once (0: no limit but the listener's).
+    pub connections_per_account_max: usize,
 }
 
 /// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
@@ -100,7 +102,8 @@ fn pg_tls(options: &ApiOptions) -> Result<compute::pg::tls::ServerTls> {
     compute::pg::tls::acceptor(&cert, &key).context("loading the PostgreSQL listener's certificate")
 }
 
-/// The API's limits against clients that hold connections (see `api::http::serve`).
+/// The API's connection settings: its limits against clients that hold connections (see `api::http::serve`)
+/// and its optional TLS.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
     /// API connections at once; more are refused with 503.
@@ -111,6 +114,8 @@ pub struct HttpLimits {
     pub body_read_timeout_ms: u64,
     /// An idle connection is closed after this long.
     pub keep_alive_timeout_ms: u64,
+    /// A PEM certificate and key for HTTPS on the API; without them it serves plain HTTP.
+    pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
 }
 
 /// A storage side running in this process: three safekeepers and a pageserver.
@@ -265,6 +270,7 @@ async fn serve_api(
         session_defaults: options.pg.session_defaults,
         tls: Some(pg_tls(options)?),
         connections_per_database_max: options.pg.connections_per_database_max,
+        connections_per_account_max: options.pg.connections_per_account_max,
     })
     .await
     .context("starting the PostgreSQL listener")?;
@@ -308,16 +314,26 @@ async fn serve_api(
             ..HttpConfig::default()
         },
     );
+    let tls = match &options.http.tls_cert_and_key {
+        Some((cert, key)) => Some(api::http::ApiTls::from_pem(cert, key).context("loading the API's certificate")?),
+        None if !api_address.ip().is_loopback() => {
+            tracing::warn!(%api_address, "the API serves plain HTTP on a non-loopback address; give it --api-tls-cert and --api-tls-key");
+            None
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let serve_config = ServeConfig {
         connections_max: options.http.connections_max,
         header_read_timeout_ms: options.http.header_read_timeout_ms,
         keep_alive_timeout_ms: options.http.keep_alive_timeout_ms,
+        tls,
     };
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(
             stdout,
-            "cambium {what} listening on http://{api_address} (PostgreSQL on {pg_address}); API key in {}",
+            "cambium {what} listening on {scheme}://{api_address} (PostgreSQL on {pg_address}); API key in {}",
             key_path.display()
         )
         .context("writing to stdout")?;

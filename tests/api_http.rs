@@ -618,6 +618,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/databases/{id}/suspend", &["post"]),
         ("/v1/databases/{id}/reset_password", &["post"]),
         ("/v1/databases/{id}/endpoints", &["get"]),
+        ("/v1/databases/{id}/health", &["get"]),
         ("/v1/databases/{id}/branches", &["get", "post"]),
         ("/v1/branches/{id}", &["get", "patch", "delete"]),
         ("/v1/branches/{id}/restore", &["post"]),

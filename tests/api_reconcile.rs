@@ -12,6 +12,9 @@
 //! And leftovers: a safekeeper's copy of a timeline no row names, and a tenant no database owns on a safekeeper
 //! and on the pageserver, planted while `up` is down, are deleted after a restart.
 //!
+//! The database's health (`GET /v1/databases/{id}/health`) says the same as the gauge: under-replicated with two
+//! healthy copies of its branch's WAL while a copy is lost, healthy with three after the repair.
+//!
 //! The reconciler runs every 300 ms and the quiet period is 4 s (hidden `--safekeeper-pull-quiet-period-ms`),
 //! so each repair is first refused (the under-replicated state is observable) and then made.
 
@@ -55,6 +58,27 @@ async fn wait_metric(up: &Up, name: &str, want: u64) {
     }
 }
 
+/// Polls `GET /v1/databases/{id}/health` until its `replication` is `want`; the health then. Panics after
+/// [`WAIT_MAX`].
+async fn wait_health(up: &Up, database_id: &str, want: &str) -> serde_json::Value {
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let reply = up
+            .call("GET", &format!("/v1/databases/{database_id}/health"), None)
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let health = reply.json()["health"].clone();
+        if health["replication"] == want {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the health is not {want} after {WAIT_MAX:?}: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The subdirectories of `dir`, sorted.
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -88,6 +112,8 @@ async fn a_lost_safekeeper_copy_is_rebuilt_by_the_reconciler_and_carries_the_dat
     );
     let project = up.create_project("repair").await;
     let database = up.create_database(&project, "db").await;
+    let database_id = database["id"].as_str().expect("id").to_owned();
+    let main = database["default_branch_id"].as_str().expect("branch").to_owned();
     let uri = up.uri(&database);
     {
         let client = connect(&uri).await.expect("connect");
@@ -105,6 +131,13 @@ async fn a_lost_safekeeper_copy_is_rebuilt_by_the_reconciler_and_carries_the_dat
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(metric(&up, "cambium_timelines_under_replicated").await, 0);
+    let health = wait_health(&up, &database_id, "healthy").await;
+    assert_eq!(health["database_id"], database_id.as_str(), "{health}");
+    assert_eq!(health["copies_wanted"], 3, "{health}");
+    assert_eq!(health["healthy_copies_min"], 3, "{health}");
+    assert!(health["checked_at"].is_string(), "{health}");
+    assert_eq!(health["branches"][0]["branch_id"], main.as_str(), "{health}");
+    assert_eq!(health["branches"][0]["healthy_copies"], 3, "{health}");
 
     let tenant = only_subdir(&data_dir.join("safekeeper-1"))
         .file_name()
@@ -128,11 +161,17 @@ async fn a_lost_safekeeper_copy_is_rebuilt_by_the_reconciler_and_carries_the_dat
 
         // Refused during the quiet period: under-replicated, and commits go on with the other two.
         wait_metric(&up, "cambium_timelines_under_replicated", 1).await;
+        let health = wait_health(&up, &database_id, "under_replicated").await;
+        assert_eq!(health["healthy_copies_min"], 2, "{health}");
+        assert_eq!(health["branches"][0]["replication"], "under_replicated", "{health}");
+        assert_eq!(health["branches"][0]["healthy_copies"], 2, "{health}");
         insert(&uri, written..written + 10).await;
         written += 10;
 
         // Then rebuilt.
         wait_metric(&up, "cambium_timelines_under_replicated", 0).await;
+        let health = wait_health(&up, &database_id, "healthy").await;
+        assert_eq!(health["branches"][0]["healthy_copies"], 3, "{health}");
         assert!(copy.is_dir(), "{} was not rebuilt", copy.display());
         assert!(metric(&up, "cambium_timeline_repairs_total").await >= 1);
         assert_eq!(

@@ -339,6 +339,7 @@ async fn databases_are_created_listed_renamed_and_deleted() {
     for path in [
         format!("/v1/databases/{database_id}"),
         format!("/v1/databases/{database_id}/endpoints"),
+        format!("/v1/databases/{database_id}/health"),
         format!("/v1/databases/{database_id}/branches"),
         format!("/v1/branches/{main_id}"),
     ] {

@@ -1,9 +1,12 @@
 //! Issue 13's randomized test: concurrent SQL writers, an idle reader holding snapshots open, branch create /
-//! restore / delete calls through `/v1`, and `kill -9` of the whole `cambium up` between rounds, all seeded
-//! (`CHAOS_SEED`) and bounded (`CHAOS_ROUNDS` rounds of `CHAOS_ROUND_MS`; small by default so CI runs it).
-//! Then: every acknowledged commit is on the database, no row was written that no client sent, each database
-//! has exactly one default branch, no operation stays `running`, every branch still opens and answers, and once
-//! the reconciler has run, no storage holds a timeline the control metadata does not name.
+//! restore / delete and database create / delete calls through `/v1`, and `kill -9` of the whole `cambium up`
+//! between rounds, all seeded (`CHAOS_SEED`) and bounded (`CHAOS_ROUNDS` rounds of `CHAOS_ROUND_MS`; small by
+//! default so CI runs it). Then: every acknowledged commit is on the database, no row was written that no client
+//! sent, each database has exactly one default branch, no operation of the project stays `running` (those whose
+//! response the kill swallowed included), every database listed is active and opens and every branch opens and
+//! answers, a database whose deletion was acknowledged is gone, and once the reconciler has run, no storage holds
+//! a tenant or a timeline the control metadata does not name, and the metadata keeps no timeline nothing needs
+//! (no deletion left half done).
 
 mod common;
 
@@ -103,6 +106,9 @@ async fn idle_reader(uri: String, stop: Arc<AtomicBool>) -> u64 {
     held
 }
 
+/// Databases the test makes besides the first, at most at once.
+const DATABASES_MAX: usize = 3;
+
 /// A branch the test made: its id and the connection string its creation returned.
 #[derive(Clone, Debug)]
 struct Branch {
@@ -138,6 +144,9 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
     let mut operations: Vec<String> = Vec::new();
     let mut seqs: HashMap<i64, i64> = HashMap::new();
     let mut api_calls = 0u64;
+    // Databases made besides the first (id, connection string with its password), and those deleted (204).
+    let mut databases: Vec<(String, String)> = Vec::new();
+    let mut deleted_databases: Vec<String> = Vec::new();
     for round in 0..rounds {
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..3i64)
@@ -152,7 +161,7 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(round_ms);
         while tokio::time::Instant::now() < deadline {
             api_calls += 1;
-            match rng.below(4) {
+            match rng.below(6) {
                 0 | 1 => {
                     let name = format!("b{round}_{}", rng.below(1_000_000));
                     let reply = up
@@ -194,6 +203,35 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
                         branches.push(branch);
                     }
                 }
+                4 if databases.len() < DATABASES_MAX => {
+                    let name = format!("d{round}_{}", rng.below(1_000_000));
+                    let reply = up
+                        .call(
+                            "POST",
+                            &format!("/v1/projects/{project}/databases"),
+                            Some(&format!(r#"{{"name":"{name}"}}"#)),
+                        )
+                        .await;
+                    if reply.status == 201 {
+                        let created = reply.json();
+                        let id = created["database"]["id"].as_str().expect("id").to_owned();
+                        let uri = created["database"]["connection_uri"].as_str().expect("uri").to_owned();
+                        up.remember_password(&id, &uri);
+                        databases.push((id, uri));
+                        if let Some(operation) = created["operation"]["id"].as_str() {
+                            operations.push(operation.to_owned());
+                        }
+                    }
+                }
+                5 if !databases.is_empty() => {
+                    let (id, uri) = databases.remove(rng.below(databases.len() as u64) as usize);
+                    let reply = up.call("DELETE", &format!("/v1/databases/{id}"), None).await;
+                    match reply.status {
+                        204 => deleted_databases.push(id),
+                        // Refused (its creation still runs): it stays.
+                        _ => databases.push((id, uri)),
+                    }
+                }
                 _ => {}
             }
             tokio::time::sleep(Duration::from_millis(50 + rng.below(200))).await;
@@ -215,7 +253,18 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
         up.process.restart();
     }
 
-    // Every operation ends; none stays running after the crashes.
+    // Every operation ends; none stays running after the crashes, the ones whose response a kill swallowed
+    // included (they are in the project's list, not in `operations`).
+    let listed = up
+        .call("GET", &format!("/v1/projects/{project}/operations?limit=500"), None)
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    for operation in listed.json()["operations"].as_array().expect("operations") {
+        let id = operation["id"].as_str().expect("id").to_owned();
+        if !operations.contains(&id) {
+            operations.push(id);
+        }
+    }
     for id in &operations {
         let ended = up.wait_operation(id).await;
         assert!(
@@ -274,6 +323,7 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
             .get(0);
         assert_eq!(integrity, "ok", "branch {}", branch.id);
     }
+    check_databases(&up, &project, &database_id, &deleted_databases, seed).await;
     // No orphan timeline: once the reconciler has run twice after the last restart, the pageserver holds
     // exactly the timelines the metadata names for the database, and each safekeeper none other.
     let rounds_now = reconcile_rounds(&up).await;
@@ -315,14 +365,106 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
             "seed {seed:#x}: orphan timelines on safekeeper {safekeeper}: {orphans:?}"
         );
     }
+    check_no_orphan_tenants_or_half_deletions(&data_dir, seed);
     eprintln!(
-        "chaos: {} acknowledged, {} unknown, {} rows, {api_calls} API calls, {} operations, {} branches checked",
+        "chaos: {} acknowledged, {} unknown, {} rows, {api_calls} API calls, {} operations, {} branches checked, \
+         {} databases deleted",
         acknowledged.len(),
         maybe.len(),
         rows.len(),
         operations.len(),
-        branches.len()
+        branches.len(),
+        deleted_databases.len()
     );
+}
+
+/// Every database of the project is active, has exactly one default branch and opens, answering and taking a
+/// write; one whose deletion was acknowledged is gone.
+async fn check_databases(up: &Up, project: &str, first: &str, deleted: &[String], seed: u64) {
+    let listed = up
+        .call("GET", &format!("/v1/projects/{project}/databases?limit=500"), None)
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let listed: Vec<Value> = listed.json()["databases"].as_array().cloned().unwrap_or_default();
+    assert!(
+        listed.iter().any(|d| d["id"].as_str() == Some(first)),
+        "seed {seed:#x}: the first database is not listed"
+    );
+    for database in &listed {
+        let id = database["id"].as_str().expect("id");
+        assert_eq!(database["status"], "active", "seed {seed:#x}: {database}");
+        let branches = up
+            .call("GET", &format!("/v1/databases/{id}/branches?limit=500"), None)
+            .await
+            .json();
+        let defaults = branches["branches"]
+            .as_array()
+            .expect("branches")
+            .iter()
+            .filter(|b| b["is_default"] == true)
+            .count();
+        assert_eq!(
+            defaults, 1,
+            "seed {seed:#x}: database {id} has {defaults} default branches"
+        );
+        let session = connect(&up.uri(database))
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed:#x}: database {id} does not open: {e:?}"));
+        session
+            .batch_execute("CREATE TABLE IF NOT EXISTS opened (x BIGINT); INSERT INTO opened VALUES (1)")
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed:#x}: database {id} takes no write: {e:?}"));
+        let integrity: String = session
+            .query_one("PRAGMA integrity_check", &[])
+            .await
+            .expect("integrity")
+            .get(0);
+        assert_eq!(integrity, "ok", "database {id}");
+    }
+    for id in deleted {
+        up.call("GET", &format!("/v1/databases/{id}"), None)
+            .await
+            .assert_error(404, "not_found");
+    }
+}
+
+/// No storage node holds a tenant no database row names, and every timeline row is needed (a branch is on it
+/// or a timeline is branched from it): no deletion is left half done. Called after two reconciler rounds.
+fn check_no_orphan_tenants_or_half_deletions(data_dir: &std::path::Path, seed: u64) {
+    use compute::rusqlite::{Connection, OpenFlags};
+    let metadata = Connection::open_with_flags(
+        data_dir.join("metadata.sqlite"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .expect("open the metadata read-only");
+    let column = |sql: &str| -> BTreeSet<String> {
+        let mut statement = metadata.prepare(sql).expect("prepare");
+        statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    let tenants = column("SELECT tenant_id FROM databases");
+    let unneeded = column(
+        "SELECT t.timeline_id FROM timelines t
+         WHERE NOT EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
+           AND NOT EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id)",
+    );
+    assert!(
+        unneeded.is_empty(),
+        "seed {seed:#x}: timeline rows nothing needs (a deletion left half done): {unneeded:?}"
+    );
+    let mut holders = vec![data_dir.join("pageserver/tenants")];
+    holders.extend((1..=3).map(|n| data_dir.join(format!("safekeeper-{n}"))));
+    for holder in holders {
+        let orphans: Vec<_> = dir_names(&holder).difference(&tenants).cloned().collect();
+        assert!(
+            orphans.is_empty(),
+            "seed {seed:#x}: {} holds tenants no database names: {orphans:?}",
+            holder.display()
+        );
+    }
 }
 
 /// `cambium_reconcile_rounds_total` from the API's metrics.
@@ -362,7 +504,8 @@ fn metadata_timelines(data_dir: &std::path::Path, database_id: &str) -> (String,
     (tenant, named)
 }
 
-/// The names of the subdirectories of `dir` that are timeline ids (32 hex digits), none if it is missing.
+/// The names of the subdirectories of `dir` that are ids (tenants or timelines: 32 hex digits), none if it is
+/// missing.
 fn dir_names(dir: &std::path::Path) -> BTreeSet<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return BTreeSet::new();

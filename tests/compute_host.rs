@@ -34,6 +34,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         session_defaults: compute::pg::SessionDefaults::default(),
         tls: None,
         connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
+        connections_per_account_max: compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
     }
 }
 
@@ -331,6 +332,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
         session_defaults: compute::pg::SessionDefaults::default(),
         tls: None,
         connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
+        connections_per_account_max: compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
         ..host_config(&cluster)
     })
     .await?;

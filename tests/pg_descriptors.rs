@@ -2,6 +2,8 @@
 //! (`--max-open-files`): PostgreSQL connections past the budget are refused with FATAL 53300 naming the cause,
 //! while the process keeps a reserve, so the sessions already open, the API and new connections once others
 //! closed all go on working; new branches are refused with 503 while descriptors are short (before, the process ran out and neither the API nor PostgreSQL accepted anyone).
+//! And sessions are budgeted per database and per account: one database, or one account across its databases,
+//! cannot take every connection of the listener; the others still connect.
 
 mod common;
 
@@ -128,6 +130,125 @@ async fn one_database_cannot_take_every_connection() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match connect(&busy_uri).await {
+            Ok(client) => {
+                client.query_one("SELECT 1", &[]).await.expect("query");
+                break;
+            }
+            Err(error) if std::time::Instant::now() < deadline => {
+                assert_eq!(
+                    error.as_db_error().map(|e| e.code()),
+                    Some(&SqlState::TOO_MANY_CONNECTIONS)
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("no room after a session closed: {error:?}"),
+        }
+    }
+}
+
+/// A database of the account behind `key` (another account than the admin's), created and active; its
+/// connection string with the password.
+async fn database_of(up: &Up, key: &str, name: &str) -> String {
+    let project = up
+        .request(
+            "POST",
+            "/v1/projects",
+            Some(key),
+            Some(&format!(r#"{{"name":"{name}"}}"#)),
+        )
+        .await;
+    assert_eq!(project.status, 201, "{}", project.body);
+    let project = project.json()["project"]["id"].as_str().expect("id").to_owned();
+    let created = up
+        .request(
+            "POST",
+            &format!("/v1/projects/{project}/databases"),
+            Some(key),
+            Some(&format!(r#"{{"name":"{name}"}}"#)),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let operation = created.json()["operation"]["id"].as_str().expect("id").to_owned();
+    for _ in 0..6 {
+        let polled = up
+            .request("GET", &format!("/v1/operations/{operation}?wait=10s"), Some(key), None)
+            .await;
+        assert_eq!(polled.status, 200, "{}", polled.body);
+        match polled.json()["operation"]["status"].as_str() {
+            Some("running") => continue,
+            Some("finished") => {
+                return created.json()["database"]["connection_uri"]
+                    .as_str()
+                    .expect("uri")
+                    .to_owned()
+            }
+            other => panic!("the creation ended {other:?}: {}", polled.body),
+        }
+    }
+    panic!("database {name} still provisioning after a minute");
+}
+
+/// One account cannot take every connection of the host: past `--pg-connections-per-account-max` the sessions
+/// of all its databases together are refused with FATAL 53300 naming the per-account limit, before the session
+/// opens, while another account's database still connects; a closed session makes room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_account_cannot_take_every_connection() {
+    let up = Up::start_with(&[
+        "--pg-connections-per-account-max",
+        "4",
+        "--pg-connections-per-database-max",
+        "3",
+    ]);
+    let project = up.create_project("greedy").await;
+    let first = up.create_database(&project, "first").await;
+    let second = up.create_database(&project, "second").await;
+    let first_uri = first["connection_uri"].as_str().expect("uri").to_owned();
+    let second_uri = second["connection_uri"].as_str().expect("uri").to_owned();
+    let other_key = up.keys(&["create", "--new-account"]).trim().to_owned();
+    let other_uri = database_of(&up, &other_key, "other").await;
+
+    // Three on the first database (its own cap), one on the second: the account's four.
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(connect(&first_uri).await.expect("a session under both limits"));
+    }
+    sessions.push(connect(&second_uri).await.expect("the account's fourth session"));
+    let refused = connect(&second_uri).await.expect_err("the account's fifth session");
+    let db_error = refused
+        .as_db_error()
+        .unwrap_or_else(|| panic!("a server error, not {refused:?}"));
+    assert_eq!(db_error.code(), &SqlState::TOO_MANY_CONNECTIONS, "{refused:?}");
+    assert!(
+        db_error.message().contains("per account") && db_error.message().contains("at most 4"),
+        "the message names the per-account limit: {}",
+        db_error.message()
+    );
+    // The database's own cap still speaks for itself.
+    let refused = connect(&first_uri)
+        .await
+        .expect_err("a fourth session on the first database");
+    assert_eq!(
+        refused.as_db_error().map(|e| e.code()),
+        Some(&SqlState::TOO_MANY_CONNECTIONS),
+        "{refused:?}"
+    );
+
+    // Another account is not starved: its database takes as many sessions as a database may.
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        let client = connect(&other_uri).await.expect("another account still connects");
+        client.query_one("SELECT 1", &[]).await.expect("query");
+        others.push(client);
+    }
+    for session in &sessions {
+        session.query_one("SELECT 1", &[]).await.expect("open sessions go on");
+    }
+
+    // A closed session of the account makes room on any of its databases; refused ones took none.
+    drop(sessions.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match connect(&second_uri).await {
             Ok(client) => {
                 client.query_one("SELECT 1", &[]).await.expect("query");
                 break;

@@ -338,17 +338,29 @@ impl Backend {
     }
 
     /// Deletes `tenant` and all its timelines from the pageserver (success if it is gone), then from every
-    /// safekeeper at once. The pageserver's deletion is the one that decides the result: a safekeeper that
-    /// fails or is down is logged and keeps the tenant's WAL (a retry of the deletion removes it).
+    /// safekeeper at once. The pageserver's deletion is the one that decides the result: a safekeeper that fails
+    /// or is down is logged and keeps the tenant's WAL (a retry of the deletion removes it).
     pub async fn delete_tenant(&self, tenant: TenantId) -> Result<(), BackendError> {
+        self.delete_tenant_from_pageserver(tenant).await?;
+        self.delete_tenant_from_safekeepers(tenant).await;
+        Ok(())
+    }
+
+    /// The first step of [`Backend::delete_tenant`]: `tenant` deleted from the pageserver (success if it is gone).
+    pub async fn delete_tenant_from_pageserver(&self, tenant: TenantId) -> Result<(), BackendError> {
         let request = ps::TenantRequest {
             tenant_id: tenant.to_string(),
         };
         match self.management.clone().delete_tenant(request).await {
-            Ok(_) => {}
-            Err(status) if status.code() == Code::NotFound => {}
-            Err(status) => return Err(unavailable("deleting the tenant", &status)),
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Ok(()),
+            Err(status) => Err(unavailable("deleting the tenant", &status)),
         }
+    }
+
+    /// The second step of [`Backend::delete_tenant`]: `tenant` deleted from every safekeeper at once; one that
+    /// fails or is down is logged and keeps the tenant's WAL.
+    pub async fn delete_tenant_from_safekeepers(&self, tenant: TenantId) {
         let request = sk::DeleteTenantRequest {
             tenant_id: tenant.to_string(),
         };
@@ -367,7 +379,6 @@ impl Backend {
                 );
             }
         }
-        Ok(())
     }
 
     /// Creates `timeline` on the pageserver (a root, or a branch of its ancestor at its start LSN) and then on
@@ -429,16 +440,33 @@ impl Backend {
     /// pageserver's deletion is the one that decides the result: a safekeeper that fails or is down is logged
     /// and keeps the timeline's WAL (a retry of the deletion removes it).
     pub async fn delete_timeline(&self, tenant: TenantId, timeline: TimelineId) -> Result<(), BackendError> {
+        self.delete_timeline_from_pageserver(tenant, timeline).await?;
+        self.delete_timeline_from_safekeepers(tenant, timeline).await;
+        Ok(())
+    }
+
+    /// The first step of [`Backend::delete_timeline`]: `timeline` deleted from the pageserver (success if it is
+    /// gone).
+    pub async fn delete_timeline_from_pageserver(
+        &self,
+        tenant: TenantId,
+        timeline: TimelineId,
+    ) -> Result<(), BackendError> {
         match self
             .management
             .clone()
             .delete_timeline(timeline_ref(tenant, timeline))
             .await
         {
-            Ok(_) => {}
-            Err(status) if status.code() == Code::NotFound => {}
-            Err(status) => return Err(unavailable("deleting the timeline", &status)),
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Ok(()),
+            Err(status) => Err(unavailable("deleting the timeline", &status)),
         }
+    }
+
+    /// The second step of [`Backend::delete_timeline`]: `timeline` deleted from every safekeeper at once; one
+    /// that fails or is down is logged and keeps the timeline's WAL.
+    pub async fn delete_timeline_from_safekeepers(&self, tenant: TenantId, timeline: TimelineId) {
         let request = sk::TimelineRef {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
@@ -459,7 +487,6 @@ impl Backend {
                 );
             }
         }
-        Ok(())
     }
 
     /// The timelines the pageserver holds for `tenant`, each with its ancestor; [`BackendError::NotFound`] if it

@@ -2,8 +2,8 @@
 //! window between a control-plane call reading the metadata and acting on it, so a test can run another call in
 //! between (or between a step in the storage and its row, so a crash there leaves an orphan), and failures of steps that rarely fail, so a test can check what a failure leaves behind.
 //!
-//! The text form is a comma-separated list of `name=value` (`branch_create_pause_ms=1500,resume_check_fails=1`);
-//! an unknown name or a bad value is an error naming it.
+//! The text form is a comma-separated list of `name=value` (`branch_create_pause_ms=1500,resume_check_fails=1`,
+//! `pause_at=branch_storage:60000`); an unknown name or a bad value is an error naming it.
 
 use std::time::Duration;
 
@@ -24,6 +24,61 @@ pub struct Faults {
     /// A restore's start of the restored branch's store fails, leaving it as a failed start does: defined on the
     /// new timeline, started by the next session.
     pub restore_attach_fails: bool,
+    /// A pause at one step of a deletion (`pause_at=<step>:<ms>`), so a test can kill the service there.
+    pub pause_at: Option<(Step, u64)>,
+}
+
+/// A point between two steps of a deletion (storage and metadata), where `pause_at` pauses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Database deletion: its compute stopped, its row not deleted yet (`database_row`).
+    DatabaseRow,
+    /// Database deletion: its rows deleted, its tenant not deleted from the storage yet (`database_storage`).
+    DatabaseStorage,
+    /// A tenant's deletion: gone from the pageserver, not from the safekeepers yet (`tenant_safekeepers`).
+    TenantSafekeepers,
+    /// Branch deletion: its rows deleted, its compute and timelines not yet (`branch_storage`).
+    BranchStorage,
+    /// A timeline's deletion: gone from the pageserver, not from the safekeepers yet (`timeline_safekeepers`).
+    TimelineSafekeepers,
+    /// A timeline's deletion: gone from the storage, its row not deleted yet (`timeline_row`).
+    TimelineRow,
+}
+
+impl Step {
+    const ALL: [Step; 6] = [
+        Step::DatabaseRow,
+        Step::DatabaseStorage,
+        Step::TenantSafekeepers,
+        Step::BranchStorage,
+        Step::TimelineSafekeepers,
+        Step::TimelineRow,
+    ];
+
+    /// Its name in the text form and in the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::DatabaseRow => "database_row",
+            Step::DatabaseStorage => "database_storage",
+            Step::TenantSafekeepers => "tenant_safekeepers",
+            Step::BranchStorage => "branch_storage",
+            Step::TimelineSafekeepers => "timeline_safekeepers",
+            Step::TimelineRow => "timeline_row",
+        }
+    }
+}
+
+impl Faults {
+    /// Pauses if `pause_at` names `step` (logging `fault injection: pausing at <step>` first); nothing otherwise.
+    pub(crate) async fn pause_at(&self, step: Step) {
+        if let Some((at, ms)) = self.pause_at {
+            if at == step {
+                tracing::warn!(ms, "fault injection: pausing at {}", step.name());
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+        }
+    }
 }
 
 /// A malformed `--faults` value.
@@ -57,6 +112,15 @@ impl std::str::FromStr for Faults {
                 "project_delete_pause_ms" => faults.project_delete_pause_ms = number()?,
                 "resume_check_fails" => faults.resume_check_fails = flag()?,
                 "restore_attach_fails" => faults.restore_attach_fails = flag()?,
+                "pause_at" => {
+                    let (step, ms) = value.split_once(':').ok_or_else(|| bad("expected <step>:<ms>"))?;
+                    let step = Step::ALL
+                        .into_iter()
+                        .find(|known| known.name() == step)
+                        .ok_or_else(|| bad("unknown step"))?;
+                    let ms = ms.parse::<u64>().map_err(|_| bad("expected a whole number of ms"))?;
+                    faults.pause_at = Some((step, ms));
+                }
                 _ => return Err(bad("unknown fault")),
             }
         }
@@ -87,7 +151,14 @@ mod tests {
         assert!(!faults.restore_attach_fails);
         let faults: Faults = "branch_row_pause_ms=7".parse().expect("parses");
         assert_eq!(faults.branch_row_pause_ms, 7);
+        for step in Step::ALL {
+            let faults: Faults = format!("pause_at={}:60000", step.name()).parse().expect("parses");
+            assert_eq!(faults.pause_at, Some((step, 60_000)));
+        }
         for bad in [
+            "pause_at=branch_storage",
+            "pause_at=nowhere:5",
+            "pause_at=timeline_row:x",
             "nope=1",
             "branch_create_pause_ms",
             "branch_create_pause_ms=x",

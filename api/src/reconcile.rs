@@ -10,8 +10,9 @@
 //!   with back-off, [`PULL_TRIES_MAX`] times, then next round; anything else waits for the next round.
 //! - **Health.** A copy is healthy when its state is served and at or past some peer's oldest LSN (a proposer
 //!   can catch it up), or it was just rebuilt. A timeline with fewer than [`HEALTHY_COPIES_WANTED`] healthy
-//!   copies is *under-replicated*: a warning names its database, tenant and timeline every round, and the
-//!   count is the `cambium_timelines_under_replicated` gauge of `/metrics` ([`ReplicaHealth`]).
+//!   copies is *under-replicated*: a warning names its database, tenant and timeline every round, the count is
+//!   the `cambium_timelines_under_replicated` gauge of `/metrics` ([`ReplicaHealth`]), and each timeline's
+//!   healthy copies as of the last round ([`RoundReport`]) are what `GET /v1/databases/{id}/health` shows.
 //! - **Half-done deletions.** A timeline row that nothing needs any more (a deletion cut short after the row
 //!   lost its last reference) is deleted from the storage and forgotten, as the deletion would have, under its
 //!   database's lock and never while an operation runs on the database.
@@ -72,7 +73,7 @@ impl Default for ReconcileConfig {
     }
 }
 
-/// What the reconciler found, for `/metrics`.
+/// What the reconciler found, for `/metrics` and the databases' health.
 #[derive(Debug, Default)]
 pub struct ReplicaHealth {
     under_replicated: AtomicU64,
@@ -80,9 +81,26 @@ pub struct ReplicaHealth {
     repair_failures: AtomicU64,
     rounds: AtomicU64,
     orphans_deleted: AtomicU64,
+    /// The last round's findings, replaced whole when a round ends.
+    last_round: parking_lot::Mutex<Option<Arc<RoundReport>>>,
+}
+
+/// What one round found of the live timelines' copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundReport {
+    /// When the round ended, ISO 8601 UTC.
+    pub ended_at: String,
+    /// Every timeline live at the round's start, with its healthy copies at the round's end (at most
+    /// [`HEALTHY_COPIES_WANTED`] when the deployment has that many safekeepers).
+    pub healthy_copies: HashMap<TimelineId, usize>,
 }
 
 impl ReplicaHealth {
+    /// What the last round found; `None` before the first round ends.
+    pub fn last_round(&self) -> Option<Arc<RoundReport>> {
+        self.last_round.lock().clone()
+    }
+
     /// Live timelines with fewer than [`HEALTHY_COPIES_WANTED`] healthy copies at the end of the last round.
     pub fn under_replicated(&self) -> u64 {
         self.under_replicated.load(Ordering::Relaxed)
@@ -184,19 +202,23 @@ pub async fn round(control: &Control) {
             return;
         }
     };
-    let healthy: Vec<usize> = stream::iter(live.iter().cloned())
-        .map(|timeline| async move { reconcile_timeline(control, &timeline).await })
+    let healthy_copies: HashMap<TimelineId, usize> = stream::iter(live.iter().cloned())
+        .map(|timeline| async move { (timeline.timeline_id, reconcile_timeline(control, &timeline).await) })
         .buffer_unordered(TIMELINES_IN_FLIGHT_MAX)
         .collect()
         .await;
-    let under = healthy
-        .iter()
+    let under = healthy_copies
+        .values()
         .filter(|healthy| **healthy < HEALTHY_COPIES_WANTED)
         .count();
     let replicas = &control.replicas;
     replicas
         .under_replicated
         .store(u64::try_from(under).unwrap_or(u64::MAX), Ordering::Relaxed);
+    *replicas.last_round.lock() = Some(Arc::new(RoundReport {
+        ended_at: crate::store::timestamp_text(jiff::Timestamp::now()),
+        healthy_copies,
+    }));
     replicas.rounds.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(
         timelines = live.len(),

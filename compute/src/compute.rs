@@ -80,6 +80,7 @@ impl Compute {
             session_defaults: crate::pg::SessionDefaults::default(),
             tls: None,
             connections_per_database_max: crate::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
+            connections_per_account_max: crate::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
         })
         .await?;
         for branch in &config.branches {

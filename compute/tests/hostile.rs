@@ -309,6 +309,40 @@ async fn an_idle_transaction_ends_and_lets_writers_in() -> TestResult {
     Ok(())
 }
 
+/// A client that disconnects inside a transaction lets go of the write lock at once: its session ends with
+/// its connection (it used to live on in the idle-transaction timer, holding the lock for that timer's 10
+/// minutes, so every other writer failed with 55P03 meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_inside_a_transaction_lets_writers_in_at_once() -> TestResult {
+    let defaults = SessionDefaults {
+        idle_in_transaction_timeout_ms: 600_000,
+        ..SessionDefaults::default()
+    };
+    let (port, _stop) = start("hostile_gone_in_tx", defaults).await;
+    let setup = connect(port, "hostile_gone_in_tx").await?;
+    setup.batch_execute("CREATE TABLE t (x BIGINT)").await?;
+    let gone = connect(port, "hostile_gone_in_tx").await?;
+    gone.batch_execute("BEGIN; INSERT INTO t VALUES (1)").await?;
+    drop(gone);
+    let started = Instant::now();
+    let mut inserted = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        if setup.execute("INSERT INTO t VALUES (2)", &[]).await.is_ok() {
+            inserted = true;
+            break;
+        }
+    }
+    assert!(inserted, "the write lock stayed with a client that was gone");
+    let values: Vec<i64> = setup
+        .query("SELECT x FROM t ORDER BY x", &[])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(values, vec![2], "the gone client's row was rolled back");
+    Ok(())
+}
+
 /// Finding 7: passwords never travel in cleartext. The server asks for SCRAM-SHA-256 (never a cleartext
 /// password); a wrong password and an unknown user fail the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

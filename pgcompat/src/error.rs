@@ -125,6 +125,12 @@ pub const SUBSTRING_ERROR: &str = "22011";
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 /// bad_copy_file_format
 pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+/// lock_not_available
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// query_canceled
+pub const QUERY_CANCELED: &str = "57014";
+/// deadlock_detected
+pub const DEADLOCK_DETECTED: &str = "40P01";
 
 /// invalid_column_reference
 pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
@@ -175,6 +181,9 @@ const CODES: &[&str] = &[
     INTERNAL_ERROR,
     CANT_CHANGE_RUNTIME_PARAM,
     BAD_COPY_FILE_FORMAT,
+    LOCK_NOT_AVAILABLE,
+    QUERY_CANCELED,
+    DEADLOCK_DETECTED,
     SUBSTRING_ERROR,
     INVALID_COLUMN_REFERENCE,
     CARDINALITY_VIOLATION,

@@ -12,10 +12,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod advisory;
 pub mod catalog;
 pub mod copy;
 pub mod error;
 pub mod functions;
+pub mod notify;
 pub mod pg_catalog;
 pub mod settings;
 pub mod translate;

@@ -49,6 +49,19 @@ impl Up {
     /// `cambium up` on `data_dir` (kept by the caller), PostgreSQL on a fixed free port so a restart keeps the
     /// connection strings.
     pub fn start_in(data_dir: &Path, extra: &[&str]) -> Up {
+        Up::start_with_process(data_dir, extra, Process::start)
+    }
+
+    /// [`Up::start_in`] with its stderr appended to `stderr_log` and `RUST_LOG` set to `rust_log`, for tests that
+    /// wait for what it logs.
+    pub fn start_in_logged(data_dir: &Path, extra: &[&str], stderr_log: &Path, rust_log: &str) -> Up {
+        let envs = vec![("RUST_LOG".to_owned(), rust_log.to_owned())];
+        Up::start_with_process(data_dir, extra, |args| {
+            Process::start_logged_with_env(args, stderr_log, envs)
+        })
+    }
+
+    fn start_with_process(data_dir: &Path, extra: &[&str], start: impl FnOnce(Vec<String>) -> Process) -> Up {
         let mut args: Vec<String> = vec![
             "up".into(),
             "--data-dir".into(),
@@ -57,7 +70,7 @@ impl Up {
             format!("127.0.0.1:{}", free_port()),
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let process = Process::start(args);
+        let process = start(args);
         let key = std::fs::read_to_string(data_dir.join("api_key"))
             .expect("the admin key file")
             .trim()

@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 /// A `cambium <subcommand>` process and what it needs to be restarted the same way.
 pub struct Process {
     args: Vec<String>,
+    /// Environment variables set for it (its restarts' too).
+    envs: Vec<(String, String)>,
     /// Where its stderr goes (appended across restarts); `None`: /dev/null.
     stderr_log: Option<PathBuf>,
     /// Where it listens (read from its one stdout line).
@@ -21,7 +23,7 @@ pub struct Process {
 }
 
 /// Spawns `cambium <args> --listen <address>` and waits for the line that says where it listens.
-fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, String) {
+fn spawn(args: &[String], envs: &[(String, String)], address: &str, stderr_log: Option<&Path>) -> (Child, String) {
     let stderr = match stderr_log {
         Some(path) => Stdio::from(
             std::fs::OpenOptions::new()
@@ -35,6 +37,7 @@ fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, S
     let mut child = Command::new(env!("CARGO_BIN_EXE_cambium"))
         .args(args)
         .args(["--listen", address])
+        .envs(envs.iter().map(|(name, value)| (name, value)))
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
@@ -48,8 +51,12 @@ fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, S
         .split("listening on ")
         .nth(1)
         .and_then(|a| a.split_whitespace().next())
-        // `cambium up` says `http://…`: the address is what follows.
-        .map(|a| a.trim_start_matches("http://").to_string())
+        // `cambium up` says `http://…` (or `https://…`): the address is what follows.
+        .map(|a| {
+            a.trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string()
+        })
         .unwrap_or_else(|| panic!("{args:?} did not report its address: {line:?}"));
     (child, address)
 }
@@ -57,9 +64,10 @@ fn spawn(args: &[String], address: &str, stderr_log: Option<&Path>) -> (Child, S
 impl Process {
     /// Starts `cambium <args>` on a free loopback port.
     pub fn start(args: Vec<String>) -> Process {
-        let (child, address) = spawn(&args, "127.0.0.1:0", None);
+        let (child, address) = spawn(&args, &[], "127.0.0.1:0", None);
         Process {
             args,
+            envs: Vec::new(),
             stderr_log: None,
             address,
             child: Some(child),
@@ -69,9 +77,15 @@ impl Process {
     /// Starts `cambium <args>` on a free loopback port with its stderr appended to `stderr_log` (its restarts'
     /// too), for tests that check what it logged.
     pub fn start_logged(args: Vec<String>, stderr_log: &Path) -> Process {
-        let (child, address) = spawn(&args, "127.0.0.1:0", Some(stderr_log));
+        Process::start_logged_with_env(args, stderr_log, Vec::new())
+    }
+
+    /// [`Process::start_logged`] with environment variables `envs` set (`RUST_LOG`, say), for its restarts too.
+    pub fn start_logged_with_env(args: Vec<String>, stderr_log: &Path, envs: Vec<(String, String)>) -> Process {
+        let (child, address) = spawn(&args, &envs, "127.0.0.1:0", Some(stderr_log));
         Process {
             args,
+            envs,
             stderr_log: Some(stderr_log.to_path_buf()),
             address,
             child: Some(child),
@@ -101,6 +115,11 @@ impl Process {
         Process::start(Process::safekeeper_args(id, dir))
     }
 
+    /// Its arguments, to change before a [`Process::restart`] (a fault injection left out, say).
+    pub fn args_mut(&mut self) -> &mut Vec<String> {
+        &mut self.args
+    }
+
     /// Whether it runs.
     pub fn is_running(&self) -> bool {
         self.child.is_some()
@@ -117,7 +136,7 @@ impl Process {
     /// Starts it again with the same arguments on the same address.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "restart a killed process");
-        let (child, address) = spawn(&self.args, &self.address, self.stderr_log.as_deref());
+        let (child, address) = spawn(&self.args, &self.envs, &self.address, self.stderr_log.as_deref());
         assert_eq!(address, self.address);
         self.child = Some(child);
     }

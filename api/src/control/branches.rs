@@ -8,7 +8,7 @@ use compute::host::BranchTarget;
 
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
-use crate::faults;
+use crate::faults::{self, Step};
 use crate::store::databases::{Branch, Database, DatabaseStatus, TimelineRow};
 use crate::store::operations::Action;
 use crate::store::{new_id, AccountId};
@@ -184,6 +184,8 @@ impl Control {
         let deleted = self
             .blocking(move |store| store.delete_branch_subtree(&branch_id))
             .await?;
+        // A crash from here on leaves timeline rows nothing needs: the reconciler sweeps them as below.
+        self.config.faults.pause_at(Step::BranchStorage).await;
         for branch in &deleted {
             self.host.detach(&branch.id);
             self.host.clear_refusal(&branch.id);
@@ -206,10 +208,21 @@ impl Control {
                 _ => return,
             };
             for timeline in unreferenced {
-                if let Err(error) = self.backend.delete_timeline(database.tenant_id, timeline).await {
+                let deleted = self
+                    .backend
+                    .delete_timeline_from_pageserver(database.tenant_id, timeline)
+                    .await;
+                if let Err(error) = deleted {
                     tracing::warn!(%error, %timeline, "an unused timeline could not be deleted; kept for later");
                     return;
                 }
+                // A crash at either pause keeps the row, so the reconciler's sweep does this again (every step
+                // accepts "already gone").
+                self.config.faults.pause_at(Step::TimelineSafekeepers).await;
+                self.backend
+                    .delete_timeline_from_safekeepers(database.tenant_id, timeline)
+                    .await;
+                self.config.faults.pause_at(Step::TimelineRow).await;
                 if self
                     .blocking(move |store| store.remove_timeline(timeline))
                     .await

@@ -8,7 +8,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{check_descriptors, random_u128, retry, Control, DEFAULT_BRANCH_NAME, PG_USER, ROOT_START_LSN};
 use crate::error::ApiError;
-use crate::faults;
+use crate::faults::{self, Step};
 use crate::store::databases::{Database, DatabaseStatus, NewDatabase, TimelineRow};
 use crate::store::operations::Operation;
 use crate::store::AccountId;
@@ -260,11 +260,15 @@ impl Control {
         let database = self.get_database(account, id).await?;
         self.refuse_while_operation_runs(&database.id).await?;
         self.retire(&database).await?;
+        // A crash from here until the row is deleted leaves the database as it was: served again at the restart.
+        self.config.faults.pause_at(Step::DatabaseRow).await;
         let (account, id) = (account.clone(), id.to_owned());
         let deleted = self
             .blocking(move |store| store.delete_database(&account, &id))
             .await?
             .ok_or(ApiError::NotFound)?;
+        // A crash from here on leaves a tenant no row names, which the reconciler deletes.
+        self.config.faults.pause_at(Step::DatabaseStorage).await;
         self.delete_storage(&deleted).await;
         Ok(())
     }
@@ -319,10 +323,16 @@ impl Control {
         }
     }
 
-    /// Deletes a deleted database's tenant; a failure is logged (the tenant is an orphan then).
+    /// Deletes a deleted database's tenant, from the pageserver then the safekeepers; a failure is logged (the
+    /// tenant is an orphan then, for the reconciler).
     async fn delete_storage(&self, database: &Database) {
-        if let Err(error) = retry(|| self.backend.delete_tenant(database.tenant_id)).await {
-            tracing::error!(database = %database.id, tenant = %database.tenant_id, %error, "the tenant could not be deleted; it is orphaned");
+        let tenant = database.tenant_id;
+        if let Err(error) = retry(|| self.backend.delete_tenant_from_pageserver(tenant)).await {
+            tracing::error!(database = %database.id, %tenant, %error, "the tenant could not be deleted; it is orphaned");
+            return;
         }
+        // A crash here leaves the safekeepers' copies of a tenant no row names: the reconciler deletes them.
+        self.config.faults.pause_at(Step::TenantSafekeepers).await;
+        self.backend.delete_tenant_from_safekeepers(tenant).await;
     }
 }

@@ -24,8 +24,11 @@ impl Control {
     }
 
     /// Serves every branch of `database` (the default one started now if `eager`), its id as an alias of the
-    /// default branch, with its password.
+    /// default branch, with its password, telling the host the account it belongs to (for the per-account
+    /// session cap).
     pub(super) async fn serve(&self, database: &Database, eager: bool) -> Result<(), ApiError> {
+        // Its sessions count against its account's cap from the first one on.
+        self.host.set_owner(database.tenant_id, &database.account_id.0);
         let database_id = database.id.clone();
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         for branch in &branches {
@@ -75,6 +78,7 @@ impl Control {
             self.host.remove_credentials(&branch.id);
         }
         self.host.remove_credentials(&database.id);
+        self.host.remove_owner(database.tenant_id);
         Ok(())
     }
 

@@ -31,6 +31,7 @@ use crate::store::AccountId;
 
 mod branches;
 mod databases;
+mod health;
 mod idempotency;
 pub mod limits;
 mod metrics;
@@ -38,9 +39,11 @@ pub mod openapi;
 mod operations;
 mod projects;
 pub mod serve;
+pub mod tls;
 mod views;
 
 pub use serve::{serve, ServeConfig};
+pub use tls::ApiTls;
 
 /// The request id header set on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -118,6 +121,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route("/v1/databases/{id}/suspend", post(databases::suspend))
         .route("/v1/databases/{id}/reset_password", post(databases::reset_password))
         .route("/v1/databases/{id}/endpoints", get(databases::endpoints))
+        .route("/v1/databases/{id}/health", get(health::get))
         .route(
             "/v1/databases/{id}/branches",
             get(branches::list).post(branches::create),

@@ -5,7 +5,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{branches, databases, operations, projects, views};
+use super::{branches, databases, health, operations, projects, views};
 
 /// The document.
 #[derive(OpenApi)]
@@ -14,7 +14,7 @@ use super::{branches, databases, operations, projects, views};
     paths(
         projects::list, projects::create, projects::get, projects::update, projects::delete,
         databases::list, databases::create, databases::get, databases::update, databases::delete,
-        databases::resume, databases::suspend, databases::reset_password, databases::endpoints,
+        databases::resume, databases::suspend, databases::reset_password, databases::endpoints, health::get,
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
         operations::list, operations::get,
     ),

@@ -18,6 +18,10 @@
 //! cut: its handler bounds its own work (storage calls, `?wait=`), and dropping it midway could cancel work half
 //! done. On shutdown, connections with no request in flight close at once; the others finish it (for at most
 //! [`SHUTDOWN_GRACE_MS`]) and close.
+//!
+//! With [`ServeConfig::tls`] every connection is TLS ([`super::tls`]): the handshake is bounded by the header
+//! read timeout and holds a slot of the cap, the watchdog then watches the decrypted bytes, and a connection
+//! past the cap is closed without the plain `503` (which a TLS client could not read).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +41,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::ServiceExt as _;
 
+use super::tls::ApiTls;
 use crate::ids;
 
 /// How long a stopping server waits for requests in flight before it closes their connections.
@@ -53,6 +58,8 @@ pub struct ServeConfig {
     pub header_read_timeout_ms: u64,
     /// How long a connection with no request in flight and no new one arriving stays open.
     pub keep_alive_timeout_ms: u64,
+    /// TLS on every connection; `None` serves plain HTTP.
+    pub tls: Option<ApiTls>,
 }
 
 impl Default for ServeConfig {
@@ -61,6 +68,7 @@ impl Default for ServeConfig {
             connections_max: 1_024,
             header_read_timeout_ms: 10_000,
             keep_alive_timeout_ms: 5_000,
+            tls: None,
         }
     }
 }
@@ -103,14 +111,18 @@ pub async fn serve(
         // Reap the connections that ended, so the count is of live ones.
         while connections.try_join_next().is_some() {}
         match accepted {
-            Ok((stream, _)) if connections.len() >= connections_max => refuse(&stream),
+            Ok((stream, _)) if connections.len() >= connections_max => refuse(&stream, config.tls.is_some()),
             Ok((stream, _)) => {
-                connections.spawn(serve_connection(
-                    stream,
-                    router.clone(),
-                    config.clone(),
-                    stopped.clone(),
-                ));
+                let (router, config, stopped) = (router.clone(), config.clone(), stopped.clone());
+                match config.tls.clone() {
+                    None => connections.spawn(serve_connection(stream, router, config, stopped)),
+                    Some(tls) => connections.spawn(async move {
+                        let deadline = Instant::now() + config.header_read_timeout();
+                        if let Some(stream) = tls.accept(stream, deadline).await {
+                            serve_connection(stream, router, config, stopped).await;
+                        }
+                    }),
+                };
             }
             Err(error) if is_peer_error(&error) => {}
             Err(error) => {
@@ -144,26 +156,44 @@ fn is_peer_error(error: &std::io::Error) -> bool {
     )
 }
 
-/// Answers a connection past the cap with a 503 if the socket takes it without waiting, and closes it.
-fn refuse(stream: &TcpStream) {
+/// Answers a connection past the cap with a 503 if the socket takes it without waiting (not on a TLS port: a
+/// TLS client could not read it), and closes it.
+fn refuse(stream: &TcpStream, tls: bool) {
+    if !tls {
+        let response = plain_error(
+            "503 Service Unavailable",
+            "unavailable",
+            "too many connections to the API; retry shortly",
+        );
+        // A fresh socket's send buffer takes a few hundred bytes; if it does not, the client sees the close alone.
+        let _ = stream.try_write(response.as_bytes());
+    }
+    tracing::debug!("an API connection was refused: at the connection cap");
+}
+
+/// A whole HTTP/1.1 response with the error envelope, written by hand (outside the router), closing the
+/// connection; with `Retry-After: 1` when `status_line` is a 503.
+pub(super) fn plain_error(status_line: &str, code: &str, message: &str) -> String {
     let now_ms = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0);
     let request_id = format!("req_{}", ids::new_ulid(now_ms));
     let body = serde_json::json!({
         "error": {
-            "code": "unavailable",
-            "message": "too many connections to the API; retry shortly",
+            "code": code,
+            "message": message,
             "request_id": request_id,
         }
     })
     .to_string();
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
-         connection: close\r\nx-request-id: {request_id}\r\ncontent-length: {}\r\n\r\n{body}",
+    let retry_after = if status_line.starts_with("503") {
+        "retry-after: 1\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "HTTP/1.1 {status_line}\r\ncontent-type: application/json\r\n{retry_after}connection: close\r\n\
+         x-request-id: {request_id}\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
-    );
-    // A fresh socket's send buffer takes a few hundred bytes; if it does not, the client sees the close alone.
-    let _ = stream.try_write(response.as_bytes());
-    tracing::debug!("an API connection was refused: at the connection cap");
+    )
 }
 
 /// What the watchdog knows about one connection.
@@ -241,13 +271,13 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// A socket that tells its [`Activity`] when bytes arrive.
-struct WatchedIo {
-    stream: TcpStream,
+/// A socket (plain or TLS) that tells its [`Activity`] when bytes arrive.
+struct WatchedIo<S> {
+    stream: S,
     activity: Arc<Activity>,
 }
 
-impl AsyncRead for WatchedIo {
+impl<S: AsyncRead + Unpin> AsyncRead for WatchedIo<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
@@ -258,7 +288,7 @@ impl AsyncRead for WatchedIo {
     }
 }
 
-impl AsyncWrite for WatchedIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for WatchedIo<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
@@ -285,12 +315,14 @@ impl AsyncWrite for WatchedIo {
 }
 
 /// Serves one connection until it ends, its watchdog closes it, or the server stops.
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<S>(
+    stream: S,
     router: Router,
     config: ServeConfig,
     mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(WatchedIo {
         stream,

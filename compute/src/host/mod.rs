@@ -31,7 +31,7 @@
 //! One job per file: this one holds the host's public calls and the state they share; `branches` the served
 //! branches, their stores (start, restart, retirement, the idle-store reaper) and how a name resolves;
 //! `time_travel` the read-only stores of `name@…`; `sessions` the [`SessionFactory`] the listener opens
-//! sessions through (credentials, the per-database session cap, opening a name).
+//! sessions through (credentials, the per-database and per-account session caps, opening a name).
 
 mod branches;
 mod sessions;
@@ -80,10 +80,19 @@ pub struct HostConfig {
     /// Sessions one database (tenant) may have open at once, over all its branches and names (0: no limit
     /// but the listener's), so one database cannot take every connection of the host.
     pub connections_per_database_max: usize,
+    /// Sessions the databases of one account may have open at once, over all of them (0: no limit but the
+    /// listener's), so one account cannot take every connection of the host. A database's account is what
+    /// [`ComputeHost::set_owner`] said; a database with none is not counted.
+    pub connections_per_account_max: usize,
 }
 
 /// The default [`HostConfig::connections_per_database_max`].
 pub const CONNECTIONS_PER_DATABASE_MAX_DEFAULT: usize = 256;
+/// The default [`HostConfig::connections_per_account_max`]: half the listener's [`crate::pg::CONNECTIONS_MAX`],
+/// so another account always finds room.
+pub const CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT: usize = crate::pg::CONNECTIONS_MAX / 2;
+const _: () = assert!(CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT < crate::pg::CONNECTIONS_MAX);
+const _: () = assert!(CONNECTIONS_PER_DATABASE_MAX_DEFAULT <= CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT);
 
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
 const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
@@ -142,6 +151,8 @@ impl ComputeHost {
             refusals_without_credentials: RwLock::new(std::collections::HashSet::new()),
             verifier_memo: parking_lot::Mutex::new(HashMap::new()),
             sessions_per_tenant: Arc::default(),
+            owners: RwLock::new(HashMap::new()),
+            sessions_per_account: Arc::default(),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -212,6 +223,17 @@ impl ComputeHost {
     pub fn remove_credentials(&self, name: &str) {
         self.shared.credentials.write().remove(name);
         self.shared.refusals_without_credentials.write().remove(name);
+    }
+
+    /// Records that database (tenant) `tenant` belongs to `account`: from now on its sessions count against
+    /// the account's [`HostConfig::connections_per_account_max`] too (sessions already open are not counted).
+    pub fn set_owner(&self, tenant: TenantId, account: &str) {
+        self.shared.owners.write().insert(tenant, Arc::from(account));
+    }
+
+    /// Forgets the account of `tenant` (a deleted database); its sessions no longer count against it.
+    pub fn remove_owner(&self, tenant: TenantId) {
+        self.shared.owners.write().remove(&tenant);
     }
 
     /// The address the PostgreSQL listener is bound to.
@@ -342,4 +364,8 @@ struct HostShared {
     verifier_memo: parking_lot::Mutex<HashMap<Vec<u8>, Arc<ScramVerifier>>>,
     /// Sessions open per database (tenant), for [`HostConfig::connections_per_database_max`].
     sessions_per_tenant: Arc<parking_lot::Mutex<HashMap<TenantId, usize>>>,
+    /// The account of each database, as [`ComputeHost::set_owner`] said.
+    owners: RwLock<HashMap<TenantId, Arc<str>>>,
+    /// Sessions open per account, for [`HostConfig::connections_per_account_max`].
+    sessions_per_account: Arc<parking_lot::Mutex<HashMap<Arc<str>, usize>>>,
 }

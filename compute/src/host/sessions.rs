@@ -1,33 +1,52 @@
-//! The listener's [`SessionFactory`]: whose credentials a name takes, the per-database session cap, and
-//! opening a session on a name (a branch, an alias, or a time-travel form), saying why when it cannot.
+//! The listener's [`SessionFactory`]: whose credentials a name takes, the per-database and per-account session
+//! caps, and opening a name (a branch, an alias, or a time-travel form), saying why when it cannot.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
-
-use cambium_types::TenantId;
 
 use super::branches::Resolved;
 use super::HostShared;
-use crate::pg::{ScramVerifier, SessionError, SessionFactory};
+use crate::pg::{Admission, ScramVerifier, SessionError, SessionFactory};
 use crate::vfs;
 
-/// One session's place in [`HostShared::sessions_per_tenant`], given back when dropped.
-struct TenantSession {
-    tenant: TenantId,
-    counts: Arc<parking_lot::Mutex<HashMap<TenantId, usize>>>,
+/// Open sessions per key (a database's tenant, an account), shared with the places taken from it.
+type Counts<K> = Arc<parking_lot::Mutex<HashMap<K, usize>>>;
+
+/// One session's place in a [`Counts`], given back when dropped.
+struct Place<K: Eq + Hash> {
+    key: K,
+    counts: Counts<K>,
 }
 
-impl Drop for TenantSession {
+impl<K: Eq + Hash> Drop for Place<K> {
     fn drop(&mut self) {
         let mut counts = self.counts.lock();
-        if let Some(open) = counts.get_mut(&self.tenant) {
+        if let Some(open) = counts.get_mut(&self.key) {
             assert!(*open > 0, "a session let go of a place nobody held");
             *open -= 1;
             if *open == 0 {
-                counts.remove(&self.tenant);
+                counts.remove(&self.key);
             }
         }
     }
+}
+
+/// Takes a place for `key` if fewer than `max` are taken; else how many are.
+fn take_place<K: Eq + Hash + Clone>(counts: &Counts<K>, key: K, max: usize) -> Result<Place<K>, usize> {
+    assert!(max > 0, "a cap of 0 means no cap and takes no place");
+    {
+        let mut taken = counts.lock();
+        let open = taken.entry(key.clone()).or_insert(0);
+        if *open >= max {
+            return Err(*open);
+        }
+        *open += 1;
+    }
+    Ok(Place {
+        key,
+        counts: Arc::clone(counts),
+    })
 }
 
 /// A session error carrying `message` (SQLite's "cannot open").
@@ -49,33 +68,39 @@ impl SessionFactory for HostShared {
         }
     }
 
-    fn admit(&self, database: &str) -> Result<Option<crate::pg::Admission>, SessionError> {
-        let max = self.config.connections_per_database_max;
+    fn admit(&self, database: &str) -> Result<Option<Admission>, SessionError> {
         let requested = database.split_once('@').map_or(database, |(name, _)| name);
         let Resolved::Branch(branch) = self.resolve(requested) else {
             // Refused or unknown: `open` says why.
             return Ok(None);
         };
-        if max == 0 {
+        let tenant = branch.target.tenant_id;
+        let per_database = match self.config.connections_per_database_max {
+            0 => None,
+            max => Some(take_place(&self.sessions_per_tenant, tenant, max).map_err(|open| {
+                SessionError::TooManyConnections {
+                    database: database.to_owned(),
+                    open,
+                    max,
+                }
+            })?),
+        };
+        let owner = self.owners.read().get(&tenant).cloned();
+        // On a refusal here the database's place (taken above) is dropped, so given back.
+        let per_account = match (owner, self.config.connections_per_account_max) {
+            (None, _) | (Some(_), 0) => None,
+            (Some(account), max) => Some(take_place(&self.sessions_per_account, account, max).map_err(|open| {
+                SessionError::TooManyConnectionsForAccount {
+                    database: database.to_owned(),
+                    open,
+                    max,
+                }
+            })?),
+        };
+        if per_database.is_none() && per_account.is_none() {
             return Ok(None);
         }
-        let tenant = branch.target.tenant_id;
-        {
-            let mut counts = self.sessions_per_tenant.lock();
-            let open = counts.entry(tenant).or_insert(0);
-            if *open >= max {
-                return Err(SessionError::TooManyConnections {
-                    database: database.to_owned(),
-                    open: *open,
-                    max,
-                });
-            }
-            *open += 1;
-        }
-        Ok(Some(crate::pg::Admission::new(TenantSession {
-            tenant,
-            counts: Arc::clone(&self.sessions_per_tenant),
-        })))
+        Ok(Some(Admission::new((per_database, per_account))))
     }
 
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {
@@ -107,5 +132,30 @@ impl SessionFactory for HostShared {
             });
         drop(starting);
         opened
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_capped_per_key_and_given_back_when_dropped() {
+        let counts: Counts<&'static str> = Arc::default();
+        let first = take_place(&counts, "a", 2).expect("room");
+        let second = take_place(&counts, "a", 2).expect("room");
+        assert_eq!(
+            take_place(&counts, "a", 2).err(),
+            Some(2),
+            "full, and says how many are open"
+        );
+        let other = take_place(&counts, "b", 2).expect("another key has its own room");
+        drop(first);
+        let third = take_place(&counts, "a", 2).expect("a dropped place is given back");
+        drop((second, third, other));
+        assert!(
+            counts.lock().is_empty(),
+            "no key is kept once its places are all given back"
+        );
     }
 }

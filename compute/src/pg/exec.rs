@@ -62,6 +62,9 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Fetch { move_only: true, .. } => Kind::Other("MOVE".to_owned()),
             pgcompat::Kind::Close(_) => Kind::Other("CLOSE CURSOR".to_owned()),
             pgcompat::Kind::CopyFrom { .. } | pgcompat::Kind::CopyTo { .. } => Kind::Other("COPY".to_owned()),
+            pgcompat::Kind::Listen(_) => Kind::Other("LISTEN".to_owned()),
+            pgcompat::Kind::Unlisten(_) => Kind::Other("UNLISTEN".to_owned()),
+            pgcompat::Kind::Notify { .. } => Kind::Other("NOTIFY".to_owned()),
             pgcompat::Kind::Other(tag) => Kind::Other(tag.clone()),
         }
     }

@@ -16,14 +16,21 @@
 //! the transaction rolled back (so its snapshot and any write lock go) and the connection ended with FATAL
 //! 25P03, as PostgreSQL does. [`ServeConfig`] holds the server's defaults; sessions change theirs with `SET`.
 
+mod connection;
 mod cursor;
 mod defend;
 mod error;
 mod exec;
 mod frames;
+mod handlers;
 pub mod scram;
 mod session;
+mod startup;
 pub mod tls;
+
+use connection::{check_query_size, Connection};
+use handlers::QueryHandler;
+use startup::{ConnectionAuth, Startup};
 mod types;
 
 pub use self::scram::ScramVerifier;
@@ -58,6 +65,7 @@ use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::response::NotificationResponse;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::{TcpListener, TcpStream};
@@ -108,6 +116,18 @@ pub enum SessionError {
         /// Its limit.
         max: usize,
     },
+    /// The account owning the database has as many sessions as it may, over all its databases (FATAL 53300).
+    #[error(
+        "too many connections for the account owning database {database:?}: {open} open, at most {max} per account"
+    )]
+    TooManyConnectionsForAccount {
+        /// The name the client gave.
+        database: String,
+        /// Sessions open on the account's databases now.
+        open: usize,
+        /// The per-account limit.
+        max: usize,
+    },
     /// SQLite could not open the database.
     #[error("cannot open database: {0}")]
     Open(#[from] rusqlite::Error),
@@ -124,7 +144,7 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError>;
 
     /// Admits one more session on `database` before it is opened, or refuses it
-    /// ([`SessionError::TooManyConnections`]); the returned guard is held for the session's life and lets
+    /// ([`SessionError::TooManyConnections`], [`SessionError::TooManyConnectionsForAccount`]); the returned guard is held for the session's life and lets
     /// the place go when dropped. The default admits everyone.
     fn admit(&self, database: &str) -> Result<Option<Admission>, SessionError> {
         let _ = database;
@@ -332,9 +352,26 @@ fn client_gone(watch: &std::net::TcpStream) -> bool {
     }
 }
 
-/// One client connection: TLS negotiation (when configured), then every message checked (`frames::Guarded`) and
-/// handed to pgwire, as pgwire's own `process_socket` does.
+/// One client connection (see [`serve_messages`]); when it ends, for whatever reason, its session ends with
+/// it: an open transaction is rolled back and its write lock let go at once, not when some timer that still
+/// holds the session fires.
 async fn serve_connection(
+    socket: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
+    handlers: ConnectionHandlers,
+) -> std::io::Result<()> {
+    let slot = handlers.query.connection.slot.clone();
+    let served = serve_messages(socket, peer, tls, handlers).await;
+    // A statement may still hold the slot (the client went mid-statement; it is being stopped): the session is
+    // taken, and dropped, on the blocking pool once that statement lets go.
+    let _dropping = tokio::task::spawn_blocking(move || drop(slot.lock().take()));
+    served
+}
+
+/// TLS negotiation (when configured), then every message checked (`frames::Guarded`) and handed to pgwire, as
+/// pgwire's own `process_socket` does.
+async fn serve_messages(
     socket: TcpStream,
     peer: std::net::SocketAddr,
     tls: Option<pgwire::tokio::TlsAcceptor>,
@@ -370,7 +407,17 @@ async fn serve_connection(
                 message = socket.next() => message,
             }
         } else {
-            socket.next().await
+            match handlers.query.connection.shared.get().cloned() {
+                // A session: notifications are sent as they arrive, while the client is idle.
+                Some(shared) => tokio::select! {
+                    message = socket.next() => message,
+                    () = shared.notification_arrived() => {
+                        send_notifications(&mut socket, &shared).await?;
+                        continue;
+                    }
+                },
+                None => socket.next().await,
+            }
         };
         let message = match message {
             Some(Ok(message)) => message,
@@ -410,506 +457,38 @@ async fn serve_connection(
         if is_cancel_request {
             return Ok(());
         }
-    }
-}
-
-/// The session of one connection: empty until authentication opens it.
-type SessionSlot = Arc<Mutex<Option<Session>>>;
-
-/// What the handlers of one connection share.
-struct Connection {
-    slot: SessionSlot,
-    /// The session's shared half, set when it opens (read without the slot's lock while a statement runs).
-    shared: std::sync::OnceLock<Arc<SessionShared>>,
-    /// A duplicate of the client's socket: checked for the client having gone, and used to end an idle
-    /// transaction's connection.
-    watch: Arc<std::net::TcpStream>,
-    /// Counts calls into the session: the idle-transaction timer fires only if none came since it was set.
-    activity: Arc<AtomicU64>,
-    config: ServeConfig,
-}
-
-impl Connection {
-    /// Runs `f` on the session on the blocking pool, stopping it as the module doc says: on a cancel request,
-    /// at the session's statement timeout, or when the client goes. Afterwards, if the session sits in a
-    /// transaction, sets its idle-transaction timer.
-    async fn run<T>(&self, f: impl FnOnce(&mut Session) -> T + Send + 'static) -> PgWireResult<T>
-    where
-        T: Send + 'static,
-    {
-        self.run_cancellable(None, f).await
-    }
-
-    /// [`Connection::run`], also stopped when `cancel` fires: for the calls pgwire does not watch for cancel
-    /// requests itself (Describe, which may read a row to type a statement's columns).
-    async fn run_cancellable<T>(
-        &self,
-        cancel: Option<futures::channel::oneshot::Receiver<()>>,
-        f: impl FnOnce(&mut Session) -> T + Send + 'static,
-    ) -> PgWireResult<T>
-    where
-        T: Send + 'static,
-    {
-        let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
-        self.activity.fetch_add(1, Ordering::SeqCst);
-        shared.begin_query();
-        let slot = self.slot.clone();
-        let done = Arc::new(AtomicBool::new(false));
-        let mut task = {
-            let done = done.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut guard = slot.lock();
-                let value = guard.as_mut().map(f);
-                done.store(true, Ordering::SeqCst);
-                value
-            })
-        };
-        // pgwire drops this future on a cancel request: then the statement is stopped (see the module doc).
-        let cancel_on_drop = CancelOnDrop {
-            shared: shared.clone(),
-            done,
-        };
-        let timeout_ms = shared.statement_timeout_ms();
-        let timeout = tokio::time::sleep(Duration::from_millis(timeout_ms));
-        tokio::pin!(timeout);
-        let mut stopped: Option<StopReason> = None;
-        let mut cancel = cancel;
-        // The first check one period in: a statement that ends sooner costs no system call.
-        let mut check = tokio::time::interval_at(
-            tokio::time::Instant::now() + CLIENT_CHECK_INTERVAL,
-            CLIENT_CHECK_INTERVAL,
-        );
-        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut reinterrupt =
-            tokio::time::interval_at(tokio::time::Instant::now() + REINTERRUPT_INTERVAL, REINTERRUPT_INTERVAL);
-        let result = loop {
-            tokio::select! {
-                joined = &mut task => break joined,
-                fired = async { cancel.as_mut().expect("guarded by the branch condition").await }, if cancel.is_some() => {
-                    cancel = None;
-                    // An error is the sender replaced or dropped: no cancel.
-                    if fired.is_ok() && stopped.is_none() {
-                        stopped = Some(StopReason::Cancel);
-                        shared.stop(StopReason::Cancel);
-                    }
-                }
-                () = &mut timeout, if timeout_ms > 0 && stopped.is_none() => {
-                    stopped = Some(StopReason::Timeout);
-                    shared.stop(StopReason::Timeout);
-                }
-                _ = check.tick() => {
-                    if stopped.is_none() && client_gone(&self.watch) {
-                        stopped = Some(StopReason::ClientGone);
-                        shared.stop(StopReason::ClientGone);
-                    }
-                }
-                _ = reinterrupt.tick(), if stopped.is_some() => {
-                    if let Some(reason) = stopped {
-                        shared.stop(reason);
-                    }
-                }
-            }
-        };
-        drop(cancel_on_drop);
-        self.activity.fetch_add(1, Ordering::SeqCst);
-        let value = result
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
-            .ok_or(PgWireError::NotReadyForQuery)?;
-        self.arm_idle_timer(&shared);
-        Ok(value)
-    }
-
-    /// If the session is in a transaction and has an idle timeout, ends the transaction and the connection
-    /// once that long passes with no call into the session.
-    fn arm_idle_timer(&self, shared: &SessionShared) {
-        let idle_ms = shared.idle_in_transaction_timeout_ms();
-        if idle_ms == 0 || !shared.in_transaction() {
-            return;
-        }
-        let epoch = self.activity.load(Ordering::SeqCst);
-        let (activity, slot, watch) = (self.activity.clone(), self.slot.clone(), self.watch.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(idle_ms)).await;
-            if activity.load(Ordering::SeqCst) != epoch {
-                return;
-            }
-            let _ended = tokio::task::spawn_blocking(move || {
-                let mut guard = slot.lock();
-                // Checked again under the session's lock, which every call takes: no statement slips in.
-                if activity.load(Ordering::SeqCst) != epoch {
-                    return;
-                }
-                let Some(session) = guard.as_mut() else {
-                    return;
-                };
-                if session.abort_idle_transaction() {
-                    // Nothing else uses the session from now on: the connection is told and closed.
-                    *guard = None;
-                    end_connection(
-                        &watch,
-                        IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-                        "terminating connection due to idle-in-transaction timeout",
-                    );
-                }
-            })
-            .await;
-        });
-    }
-}
-
-/// Stops the session's statement if the future running it is dropped before the statement finished (a
-/// cancel request), and keeps interrupting it until it has.
-struct CancelOnDrop {
-    shared: Arc<SessionShared>,
-    done: Arc<AtomicBool>,
-}
-
-/// How long a cancelled statement is interrupted again before it is left to finish by itself (a statement
-/// waiting on the store is bounded by the store's own deadlines).
-const CANCEL_FOLLOW_UP: Duration = Duration::from_secs(60);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if self.done.load(Ordering::SeqCst) {
-            return;
-        }
-        self.shared.stop(StopReason::Cancel);
-        let (shared, done) = (self.shared.clone(), self.done.clone());
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let deadline = tokio::time::Instant::now() + CANCEL_FOLLOW_UP;
-                while !done.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(REINTERRUPT_INTERVAL).await;
-                    shared.stop(StopReason::Cancel);
-                }
-            });
+        if let Some(shared) = handlers.query.connection.shared.get() {
+            // Notifications that came while a statement ran, or that it sent itself, go after its reply.
+            send_notifications(&mut socket, shared).await?;
         }
     }
 }
 
-/// Sends a FATAL error to an idle client on its socket and shuts the socket down, so the connection's loop
-/// sees the end and drops it.
-fn end_connection(watch: &std::net::TcpStream, code: &str, message: &str) {
-    use std::io::Write;
-    let frame = fatal_frame(code, message);
-    let mut socket = watch;
-    if let Err(error) = socket.write_all(&frame) {
-        tracing::debug!(%error, "telling an idle client its connection ends");
+/// Sends the session's waiting notifications, if the connection is between queries and the session
+/// outside a transaction (else they wait, as PostgreSQL holds them until the transaction ends).
+async fn send_notifications<S>(socket: &mut S, shared: &SessionShared) -> std::io::Result<()>
+where
+    S: Sink<PgWireBackendMessage> + ClientInfo + Unpin,
+    S::Error: std::fmt::Display,
+{
+    if !matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
+        return Ok(());
     }
-    let _ = watch.shutdown(std::net::Shutdown::Both);
-}
-
-fn check_query_size(query: &str) -> Result<(), SqlError> {
-    if query.len() > QUERY_BYTES_MAX {
-        return Err(SqlError::new(
-            PROGRAM_LIMIT_EXCEEDED,
-            format!("query of {} bytes exceeds {QUERY_BYTES_MAX}", query.len()),
-        ));
+    let notifications = shared.take_notifications();
+    if notifications.is_empty() {
+        return Ok(());
     }
-    Ok(())
-}
-
-/// Gives pgwire's SCRAM exchange the verifier of the user and database a client names.
-struct ConnectionAuth {
-    sessions: Arc<dyn SessionFactory>,
-}
-
-impl Debug for ConnectionAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionAuth").finish_non_exhaustive()
+    for notification in notifications {
+        let message = NotificationResponse::new(notification.sender_pid, notification.channel, notification.payload);
+        socket
+            .feed(PgWireBackendMessage::NotificationResponse(message))
+            .await
+            .map_err(|error| std::io::Error::other(error.to_string()))?;
     }
-}
-
-fn fatal(code: &str, message: String) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new(
-        SEVERITY_FATAL.to_owned(),
-        code.to_owned(),
-        message,
-    )))
-}
-
-/// The user and database a client named (PostgreSQL's default database is the user's name).
-fn login_names(login: &LoginInfo) -> (String, String) {
-    let user = login.user().unwrap_or_default().to_owned();
-    let database = login.database().unwrap_or(&user).to_owned();
-    (user, database)
-}
-
-/// A verifier no password matches, for names that have none: the exchange runs to the end and fails like a
-/// wrong password, so a client cannot tell which users or databases exist (as PostgreSQL does).
-static DOOMED: std::sync::LazyLock<Option<Arc<scram::ScramVerifier>>> = std::sync::LazyLock::new(|| {
-    let mut password = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut password).ok()?;
-    let password: String = password.iter().map(|b| format!("{b:02x}")).collect();
-    scram::ScramVerifier::from_password(&password, scram::ITERATIONS_DEFAULT)
-        .ok()
-        .map(Arc::new)
-});
-
-#[async_trait]
-impl AuthSource for ConnectionAuth {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        // Only SCRAM is offered; no password is ever kept to hand out.
-        Err(PgWireError::InvalidPassword(
-            login.user().unwrap_or_default().to_owned(),
-        ))
-    }
-
-    async fn get_scram_secret(
-        &self,
-        login: &LoginInfo,
-    ) -> PgWireResult<(pgwire::api::auth::sasl::scram::ScramSecret, Option<()>)> {
-        let (user, database) = login_names(login);
-        let verifier = self.sessions.verifier(&user, &database).or_else(|| DOOMED.clone());
-        let verifier = verifier.ok_or_else(|| PgWireError::InvalidPassword(user.clone()))?;
-        Ok((verifier.secret(), None))
-    }
-}
-
-/// Startup: SCRAM-SHA-256, then the session opens before the client is told it is in, so a database that
-/// cannot be opened is a FATAL error of the connection attempt, as in PostgreSQL.
-struct Startup {
-    driver: AuthDriver<DefaultServerParameterProvider>,
-    mechanisms: SaslMechanisms,
-    sessions: Arc<dyn SessionFactory>,
-    connection: Arc<Connection>,
-}
-
-impl Startup {
-    /// Opens the session of the authenticated client.
-    async fn open_session<C: ClientInfo>(&self, client: &C) -> PgWireResult<()> {
-        let (user, database) = login_names(&LoginInfo::from_client_info(client));
-        let sessions = self.sessions.clone();
-        let defaults = self.connection.config.session_defaults;
-        let mut startup: Vec<(String, String)> = client
-            .metadata()
-            .iter()
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect();
-        startup.sort();
-        let opened = tokio::task::spawn_blocking(move || {
-            let admission = sessions.admit(&database)?;
-            let conn = sessions.open(&user, &database)?;
-            let session = Session::new(conn, &database, &user, defaults, &startup)?;
-            Ok::<_, SessionError>(session.with_admission(admission))
-        })
+    socket
+        .flush()
         .await
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
-        match opened {
-            Ok(session) => {
-                let _first = self.connection.shared.set(session.shared());
-                *self.connection.slot.lock() = Some(session);
-                Ok(())
-            }
-            Err(error @ SessionError::TooManyConnections { .. }) => Err(fatal(TOO_MANY_CONNECTIONS, error.to_string())),
-            Err(error) => Err(fatal(INVALID_CATALOG_NAME, error.to_string())),
-        }
-    }
-
-    async fn finish<C>(&self, client: &mut C, outcome: AuthOutcome) -> PgWireResult<()>
-    where
-        C: ClientInfo + futures::Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as futures::Sink<PgWireBackendMessage>>::Error>,
-    {
-        match outcome {
-            AuthOutcome::InProgress => Ok(()),
-            AuthOutcome::Authenticated { final_message, .. } => {
-                self.open_session(client).await?;
-                self.driver.complete_authentication(client, final_message).await
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl StartupHandler for Startup {
-    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
-    where
-        C: ClientInfo + futures::Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as futures::Sink<PgWireBackendMessage>>::Error>,
-    {
-        match message {
-            PgWireFrontendMessage::Startup(ref startup) => {
-                protocol_negotiation(client, startup).await?;
-                save_startup_parameters_to_metadata(client, startup);
-                let outcome = self
-                    .driver
-                    .begin_authentication(client, self.mechanisms.create())
-                    .await?;
-                self.finish(client, outcome).await
-            }
-            PgWireFrontendMessage::PasswordMessageFamily(message) => {
-                let outcome = self.driver.advance_authentication(client, message).await?;
-                self.finish(client, outcome).await
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Simple and extended query handling over the connection's session.
-struct QueryHandler {
-    connection: Arc<Connection>,
-    parser: Arc<NoopQueryParser>,
-}
-
-fn outcome_response(outcome: Outcome) -> Response {
-    match outcome {
-        Outcome::Rows { fields, rows, tag } => {
-            let mut response = QueryResponse::new(fields, stream::iter(rows.into_iter().map(Ok)));
-            response.set_command_tag(&tag);
-            Response::Query(response)
-        }
-        Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
-        Outcome::TxStart(tag) => Response::TransactionStart(Tag::new(&tag)),
-        Outcome::TxEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
-        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(0, columns, stream::empty())),
-        Outcome::CopyOut { columns, data } => Response::CopyOut(CopyResponse::new(
-            0,
-            columns,
-            stream::iter(data.into_iter().map(|chunk| Ok(CopyData::new(chunk)))),
-        )),
-    }
-}
-
-#[async_trait]
-impl CopyHandler for QueryHandler {
-    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let data = copy_data.data;
-        self.connection.run(move |s| s.copy_data(&data)).await?;
-        Ok(())
-    }
-
-    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let rows = self
-            .connection
-            .run(|s| s.copy_done())
-            .await?
-            .map_err(SqlError::into_pgwire)?;
-        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        client
-            .send(PgWireBackendMessage::CommandComplete(
-                Tag::new("COPY").with_rows(rows).into(),
-            ))
-            .await?;
-        Ok(())
-    }
-
-    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let message = fail.message;
-        match self.connection.run(move |s| s.copy_fail(&message)).await {
-            Ok(error) => error.into_pgwire(),
-            Err(error) => error,
-        }
-    }
-}
-
-#[async_trait]
-impl SimpleQueryHandler for QueryHandler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
-    where
-        C: ClientInfo + Unpin + Send + Sync,
-    {
-        check_query_size(query).map_err(SqlError::into_pgwire)?;
-        let query = query.to_owned();
-        let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
-        let mut responses: Vec<Response> = outcomes.into_iter().map(outcome_response).collect();
-        if let Some(error) = error {
-            // An error response in the list (not an `Err`) keeps the results before it.
-            responses.push(Response::Error(Box::new(error.into_info())));
-        }
-        Ok(responses)
-    }
-}
-
-#[async_trait]
-impl ExtendedQueryHandler for QueryHandler {
-    type Statement = String;
-    type QueryParser = NoopQueryParser;
-
-    fn query_parser(&self) -> Arc<Self::QueryParser> {
-        self.parser.clone()
-    }
-
-    async fn do_query<C>(
-        &self,
-        _client: &mut C,
-        portal: &Portal<Self::Statement>,
-        _max_rows: usize,
-    ) -> PgWireResult<Response>
-    where
-        C: ClientInfo + Unpin + Send + Sync,
-    {
-        let sql = portal.statement.statement.clone();
-        check_query_size(&sql).map_err(SqlError::into_pgwire)?;
-        let params = types::RawParams {
-            values: portal.parameters.clone(),
-            formats: portal.parameter_format.clone(),
-            client_types: portal.statement.parameter_types.clone(),
-        };
-        let format = portal.result_column_format.clone();
-        let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
-        outcome.map(outcome_response).map_err(SqlError::into_pgwire)
-    }
-
-    async fn do_describe_statement<C>(
-        &self,
-        client: &mut C,
-        stmt: &StoredStatement<Self::Statement>,
-    ) -> PgWireResult<DescribeStatementResponse>
-    where
-        C: ClientInfo + Unpin + Send + Sync,
-    {
-        let described = self.describe(client, stmt).await?;
-        let fields = types::fields(&described.columns, &Format::UnifiedText);
-        Ok(DescribeStatementResponse::new(described.params, fields))
-    }
-
-    async fn do_describe_portal<C>(
-        &self,
-        client: &mut C,
-        portal: &Portal<Self::Statement>,
-    ) -> PgWireResult<DescribePortalResponse>
-    where
-        C: ClientInfo + Unpin + Send + Sync,
-    {
-        let described = self.describe(client, &portal.statement).await?;
-        let fields = types::fields(&described.columns, &portal.result_column_format);
-        Ok(DescribePortalResponse::new(fields))
-    }
-}
-
-impl QueryHandler {
-    async fn describe<C: ClientInfo>(&self, client: &C, stmt: &StoredStatement<String>) -> PgWireResult<Described> {
-        let sql = stmt.statement.clone();
-        check_query_size(&sql).map_err(SqlError::into_pgwire)?;
-        let client_types = stmt.parameter_types.clone();
-        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
-            Some(handle) => Some(handle.start_query().await),
-            None => None,
-        };
-        self.connection
-            .run_cancellable(cancel, move |s| s.describe(&sql, &client_types))
-            .await?
-            .map_err(SqlError::into_pgwire)
-    }
+        .map_err(|error| std::io::Error::other(error.to_string()))
 }
 
 /// The pgwire handlers of one connection, sharing its session.

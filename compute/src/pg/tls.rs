@@ -1,6 +1,7 @@
 //! TLS on the PostgreSQL listener: a certificate and key from PEM files, or a self-signed pair made once and
 //! kept (`sslmode=require` works with either; `verify-full` with a certificate the client trusts, such as the
-//! self-signed one given to it as `sslrootcert`). rustls with ring, as everywhere in Cambium.
+//! self-signed one given to it as `sslrootcert`). rustls with ring, as everywhere in Cambium. The HTTP API's
+//! optional TLS reads its PEM files through [`server_config`] too.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,16 @@ impl ServerTls {
 
 /// TLS serving the certificate chain in `cert_path` with the key in `key_path` (both PEM).
 pub fn acceptor(cert_path: &Path, key_path: &Path) -> Result<ServerTls, TlsError> {
+    let mut config = server_config(cert_path, key_path)?;
+    // PostgreSQL 17's direct TLS negotiation asks for this protocol name.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    Ok(ServerTls(TlsAcceptor::from(Arc::new(config))))
+}
+
+/// A rustls server configuration (ring, safe default protocol versions, no client certificates, no ALPN)
+/// serving the certificate chain in `cert_path` with the key in `key_path` (both PEM). Shared with the HTTP
+/// API's optional TLS, so both listeners read certificates the same way.
+pub fn server_config(cert_path: &Path, key_path: &Path) -> Result<rustls::ServerConfig, TlsError> {
     let pem_error = |path: &Path, message: String| TlsError::Pem {
         path: path.to_owned(),
         message,
@@ -75,13 +86,10 @@ pub fn acceptor(cert_path: &Path, key_path: &Path) -> Result<ServerTls, TlsError
     }
     let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| pem_error(key_path, e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    Ok(rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, key)?;
-    // PostgreSQL 17's direct TLS negotiation asks for this protocol name.
-    config.alpn_protocols = vec![b"postgresql".to_vec()];
-    Ok(ServerTls(TlsAcceptor::from(Arc::new(config))))
+        .with_single_cert(certs, key)?)
 }
 
 /// The self-signed certificate and key in `dir`, made (for `hostnames`) if they are not there yet: the key is

@@ -65,12 +65,29 @@ pub fn error_of(message: &str) -> Option<PgError> {
     Some(PgError::new(code, text))
 }
 
-/// What the session's functions read: the zone, the transaction's timestamp, who and where.
+/// The caller's "was the statement stopped" check.
+struct InterruptCheck(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for InterruptCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InterruptCheck")
+    }
+}
+
+/// What the session's functions read: the zone, the transaction's timestamp, who and where, the
+/// run-time parameters and the advisory locks.
 #[derive(Debug)]
 pub struct SessionState {
     time_zone: RwLock<TimeZone>,
     /// The session's run-time parameters; `time_zone` follows their `TimeZone`.
     settings: parking_lot::Mutex<crate::settings::Settings>,
+    /// The session's advisory locks (released when the session's connection goes).
+    advisory_locks: crate::advisory::SessionLocks,
+    /// The session's `LISTEN`/`NOTIFY` side.
+    notifier: crate::notify::Notifier,
+    /// Whether the running statement was stopped (the caller's cancel, timeout and client-gone checks), for
+    /// the waits functions do themselves.
+    interrupt_check: RwLock<Option<InterruptCheck>>,
     /// The transaction timestamp (`now()`), microseconds since the Unix epoch.
     now_micros: AtomicI64,
     database: String,
@@ -84,6 +101,9 @@ impl SessionState {
         SessionState {
             time_zone: RwLock::new(TimeZone::UTC),
             settings: parking_lot::Mutex::new(crate::settings::Settings::new()),
+            advisory_locks: crate::advisory::SessionLocks::new(database, backend_pid),
+            notifier: crate::notify::Notifier::new(database, backend_pid),
+            interrupt_check: RwLock::new(None),
             now_micros: AtomicI64::new(Timestamp::now().as_microsecond()),
             database: database.to_owned(),
             user: user.to_owned(),
@@ -94,6 +114,33 @@ impl SessionState {
     /// The session's `TimeZone`.
     pub fn time_zone(&self) -> TimeZone {
         self.time_zone.read().clone()
+    }
+
+    /// The session's advisory locks.
+    pub fn advisory_locks(&self) -> &crate::advisory::SessionLocks {
+        &self.advisory_locks
+    }
+
+    /// Sets how waits inside functions learn that the statement was stopped.
+    pub fn set_interrupt_check(&self, check: Arc<dyn Fn() -> bool + Send + Sync>) {
+        *self.interrupt_check.write() = Some(InterruptCheck(check));
+    }
+
+    /// Whether the running statement was stopped.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt_check.read().as_ref().is_some_and(|check| (check.0)())
+    }
+
+    /// The session's `LISTEN`/`NOTIFY` side.
+    pub fn notifier(&self) -> &crate::notify::Notifier {
+        &self.notifier
+    }
+
+    /// The transaction ended (`committed` or rolled back): what lasts only for it goes (transaction-level
+    /// advisory locks); its notifications are sent, or forgotten.
+    pub fn end_transaction(&self, committed: bool) {
+        self.advisory_locks.end_transaction();
+        self.notifier.end_transaction(committed);
     }
 
     /// Reads the session's run-time parameters.
@@ -169,14 +216,16 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_series(conn, state.clone())?;
     extra::install(conn, state.clone())?;
     catalog::install(conn, state.clone())?;
-    crate::settings::install_functions(conn, state)?;
+    crate::settings::install_functions(conn, state.clone())?;
+    crate::advisory::install(conn, state.clone())?;
+    crate::notify::install(conn, state)?;
     Ok(())
 }
 
 /// The result type of a function the layer registers, by name and argument types (`None` where unknown);
 /// the translator's typer asks this for calls it has no rule of its own for.
 pub fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType> {
-    extra::result_type(name, args)
+    extra::result_type(name, args).or_else(|| crate::advisory::result_type(name))
 }
 
 #[cfg(test)]

@@ -185,6 +185,11 @@ fn index_columns(columns: &[sqlparser::ast::IndexColumn]) -> Result<Vec<String>,
 }
 
 /// The folded name of a relation in the one schema there is (`public.t` and `t`); 3F000 for another.
+/// A table's name as stored: `public.` removed (other schemas refused), folded as PostgreSQL folds it.
+pub(crate) fn table_name(name: &ObjectName) -> Result<String, PgError> {
+    checked_name(name)
+}
+
 fn checked_name(name: &ObjectName) -> Result<String, PgError> {
     let mut name = name.clone();
     super::expr::strip_public(&mut name)?;

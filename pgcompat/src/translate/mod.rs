@@ -5,9 +5,11 @@
 pub(crate) mod catalog_refs;
 pub mod cursor;
 pub(crate) mod ddl;
+pub(crate) mod dependents;
 pub(crate) mod distinct_on;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
+mod maintenance;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
@@ -99,6 +101,17 @@ pub enum Kind {
     },
     /// `CLOSE name`, or `CLOSE ALL` (`None`).
     Close(Option<String>),
+    /// `LISTEN channel`.
+    Listen(String),
+    /// `UNLISTEN channel`, or `UNLISTEN *` (`None`).
+    Unlisten(Option<String>),
+    /// `NOTIFY channel [, payload]`.
+    Notify {
+        /// The channel.
+        channel: String,
+        /// The payload (empty if none).
+        payload: String,
+    },
     /// `COPY table [(columns)] FROM STDIN`: the session reads the rows the client streams.
     CopyFrom {
         /// The table as written (PostgreSQL text).
@@ -171,6 +184,9 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     if let Some(fetch) = cursor::parse_fetch(sql) {
         return Ok(Translated::Statements(vec![fetch?]));
     }
+    if let Some(maintenance) = maintenance::parse(sql) {
+        return Ok(Translated::Statements(vec![maintenance?]));
+    }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => return Ok(Translated::Passthrough),
@@ -191,6 +207,13 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("making the catalog views: {e}")))?;
     }
     Ok(Translated::Statements(out))
+}
+
+/// A translation the session carries out itself (no SQLite statement).
+fn bare(kind: Kind) -> Translation {
+    let mut t = Translation::single(String::new(), kind);
+    t.steps.clear();
+    t
 }
 
 /// `COPY … FROM STDIN` or `COPY … TO STDOUT`, for the session to carry out.
@@ -365,17 +388,28 @@ fn translate_statement(
             object_type,
             if_exists,
             names,
+            cascade,
             ..
-        } => ddl::drop(*object_type, *if_exists, names)?,
+        } => {
+            if *object_type == ObjectType::Table {
+                let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
+                dependents::check_drop(conn, &tables, *cascade)?;
+            }
+            ddl::drop(*object_type, *if_exists, names)?
+        }
         Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
         Statement::Truncate(truncate) => {
-            let mut steps = Vec::new();
-            for target in &truncate.table_names {
-                let mut name = target.name.clone();
-                expr::strip_public(&mut name)?;
-                steps.push(format!("DELETE FROM {}", quote_ident(&last_part(&name))));
-            }
+            let tables = truncate
+                .table_names
+                .iter()
+                .map(|target| ddl::table_name(&target.name))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
+            let steps = dependents::truncate_order(conn, &tables, cascade)?
+                .iter()
+                .map(|name| format!("DELETE FROM {}", quote_ident(name)))
+                .collect();
             let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
             t.steps = steps;
             t
@@ -505,9 +539,14 @@ fn translate_statement(
             comment,
             ..
         } => ddl::comment(*object_type, object_name, comment.as_deref())?,
-        Statement::LISTEN { .. } | Statement::UNLISTEN { .. } | Statement::NOTIFY { .. } => {
-            return Err(PgError::unsupported("LISTEN/NOTIFY"))
-        }
+        Statement::LISTEN { channel } => bare(Kind::Listen(channel.value.clone())),
+        Statement::UNLISTEN { channel } => bare(Kind::Unlisten(
+            (channel.quote_style.is_some() || channel.value != "*").then(|| channel.value.clone()),
+        )),
+        Statement::NOTIFY { channel, payload } => bare(Kind::Notify {
+            channel: channel.value.clone(),
+            payload: payload.clone().unwrap_or_default(),
+        }),
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {

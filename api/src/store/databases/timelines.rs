@@ -107,6 +107,17 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The timelines of database `database_id` that something needs (a branch is on it or another timeline is
+    /// branched from it), whatever the database's status; in creation order.
+    pub fn needed_timelines_of(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT t.timeline_id FROM timelines t WHERE t.database_id = ?1 AND ({LIVE_CONDITION}) ORDER BY t.rowid"
+        ))?;
+        let rows = stmt.query_map([database_id], |row| parse_column(row, 0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Whether timeline `id` is still one [`Store::live_timelines`] would list.
     pub fn is_live_timeline(&self, id: TimelineId) -> Result<bool, StoreError> {
         let conn = self.conn();

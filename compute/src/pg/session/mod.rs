@@ -22,6 +22,13 @@ use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
 mod copy;
+mod cursors;
+mod describe;
+mod explain;
+mod parameters;
+mod passthrough;
+mod prepared;
+mod steps;
 
 use super::cursor::{Cursor, Cursors};
 use super::defend;
@@ -89,6 +96,10 @@ pub(crate) struct SessionShared {
     statement_timeout_ms: AtomicU64,
     idle_in_transaction_timeout_ms: AtomicU64,
     in_transaction: AtomicBool,
+    /// The session's queue of notifications (`LISTEN`), drained by the connection.
+    listener: Arc<pgcompat::notify::Listener>,
+    /// Woken when a notification arrives for the session.
+    notified: tokio::sync::Notify,
 }
 
 impl SessionShared {
@@ -99,6 +110,26 @@ impl SessionShared {
             .stop
             .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
         self.interrupt.interrupt();
+    }
+
+    /// The notifications waiting for the client, if it may have them now (outside a transaction).
+    pub(crate) fn take_notifications(&self) -> Vec<pgcompat::notify::Notification> {
+        if self.in_transaction() || !self.listener.has_pending() {
+            return Vec::new();
+        }
+        let dropped = self.listener.take_dropped();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "a client's notification queue was full: its oldest notifications were dropped"
+            );
+        }
+        self.listener.take()
+    }
+
+    /// Resolves when a notification arrives (or arrived since the last call).
+    pub(crate) async fn notification_arrived(&self) {
+        self.notified.notified().await;
     }
 
     /// Forgets an earlier stop: called by the connection before it hands the session a new query.
@@ -196,7 +227,7 @@ impl Session {
                     tracing::warn!(%error, name, "the server's default for a setting is not valid");
                 }
             }
-            for (name, value) in startup_settings(startup) {
+            for (name, value) in parameters::startup_settings(startup) {
                 // A client's startup choice PostgreSQL would refuse is left at its default (PostgreSQL would
                 // refuse the connection; a driver's optional hint is not worth that here).
                 if let Err(error) = settings.set_initial(&name, &value) {
@@ -210,7 +241,20 @@ impl Session {
             statement_timeout_ms: AtomicU64::new(defaults.statement_timeout_ms),
             idle_in_transaction_timeout_ms: AtomicU64::new(defaults.idle_in_transaction_timeout_ms),
             in_transaction: AtomicBool::new(false),
+            listener: dialect.state().notifier().listener().clone(),
+            notified: tokio::sync::Notify::new(),
         });
+        let woken = Arc::downgrade(&shared);
+        shared.listener.set_waker(Arc::new(move || {
+            if let Some(shared) = woken.upgrade() {
+                shared.notified.notify_one();
+            }
+        }));
+        // Waits inside SQL functions (advisory locks) end when the statement is stopped.
+        let weak = Arc::downgrade(&shared);
+        dialect
+            .state()
+            .set_interrupt_check(Arc::new(move || weak.upgrade().is_some_and(|s| s.stopped().is_some())));
         Ok(Session {
             conn,
             shared,
@@ -291,178 +335,6 @@ impl Session {
         true
     }
 
-    /// Opens the settings' transaction of a call made outside a transaction block (each such statement is
-    /// its own transaction); inside a block the block's is open already.
-    fn before_statement(&mut self) {
-        self.dialect.state().update_settings(|settings| settings.begin());
-    }
-
-    /// Publishes what the connection enforces after each call: the transaction state and the timeouts. A
-    /// call that leaves no transaction open ends the settings' transaction: committed if the call succeeded
-    /// (`SET LOCAL`s end), rolled back if it failed (its `SET`s are undone).
-    fn after_statement(&mut self, succeeded: bool) {
-        let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
-        if !in_transaction {
-            self.cursors.end_transaction(succeeded);
-        }
-        let state = self.dialect.state();
-        let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
-            if !in_transaction {
-                settings.end(if succeeded { TxEnd::Commit } else { TxEnd::Rollback });
-            }
-            (
-                settings.ms(settings::STATEMENT_TIMEOUT),
-                settings.ms(settings::IDLE_IN_TRANSACTION_TIMEOUT),
-            )
-        });
-        let shared = &self.shared;
-        shared.in_transaction.store(in_transaction, Ordering::SeqCst);
-        shared
-            .statement_timeout_ms
-            .store(statement_timeout_ms, Ordering::SeqCst);
-        shared
-            .idle_in_transaction_timeout_ms
-            .store(idle_timeout_ms, Ordering::SeqCst);
-    }
-
-    /// Whether the open transaction may not write (`BEGIN READ ONLY`, `SET TRANSACTION READ ONLY`,
-    /// `default_transaction_read_only`).
-    fn read_only(&self) -> bool {
-        self.dialect
-            .state()
-            .read_settings(|settings| settings.is_on(settings::TRANSACTION_READ_ONLY))
-    }
-
-    /// The settings' side of a transaction statement that succeeded: `BEGIN`'s modes set the transaction's
-    /// parameters; `COMMIT` and `ROLLBACK` end the settings' transaction and open the next statement's.
-    fn after_transaction_statement(&mut self, kind: &pgcompat::Kind, was_failed: bool) {
-        if matches!(kind, pgcompat::Kind::Commit | pgcompat::Kind::Rollback) {
-            let committed = !was_failed && *kind == pgcompat::Kind::Commit;
-            self.cursors.end_transaction(committed);
-        }
-        self.dialect.state().update_settings(|settings| match kind {
-            pgcompat::Kind::Begin { modes } => {
-                for (name, value) in modes {
-                    if let Err(error) = settings.set(name, Some(value), Scope::Local) {
-                        tracing::warn!(%error, name, "a transaction mode was not applied");
-                    }
-                }
-            }
-            pgcompat::Kind::Commit | pgcompat::Kind::Rollback => {
-                let end = if was_failed || *kind == pgcompat::Kind::Rollback {
-                    TxEnd::Rollback
-                } else {
-                    TxEnd::Commit
-                };
-                settings.end(end);
-                settings.begin();
-            }
-            _ => {}
-        });
-    }
-
-    /// `SET`, `SHOW` or `RESET` (see `settings`).
-    fn run_setting(&mut self, sql: &str, format: &Format) -> Result<Outcome, SqlError> {
-        if self.tx == TxState::Failed {
-            return Err(aborted());
-        }
-        let state = self.dialect.state().clone();
-        let result = match settings::parse(sql)? {
-            Command::Set { assignments, scope } => state
-                .update_settings(|settings| {
-                    assignments
-                        .iter()
-                        .try_for_each(|(name, value)| settings.set(name, value.as_deref(), scope))
-                })
-                .map(|()| Outcome::Command("SET".to_owned()))
-                .map_err(SqlError::from),
-            Command::Reset(name) => state
-                .update_settings(|settings| settings.reset(name.as_deref()))
-                .map(|()| Outcome::Command("RESET".to_owned()))
-                .map_err(SqlError::from),
-            Command::Show(name) => match state.read_settings(|settings| settings.show(&name)) {
-                Ok((name, value)) => show_outcome(vec![name], vec![vec![value]], format),
-                Err(error) => Err(SqlError::from(error)),
-            },
-            Command::ShowAll => {
-                let rows = state.read_settings(|settings| {
-                    settings
-                        .rows()
-                        .into_iter()
-                        .map(|row| {
-                            let description = row.guc.map_or("", |g| g.short_desc).to_owned();
-                            vec![row.name, row.shown, description]
-                        })
-                        .collect()
-                });
-                let names = ["name", "setting", "description"].map(str::to_owned).to_vec();
-                show_outcome(names, rows, format)
-            }
-        };
-        if result.is_err() && self.tx == TxState::InBlock {
-            self.tx = TxState::Failed;
-        }
-        result
-    }
-
-    /// An error explained: an I/O error by the store error behind it (see the module doc), a busy database by
-    /// why it was busy, an interrupt by who stopped it, a refusal by its reason; other errors unchanged.
-    fn explain(&mut self, error: SqlError) -> SqlError {
-        match error.code {
-            LOCK_NOT_AVAILABLE => {
-                return match vfs::take_busy_reason() {
-                    Some(BusyReason::StaleSnapshot) => SqlError::new(
-                        SERIALIZATION_FAILURE,
-                        "could not serialize access due to concurrent update: another transaction committed \
-                         after this transaction's snapshot was taken; retry the transaction",
-                    ),
-                    _ => SqlError::new(
-                        LOCK_NOT_AVAILABLE,
-                        format!(
-                            "could not obtain the write lock of database {} within {} s: another transaction is \
-                             writing; retry",
-                            self.database,
-                            vfs::BUSY_TIMEOUT.as_secs()
-                        ),
-                    ),
-                };
-            }
-            QUERY_CANCELED => {
-                let message = match self.shared.stopped() {
-                    Some(StopReason::Timeout) => "canceling statement due to statement timeout",
-                    Some(StopReason::ClientGone) => "canceling statement: the client closed its connection",
-                    _ => "canceling statement due to user request",
-                };
-                return SqlError::new(QUERY_CANCELED, message);
-            }
-            INSUFFICIENT_PRIVILEGE => {
-                return match defend::take_refusal() {
-                    Some(reason) => SqlError::new(INSUFFICIENT_PRIVILEGE, reason),
-                    None => error,
-                };
-            }
-            IO_ERROR => {}
-            _ => return error,
-        }
-        let noted = vfs::take_store_error();
-        if let Some(gone @ (PageStoreError::Closed { .. } | PageStoreError::Failed { .. })) = &noted {
-            self.store_gone = Some(gone.clone());
-        }
-        match (&self.store_gone, noted) {
-            (Some(PageStoreError::Closed { reason }), _) => SqlError::new(ADMIN_SHUTDOWN, reason.clone()),
-            (Some(PageStoreError::Failed { reason }), _) => SqlError::new(
-                CONNECTION_FAILURE,
-                format!("the storage of database {} failed: {reason}; reconnect", self.database),
-            ),
-            (_, Some(too_large @ PageStoreError::TooLarge { .. })) => SqlError::new(
-                PROGRAM_LIMIT_EXCEEDED,
-                format!("transaction too large: {too_large}; nothing of it was committed"),
-            ),
-            (_, Some(other)) => SqlError::new(IO_ERROR, format!("{}: {other}", error.message)),
-            (_, None) => error,
-        }
-    }
-
     fn simple_query_inner(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
         if exec::leading_words(sql, 1)
             .first()
@@ -505,55 +377,6 @@ impl Session {
         (outcomes, None)
     }
 
-    /// SQL the dialect layer does not parse, run as SQLite's own (each statement of the text in turn).
-    fn run_passthrough(&mut self, sql: &str) -> (Vec<Outcome>, Option<SqlError>) {
-        let mut outcomes = Vec::new();
-        let sql = exec::passthrough_text(sql);
-        let mut batch = Batch::new(&self.conn, &sql);
-        let tz = self.dialect.state().time_zone();
-        loop {
-            if self.shared.stopped().is_some() {
-                self.tx = tx_after_error(&self.conn, self.tx);
-                return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
-            }
-            let mut stmt = match batch.next() {
-                Ok(Some(stmt)) => stmt,
-                Ok(None) => return (outcomes, None),
-                Err(error) => {
-                    let error = if self.tx == TxState::Failed {
-                        aborted()
-                    } else {
-                        SqlError::from(error)
-                    };
-                    self.tx = tx_after_error(&self.conn, self.tx);
-                    return (outcomes, Some(error));
-                }
-            };
-            let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
-            if let Err(error) = check_read_only(self.read_only(), &stmt, &kind) {
-                self.tx = tx_after_error(&self.conn, self.tx);
-                return (outcomes, Some(error));
-            }
-            let typing = Typing {
-                known: self.dialect.column_types(&stmt, None),
-                hints: None,
-                tz: &tz,
-            };
-            match exec::run(
-                &self.conn,
-                &mut self.tx,
-                &mut stmt,
-                &[],
-                &Format::UnifiedText,
-                &kind,
-                &typing,
-            ) {
-                Ok(outcome) => outcomes.push(outcome),
-                Err(error) => return (outcomes, Some(error)),
-            }
-        }
-    }
-
     /// Translates a query text; in a failed transaction a translation error is 25P02 like any other.
     fn translate(&mut self, sql: &str) -> Result<Arc<Translated>, SqlError> {
         match self.dialect.translate(&self.conn, sql) {
@@ -591,6 +414,9 @@ impl Session {
                     | pgcompat::Kind::Close(_)
                     | pgcompat::Kind::CopyFrom { .. }
                     | pgcompat::Kind::CopyTo { .. }
+                    | pgcompat::Kind::Listen(_)
+                    | pgcompat::Kind::Unlisten(_)
+                    | pgcompat::Kind::Notify { .. }
             )
         {
             return Err(aborted());
@@ -632,6 +458,22 @@ impl Session {
                 return self.start_copy_in(table, columns, options);
             }
             pgcompat::Kind::CopyTo { query, options } => return self.copy_out(query, options),
+            pgcompat::Kind::Listen(channel) => {
+                return match self.dialect.state().notifier().listen(channel) {
+                    Ok(()) => Ok(Outcome::Command("LISTEN".to_owned())),
+                    Err(error) => self.fail(SqlError::from(error)),
+                };
+            }
+            pgcompat::Kind::Unlisten(channel) => {
+                self.dialect.state().notifier().unlisten(channel.as_deref());
+                return Ok(Outcome::Command("UNLISTEN".to_owned()));
+            }
+            pgcompat::Kind::Notify { channel, payload } => {
+                return match self.dialect.state().notifier().notify(channel, payload) {
+                    Ok(()) => Ok(Outcome::Command("NOTIFY".to_owned())),
+                    Err(error) => self.fail(SqlError::from(error)),
+                };
+            }
             pgcompat::Kind::Close(name) => {
                 return match self.cursors.close(name.as_deref()) {
                     Ok(()) => Ok(Outcome::Command("CLOSE CURSOR".to_owned())),
@@ -716,223 +558,10 @@ impl Session {
         outcome
     }
 
-    /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
-    /// keeps its rows (see `cursor`).
-    fn declare_cursor(
-        &mut self,
-        name: &str,
-        query: &str,
-        scroll: Option<bool>,
-        hold: bool,
-    ) -> Result<Outcome, SqlError> {
-        if !hold && self.tx == TxState::Idle && self.conn.is_autocommit() {
-            return self.fail(SqlError::new(
-                NO_ACTIVE_SQL_TRANSACTION,
-                "DECLARE CURSOR can only be used in transaction blocks",
-            ));
-        }
-        let translated = self.translate(query)?;
-        let translation = match &*translated {
-            Translated::Statements(list) => match list.as_slice() {
-                [t] if t.steps.len() == 1 && t.kind == pgcompat::Kind::Select => t.clone(),
-                _ => {
-                    return self.fail(SqlError::new(
-                        FEATURE_NOT_SUPPORTED,
-                        "a cursor's query must be one SELECT",
-                    ))
-                }
-            },
-            Translated::Passthrough => {
-                return self.fail(SqlError::new(SYNTAX_ERROR, "a cursor's query must be one SELECT"));
-            }
-        };
-        if self.conn.is_autocommit() {
-            self.dialect.state().start_transaction();
-        }
-        let tz = self.dialect.state().time_zone();
-        let read = self
-            .conn
-            .prepare(&translation.steps[0])
-            .map_err(SqlError::from)
-            .and_then(|mut stmt| {
-                let typing = Typing {
-                    known: self.dialect.column_types(&stmt, Some(&translation)),
-                    hints: None,
-                    tz: &tz,
-                };
-                exec::query_values(&mut stmt, &typing)
-            });
-        let declared =
-            read.and_then(|(columns, rows)| self.cursors.declare(name, Cursor::new(columns, rows, scroll, hold)));
-        match declared {
-            Ok(()) => Ok(Outcome::Command("DECLARE CURSOR".to_owned())),
-            Err(error) => self.fail(error),
-        }
-    }
-
-    /// `FETCH` or `MOVE` on an open cursor.
-    fn fetch_cursor(
-        &mut self,
-        name: &str,
-        direction: pgcompat::translate::cursor::CursorMove,
-        move_only: bool,
-        format: &Format,
-    ) -> Result<Outcome, SqlError> {
-        let tz = self.dialect.state().time_zone();
-        let fetched = self.cursors.get(name).and_then(|cursor| {
-            let rows = cursor.step(name, direction)?;
-            Ok((cursor.columns.clone(), rows))
-        });
-        let (columns, rows) = match fetched {
-            Ok(fetched) => fetched,
-            Err(error) => return self.fail(error),
-        };
-        if move_only {
-            return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
-        }
-        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
-            Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
-                fields,
-                rows,
-                tag: "FETCH".to_owned(),
-            }),
-            Ok(other) => Ok(other),
-            Err(error) => self.fail(error),
-        }
-    }
-
     /// An error that fails the open transaction, as any statement's error does.
     fn fail<T>(&mut self, error: SqlError) -> Result<T, SqlError> {
         self.tx = tx_after_error(&self.conn, self.tx);
         Err(error)
-    }
-
-    /// `EXECUTE name (args)`: the arguments evaluated (as a `SELECT` of them), made the declared parameter
-    /// types, and the prepared statement run with them.
-    fn execute_prepared(&mut self, name: &str, args: &[String], format: &Format) -> Result<Outcome, SqlError> {
-        let Some((sql, types)) = self.prepared.get(name).cloned() else {
-            return self.fail(SqlError::new(
-                INVALID_SQL_STATEMENT_NAME,
-                format!("prepared statement \"{name}\" does not exist"),
-            ));
-        };
-        let tz = self.dialect.state().time_zone();
-        let mut values = Vec::with_capacity(args.len());
-        if !args.is_empty() {
-            let select = format!("SELECT {}", args.join(", "));
-            let translated = self.translate(&select)?;
-            let Translated::Statements(list) = &*translated else {
-                return self.fail(SqlError::new(SYNTAX_ERROR, "EXECUTE arguments are not expressions"));
-            };
-            let [evaluate] = list.as_slice() else {
-                return self.fail(SqlError::new(SYNTAX_ERROR, "EXECUTE arguments are not expressions"));
-            };
-            let row = self.conn.prepare(&evaluate.steps[0]).and_then(|mut stmt| {
-                let width = stmt.column_count();
-                stmt.query_row([], |row| {
-                    (0..width)
-                        .map(|i| row.get::<_, Value>(i))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-            });
-            match row {
-                Ok(row) => values = row,
-                Err(error) => return self.fail(SqlError::from(error)),
-            }
-        }
-        if values.len() != types.len() && !types.is_empty() {
-            return self.fail(SqlError::new(
-                SYNTAX_ERROR,
-                format!(
-                    "wrong number of parameters for prepared statement \"{name}\": expected {}, got {}",
-                    types.len(),
-                    values.len()
-                ),
-            ));
-        }
-        for (value, ty) in values.iter_mut().zip(&types) {
-            match pgcompat::value::coerce(*ty, std::mem::replace(value, Value::Null), &tz) {
-                Ok(coerced) => *value = coerced,
-                Err(error) => return self.fail(SqlError::from(error)),
-            }
-        }
-        let translated = self.translate(&sql)?;
-        let Translated::Statements(list) = &*translated else {
-            return self.fail(SqlError::new(
-                FEATURE_NOT_SUPPORTED,
-                "EXECUTE of a statement in SQLite's own dialect",
-            ));
-        };
-        let [translation] = list.as_slice() else {
-            return self.fail(SqlError::new(SYNTAX_ERROR, "a prepared statement holds one statement"));
-        };
-        self.run_translation(translation, &values, format, None)
-    }
-
-    /// A statement the layer made of several SQLite statements (DDL that also records types, TRUNCATE of
-    /// several tables): all of them or none, in one savepoint.
-    fn run_steps(&mut self, translation: &Translation, kind: &Kind) -> Result<Outcome, SqlError> {
-        if self.tx == TxState::Failed {
-            return Err(aborted());
-        }
-        let tag = match kind {
-            Kind::Other(tag) => tag.clone(),
-            _ => String::new(),
-        };
-        if self.read_only() {
-            self.tx = tx_after_error(&self.conn, self.tx);
-            return Err(read_only_error(&tag));
-        }
-        let outer = self.tx;
-        let foreign_keys_off = translation.foreign_keys_off;
-        if foreign_keys_off && !self.conn.is_autocommit() {
-            return self.fail(SqlError::new(
-                FEATURE_NOT_SUPPORTED,
-                "this ALTER TABLE rebuilds a table other tables reference, which Cambium can do only outside a \
-                 transaction block",
-            ));
-        }
-        if foreign_keys_off {
-            // Outside a transaction (checked above), where SQLite lets foreign keys be switched.
-            self.conn.execute_batch("PRAGMA foreign_keys = OFF")?;
-        }
-        let result = self.conn.execute_batch("SAVEPOINT pgcompat_statement").and_then(|()| {
-            for step in &translation.steps {
-                self.conn.execute_batch(step)?;
-            }
-            self.conn.execute_batch("RELEASE pgcompat_statement")
-        });
-        if foreign_keys_off {
-            if let Err(error) = self.conn.execute_batch("PRAGMA foreign_keys = ON") {
-                tracing::warn!(%error, "turning foreign keys back on failed");
-            }
-        }
-        match result {
-            Ok(()) => {
-                self.tx = if self.conn.is_autocommit() {
-                    TxState::Idle
-                } else {
-                    TxState::InBlock
-                };
-                Ok(Outcome::Command(tag))
-            }
-            Err(error) => {
-                if !self.conn.is_autocommit() {
-                    let undo = self
-                        .conn
-                        .execute_batch("ROLLBACK TO pgcompat_statement; RELEASE pgcompat_statement");
-                    if let Err(undo) = undo {
-                        tracing::warn!(%undo, "undoing a failed statement's savepoint failed");
-                    }
-                }
-                self.tx = if outer == TxState::Idle && self.conn.is_autocommit() {
-                    TxState::Idle
-                } else {
-                    TxState::Failed
-                };
-                Err(SqlError::from(error))
-            }
-        }
     }
 
     fn execute_inner(&mut self, sql: &str, params: &RawParams, format: &Format) -> Result<Outcome, SqlError> {
@@ -968,145 +597,6 @@ impl Session {
         };
         self.run_translation(translation, &values, format, hints.as_deref())
     }
-
-    fn execute_passthrough(
-        &mut self,
-        sql: &str,
-        params: &RawParams,
-        format: &Format,
-        hints: Option<&[PgType]>,
-    ) -> Result<Outcome, SqlError> {
-        let tz = self.dialect.state().time_zone();
-        let values = params.decode(&[], &tz)?;
-        let mut stmt = match self.conn.prepare(&exec::passthrough_text(sql)) {
-            Ok(stmt) => stmt,
-            Err(error) => {
-                let error = if self.tx == TxState::Failed {
-                    aborted()
-                } else {
-                    SqlError::from(error)
-                };
-                self.tx = tx_after_error(&self.conn, self.tx);
-                return Err(error);
-            }
-        };
-        let kind = exec::kind_of(&stmt.expanded_sql().unwrap_or_default());
-        if self.tx != TxState::Failed {
-            if let Err(error) = check_read_only(self.read_only(), &stmt, &kind) {
-                self.tx = tx_after_error(&self.conn, self.tx);
-                return Err(error);
-            }
-        }
-        let typing = Typing {
-            known: self.dialect.column_types(&stmt, None),
-            hints,
-            tz: &tz,
-        };
-        exec::run(&self.conn, &mut self.tx, &mut stmt, &values, format, &kind, &typing)
-    }
-
-    fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
-        if let Some(word) = exec::leading_words(sql, 1)
-            .first()
-            .filter(|w| settings::is_setting_statement(w))
-        {
-            let columns = match (word.as_str(), settings::parse(sql)?) {
-                ("SHOW", Command::Show(name)) => {
-                    let (name, _) = self.dialect.state().read_settings(|settings| settings.show(&name))?;
-                    vec![(name, PgType::TEXT)]
-                }
-                ("SHOW", Command::ShowAll) => ["name", "setting", "description"]
-                    .map(|name| (name.to_owned(), PgType::TEXT))
-                    .to_vec(),
-                _ => Vec::new(),
-            };
-            return Ok(Described {
-                params: Vec::new(),
-                columns,
-            });
-        }
-        let translated = self.translate(sql)?;
-        let (step, translation) = match &*translated {
-            Translated::Passthrough => (exec::passthrough_text(sql).into_owned(), None),
-            Translated::Statements(list) => match list.as_slice() {
-                [translation] if !translation.steps.is_empty() => {
-                    (translation.steps[translation.primary].clone(), Some(translation))
-                }
-                [Translation {
-                    kind:
-                        pgcompat::Kind::Fetch {
-                            name, move_only: false, ..
-                        },
-                    ..
-                }] => {
-                    let columns = self.cursors.get(name)?.columns.clone();
-                    return Ok(Described {
-                        params: Vec::new(),
-                        columns,
-                    });
-                }
-                [_] | [] => {
-                    return Ok(Described {
-                        params: Vec::new(),
-                        columns: Vec::new(),
-                    })
-                }
-                _ => {
-                    return Err(SqlError::new(
-                        SYNTAX_ERROR,
-                        "cannot insert multiple commands into a prepared statement",
-                    ))
-                }
-            },
-        };
-        let learned: &[Option<PgType>] = translation.map_or(&[], |t| t.params.as_slice());
-        let mut stmt = self.conn.prepare(&step)?;
-        let count = exec::parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
-        let raw = RawParams {
-            values: Vec::new(),
-            formats: Format::UnifiedText,
-            client_types: client_types.to_vec(),
-        };
-        let params = (0..count.max(client_types.len()))
-            .map(
-                |index| match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
-                    Some(ty) => ty,
-                    None => types::wire_type(raw.type_of(index, learned).unwrap_or(types::PARAMETER_TYPE_DEFAULT)),
-                },
-            )
-            .collect();
-        let known = self.dialect.column_types(&stmt, translation);
-        let declared = exec::declared_types(&stmt);
-        let unknown = known.iter().zip(&declared).any(|(k, d)| k.is_none() && d.is_none());
-        let probe = if unknown && stmt.readonly() && count == 0 {
-            let mut rows = stmt.raw_query();
-            match rows.next()? {
-                Some(row) => (0..declared.len())
-                    .map(|i| row.get::<_, Value>(i))
-                    .collect::<Result<Vec<_>, _>>()?,
-                None => Vec::new(),
-            }
-        } else {
-            Vec::new()
-        };
-        let columns: Vec<(String, PgType)> = exec::names(&stmt)
-            .into_iter()
-            .zip(known.into_iter().zip(declared))
-            .enumerate()
-            .map(|(i, (name, (known, declared)))| {
-                let ty = known
-                    .or(declared)
-                    .unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
-                (name, ty)
-            })
-            .collect();
-        if self.described.len() >= DESCRIBED_STATEMENTS_MAX {
-            self.described.clear();
-        }
-        self.described
-            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| *ty).collect());
-        Ok(Described { params, columns })
-    }
 }
 
 /// Refuses a statement that writes inside a `READ ONLY` transaction (25006).
@@ -1129,56 +619,6 @@ fn read_only_error(tag: &str) -> SqlError {
         READ_ONLY_SQL_TRANSACTION,
         format!("cannot execute {tag} in a read-only transaction"),
     )
-}
-
-/// The zone a `TimeZone` setting names (`UTC`, `Europe/Paris`), if known.
-/// The rows of a `SHOW`, all text, tagged `SHOW`.
-fn show_outcome(names: Vec<String>, rows: Vec<Vec<String>>, format: &Format) -> Result<Outcome, SqlError> {
-    let rows: Vec<Vec<Value>> = rows
-        .into_iter()
-        .map(|row| row.into_iter().map(Value::Text).collect())
-        .collect();
-    let columns = names.into_iter().map(|name| (name, PgType::TEXT)).collect();
-    let outcome = exec::rows_outcome(
-        columns,
-        &rows,
-        format,
-        &Kind::Other("SHOW".to_owned()),
-        &jiff::tz::TimeZone::UTC,
-    )?;
-    Ok(match outcome {
-        Outcome::Rows { fields, rows, .. } => Outcome::Rows {
-            fields,
-            rows,
-            tag: "SHOW".to_owned(),
-        },
-        other => other,
-    })
-}
-
-/// The settings a client's startup packet asks for: its parameters other than who and where, and each
-/// `-c name=value` (or `--name=value`) of its `options`.
-fn startup_settings(startup: &[(String, String)]) -> Vec<(String, String)> {
-    let mut settings = Vec::new();
-    for (name, value) in startup {
-        match name.as_str() {
-            "user" | "database" | "replication" => {}
-            "options" => {
-                let mut words = value.split_whitespace();
-                while let Some(word) = words.next() {
-                    let assignment = match word {
-                        "-c" => words.next(),
-                        _ => word.strip_prefix("-c").or_else(|| word.strip_prefix("--")),
-                    };
-                    if let Some((name, value)) = assignment.and_then(|a| a.split_once('=')) {
-                        settings.push((name.replace('-', "_"), value.to_owned()));
-                    }
-                }
-            }
-            _ => settings.push((name.clone(), value.clone())),
-        }
-    }
-    settings
 }
 
 /// A process id for `pg_backend_pid()`: distinct per session of this process.

@@ -1,0 +1,170 @@
+//! The pgwire query handlers of a connection (simple and extended query, COPY), over its session.
+
+use super::*;
+
+/// Simple and extended query handling over the connection's session.
+pub(super) struct QueryHandler {
+    pub(super) connection: Arc<Connection>,
+    pub(super) parser: Arc<NoopQueryParser>,
+}
+
+pub(super) fn outcome_response(outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Rows { fields, rows, tag } => {
+            let mut response = QueryResponse::new(fields, stream::iter(rows.into_iter().map(Ok)));
+            response.set_command_tag(&tag);
+            Response::Query(response)
+        }
+        Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
+        Outcome::TxStart(tag) => Response::TransactionStart(Tag::new(&tag)),
+        Outcome::TxEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(0, columns, stream::empty())),
+        Outcome::CopyOut { columns, data } => Response::CopyOut(CopyResponse::new(
+            0,
+            columns,
+            stream::iter(data.into_iter().map(|chunk| Ok(CopyData::new(chunk)))),
+        )),
+    }
+}
+
+#[async_trait]
+impl CopyHandler for QueryHandler {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let data = copy_data.data;
+        self.connection.run(move |s| s.copy_data(&data)).await?;
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let rows = self
+            .connection
+            .run(|s| s.copy_done())
+            .await?
+            .map_err(SqlError::into_pgwire)?;
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        client
+            .send(PgWireBackendMessage::CommandComplete(
+                Tag::new("COPY").with_rows(rows).into(),
+            ))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let message = fail.message;
+        match self.connection.run(move |s| s.copy_fail(&message)).await {
+            Ok(error) => error.into_pgwire(),
+            Err(error) => error,
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for QueryHandler {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        check_query_size(query).map_err(SqlError::into_pgwire)?;
+        let query = query.to_owned();
+        let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
+        let mut responses: Vec<Response> = outcomes.into_iter().map(outcome_response).collect();
+        if let Some(error) = error {
+            // An error response in the list (not an `Err`) keeps the results before it.
+            responses.push(Response::Error(Box::new(error.into_info())));
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for QueryHandler {
+    type Statement = String;
+    type QueryParser = NoopQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let sql = portal.statement.statement.clone();
+        check_query_size(&sql).map_err(SqlError::into_pgwire)?;
+        let params = types::RawParams {
+            values: portal.parameters.clone(),
+            formats: portal.parameter_format.clone(),
+            client_types: portal.statement.parameter_types.clone(),
+        };
+        let format = portal.result_column_format.clone();
+        let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
+        outcome.map(outcome_response).map_err(SqlError::into_pgwire)
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        client: &mut C,
+        stmt: &StoredStatement<Self::Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let described = self.describe(client, stmt).await?;
+        let fields = types::fields(&described.columns, &Format::UnifiedText);
+        Ok(DescribeStatementResponse::new(described.params, fields))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let described = self.describe(client, &portal.statement).await?;
+        let fields = types::fields(&described.columns, &portal.result_column_format);
+        Ok(DescribePortalResponse::new(fields))
+    }
+}
+
+impl QueryHandler {
+    pub(super) async fn describe<C: ClientInfo>(
+        &self,
+        client: &C,
+        stmt: &StoredStatement<String>,
+    ) -> PgWireResult<Described> {
+        let sql = stmt.statement.clone();
+        check_query_size(&sql).map_err(SqlError::into_pgwire)?;
+        let client_types = stmt.parameter_types.clone();
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
+        self.connection
+            .run_cancellable(cancel, move |s| s.describe(&sql, &client_types))
+            .await?
+            .map_err(SqlError::into_pgwire)
+    }
+}

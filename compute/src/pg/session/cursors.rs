@@ -1,0 +1,90 @@
+//! `DECLARE`, `FETCH` and `MOVE` on a session (the cursors themselves: `pg::cursor`).
+
+use super::*;
+
+impl Session {
+    /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
+    /// keeps its rows (see `cursor`).
+    pub(super) fn declare_cursor(
+        &mut self,
+        name: &str,
+        query: &str,
+        scroll: Option<bool>,
+        hold: bool,
+    ) -> Result<Outcome, SqlError> {
+        if !hold && self.tx == TxState::Idle && self.conn.is_autocommit() {
+            return self.fail(SqlError::new(
+                NO_ACTIVE_SQL_TRANSACTION,
+                "DECLARE CURSOR can only be used in transaction blocks",
+            ));
+        }
+        let translated = self.translate(query)?;
+        let translation = match &*translated {
+            Translated::Statements(list) => match list.as_slice() {
+                [t] if t.steps.len() == 1 && t.kind == pgcompat::Kind::Select => t.clone(),
+                _ => {
+                    return self.fail(SqlError::new(
+                        FEATURE_NOT_SUPPORTED,
+                        "a cursor's query must be one SELECT",
+                    ))
+                }
+            },
+            Translated::Passthrough => {
+                return self.fail(SqlError::new(SYNTAX_ERROR, "a cursor's query must be one SELECT"));
+            }
+        };
+        if self.conn.is_autocommit() {
+            self.dialect.state().start_transaction();
+        }
+        let tz = self.dialect.state().time_zone();
+        let read = self
+            .conn
+            .prepare(&translation.steps[0])
+            .map_err(SqlError::from)
+            .and_then(|mut stmt| {
+                let typing = Typing {
+                    known: self.dialect.column_types(&stmt, Some(&translation)),
+                    hints: None,
+                    tz: &tz,
+                };
+                exec::query_values(&mut stmt, &typing)
+            });
+        let declared =
+            read.and_then(|(columns, rows)| self.cursors.declare(name, Cursor::new(columns, rows, scroll, hold)));
+        match declared {
+            Ok(()) => Ok(Outcome::Command("DECLARE CURSOR".to_owned())),
+            Err(error) => self.fail(error),
+        }
+    }
+
+    /// `FETCH` or `MOVE` on an open cursor.
+    pub(super) fn fetch_cursor(
+        &mut self,
+        name: &str,
+        direction: pgcompat::translate::cursor::CursorMove,
+        move_only: bool,
+        format: &Format,
+    ) -> Result<Outcome, SqlError> {
+        let tz = self.dialect.state().time_zone();
+        let fetched = self.cursors.get(name).and_then(|cursor| {
+            let rows = cursor.step(name, direction)?;
+            Ok((cursor.columns.clone(), rows))
+        });
+        let (columns, rows) = match fetched {
+            Ok(fetched) => fetched,
+            Err(error) => return self.fail(error),
+        };
+        if move_only {
+            return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
+        }
+        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
+            Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
+                fields,
+                rows,
+                tag: "FETCH".to_owned(),
+            }),
+            Ok(other) => Ok(other),
+            Err(error) => self.fail(error),
+        }
+    }
+}

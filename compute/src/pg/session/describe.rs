@@ -1,0 +1,108 @@
+//! Describe: a statement's parameter types and result columns, for the extended protocol.
+
+use super::*;
+
+impl Session {
+    pub(super) fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
+        if let Some(word) = exec::leading_words(sql, 1)
+            .first()
+            .filter(|w| settings::is_setting_statement(w))
+        {
+            let columns = match (word.as_str(), settings::parse(sql)?) {
+                ("SHOW", Command::Show(name)) => {
+                    let (name, _) = self.dialect.state().read_settings(|settings| settings.show(&name))?;
+                    vec![(name, PgType::TEXT)]
+                }
+                ("SHOW", Command::ShowAll) => ["name", "setting", "description"]
+                    .map(|name| (name.to_owned(), PgType::TEXT))
+                    .to_vec(),
+                _ => Vec::new(),
+            };
+            return Ok(Described {
+                params: Vec::new(),
+                columns,
+            });
+        }
+        let translated = self.translate(sql)?;
+        let (step, translation) = match &*translated {
+            Translated::Passthrough => (exec::passthrough_text(sql).into_owned(), None),
+            Translated::Statements(list) => match list.as_slice() {
+                [translation] if !translation.steps.is_empty() => {
+                    (translation.steps[translation.primary].clone(), Some(translation))
+                }
+                [Translation {
+                    kind:
+                        pgcompat::Kind::Fetch {
+                            name, move_only: false, ..
+                        },
+                    ..
+                }] => {
+                    let columns = self.cursors.get(name)?.columns.clone();
+                    return Ok(Described {
+                        params: Vec::new(),
+                        columns,
+                    });
+                }
+                [_] | [] => {
+                    return Ok(Described {
+                        params: Vec::new(),
+                        columns: Vec::new(),
+                    })
+                }
+                _ => {
+                    return Err(SqlError::new(
+                        SYNTAX_ERROR,
+                        "cannot insert multiple commands into a prepared statement",
+                    ))
+                }
+            },
+        };
+        let learned: &[Option<PgType>] = translation.map_or(&[], |t| t.params.as_slice());
+        let mut stmt = self.conn.prepare(&step)?;
+        let count = exec::parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
+        let raw = RawParams {
+            values: Vec::new(),
+            formats: Format::UnifiedText,
+            client_types: client_types.to_vec(),
+        };
+        let params = (0..count.max(client_types.len()))
+            .map(
+                |index| match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
+                    Some(ty) => ty,
+                    None => types::wire_type(raw.type_of(index, learned).unwrap_or(types::PARAMETER_TYPE_DEFAULT)),
+                },
+            )
+            .collect();
+        let known = self.dialect.column_types(&stmt, translation);
+        let declared = exec::declared_types(&stmt);
+        let unknown = known.iter().zip(&declared).any(|(k, d)| k.is_none() && d.is_none());
+        let probe = if unknown && stmt.readonly() && count == 0 {
+            let mut rows = stmt.raw_query();
+            match rows.next()? {
+                Some(row) => (0..declared.len())
+                    .map(|i| row.get::<_, Value>(i))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        let columns: Vec<(String, PgType)> = exec::names(&stmt)
+            .into_iter()
+            .zip(known.into_iter().zip(declared))
+            .enumerate()
+            .map(|(i, (name, (known, declared)))| {
+                let ty = known
+                    .or(declared)
+                    .unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
+                (name, ty)
+            })
+            .collect();
+        if self.described.len() >= DESCRIBED_STATEMENTS_MAX {
+            self.described.clear();
+        }
+        self.described
+            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| *ty).collect());
+        Ok(Described { params, columns })
+    }
+}

@@ -1,0 +1,384 @@
+//! Deletion cut by kill -9 at each of its steps (issue 13): `cambium up` pauses at one step of a database's or a
+//! branch's deletion (hidden `--faults pause_at=<step>:<ms>`, which logs `fault injection: pausing at <step>`),
+//! the test waits for that line in its log, checks the step's effect is visible (what came before it is done,
+//! what comes after is not), kills the process with -9 and restarts it without the fault. Then the deletion is
+//! finished by the reconciler, or the resource is intact — never half: the metadata and what the pageserver and
+//! every safekeeper hold agree again, the database's other data is all there and takes commits.
+//!
+//! The steps (see `api::faults::Step`): a database's deletion stops its compute, deletes its row
+//! (`database_row` is before), deletes its tenant from the pageserver (`database_storage` is before) and then
+//! from the safekeepers (`tenant_safekeepers` is between). A branch's deletion deletes its rows
+//! (`branch_storage` is after), then each timeline nothing needs from the pageserver, the safekeepers
+//! (`timeline_safekeepers` is between) and its row (`timeline_row` is before).
+//!
+//! The reconciler does not run while the service is paused (its period is long until the restart), so the
+//! state at the pause is the deletion's alone. What the storage holds is read from disk beside the running service: the pageserver's live timelines from the
+//! tenant's branch log, each safekeeper's from its directories, the metadata read-only (SQLite WAL mode).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::api::{connect, insert_ids as insert, table_ids as ids, Up};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+/// How long the service pauses at the step: far longer than the test needs to kill it there.
+const PAUSE_MS: u64 = 120_000;
+/// Bound of every wait.
+const WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// A `cambium up` paused at a step of a deletion, with one database of ten rows.
+struct Scene {
+    up: Up,
+    data_dir: PathBuf,
+    log: PathBuf,
+    database: Value,
+    database_id: String,
+    tenant: String,
+    uri: String,
+    /// The deletion request, sent and never answered (the process is killed first).
+    _request: Option<tokio::net::TcpStream>,
+    _root: tempfile::TempDir,
+}
+
+impl Scene {
+    /// `up` that pauses at `step`, a database with table `t` holding ids 0..10.
+    async fn start(step: &str) -> Scene {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data_dir = root.path().join("cambium");
+        let log = root.path().join("up.log");
+        let fault = format!("pause_at={step}:{PAUSE_MS}");
+        let up = Up::start_in_logged(
+            &data_dir,
+            // The reconciler's first round runs at the start, before anything exists; the next would come after
+            // the test, so nothing but the deletion itself moves while it is paused.
+            &["--reconcile-period-ms", "600000", "--faults", &fault],
+            &log,
+            "api::faults=warn",
+        );
+        let project = up.create_project("deletions").await;
+        let database = up.create_database(&project, "db").await;
+        let database_id = text(&database, "id");
+        let uri = up.uri(&database);
+        connect(&uri)
+            .await
+            .expect("connect")
+            .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL DEFAULT 'row')")
+            .await
+            .expect("create table");
+        insert(&uri, 0..10).await;
+        let tenant = metadata_query(&data_dir, "SELECT tenant_id FROM databases WHERE id = ?1", &database_id)
+            .into_iter()
+            .next()
+            .expect("the database's tenant");
+        Scene {
+            up,
+            data_dir,
+            log,
+            database,
+            database_id,
+            tenant,
+            uri,
+            _request: None,
+            _root: root,
+        }
+    }
+
+    /// Sends `DELETE path` without waiting for the answer, and waits until the service pauses at `step`.
+    async fn delete_until_paused(&mut self, path: &str, step: &str) {
+        let address = self.up.process.address.clone();
+        let mut request = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let head = format!(
+            "DELETE {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\n\r\n",
+            self.up.key
+        );
+        request.write_all(head.as_bytes()).await.expect("send");
+        self._request = Some(request);
+        let line = format!("fault injection: pausing at {step}");
+        wait_for(&format!("the pause at {step}"), || {
+            std::fs::read_to_string(&self.log).is_ok_and(|log| log.contains(&line))
+        })
+        .await;
+    }
+
+    /// kill -9 where it paused, then a restart on the same data and ports without the fault, the reconciler
+    /// running every 300 ms.
+    fn crash_and_restart(&mut self) {
+        self.up.process.kill9();
+        self._request = None;
+        let args = self.up.process.args_mut();
+        let at = args.iter().position(|arg| arg == "--faults").expect("the fault flag");
+        args.drain(at..at + 2);
+        let at = args
+            .iter()
+            .position(|arg| arg == "--reconcile-period-ms")
+            .expect("the reconciler's period");
+        args[at + 1] = "300".to_owned();
+        self.up.process.restart();
+    }
+
+    /// The timelines the pageserver holds for the tenant (its branch log's live ones); empty if it holds no
+    /// such tenant.
+    fn on_pageserver(&self) -> BTreeSet<String> {
+        let path = self
+            .data_dir
+            .join("pageserver/tenants")
+            .join(&self.tenant)
+            .join("branches.log");
+        let Ok(log) = std::fs::read(&path) else {
+            return BTreeSet::new();
+        };
+        let (entries, _) = storage::formats::branch_log_prefix(&log).expect("a valid branch log");
+        storage::formats::live_timelines(&entries)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// The timelines safekeeper `n` holds for the tenant; empty if it holds no such tenant.
+    fn on_safekeeper(&self, n: u32) -> BTreeSet<String> {
+        timeline_dirs(&self.data_dir.join(format!("safekeeper-{n}")).join(&self.tenant))
+    }
+
+    /// Whether any storage node holds anything of the tenant.
+    fn tenant_held(&self) -> bool {
+        self.data_dir.join("pageserver/tenants").join(&self.tenant).exists()
+            || (1..=3).any(|n| {
+                self.data_dir
+                    .join(format!("safekeeper-{n}"))
+                    .join(&self.tenant)
+                    .exists()
+            })
+    }
+
+    /// Every timeline row of the database.
+    fn timeline_rows(&self) -> BTreeSet<String> {
+        metadata_query(
+            &self.data_dir,
+            "SELECT timeline_id FROM timelines WHERE database_id = ?1",
+            &self.database_id,
+        )
+        .into_iter()
+        .collect()
+    }
+
+    /// Waits until the metadata and every storage node agree on the database's timelines, which are `want`.
+    async fn wait_storage_is(&self, want: &BTreeSet<String>) {
+        wait_for("the storage and the metadata to agree", || {
+            self.timeline_rows() == *want
+                && self.on_pageserver() == *want
+                && (1..=3).all(|n| self.on_safekeeper(n) == *want)
+        })
+        .await;
+    }
+
+    /// Every row the database had is there, and it takes a commit.
+    async fn assert_intact(&self) {
+        assert_eq!(ids(&self.uri).await, (0..10).collect::<Vec<_>>());
+        insert(&self.uri, 10..12).await;
+        assert_eq!(ids(&self.uri).await, (0..12).collect::<Vec<_>>());
+    }
+}
+
+/// The text field `key` of `value`.
+fn text(value: &Value, key: &str) -> String {
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {key} in {value}"))
+        .to_owned()
+}
+
+/// Polls `done` every 50 ms; panics naming `what` after [`WAIT_MAX`].
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_MAX;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited {WAIT_MAX:?} for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The first column of `sql` (one `?1` parameter, `arg`) over the control metadata, read-only beside the service.
+fn metadata_query(data_dir: &Path, sql: &str, arg: &str) -> Vec<String> {
+    use compute::rusqlite::{Connection, OpenFlags};
+    let metadata = Connection::open_with_flags(
+        data_dir.join("metadata.sqlite"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .expect("open the metadata read-only");
+    let mut statement = metadata.prepare(sql).expect("prepare");
+    statement
+        .query_map([arg], |row| row.get::<_, String>(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+/// The subdirectories of `dir` named as timeline ids (32 hex digits); none if it is missing.
+fn timeline_dirs(dir: &Path) -> BTreeSet<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_deletion_killed_before_its_row_goes_leaves_the_database_intact() {
+    let mut scene = Scene::start("database_row").await;
+    let path = format!("/v1/databases/{}", scene.database_id);
+    let branches = scene.up.call("GET", &format!("{path}/branches"), None).await.json();
+    scene.delete_until_paused(&path, "database_row").await;
+    // The compute is stopped, nothing else is done.
+    assert!(connect(&scene.uri).await.is_err(), "the compute is stopped first");
+    let timelines = scene.timeline_rows();
+    assert_eq!(timelines.len(), 1, "{timelines:?}");
+    scene.crash_and_restart();
+
+    // Intact: the same database, served again, all its data, its branches.
+    let reply = scene.up.call("GET", &path, None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let mut database = reply.json()["database"].clone();
+    assert_eq!(database["status"], "active", "{database}");
+    database["connection_uri"] = scene.database["connection_uri"].clone();
+    assert_eq!(database, scene.database);
+    scene.assert_intact().await;
+    let again = scene.up.call("GET", &format!("{path}/branches"), None).await.json();
+    assert_eq!(again, branches);
+    scene.wait_storage_is(&timelines).await;
+    // And the deletion, asked again, is done.
+    let deleted = scene.up.call("DELETE", &path, None).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    wait_for("the tenant to be deleted", || !scene.tenant_held()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_deletion_killed_after_its_row_went_is_finished_by_the_reconciler() {
+    let mut scene = Scene::start("database_storage").await;
+    let path = format!("/v1/databases/{}", scene.database_id);
+    scene.delete_until_paused(&path, "database_storage").await;
+    // The rows are gone, the storage is not.
+    scene.up.call("GET", &path, None).await.assert_error(404, "not_found");
+    assert!(scene.timeline_rows().is_empty(), "{:?}", scene.timeline_rows());
+    assert!(!scene.on_pageserver().is_empty());
+    assert!((1..=3).all(|n| !scene.on_safekeeper(n).is_empty()));
+    scene.crash_and_restart();
+
+    scene.up.call("GET", &path, None).await.assert_error(404, "not_found");
+    wait_for("the tenant to be deleted from every storage node", || {
+        !scene.tenant_held()
+    })
+    .await;
+    assert!(connect(&scene.uri).await.is_err(), "a deleted database serves nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_deletion_killed_between_the_pageserver_and_the_safekeepers_is_finished() {
+    let mut scene = Scene::start("tenant_safekeepers").await;
+    let path = format!("/v1/databases/{}", scene.database_id);
+    scene.delete_until_paused(&path, "tenant_safekeepers").await;
+    // Gone from the pageserver, still on the safekeepers.
+    assert!(!scene.data_dir.join("pageserver/tenants").join(&scene.tenant).exists());
+    assert!((1..=3).all(|n| !scene.on_safekeeper(n).is_empty()));
+    scene.crash_and_restart();
+    scene.up.call("GET", &path, None).await.assert_error(404, "not_found");
+    wait_for("the safekeepers' copies to be deleted", || !scene.tenant_held()).await;
+}
+
+/// A branch `doomed` of the database's main branch, written on both sides; its id and its timeline.
+async fn doomed_branch(scene: &Scene) -> (String, String) {
+    let created = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/databases/{}/branches", scene.database_id),
+            Some(r#"{"name":"doomed"}"#),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let branch = created.json()["branch"].clone();
+    let branch_id = text(&branch, "id");
+    insert(&scene.up.uri(&branch), 100..105).await;
+    let timeline = metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM branches WHERE id = ?1",
+        &branch_id,
+    )
+    .into_iter()
+    .next()
+    .expect("the branch's timeline");
+    (branch_id, timeline)
+}
+
+/// A branch deletion paused and killed at `step`; `check_paused` looks at the state there. After the restart
+/// the branch is gone from the metadata and every storage node, and the database is intact.
+async fn branch_deletion_is_finished(step: &str, check_paused: impl FnOnce(&Scene, &str)) {
+    let mut scene = Scene::start(step).await;
+    let (branch_id, timeline) = doomed_branch(&scene).await;
+    let before = scene.timeline_rows();
+    assert!(before.contains(&timeline), "{before:?}");
+    scene.wait_storage_is(&before).await;
+    scene
+        .delete_until_paused(&format!("/v1/branches/{branch_id}"), step)
+        .await;
+    check_paused(&scene, &timeline);
+    scene.crash_and_restart();
+
+    scene
+        .up
+        .call("GET", &format!("/v1/branches/{branch_id}"), None)
+        .await
+        .assert_error(404, "not_found");
+    let listed = scene
+        .up
+        .call("GET", &format!("/v1/databases/{}/branches", scene.database_id), None)
+        .await
+        .json();
+    let listed = listed["branches"].as_array().expect("branches").clone();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["is_default"], true);
+    let mut after = before.clone();
+    after.remove(&timeline);
+    scene.wait_storage_is(&after).await;
+    scene.assert_intact().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_deletion_killed_after_its_rows_went_is_finished_by_the_reconciler() {
+    branch_deletion_is_finished("branch_storage", |scene, timeline| {
+        // The branch row is gone; its timeline's row and its storage are not.
+        assert!(scene.timeline_rows().contains(timeline));
+        assert!(scene.on_pageserver().contains(timeline));
+        assert!((1..=3).all(|n| scene.on_safekeeper(n).contains(timeline)));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_deletion_killed_between_the_pageserver_and_the_safekeepers_is_finished() {
+    branch_deletion_is_finished("timeline_safekeepers", |scene, timeline| {
+        assert!(scene.timeline_rows().contains(timeline));
+        assert!(
+            !scene.on_pageserver().contains(timeline),
+            "deleted from the pageserver first"
+        );
+        assert!((1..=3).all(|n| scene.on_safekeeper(n).contains(timeline)));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_deletion_killed_before_its_timeline_row_goes_is_finished() {
+    branch_deletion_is_finished("timeline_row", |scene, timeline| {
+        assert!(scene.timeline_rows().contains(timeline));
+        assert!(!scene.on_pageserver().contains(timeline));
+        assert!((1..=3).all(|n| !scene.on_safekeeper(n).contains(timeline)));
+    })
+    .await;
+}
