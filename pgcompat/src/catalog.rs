@@ -7,7 +7,11 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension};
+
+use crate::enums::EnumCatalog;
 
 use crate::types::PgType;
 
@@ -18,6 +22,14 @@ pub const COLUMNS_TABLE: &str = "_cambium_columns";
 pub const CREATE_COLUMNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS _cambium_columns (\
      table_name TEXT NOT NULL, column_name TEXT NOT NULL, type TEXT NOT NULL, \
      PRIMARY KEY (table_name, column_name)) WITHOUT ROWID";
+
+/// Statements that move SQLite's `schema_version` and change nothing else, for DDL that changes only the
+/// layer's catalog rows (an `ALTER SEQUENCE … OWNED BY`): translations and catalog snapshots follow that
+/// version, so they are made again after it.
+pub const BUMP_SCHEMA_VERSION: [&str; 2] = [
+    "DROP VIEW IF EXISTS _cambium_schema_bump",
+    "CREATE VIEW _cambium_schema_bump AS SELECT 1",
+];
 
 /// Whether a table name belongs to the layer (its catalog, the TEMP views of `pg_catalog`, which would
 /// shadow a table of the same name) or to SQLite, hidden from the client's catalog views.
@@ -47,11 +59,24 @@ impl TableTypes {
     }
 }
 
+/// What the translator needs to know of a sequence (its state is read where it is used).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SequenceEntry {
+    /// The sequence's name.
+    pub name: String,
+    /// `OWNED BY` table and column (a serial or identity column's sequence), names as SQLite has them.
+    pub owner: Option<(String, String)>,
+    /// `a` (GENERATED ALWAYS) or `d` (BY DEFAULT) for an identity column's sequence, else empty.
+    pub identity: String,
+}
+
 /// A snapshot of the catalog at one `schema_version`.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     schema_version: i64,
     tables: HashMap<String, TableTypes>,
+    sequences: Vec<SequenceEntry>,
+    enums: Arc<EnumCatalog>,
 }
 
 impl Catalog {
@@ -63,6 +88,46 @@ impl Catalog {
     /// The type of `table.column`, if recorded.
     pub fn column_type(&self, table: &str, column: &str) -> Option<PgType> {
         self.table(table).and_then(|t| t.column(column))
+    }
+
+    /// The sequence of this name (compared as SQLite compares names, ASCII case-insensitively).
+    pub fn sequence(&self, name: &str) -> Option<&SequenceEntry> {
+        self.sequences.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The sequences owned by a column of `table` (all columns when `column` is `None`).
+    pub fn owned_sequences<'a>(
+        &'a self,
+        table: &'a str,
+        column: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a SequenceEntry> + 'a {
+        self.sequences.iter().filter(move |s| {
+            s.owner.as_ref().is_some_and(|(t, c)| {
+                t.eq_ignore_ascii_case(table) && column.is_none_or(|column| c.eq_ignore_ascii_case(column))
+            })
+        })
+    }
+
+    /// The (table, column) pairs whose recorded type passes `wanted`.
+    pub fn columns_of_type<'a>(
+        &'a self,
+        wanted: impl Fn(PgType) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.tables
+            .iter()
+            .flat_map(|(table, types)| types.columns.iter().map(move |(column, ty)| (table, column, *ty)))
+            .filter(move |(_, _, ty)| wanted(*ty))
+            .map(|(table, column, _)| (table.as_str(), column.as_str()))
+    }
+
+    /// The database's enum types.
+    pub fn enums(&self) -> &Arc<EnumCatalog> {
+        &self.enums
+    }
+
+    /// Whether any sequence exists (so `_cambium_sequences` does).
+    pub fn has_sequences(&self) -> bool {
+        !self.sequences.is_empty()
     }
 
     /// The `schema_version` this snapshot was read at.
@@ -105,8 +170,36 @@ impl Catalog {
                 }
             }
         }
-        Ok(Catalog { schema_version, tables })
+        let sequences = load_sequences(conn)?;
+        let enums = Arc::new(EnumCatalog::load(conn)?);
+        Ok(Catalog {
+            schema_version,
+            tables,
+            sequences,
+            enums,
+        })
     }
+}
+
+fn load_sequences(conn: &Connection) -> rusqlite::Result<Vec<SequenceEntry>> {
+    let exists: Option<i64> = conn
+        .prepare_cached("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_cambium_sequences'")?
+        .query_row([], |row| row.get(0))
+        .optional()?;
+    if exists.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached("SELECT name, owner_table, owner_column, identity FROM _cambium_sequences")?;
+    let rows = stmt.query_map([], |row| {
+        let table: Option<String> = row.get(1)?;
+        let column: Option<String> = row.get(2)?;
+        Ok(SequenceEntry {
+            name: row.get(0)?,
+            owner: table.zip(column),
+            identity: row.get(3)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// The SQL that records `table.column` as `ty` (inside the DDL's transaction).

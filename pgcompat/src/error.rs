@@ -121,6 +121,12 @@ pub const INTERNAL_ERROR: &str = "XX000";
 
 /// substring_error
 pub const SUBSTRING_ERROR: &str = "22011";
+/// unique_violation
+pub const UNIQUE_VIOLATION: &str = "23505";
+/// wrong_object_type
+pub const WRONG_OBJECT_TYPE: &str = "42809";
+/// generated_always (a value given for a `GENERATED ALWAYS AS IDENTITY` column)
+pub const GENERATED_ALWAYS: &str = "428C9";
 /// cant_change_runtime_param
 pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 /// bad_copy_file_format
@@ -189,6 +195,9 @@ const CODES: &[&str] = &[
     CARDINALITY_VIOLATION,
     GROUPING_ERROR,
     INDETERMINATE_DATATYPE,
+    WRONG_OBJECT_TYPE,
+    GENERATED_ALWAYS,
+    UNIQUE_VIOLATION,
 ];
 
 /// The layer's static code equal to `code`, if it is one.

@@ -10,15 +10,19 @@
 //!
 //! **Boundary:** no networking, no storage; SQLite is reached only through the connection given.
 
-#![forbid(unsafe_code)]
+// One `unsafe` call, reviewed: the connection handle a sequence function writes through (see
+// `functions::sequence::on_connection`). Everything else stays safe code.
+#![deny(unsafe_code)]
 
 pub mod advisory;
 pub mod catalog;
 pub mod copy;
+pub mod enums;
 pub mod error;
 pub mod functions;
 pub mod notify;
 pub mod pg_catalog;
+pub mod sequence;
 pub mod settings;
 pub mod translate;
 pub mod types;
@@ -92,7 +96,10 @@ impl Dialect {
 
     /// Reads the catalog again if the schema changed.
     pub fn refresh(&mut self, conn: &Connection) -> Result<(), TranslateError> {
-        self.catalog.refresh(conn).map_err(TranslateError::Sqlite)?;
+        if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
+            functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
+                .map_err(TranslateError::Sqlite)?;
+        }
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
             self.order.clear();
@@ -147,6 +154,17 @@ impl Dialect {
         }
         assert!(self.cache.len() <= TRANSLATIONS_MAX, "translation cache over its bound");
         Ok(translated)
+    }
+
+    /// Call when the session holds no transaction (after each statement outside a block, and after a block
+    /// ends): the sequence values a rolled-back transaction or failed statement took are stored again, so
+    /// nobody is given them again, as in PostgreSQL (see `functions::sequence::settle`). Cheap when the
+    /// session called no `nextval` since the last call.
+    pub fn settle_sequences(&self, conn: &Connection) -> rusqlite::Result<()> {
+        if !conn.is_autocommit() {
+            return Ok(());
+        }
+        functions::sequence::settle(conn, &self.state)
     }
 
     /// The PostgreSQL type of each result column of a prepared statement: the translation's inferred

@@ -56,6 +56,9 @@ pub enum Base {
     Oid,
     /// `regclass`, `regtype`, `regproc`: printed as names
     Regclass,
+    /// A user-defined enum type of the database, by its OID (its name and labels are the database's:
+    /// `crate::enums`). Stored as its label's text.
+    Enum(u32),
 }
 
 impl Base {
@@ -227,6 +230,7 @@ impl PgType {
             Base::Uuid => (2950, 2951),
             Base::Jsonb => (3802, 3807),
             Base::Regclass => (2205, 2210),
+            Base::Enum(oid) => (oid, oid + 1),
         };
         if self.array {
             array
@@ -275,6 +279,8 @@ impl PgType {
             Base::Jsonb => "jsonb",
             Base::Oid => "oid",
             Base::Regclass => "regclass",
+            // The name is the database's; callers that print it ask the catalog (`crate::enums`).
+            Base::Enum(_) => "enum",
         };
         if self.array {
             format!("_{name}")
@@ -310,6 +316,7 @@ impl PgType {
             Base::Jsonb => "jsonb",
             Base::Oid => "oid",
             Base::Regclass => "regclass",
+            Base::Enum(_) => "enum",
         };
         let modifier = match self.modifier {
             Modifier::None => String::new(),
@@ -353,7 +360,8 @@ impl PgType {
             | Base::Uuid
             | Base::Json
             | Base::Jsonb
-            | Base::Regclass => Storage::Text,
+            | Base::Regclass
+            | Base::Enum(_) => Storage::Text,
         }
     }
 
@@ -379,6 +387,9 @@ impl PgType {
     /// The text form this catalog stores (`varchar(20)`, `int4[]`, `numeric(10,2)`), read by
     /// [`PgType::from_catalog`].
     pub fn catalog_text(self) -> String {
+        if let Base::Enum(oid) = self.base {
+            return format!("{}{oid}{}", ENUM_PREFIX, if self.array { "[]" } else { "" });
+        }
         let mut text = self.element().internal_name();
         match self.modifier {
             Modifier::None => {}
@@ -397,6 +408,14 @@ impl PgType {
             Some(element) => (element, true),
             None => (text, false),
         };
+        if let Some(oid) = text.strip_prefix(ENUM_PREFIX) {
+            let oid: u32 = oid.parse().ok()?;
+            return Some(PgType {
+                base: Base::Enum(oid),
+                array,
+                modifier: Modifier::None,
+            });
+        }
         let (name, modifier) = match text.split_once('(') {
             Some((name, rest)) => {
                 let inner = rest.strip_suffix(')')?;
@@ -426,6 +445,9 @@ impl PgType {
         base_by_name(lower).map(PgType::new)
     }
 }
+
+/// The catalog text of an enum type: this and its OID (`enum:1610613760`).
+const ENUM_PREFIX: &str = "enum:";
 
 impl fmt::Display for PgType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

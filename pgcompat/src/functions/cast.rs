@@ -20,6 +20,7 @@ pub(super) fn install_casts(conn: &Connection, state: Arc<SessionState>) -> rusq
             return Ok(value);
         };
         let source = type_arg(ctx, 2)?;
+        super::enums::check(&cast_state, target, &value).map_err(raise)?;
         cast(value, target, source, &cast_state.time_zone()).map_err(raise)
     })?;
     conn.create_scalar_function("pg_coerce", 2, flags_pure(), move |ctx| {
@@ -27,6 +28,7 @@ pub(super) fn install_casts(conn: &Connection, state: Arc<SessionState>) -> rusq
         let Some(target) = type_arg(ctx, 1)? else {
             return Ok(value);
         };
+        super::enums::check(&state, target, &value).map_err(raise)?;
         value::coerce(target, value, &state.time_zone()).map_err(raise)
     })?;
     Ok(())

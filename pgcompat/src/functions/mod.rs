@@ -19,14 +19,17 @@ use rusqlite::Connection;
 mod arithmetic;
 mod cast;
 mod catalog;
+pub(crate) mod enums;
 mod extra;
 mod operators;
+pub(crate) mod sequence;
 mod series;
 mod session;
 mod strings;
 mod temporal;
 
 pub use cast::cast;
+pub(crate) use catalog::pg_quote_ident as quote_ident_pg;
 #[cfg(test)]
 pub(crate) use extra::testing;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
@@ -93,6 +96,10 @@ pub struct SessionState {
     database: String,
     user: String,
     backend_pid: i32,
+    /// What the session's sequences gave it (`currval`, `lastval`).
+    pub(crate) sequences: parking_lot::Mutex<sequence::SequenceSession>,
+    /// The database's enum types as of the session's last catalog read.
+    pub(crate) enums: RwLock<Arc<crate::enums::EnumCatalog>>,
 }
 
 impl SessionState {
@@ -108,6 +115,8 @@ impl SessionState {
             database: database.to_owned(),
             user: user.to_owned(),
             backend_pid,
+            sequences: parking_lot::Mutex::default(),
+            enums: RwLock::default(),
         }
     }
 
@@ -215,6 +224,8 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_arrays(conn, state.clone())?;
     install_series(conn, state.clone())?;
     extra::install(conn, state.clone())?;
+    sequence::install(conn, &state)?;
+    enums::install(conn, &state)?;
     catalog::install(conn, state.clone())?;
     crate::settings::install_functions(conn, state.clone())?;
     crate::advisory::install(conn, state.clone())?;
@@ -225,7 +236,10 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
 /// The result type of a function the layer registers, by name and argument types (`None` where unknown);
 /// the translator's typer asks this for calls it has no rule of its own for.
 pub fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType> {
-    extra::result_type(name, args).or_else(|| crate::advisory::result_type(name))
+    extra::result_type(name, args)
+        .or_else(|| crate::advisory::result_type(name))
+        .or_else(|| sequence::result_type(name))
+        .or_else(|| enums::result_type(name, args))
 }
 
 #[cfg(test)]

@@ -49,7 +49,13 @@ pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> ru
     conn.create_scalar_function("pg_current_user", 0, flags_session(), move |_| Ok(s.user.clone()))?;
     conn.create_scalar_function("pg_backend_pid", 0, flags_session(), move |_| Ok(state.backend_pid))?;
     for name in ["gen_random_uuid", "uuid_generate_v4"] {
-        conn.create_scalar_function(name, 0, FunctionFlags::SQLITE_UTF8, |_| random_uuid().map_err(raise))?;
+        // Innocuous (no side effect), so a column default may call it: `DEFAULT gen_random_uuid()`.
+        conn.create_scalar_function(
+            name,
+            0,
+            FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_INNOCUOUS,
+            |_| random_uuid().map_err(raise),
+        )?;
     }
     Ok(())
 }

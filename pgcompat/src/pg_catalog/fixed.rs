@@ -111,7 +111,8 @@ pub(super) const FIXED: &[View] = &[
     View {
         name: "pg_enum",
         columns: "oid:oid, enumtypid:oid, enumsortorder:float4, enumlabel:name",
-        select: "SELECT 0, 0, 0, NULL WHERE 0",
+        select: "SELECT 1610612736 + e.id * 1024 + 2 + CAST(j.key AS INTEGER), 1610612736 + e.id * 1024, \
+                 json_extract(j.value, '$[1]'), json_extract(j.value, '$[0]') FROM _pgc_enumdefs e, json_each(e.labels) j",
     },
     View {
         name: "pg_statistic_ext",

@@ -4,7 +4,9 @@
 pub(super) const HELPERS: &[(&str, &str)] = &[
     (
         "rel",
-        "SELECT s.rowid AS rid, 16384 + s.rowid * 64 AS oid, s.name AS name, s.type AS type, s.tbl_name AS tbl, s.sql AS sql \
+        "SELECT s.rowid AS rid, 16384 + s.rowid * 64 AS oid, s.name AS name, \
+         CASE WHEN s.type = 'view' AND EXISTS (SELECT 1 FROM _pgc_seqdefs q WHERE q.name = s.name) THEN 'sequence' \
+         ELSE s.type END AS type, s.tbl_name AS tbl, s.sql AS sql \
          FROM main.sqlite_schema s WHERE s.type IN ('table', 'view', 'index') AND s.sql IS NOT NULL \
          AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_cambium\\_%' ESCAPE '\\'",
     ),
@@ -13,15 +15,29 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "SELECT r.rid AS rid, r.oid AS relid, r.name AS relname, r.type AS reltype, p.cid + 1 AS attnum, p.name AS attname, \
          p.type AS decl, p.\"notnull\" AS nn, p.dflt_value AS dflt, p.pk AS pk, ct.type AS pgtype, \
          coalesce(p.name = _pgc_serial(r.name, r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
-         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END AS identity \
+         coalesce((SELECT q.identity FROM _pgc_seqdefs q WHERE q.owner_table = r.name COLLATE NOCASE \
+         AND q.owner_column = p.name COLLATE NOCASE AND q.identity <> ''), \
+         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END) AS identity \
          FROM _pgc_rel r JOIN pragma_table_info(r.name, 'main') p \
          LEFT JOIN _pgc_coltypes ct ON ct.table_name = lower(r.name) AND ct.column_name = p.name COLLATE NOCASE \
          WHERE r.type IN ('table', 'view')",
     ),
     (
+        // Every sequence: the ones kept in `_cambium_sequences` (with their views' OIDs), and the implicit
+        // ones of serial keys made before sequences were kept (SQLite AUTOINCREMENT columns).
         "seq",
-        "SELECT rid, relid, relname AS tbl, attname AS col, attnum, relname || '_' || attname || '_seq' AS seqname, \
-         relid + 1 AS oid, typid, identity FROM _pgc_cols WHERE serial",
+        "SELECT r.oid AS oid, r.name AS seqname, CASE q.type WHEN 'int2' THEN 21 WHEN 'int4' THEN 23 ELSE 20 END AS typid, \
+         q.start_value AS start, q.increment_by AS inc, q.min_value AS minv, q.max_value AS maxv, q.cache_size AS cache, \
+         q.cycle AS cycle, q.last_value AS last_value, q.is_called AS is_called, t.name AS tbl, \
+         (SELECT c.attname FROM _pgc_cols c WHERE c.rid = t.rid AND c.attname = q.owner_column COLLATE NOCASE) AS col, \
+         t.oid AS relid, t.rid AS relrid, \
+         (SELECT c.attnum FROM _pgc_cols c WHERE c.rid = t.rid AND c.attname = q.owner_column COLLATE NOCASE) AS attnum, \
+         q.identity AS identity \
+         FROM _pgc_seqdefs q JOIN _pgc_rel r ON r.name = q.name AND r.type = 'sequence' \
+         LEFT JOIN _pgc_rel t ON t.name = q.owner_table COLLATE NOCASE AND t.type = 'table' \
+         UNION ALL SELECT relid + 1, relname || '_' || attname || '_seq', typid, 1, 1, 1, \
+         CASE typid WHEN 21 THEN 32767 WHEN 23 THEN 2147483647 ELSE 9223372036854775807 END, 1, 0, NULL, 0, \
+         relname, attname, relid, rid, attnum, identity FROM _pgc_cols WHERE serial",
     ),
     (
         "cons0",
@@ -89,6 +105,6 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
     ),
     (
         "seqnames",
-        "SELECT tbl AS _pgc_tbl, col AS _pgc_col, seqname AS _pgc_name FROM _pgc_seq",
+        "SELECT tbl AS _pgc_tbl, col AS _pgc_col, seqname AS _pgc_name FROM _pgc_seq WHERE tbl IS NOT NULL",
     ),
 ];

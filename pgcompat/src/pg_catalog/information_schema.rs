@@ -27,7 +27,8 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   character_octet_length:int4, numeric_precision:int4, numeric_precision_radix:int4, \
                   numeric_scale:int4, datetime_precision:int4, interval_type:text, interval_precision:int4, \
                   udt_catalog:name, udt_schema:name, udt_name:name, is_identity:text, identity_generation:text, \
-                  is_generated:text, generation_expression:text, is_updatable:text",
+                  identity_start:text, identity_increment:text, identity_maximum:text, identity_minimum:text, \
+                  identity_cycle:text, is_generated:text, generation_expression:text, is_updatable:text",
         select: "SELECT pg_current_database(), 'public', c.relname, c.attname, c.attnum, \
                  (SELECT d.adbin FROM _pgc_pg_attrdef d WHERE d.adrelid = c.relid AND d.adnum = c.attnum), \
                  CASE WHEN c.nn OR c.pk > 0 THEN 'NO' ELSE 'YES' END, _pgc_column_info(c.typid, c.typmod, 'data_type'), \
@@ -37,10 +38,14 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                  _pgc_column_info(c.typid, c.typmod, 'numeric_precision_radix'), \
                  _pgc_column_info(c.typid, c.typmod, 'numeric_scale'), \
                  _pgc_column_info(c.typid, c.typmod, 'datetime_precision'), NULL, NULL, \
-                 pg_current_database(), 'pg_catalog', (SELECT t.typname FROM _pgc_types t WHERE t.oid = c.typid), \
+                 pg_current_database(), CASE WHEN c.typid >= 1610612736 THEN 'public' ELSE 'pg_catalog' END, \
+                 (SELECT t.typname FROM _pgc_types t WHERE t.oid = c.typid), \
                  CASE WHEN c.identity = '' THEN 'NO' ELSE 'YES' END, \
-                 CASE c.identity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END, 'NEVER', NULL, \
-                 CASE c.reltype WHEN 'table' THEN 'YES' ELSE 'NO' END FROM _pgc_cols c",
+                 CASE c.identity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END, \
+                 CAST(s.start AS TEXT), CAST(s.inc AS TEXT), CAST(s.maxv AS TEXT), CAST(s.minv AS TEXT), \
+                 CASE WHEN c.identity <> '' THEN CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END END, 'NEVER', NULL, \
+                 CASE c.reltype WHEN 'table' THEN 'YES' ELSE 'NO' END FROM _pgc_cols c \
+                 LEFT JOIN _pgc_seq s ON c.identity <> '' AND s.relid = c.relid AND s.attnum = c.attnum",
     },
     View {
         name: "is_views",
@@ -92,8 +97,8 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   numeric_precision:int4, numeric_precision_radix:int4, numeric_scale:int4, start_value:text, \
                   minimum_value:text, maximum_value:text, increment:text, cycle_option:text",
         select: "SELECT pg_current_database(), 'public', s.seqname, format_type(s.typid, NULL), \
-                 CASE s.typid WHEN 21 THEN 16 WHEN 23 THEN 32 ELSE 64 END, 2, 0, '1', '1', \
-                 CASE s.typid WHEN 21 THEN '32767' WHEN 23 THEN '2147483647' ELSE '9223372036854775807' END, '1', 'NO' \
+                 CASE s.typid WHEN 21 THEN 16 WHEN 23 THEN 32 ELSE 64 END, 2, 0, CAST(s.start AS TEXT), \
+                 CAST(s.minv AS TEXT), CAST(s.maxv AS TEXT), CAST(s.inc AS TEXT), CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END \
                  FROM _pgc_seq s WHERE s.identity = ''",
     },
     View {

@@ -42,7 +42,7 @@ pub(super) const RELATIONS: &[View] = &[
                   attgenerated:char, attisdropped:bool, attislocal:bool, attinhcount:int4, attcollation:oid, \
                   attacl:text, attoptions:text[], attfdwoptions:text[]",
         select: "SELECT c.relid, c.attname, c.typid, -1, coalesce(t.typlen, -1), c.attnum, t.typcategory = 'A', -1, c.typmod, \
-                 coalesce(t.typbyval, 0), 'i', 'x', '', c.nn OR c.pk > 0, c.dflt IS NOT NULL OR (c.serial AND c.identity = ''), 0, c.identity, '', 0, 1, 0, \
+                 coalesce(t.typbyval, 0), 'i', 'x', '', c.nn OR c.pk > 0, (c.dflt IS NOT NULL OR c.serial) AND c.identity = '', 0, c.identity, '', 0, 1, 0, \
                  coalesce(t.typcollation, 0), NULL, NULL, NULL \
                  FROM _pgc_cols c LEFT JOIN _pgc_types t ON t.oid = c.typid \
                  UNION ALL SELECT r.oid, s.name, s.typid, 0, s.len, s.num, 0, -1, -1, s.len > 0, 'i', 'p', '', 1, 0, 0, '', '', 0, 1, 0, 0, \
@@ -57,7 +57,7 @@ pub(super) const RELATIONS: &[View] = &[
                   typcategory:char, typispreferred:bool, typisdefined:bool, typdelim:char, typrelid:oid, \
                   typelem:oid, typarray:oid, typinput:text, typoutput:text, typbasetype:oid, typtypmod:int4, \
                   typndims:int4, typcollation:oid, typnotnull:bool, typdefault:text",
-        select: "SELECT t.oid, t.typname, 11, 10, t.typlen, t.typbyval, 'b', t.typcategory, 0, 1, ',', 0, t.typelem, \
+        select: "SELECT t.oid, t.typname, t.typnamespace, 10, t.typlen, t.typbyval, t.typtype, t.typcategory, 0, 1, ',', 0, t.typelem, \
                  t.typarray, t.typinput, t.typoutput, 0, -1, 0, \
                  t.typcollation, 0, NULL FROM _pgc_types t",
     },
@@ -91,7 +91,7 @@ pub(super) const RELATIONS: &[View] = &[
         select: "SELECT 1073741824 + c.rid * 2048 + c.attnum, c.relid, c.attnum, CASE WHEN c.serial THEN \
                  'nextval(' || quote(_pgc_ident(c.relname || '_' || c.attname || '_seq')) || '::regclass)' \
                  ELSE _pgc_default(c.dflt, c.pgtype) END FROM _pgc_cols c \
-                 WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR (c.serial AND c.identity = ''))",
+                 WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR c.serial) AND c.identity = ''",
     },
     View {
         name: "pg_tables",
@@ -114,15 +114,14 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_sequence",
         columns: "seqrelid:oid, seqtypid:oid, seqstart:int8, seqincrement:int8, seqmax:int8, seqmin:int8, \
                   seqcache:int8, seqcycle:bool",
-        select: "SELECT s.oid, s.typid, 1, 1, CASE s.typid WHEN 21 THEN 32767 WHEN 23 THEN 2147483647 ELSE 9223372036854775807 END, \
-                 1, 1, 0 FROM _pgc_seq s",
+        select: "SELECT s.oid, s.typid, s.start, s.inc, s.maxv, s.minv, s.cache, s.cycle FROM _pgc_seq s",
     },
     View {
         name: "pg_sequences",
         columns: "schemaname:name, sequencename:name, sequenceowner:name, data_type:regtype, start_value:int8, \
                   min_value:int8, max_value:int8, increment_by:int8, cycle:bool, cache_size:int8, last_value:int8",
-        select: "SELECT 'public', s.seqname, pg_current_user(), format_type(s.typid, NULL), 1, 1, \
-                 CASE s.typid WHEN 21 THEN 32767 WHEN 23 THEN 2147483647 ELSE 9223372036854775807 END, 1, 0, 1, NULL FROM _pgc_seq s",
+        select: "SELECT 'public', s.seqname, pg_current_user(), format_type(s.typid, NULL), s.start, s.minv, s.maxv, \
+                 s.inc, s.cycle, s.cache, CASE WHEN s.is_called THEN s.last_value END FROM _pgc_seq s",
     },
     View {
         name: "pg_description",
@@ -132,7 +131,7 @@ pub(super) const RELATIONS: &[View] = &[
     View {
         name: "pg_depend",
         columns: "classid:oid, objid:oid, objsubid:int4, refclassid:oid, refobjid:oid, refobjsubid:int4, deptype:char",
-        select: "SELECT 1259, s.oid, 0, 1259, s.relid, s.attnum, CASE WHEN s.identity = '' THEN 'a' ELSE 'i' END FROM _pgc_seq s \
+        select: "SELECT 1259, s.oid, 0, 1259, s.relid, s.attnum, CASE WHEN s.identity = '' THEN 'a' ELSE 'i' END FROM _pgc_seq s WHERE s.relid IS NOT NULL \
                  UNION ALL SELECT 1259, x.oid, 0, 2606, x.oid + 30, 0, 'i' FROM _pgc_idx x WHERE x.iscon",
     },
 ];

@@ -3,15 +3,15 @@
 use crate::types::{Base, PgType};
 
 pub(super) const TYPE_COLUMNS_NAMES: &str =
-    "oid, typname, typlen, typbyval, typcategory, typelem, typarray, typcollation, typinput, typoutput";
+    "oid, typname, typlen, typbyval, typcategory, typelem, typarray, typcollation, typinput, typoutput, typtype, typnamespace";
 
 /// The types the layer supports (and `char`), as a VALUES list for the `pg_type` view.
 pub(super) fn type_rows() -> String {
     let mut rows = vec![
-        "(18, 'char', 1, 1, 'Z', 0, 1002, 0, 'charin', 'charout')".to_owned(),
-        "(27, 'tid', 6, 0, 'U', 0, 1010, 0, 'tidin', 'tidout')".to_owned(),
-        "(28, 'xid', 4, 1, 'U', 0, 1011, 0, 'xidin', 'xidout')".to_owned(),
-        "(29, 'cid', 4, 1, 'U', 0, 1012, 0, 'cidin', 'cidout')".to_owned(),
+        "(18, 'char', 1, 1, 'Z', 0, 1002, 0, 'charin', 'charout', 'b', 11)".to_owned(),
+        "(27, 'tid', 6, 0, 'U', 0, 1010, 0, 'tidin', 'tidout', 'b', 11)".to_owned(),
+        "(28, 'xid', 4, 1, 'U', 0, 1011, 0, 'xidin', 'xidout', 'b', 11)".to_owned(),
+        "(29, 'cid', 4, 1, 'U', 0, 1012, 0, 'cidin', 'cidout', 'b', 11)".to_owned(),
     ];
     for base in Base::ALL {
         let scalar = PgType::new(base);
@@ -32,6 +32,8 @@ pub(super) fn type_rows() -> String {
             Base::Interval => (16, 0, 'T'),
             Base::Uuid => (16, 0, 'U'),
             Base::Bytea | Base::Json | Base::Jsonb => (-1, 0, 'U'),
+            // Not among `Base::ALL`: enum types' rows come from the database's enums.
+            Base::Enum(_) => (4, 1, 'E'),
         };
         let collation = if matches!(base, Base::Text | Base::Varchar | Base::Bpchar | Base::Name) {
             100
@@ -53,15 +55,24 @@ pub(super) fn type_rows() -> String {
             _ => "",
         };
         rows.push(format!(
-            "({}, '{name}', {len}, {byval}, '{category}', 0, {}, {collation}, '{name}{separator}in', '{name}{separator}out')",
+            "({}, '{name}', {len}, {byval}, '{category}', 0, {}, {collation}, '{name}{separator}in', '{name}{separator}out', 'b', 11)",
             scalar.oid(),
             array.oid()
         ));
         rows.push(format!(
-            "({}, '_{name}', -1, 0, 'A', {}, 0, {collation}, 'array_in', 'array_out')",
+            "({}, '_{name}', -1, 0, 'A', {}, 0, {collation}, 'array_in', 'array_out', 'b', 11)",
             array.oid(),
             scalar.oid()
         ));
     }
-    format!("VALUES {}", rows.join(", "))
+    // The database's enum types and their arrays, from `_cambium_enums` (see `crate::enums` for the OIDs).
+    format!(
+        "VALUES {} UNION ALL SELECT {base} + e.id * {stride}, e.name, 4, 1, 'E', 0, {base} + e.id * {stride} + 1, 0, \
+         'enum_in', 'enum_out', 'e', 2200 FROM _pgc_enumdefs e \
+         UNION ALL SELECT {base} + e.id * {stride} + 1, '_' || e.name, -1, 0, 'A', {base} + e.id * {stride}, 0, 0, \
+         'array_in', 'array_out', 'b', 2200 FROM _pgc_enumdefs e",
+        rows.join(", "),
+        base = crate::enums::ENUM_OID_BASE,
+        stride = crate::enums::ENUM_OID_STRIDE
+    )
 }

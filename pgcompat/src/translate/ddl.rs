@@ -12,7 +12,7 @@ use super::expr::{coerce_call, last_part, Rewriter, Scope};
 use super::{droppable, Kind, Translation};
 use crate::catalog::{self, quote_ident, Catalog, CREATE_COLUMNS_TABLE};
 use crate::error::PgError;
-use crate::types::{self, Base, PgType, Storage, Written};
+use crate::types::{Base, PgType, Storage, Written};
 
 /// The collation numeric columns get, so comparisons and ORDER BY go by value (see `value::numeric`).
 pub const NUMERIC_COLLATION: &str = "pg_numeric";
@@ -46,40 +46,58 @@ fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
     }
 }
 
-/// A column's PostgreSQL type and whether it is filled from a sequence (serial, identity).
+/// A column's PostgreSQL type and, for a serial or identity column, the sequence that fills it.
 struct ColumnType {
     ty: PgType,
-    generated_key: bool,
-    /// The name the key's PRIMARY KEY gets for an identity column: it tells the catalog views an identity
-    /// (`ALWAYS`/`BY DEFAULT`) from a serial, which SQLite's schema otherwise shows alike; a constraint
-    /// name, unlike a comment, survives the parse and render of a table rebuild.
-    identity_marker: Option<&'static str>,
+    generator: Option<Generator>,
 }
 
-fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
+/// How a serial or identity column is filled: its sequence's options and kind.
+struct Generator {
+    /// `a` (GENERATED ALWAYS AS IDENTITY), `d` (BY DEFAULT), empty for serial.
+    identity: &'static str,
+    options: Vec<sqlparser::ast::SequenceOptions>,
+}
+
+fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError> {
     let identity = def.options.iter().find_map(|o| match &o.option {
         ColumnOption::Generated {
-            generated_as: GeneratedAs::Always,
+            generated_as,
             generation_expr: None,
+            sequence_options,
             ..
-        } => Some(crate::pg_catalog::IDENTITY_ALWAYS_MARKER),
-        ColumnOption::Generated {
-            generated_as: GeneratedAs::ByDefault,
-            generation_expr: None,
-            ..
-        } => Some(crate::pg_catalog::IDENTITY_BY_DEFAULT_MARKER),
+        } => Some(Generator {
+            identity: if matches!(generated_as, GeneratedAs::Always) {
+                "a"
+            } else {
+                "d"
+            },
+            options: sequence_options.clone().unwrap_or_default(),
+        }),
         _ => None,
     });
-    match types::from_data_type(&def.data_type) {
-        Written::Type(ty) => Ok(ColumnType {
-            ty,
-            generated_key: identity.is_some(),
-            identity_marker: identity,
-        }),
+    match super::enums::resolve(catalog, &def.data_type) {
+        Written::Type(ty) => {
+            if identity.is_some() && !ty.is_integer() {
+                return Err(PgError::new(
+                    crate::error::DATATYPE_MISMATCH,
+                    format!(
+                        "identity column type must be smallint, integer, or bigint (column \"{}\")",
+                        fold(&def.name)
+                    ),
+                ));
+            }
+            Ok(ColumnType {
+                ty,
+                generator: identity,
+            })
+        }
         Written::Serial(serial) => Ok(ColumnType {
             ty: serial.column_type(),
-            generated_key: true,
-            identity_marker: None,
+            generator: Some(Generator {
+                identity: "",
+                options: Vec::new(),
+            }),
         }),
         Written::Custom(name) => Err(PgError::new(
             crate::error::UNDEFINED_OBJECT,
@@ -89,12 +107,14 @@ fn column_type(def: &ColumnDef) -> Result<ColumnType, PgError> {
     }
 }
 
-/// Renders a column for SQLite; `primary_key` when the table's one-column primary key is this column.
+/// Renders a column for SQLite; `table_primary_key` when the table's one-column primary key is this
+/// column, `sequence` the sequence a serial or identity column takes its values from.
 fn render_column(
     rewriter: &mut Rewriter<'_>,
     def: &mut ColumnDef,
     column: &ColumnType,
     table_primary_key: bool,
+    sequence: Option<&str>,
 ) -> Result<String, PgError> {
     let name = fold(&def.name);
     let inline_primary_key = def
@@ -102,27 +122,21 @@ fn render_column(
         .iter()
         .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)));
     let primary_key = inline_primary_key || table_primary_key;
-    if column.generated_key && !primary_key {
-        return Err(PgError::unsupported(format!(
-            "a serial or identity column that is not the primary key (column \"{name}\")"
-        )));
-    }
     let mut out = format!("{} {}", quote_ident(&name), column.ty.storage().sqlite_type());
-    if column.generated_key {
-        if let Some(marker) = column.identity_marker {
-            out.push_str(&format!(" CONSTRAINT {}", quote_ident(marker)));
-        }
-        out.push_str(" PRIMARY KEY AUTOINCREMENT");
-    } else if inline_primary_key {
-        out.push_str(" PRIMARY KEY");
-    }
     if primary_key {
-        // PostgreSQL primary keys are NOT NULL (SQLite's, but for INTEGER ones, are not).
-        out.push_str(" NOT NULL");
+        // An INTEGER PRIMARY KEY is the rowid: no second index. PostgreSQL primary keys are NOT NULL
+        // (SQLite's, but for INTEGER ones, are not).
+        out.push_str(" PRIMARY KEY NOT NULL");
+    }
+    if let Some(sequence) = sequence {
+        if !primary_key {
+            out.push_str(" NOT NULL");
+        }
+        out.push_str(&format!(" DEFAULT ({})", super::sequence::nextval_default(sequence)));
     }
     for option in &mut def.options {
         match &mut option.option {
-            ColumnOption::NotNull if !primary_key => out.push_str(" NOT NULL"),
+            ColumnOption::NotNull if !primary_key && sequence.is_none() => out.push_str(" NOT NULL"),
             ColumnOption::NotNull | ColumnOption::Null | ColumnOption::PrimaryKey(_) => {}
             ColumnOption::Default(expr) => {
                 rewriter.rewrite_expr(expr)?;
@@ -169,6 +183,9 @@ fn render_column(
     if column.ty.storage() == Storage::Text && column.ty.base() == Base::Numeric && !column.ty.is_array() {
         out.push_str(&format!(" COLLATE {NUMERIC_COLLATION}"));
     }
+    if let Some(collation) = super::enums::column_collation(column.ty) {
+        out.push_str(&collation);
+    }
     Ok(out)
 }
 
@@ -196,8 +213,12 @@ fn checked_name(name: &ObjectName) -> Result<String, PgError> {
     Ok(fold_name(&name))
 }
 
-/// `CREATE TABLE`.
-pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Result<Translation, PgError> {
+/// `CREATE TABLE`. A serial or identity column gets its sequence, made in the same steps.
+pub(crate) fn create_table(
+    conn: &Connection,
+    catalog: &Catalog,
+    create: &mut CreateTable,
+) -> Result<Translation, PgError> {
     if create.query.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … AS"));
     }
@@ -211,6 +232,8 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
             format!("the name \"{table}\" is reserved for Cambium's catalog"),
         ));
     }
+    // The table exists: nothing is made (no sequences either), and its recorded types stay.
+    let exists = create.if_not_exists && table_exists(conn, &table);
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(Scope::of_table(&table));
     // A one-column table primary key on a serial column becomes that column's INTEGER PRIMARY KEY.
@@ -226,19 +249,67 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
     }
     let mut parts = Vec::new();
     let mut records = Vec::new();
+    let mut sequence_steps = Vec::new();
     let mut pk_absorbed = false;
     for def in &mut create.columns {
-        let column = column_type(def)?;
+        let column = column_type(catalog, def)?;
         let name = fold(&def.name);
-        let is_table_pk = table_pk_column.as_deref() == Some(name.as_str());
-        let absorb = is_table_pk && column.generated_key;
-        if absorb {
-            pk_absorbed = true;
-        }
-        parts.push(render_column(&mut rewriter, def, &column, absorb)?);
+        let absorb = table_pk_column.as_deref() == Some(name.as_str()) && column.generator.is_some();
+        pk_absorbed |= absorb;
+        let sequence = match (&column.generator, exists) {
+            (Some(generator), false) => {
+                let (sequence, steps) = super::sequence::column_sequence(
+                    conn,
+                    &table,
+                    &name,
+                    column.ty,
+                    &generator.options,
+                    None,
+                    generator.identity,
+                )?;
+                sequence_steps.extend(steps);
+                Some(sequence)
+            }
+            _ => None,
+        };
+        parts.push(render_column(&mut rewriter, def, &column, absorb, sequence.as_deref())?);
         records.push(catalog::record_column(&table, &name, column.ty));
     }
-    for constraint in &mut create.constraints {
+    parts.extend(render_constraints(&mut rewriter, &mut create.constraints, pk_absorbed)?);
+    let sql = format!(
+        "CREATE {}TABLE {}{} ({})",
+        if create.temporary { "TEMP " } else { "" },
+        if create.if_not_exists { "IF NOT EXISTS " } else { "" },
+        quote_ident(&table),
+        parts.join(", ")
+    );
+    let mut steps = vec![sql];
+    if exists {
+        return Ok(ddl("CREATE TABLE", steps));
+    }
+    steps.extend(records);
+    steps.extend(sequence_steps);
+    Ok(ddl("CREATE TABLE", steps))
+}
+
+/// Whether a table of this name exists.
+fn table_exists(conn: &Connection, table: &str) -> bool {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",
+        [table],
+        |row| row.get(0),
+    )
+    .unwrap_or(false)
+}
+
+/// A table's constraints rendered for SQLite (`pk_absorbed`: the primary key went into its column).
+fn render_constraints(
+    rewriter: &mut Rewriter<'_>,
+    constraints: &mut [TableConstraint],
+    pk_absorbed: bool,
+) -> Result<Vec<String>, PgError> {
+    let mut parts = Vec::new();
+    for constraint in constraints {
         let name_clause = |name: &Option<Ident>| {
             name.as_ref()
                 .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote_ident(&fold(n))))
@@ -283,37 +354,27 @@ pub(crate) fn create_table(catalog: &Catalog, create: &mut CreateTable) -> Resul
         };
         parts.push(text);
     }
-    let sql = format!(
-        "CREATE {}TABLE {}{} ({})",
-        if create.temporary { "TEMP " } else { "" },
-        if create.if_not_exists { "IF NOT EXISTS " } else { "" },
-        quote_ident(&table),
-        parts.join(", ")
-    );
-    let mut steps = vec![sql];
-    if create.if_not_exists && catalog.table(&table).is_some() {
-        // The table exists: nothing is made, and its recorded types stay.
-        return Ok(ddl("CREATE TABLE", steps));
-    }
-    steps.extend(records);
-    Ok(ddl("CREATE TABLE", steps))
+    Ok(parts)
 }
 
-/// `ALTER TABLE` forms SQLite can do in place.
+/// `ALTER TABLE`: the forms SQLite can do in place, the others by a rebuild. `identity_sequence` is the
+/// `SEQUENCE NAME` of an `ADD GENERATED … AS IDENTITY` (read before sqlparser, which does not know it).
 pub(crate) fn alter_table(
     conn: &Connection,
     catalog: &Catalog,
     alter: &mut AlterTable,
+    identity_sequence: Option<&str>,
 ) -> Result<Translation, PgError> {
-    let table = fold_name(&alter.name);
-    let exists: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",
-            [&table],
-            |row| row.get(0),
-        )
-        .unwrap_or(false);
-    if !exists {
+    let table = checked_name(&alter.name)?;
+    if !table_exists(conn, &table) {
+        let only_owner = alter
+            .operations
+            .iter()
+            .all(|o| matches!(o, AlterTableOperation::OwnerTo { .. }));
+        // pg_dump gives views and sequences their owner with ALTER TABLE: one role owns everything.
+        if only_owner && relation_exists(conn, &table) {
+            return Ok(ddl("ALTER TABLE", vec!["SELECT NULL WHERE 0".to_owned()]));
+        }
         if alter.if_exists {
             return Ok(ddl("ALTER TABLE", Vec::new()));
         }
@@ -328,20 +389,106 @@ pub(crate) fn alter_table(
                 "ALTER TABLE mixing ALTER COLUMN or constraints with other changes (run them as separate statements)",
             ));
         }
+        let mut steps = Vec::new();
+        for operation in &mut alter.operations {
+            steps.extend(add_identity(conn, catalog, &table, operation, identity_sequence)?);
+        }
         let plan = super::rebuild::rebuild(conn, catalog, &table, &mut alter.operations)?;
-        let mut translation = ddl("ALTER TABLE", plan.steps);
+        steps.extend(plan.steps);
+        let mut translation = ddl("ALTER TABLE", steps);
         translation.foreign_keys_off = plan.referenced;
         return Ok(translation);
     }
+    let mut steps = alter_in_place(conn, catalog, &table, &mut alter.operations)?;
+    if steps.is_empty() {
+        steps.push("SELECT NULL WHERE 0".to_owned());
+    }
+    Ok(ddl("ALTER TABLE", steps))
+}
+
+/// Whether a relation of any kind has this name.
+fn relation_exists(conn: &Connection, name: &str) -> bool {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?1 COLLATE NOCASE)",
+        [name],
+        |row| row.get(0),
+    )
+    .unwrap_or(false)
+}
+
+/// `ALTER COLUMN c ADD GENERATED … AS IDENTITY [(options)]`: the column's sequence is made (its steps
+/// returned) and the operation becomes the default that reads it, which the rebuild sets.
+fn add_identity(
+    conn: &Connection,
+    catalog: &Catalog,
+    table: &str,
+    operation: &mut AlterTableOperation,
+    identity_sequence: Option<&str>,
+) -> Result<Vec<String>, PgError> {
+    let AlterTableOperation::AlterColumn { column_name, op } = operation else {
+        return Ok(Vec::new());
+    };
+    let sqlparser::ast::AlterColumnOperation::AddGenerated {
+        generated_as,
+        sequence_options,
+    } = op
+    else {
+        return Ok(Vec::new());
+    };
+    let column = fold(column_name);
+    let declared: Option<String> = conn
+        .query_row(
+            "SELECT type FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE",
+            [table, column.as_str()],
+            |row| row.get(0),
+        )
+        .ok();
+    if declared.is_none() {
+        return Err(PgError::new(
+            crate::error::UNDEFINED_COLUMN,
+            format!("column \"{column}\" of relation \"{table}\" does not exist"),
+        ));
+    }
+    let identity = if matches!(generated_as, Some(GeneratedAs::Always)) {
+        "a"
+    } else {
+        "d"
+    };
+    let ty = catalog
+        .column_type(table, &column)
+        .filter(|t| t.is_integer())
+        .unwrap_or(PgType::INT8);
+    let (sequence, steps) = super::sequence::column_sequence(
+        conn,
+        table,
+        &column,
+        ty,
+        sequence_options.as_deref().unwrap_or_default(),
+        identity_sequence,
+        identity,
+    )?;
+    *op = sqlparser::ast::AlterColumnOperation::SetDefault {
+        value: super::sequence::nextval_default(&sequence),
+    };
+    Ok(steps)
+}
+
+/// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).
+fn alter_in_place(
+    conn: &Connection,
+    catalog: &Catalog,
+    table: &str,
+    operations: &mut [AlterTableOperation],
+) -> Result<Vec<String>, PgError> {
     let mut steps = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
-    rewriter.typer.scopes.push(Scope::of_table(&table));
+    rewriter.typer.scopes.push(Scope::of_table(table));
     let exists = |column: &str| -> bool {
         conn.prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
-            .and_then(|mut s| s.exists([table.as_str(), column]))
+            .and_then(|mut s| s.exists([table, column]))
             .unwrap_or(false)
     };
-    for operation in &mut alter.operations {
+    for operation in operations {
         match operation {
             AlterTableOperation::AddColumn {
                 if_not_exists,
@@ -352,13 +499,13 @@ pub(crate) fn alter_table(
                 if *if_not_exists && exists(&name) {
                     continue;
                 }
-                let column = column_type(column_def)?;
-                if column.generated_key {
+                let column = column_type(catalog, column_def)?;
+                if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
-                let rendered = render_column(&mut rewriter, column_def, &column, false)?;
-                steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(&table)));
-                steps.push(catalog::record_column(&table, &name, column.ty));
+                let rendered = render_column(&mut rewriter, column_def, &column, false, None)?;
+                steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
+                steps.push(catalog::record_column(table, &name, column.ty));
             }
             AlterTableOperation::DropColumn {
                 column_names,
@@ -372,10 +519,11 @@ pub(crate) fn alter_table(
                     }
                     steps.push(format!(
                         "ALTER TABLE {} DROP COLUMN {}",
-                        quote_ident(&table),
+                        quote_ident(table),
                         quote_ident(&name)
                     ));
-                    steps.push(catalog::forget_column(&table, &name));
+                    steps.push(catalog::forget_column(table, &name));
+                    steps.extend(super::sequence::drop_owned(catalog, table, Some(&name)));
                 }
             }
             AlterTableOperation::RenameColumn {
@@ -385,40 +533,62 @@ pub(crate) fn alter_table(
                 let (from, to) = (fold(old_column_name), fold(new_column_name));
                 steps.push(format!(
                     "ALTER TABLE {} RENAME COLUMN {} TO {}",
-                    quote_ident(&table),
+                    quote_ident(table),
                     quote_ident(&from),
                     quote_ident(&to)
                 ));
-                steps.push(catalog::rename_column(&table, &from, &to));
+                steps.push(catalog::rename_column(table, &from, &to));
+                steps.extend(super::sequence::rename_owner(catalog, table, Some((&from, &to)), table));
             }
             AlterTableOperation::RenameTable { table_name } => {
                 let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
                 let to = fold_name(name);
                 steps.push(format!(
                     "ALTER TABLE {} RENAME TO {}",
-                    quote_ident(&table),
+                    quote_ident(table),
                     quote_ident(&to)
                 ));
-                steps.push(catalog::rename_table(&table, &to));
+                steps.push(catalog::rename_table(table, &to));
+                steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
             }
             AlterTableOperation::OwnerTo { .. } => {}
             other => return Err(PgError::unsupported(format!("ALTER TABLE … {other}"))),
         }
     }
-    if steps.is_empty() {
-        steps.push("SELECT NULL WHERE 0".to_owned());
-    }
-    Ok(ddl("ALTER TABLE", steps))
+    Ok(steps)
 }
 
-/// `DROP TABLE|VIEW|INDEX a, b [CASCADE]`.
-pub(crate) fn drop(object_type: ObjectType, if_exists: bool, names: &[ObjectName]) -> Result<Translation, PgError> {
+/// `DROP TABLE|VIEW|INDEX|SEQUENCE a, b [CASCADE]`. A table takes the sequences its columns own with it.
+pub(crate) fn drop(
+    catalog: &Catalog,
+    object_type: ObjectType,
+    if_exists: bool,
+    names: &[ObjectName],
+    cascade: bool,
+) -> Result<Translation, PgError> {
+    if object_type == ObjectType::Sequence {
+        return super::sequence::drop(catalog, if_exists, names, cascade);
+    }
+    if object_type == ObjectType::Type {
+        return super::enums::drop(catalog, if_exists, names, cascade);
+    }
     if !droppable(object_type) {
         return Err(PgError::unsupported(format!("DROP {object_type}")));
     }
     let mut steps = Vec::new();
     for name in names {
         let name = checked_name(name)?;
+        if let Some(sequence) = catalog.sequence(&name) {
+            // The sequence's view must not go as a view.
+            return Err(PgError::new(
+                crate::error::WRONG_OBJECT_TYPE,
+                format!(
+                    "\"{}\" is not a {}",
+                    sequence.name,
+                    object_type.to_string().to_ascii_lowercase()
+                ),
+            ));
+        }
         steps.push(format!(
             "DROP {object_type} {}{}",
             if if_exists { "IF EXISTS " } else { "" },
@@ -426,6 +596,7 @@ pub(crate) fn drop(object_type: ObjectType, if_exists: bool, names: &[ObjectName
         ));
         if object_type == ObjectType::Table {
             steps.push(catalog::forget_table(&name));
+            steps.extend(super::sequence::drop_owned(catalog, &name, None));
         }
     }
     Ok(ddl(&format!("DROP {object_type}"), steps))

@@ -7,14 +7,17 @@ pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
 pub(crate) mod distinct_on;
+pub(crate) mod enums;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 mod maintenance;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
+pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
+pub(crate) mod unparsed;
 pub(crate) mod upsert;
 pub(crate) mod walk;
 
@@ -189,7 +192,12 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
-        Err(_) => return Ok(Translated::Passthrough),
+        Err(_) => {
+            return Ok(match unparsed::translate(conn, catalog, sql)? {
+                Some(translation) => Translated::Statements(vec![translation]),
+                None => Translated::Passthrough,
+            })
+        }
     };
     let mut out = Vec::with_capacity(statements.len());
     for statement in statements {
@@ -315,9 +323,9 @@ fn translate_statement(
             }
         }
         Statement::Insert(insert) => {
-            // OVERRIDING SYSTEM VALUE: an identity column takes the value given, which SQLite's does anyway.
-            insert.overriding = None;
-            translate_insert(conn, catalog, insert)?
+            // OVERRIDING: checked against the identity columns, then SQLite takes the values as given.
+            let overriding = insert.overriding.take();
+            translate_insert(conn, catalog, insert, overriding)?
         }
         Statement::Update(update) => {
             let table = match &mut update.table.relation {
@@ -332,6 +340,7 @@ fn translate_statement(
             }
             let mut rewriter = Rewriter::new(catalog);
             rewriter.typer.scopes.push(Scope::of_table(&table));
+            sequence::check_identity_update(catalog, &table, &update.assignments)?;
             rewrite_update(&mut rewriter, update)?;
             defaults_of_assignments(conn, &table, &mut update.assignments);
             coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
@@ -382,8 +391,8 @@ fn translate_statement(
                 foreign_keys_off: false,
             }
         }
-        Statement::CreateTable(create) => ddl::create_table(catalog, create)?,
-        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter)?,
+        Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
+        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter, None)?,
         Statement::Drop {
             object_type,
             if_exists,
@@ -395,7 +404,7 @@ fn translate_statement(
                 let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
                 dependents::check_drop(conn, &tables, *cascade)?;
             }
-            ddl::drop(*object_type, *if_exists, names)?
+            ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
         }
         Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
@@ -527,6 +536,17 @@ fn translate_statement(
         },
         Statement::Close { cursor } => cursor::close(cursor),
         Statement::Discard {
+            object_type: sqlparser::ast::DiscardObject::SEQUENCES,
+        } => {
+            // Two steps, so the caller runs them as a command (a one-step SELECT would answer a row).
+            let mut t = Translation::single(String::new(), Kind::Other("DISCARD SEQUENCES".to_owned()));
+            t.steps = vec![
+                "SELECT pg_discard_sequences()".to_owned(),
+                "SELECT 1 WHERE 0".to_owned(),
+            ];
+            t
+        }
+        Statement::Discard {
             object_type: sqlparser::ast::DiscardObject::ALL,
         } => {
             let mut t = Translation::single(String::new(), Kind::DiscardAll);
@@ -557,8 +577,14 @@ fn translate_statement(
             legacy_options,
             ..
         } => copy_statement(source, *to, target, options, legacy_options)?,
-        Statement::CreateSequence { .. } => return Err(PgError::unsupported("CREATE SEQUENCE")),
-        Statement::CreateType { .. } => return Err(PgError::unsupported("CREATE TYPE")),
+        Statement::CreateSequence {
+            temporary,
+            if_not_exists,
+            name,
+            sequence_options,
+        } => sequence::create(conn, name, *if_not_exists, *temporary, sequence_options)?,
+        Statement::CreateType { name, representation } => enums::create(conn, catalog, name, representation.as_ref())?,
+        Statement::AlterType(alter) => enums::alter(catalog, alter)?,
         Statement::Grant(_) | Statement::Revoke(_) => {
             let tag = if matches!(statement, Statement::Grant(_)) {
                 "GRANT"
@@ -611,7 +637,12 @@ fn delete_using(
         .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting DELETE … USING: {e}")))
 }
 
-fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -> Result<Translation, PgError> {
+fn translate_insert(
+    conn: &Connection,
+    catalog: &Catalog,
+    insert: &mut Insert,
+    overriding: Option<sqlparser::ast::InsertOverriding>,
+) -> Result<Translation, PgError> {
     let table = match &mut insert.table {
         TableObject::TableName(name) => {
             expr::strip_public(name)?;
@@ -662,12 +693,14 @@ fn translate_insert(conn: &Connection, catalog: &Catalog, insert: &mut Insert) -
             }
         }
     }
+    sequence::check_identity(catalog, &table, &columns, insert, overriding)?;
     upsert::prepare(conn, &table, &columns, insert)?;
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);
         coerce_source(&mut rewriter, source, &types);
     }
+    sequence::fill_omitted(conn, &table, insert, &columns)?;
     let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
     Ok(Translation {
         steps: vec![Statement::Insert(insert.clone()).to_string()],

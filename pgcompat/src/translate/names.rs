@@ -133,5 +133,14 @@ fn cast_name(data_type: &sqlparser::ast::DataType) -> Option<String> {
     if matches!(written, "regtype" | "regproc" | "regprocedure" | "regnamespace") {
         return Some(written.to_owned());
     }
-    written_type(data_type).ok().map(|t| t.element().internal_name())
+    written_type(data_type)
+        .ok()
+        .map(|t| t.element().internal_name())
+        .or_else(|| {
+            // A type of the database's (an enum): PostgreSQL names the column by it.
+            match crate::types::from_data_type(data_type) {
+                crate::types::Written::Custom(name) => Some(name.rsplit('.').next().unwrap_or(&name).to_owned()),
+                _ => None,
+            }
+        })
 }

@@ -18,7 +18,7 @@ use sqlparser::parser::Parser;
 use super::expr::{coerce_call, Rewriter};
 use crate::catalog::{self, quote_ident, quote_literal, Catalog};
 use crate::error::{PgError, UNDEFINED_OBJECT, UNDEFINED_TABLE};
-use crate::types::{self, Base, PgType, Written};
+use crate::types::{Base, PgType, Written};
 
 /// Whether an ALTER TABLE operation needs a rebuild.
 pub(crate) fn needs_rebuild(operation: &AlterTableOperation) -> bool {
@@ -123,11 +123,16 @@ pub(crate) fn rebuild(
         }
     }
     steps.push(format!("DROP TABLE {}", quote_ident(table)));
+    // Views (and triggers) that read the table name it, not the temporary table: the rename must leave them
+    // as they are (SQLite's own procedure for a generalized ALTER TABLE), not check them against a schema in
+    // which the table is missing for that moment.
+    steps.push("PRAGMA legacy_alter_table = ON".to_owned());
     steps.push(format!(
         "ALTER TABLE {} RENAME TO {}",
         quote_ident(&temporary),
         quote_ident(table)
     ));
+    steps.push("PRAGMA legacy_alter_table = OFF".to_owned());
     steps.extend(again);
     steps.extend(records);
     let referenced: bool = conn
@@ -200,7 +205,7 @@ fn apply(
                     def.options.retain(|o| !matches!(o.option, ColumnOption::Default(_)));
                 }
                 AlterColumnOperation::SetDataType { data_type, using, .. } => {
-                    let ty = match types::from_data_type(data_type) {
+                    let ty = match super::enums::resolve(catalog, data_type) {
                         Written::Type(ty) => ty,
                         Written::Custom(n) => {
                             return Err(PgError::new(UNDEFINED_OBJECT, format!("type \"{n}\" does not exist")))
@@ -224,6 +229,15 @@ fn apply(
                             )])),
                         });
                     }
+                    if let Base::Enum(oid) = ty.base() {
+                        def.options.push(ColumnOptionDef {
+                            name: None,
+                            option: ColumnOption::Collation(ObjectName::from(vec![Ident::with_quote(
+                                '"',
+                                crate::enums::collation_name(oid),
+                            )])),
+                        });
+                    }
                     let source = match using {
                         Some(expr) => {
                             rewriter.rewrite_expr(expr)?;
@@ -243,7 +257,9 @@ fn apply(
             }
             match constraint {
                 TableConstraint::Unique(u) => u.characteristics = None,
-                TableConstraint::Check(_) | TableConstraint::ForeignKey(_) | TableConstraint::PrimaryKey(_) => {}
+                // `REFERENCES public.t`: SQLite's foreign keys name a table of the same database.
+                TableConstraint::ForeignKey(fk) => super::expr::strip_public(&mut fk.foreign_table)?,
+                TableConstraint::Check(_) | TableConstraint::PrimaryKey(_) => {}
                 other => return Err(PgError::unsupported(format!("ADD CONSTRAINT {other}"))),
             }
             create.constraints.push(constraint.clone());

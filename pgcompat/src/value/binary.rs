@@ -59,7 +59,7 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
             Value::Text(t) => t.as_bytes().to_vec(),
             other => stored_text(PgType::TEXT, other, tz).into_bytes(),
         },
-        Base::Text | Base::Varchar | Base::Bpchar | Base::Name | Base::Json | Base::Regclass => {
+        Base::Text | Base::Varchar | Base::Bpchar | Base::Name | Base::Json | Base::Regclass | Base::Enum(_) => {
             stored_text(ty, value, tz).into_bytes()
         }
         Base::Jsonb => {
@@ -314,7 +314,7 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         Base::Float4 => super::float_value(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
         Base::Float8 => super::float_value(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Bytea => Value::Blob(bytes.to_vec()),
-        Base::Text | Base::Name | Base::Regclass | Base::Varchar | Base::Bpchar | Base::Json => {
+        Base::Text | Base::Name | Base::Regclass | Base::Varchar | Base::Bpchar | Base::Json | Base::Enum(_) => {
             super::input(ty, text()?, tz)?
         }
         Base::Jsonb => {

@@ -32,7 +32,9 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
         Base::Oid => Value::Integer(parse_int(text, 0, i64::from(u32::MAX), "oid")?),
         Base::Float4 | Base::Float8 => float_value(parse_float(text, ty)?),
         Base::Numeric => Value::Text(parse_numeric(text, ty.modifier())?),
-        Base::Text | Base::Name | Base::Regclass => Value::Text(text.to_owned()),
+        // An enum's label is checked against the database's labels where the session's catalog is known
+        // (`functions::cast`); here it is its text.
+        Base::Text | Base::Name | Base::Regclass | Base::Enum(_) => Value::Text(text.to_owned()),
         Base::Varchar => Value::Text(check_length(text, ty)?),
         Base::Bpchar => Value::Text(check_length(text, ty)?),
         Base::Bytea => Value::Blob(parse_bytea(text)?),

@@ -61,7 +61,12 @@ impl Session {
             format!(" ({})", columns.join(", "))
         };
         let placeholders: Vec<String> = (1..=width).map(|n| format!("${n}")).collect();
-        let insert_text = format!("INSERT INTO {table}{list} VALUES ({})", placeholders.join(", "));
+        // COPY FROM writes identity columns as given, GENERATED ALWAYS ones too (PostgreSQL's rule; pg_dump
+        // relies on it).
+        let insert_text = format!(
+            "INSERT INTO {table}{list} OVERRIDING SYSTEM VALUE VALUES ({})",
+            placeholders.join(", ")
+        );
         let translated = self.translate(&insert_text)?;
         let (insert, types) = match &*translated {
             Translated::Statements(list) => match list.as_slice() {

@@ -164,6 +164,9 @@ fn undo(expr: &mut Expr) {
             }
             match name.as_str() {
                 "pg_coerce" if !args.is_empty() => Some(args.swap_remove(0)),
+                "pg_nextval" if args.len() == 1 => {
+                    Some(Expr::Identifier(Ident::new(format!("nextval({}::regclass)", args[0]))))
+                }
                 "pg_now" => Some(Expr::Identifier(Ident::new("now()"))),
                 "pg_current_date" => Some(Expr::Identifier(Ident::new("CURRENT_DATE"))),
                 "pg_localtimestamp" => Some(Expr::Identifier(Ident::new("LOCALTIMESTAMP"))),

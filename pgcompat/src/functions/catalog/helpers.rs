@@ -163,7 +163,7 @@ pub(super) fn relation_name(text: &str) -> String {
     split_qualified(text.trim()).pop().unwrap_or_default()
 }
 
-fn split_qualified(text: &str) -> Vec<String> {
+pub(in crate::functions) fn split_qualified(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut current = String::new();
     let mut quoted = false;

@@ -7,7 +7,7 @@
 
 mod constraints;
 mod deparse;
-mod helpers;
+pub(super) mod helpers;
 #[cfg(test)]
 mod tests;
 
@@ -19,6 +19,8 @@ use rusqlite::Connection;
 use super::{flags_pure, flags_session, SessionState};
 use crate::types::{Base, Modifier, PgType};
 
+pub(crate) use deparse::quote_ident as pg_quote_ident;
+
 /// The OID PostgreSQL gives the owner of `public` (`pg_database_owner`).
 const DATABASE_OWNER_OID: i64 = 6171;
 /// The session user's OID.
@@ -29,12 +31,24 @@ const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
 /// Registers the catalog functions on `conn`.
 pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
     helpers::install(conn)?;
-    conn.create_scalar_function("format_type", 2, flags_pure(), |ctx| {
+    let s = state.clone();
+    conn.create_scalar_function("format_type", 2, flags_session(), move |ctx| {
         let Some(oid) = ctx.get::<Option<i64>>(0)? else {
             return Ok(None);
         };
         let typmod = ctx.get::<Option<i64>>(1)?.unwrap_or(-1);
-        Ok(Some(format_type(oid, typmod)))
+        // An enum type (or its array) of the database's: its name.
+        let enum_name = u32::try_from(oid).ok().and_then(|oid| {
+            let is_array = oid % crate::enums::ENUM_OID_STRIDE == 1;
+            super::enums::type_name(&s, if is_array { oid - 1 } else { oid }).map(|name| {
+                if is_array {
+                    format!("{name}[]")
+                } else {
+                    name
+                }
+            })
+        });
+        Ok(Some(enum_name.unwrap_or_else(|| format_type(oid, typmod))))
     })?;
     let s = state.clone();
     conn.create_scalar_function("pg_get_userbyid", 1, flags_session(), move |ctx| {
@@ -180,6 +194,9 @@ pub(crate) fn format_type(oid: i64, typmod: i64) -> String {
 
 /// An `information_schema.columns` field of a column of type `oid` and modifier `typmod`.
 fn column_info(oid: i64, typmod: i64, field: &str) -> Option<Value> {
+    if oid >= i64::from(crate::enums::ENUM_OID_BASE) {
+        return (field == "data_type").then(|| Value::Text("USER-DEFINED".to_owned()));
+    }
     let ty = u32::try_from(oid).ok().and_then(PgType::from_oid)?;
     let base = ty.base();
     let modifier = modifier_of(base, typmod);

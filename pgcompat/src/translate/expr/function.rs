@@ -150,7 +150,12 @@ impl Rewriter<'_> {
                 let ty = arg.as_ref().and_then(|a| self.typer.infer(a));
                 let name = string(&ty.map_or_else(
                     || "unknown".to_owned(),
-                    |t| t.with_modifier(types::Modifier::None).sql_name(),
+                    |t| {
+                        crate::translate::enums::display_name(
+                            self.typer.catalog,
+                            t.with_modifier(types::Modifier::None),
+                        )
+                    },
                 ));
                 // The argument stays in the statement (evaluated, its value unused): an aggregate in it
                 // (`pg_typeof(count(*))`) keeps the query an aggregate one, one row, as in PostgreSQL.
@@ -177,9 +182,12 @@ impl Rewriter<'_> {
                     .collect::<Vec<_>>(),
             ),
             "nextval" | "currval" | "setval" | "lastval" => {
-                return Err(PgError::unsupported(format!(
-                    "the sequence function {name}() outside a serial column"
-                )))
+                return crate::translate::sequence::rewrite_call(&name, function)
+            }
+            "enum_range" | "enum_first" | "enum_last" => {
+                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                let types: Vec<Option<PgType>> = args.iter().map(|a| self.typer.infer(a)).collect();
+                return Ok(crate::translate::enums::rewrite_call(&name, &args, &types));
             }
             _ => return Ok(None),
         }))

@@ -24,19 +24,25 @@ impl Rewriter<'_> {
                     *expr = replacement;
                     return Ok(());
                 }
-                let target = written_type(data_type)?;
+                let target = crate::translate::enums::written_type(self.typer.catalog, data_type)?;
                 let source = self.typer.infer(inner);
                 self.learn_param(inner, Some(target));
-                Some(cast_call(
-                    std::mem::replace(inner.as_mut(), Expr::value(Value::Null)),
+                Some(crate::translate::enums::with_collation(
+                    cast_call(
+                        std::mem::replace(inner.as_mut(), Expr::value(Value::Null)),
+                        target,
+                        source,
+                    ),
                     target,
-                    source,
                 ))
             }
             Expr::TypedString(typed) => {
-                let target = written_type(&typed.data_type)?;
+                let target = crate::translate::enums::written_type(self.typer.catalog, &typed.data_type)?;
                 let text = typed.value.value.clone().into_string().unwrap_or_default();
-                Some(cast_call(string(&text), target, Some(PgType::TEXT)))
+                Some(crate::translate::enums::with_collation(
+                    cast_call(string(&text), target, Some(PgType::TEXT)),
+                    target,
+                ))
             }
             Expr::Interval(interval) => {
                 let text = match interval.value.as_ref() {

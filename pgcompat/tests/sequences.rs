@@ -1,0 +1,215 @@
+//! Sequences through the dialect layer on a plain SQLite connection, run as the compute runs statements
+//! (several steps in one savepoint, one step as a query): serial and identity keys take their values from
+//! real sequences kept in the database, the sequence functions answer as PostgreSQL's do, and a sequence's
+//! state is the database's (it moves with the transaction that moved it).
+
+use pgcompat::{error_of, value, Dialect, PgType, Translated};
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+/// The outcome of one statement: its rows as PostgreSQL prints them, or its SQLSTATE. Outside a transaction
+/// the session's sequence values are settled after it, as the compute does after each statement.
+fn run(conn: &Connection, dialect: &mut Dialect, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+    let outcome = run_statement(conn, dialect, sql);
+    dialect.settle_sequences(conn).expect("settles");
+    outcome
+}
+
+fn run_statement(conn: &Connection, dialect: &mut Dialect, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+    let translated = dialect.translate(conn, sql).map_err(|e| match e {
+        pgcompat::TranslateError::Sql(e) => e.code.to_owned(),
+        other => other.to_string(),
+    })?;
+    let Translated::Statements(list) = &*translated else {
+        return Err(format!("passed through: {sql}"));
+    };
+    let code = |e: rusqlite::Error| error_of(&e.to_string()).map_or_else(|| e.to_string(), |p| p.code.to_owned());
+    let mut out = Vec::new();
+    for t in list {
+        if t.steps.len() != 1 {
+            conn.execute_batch("SAVEPOINT s").map_err(code)?;
+            for step in &t.steps {
+                if let Err(e) = conn.execute_batch(step) {
+                    conn.execute_batch("ROLLBACK TO s; RELEASE s").map_err(code)?;
+                    return Err(code(e));
+                }
+            }
+            conn.execute_batch("RELEASE s").map_err(code)?;
+            continue;
+        }
+        let mut stmt = conn.prepare(&t.steps[0]).map_err(code)?;
+        let types = dialect.column_types(&stmt, Some(t));
+        let width = stmt.column_count();
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next().map_err(code)? {
+            let mut r = Vec::new();
+            for (i, ty) in types.iter().enumerate().take(width) {
+                let v: Value = row.get(i).map_err(code)?;
+                r.push(match v {
+                    Value::Null => None,
+                    v => value::output(ty.unwrap_or(PgType::TEXT), &v, &dialect.state().time_zone()),
+                });
+            }
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// The one value a statement answers.
+fn one(conn: &Connection, dialect: &mut Dialect, sql: &str) -> String {
+    let rows = run(conn, dialect, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.first()
+        .and_then(|r| r.first().cloned().flatten())
+        .unwrap_or_else(|| panic!("{sql}: no value"))
+}
+
+fn ok(conn: &Connection, dialect: &mut Dialect, sql: &str) {
+    run(conn, dialect, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+fn setup() -> (Connection, Dialect) {
+    let conn = Connection::open_in_memory().expect("opens");
+    let dialect = Dialect::new(&conn, "shop", "cambium", 1).expect("dialect");
+    (conn, dialect)
+}
+
+#[test]
+fn serial_keys_take_their_sequence_values() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE TABLE users (id serial PRIMARY KEY, email text)");
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO users (email) VALUES ('a') RETURNING id"),
+        "1"
+    );
+    ok(
+        &conn,
+        &mut d,
+        "INSERT INTO users (email) SELECT 'b' UNION ALL SELECT 'c'",
+    );
+    assert_eq!(one(&conn, &mut d, "SELECT currval('users_id_seq')"), "3");
+    assert_eq!(
+        one(&conn, &mut d, "SELECT pg_get_serial_sequence('users', 'id')"),
+        "public.users_id_seq"
+    );
+    // An explicit id does not move the sequence: PostgreSQL's collision comes later, here too.
+    ok(&conn, &mut d, "INSERT INTO users (id, email) VALUES (4, 'explicit')");
+    assert!(run(&conn, &mut d, "INSERT INTO users (email) VALUES ('d')").is_err());
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO users (email) VALUES ('e') RETURNING id"),
+        "5"
+    );
+    assert_eq!(
+        one(
+            &conn,
+            &mut d,
+            "SELECT setval(pg_get_serial_sequence('users', 'id'), 100)"
+        ),
+        "100"
+    );
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO users DEFAULT VALUES RETURNING id").as_str(),
+        "101"
+    );
+}
+
+#[test]
+fn sequence_functions_answer_as_postgresql() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE SEQUENCE s INCREMENT BY -1 MINVALUE 1 MAXVALUE 2");
+    assert_eq!(run(&conn, &mut d, "SELECT currval('s')"), Err("55000".to_owned()));
+    assert_eq!(run(&conn, &mut d, "SELECT lastval()"), Err("55000".to_owned()));
+    assert_eq!(
+        run(&conn, &mut d, "SELECT nextval('s'), nextval('public.s'::regclass)"),
+        Ok(vec![vec![Some("2".to_owned()), Some("1".to_owned())]])
+    );
+    assert_eq!(run(&conn, &mut d, "SELECT nextval('s')"), Err("2200H".to_owned()));
+    assert_eq!(one(&conn, &mut d, "SELECT lastval()"), "1");
+    assert_eq!(run(&conn, &mut d, "SELECT nextval('nothing')"), Err("42P01".to_owned()));
+    assert_eq!(run(&conn, &mut d, "SELECT setval('s', 7)"), Err("22003".to_owned()));
+    assert_eq!(
+        run(&conn, &mut d, "SELECT last_value, is_called FROM s"),
+        Ok(vec![vec![Some("1".to_owned()), Some("t".to_owned())]])
+    );
+    assert_eq!(run(&conn, &mut d, "CREATE SEQUENCE s"), Err("42P07".to_owned()));
+    ok(&conn, &mut d, "CREATE SEQUENCE IF NOT EXISTS s");
+    ok(&conn, &mut d, "DROP SEQUENCE s");
+    assert_eq!(run(&conn, &mut d, "SELECT currval('s')"), Err("42P01".to_owned()));
+}
+
+#[test]
+fn alter_sequence_applies_to_the_state_at_run_time() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE SEQUENCE s");
+    // Translated (and cached) before the values move; run after.
+    let alter = "ALTER SEQUENCE s INCREMENT BY 10";
+    d.translate(&conn, alter).expect("translates");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "1");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "2");
+    ok(&conn, &mut d, alter);
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "12");
+    ok(&conn, &mut d, "ALTER SEQUENCE s RESTART");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "1");
+}
+
+#[test]
+fn a_sequence_moves_with_its_transaction() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE SEQUENCE s");
+    conn.execute_batch("BEGIN").expect("begins");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "1");
+    conn.execute_batch("ROLLBACK").expect("rolls back");
+    // Before the session settles, the database's state is the one the rollback restored.
+    assert_eq!(
+        run_statement(&conn, &mut d, "SELECT is_called FROM s"),
+        Ok(vec![vec![Some("f".to_owned())]])
+    );
+    d.settle_sequences(&conn).expect("settles");
+    // Taken values stay taken, as in PostgreSQL.
+    assert_eq!(one(&conn, &mut d, "SELECT currval('s')"), "1");
+    assert_eq!(
+        run(&conn, &mut d, "SELECT last_value, is_called FROM s"),
+        Ok(vec![vec![Some("1".to_owned()), Some("t".to_owned())]])
+    );
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "2");
+    // Another session reads the database's state.
+    let mut other = Dialect::new(&conn, "shop", "cambium", 2).expect("dialect");
+    ok(&conn, &mut other, "SELECT setval('s', 10)");
+    assert_eq!(one(&conn, &mut d, "SELECT nextval('s')"), "11");
+}
+
+#[test]
+fn identity_columns_keep_their_rules() {
+    let (conn, mut d) = setup();
+    ok(
+        &conn,
+        &mut d,
+        "CREATE TABLE items (id int GENERATED ALWAYS AS IDENTITY (START WITH 10) PRIMARY KEY, name text)",
+    );
+    assert_eq!(
+        run(&conn, &mut d, "INSERT INTO items (id, name) VALUES (1, 'x')"),
+        Err("428C9".to_owned())
+    );
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('y') RETURNING id"),
+        "10"
+    );
+    assert_eq!(
+        one(
+            &conn,
+            &mut d,
+            "INSERT INTO items (id, name) OVERRIDING SYSTEM VALUE VALUES (1, 'x') RETURNING id"
+        ),
+        "1"
+    );
+    assert_eq!(run(&conn, &mut d, "UPDATE items SET id = 5"), Err("428C9".to_owned()));
+    assert_eq!(
+        run(&conn, &mut d, "DROP SEQUENCE items_id_seq"),
+        Err("2BP01".to_owned())
+    );
+    ok(&conn, &mut d, "DROP TABLE items");
+    assert_eq!(
+        run(&conn, &mut d, "SELECT nextval('items_id_seq')"),
+        Err("42P01".to_owned())
+    );
+}
