@@ -38,6 +38,8 @@ pub enum Base {
     Date,
     /// `time`
     Time,
+    /// `time with time zone` (`timetz`): stored as its text, `HH:MM:SS[.frac]±HH[:MM]`
+    Timetz,
     /// `timestamp`
     Timestamp,
     /// `timestamptz`
@@ -61,7 +63,7 @@ pub enum Base {
 
 impl Base {
     /// Every base type the layer supports.
-    pub const ALL: [Base; 22] = [
+    pub const ALL: [Base; 23] = [
         Base::Bool,
         Base::Int2,
         Base::Int4,
@@ -76,6 +78,7 @@ impl Base {
         Base::Bytea,
         Base::Date,
         Base::Time,
+        Base::Timetz,
         Base::Timestamp,
         Base::Timestamptz,
         Base::Interval,
@@ -219,6 +222,7 @@ impl PgType {
             Base::Varchar => (1043, 1015),
             Base::Date => (1082, 1182),
             Base::Time => (1083, 1183),
+            Base::Timetz => (1266, 1270),
             Base::Timestamp => (1114, 1115),
             Base::Timestamptz => (1184, 1185),
             Base::Interval => (1186, 1187),
@@ -266,6 +270,7 @@ impl PgType {
             Base::Bytea => "bytea",
             Base::Date => "date",
             Base::Time => "time",
+            Base::Timetz => "timetz",
             Base::Timestamp => "timestamp",
             Base::Timestamptz => "timestamptz",
             Base::Interval => "interval",
@@ -302,6 +307,7 @@ impl PgType {
             Base::Bytea => "bytea",
             Base::Date => "date",
             Base::Time => "time without time zone",
+            Base::Timetz => "time with time zone",
             Base::Timestamp => "timestamp without time zone",
             Base::Timestamptz => "timestamp with time zone",
             Base::Interval => "interval",
@@ -319,7 +325,7 @@ impl PgType {
         };
         let mut name = match (self.base, &self.modifier) {
             // The precision of times goes inside their name: `timestamp(3) with time zone`.
-            (Base::Time | Base::Timestamp | Base::Timestamptz, Modifier::Length(_)) => {
+            (Base::Time | Base::Timetz | Base::Timestamp | Base::Timestamptz, Modifier::Length(_)) => {
                 let (head, tail) = base.split_once(' ').unwrap_or((base, ""));
                 format!("{head}{modifier} {tail}").trim_end().to_owned()
             }
@@ -347,6 +353,7 @@ impl PgType {
             | Base::Name
             | Base::Date
             | Base::Time
+            | Base::Timetz
             | Base::Timestamp
             | Base::Timestamptz
             | Base::Interval
@@ -464,6 +471,7 @@ fn base_by_name(name: &str) -> Option<Base> {
         "bytea" => Base::Bytea,
         "date" => Base::Date,
         "time" | "time without time zone" => Base::Time,
+        "timetz" | "time with time zone" => Base::Timetz,
         "timestamp" | "timestamp without time zone" => Base::Timestamp,
         "timestamptz" | "timestamp with time zone" => Base::Timestamptz,
         "interval" => Base::Interval,
@@ -564,9 +572,7 @@ pub fn from_data_type(data_type: &DataType) -> Written {
         DataType::Bytea | DataType::Blob(_) => PgType::BYTEA,
         DataType::Date => PgType::new(Base::Date),
         DataType::Time(p, tz) => match tz {
-            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => {
-                return Written::Unsupported("time with time zone".to_owned())
-            }
+            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => PgType::new(Base::Timetz).with_modifier(precision(p)),
             _ => PgType::new(Base::Time).with_modifier(precision(p)),
         },
         DataType::Timestamp(p, tz) => match tz {
