@@ -138,6 +138,15 @@ pub const QUERY_CANCELED: &str = "57014";
 /// deadlock_detected
 pub const DEADLOCK_DETECTED: &str = "40P01";
 
+/// invalid_column_reference
+pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
+/// cardinality_violation
+pub const CARDINALITY_VIOLATION: &str = "21000";
+/// grouping_error
+pub const GROUPING_ERROR: &str = "42803";
+/// datatype_mismatch in a set operation or CASE: cannot match types
+pub const INDETERMINATE_DATATYPE: &str = "42P18";
+
 /// Every code the layer raises, so a code read back from a SQLite message is one of ours.
 const CODES: &[&str] = &[
     FEATURE_NOT_SUPPORTED,
@@ -182,6 +191,10 @@ const CODES: &[&str] = &[
     QUERY_CANCELED,
     DEADLOCK_DETECTED,
     SUBSTRING_ERROR,
+    INVALID_COLUMN_REFERENCE,
+    CARDINALITY_VIOLATION,
+    GROUPING_ERROR,
+    INDETERMINATE_DATATYPE,
     WRONG_OBJECT_TYPE,
     GENERATED_ALWAYS,
     UNIQUE_VIOLATION,

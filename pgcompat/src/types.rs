@@ -38,6 +38,8 @@ pub enum Base {
     Date,
     /// `time`
     Time,
+    /// `time with time zone` (`timetz`): stored as its text, `HH:MM:SS[.frac]±HH[:MM]`
+    Timetz,
     /// `timestamp`
     Timestamp,
     /// `timestamptz`
@@ -63,7 +65,7 @@ pub enum Base {
 
 impl Base {
     /// Every base type the layer supports.
-    pub const ALL: [Base; 23] = [
+    pub const ALL: [Base; 24] = [
         Base::Bool,
         Base::Int2,
         Base::Int4,
@@ -78,6 +80,7 @@ impl Base {
         Base::Bytea,
         Base::Date,
         Base::Time,
+        Base::Timetz,
         Base::Timestamp,
         Base::Timestamptz,
         Base::Interval,
@@ -222,6 +225,7 @@ impl PgType {
             Base::Varchar => (1043, 1015),
             Base::Date => (1082, 1182),
             Base::Time => (1083, 1183),
+            Base::Timetz => (1266, 1270),
             Base::Timestamp => (1114, 1115),
             Base::Timestamptz => (1184, 1185),
             Base::Interval => (1186, 1187),
@@ -270,6 +274,7 @@ impl PgType {
             Base::Bytea => "bytea",
             Base::Date => "date",
             Base::Time => "time",
+            Base::Timetz => "timetz",
             Base::Timestamp => "timestamp",
             Base::Timestamptz => "timestamptz",
             Base::Interval => "interval",
@@ -307,6 +312,7 @@ impl PgType {
             Base::Bytea => "bytea",
             Base::Date => "date",
             Base::Time => "time without time zone",
+            Base::Timetz => "time with time zone",
             Base::Timestamp => "timestamp without time zone",
             Base::Timestamptz => "timestamp with time zone",
             Base::Interval => "interval",
@@ -325,7 +331,7 @@ impl PgType {
         };
         let mut name = match (self.base, &self.modifier) {
             // The precision of times goes inside their name: `timestamp(3) with time zone`.
-            (Base::Time | Base::Timestamp | Base::Timestamptz, Modifier::Length(_)) => {
+            (Base::Time | Base::Timetz | Base::Timestamp | Base::Timestamptz, Modifier::Length(_)) => {
                 let (head, tail) = base.split_once(' ').unwrap_or((base, ""));
                 format!("{head}{modifier} {tail}").trim_end().to_owned()
             }
@@ -353,6 +359,7 @@ impl PgType {
             | Base::Name
             | Base::Date
             | Base::Time
+            | Base::Timetz
             | Base::Timestamp
             | Base::Timestamptz
             | Base::Interval
@@ -471,6 +478,7 @@ fn base_by_name(name: &str) -> Option<Base> {
         "bytea" => Base::Bytea,
         "date" => Base::Date,
         "time" | "time without time zone" => Base::Time,
+        "timetz" | "time with time zone" => Base::Timetz,
         "timestamp" | "timestamp without time zone" => Base::Timestamp,
         "timestamptz" | "timestamp with time zone" => Base::Timestamptz,
         "interval" => Base::Interval,
@@ -571,9 +579,7 @@ pub fn from_data_type(data_type: &DataType) -> Written {
         DataType::Bytea | DataType::Blob(_) => PgType::BYTEA,
         DataType::Date => PgType::new(Base::Date),
         DataType::Time(p, tz) => match tz {
-            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => {
-                return Written::Unsupported("time with time zone".to_owned())
-            }
+            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => PgType::new(Base::Timetz).with_modifier(precision(p)),
             _ => PgType::new(Base::Time).with_modifier(precision(p)),
         },
         DataType::Timestamp(p, tz) => match tz {

@@ -186,7 +186,11 @@ impl Aggregate<Sums, Value> for Variance {
                     return Ok(Value::Null);
                 }
                 let variance = sxx / if sample { n - 1.0 } else { n };
-                Ok(Value::Real(if self.kind.stddev() { variance.sqrt() } else { variance }))
+                Ok(crate::value::float_value(if self.kind.stddev() {
+                    variance.sqrt()
+                } else {
+                    variance
+                }))
             }
             Sums::Exact { n, sum, sum_squares } => {
                 if sample && n <= 1 {

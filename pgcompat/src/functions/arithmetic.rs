@@ -1,7 +1,7 @@
 //! Checked integer arithmetic, `/` and `%` with PostgreSQL's rules, and exact numeric multiplication,
 //! division, `sum` and `avg` (PostgreSQL's result scales).
 
-use rusqlite::functions::{Aggregate, Context};
+use rusqlite::functions::{Aggregate, Context, WindowAggregate};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
 
@@ -56,6 +56,17 @@ pub(super) fn install_arithmetic(conn: &Connection) -> rusqlite::Result<()> {
             Ok(Value::Text(a.add(&b).to_text()))
         })?;
     }
+    conn.create_scalar_function("pg_float_arith", 3, flags_pure(), |ctx| {
+        let (a, b) = (ctx.get_raw(0), ctx.get_raw(2));
+        if matches!(a, ValueRef::Null) || matches!(b, ValueRef::Null) {
+            return Ok(Value::Null);
+        }
+        let op: String = ctx.get(1)?;
+        float_arith(float_of(a)?, &op, float_of(b)?).map_err(raise)
+    })?;
+    conn.create_scalar_function("pg_numeric_cmp", 2, flags_pure(), |ctx| {
+        compare_numbers(ctx.get_raw(0), ctx.get_raw(1))
+    })?;
     conn.create_scalar_function("pg_numeric_mul", 2, flags_pure(), |ctx| {
         let (Some(a), Some(b)) = (decimal_of(ctx.get_raw(0))?, decimal_of(ctx.get_raw(1))?) else {
             return Ok(Value::Null);
@@ -68,9 +79,82 @@ pub(super) fn install_arithmetic(conn: &Connection) -> rusqlite::Result<()> {
         };
         divide_decimals(&a, &b).map(|d| Value::Text(d.to_text())).map_err(raise)
     })?;
-    conn.create_aggregate_function("pg_numeric_sum", 1, flags_pure(), NumericSum { average: false })?;
-    conn.create_aggregate_function("pg_numeric_avg", 1, flags_pure(), NumericSum { average: true })?;
+    // Window functions too (`sum(x) OVER (…)`): a value leaves the frame by its inverse.
+    conn.create_window_function("pg_numeric_sum", 1, flags_pure(), NumericSum { average: false })?;
+    conn.create_window_function("pg_numeric_avg", 1, flags_pure(), NumericSum { average: true })?;
     Ok(())
+}
+
+/// `pg_numeric_cmp(a, b)`: -1, 0 or 1 as `a` is less than, equal to or greater than `b` by value, whatever
+/// their storage (an integer, a double, a numeric's exact text); NULL when either is. A double compared
+/// with anything compares as doubles (PostgreSQL casts a numeric to double precision there); `NaN` is
+/// greater than every number and equal to itself, as in PostgreSQL.
+fn compare_numbers(a: ValueRef<'_>, b: ValueRef<'_>) -> rusqlite::Result<Option<i64>> {
+    let ordering = match (a, b) {
+        (ValueRef::Null, _) | (_, ValueRef::Null) => return Ok(None),
+        (ValueRef::Integer(x), ValueRef::Integer(y)) => x.cmp(&y),
+        (ValueRef::Real(_), _) | (_, ValueRef::Real(_)) => {
+            let (x, y) = (float_of(a)?, float_of(b)?);
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                (false, false) => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
+            }
+        }
+        _ => {
+            let (Some(x), Some(y)) = (decimal_of(a)?, decimal_of(b)?) else {
+                return Ok(None);
+            };
+            x.cmp_value(&y)
+        }
+    };
+    Ok(Some(ordering as i64))
+}
+
+/// `double precision` `+ - * /` with PostgreSQL's checks: a finite result out of range is 22003 (overflow,
+/// or underflow to zero of a product or quotient of non-zeros), division by zero 22012.
+fn float_arith(x: f64, op: &str, y: f64) -> Result<Value, PgError> {
+    let result = match op {
+        "+" => x + y,
+        "-" => x - y,
+        "*" => x * y,
+        "/" => {
+            if y == 0.0 {
+                return Err(PgError::new(DIVISION_BY_ZERO, "division by zero"));
+            }
+            x / y
+        }
+        other => {
+            return Err(PgError::new(
+                crate::error::INTERNAL_ERROR,
+                format!("pg_float_arith: unknown operator {other}"),
+            ))
+        }
+    };
+    if result.is_infinite() && x.is_finite() && y.is_finite() {
+        return Err(PgError::new(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
+    }
+    if result == 0.0 && matches!(op, "*" | "/") && x != 0.0 && y.is_finite() && (op == "/" || y != 0.0) {
+        return Err(PgError::new(
+            NUMERIC_VALUE_OUT_OF_RANGE,
+            "value out of range: underflow",
+        ));
+    }
+    Ok(value::float_value(result))
+}
+
+/// A number as a double (`NaN` and the infinities read from their text forms).
+fn float_of(value: ValueRef<'_>) -> rusqlite::Result<f64> {
+    match value {
+        ValueRef::Integer(i) => Ok(i as f64),
+        ValueRef::Real(f) => Ok(f),
+        ValueRef::Text(t) => {
+            let text = String::from_utf8_lossy(t);
+            value::parse_float8(&text).map_err(raise)
+        }
+        ValueRef::Null | ValueRef::Blob(_) => Err(raise(PgError::invalid_input("double precision", "blob"))),
+    }
 }
 
 fn decimal_of(value: ValueRef<'_>) -> rusqlite::Result<Option<Decimal>> {
@@ -115,44 +199,89 @@ fn divide(a: Value, b: Value, modulo: bool) -> Result<Value, PgError> {
             if y == 0.0 {
                 return Err(zero());
             }
-            Ok(Value::Real(if modulo { x % y } else { x / y }))
+            Ok(crate::value::float_value(if modulo { x % y } else { x / y }))
         }
     }
 }
 
-/// Exact `sum`/`avg` of numeric values (PostgreSQL's `avg` of integers is numeric too).
+/// Exact `sum`/`avg` of numeric values (PostgreSQL's `avg` of integers is numeric too), as aggregates and
+/// window functions.
 struct NumericSum {
     average: bool,
 }
 
-impl Aggregate<(Option<Decimal>, u64), Value> for NumericSum {
-    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<(Option<Decimal>, u64)> {
-        Ok((None, 0))
+/// A running numeric sum: the values in it, and how many of them have each scale (the result's scale is
+/// the largest one present, as PostgreSQL's is when values leave a window frame).
+#[derive(Default)]
+struct SumState {
+    sum: Option<Decimal>,
+    count: u64,
+    scales: std::collections::BTreeMap<usize, u64>,
+}
+
+impl NumericSum {
+    fn result(&self, state: &SumState) -> Value {
+        let (Some(sum), Some((&scale, _))) = (&state.sum, state.scales.last_key_value()) else {
+            return Value::Null;
+        };
+        if state.count == 0 {
+            return Value::Null;
+        }
+        let sum = sum.rescale(scale);
+        if !self.average {
+            return Value::Text(sum.to_text());
+        }
+        // PostgreSQL's division scale: 16 significant digits less the quotient's weight in base-10000
+        // digits, never fewer than the dividend's.
+        let count_decimal = Decimal::parse(&state.count.to_string()).expect("a count is a number");
+        let scale = division_scale(&sum, &count_decimal);
+        Value::Text(divide_decimal(&sum, state.count, scale).to_text())
+    }
+}
+
+impl Aggregate<SumState, Value> for NumericSum {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<SumState> {
+        Ok(SumState::default())
     }
 
-    fn step(&self, ctx: &mut Context<'_>, acc: &mut (Option<Decimal>, u64)) -> rusqlite::Result<()> {
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut SumState) -> rusqlite::Result<()> {
         if let Some(d) = decimal_of(ctx.get_raw(0))? {
-            acc.0 = Some(match acc.0.take() {
+            *acc.scales.entry(d.frac.len()).or_default() += 1;
+            acc.sum = Some(match acc.sum.take() {
                 Some(sum) => sum.add(&d),
                 None => d,
             });
-            acc.1 += 1;
+            acc.count += 1;
         }
         Ok(())
     }
 
-    fn finalize(&self, _: &mut Context<'_>, acc: Option<(Option<Decimal>, u64)>) -> rusqlite::Result<Value> {
-        let Some((Some(sum), count)) = acc else {
-            return Ok(Value::Null);
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<SumState>) -> rusqlite::Result<Value> {
+        Ok(acc.map_or(Value::Null, |state| self.result(&state)))
+    }
+}
+
+impl WindowAggregate<SumState, Value> for NumericSum {
+    fn value(&self, acc: Option<&mut SumState>) -> rusqlite::Result<Value> {
+        Ok(acc.map_or(Value::Null, |state| self.result(state)))
+    }
+
+    fn inverse(&self, ctx: &mut Context<'_>, acc: &mut SumState) -> rusqlite::Result<()> {
+        let Some(mut d) = decimal_of(ctx.get_raw(0))? else {
+            return Ok(());
         };
-        if !self.average {
-            return Ok(Value::Text(sum.to_text()));
+        if let Some(n) = acc.scales.get_mut(&d.frac.len()) {
+            *n -= 1;
+            if *n == 0 {
+                acc.scales.remove(&d.frac.len());
+            }
         }
-        // PostgreSQL's division scale: 16 significant digits less the quotient's weight in base-10000
-        // digits, never fewer than the dividend's.
-        let count_decimal = Decimal::parse(&count.to_string()).expect("a count is a number");
-        let scale = division_scale(&sum, &count_decimal);
-        Ok(Value::Text(divide_decimal(&sum, count, scale).to_text()))
+        if !d.is_zero() {
+            d.negative = !d.negative;
+        }
+        acc.sum = acc.sum.take().map(|sum| sum.add(&d));
+        acc.count = acc.count.saturating_sub(1);
+        Ok(())
     }
 }
 

@@ -50,8 +50,15 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
             (Value::Real(f), None) => value::format_float8(*f),
             (v, None) => value::output(PgType::TEXT, v, tz).unwrap_or_default(),
         };
+        // char(n) → text or varchar drops the padding.
+        let text = match source {
+            Some(s) if s.base() == Base::Bpchar && !s.is_array() && target.base() != Base::Bpchar => {
+                text.trim_end_matches(' ').to_owned()
+            }
+            _ => text,
+        };
         let text = match target.modifier() {
-            crate::types::Modifier::Length(n) if target.base() == Base::Varchar => {
+            crate::types::Modifier::Length(n) if matches!(target.base(), Base::Varchar | Base::Bpchar) => {
                 text.chars().take(n as usize).collect()
             }
             _ => text,

@@ -22,6 +22,8 @@ use crate::types::PgType;
 
 #[path = "aggregates.rs"]
 mod aggregates;
+#[path = "arrays.rs"]
+mod arrays;
 #[path = "json/mod.rs"]
 mod json;
 #[path = "math/mod.rs"]
@@ -85,6 +87,21 @@ const TYPED: &[&str] = &[
     "to_char",
     "isfinite",
     "date_bin",
+    // arrays
+    "array_length",
+    "array_upper",
+    "array_lower",
+    "cardinality",
+    "array_ndims",
+    "array_dims",
+    "array_append",
+    "array_prepend",
+    "array_cat",
+    "array_remove",
+    "array_replace",
+    "array_position",
+    "array_positions",
+    "array_fill",
     // aggregates
     "stddev",
     "stddev_samp",
@@ -139,6 +156,7 @@ pub(super) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
     json::install(conn, &state)?;
     time::install(conn, &state)?;
     aggregates::install(conn, &state)?;
+    arrays::install(conn, &state)?;
     Ok(())
 }
 
@@ -153,6 +171,7 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
         .or_else(|| json::result_type(name, args))
         .or_else(|| time::result_type(name, args))
         .or_else(|| aggregates::result_type(name, args))
+        .or_else(|| arrays::result_type(name, args))
 }
 
 /// The arguments of one call: their values, and the PostgreSQL types the translator inferred (typed form).
@@ -281,7 +300,7 @@ pub(super) fn check_size(bytes: usize) -> Result<(), PgError> {
 }
 
 #[cfg(test)]
-pub(super) mod testing {
+pub(crate) mod testing {
     //! Runs one PostgreSQL statement through the whole layer and prints its first row as PostgreSQL would.
 
     use rusqlite::types::Value;

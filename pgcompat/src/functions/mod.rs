@@ -23,18 +23,22 @@ pub(crate) mod enums;
 mod extra;
 mod operators;
 pub(crate) mod sequence;
+mod series;
 mod session;
 mod strings;
 mod temporal;
 
 pub use cast::cast;
 pub(crate) use catalog::pg_quote_ident as quote_ident_pg;
+#[cfg(test)]
+pub(crate) use extra::testing;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
 pub use strings::like;
 
 use arithmetic::install_arithmetic;
 use cast::install_casts;
 use operators::install_arrays;
+use series::install_series;
 use session::install_session;
 use strings::install_strings;
 use temporal::install_datetime;
@@ -218,6 +222,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     install_strings(conn)?;
     install_datetime(conn, state.clone())?;
     install_arrays(conn, state.clone())?;
+    install_series(conn, state.clone())?;
     extra::install(conn, state.clone())?;
     sequence::install(conn, &state)?;
     enums::install(conn, &state)?;

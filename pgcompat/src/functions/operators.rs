@@ -69,19 +69,7 @@ pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rus
             return Ok(None);
         };
         let element = type_arg(ctx, 1)?.unwrap_or(PgType::TEXT);
-        let tz = s.time_zone();
-        let elements = value::array::stored_elements(element.array(), &array, &tz).map_err(raise)?;
-        let items: Vec<serde_json::Value> = elements
-            .iter()
-            .map(|v| match v {
-                Value::Null => serde_json::Value::Null,
-                Value::Integer(i) => serde_json::Value::from(*i),
-                Value::Real(f) => {
-                    serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
-                }
-                other => serde_json::Value::String(value::output(element, other, &tz).unwrap_or_default()),
-            })
-            .collect();
+        let items = array_json_items(&array, element, &s.time_zone()).map_err(raise)?;
         Ok(Some(serde_json::Value::Array(items).to_string()))
     })?;
     for (name, all) in [("pg_array_contains_all", true), ("pg_array_overlap", false)] {
@@ -234,4 +222,25 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
             .filter(|(_, v)| !v.is_empty())
             .map(|(_, v)| value::array::format(&v)))
     }
+}
+
+/// The elements of an array's text as JSON values: integers as numbers, doubles as numbers (NULL if not
+/// finite), anything else as its PostgreSQL text.
+pub(super) fn array_json_items(
+    array: &str,
+    element: PgType,
+    tz: &jiff::tz::TimeZone,
+) -> Result<Vec<serde_json::Value>, PgError> {
+    let elements = value::array::stored_elements(element.array(), array, tz)?;
+    Ok(elements
+        .iter()
+        .map(|v| match v {
+            Value::Null => serde_json::Value::Null,
+            Value::Integer(i) => serde_json::Value::from(*i),
+            Value::Real(f) => {
+                serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            }
+            other => serde_json::Value::String(value::output(element, other, tz).unwrap_or_default()),
+        })
+        .collect())
 }

@@ -32,6 +32,13 @@ pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> ru
     conn.create_scalar_function("pg_current_time", 0, flags_session(), move |_| {
         Ok(datetime::format_time(s.time_zone().to_datetime(s.now()).time()))
     })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_current_timetz", 0, flags_session(), move |_| {
+        let now = s.now();
+        let tz = s.time_zone();
+        let offset = tz.to_offset(now).seconds();
+        Ok(datetime::format_timetz(tz.to_datetime(now).time(), offset))
+    })?;
     conn.create_scalar_function("pg_version", 0, flags_pure(), |_| Ok(VERSION))?;
     let s = state.clone();
     conn.create_scalar_function("pg_current_database", 0, flags_session(), move |_| {

@@ -67,6 +67,21 @@ pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
     tokens[p..].iter().all(|token| *token == Token::Many)
 }
 
+/// The escape character of `LIKE … ESCAPE e`: none for an empty string, 22025 for more than one character.
+fn escape_of(escape: Option<&str>) -> rusqlite::Result<Option<char>> {
+    let Some(escape) = escape else {
+        return Ok(None);
+    };
+    let mut chars = escape.chars();
+    match (chars.next(), chars.next()) {
+        (first, None) => Ok(first),
+        _ => Err(raise(PgError::new(
+            crate::error::INVALID_ESCAPE_SEQUENCE,
+            "invalid escape string",
+        ))),
+    }
+}
+
 pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
     // SQLite calls like(pattern, text[, escape]) for the LIKE operator.
     for n in [2, 3] {
@@ -75,7 +90,7 @@ pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
                 return Ok(None);
             };
             let escape = if n == 3 {
-                ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next())
+                escape_of(ctx.get::<Option<String>>(2)?.as_deref())?
             } else {
                 Some('\\')
             };
@@ -86,7 +101,7 @@ pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
                 return Ok(None);
             };
             let escape = if n == 3 {
-                ctx.get::<Option<String>>(2)?.and_then(|e| e.chars().next())
+                escape_of(ctx.get::<Option<String>>(2)?.as_deref())?
             } else {
                 Some('\\')
             };
@@ -150,10 +165,10 @@ pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // SQLite's lower/upper fold ASCII only; PostgreSQL's (in a UTF-8 locale) fold every letter.
     conn.create_scalar_function("lower", 1, flags_pure(), |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.map(|t| t.to_lowercase()))
+        Ok(ctx.get::<Option<String>>(0)?.map(|t| map_chars(&t, char::to_lowercase)))
     })?;
     conn.create_scalar_function("upper", 1, flags_pure(), |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.map(|t| t.to_uppercase()))
+        Ok(ctx.get::<Option<String>>(0)?.map(|t| map_chars(&t, char::to_uppercase)))
     })?;
     for n in [2, 3] {
         // PostgreSQL's substr: positions before 1 count (substr('hello', -1, 3) is 'h'); bytes for bytea.
@@ -321,4 +336,18 @@ pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
             })
     })?;
     Ok(())
+}
+
+/// Case mapping as PostgreSQL does it under a libc UTF-8 locale (`towupper`/`towlower`): character by
+/// character, a character whose mapping is more than one character (`ß` → `SS`) kept as it is.
+pub(super) fn map_chars<I: Iterator<Item = char>>(text: &str, map: impl Fn(char) -> I) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let mut mapped = map(c);
+        match (mapped.next(), mapped.next()) {
+            (Some(one), None) => out.push(one),
+            _ => out.push(c),
+        }
+    }
+    out
 }

@@ -55,6 +55,24 @@ pub(super) fn install_datetime(conn: &Connection, state: Arc<SessionState>) -> r
         };
         datetime_arith(left, op == "-", right, result, lt, rt, &s.time_zone()).map_err(raise)
     })?;
+    conn.create_scalar_function("pg_interval_scale", 3, flags_pure(), |ctx| {
+        let factor = match ctx.get_raw(2) {
+            rusqlite::types::ValueRef::Integer(i) => Some(i as f64),
+            rusqlite::types::ValueRef::Real(f) => Some(f),
+            rusqlite::types::ValueRef::Text(t) => {
+                Some(value::parse_float8(&String::from_utf8_lossy(t)).map_err(raise)?)
+            }
+            _ => None,
+        };
+        let (Some(text), Some(factor)) = (ctx.get::<Option<String>>(0)?, factor) else {
+            return Ok(None);
+        };
+        let op: String = ctx.get(1)?;
+        let interval = datetime::Interval::parse(&text).map_err(raise)?;
+        scale_interval(interval, &op, factor)
+            .map(|iv| Some(iv.format()))
+            .map_err(raise)
+    })?;
     let s = state.clone();
     conn.create_scalar_function("pg_at_time_zone", 3, flags_pure(), move |ctx| {
         let value = owned(ctx.get_raw(0));
@@ -431,4 +449,59 @@ pub(super) fn at_time_zone(value: Value, zone: &str, ty: PgType, session: &TimeZ
             Ok(Value::Text(datetime::format_timestamptz(ts, &TimeZone::UTC)))
         }
     }
+}
+
+/// `interval * factor` and `interval / factor` as PostgreSQL 15 computes them (`interval_mul`,
+/// `interval_div`): months and days scaled and truncated, their fractions carried down to days and time
+/// (a month is 30 days), rounded to the microsecond.
+pub(super) fn scale_interval(iv: datetime::Interval, op: &str, factor: f64) -> Result<datetime::Interval, PgError> {
+    let divide = op == "/";
+    if divide && factor == 0.0 {
+        return Err(PgError::new(crate::error::DIVISION_BY_ZERO, "division by zero"));
+    }
+    let scale = |x: f64| if divide { x / factor } else { x * factor };
+    let out_of_range = || PgError::out_of_range("interval");
+    let to_i32 = |x: f64| -> Result<i32, PgError> {
+        if x.is_nan() || x < f64::from(i32::MIN) || x >= -f64::from(i32::MIN) {
+            return Err(out_of_range());
+        }
+        Ok(x as i32)
+    };
+    let round_micros = |x: f64| (x * 1e6).round_ties_even() / 1e6;
+    let months = to_i32(scale(f64::from(iv.months)))?;
+    let mut days = to_i32(scale(f64::from(iv.days)))?;
+    let month_remainder_days = round_micros((scale(f64::from(iv.months)) - f64::from(months)) * 30.0);
+    let mut sec_remainder = round_micros(
+        (scale(f64::from(iv.days)) - f64::from(days) + month_remainder_days - month_remainder_days.trunc()) * 86_400.0,
+    );
+    if sec_remainder.abs() >= 86_400.0 {
+        let whole_days = (sec_remainder / 86_400.0).trunc();
+        days = days.checked_add(to_i32(whole_days)?).ok_or_else(out_of_range)?;
+        sec_remainder -= whole_days * 86_400.0;
+    }
+    days = days
+        .checked_add(to_i32(month_remainder_days.trunc())?)
+        .ok_or_else(out_of_range)?;
+    let micros = (scale(iv.micros as f64) + sec_remainder * 1e6).round_ties_even();
+    if micros.is_nan() || micros.abs() >= 9.2e18 {
+        return Err(out_of_range());
+    }
+    Ok(datetime::Interval {
+        months,
+        days,
+        micros: micros as i64,
+    })
+}
+
+/// A timestamp (or timestamptz) value of `ty` plus `step`, in its stored form.
+pub(super) fn add_interval(ty: PgType, v: Value, step: datetime::Interval, tz: &TimeZone) -> Result<Value, PgError> {
+    datetime_arith(
+        v,
+        false,
+        Value::Text(step.format()),
+        ty,
+        ty,
+        PgType::new(Base::Interval),
+        tz,
+    )
 }

@@ -27,6 +27,7 @@ pub(super) fn type_rows() -> String {
             Base::Name => (64, 0, 'S'),
             Base::Date => (4, 1, 'D'),
             Base::Time | Base::Timestamp | Base::Timestamptz => (8, 1, 'D'),
+            Base::Timetz => (12, 0, 'D'),
             Base::Interval => (16, 0, 'T'),
             Base::Uuid => (16, 0, 'U'),
             Base::Bytea | Base::Json | Base::Jsonb => (-1, 0, 'U'),

@@ -7,16 +7,24 @@ pub(crate) mod comment;
 pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
+pub(crate) mod distinct_on;
 pub(crate) mod enums;
 pub(crate) mod expr;
+pub(crate) mod grouping_sets;
 pub(crate) mod identity;
 mod maintenance;
 pub(crate) mod names;
+pub(crate) mod query_rules;
 pub(crate) mod rebuild;
 pub(crate) mod sequence;
+pub(crate) mod srf;
 pub(crate) mod tables;
 pub(crate) mod unparsed;
+pub(crate) mod upsert;
 pub(crate) mod walk;
+
+#[cfg(test)]
+mod tests;
 
 use rusqlite::Connection;
 use sqlparser::ast::{
@@ -182,7 +190,7 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
         return Ok(Translated::Statements(vec![fetch?]));
     }
     if let Some(maintenance) = maintenance::parse(sql) {
-        return Ok(Translated::Statements(vec![maintenance?]));
+        return Ok(Translated::Statements(vec![maintenance]));
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
@@ -305,9 +313,14 @@ fn translate_statement(
             // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
             // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
             query.locks.clear();
+            check_query_grouping(conn, query.body.as_ref())?;
+            names::name_columns(query);
+            distinct_on::rewrite(query)?;
+            grouping_sets::rewrite(query)?;
             names::name_columns(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
+            query_rules::type_set_operation_literals(catalog, query);
             if rewriter.uses_catalog {
                 catalog_refs::name_outputs(query);
             }
@@ -359,16 +372,16 @@ fn translate_statement(
             let tables = match &mut delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            if delete.using.is_some() {
-                return Err(PgError::unsupported("DELETE … USING"));
-            }
-            let table = match tables.first_mut().map(|t| &mut t.relation) {
-                Some(TableFactor::Table { name, .. }) => {
+            let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
+                Some(TableFactor::Table { name, alias, .. }) => {
                     expr::strip_public(name)?;
-                    last_part(name)
+                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 _ => return Err(PgError::unsupported("this DELETE form")),
             };
+            if let Some(using) = delete.using.take() {
+                delete.selection = Some(delete_using(&table, alias.as_deref(), &using, delete.selection.take())?);
+            }
             if let Some(returning) = &mut delete.returning {
                 names::name_items(returning);
             }
@@ -601,6 +614,44 @@ fn translate_statement(
     Ok(Some(translation))
 }
 
+/// The grouping rule (`query_rules`) on every SELECT of a query body.
+fn check_query_grouping(conn: &Connection, body: &SetExpr) -> Result<(), PgError> {
+    match body {
+        SetExpr::Select(select) => query_rules::check_grouping(conn, select),
+        SetExpr::SetOperation { left, right, .. } => {
+            check_query_grouping(conn, left)?;
+            check_query_grouping(conn, right)
+        }
+        SetExpr::Query(q) => check_query_grouping(conn, q.body.as_ref()),
+        _ => Ok(()),
+    }
+}
+
+/// `DELETE FROM t USING u WHERE c` as SQLite can run it: `DELETE FROM t WHERE rowid IN (SELECT t.rowid FROM
+/// t, u WHERE c)` (the subquery is rewritten with the rest of the statement).
+fn delete_using(
+    table: &str,
+    alias: Option<&str>,
+    using: &[sqlparser::ast::TableWithJoins],
+    selection: Option<Expr>,
+) -> Result<Expr, PgError> {
+    let key = quote_ident(alias.unwrap_or(table));
+    let target = match alias {
+        Some(alias) => format!("{} AS {}", quote_ident(table), quote_ident(alias)),
+        None => quote_ident(table),
+    };
+    let using: Vec<String> = using.iter().map(ToString::to_string).collect();
+    let condition = selection.map_or_else(|| "true".to_owned(), |s| s.to_string());
+    let sql = format!(
+        "rowid IN (SELECT {key}.rowid FROM {target}, {} WHERE {condition})",
+        using.join(", ")
+    );
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting DELETE … USING: {e}")))
+}
+
 fn translate_insert(
     conn: &Connection,
     catalog: &Catalog,
@@ -642,6 +693,7 @@ fn translate_insert(
     } else {
         insert.columns.iter().map(last_part).collect()
     };
+    check_values_width(insert, columns.len())?;
     // VALUES shorter than the table fill its first columns, the rest take their defaults (PostgreSQL's
     // rule); SQLite wants every column, so the list is made explicit.
     if insert.columns.is_empty() {
@@ -657,6 +709,7 @@ fn translate_insert(
         }
     }
     identity::check_identity(catalog, &table, &columns, insert, overriding)?;
+    upsert::prepare(conn, &table, &columns, insert)?;
     let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
     if let Some(source) = &mut insert.source {
         substitute_defaults(conn, &table, source, &columns);
@@ -673,6 +726,28 @@ fn translate_insert(
         uses_now: rewriter.uses_now,
         foreign_keys_off: false,
     })
+}
+
+/// 42601 for VALUES rows wider than the target columns, or narrower than a column list given.
+fn check_values_width(insert: &Insert, columns: usize) -> Result<(), PgError> {
+    let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) else {
+        return Ok(());
+    };
+    for row in &values.rows {
+        if row.content.len() > columns && columns > 0 {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more expressions than target columns",
+            ));
+        }
+        if row.content.len() < columns && !insert.columns.is_empty() {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more target columns than expressions",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Update) -> Result<(), PgError> {
@@ -845,7 +920,23 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
                 };
                 return Some(item_types(&typer, &select.projection));
             }
-            SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+            SetExpr::SetOperation { left, right, .. } => {
+                // A column's type is the first branch's that knows it (a branch may give NULL there).
+                let query_of = |body: &SetExpr| Query {
+                    body: Box::new(body.clone()),
+                    ..query.clone()
+                };
+                let (l, r) = (
+                    output_types(catalog, &query_of(left))?,
+                    output_types(catalog, &query_of(right))?,
+                );
+                return Some(
+                    l.iter()
+                        .zip(r.iter().chain(std::iter::repeat(&None)))
+                        .map(|(a, b)| a.or(*b))
+                        .collect(),
+                );
+            }
             SetExpr::Query(q) => body = q.body.as_ref(),
             _ => return None,
         }

@@ -52,67 +52,95 @@ fn fold(ident: &Ident) -> String {
 
 /// The name PostgreSQL gives an expression's column, `None` for `?column?`.
 fn figure(expr: &Expr) -> Option<String> {
+    figure_with_strength(expr).map(|(name, _)| name)
+}
+
+/// How firmly a name sticks (PostgreSQL's `FigureColnameInternal` strengths): a cast names its column
+/// after its type only when its operand has no better name than a weak one.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Strength {
+    /// A type name (`'1'::int4` is `int4`), `case`.
+    Weak,
+    /// A column, a function, a keyword construct (`array`, `exists`).
+    Strong,
+}
+
+fn figure_with_strength(expr: &Expr) -> Option<(String, Strength)> {
+    let strong = |name: &str| Some((name.to_owned(), Strength::Strong));
     match expr {
-        Expr::Identifier(ident) => Some(fold(ident)),
-        Expr::CompoundIdentifier(parts) => parts.last().map(fold),
-        Expr::Function(function) => Some(last_part(&function.name).to_ascii_lowercase()),
-        Expr::Cast { expr, data_type, .. } => figure(expr).or_else(|| {
-            // The reg* types share one storage type; PostgreSQL names the column by the one written.
-            let written = data_type.to_string().to_ascii_lowercase();
-            let written = written.strip_prefix("pg_catalog.").unwrap_or(&written);
-            if matches!(written, "regtype" | "regproc" | "regprocedure" | "regnamespace") {
-                return Some(written.to_owned());
-            }
-            written_type(data_type)
-                .ok()
-                .map(|t| t.element().internal_name())
-                .or_else(|| {
-                    // A type of the database's (an enum): PostgreSQL names the column by it.
-                    match crate::types::from_data_type(data_type) {
-                        crate::types::Written::Custom(name) => {
-                            Some(name.rsplit('.').next().unwrap_or(&name).to_owned())
-                        }
-                        _ => None,
-                    }
-                })
-        }),
-        Expr::TypedString(typed) => written_type(&typed.data_type).ok().map(|t| t.internal_name()),
-        Expr::Interval(_) => Some("interval".to_owned()),
+        Expr::Identifier(ident) => Some((fold(ident), Strength::Strong)),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|p| (fold(p), Strength::Strong)),
+        Expr::Function(function) => strong(&last_part(&function.name).to_ascii_lowercase()),
+        Expr::Cast { expr, data_type, .. } => match figure_with_strength(expr) {
+            Some(named @ (_, Strength::Strong)) => Some(named),
+            _ => cast_name(data_type).map(|name| (name, Strength::Weak)),
+        },
+        Expr::TypedString(typed) => written_type(&typed.data_type)
+            .ok()
+            .map(|t| (t.internal_name(), Strength::Weak)),
+        Expr::Interval(_) => Some(("interval".to_owned(), Strength::Weak)),
         // A CASE takes the name of its ELSE result when that is a strong one (a column or a function).
-        Expr::Case { else_result, .. } => else_result
-            .as_deref()
-            .and_then(strong_name)
-            .or_else(|| Some("case".to_owned())),
-        Expr::Array(_) => Some("array".to_owned()),
-        Expr::Exists { .. } => Some("exists".to_owned()),
-        Expr::Nested(inner) => figure(inner),
+        Expr::Case { else_result, .. } => match else_result.as_deref().and_then(figure_with_strength) {
+            Some(named @ (_, Strength::Strong)) => Some(named),
+            _ => Some(("case".to_owned(), Strength::Weak)),
+        },
+        Expr::Array(_) => strong("array"),
+        Expr::Exists { .. } => strong("exists"),
+        Expr::Nested(inner) => figure_with_strength(inner),
+        // A subscript or field access is named after what it reads (`(ARRAY[1])[1]` is `array`), or after
+        // the last field named.
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            let field = access_chain.iter().rev().find_map(|access| match access {
+                sqlparser::ast::AccessExpr::Dot(Expr::Identifier(ident)) => Some(fold(ident)),
+                _ => None,
+            });
+            match field {
+                Some(name) => Some((name, Strength::Strong)),
+                None => figure_with_strength(root),
+            }
+        }
         Expr::Value(_) => None,
         Expr::Subquery(query) => match query.body.as_ref() {
             SetExpr::Select(select) => match select.projection.first() {
-                Some(SelectItem::ExprWithAlias { alias, .. }) => Some(fold(alias)),
-                Some(SelectItem::UnnamedExpr(e)) => figure(e),
+                Some(SelectItem::ExprWithAlias { alias, .. }) => Some((fold(alias), Strength::Strong)),
+                Some(SelectItem::UnnamedExpr(e)) => figure_with_strength(e),
                 _ => None,
             },
             _ => None,
         },
-        Expr::Extract { .. } => Some("extract".to_owned()),
-        Expr::Position { .. } => Some("position".to_owned()),
-        Expr::Substring { shorthand: true, .. } => Some("substr".to_owned()),
-        Expr::Substring { .. } => Some("substring".to_owned()),
-        Expr::Trim { .. } => Some("btrim".to_owned()),
-        Expr::Ceil { .. } => Some("ceil".to_owned()),
-        Expr::Floor { .. } => Some("floor".to_owned()),
-        Expr::AtTimeZone { .. } => Some("timezone".to_owned()),
+        Expr::Extract { .. } => strong("extract"),
+        Expr::Position { .. } => strong("position"),
+        Expr::Substring { shorthand: true, .. } => strong("substr"),
+        Expr::Substring { .. } => strong("substring"),
+        // PostgreSQL parses `trim(LEADING …)` as `ltrim(…)` and `trim(TRAILING …)` as `rtrim(…)`.
+        Expr::Trim { trim_where, .. } => strong(match trim_where {
+            Some(sqlparser::ast::TrimWhereField::Leading) => "ltrim",
+            Some(sqlparser::ast::TrimWhereField::Trailing) => "rtrim",
+            _ => "btrim",
+        }),
+        Expr::Ceil { .. } => strong("ceil"),
+        Expr::Floor { .. } => strong("floor"),
+        Expr::AtTimeZone { .. } => strong("timezone"),
         _ => None,
     }
 }
 
-/// The name of an expression when PostgreSQL deems it strong (a column, a function, a cast of either).
-fn strong_name(expr: &Expr) -> Option<String> {
-    match expr {
-        Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => figure(expr),
-        Expr::Cast { expr, .. } | Expr::Nested(expr) => strong_name(expr),
-        Expr::Case { else_result, .. } => else_result.as_deref().and_then(strong_name),
-        _ => None,
+/// The name a cast to `data_type` gives its column: the type's name as PostgreSQL prints it internally.
+fn cast_name(data_type: &sqlparser::ast::DataType) -> Option<String> {
+    // The reg* types share one storage type; PostgreSQL names the column by the one written.
+    let written = data_type.to_string().to_ascii_lowercase();
+    let written = written.strip_prefix("pg_catalog.").unwrap_or(&written);
+    if matches!(written, "regtype" | "regproc" | "regprocedure" | "regnamespace") {
+        return Some(written.to_owned());
     }
+    written_type(data_type)
+        .ok()
+        .map(|t| t.element().internal_name())
+        .or_else(|| {
+            // A type of the database's (an enum): PostgreSQL names the column by it.
+            match crate::types::from_data_type(data_type) {
+                crate::types::Written::Custom(name) => Some(name.rsplit('.').next().unwrap_or(&name).to_owned()),
+                _ => None,
+            }
+        })
 }

@@ -1,5 +1,5 @@
-//! FROM items SQLite lacks, rewritten to subqueries it runs: `generate_series(…)` as a recursive CTE,
-//! `unnest(array)` over `json_each`, and column aliases on a derived table (`(VALUES …) AS t(a, b)`) as
+//! FROM items SQLite lacks, rewritten to subqueries it runs: `generate_series(…)` as a recursive CTE (the
+//! other set-returning functions are `srf`'s), and column aliases on a derived table (`(VALUES …) AS t(a, b)`) as
 //! a CTE with a column list.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,32 +81,6 @@ pub(crate) fn rewrite_factor(rewriter: &Rewriter<'_>, factor: &TableFactor) -> R
                 "generate_series" => generate_series(rewriter, &exprs, alias.as_ref(), *with_ordinality).map(Some),
                 _ => Ok(None),
             }
-        }
-        TableFactor::UNNEST {
-            alias,
-            array_exprs,
-            with_ordinality,
-            ..
-        } => {
-            let [array] = array_exprs.as_slice() else {
-                return Err(PgError::unsupported("unnest of several arrays"));
-            };
-            let element = rewriter.typer.infer(array).map_or(PgType::TEXT, PgType::element);
-            let (table, names) = column_names(alias.as_ref(), "unnest", *with_ordinality);
-            let mut columns = format!(
-                "pg_cast(value, '{}', '') AS {}",
-                element.catalog_text(),
-                quote_ident(&names[0])
-            );
-            if *with_ordinality {
-                columns.push_str(&format!(", key + 1 AS {}", quote_ident(&names[1])));
-            }
-            let sql = format!(
-                "(SELECT {columns} FROM json_each(pg_array_to_json({array}, '{}'))) AS {}",
-                element.catalog_text(),
-                quote_ident(&table)
-            );
-            factor_of(&sql).map(Some)
         }
         TableFactor::Derived {
             subquery,

@@ -5,7 +5,8 @@
 
 use sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Join, JoinConstraint, JoinOperator,
-    LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, WindowType,
+    LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator, Value,
+    ValueWithSpan, WindowType,
 };
 
 use crate::error::PgError;
@@ -20,6 +21,18 @@ pub(crate) trait Hooks {
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError>;
     /// One FROM item, its arguments and subqueries already done.
     fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError>;
+    /// A SELECT walked, its scope still entered.
+    fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
+        let _ = select;
+        Ok(())
+    }
+    /// The scope of the SELECT last left, entered again (for the ORDER BY of its query).
+    fn reenter_select(&mut self) {}
+    /// A SELECT whose FROM is done and whose scope is entered, before its list is walked.
+    fn projection(&mut self, select: &mut Select) -> Result<(), PgError> {
+        let _ = select;
+        Ok(())
+    }
 }
 
 /// Walks a query.
@@ -32,12 +45,41 @@ pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), Pg
     set_expr(hooks, &mut query.body)?;
     if let Some(order_by) = &mut query.order_by {
         if let OrderByKind::Expressions(items) = &mut order_by.kind {
-            for item in items {
-                expr(hooks, &mut item.expr)?;
-                postgres_nulls(&mut item.options);
+            // Over one SELECT, ORDER BY may name its FROM's columns too: it is walked in that SELECT's
+            // scope, except the items that name its result columns.
+            let outputs: Vec<String> = match query.body.as_ref() {
+                SetExpr::Select(select) => select
+                    .projection
+                    .iter()
+                    .filter_map(|item| match item {
+                        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_ascii_lowercase()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let over_select = matches!(query.body.as_ref(), SetExpr::Select(_));
+            if over_select {
+                hooks.reenter_select();
             }
+            let result = (|| {
+                for item in items {
+                    let names_output =
+                        matches!(&item.expr, Expr::Identifier(i) if outputs.contains(&i.value.to_ascii_lowercase()));
+                    if !names_output {
+                        expr(hooks, &mut item.expr)?;
+                    }
+                    postgres_nulls(&mut item.options);
+                }
+                Ok(())
+            })();
+            if over_select {
+                hooks.leave_select();
+            }
+            result?;
         }
     }
+    limit_as_sqlite(query)?;
     if let Some(limit) = &mut query.limit_clause {
         match limit {
             LimitClause::LimitOffset { limit, offset, .. } => {
@@ -79,20 +121,28 @@ fn set_expr<H: Hooks>(hooks: &mut H, body: &mut SetExpr) -> Result<(), PgError> 
 
 fn select<H: Hooks>(hooks: &mut H, select: &mut Select) -> Result<(), PgError> {
     // Derived tables and join conditions are walked before the SELECT's own scope is entered for its
-    // derived tables, inside it for its conditions.
-    for from in &mut select.from {
-        derived(hooks, &mut from.relation)?;
-        for join in &mut from.joins {
-            derived(hooks, &mut join.relation)?;
-        }
-    }
+    // derived tables, inside it for its conditions. The arguments of functions in FROM may read the items
+    // before them (laterally): they are typed in a scope of the FROM as written.
     hooks.enter_select(select);
-    let result = select_inside(hooks, select);
+    let from_done = (|| {
+        for from in &mut select.from {
+            derived(hooks, &mut from.relation)?;
+            for join in &mut from.joins {
+                derived(hooks, &mut join.relation)?;
+            }
+        }
+        Ok(())
+    })();
+    hooks.leave_select();
+    from_done?;
+    hooks.enter_select(select);
+    let result = select_inside(hooks, select).and_then(|()| hooks.finish_select(select));
     hooks.leave_select();
     result
 }
 
 fn select_inside<H: Hooks>(hooks: &mut H, select: &mut Select) -> Result<(), PgError> {
+    hooks.projection(select)?;
     items(hooks, &mut select.projection)?;
     for from in &mut select.from {
         joins(hooks, from)?;
@@ -143,6 +193,13 @@ fn derived<H: Hooks>(hooks: &mut H, factor: &mut TableFactor) -> Result<(), PgEr
                 expr(hooks, e)?;
             }
         }
+        TableFactor::Function { args, .. } => {
+            for arg in args {
+                if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
+                    expr(hooks, e)?;
+                }
+            }
+        }
         _ => {}
     }
     hooks.table_factor(factor)
@@ -187,6 +244,14 @@ fn args<H: Hooks>(hooks: &mut H, arguments: &mut FunctionArguments) -> Result<()
                     expr(hooks, e)?;
                 }
             }
+            for clause in &mut list.clauses {
+                if let sqlparser::ast::FunctionArgumentClause::OrderBy(items) = clause {
+                    for item in items {
+                        expr(hooks, &mut item.expr)?;
+                        postgres_nulls(&mut item.options);
+                    }
+                }
+            }
             Ok(())
         }
         FunctionArguments::Subquery(q) => query(hooks, q),
@@ -205,6 +270,7 @@ fn postgres_nulls(options: &mut sqlparser::ast::OrderByOptions) {
 
 /// Walks an expression: its children first, then the expression itself.
 pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError> {
+    fold_negative_literal(e);
     match e {
         Expr::IsFalse(a)
         | Expr::IsNotFalse(a)
@@ -343,4 +409,62 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
         _ => {}
     }
     hooks.expr(e)
+}
+
+/// `-<number>` is one literal, as PostgreSQL's grammar makes it (`-9223372036854775808` is the smallest
+/// bigint, not the negation of a number too large for one).
+fn fold_negative_literal(e: &mut Expr) {
+    let Expr::UnaryOp {
+        op: UnaryOperator::Minus,
+        expr: inner,
+    } = e
+    else {
+        return;
+    };
+    let Expr::Value(ValueWithSpan {
+        value: Value::Number(text, long),
+        ..
+    }) = inner.as_ref()
+    else {
+        return;
+    };
+    if text.starts_with('-') {
+        return;
+    }
+    *e = Expr::value(Value::Number(format!("-{text}"), *long));
+}
+
+/// `FETCH FIRST n ROWS ONLY` as `LIMIT n`, and `OFFSET n` alone as `LIMIT -1 OFFSET n` (SQLite has no
+/// OFFSET without LIMIT); `WITH TIES` and `PERCENT` are refused.
+fn limit_as_sqlite(query: &mut Query) -> Result<(), PgError> {
+    if let Some(fetch) = query.fetch.take() {
+        if fetch.with_ties || fetch.percent {
+            return Err(PgError::unsupported("FETCH … WITH TIES or PERCENT"));
+        }
+        let quantity = fetch
+            .quantity
+            .unwrap_or_else(|| Expr::value(Value::Number("1".to_owned(), false)));
+        match &mut query.limit_clause {
+            Some(LimitClause::LimitOffset { limit, .. }) => *limit = Some(quantity),
+            Some(LimitClause::OffsetCommaLimit { .. }) => {
+                return Err(PgError::new(crate::error::SYNTAX_ERROR, "LIMIT and FETCH together"))
+            }
+            None => {
+                query.limit_clause = Some(LimitClause::LimitOffset {
+                    limit: Some(quantity),
+                    offset: None,
+                    limit_by: Vec::new(),
+                })
+            }
+        }
+    }
+    if let Some(LimitClause::LimitOffset {
+        limit: limit @ None,
+        offset: Some(_),
+        ..
+    }) = &mut query.limit_clause
+    {
+        *limit = Some(Expr::value(Value::Number("-1".to_owned(), false)));
+    }
+    Ok(())
 }

@@ -89,6 +89,15 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
             let time = datetime::parse_time(&stored_text(ty, value, tz))?;
             datetime::time_micros(time).to_be_bytes().to_vec()
         }
+        Base::Timetz => {
+            let text = stored_text(ty, value, tz);
+            let (time, offset) =
+                datetime::stored_timetz(&text).ok_or_else(|| PgError::invalid_input("timetz", &text))?;
+            // PostgreSQL's wire form: microseconds, then the zone as seconds *west* of UTC.
+            let mut out = datetime::time_micros(time).to_be_bytes().to_vec();
+            out.extend_from_slice(&(-offset).to_be_bytes());
+            out
+        }
         Base::Timestamp => {
             let (dt, _) = datetime::parse_timestamp(&stored_text(ty, value, tz), "timestamp")?;
             micros_since_epoch(dt)?.to_be_bytes().to_vec()
@@ -304,8 +313,8 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         Base::Int4 => Value::Integer(i64::from(i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
         Base::Int8 => Value::Integer(i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Oid => Value::Integer(i64::from(u32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
-        Base::Float4 => Value::Real(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
-        Base::Float8 => Value::Real(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
+        Base::Float4 => super::float_value(f64::from(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")))),
+        Base::Float8 => super::float_value(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"))),
         Base::Bytea => Value::Blob(bytes.to_vec()),
         Base::Text
         | Base::Name
@@ -341,6 +350,16 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
             }
             let dt = datetime_from_micros(micros).ok_or_else(|| bad(ty))?;
             Value::Text(datetime::format_time(dt.time()))
+        }
+        Base::Timetz => {
+            let raw = fixed(12)?;
+            let micros = i64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
+            let west = i32::from_be_bytes(raw[8..].try_into().expect("4 bytes"));
+            if !(0..=MICROS_PER_DAY).contains(&micros) || west.unsigned_abs() > 15 * 3600 + 59 * 60 {
+                return Err(bad(ty));
+            }
+            let dt = datetime_from_micros(micros % MICROS_PER_DAY).ok_or_else(|| bad(ty))?;
+            Value::Text(datetime::format_timetz(dt.time(), -west))
         }
         Base::Timestamp => {
             let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));

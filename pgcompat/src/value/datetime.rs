@@ -205,6 +205,54 @@ pub fn parse_time(text: &str) -> Result<Time, PgError> {
     }
 }
 
+/// `time with time zone` input: a time and a zone offset (`12:00+02`, `12:00:00.5 -05:30`, `12:00 UTC`);
+/// without one, the session zone's offset now, as PostgreSQL takes it. The stored (and printed) text.
+pub fn parse_timetz(text: &str, session: &TimeZone) -> Result<String, PgError> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| matches!(c, '+' | '-') || c.is_ascii_alphabetic())
+        .map(|(i, _)| i);
+    let (time_text, zone_text) = match split {
+        Some(at) => (trimmed[..at].trim(), Some(trimmed[at..].trim())),
+        None => (trimmed, None),
+    };
+    let time = parse_time(time_text).map_err(|_| bad("time with time zone", text))?;
+    let offset = match zone_text {
+        None => session.to_offset(Timestamp::now()),
+        Some(zone) => match parse_zone(zone) {
+            Some(Zone::Offset(offset)) => offset,
+            Some(Zone::Named(tz)) => tz.to_offset(Timestamp::now()),
+            None => return Err(bad("time with time zone", text)),
+        },
+    };
+    Ok(format_timetz(time, offset.seconds()))
+}
+
+/// `12:00:00+02`, `12:00:00.5-05:30`: a time and its zone offset in seconds east of UTC.
+pub fn format_timetz(time: Time, offset_seconds: i32) -> String {
+    let sign = if offset_seconds < 0 { '-' } else { '+' };
+    let abs = offset_seconds.unsigned_abs();
+    let (h, m, s) = (abs / 3600, abs / 60 % 60, abs % 60);
+    let zone = match (m, s) {
+        (0, 0) => format!("{sign}{h:02}"),
+        (_, 0) => format!("{sign}{h:02}:{m:02}"),
+        _ => format!("{sign}{h:02}:{m:02}:{s:02}"),
+    };
+    format!("{}{zone}", format_time(time))
+}
+
+/// A stored `timetz` split into its time and zone offset (seconds east of UTC).
+pub fn stored_timetz(text: &str) -> Option<(Time, i32)> {
+    let at = text.rfind(['+', '-'])?;
+    let time = parse_time(&text[..at]).ok()?;
+    let Some(Zone::Offset(offset)) = parse_zone(&text[at..]) else {
+        return None;
+    };
+    Some((time, offset.seconds()))
+}
+
 /// The instant a `timestamptz` input names: its zone if written, else `session` (the `TimeZone` setting).
 pub fn parse_timestamptz(text: &str, session: &TimeZone) -> Result<Timestamp, PgError> {
     let (dt, zone) = parse_timestamp(text, "timestamp with time zone")?;

@@ -177,6 +177,12 @@ pub fn normalize_jsonb(text: &str) -> Result<String, PgError> {
     Ok(out)
 }
 
+/// A JSON number as jsonb keeps it: a numeric, printed as numeric prints (`1e3` is `1000`, `-0` is `0`, `1.000`
+/// keeps its scale).
+pub(crate) fn jsonb_number(text: &str) -> String {
+    super::numeric::Decimal::parse(text).map_or_else(|| text.to_owned(), |d| d.to_text())
+}
+
 fn write_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).expect("a string serializes"));
 }
@@ -185,7 +191,8 @@ fn write_node(out: &mut String, node: Node) {
     match node {
         Node::Null => out.push_str("null"),
         Node::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        Node::Number(n) | Node::Raw(n) => out.push_str(&n),
+        Node::Number(n) => out.push_str(&jsonb_number(&n)),
+        Node::Raw(n) => out.push_str(&n),
         Node::String(s) => write_string(out, &s),
         Node::Array(items) => {
             out.push('[');

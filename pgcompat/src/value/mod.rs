@@ -30,7 +30,7 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
         Base::Int4 => Value::Integer(parse_int(text, i64::from(i32::MIN), i64::from(i32::MAX), "integer")?),
         Base::Int8 => Value::Integer(parse_int(text, i64::MIN, i64::MAX, "bigint")?),
         Base::Oid => Value::Integer(parse_int(text, 0, i64::from(u32::MAX), "oid")?),
-        Base::Float4 | Base::Float8 => Value::Real(parse_float(text, ty)?),
+        Base::Float4 | Base::Float8 => float_value(parse_float(text, ty)?),
         Base::Numeric => Value::Text(parse_numeric(text, ty.modifier())?),
         // An enum's label is checked against the database's labels where the session's catalog is known
         // (`functions::cast`); here it is its text.
@@ -41,13 +41,42 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
         Base::Bpchar => Value::Text(check_length(text, ty)?),
         Base::Bytea => Value::Blob(parse_bytea(text)?),
         Base::Date => Value::Text(datetime::format_date(datetime::parse_date(text)?)),
-        Base::Time => Value::Text(datetime::format_time(datetime::parse_time(text)?)),
+        Base::Time => {
+            let time = datetime::parse_time(text)?;
+            let time = match fraction_rounding(ty) {
+                Some(round) => time.round(round).map_err(|_| PgError::out_of_range("time"))?,
+                None => time,
+            };
+            Value::Text(datetime::format_time(time))
+        }
+        Base::Timetz => {
+            let stored = datetime::parse_timetz(text, tz)?;
+            match (fraction_rounding(ty), datetime::stored_timetz(&stored)) {
+                (Some(round), Some((time, offset))) => {
+                    let time = time
+                        .round(round)
+                        .map_err(|_| PgError::out_of_range("time with time zone"))?;
+                    Value::Text(datetime::format_timetz(time, offset))
+                }
+                _ => Value::Text(stored),
+            }
+        }
         Base::Timestamp => {
             let (dt, _) = datetime::parse_timestamp(text, "timestamp")?;
+            let dt = match fraction_rounding(ty) {
+                Some(round) => dt.round(round).map_err(|_| PgError::out_of_range("timestamp"))?,
+                None => dt,
+            };
             Value::Text(datetime::format_timestamp(dt))
         }
         Base::Timestamptz => {
             let ts = datetime::parse_timestamptz(text, tz)?;
+            let ts = match fraction_rounding(ty) {
+                Some(round) => ts
+                    .round(jiff::TimestampRound::new().smallest(round.0).increment(round.1))
+                    .map_err(|_| PgError::out_of_range("timestamp with time zone"))?,
+                None => ts,
+            };
             Value::Text(datetime::format_timestamptz(ts, &TimeZone::UTC))
         }
         Base::Interval => Value::Text(datetime::Interval::parse(text)?.format()),
@@ -98,6 +127,23 @@ pub fn coerce(ty: PgType, value: Value, tz: &TimeZone) -> Result<Value, PgError>
             }
         },
     }
+}
+
+/// The rounding a `time(p)`, `timestamp(p)` or `timestamptz(p)` with `p` < 6 applies to the seconds'
+/// fraction (half away from zero, as PostgreSQL rounds positive times): the unit and increment.
+fn fraction_rounding(ty: PgType) -> Option<(jiff::Unit, i64)> {
+    let Modifier::Length(p) = ty.modifier() else {
+        return None;
+    };
+    Some(match p {
+        0 => (jiff::Unit::Second, 1),
+        1 => (jiff::Unit::Millisecond, 100),
+        2 => (jiff::Unit::Millisecond, 10),
+        3 => (jiff::Unit::Millisecond, 1),
+        4 => (jiff::Unit::Microsecond, 100),
+        5 => (jiff::Unit::Microsecond, 10),
+        _ => return None,
+    })
 }
 
 fn range(value: i64, min: i64, max: i64, type_name: &str) -> Result<Value, PgError> {
@@ -185,6 +231,22 @@ fn parse_int(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, PgE
         ));
     }
     Ok(value as i64)
+}
+
+/// A `double precision` or `real` as SQLite holds it: a REAL, except `NaN`, which SQLite would turn into
+/// NULL: it is the text `NaN` (which SQLite orders after every number, and equal to itself, as PostgreSQL
+/// orders `NaN`).
+pub fn float_value(value: f64) -> Value {
+    if value.is_nan() {
+        Value::Text("NaN".to_owned())
+    } else {
+        Value::Real(value)
+    }
+}
+
+/// `double precision` input (`NaN`, `Infinity`, `-inf` included); 22P02 for anything else.
+pub fn parse_float8(text: &str) -> Result<f64, PgError> {
+    parse_float(text, PgType::FLOAT8)
 }
 
 fn parse_float(text: &str, ty: PgType) -> Result<f64, PgError> {

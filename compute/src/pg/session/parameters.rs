@@ -17,6 +17,10 @@ impl Session {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
         if !in_transaction {
             self.cursors.end_transaction(succeeded);
+            // Sequence values a rolled-back transaction took stay taken, as in PostgreSQL.
+            if let Err(error) = self.dialect.settle_sequences(&self.conn) {
+                tracing::warn!(%error, database = %self.database, "storing sequence values again failed");
+            }
             self.dialect.state().end_transaction(succeeded);
             // Sequence values a rolled-back transaction took stay taken, as in PostgreSQL.
             if let Err(error) = self.dialect.settle_sequences(&self.conn) {

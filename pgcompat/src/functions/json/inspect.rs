@@ -124,6 +124,22 @@ pub(super) fn scalars_equal(a: &J, b: &J) -> bool {
     }
 }
 
+/// jsonb equality: the same structure, object keys compared as sets, numbers by value (`1` = `1.0`).
+pub(super) fn deep_equal(a: &J, b: &J) -> bool {
+    match (a, b) {
+        (J::Object(af), J::Object(bf)) => {
+            let (af, bf) = (sorted_fields(af), sorted_fields(bf));
+            af.len() == bf.len()
+                && af
+                    .iter()
+                    .zip(&bf)
+                    .all(|((ka, va), (kb, vb))| ka == kb && deep_equal(va, vb))
+        }
+        (J::Array(ai), J::Array(bi)) => ai.len() == bi.len() && ai.iter().zip(bi).all(|(x, y)| deep_equal(x, y)),
+        _ => scalars_equal(a, b),
+    }
+}
+
 /// PostgreSQL's `JsonbDeepContains`: whether `a` contains `b`.
 pub(super) fn contains(a: &J, b: &J) -> bool {
     match (a, b) {

@@ -28,7 +28,7 @@ use crate::value::json::Node as J;
 use aggregates::{ArrayAgg, ObjectAgg};
 use build::{build_array, build_object, to_json_of, to_node};
 use edit::{pretty, set_or_insert, strip_nulls, SetOp};
-use inspect::{array_length, contains_top, extract_json, extract_jsonb, json_arg, type_of};
+use inspect::{array_length, contains_top, deep_equal, extract_json, extract_jsonb, json_arg, type_of};
 use write::{
     json_text, jsonb_text, number, raw_children, sorted_fields, write_json, write_jsonb, write_string, RawChildren,
 };
@@ -120,6 +120,12 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
         };
         Ok(Value::Integer(i64::from(contains_top(&x, &y))))
     })?;
+    define(conn, state, "pg_jsonb_eq", 2, Purity::Pure, |a, _| {
+        let (Some(x), Some(y)) = (json_arg(a, 0)?, json_arg(a, 1)?) else {
+            return Ok(Value::Null);
+        };
+        Ok(Value::Integer(i64::from(deep_equal(&x, &y))))
+    })?;
     define(conn, state, "pg_jsonb_has_key", 2, Purity::Pure, |a, _| {
         let (Some(doc), Some(key)) = (a.text(0), a.text(1)) else {
             return Ok(Value::Null);
@@ -176,7 +182,7 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
             PgType::TEXT
         }
         "jsonb_array_length" | "json_array_length" => PgType::INT4,
-        "pg_jsonb_contains" | "pg_jsonb_has_key" => PgType::BOOL,
+        "pg_jsonb_contains" | "pg_jsonb_has_key" | "pg_jsonb_eq" => PgType::BOOL,
         _ => return None,
     })
 }

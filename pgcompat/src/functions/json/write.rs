@@ -81,7 +81,7 @@ pub(super) fn write_jsonb(out: &mut String, node: &J) {
     match node {
         J::Null => out.push_str("null"),
         J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        J::Number(n) => out.push_str(n),
+        J::Number(n) => out.push_str(&crate::value::json::jsonb_number(n)),
         J::String(s) => write_string(out, s),
         J::Raw(r) => match parse(r) {
             Ok(node) => write_jsonb(out, &node),

@@ -110,7 +110,7 @@ fn checked_float(result: f64, inputs_finite: bool, may_be_zero: bool) -> Result<
             "value out of range: underflow",
         ));
     }
-    Ok(Value::Real(result))
+    Ok(crate::value::float_value(result))
 }
 
 fn int_type_name(args: &Args<'_, '_>, i: usize) -> &'static str {
@@ -383,7 +383,7 @@ fn float1(a: &Args<'_, '_>, f: fn(f64) -> f64) -> Result<Value, PgError> {
     if result.is_infinite() && x.is_finite() {
         return Err(PgError::new(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
     }
-    Ok(Value::Real(result))
+    Ok(crate::value::float_value(result))
 }
 
 /// glibc's `cbrt` (what PostgreSQL calls on Linux), step for step: Rust's own `cbrt` differs from it in the
@@ -434,7 +434,7 @@ fn inverse_trig(a: &Args<'_, '_>, f: fn(f64) -> f64) -> Result<Value, PgError> {
     if !x.is_nan() && !(-1.0..=1.0).contains(&x) {
         return Err(PgError::new(NUMERIC_VALUE_OUT_OF_RANGE, "input is out of range"));
     }
-    Ok(Value::Real(f(x)))
+    Ok(crate::value::float_value(f(x)))
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub(super) fn sqrt(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError>
             if x < 0.0 {
                 return Err(negative());
             }
-            Ok(Value::Real(x.sqrt()))
+            Ok(crate::value::float_value(x.sqrt()))
         }
     }
 }
@@ -239,7 +239,7 @@ pub(super) fn ln_or_log10(a: &Args<'_, '_>, log10: bool) -> Result<Value, PgErro
                     "cannot take logarithm of a negative number",
                 ));
             }
-            Ok(Value::Real(if log10 { x.log10() } else { x.ln() }))
+            Ok(crate::value::float_value(if log10 { x.log10() } else { x.ln() }))
         }
     }
 }

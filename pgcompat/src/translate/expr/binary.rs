@@ -39,17 +39,43 @@ impl Rewriter<'_> {
                 if is_string_literal(left) {
                     coerce_literals(rt, std::iter::once(left.as_mut()));
                 }
-                None
+                let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
+                self.typed_comparison(left, op, right, lt, rt)
+            }
+            B::StringConcat if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) => {
+                // Array concatenation: array || array, array || element, element || array.
+                let l_array = lt.is_some_and(PgType::is_array) || is_string_literal(left);
+                let r_array = rt.is_some_and(PgType::is_array) || is_string_literal(right);
+                let name = match (l_array, r_array) {
+                    (true, true) => "array_cat",
+                    (true, false) => "array_append",
+                    _ => "array_prepend",
+                };
+                let array = if lt.is_some_and(PgType::is_array) { lt } else { rt };
+                let types = match name {
+                    "array_cat" => [array, array],
+                    "array_append" => [array, rt],
+                    _ => [lt, array],
+                };
+                Some(crate::functions::typed_expr(
+                    name,
+                    &types,
+                    vec![take(left), take(right)],
+                ))
             }
             B::StringConcat if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
             }
             B::StringConcat
-                if lt.is_some_and(|t| t.base() == Base::Bool) || rt.is_some_and(|t| t.base() == Base::Bool) =>
+                if [lt, rt]
+                    .iter()
+                    .any(|t| t.is_some_and(|t| !t.is_array() && matches!(t.base(), Base::Bool | Base::Bpchar))) =>
             {
-                // A boolean concatenated prints as `true`/`false` (its text cast), not SQLite's 1/0.
+                // A boolean concatenated prints as `true`/`false` (its text cast), not SQLite's 1/0; a
+                // char(n) loses its padding (its cast to text).
                 let as_text = |e: Expr, t: Option<PgType>| match t {
-                    Some(t) if t.base() == Base::Bool => cast_call(e, PgType::TEXT, Some(t)),
+                    Some(t) if t.base() == Base::Bool && !t.is_array() => cast_call(e, PgType::TEXT, Some(t)),
+                    Some(t) if t.base() == Base::Bpchar && !t.is_array() => call("rtrim", vec![e, string(" ")]),
                     _ => e,
                 };
                 Some(Expr::BinaryOp {
@@ -61,6 +87,52 @@ impl Rewriter<'_> {
             B::LongArrow => Some(call("pg_json_get", vec![take(left), take(right), string("text")])),
             B::Minus if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(call("pg_jsonb_delete", vec![take(left), take(right)]))
+            }
+            B::Plus | B::Minus | B::Multiply | B::Divide
+                if is_string_literal(left) != is_string_literal(right)
+                    && (if is_string_literal(left) { rt } else { lt }).is_some_and(PgType::is_numeric) =>
+            {
+                // An untyped string in arithmetic with a number is read as that number's type (`'a' + 1`
+                // is 22P02, as in PostgreSQL), and the operation is then typed again.
+                let ty = if is_string_literal(left) { rt } else { lt };
+                coerce_literals(ty, [left.as_mut(), right.as_mut()].into_iter());
+                return self.rewrite_binary(left, op, right);
+            }
+            B::Plus | B::Minus | B::Multiply | B::Divide
+                if lt.is_some_and(|t| t.base() == Base::Interval && !t.is_array())
+                    != rt.is_some_and(|t| t.base() == Base::Interval && !t.is_array())
+                    && (matches!(op, B::Multiply | B::Divide))
+                    && lt.or(rt).is_some() =>
+            {
+                // interval * number, number * interval, interval / number.
+                let (interval, factor) = if lt.is_some_and(|t| t.base() == Base::Interval) {
+                    (take(left), take(right))
+                } else if matches!(op, B::Multiply) {
+                    (take(right), take(left))
+                } else {
+                    return Err(operator_error(op, lt, rt));
+                };
+                let sign = if matches!(op, B::Multiply) { "*" } else { "/" };
+                Some(call("pg_interval_scale", vec![interval, string(sign), factor]))
+            }
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo
+                if !arithmetic_operands(
+                    lt.filter(|_| !is_string_literal(left)),
+                    rt.filter(|_| !is_string_literal(right)),
+                ) =>
+            {
+                return Err(operator_error(op, lt, rt));
+            }
+            B::Plus | B::Minus | B::Multiply | B::Divide
+                if arithmetic_type(lt, op, rt).is_some_and(|t| matches!(t.base(), Base::Float4 | Base::Float8)) =>
+            {
+                let sign = match op {
+                    B::Plus => "+",
+                    B::Minus => "-",
+                    B::Multiply => "*",
+                    _ => "/",
+                };
+                Some(call("pg_float_arith", vec![take(left), string(sign), take(right)]))
             }
             B::Plus | B::Minus | B::Multiply => {
                 self.learn_param(right, lt);
@@ -199,4 +271,80 @@ impl Rewriter<'_> {
             _ => None,
         })
     }
+
+    /// A comparison whose operands SQLite would compare by storage rather than by value: a numeric (kept
+    /// as its exact text) against another number where no column's affinity or collation converts
+    /// either, `char(n)` values (trailing spaces do not count), jsonb values (numbers by value).
+    fn typed_comparison(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+        lt: Option<PgType>,
+        rt: Option<PgType>,
+    ) -> Option<Expr> {
+        let base = |t: Option<PgType>| t.filter(|t| !t.is_array()).map(PgType::base);
+        let compare = |function: &str, a: Expr, b: Expr| Expr::BinaryOp {
+            left: Box::new(call(function, vec![a, b])),
+            op: op.clone(),
+            right: Box::new(Expr::value(number("0"))),
+        };
+        let (lb, rb) = (base(lt), base(rt));
+        if lb == Some(Base::Jsonb)
+            && rb == Some(Base::Jsonb)
+            && matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq)
+        {
+            let equal = call("pg_jsonb_eq", vec![take(left), take(right)]);
+            return Some(negate_if(matches!(op, BinaryOperator::NotEq), equal));
+        }
+        if lb == Some(Base::Bpchar) || rb == Some(Base::Bpchar) {
+            if lt.is_some_and(PgType::is_string) && rt.is_some_and(PgType::is_string) {
+                let trimmed = |e: Expr| call("rtrim", vec![e, string(" ")]);
+                return Some(Expr::BinaryOp {
+                    left: Box::new(trimmed(take(left))),
+                    op: op.clone(),
+                    right: Box::new(trimmed(take(right))),
+                });
+            }
+            return None;
+        }
+        let numeric = |t: Option<PgType>| t.is_some_and(|t| !t.is_array() && t.is_numeric());
+        let text_number = lb == Some(Base::Numeric) || rb == Some(Base::Numeric);
+        let is_column = |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+        if numeric(lt) && numeric(rt) && text_number && !is_column(left) && !is_column(right) {
+            return Some(compare("pg_numeric_cmp", take(left), take(right)));
+        }
+        None
+    }
+}
+
+/// Whether `+ - * / %` can apply to operands of these types (unknown types are given the benefit of the
+/// doubt): numbers, dates and times, intervals. Text, booleans, json, arrays and uuids have no arithmetic
+/// in PostgreSQL.
+fn arithmetic_operands(lt: Option<PgType>, rt: Option<PgType>) -> bool {
+    let usable = |t: Option<PgType>| match t {
+        None => true,
+        Some(t) if t.is_array() => false,
+        Some(t) => !matches!(
+            t.base(),
+            Base::Bool
+                | Base::Json
+                | Base::Jsonb
+                | Base::Uuid
+                | Base::Bytea
+                | Base::Varchar
+                | Base::Bpchar
+                | Base::Text
+        ),
+    };
+    usable(lt) && usable(rt)
+}
+
+/// 42883 for an operator PostgreSQL has no version of for these operand types.
+fn operator_error(op: &BinaryOperator, lt: Option<PgType>, rt: Option<PgType>) -> PgError {
+    let name = |t: Option<PgType>| t.map_or_else(|| "unknown".to_owned(), |t| t.sql_name());
+    PgError::new(
+        crate::error::UNDEFINED_FUNCTION,
+        format!("operator does not exist: {} {op} {}", name(lt), name(rt)),
+    )
 }

@@ -68,7 +68,11 @@ impl Rewriter<'_> {
                 self.uses_now = true;
                 call("pg_localtimestamp", Vec::new())
             }
-            "current_time" | "localtime" if no_args => {
+            "current_time" if no_args => {
+                self.uses_now = true;
+                call("pg_current_timetz", Vec::new())
+            }
+            "localtime" if no_args => {
                 self.uses_now = true;
                 call("pg_current_time", Vec::new())
             }
@@ -76,6 +80,17 @@ impl Rewriter<'_> {
             "current_database" | "current_catalog" => call("pg_current_database", Vec::new()),
             "current_schema" => call("pg_current_schema", Vec::new()),
             "current_user" | "session_user" | "user" | "current_role" if no_args => call("pg_current_user", Vec::new()),
+            "length" | "char_length" | "character_length"
+                if plain_args(function).len() == 1
+                    && plain_args(function)
+                        .first()
+                        .and_then(|a| self.typer.infer(a))
+                        .is_some_and(|t| t.base() == Base::Bpchar && !t.is_array()) =>
+            {
+                // char(n)'s padding is not part of its length.
+                let arg = plain_args(function)[0].clone();
+                call("length", vec![call("rtrim", vec![arg, string(" ")])])
+            }
             "strpos" => {
                 let args = plain_args(function).into_iter().cloned().collect();
                 call("instr", args)
@@ -131,8 +146,9 @@ impl Rewriter<'_> {
                 }
             }
             "pg_typeof" => {
-                let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
-                string(&ty.map_or_else(
+                let arg = plain_args(function).first().map(|a| (*a).clone());
+                let ty = arg.as_ref().and_then(|a| self.typer.infer(a));
+                let name = string(&ty.map_or_else(
                     || "unknown".to_owned(),
                     |t| {
                         crate::translate::enums::display_name(
@@ -140,7 +156,22 @@ impl Rewriter<'_> {
                             t.with_modifier(types::Modifier::None),
                         )
                     },
-                ))
+                ));
+                // The argument stays in the statement (evaluated, its value unused): an aggregate in it
+                // (`pg_typeof(count(*))`) keeps the query an aggregate one, one row, as in PostgreSQL.
+                match arg {
+                    Some(arg) => Expr::Case {
+                        case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![sqlparser::ast::CaseWhen {
+                            condition: Expr::IsNull(Box::new(arg)),
+                            result: name.clone(),
+                        }],
+                        else_result: Some(Box::new(name)),
+                    },
+                    None => name,
+                }
             }
             n if crate::functions::takes_types(n) => crate::functions::typed_call(
                 function,

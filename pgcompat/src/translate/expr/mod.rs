@@ -32,6 +32,10 @@ pub(crate) struct Rewriter<'a> {
     pub(crate) uses_now: bool,
     /// Whether the statement reads the catalog views (`pg_class`, `information_schema.tables`, `::regclass`).
     pub(crate) uses_catalog: bool,
+    /// Set-returning functions rewritten in a FROM whose SELECT has not been entered yet.
+    pending_functions: Vec<crate::translate::srf::FunctionTable>,
+    /// The scope of the SELECT last left (for its query's ORDER BY).
+    left_scope: Option<Scope>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -44,6 +48,8 @@ impl<'a> Rewriter<'a> {
             params: Vec::new(),
             uses_now: false,
             uses_catalog: false,
+            pending_functions: Vec::new(),
+            left_scope: None,
         }
     }
 
@@ -91,15 +97,69 @@ impl<'a> Rewriter<'a> {
 
 impl super::walk::Hooks for Rewriter<'_> {
     fn enter_select(&mut self, select: &Select) {
-        self.typer.scopes.push(Scope::of_select(select));
+        let mut scope = Scope::of_select(select);
+        // The set-returning functions of this FROM, made when its items were rewritten.
+        let aliases: Vec<String> = select
+            .from
+            .iter()
+            .flat_map(|f| std::iter::once(&f.relation).chain(f.joins.iter().map(|j| &j.relation)))
+            .filter_map(|factor| match factor {
+                TableFactor::Table { alias: Some(a), .. } if a.name.value.starts_with(super::srf::ALIAS_PREFIX) => {
+                    Some(a.name.value.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        for alias in aliases {
+            if let Some(at) = self.pending_functions.iter().position(|f| f.sqlite_alias == alias) {
+                scope.functions.push(self.pending_functions.swap_remove(at));
+            }
+        }
+        self.typer.scopes.push(scope);
     }
 
     fn leave_select(&mut self) {
-        self.typer.scopes.pop();
+        self.left_scope = self.typer.scopes.pop();
+    }
+
+    fn reenter_select(&mut self) {
+        let scope = self.left_scope.take().unwrap_or_default();
+        self.typer.scopes.push(scope);
     }
 
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
         self.rewrite_node(expr)
+    }
+
+    fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
+        // A numeric computed in a SELECT list is text to SQLite: it carries the `pg_numeric` collation, so
+        // a query reading it through a CTE or derived table sorts and compares it by value (a column keeps
+        // its own collation).
+        for item in &mut select.projection {
+            let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+                continue;
+            };
+            let numeric = self
+                .typer
+                .infer(e)
+                .is_some_and(|t| t.base() == crate::types::Base::Numeric && !t.is_array());
+            let plain = matches!(
+                e,
+                Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Collate { .. } | Expr::Value(_)
+            );
+            if numeric && !plain {
+                let inner = std::mem::replace(e, Expr::value(Value::Null));
+                *e = Expr::Collate {
+                    expr: Box::new(inner),
+                    collation: sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new("pg_numeric")]),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn projection(&mut self, select: &mut Select) -> Result<(), PgError> {
+        super::srf::projection(self, select)
     }
 
     fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError> {
@@ -114,6 +174,14 @@ impl super::walk::Hooks for Rewriter<'_> {
                 name.0.remove(0);
             }
             strip_public(name)?;
+        }
+        if let Some((replacement, function)) = super::srf::from_item(&self.typer, factor)? {
+            *factor = replacement;
+            self.pending_functions.push(function);
+            return Ok(());
+        }
+        if let TableFactor::Derived { lateral: true, .. } = factor {
+            return Err(PgError::unsupported("LATERAL subqueries"));
         }
         if let Some(replacement) = super::tables::rewrite_factor(self, factor)? {
             *factor = replacement;

@@ -65,6 +65,7 @@ impl Rewriter<'_> {
                     Some(cast_call(string(text), PgType::NUMERIC, None))
                 }
                 Value::EscapedStringLiteral(text)
+                | Value::UnicodeStringLiteral(text)
                 | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString { value: text, .. }) => {
                     Some(string(text))
                 }
@@ -91,6 +92,25 @@ impl Rewriter<'_> {
                 };
                 Some(call("pg_int", vec![negated, Expr::value(number(bits))]))
             }
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr: inner,
+            } if self
+                .typer
+                .infer(inner)
+                .is_some_and(|t| !t.is_array() && matches!(t.base(), Base::Interval | Base::Numeric)) =>
+            {
+                // SQLite would negate the stored text as a number: an interval is negated field by field,
+                // a numeric exactly.
+                if self.typer.infer(inner).is_some_and(|t| t.base() == Base::Interval) {
+                    Some(call(
+                        "pg_interval_scale",
+                        vec![take(inner), string("*"), Expr::value(number("-1"))],
+                    ))
+                } else {
+                    Some(call("pg_numeric_sub", vec![Expr::value(number("0")), take(inner)]))
+                }
+            }
             Expr::ILike {
                 negated,
                 expr: inner,
@@ -105,6 +125,8 @@ impl Rewriter<'_> {
                 Some(negate_if(*negated, call("pg_ilike", args)))
             }
             Expr::SimilarTo { .. } => return Err(PgError::unsupported("SIMILAR TO")),
+            Expr::IsUnknown(inner) => Some(Expr::IsNull(Box::new(take(inner)))),
+            Expr::IsNotUnknown(inner) => Some(Expr::IsNotNull(Box::new(take(inner)))),
             Expr::Extract { field, expr: inner, .. } => {
                 let source = self.typer.infer(inner).unwrap_or(PgType::TIMESTAMPTZ);
                 Some(call(
@@ -184,6 +206,37 @@ impl Rewriter<'_> {
                 compare_op: BinaryOperator::Eq,
                 right,
                 ..
+            } if matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let Expr::Subquery(query) = take(right) else {
+                    unreachable!("matched above")
+                };
+                Some(Expr::In {
+                    expr: Box::new(take(left)),
+                    target: sqlparser::ast::InTarget::Subquery(query),
+                    negated: false,
+                    global: false,
+                })
+            }
+            Expr::AllOp {
+                left,
+                compare_op: BinaryOperator::NotEq,
+                right,
+            } if matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let Expr::Subquery(query) = take(right) else {
+                    unreachable!("matched above")
+                };
+                Some(Expr::In {
+                    expr: Box::new(take(left)),
+                    target: sqlparser::ast::InTarget::Subquery(query),
+                    negated: true,
+                    global: false,
+                })
+            }
+            Expr::AnyOp {
+                left,
+                compare_op: BinaryOperator::Eq,
+                right,
+                ..
             } => {
                 let element = self.typer.infer(left).unwrap_or(PgType::TEXT);
                 self.learn_param(right, Some(element.array()));
@@ -208,8 +261,17 @@ impl Rewriter<'_> {
                     ),
                 ))
             }
-            Expr::AnyOp { compare_op, .. } => return Err(PgError::unsupported(format!("ANY with {compare_op}"))),
-            Expr::AllOp { compare_op, .. } => return Err(PgError::unsupported(format!("ALL with {compare_op}"))),
+            Expr::AnyOp {
+                left,
+                compare_op,
+                right,
+                ..
+            } => Some(self.quantified(left, compare_op, right, false)?),
+            Expr::AllOp {
+                left,
+                compare_op,
+                right,
+            } => Some(self.quantified(left, compare_op, right, true)?),
             Expr::Function(function) => self.rewrite_function(function)?,
             Expr::In {
                 expr: inner,
@@ -236,7 +298,17 @@ impl Rewriter<'_> {
                 Some(take(inner))
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
+            Expr::Identifier(ident) => self
+                .typer
+                .function_column(None, &ident.value)
+                .map(|column| column.expr.clone()),
             Expr::CompoundIdentifier(parts) => {
+                if let [qualifier, column] = parts.as_slice() {
+                    if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
+                        *expr = found.expr.clone();
+                        return Ok(());
+                    }
+                }
                 super::super::catalog_refs::rewrite_compound(parts);
                 None
             }
@@ -280,4 +352,86 @@ impl Rewriter<'_> {
         }
         Ok(())
     }
+
+    /// `x op ANY (…)` and `x op ALL (…)` over an array or a subquery, with PostgreSQL's three-valued
+    /// answer: for ANY, true if some comparison is true, else NULL if some is NULL, else false; for ALL,
+    /// false if some comparison is false, else NULL if some is NULL, else true.
+    fn quantified(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+        all: bool,
+    ) -> Result<Expr, PgError> {
+        if !matches!(
+            op,
+            BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+        ) {
+            return Err(PgError::unsupported(format!("ANY/ALL with {op}")));
+        }
+        let left_type = self.typer.infer(left);
+        let q = fresh_name("q");
+        let (source, value, element) = match right.as_ref() {
+            Expr::Subquery(query) => {
+                let element = self.typer.infer(right).or(left_type);
+                (
+                    format!("(WITH {q} (v) AS ({query}) SELECT v FROM {q}) AS {q}"),
+                    format!("{q}.v"),
+                    element,
+                )
+            }
+            _ => {
+                let element = self
+                    .typer
+                    .infer(right)
+                    .filter(|t| t.is_array())
+                    .map(PgType::element)
+                    .or(left_type)
+                    .unwrap_or(PgType::TEXT);
+                let text = element.catalog_text();
+                (
+                    format!("json_each(pg_array_to_json({right}, '{text}')) AS {q}"),
+                    format!("pg_cast({q}.value, '{text}', '')"),
+                    Some(element),
+                )
+            }
+        };
+        let numeric = [left_type, element]
+            .iter()
+            .any(|t| t.is_some_and(|t| t.base() == Base::Numeric && !t.is_array()));
+        let comparison = if numeric {
+            format!("pg_numeric_cmp({left}, {value}) {op} 0")
+        } else {
+            format!("{left} {op} {value}")
+        };
+        let decided = if all {
+            format!("NOT ({comparison})")
+        } else {
+            comparison.clone()
+        };
+        let sql = format!(
+            "CASE WHEN EXISTS (SELECT 1 FROM {source} WHERE {decided}) THEN {first} \
+             WHEN EXISTS (SELECT 1 FROM {source} WHERE ({comparison}) IS NULL) THEN NULL ELSE {last} END",
+            first = if all { "false" } else { "true" },
+            last = if all { "true" } else { "false" },
+        );
+        sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+            .try_with_sql(&sql)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting ANY/ALL: {e}")))
+    }
+}
+
+/// A name for a subquery alias the rewrite adds, unique in the process.
+fn fresh_name(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        "_pgc_{prefix}_{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }

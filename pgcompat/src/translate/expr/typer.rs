@@ -15,6 +15,8 @@ use crate::types::{self, Base, PgType};
 pub(crate) struct Scope {
     /// `(alias or name, table name)`, in FROM order.
     tables: Vec<(String, String)>,
+    /// The set-returning functions of its FROM, rewritten (`srf`).
+    pub(crate) functions: Vec<crate::translate::srf::FunctionTable>,
 }
 
 impl Scope {
@@ -34,13 +36,17 @@ impl Scope {
                 add(&join.relation);
             }
         }
-        Scope { tables }
+        Scope {
+            tables,
+            functions: Vec::new(),
+        }
     }
 
     /// A scope of one table (UPDATE, DELETE).
     pub(crate) fn of_table(table: &str) -> Scope {
         Scope {
             tables: vec![(table.to_ascii_lowercase(), table.to_owned())],
+            functions: Vec::new(),
         }
     }
 }
@@ -61,7 +67,38 @@ pub(crate) struct Typer<'a> {
 }
 
 impl Typer<'_> {
+    /// The column of a set-returning function in FROM that `qualifier.column` names, if it is one.
+    pub(crate) fn function_column(
+        &self,
+        qualifier: Option<&str>,
+        column: &str,
+    ) -> Option<&crate::translate::srf::FunctionColumn> {
+        for scope in self.scopes.iter().rev() {
+            for function in &scope.functions {
+                if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(&function.alias)) {
+                    continue;
+                }
+                if let Some(found) = function.column(column) {
+                    return Some(found);
+                }
+            }
+            // A name a table of this scope has is that table's (PostgreSQL would call it ambiguous).
+            if qualifier.is_none()
+                && scope
+                    .tables
+                    .iter()
+                    .any(|(_, t)| self.catalog.column_type(t, column).is_some())
+            {
+                return None;
+            }
+        }
+        None
+    }
+
     fn column(&self, qualifier: Option<&str>, column: &str) -> Option<PgType> {
+        if let Some(found) = self.function_column(qualifier, column) {
+            return found.ty;
+        }
         for scope in self.scopes.iter().rev() {
             for (key, table) in &scope.tables {
                 if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(key)) {
@@ -157,6 +194,8 @@ impl Typer<'_> {
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::And | B::Or | B::Xor => Some(PgType::BOOL),
             B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => Some(PgType::BOOL),
             B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe => Some(PgType::BOOL),
+            B::StringConcat if self.infer(left).is_some_and(PgType::is_array) => self.infer(left),
+            B::StringConcat if self.infer(right).is_some_and(PgType::is_array) => self.infer(right),
             B::StringConcat if self.infer(left).is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(PgType::new(Base::Jsonb))
             }
@@ -194,6 +233,8 @@ impl Typer<'_> {
             "pg_clock_timestamp" => PgType::TIMESTAMPTZ,
             "pg_current_date" => PgType::new(Base::Date),
             "pg_localtimestamp" => PgType::new(Base::Timestamp),
+            "pg_current_time" => PgType::new(Base::Time),
+            "pg_current_timetz" => PgType::new(Base::Timetz),
             "pg_datetime_arith" => return literal_type(3),
             "pg_extract" => PgType::NUMERIC,
             "pg_date_part" => PgType::FLOAT8,
@@ -238,6 +279,10 @@ impl Typer<'_> {
                 Some(t) => t,
                 None => return None,
             },
+            "pg_interval_scale" => PgType::new(Base::Interval),
+            "pg_float_arith" => PgType::FLOAT8,
+            "pg_numeric_cmp" => PgType::INT4,
+            "pg_jsonb_eq" => PgType::BOOL,
             "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => {
                 PgType::NUMERIC
             }
@@ -251,12 +296,14 @@ impl Typer<'_> {
             }
             "length" | "char_length" | "character_length" | "octet_length" | "strpos" | "instr" | "ascii"
             | "pg_backend_pid" | "array_length" | "cardinality" => PgType::INT4,
+            "substr" | "substring" | "overlay" => match first {
+                Some(t) if t.base() == Base::Bytea && !t.is_array() => PgType::new(Base::Bytea),
+                _ => PgType::TEXT,
+            },
             "lower"
             | "upper"
             | "concat"
             | "concat_ws"
-            | "substr"
-            | "substring"
             | "replace"
             | "trim"
             | "ltrim"
@@ -355,7 +402,9 @@ pub(crate) fn number_type(text: &str) -> PgType {
     if text.contains(['.', 'e', 'E']) {
         return PgType::NUMERIC;
     }
-    match text.parse::<i64>() {
+    // A negative literal is typed by its magnitude, as PostgreSQL types the number before negating it.
+    let magnitude = text.strip_prefix('-').unwrap_or(text);
+    match magnitude.parse::<i64>() {
         Ok(v) if i32::try_from(v).is_ok() => PgType::INT4,
         Ok(_) => PgType::INT8,
         Err(_) => PgType::NUMERIC,

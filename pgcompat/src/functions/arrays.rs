@@ -1,0 +1,286 @@
+//! Array functions on one-dimensional arrays (the only ones the layer stores, see `value::array`), as
+//! PostgreSQL 15 gives them: `array_length`, `cardinality`, `array_upper`, `array_lower`, `array_ndims`,
+//! `array_dims`, `array_append`, `array_prepend`, `array_cat`, `array_remove`, `array_replace`,
+//! `array_position`, `array_positions`, `array_fill`.
+//!
+//! An array travels as its canonical text (`{1,2,NULL}`); an element is compared and printed in the
+//! canonical text of the element type, which the typed call says (else the other argument's, else text).
+//! A dimension other than 1 has no bounds (NULL), as for any one-dimensional array in PostgreSQL.
+
+use std::sync::Arc;
+
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+use super::{check_size, define, Args, Purity};
+use crate::error::{PgError, INVALID_PARAMETER_VALUE};
+use crate::functions::SessionState;
+use crate::types::PgType;
+use crate::value::{self, array};
+
+/// An array argument's elements (`None` for SQL NULL).
+fn elements(args: &Args<'_, '_>, i: usize) -> Result<Option<Vec<Option<String>>>, PgError> {
+    let Some(text) = args.text(i) else {
+        return Ok(None);
+    };
+    array::parse(&text).map(Some).ok_or_else(|| {
+        PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        )
+    })
+}
+
+/// The element type of the call: the array argument's, else the element argument's, else text.
+fn element_type(args: &Args<'_, '_>, array_at: usize, element_at: Option<usize>) -> PgType {
+    args.ty(array_at)
+        .filter(|t| t.is_array())
+        .map(PgType::element)
+        .or_else(|| element_at.and_then(|i| args.ty(i)).filter(|t| !t.is_array()))
+        .unwrap_or(PgType::TEXT)
+}
+
+/// Argument `i` as an element of type `ty`, in canonical text (`None` for NULL).
+fn element(args: &Args<'_, '_>, i: usize, ty: PgType, state: &SessionState) -> Result<Option<String>, PgError> {
+    let tz = state.time_zone();
+    let stored = value::coerce(ty, args.value(i), &tz)?;
+    Ok(value::output(ty, &stored, &tz))
+}
+
+fn array_value(items: &[Option<String>]) -> Result<Value, PgError> {
+    let text = array::format(items);
+    check_size(text.len())?;
+    Ok(Value::Text(text))
+}
+
+/// The bound functions' common shape: NULL for a NULL array, an empty array or a dimension other than 1.
+fn bound(args: &Args<'_, '_>, f: fn(usize) -> i64) -> Result<Value, PgError> {
+    let (Some(items), Some(dimension)) = (elements(args, 0)?, args.int(1)?) else {
+        return Ok(Value::Null);
+    };
+    if dimension != 1 || items.is_empty() {
+        return Ok(Value::Null);
+    }
+    Ok(Value::Integer(f(items.len())))
+}
+
+fn length(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    bound(a, |n| n as i64)
+}
+
+fn upper(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    bound(a, |n| n as i64)
+}
+
+fn lower(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    bound(a, |_| 1)
+}
+
+fn cardinality(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    Ok(elements(a, 0)?.map_or(Value::Null, |items| Value::Integer(items.len() as i64)))
+}
+
+fn ndims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    Ok(match elements(a, 0)? {
+        Some(items) if !items.is_empty() => Value::Integer(1),
+        _ => Value::Null,
+    })
+}
+
+fn dims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    Ok(match elements(a, 0)? {
+        Some(items) if !items.is_empty() => Value::Text(format!("[1:{}]", items.len())),
+        _ => Value::Null,
+    })
+}
+
+fn append(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 0, Some(1));
+    let mut items = elements(a, 0)?.unwrap_or_default();
+    items.push(element(a, 1, ty, s)?);
+    array_value(&items)
+}
+
+fn prepend(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 1, Some(0));
+    let mut items = vec![element(a, 0, ty, s)?];
+    items.extend(elements(a, 1)?.unwrap_or_default());
+    array_value(&items)
+}
+
+fn cat(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    match (elements(a, 0)?, elements(a, 1)?) {
+        (None, None) => Ok(Value::Null),
+        (x, y) => {
+            let mut items = x.unwrap_or_default();
+            items.extend(y.unwrap_or_default());
+            array_value(&items)
+        }
+    }
+}
+
+fn remove(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 0, Some(1));
+    let Some(items) = elements(a, 0)? else {
+        return Ok(Value::Null);
+    };
+    let gone = element(a, 1, ty, s)?;
+    let kept: Vec<Option<String>> = items.into_iter().filter(|e| *e != gone).collect();
+    array_value(&kept)
+}
+
+fn replace(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 0, Some(1));
+    let Some(items) = elements(a, 0)? else {
+        return Ok(Value::Null);
+    };
+    let (old, new) = (element(a, 1, ty, s)?, element(a, 2, ty, s)?);
+    let replaced: Vec<Option<String>> = items
+        .into_iter()
+        .map(|e| if e == old { new.clone() } else { e })
+        .collect();
+    array_value(&replaced)
+}
+
+/// The 1-based positions of `args[1]` in the array (NULL is found by NULL, as `IS NOT DISTINCT FROM`).
+fn positions_of(a: &Args<'_, '_>, s: &SessionState, from: usize) -> Result<Option<Vec<i64>>, PgError> {
+    let ty = element_type(a, 0, Some(1));
+    let Some(items) = elements(a, 0)? else {
+        return Ok(None);
+    };
+    let wanted = element(a, 1, ty, s)?;
+    Ok(Some(
+        items
+            .iter()
+            .enumerate()
+            .skip(from)
+            .filter(|(_, e)| **e == wanted)
+            .map(|(i, _)| i as i64 + 1)
+            .collect(),
+    ))
+}
+
+fn position(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let start = match a.len() {
+        3 => match a.int(2)? {
+            Some(start) => usize::try_from(start.max(1) - 1).unwrap_or(0),
+            None => return Ok(Value::Null),
+        },
+        _ => 0,
+    };
+    Ok(match positions_of(a, s, start)? {
+        Some(found) => found.first().map_or(Value::Null, |p| Value::Integer(*p)),
+        None => Value::Null,
+    })
+}
+
+fn positions(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    Ok(match positions_of(a, s, 0)? {
+        Some(found) => {
+            let items: Vec<Option<String>> = found.iter().map(|p| Some(p.to_string())).collect();
+            array_value(&items)?
+        }
+        None => Value::Null,
+    })
+}
+
+fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let Some(dimensions) = elements(a, 1)? else {
+        return Err(PgError::new(
+            crate::error::NULL_VALUE_NOT_ALLOWED,
+            "dimension array or low bound array cannot be null",
+        ));
+    };
+    let [Some(length)] = dimensions.as_slice() else {
+        return Err(PgError::unsupported(
+            "array_fill of more than one dimension (multidimensional arrays)",
+        ));
+    };
+    let length: usize = length
+        .trim()
+        .parse()
+        .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "array size exceeds the maximum allowed"))?;
+    if length > array::ELEMENTS_MAX {
+        return Err(PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "array size exceeds the maximum allowed",
+        ));
+    }
+    let ty = a.ty(0).unwrap_or(PgType::TEXT);
+    let item = element(a, 0, ty, s)?;
+    array_value(&vec![item; length])
+}
+
+/// Registers the functions of this file.
+pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite::Result<()> {
+    define(conn, state, "array_length", 2, Purity::Pure, length)?;
+    define(conn, state, "array_upper", 2, Purity::Pure, upper)?;
+    define(conn, state, "array_lower", 2, Purity::Pure, lower)?;
+    define(conn, state, "cardinality", 1, Purity::Pure, cardinality)?;
+    define(conn, state, "array_ndims", 1, Purity::Pure, ndims)?;
+    define(conn, state, "array_dims", 1, Purity::Pure, dims)?;
+    // The element's text can depend on the session's zone (a timestamptz element).
+    define(conn, state, "array_append", 2, Purity::Volatile, append)?;
+    define(conn, state, "array_prepend", 2, Purity::Volatile, prepend)?;
+    define(conn, state, "array_cat", 2, Purity::Pure, cat)?;
+    define(conn, state, "array_remove", 2, Purity::Volatile, remove)?;
+    define(conn, state, "array_replace", 3, Purity::Volatile, replace)?;
+    define(conn, state, "array_position", 2, Purity::Volatile, position)?;
+    define(conn, state, "array_position", 3, Purity::Volatile, position)?;
+    define(conn, state, "array_positions", 2, Purity::Volatile, positions)?;
+    define(conn, state, "array_fill", 2, Purity::Volatile, fill)?;
+    Ok(())
+}
+
+/// The result type of a function of this file.
+pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType> {
+    let array_of = |i: usize| args.get(i).copied().flatten().filter(|t| t.is_array());
+    let element_of = |i: usize| args.get(i).copied().flatten().filter(|t| !t.is_array());
+    Some(match name {
+        "array_length" | "array_upper" | "array_lower" | "cardinality" | "array_ndims" | "array_position" => {
+            PgType::INT4
+        }
+        "array_positions" => PgType::INT4.array(),
+        "array_dims" => PgType::TEXT,
+        "array_append" | "array_remove" | "array_replace" | "array_cat" => array_of(0)
+            .or_else(|| array_of(1))
+            .or_else(|| element_of(1).map(PgType::array))
+            .unwrap_or(PgType::TEXT.array()),
+        "array_prepend" => array_of(1)
+            .or_else(|| element_of(0).map(PgType::array))
+            .unwrap_or(PgType::TEXT.array()),
+        "array_fill" => element_of(0).unwrap_or(PgType::TEXT).array(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::check;
+
+    #[test]
+    fn array_functions_as_postgres() {
+        check(&[
+            ("array_length(ARRAY[1, 2, 3], 1)", Some("3")),
+            ("array_length('{}'::int[], 1)", None),
+            ("array_length(ARRAY[1], 2)", None),
+            ("cardinality(ARRAY['a', 'b'])", Some("2")),
+            ("array_upper(ARRAY[5, 6], 1)", Some("2")),
+            ("array_lower(ARRAY[5, 6], 1)", Some("1")),
+            ("array_dims(ARRAY[5, 6])", Some("[1:2]")),
+            ("array_append(ARRAY[1, 2], 3)", Some("{1,2,3}")),
+            ("array_prepend(0, ARRAY[1])", Some("{0,1}")),
+            ("array_cat(ARRAY['a'], ARRAY['b c'])", Some("{a,\"b c\"}")),
+            ("array_remove(ARRAY[1, 2, 1], 1)", Some("{2}")),
+            ("array_replace(ARRAY[1, 2, 1], 1, 9)", Some("{9,2,9}")),
+            ("array_position(ARRAY['a', 'b', 'c'], 'b')", Some("2")),
+            ("array_position(ARRAY[1, 2, 1], 1, 2)", Some("3")),
+            ("array_positions(ARRAY[1, 2, 1], 1)", Some("{1,3}")),
+            ("array_fill(0, ARRAY[3])", Some("{0,0,0}")),
+            ("array_append(ARRAY[true], false)", Some("{t,f}")),
+            ("ARRAY[1, 2] || ARRAY[3]", Some("{1,2,3}")),
+            ("ARRAY[1, 2] || 3", Some("{1,2,3}")),
+            ("0 || ARRAY[1, 2]", Some("{0,1,2}")),
+        ]);
+    }
+}

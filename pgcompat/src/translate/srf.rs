@@ -1,0 +1,587 @@
+//! Set-returning functions as FROM items SQLite can join laterally: each one becomes SQLite's table-valued
+//! `json_each` over a JSON array (or object) the function's arguments make, under a fresh alias, and its
+//! PostgreSQL columns become expressions over `json_each`'s columns (`key`, `value`, `type`, `fullkey`,
+//! and the hidden `json`). A table-valued function may read the columns of the FROM items before it, so
+//! `FROM docs d, jsonb_array_elements_text(d.body -> 'tags') AS t(tag)` and `CROSS JOIN LATERAL unnest(x)`
+//! work as they do in PostgreSQL, which a derived table (no LATERAL in SQLite) could not.
+//!
+//! The rewriter keeps each such item's columns ([`FunctionTable`]) in the scope of its SELECT: a
+//! reference to one (`t.tag`, `value`) is replaced by its expression, and `SELECT *` is spelled out. A
+//! set-returning function in a SELECT list (`SELECT unnest(a) FROM t`) moves into the FROM the same way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, Select,
+    SelectItem, SelectItemQualifiedWildcardKind, TableAlias, TableFactor, TableWithJoins, WildcardAdditionalOptions,
+};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use super::expr::{last_part, Rewriter, Typer};
+use crate::catalog::quote_ident;
+use crate::error::PgError;
+use crate::types::{Base, PgType};
+
+/// The prefix of the aliases given to the `json_each` items made here.
+pub(crate) const ALIAS_PREFIX: &str = "_pgc_fn_";
+
+/// One column of a set-returning function in FROM: its PostgreSQL name, the expression that computes it
+/// over the `json_each` item, and its type.
+#[derive(Clone, Debug)]
+pub(crate) struct FunctionColumn {
+    pub(crate) name: String,
+    pub(crate) expr: Expr,
+    pub(crate) ty: Option<PgType>,
+}
+
+/// A set-returning function in FROM, rewritten: the alias SQLite knows it by, the one PostgreSQL
+/// statements use, and its columns.
+#[derive(Clone, Debug)]
+pub(crate) struct FunctionTable {
+    pub(crate) sqlite_alias: String,
+    pub(crate) alias: String,
+    pub(crate) columns: Vec<FunctionColumn>,
+}
+
+impl FunctionTable {
+    /// The column `name`, if this table has it.
+    pub(crate) fn column(&self, name: &str) -> Option<&FunctionColumn> {
+        self.columns.iter().find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// What a function's `json_each` iterates and how its rows become columns.
+enum Shape {
+    /// `json[b]_each[_text]`: `key`, `value`.
+    Each { jsonb: bool, text: bool },
+    /// `json[b]_array_elements[_text]`: `value`.
+    Elements { jsonb: bool, text: bool },
+    /// `json[b]_object_keys`: the key.
+    Keys,
+    /// Elements of a JSON array the layer built, read back as `element`.
+    Values { element: PgType },
+    /// `generate_subscripts(array, 1)`: positions from 1.
+    Subscripts,
+    /// `unnest(a, b, …)`: rows of elements side by side, each read back as its element type.
+    Zip { elements: Vec<PgType> },
+}
+
+impl Shape {
+    /// Whether the rows come from an array (so `WITH ORDINALITY` is the position).
+    fn over_array(&self) -> bool {
+        !matches!(self, Shape::Each { .. } | Shape::Keys)
+    }
+
+    /// Whether the function returns one (non-composite) column, which a bare table alias names.
+    fn scalar(&self) -> bool {
+        !matches!(self, Shape::Each { .. } | Shape::Zip { .. })
+    }
+}
+
+fn fresh_alias() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{ALIAS_PREFIX}{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn parse_expr(sql: &str) -> Result<Expr, PgError> {
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| {
+            PgError::new(
+                crate::error::INTERNAL_ERROR,
+                format!("rewriting a function in FROM: {e}"),
+            )
+        })
+}
+
+/// Whether `name` is a set-returning function this module rewrites (in FROM or a SELECT list).
+pub(crate) fn handles(name: &str) -> bool {
+    matches!(
+        name,
+        "jsonb_each"
+            | "json_each"
+            | "jsonb_each_text"
+            | "json_each_text"
+            | "jsonb_array_elements"
+            | "json_array_elements"
+            | "jsonb_array_elements_text"
+            | "json_array_elements_text"
+            | "jsonb_object_keys"
+            | "json_object_keys"
+            | "unnest"
+            | "regexp_split_to_table"
+            | "generate_subscripts"
+            | "generate_series"
+    )
+}
+
+/// The `json_each` source and shape of a call of `name` with (rewritten) `args`.
+fn source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shape), PgError> {
+    let arity = |min: usize, max: usize| -> Result<(), PgError> {
+        if args.len() < min || args.len() > max {
+            return Err(PgError::new(
+                crate::error::UNDEFINED_FUNCTION,
+                format!("function {name} with {} arguments does not exist", args.len()),
+            ));
+        }
+        Ok(())
+    };
+    let jsonb = name.starts_with("jsonb");
+    let json_arg = |arg: &Expr| {
+        let flavor = if jsonb { "jsonb" } else { "json" };
+        let source = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
+        format!("pg_cast({arg}, '{flavor}', '{source}')")
+    };
+    Ok(match name {
+        "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => {
+            arity(1, 1)?;
+            let text = name.ends_with("_text");
+            (json_arg(args[0]), Shape::Each { jsonb, text })
+        }
+        "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
+            arity(1, 1)?;
+            let text = name.ends_with("_text");
+            (
+                format!("pg_json_array({})", json_arg(args[0])),
+                Shape::Elements { jsonb, text },
+            )
+        }
+        "jsonb_object_keys" | "json_object_keys" => {
+            arity(1, 1)?;
+            (format!("pg_json_object({})", json_arg(args[0])), Shape::Keys)
+        }
+        "unnest" if args.len() > 1 => {
+            let elements: Vec<PgType> = args
+                .iter()
+                .map(|a| typer.infer(a).map_or(PgType::TEXT, PgType::element))
+                .collect();
+            let pairs: Vec<String> = args
+                .iter()
+                .zip(&elements)
+                .map(|(a, e)| format!("{a}, '{}'", e.catalog_text()))
+                .collect();
+            (
+                format!("pg_arrays_zip_json({})", pairs.join(", ")),
+                Shape::Zip { elements },
+            )
+        }
+        "unnest" => {
+            arity(1, 1)?;
+            let element = typer.infer(args[0]).map_or(PgType::TEXT, PgType::element);
+            (
+                format!("pg_array_to_json({}, '{}')", args[0], element.catalog_text()),
+                Shape::Values { element },
+            )
+        }
+        "regexp_split_to_table" => {
+            arity(2, 3)?;
+            let list: Vec<String> = args.iter().map(ToString::to_string).collect();
+            (
+                format!("pg_array_to_json(regexp_split_to_array({}), 'text')", list.join(", ")),
+                Shape::Values { element: PgType::TEXT },
+            )
+        }
+        "generate_subscripts" => {
+            arity(2, 3)?;
+            if args[1].to_string() != "1" || args.len() == 3 {
+                return Err(PgError::unsupported("generate_subscripts of a dimension other than 1"));
+            }
+            let element = typer.infer(args[0]).map_or(PgType::TEXT, PgType::element);
+            (
+                format!("pg_array_to_json({}, '{}')", args[0], element.catalog_text()),
+                Shape::Subscripts,
+            )
+        }
+        "generate_series" => {
+            arity(2, 3)?;
+            let types: Vec<Option<PgType>> = args.iter().map(|a| typer.infer(a)).collect();
+            let element = series_type(&types)?;
+            let list: Vec<String> = args.iter().map(ToString::to_string).collect();
+            (
+                format!("pg_series_json('{}', {})", element.catalog_text(), list.join(", ")),
+                Shape::Values { element },
+            )
+        }
+        other => return Err(PgError::unsupported(format!("the set-returning function {other} here"))),
+    })
+}
+
+/// The element type of `generate_series` over arguments of these types (integers, numerics, timestamps).
+fn series_type(types: &[Option<PgType>]) -> Result<PgType, PgError> {
+    let bases: Vec<Base> = types.iter().take(2).flatten().map(|t| t.base()).collect();
+    if bases
+        .iter()
+        .any(|b| matches!(b, Base::Timestamp | Base::Timestamptz | Base::Date))
+    {
+        return Ok(if bases.contains(&Base::Timestamptz) {
+            PgType::TIMESTAMPTZ
+        } else {
+            PgType::new(Base::Timestamp)
+        });
+    }
+    if types.iter().flatten().any(|t| t.base() == Base::Numeric) {
+        return Ok(PgType::NUMERIC);
+    }
+    if types.iter().flatten().any(|t| t.base() == Base::Int8) {
+        return Ok(PgType::INT8);
+    }
+    Ok(PgType::INT4)
+}
+
+/// The columns of `shape` over the `json_each` item aliased `a`, with their default names.
+fn columns(shape: &Shape, function: &str, a: &str) -> Result<Vec<FunctionColumn>, PgError> {
+    let a = quote_ident(a);
+    let column = |name: &str, sql: String, ty: Option<PgType>| -> Result<FunctionColumn, PgError> {
+        Ok(FunctionColumn {
+            name: name.to_owned(),
+            expr: parse_expr(&sql)?,
+            ty,
+        })
+    };
+    let json_flavor = |jsonb: bool| PgType::new(if jsonb { Base::Jsonb } else { Base::Json });
+    // The element as JSON text: jsonb normalized, json as written.
+    let element_json = |jsonb: bool| {
+        if jsonb {
+            format!("pg_jsonb_norm({a}.json -> {a}.fullkey)")
+        } else {
+            format!("pg_json_get({a}.json, {a}.key, 'json')")
+        }
+    };
+    let element_text = |jsonb: bool| {
+        if jsonb {
+            format!(
+                "CASE {a}.type WHEN 'null' THEN NULL WHEN 'text' THEN {a}.value WHEN 'object' THEN \
+                 pg_jsonb_norm({a}.json -> {a}.fullkey) WHEN 'array' THEN pg_jsonb_norm({a}.json -> {a}.fullkey) \
+                 ELSE {a}.json -> {a}.fullkey END"
+            )
+        } else {
+            format!("pg_json_get({a}.json, {a}.key, 'text')")
+        }
+    };
+    Ok(match shape {
+        Shape::Each { jsonb, text } => {
+            let (value, ty) = if *text {
+                (element_text(*jsonb), PgType::TEXT)
+            } else {
+                (element_json(*jsonb), json_flavor(*jsonb))
+            };
+            vec![
+                column("key", format!("{a}.key"), Some(PgType::TEXT))?,
+                column("value", value, Some(ty))?,
+            ]
+        }
+        Shape::Elements { jsonb, text } => {
+            let (value, ty) = if *text {
+                (element_text(*jsonb), PgType::TEXT)
+            } else {
+                (element_json(*jsonb), json_flavor(*jsonb))
+            };
+            vec![column("value", value, Some(ty))?]
+        }
+        Shape::Keys => vec![column(function, format!("{a}.key"), Some(PgType::TEXT))?],
+        Shape::Values { element } => vec![column(
+            function,
+            format!("pg_cast({a}.value, '{}', '')", element.catalog_text()),
+            Some(*element),
+        )?],
+        Shape::Subscripts => vec![column(function, format!("{a}.key + 1"), Some(PgType::INT4))?],
+        Shape::Zip { elements } => elements
+            .iter()
+            .enumerate()
+            .map(|(i, element)| {
+                column(
+                    function,
+                    format!(
+                        "pg_cast(json_extract({a}.value, '$[{i}]'), '{}', '')",
+                        element.catalog_text()
+                    ),
+                    Some(*element),
+                )
+            })
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// A set-returning function call rewritten as a `json_each` FROM item and its columns, named by `alias`
+/// (its column list renames them in order; a bare alias names the one column of a scalar function).
+pub(crate) fn function_table(
+    typer: &Typer<'_>,
+    name: &str,
+    args: &[&Expr],
+    alias: Option<&TableAlias>,
+    with_ordinality: bool,
+) -> Result<(TableFactor, FunctionTable), PgError> {
+    let (source, shape) = source(typer, name, args)?;
+    let sqlite_alias = fresh_alias();
+    let mut columns = columns(&shape, name, &sqlite_alias)?;
+    if with_ordinality {
+        if !shape.over_array() {
+            return Err(PgError::unsupported(format!("{name} WITH ORDINALITY")));
+        }
+        columns.push(FunctionColumn {
+            name: "ordinality".to_owned(),
+            expr: parse_expr(&format!("{}.key + 1", quote_ident(&sqlite_alias)))?,
+            ty: Some(PgType::INT8),
+        });
+    }
+    let table_alias = alias.map_or_else(|| name.to_owned(), |a| a.name.value.clone());
+    match alias {
+        Some(a) if !a.columns.is_empty() => {
+            if a.columns.len() > columns.len() {
+                return Err(PgError::new(
+                    crate::error::SYNTAX_ERROR,
+                    format!(
+                        "{name} returns {} columns, {} column aliases given",
+                        columns.len(),
+                        a.columns.len()
+                    ),
+                ));
+            }
+            for (column, given) in columns.iter_mut().zip(&a.columns) {
+                column.name = given.name.value.clone();
+            }
+        }
+        Some(a) if shape.scalar() => columns[0].name = a.name.value.clone(),
+        _ => {}
+    }
+    let factor_sql = format!("SELECT * FROM json_each({source}) AS {}", quote_ident(&sqlite_alias));
+    let factor = parse_factor(&factor_sql)?;
+    Ok((
+        factor,
+        FunctionTable {
+            sqlite_alias,
+            alias: table_alias,
+            columns,
+        },
+    ))
+}
+
+/// The FROM item of `SELECT * FROM <item>`.
+fn parse_factor(sql: &str) -> Result<TableFactor, PgError> {
+    let internal = |what: &str| {
+        PgError::new(
+            crate::error::INTERNAL_ERROR,
+            format!("rewriting a function in FROM: {what}"),
+        )
+    };
+    let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|e| internal(&e.to_string()))?;
+    let Some(sqlparser::ast::Statement::Query(query)) = statements.pop() else {
+        return Err(internal("no query"));
+    };
+    let sqlparser::ast::SetExpr::Select(mut select) = *query.body else {
+        return Err(internal("no SELECT"));
+    };
+    select.from.pop().map(|t| t.relation).ok_or_else(|| internal("no FROM"))
+}
+
+/// The plain arguments of a table function (named ones are refused: none of these functions has any).
+fn plain(args: &[FunctionArg]) -> Result<Vec<&Expr>, PgError> {
+    args.iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok(e),
+            other => Err(PgError::unsupported(format!(
+                "the argument {other} of a set-returning function"
+            ))),
+        })
+        .collect()
+}
+
+/// The rewrite of a FROM item that is a set-returning function this module handles, if it is one.
+/// `generate_series` with constant arguments is left to `tables` (a recursive CTE, unbounded).
+pub(crate) fn from_item(
+    typer: &Typer<'_>,
+    factor: &TableFactor,
+) -> Result<Option<(TableFactor, FunctionTable)>, PgError> {
+    match factor {
+        TableFactor::Table {
+            name,
+            args: Some(args),
+            alias,
+            with_ordinality,
+            ..
+        } => {
+            let function = last_part(name).to_ascii_lowercase();
+            if !handles(&function) {
+                return Ok(None);
+            }
+            let args = plain(&args.args)?;
+            // An integer or timestamp series in FROM stays a recursive CTE (`tables`), unbounded; a
+            // numeric one is built here, for numeric addition.
+            if function == "generate_series" {
+                let types: Vec<Option<PgType>> = args.iter().map(|a| typer.infer(a)).collect();
+                if series_type(&types)? != PgType::NUMERIC {
+                    return Ok(None);
+                }
+            }
+            function_table(typer, &function, &args, alias.as_ref(), *with_ordinality).map(Some)
+        }
+        TableFactor::Function {
+            name,
+            args,
+            alias,
+            with_ordinality,
+            ..
+        } => {
+            let function = last_part(name).to_ascii_lowercase();
+            if !handles(&function) {
+                return Err(PgError::unsupported(format!("the function {function} in FROM")));
+            }
+            let args = plain(args)?;
+            function_table(typer, &function, &args, alias.as_ref(), *with_ordinality).map(Some)
+        }
+        TableFactor::UNNEST {
+            alias,
+            array_exprs,
+            with_ordinality,
+            with_offset: false,
+            ..
+        } => {
+            let arrays: Vec<&Expr> = array_exprs.iter().collect();
+            function_table(typer, "unnest", &arrays, alias.as_ref(), *with_ordinality).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The SELECT list of a SELECT whose scope is entered: a set-returning function call that is a whole item
+/// moves into the FROM (a `json_each` item joined after the others, as PostgreSQL runs it once per row of
+/// the FROM), and `*` is spelled out where the FROM has rewritten functions.
+pub(crate) fn projection(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Result<(), PgError> {
+    move_list_functions(rewriter, select)?;
+    let has_functions = rewriter.typer.scopes.last().is_some_and(|s| !s.functions.is_empty());
+    let has_wildcard = select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
+    if has_functions && has_wildcard {
+        expand_wildcards(rewriter, select)?;
+    }
+    Ok(())
+}
+
+/// The set-returning function an item calls, if the item is one call of one.
+fn list_function(item: &SelectItem) -> Option<&Function> {
+    let (SelectItem::UnnamedExpr(Expr::Function(f))
+    | SelectItem::ExprWithAlias {
+        expr: Expr::Function(f),
+        ..
+    }) = item
+    else {
+        return None;
+    };
+    let name = last_part(&f.name).to_ascii_lowercase();
+    (handles(&name) && f.over.is_none() && matches!(f.args, FunctionArguments::List(_))).then_some(f)
+}
+
+fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Result<(), PgError> {
+    let count = select.projection.iter().filter(|i| list_function(i).is_some()).count();
+    if count == 0 {
+        return Ok(());
+    }
+    if count > 1 {
+        return Err(PgError::unsupported(
+            "several set-returning functions in one SELECT list",
+        ));
+    }
+    if !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || select.having.is_some() {
+        return Err(PgError::unsupported(
+            "a set-returning function in the SELECT list of a grouped query",
+        ));
+    }
+    for item in &mut select.projection {
+        let Some(function) = list_function(item) else {
+            continue;
+        };
+        let name = last_part(&function.name).to_ascii_lowercase();
+        let mut args: Vec<Expr> = Vec::new();
+        if let FunctionArguments::List(list) = &function.args {
+            for arg in &list.args {
+                let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg else {
+                    return Err(PgError::unsupported(format!("the argument {arg} of {name}")));
+                };
+                args.push(e.clone());
+            }
+        }
+        for arg in &mut args {
+            super::walk::expr(rewriter, arg)?;
+        }
+        let refs: Vec<&Expr> = args.iter().collect();
+        let (factor, table) = function_table(&rewriter.typer, &name, &refs, None, false)?;
+        let column = table.columns[0].expr.clone();
+        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+            continue;
+        };
+        *e = column;
+        select.from.push(TableWithJoins {
+            relation: factor,
+            joins: Vec::new(),
+        });
+        if let Some(scope) = rewriter.typer.scopes.last_mut() {
+            scope.functions.push(table);
+        }
+    }
+    Ok(())
+}
+
+/// `*` and `t.*` over a FROM with rewritten functions: their PostgreSQL columns, `t.*` for the others.
+fn expand_wildcards(rewriter: &Rewriter<'_>, select: &mut Select) -> Result<(), PgError> {
+    let Some(scope) = rewriter.typer.scopes.last() else {
+        return Ok(());
+    };
+    let function_items = |table: &FunctionTable| -> Vec<SelectItem> {
+        table
+            .columns
+            .iter()
+            .map(|c| SelectItem::ExprWithAlias {
+                expr: c.expr.clone(),
+                alias: Ident::with_quote('"', c.name.clone()),
+            })
+            .collect()
+    };
+    let mut everything: Vec<SelectItem> = Vec::new();
+    for factor in select
+        .from
+        .iter()
+        .flat_map(|f| std::iter::once(&f.relation).chain(f.joins.iter().map(|j| &j.relation)))
+    {
+        let key = match factor {
+            TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => {
+                a.name.value.clone()
+            }
+            TableFactor::Table { name, alias: None, .. } => last_part(name),
+            _ => {
+                return Err(PgError::unsupported(
+                    "SELECT * over this FROM with a set-returning function",
+                ))
+            }
+        };
+        match scope.functions.iter().find(|f| f.sqlite_alias == key) {
+            Some(table) => everything.extend(function_items(table)),
+            None => everything.push(SelectItem::QualifiedWildcard(
+                SelectItemQualifiedWildcardKind::ObjectName(ObjectName::from(vec![Ident::with_quote('"', key)])),
+                WildcardAdditionalOptions::default(),
+            )),
+        }
+    }
+    let mut projection = Vec::with_capacity(select.projection.len());
+    for item in select.projection.drain(..) {
+        match &item {
+            SelectItem::Wildcard(_) => projection.extend(everything.iter().cloned()),
+            SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                match scope
+                    .functions
+                    .iter()
+                    .find(|f| f.alias.eq_ignore_ascii_case(&last_part(name)))
+                {
+                    Some(table) => projection.extend(function_items(table)),
+                    None => projection.push(item),
+                }
+            }
+            _ => projection.push(item),
+        }
+    }
+    select.projection = projection;
+    Ok(())
+}

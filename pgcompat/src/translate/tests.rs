@@ -1,0 +1,394 @@
+//! The rewrites checked end to end: a PostgreSQL statement through the layer over an in-memory SQLite
+//! database, its first row printed as PostgreSQL prints it, against PostgreSQL 15's answer.
+
+use crate::functions::testing::{check, check_errors, row_after};
+
+#[test]
+fn columns_are_named_as_postgres_names_them() {
+    let names = |sql: &str| {
+        let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+        let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+        let translated = dialect.translate(&conn, sql).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {sql}");
+        };
+        let stmt = conn.prepare(&list[0].steps[0]).expect("prepares");
+        stmt.column_names().iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(names("SELECT 'on'::boolean::text, 1::int4"), ["text", "int4"]);
+    assert_eq!(
+        names("SELECT (ARRAY[1, 2])[1], (regexp_match('a', 'a'))[1]"),
+        ["array", "regexp_match"]
+    );
+    assert_eq!(
+        names("SELECT trim(LEADING '0' FROM '01'), trim(TRAILING 'x' FROM 'ax'), trim(' a ')"),
+        ["ltrim", "rtrim", "btrim"]
+    );
+    assert_eq!(names("SELECT TIMESTAMP '2024-01-01'::timestamptz"), ["timestamptz"]);
+}
+
+#[test]
+fn numbers_compare_by_value_whatever_their_storage() {
+    check(&[
+        ("3 = 3.0", Some("t")),
+        ("10.5 > 9", Some("t")),
+        ("'10'::numeric > '9'::numeric", Some("t")),
+        ("1.5::float8 = 1.5", Some("t")),
+        ("'NaN'::float8 > 1e300::float8", Some("t")),
+        ("'NaN'::float8", Some("NaN")),
+        ("'NaN'::float8 + 1", Some("NaN")),
+        ("(-9223372036854775808)::bigint", Some("-9223372036854775808")),
+        ("pg_typeof(-2147483649)", Some("bigint")),
+    ]);
+    assert_eq!(
+        row_after(
+            &["CREATE TABLE t (n numeric)", "INSERT INTO t VALUES (10), (9.5), (100)"],
+            "WITH s AS (SELECT sum(n) AS total FROM t) SELECT total > 20 FROM s",
+        )
+        .expect("runs"),
+        [Some("t".to_owned())]
+    );
+}
+
+#[test]
+fn arithmetic_checks_its_operand_types() {
+    check_errors(&[
+        ("'a' + 1", "22P02"),
+        ("'{\"a\": 1}'::jsonb + 1", "42883"),
+        ("'{1,2}'::int[] + 1", "42883"),
+        ("true + 1", "42883"),
+        ("1e308::float8 * 10", "22003"),
+        ("-9223372036854775808::bigint", "22003"),
+        ("1::float8 / 0", "22012"),
+    ]);
+    check(&[("'2' + 1", Some("3")), ("1.5::float8 * 2", Some("3"))]);
+}
+
+#[test]
+fn intervals_scale_and_negate() {
+    check(&[
+        ("INTERVAL '1 day' * 3", Some("3 days")),
+        ("INTERVAL '1 hour' / 4", Some("00:15:00")),
+        ("-INTERVAL '5 minutes'", Some("-00:05:00")),
+        ("7 * INTERVAL '1 week'", Some("49 days")),
+        ("INTERVAL '1 month' * 1.5", Some("1 mon 15 days")),
+        ("DATE '2024-01-01' + 7 * INTERVAL '1 week'", Some("2024-02-19 00:00:00")),
+    ]);
+}
+
+#[test]
+fn char_n_ignores_its_padding_when_compared() {
+    check(&[
+        ("'abc'::char(5) = 'abc'", Some("t")),
+        ("'abc'::varchar(5) = 'abc  '", Some("f")),
+        ("'{\"a\": 1}'::jsonb = '{\"a\": 1.0}'::jsonb", Some("t")),
+        ("'[1, 2]'::jsonb <> '[2, 1]'::jsonb", Some("t")),
+    ]);
+}
+
+#[test]
+fn pg_typeof_keeps_an_aggregate_query_one_row() {
+    let row = row_after(
+        &["CREATE TABLE t (n int)", "INSERT INTO t VALUES (1), (2)"],
+        "SELECT pg_typeof(count(*)), count(*) FROM t",
+    )
+    .expect("runs");
+    assert_eq!(row, [Some("bigint".to_owned()), Some("2".to_owned())]);
+}
+
+/// Every row of `sql` after `setup`, each column printed as PostgreSQL prints it.
+fn rows_after(setup: &[&str], sql: &str) -> Vec<Vec<Option<String>>> {
+    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+    for statement in setup {
+        let translated = dialect.translate(&conn, statement).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {statement}");
+        };
+        for t in list {
+            for step in &t.steps {
+                conn.execute_batch(step).expect("runs");
+            }
+        }
+    }
+    let translated = dialect.translate(&conn, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let crate::Translated::Statements(list) = &*translated else {
+        panic!("not a statement: {sql}");
+    };
+    let t = &list[0];
+    let mut stmt = conn
+        .prepare(&t.steps[0])
+        .unwrap_or_else(|e| panic!("{}: {e}", t.steps[0]));
+    let types = dialect.column_types(&stmt, Some(t));
+    let width = stmt.column_count();
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().expect("a row") {
+        let values = (0..width)
+            .map(|i| {
+                let v: rusqlite::types::Value = row.get(i).expect("a value");
+                let ty = types.get(i).copied().flatten().unwrap_or(crate::PgType::TEXT);
+                crate::value::output(ty, &v, &dialect.state().time_zone())
+            })
+            .collect();
+        out.push(values);
+    }
+    out
+}
+
+fn texts(rows: &[&[&str]]) -> Vec<Vec<Option<String>>> {
+    rows.iter()
+        .map(|r| r.iter().map(|v| (*v != "NULL").then(|| (*v).to_owned())).collect())
+        .collect()
+}
+
+#[test]
+fn set_returning_functions_join_laterally() {
+    let docs = [
+        "CREATE TABLE docs (id int PRIMARY KEY, body jsonb)",
+        r#"INSERT INTO docs VALUES (1, '{"tags": ["x", "y"]}'), (2, '{"tags": ["y"]}')"#,
+    ];
+    assert_eq!(
+        rows_after(
+            &docs,
+            "SELECT d.id, t.tag FROM docs d, jsonb_array_elements_text(d.body -> 'tags') AS t(tag) ORDER BY d.id, t.tag"
+        ),
+        texts(&[&["1", "x"], &["1", "y"], &["2", "y"]])
+    );
+    assert_eq!(
+        rows_after(
+            &docs,
+            "SELECT tag, count(*) FROM docs, jsonb_array_elements_text(body -> 'tags') AS tag GROUP BY tag ORDER BY tag"
+        ),
+        texts(&[&["x", "1"], &["y", "2"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            r#"SELECT key, value FROM jsonb_each('{"b": 2, "a": {"x": 1}}') ORDER BY key"#
+        ),
+        texts(&[&["a", r#"{"x": 1}"#], &["b", "2"]])
+    );
+    assert_eq!(
+        rows_after(&[], r#"SELECT * FROM jsonb_each_text('{"a": "s", "c": null}')"#),
+        texts(&[&["a", "s"], &["c", "NULL"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            r#"SELECT value FROM jsonb_array_elements('[3, "x"]') WITH ORDINALITY AS e(value, n) ORDER BY n DESC"#
+        ),
+        texts(&[&[r#""x""#], &["3"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT a, b FROM unnest(ARRAY[1, 2, 3], ARRAY['x', 'y']) AS t(a, b) ORDER BY a"
+        ),
+        texts(&[&["1", "x"], &["2", "y"], &["3", "NULL"]])
+    );
+    assert_eq!(
+        rows_after(&[], "SELECT unnest(ARRAY[2, 1]) AS u ORDER BY u"),
+        texts(&[&["1"], &["2"]])
+    );
+    assert_eq!(
+        rows_after(&[], "SELECT generate_series(1, 3, 2)"),
+        texts(&[&["1"], &["3"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT x FROM regexp_split_to_table('one two  three', '\\s+') AS x ORDER BY x"
+        ),
+        texts(&[&["one"], &["three"], &["two"]])
+    );
+    check_errors(&[("* FROM jsonb_array_elements('{\"a\": 1}')", "22023")]);
+}
+
+#[test]
+fn numeric_results_keep_their_order_through_a_cte() {
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE t (g int, n numeric)",
+                "INSERT INTO t VALUES (1, 9.5), (2, 10), (3, 100.25)"
+            ],
+            "WITH s AS (SELECT g, sum(n) AS total FROM t GROUP BY g) SELECT total FROM s ORDER BY total DESC"
+        ),
+        texts(&[&["100.25"], &["10"], &["9.5"]])
+    );
+}
+
+#[test]
+fn upserts_resolve_their_conflict_target_as_postgres_does() {
+    let setup = [
+        "CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL, hits int NOT NULL DEFAULT 0)",
+        "INSERT INTO settings VALUES ('tz', 'UTC')",
+        "CREATE TABLE pageviews (path text, day date, n int, UNIQUE (path, day))",
+    ];
+    let run = |sql: &str| row_after(&setup, sql);
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('tz', 'x') ON CONFLICT ON CONSTRAINT settings_pkey DO UPDATE SET value = 'again' RETURNING value")
+            .expect("runs"),
+        [Some("again".to_owned())]
+    );
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('a', 'x') ON CONFLICT (value) DO NOTHING").map_err(|e| e.code),
+        Err("42P10")
+    );
+    assert_eq!(
+        run(
+            "INSERT INTO settings VALUES ('b', 'x'), ('b', 'y') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        .map_err(|e| e.code),
+        Err("21000")
+    );
+    assert_eq!(
+        run("INSERT INTO settings VALUES ('t', 'x') ON CONFLICT ON CONSTRAINT nothing DO NOTHING").map_err(|e| e.code),
+        Err("42704")
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                setup[2],
+                "INSERT INTO pageviews SELECT '/a', '2024-01-01', g FROM generate_series(1, 3) AS g ON CONFLICT (path, day) DO NOTHING",
+            ],
+            "SELECT path, n FROM pageviews"
+        ),
+        texts(&[&["/a", "1"]])
+    );
+}
+
+#[test]
+fn delete_using_deletes_the_rows_the_join_finds() {
+    let setup = [
+        "CREATE TABLE dept (id int PRIMARY KEY, name text)",
+        "CREATE TABLE emp (id int PRIMARY KEY, name text, dept_id int)",
+        "INSERT INTO dept VALUES (1, 'eng'), (2, 'empty')",
+        "INSERT INTO emp VALUES (1, 'ann', 1), (2, 'eve', 2), (3, 'bob', 2)",
+        "DELETE FROM emp USING dept WHERE emp.dept_id = dept.id AND dept.name = 'empty'",
+    ];
+    assert_eq!(
+        rows_after(&setup, "SELECT name FROM emp ORDER BY id"),
+        texts(&[&["ann"]])
+    );
+}
+
+#[test]
+fn any_and_all_answer_with_three_values() {
+    check(&[
+        ("2 > ALL (ARRAY[1, 2])", Some("f")),
+        ("3 > ALL (ARRAY[1, 2])", Some("t")),
+        ("3 < ALL (ARRAY[4, NULL])", None),
+        ("1.5 > ANY (ARRAY[1.49, 2])", Some("t")),
+        ("1 = ANY (ARRAY[]::int[])", Some("f")),
+        ("1 > ALL (SELECT 0 UNION SELECT -1)", Some("t")),
+        ("'b' = ANY (SELECT 'a' UNION SELECT 'b')", Some("t")),
+    ]);
+}
+
+#[test]
+fn limit_offset_and_fetch_as_sqlite_takes_them() {
+    let setup = ["CREATE TABLE t (id int)", "INSERT INTO t VALUES (1), (2), (3)"];
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id OFFSET 2"),
+        texts(&[&["3"]])
+    );
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id FETCH FIRST 2 ROWS ONLY"),
+        texts(&[&["1"], &["2"]])
+    );
+    assert_eq!(
+        rows_after(&setup, "SELECT id FROM t ORDER BY id DESC FETCH FIRST ROW ONLY"),
+        texts(&[&["3"]])
+    );
+    assert_eq!(
+        row_after(&setup, "INSERT INTO t (id) VALUES (1, 2)").map_err(|e| e.code),
+        Err("42601")
+    );
+}
+
+#[test]
+fn queries_follow_postgres_grouping_and_set_operation_rules() {
+    let setup = [
+        "CREATE TABLE parent (id int PRIMARY KEY, name text, n int)",
+        "INSERT INTO parent VALUES (1, 'one', 5)",
+    ];
+    let code = |sql: &str| row_after(&setup, sql).map(|_| "ok").unwrap_or_else(|e| e.code);
+    assert_eq!(code("SELECT name, count(*) FROM parent"), "42803");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY n"), "42803");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY id"), "ok");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY name"), "ok");
+    assert_eq!(code("SELECT name, count(*) FROM parent GROUP BY 1"), "ok");
+    assert_eq!(code("SELECT count(*), max(n) FROM parent"), "ok");
+    assert_eq!(code("SELECT 1 UNION SELECT 'a'"), "22P02");
+    assert_eq!(
+        row_after(&setup, "SELECT 1 UNION SELECT '2' ORDER BY 1 DESC").expect("runs"),
+        [Some("2".to_owned())]
+    );
+}
+
+#[test]
+fn times_round_to_their_precision_and_carry_zones() {
+    check(&[
+        ("'2024-01-01 10:00:00.5'::timestamp(0)", Some("2024-01-01 10:00:01")),
+        ("'10:00:00.123456'::time(2)", Some("10:00:00.12")),
+        (
+            "'2024-01-01 10:00:00.125+00'::timestamptz(2)",
+            Some("2024-01-01 10:00:00.13+00"),
+        ),
+        ("pg_typeof(current_time)", Some("time with time zone")),
+        ("pg_typeof(localtime)", Some("time without time zone")),
+        ("'12:00:00.5+02'::timetz", Some("12:00:00.5+02")),
+        ("'12:00 -05:30'::time with time zone", Some("12:00:00-05:30")),
+    ]);
+}
+
+#[test]
+fn distinct_on_grouping_sets_and_numeric_windows() {
+    let setup = [
+        "CREATE TABLE emp (id int PRIMARY KEY, dept_id int, name text, salary numeric(10,2))",
+        "INSERT INTO emp VALUES (1, 1, 'ann', 120000), (2, 1, 'bob', 95000), (3, 2, 'cat', 70000.5), (4, 2, 'dan', NULL), (5, NULL, 'eve', 50000)",
+    ];
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT DISTINCT ON (dept_id) dept_id, name FROM emp ORDER BY dept_id, salary DESC NULLS LAST, id"
+        ),
+        texts(&[&["1", "ann"], &["2", "cat"], &["NULL", "eve"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT dept_id, count(*) FROM emp GROUP BY ROLLUP (dept_id) ORDER BY dept_id NULLS LAST"
+        ),
+        texts(&[&["1", "2"], &["2", "2"], &["NULL", "5"], &["NULL", "1"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT count(*), grouping(dept_id) FROM emp GROUP BY GROUPING SETS ((dept_id), ()) HAVING count(*) > 2"
+        ),
+        texts(&[&["5", "1"]])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT id, sum(salary) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM emp ORDER BY id"
+        ),
+        texts(&[
+            &["1", "120000.00"],
+            &["2", "215000.00"],
+            &["3", "165000.50"],
+            &["4", "70000.50"],
+            &["5", "50000.00"]
+        ])
+    );
+    assert_eq!(
+        rows_after(
+            &setup,
+            "SELECT id, avg(salary) OVER (PARTITION BY dept_id) FROM emp WHERE dept_id = 1 ORDER BY id"
+        ),
+        texts(&[&["1", "107500.000000000000"], &["2", "107500.000000000000"]])
+    );
+}
