@@ -56,10 +56,12 @@ pub(super) const RELATIONS: &[View] = &[
         columns: "oid:oid, typname:name, typnamespace:oid, typowner:oid, typlen:int2, typbyval:bool, typtype:char, \
                   typcategory:char, typispreferred:bool, typisdefined:bool, typdelim:char, typrelid:oid, \
                   typelem:oid, typarray:oid, typinput:text, typoutput:text, typbasetype:oid, typtypmod:int4, \
-                  typndims:int4, typcollation:oid, typnotnull:bool, typdefault:text",
+                  typndims:int4, typcollation:oid, typnotnull:bool, typdefault:text, typalign:char, typstorage:char, \
+                  typacl:text[]",
         select: "SELECT t.oid, t.typname, t.typnamespace, 10, t.typlen, t.typbyval, t.typtype, t.typcategory, 0, 1, ',', 0, t.typelem, \
                  t.typarray, t.typinput, t.typoutput, 0, -1, 0, \
-                 t.typcollation, 0, NULL FROM _pgc_types t",
+                 t.typcollation, 0, NULL, CASE WHEN t.typlen = 8 THEN 'd' WHEN t.typlen = 2 THEN 's' WHEN t.typlen = 1 THEN 'c' ELSE 'i' END, \
+                 CASE WHEN t.typlen = -1 THEN 'x' ELSE 'p' END, NULL FROM _pgc_types t",
     },
     View {
         name: "pg_index",

@@ -23,6 +23,9 @@ fn is_catalog_schema(name: &str) -> bool {
 
 /// A FROM item naming a catalog relation, pointed at its view; `None` for anything else.
 pub(crate) fn rewrite_table(factor: &TableFactor) -> Option<TableFactor> {
+    if let Some(ancestors) = partition_ancestors(factor) {
+        return Some(ancestors);
+    }
     let TableFactor::Table {
         name,
         alias,
@@ -60,6 +63,57 @@ pub(crate) fn rewrite_table(factor: &TableFactor) -> Option<TableFactor> {
         }
     }
     Some(replaced)
+}
+
+/// `pg_partition_ancestors(rel) [WITH ORDINALITY] AS a(relid, depth)` (psql's `\d` asks it of a table's
+/// triggers): a relation that is no partition is its own only ancestor, so one row, at depth 1.
+fn partition_ancestors(factor: &TableFactor) -> Option<TableFactor> {
+    let TableFactor::Table {
+        name,
+        alias,
+        args: Some(args),
+        with_ordinality,
+        ..
+    } = factor
+    else {
+        return None;
+    };
+    let function = match name.0.last()? {
+        ObjectNamePart::Identifier(ident) => ident.value.to_ascii_lowercase(),
+        _ => return None,
+    };
+    if function != "pg_partition_ancestors" {
+        return None;
+    }
+    let [sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(relation))] = args.args.as_slice()
+    else {
+        return None;
+    };
+    let names: Vec<String> = alias
+        .as_ref()
+        .map(|a| a.columns.iter().map(|c| c.name.value.clone()).collect())
+        .unwrap_or_default();
+    let column = |i: usize, default: &str| crate::catalog::quote_ident(names.get(i).map_or(default, String::as_str));
+    let mut items = vec![format!("{relation} AS {}", column(0, "relid"))];
+    if *with_ordinality {
+        items.push(format!("1 AS {}", column(1, "ordinality")));
+    }
+    let alias_name = alias
+        .as_ref()
+        .map_or("pg_partition_ancestors", |a| a.name.value.as_str());
+    let sql = format!(
+        "SELECT * FROM (SELECT {}) AS {}",
+        items.join(", "),
+        crate::catalog::quote_ident(alias_name)
+    );
+    let query = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .ok()?;
+    match *query.body {
+        SetExpr::Select(select) => select.from.into_iter().next().map(|t| t.relation),
+        _ => None,
+    }
 }
 
 /// `pg_catalog.pg_class.relname` → `pg_class.relname` (the view is aliased `pg_class`).

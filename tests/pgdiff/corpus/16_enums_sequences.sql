@@ -150,3 +150,10 @@ DROP TYPE ticket_state;
 DROP TYPE ticket_state;
 DROP TYPE IF EXISTS ticket_state;
 SELECT count(*) FROM pg_type WHERE typname = 'ticket_state';
+-- Defaults of enum and serial columns as the catalogs print them (psql's \d, ORMs' introspection).
+CREATE TYPE shade AS ENUM ('light', 'dark');
+CREATE TABLE themes (id serial PRIMARY KEY, shade shade NOT NULL DEFAULT 'dark', fallback shade DEFAULT 'light'::shade);
+SELECT column_name, column_default, data_type, udt_name FROM information_schema.columns WHERE table_name = 'themes' ORDER BY ordinal_position;
+SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'themes'::regclass ORDER BY a.attnum;
+INSERT INTO themes DEFAULT VALUES RETURNING id, shade, fallback;
+SELECT t.typname, t.typtype FROM pg_type t JOIN pg_attribute a ON a.atttypid = t.oid WHERE a.attrelid = 'themes'::regclass AND a.attname = 'shade';

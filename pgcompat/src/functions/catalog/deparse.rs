@@ -84,7 +84,7 @@ pub(crate) fn quote_ident(name: &str) -> String {
 /// An integer compared with a numeric column reads `0::numeric`, as PostgreSQL prints the cast it added.
 pub(super) fn expression_text(expr: &Expr, numeric_columns: &[String]) -> String {
     let mut expr = expr.clone();
-    undo(&mut expr);
+    undo(&mut expr, &|t: PgType| t.sql_name());
     cast_integers(&mut expr, numeric_columns);
     expr.to_string()
 }
@@ -119,15 +119,23 @@ fn cast_integers(expr: &mut Expr, numeric_columns: &[String]) {
     }
 }
 
-fn undo(expr: &mut Expr) {
+/// A type's name as printed (`names`: the database's names for its enum types).
+pub(super) type TypeNames<'a> = &'a dyn Fn(PgType) -> String;
+
+fn undo(expr: &mut Expr, names: TypeNames<'_>) {
     let replacement = match expr {
         Expr::Nested(inner) => {
-            undo(inner);
+            undo(inner, names);
             if matches!(inner.as_ref(), Expr::Value(_) | Expr::Identifier(_) | Expr::Function(_)) {
                 Some(inner.as_ref().clone())
             } else {
                 None
             }
+        }
+        // The collation a cast to an enum type carries goes with the cast.
+        Expr::Collate { expr: inner, .. } => {
+            undo(inner, names);
+            Some(inner.as_ref().clone())
         }
         Expr::Identifier(ident) => {
             if quote_ident(&ident.value) == ident.value {
@@ -136,12 +144,12 @@ fn undo(expr: &mut Expr) {
             None
         }
         Expr::BinaryOp { left, right, .. } => {
-            undo(left);
-            undo(right);
+            undo(left, names);
+            undo(right, names);
             None
         }
         Expr::UnaryOp { expr: inner, .. } => {
-            undo(inner);
+            undo(inner, names);
             None
         }
         Expr::Function(f) => {
@@ -160,7 +168,7 @@ fn undo(expr: &mut Expr) {
                 _ => Vec::new(),
             };
             for a in &mut args {
-                undo(a);
+                undo(a, names);
             }
             match name.as_str() {
                 "pg_coerce" if !args.is_empty() => Some(args.swap_remove(0)),
@@ -188,7 +196,7 @@ fn undo(expr: &mut Expr) {
                         Expr::Value(v) => v.value.clone().into_string().unwrap_or_default(),
                         _ => String::new(),
                     };
-                    let target = PgType::from_catalog(&target).map_or(target, PgType::sql_name);
+                    let target = PgType::from_catalog(&target).map_or(target, names);
                     Some(Expr::Identifier(Ident::new(format!("{}::{target}", args[0]))))
                 }
                 _ => {
@@ -219,7 +227,7 @@ fn undo(expr: &mut Expr) {
 }
 
 /// A column default as stored by the layer, as PostgreSQL prints it (`pg_get_expr`).
-pub(super) fn default_text(stored: &str, ty: Option<PgType>) -> String {
+pub(super) fn default_text(stored: &str, ty: Option<PgType>, names: TypeNames<'_>) -> String {
     let parsed = Parser::new(&SQLiteDialect {})
         .try_with_sql(stored)
         .and_then(|mut p| p.parse_expr());
@@ -227,14 +235,14 @@ pub(super) fn default_text(stored: &str, ty: Option<PgType>) -> String {
         return stored.to_owned();
     };
     let mut expr = expr;
-    undo(&mut expr);
+    undo(&mut expr, names);
     match (&expr, ty) {
         (Expr::Value(v), Some(ty)) => match &v.value {
             sqlparser::ast::Value::SingleQuotedString(s) if !ty.is_numeric() => {
                 format!(
                     "'{}'::{}",
                     s.replace('\'', "''"),
-                    ty.element().with_modifier(Modifier::None).sql_name()
+                    names(ty.element().with_modifier(Modifier::None))
                 )
             }
             sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),

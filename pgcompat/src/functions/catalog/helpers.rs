@@ -40,7 +40,7 @@ fn parsed_table(table: &str, sql: &str) -> Arc<(String, Option<String>)> {
 }
 
 /// The helpers the catalog views call (all pure).
-pub(super) fn install(conn: &Connection) -> rusqlite::Result<()> {
+pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionState>) -> rusqlite::Result<()> {
     let flags: FunctionFlags = flags_pure();
     conn.create_scalar_function("_pgc_serial", 2, flags, |ctx| {
         let table: String = ctx.get(0)?;
@@ -72,12 +72,18 @@ pub(super) fn install(conn: &Connection) -> rusqlite::Result<()> {
         let ty = ctx.get::<Option<String>>(0)?.and_then(|t| PgType::from_catalog(&t));
         Ok(ty.map_or(-1, typmod))
     })?;
-    conn.create_scalar_function("_pgc_default", 2, flags, |ctx| {
+    conn.create_scalar_function("_pgc_default", 2, flags, move |ctx| {
         let Some(stored) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
         };
         let ty = ctx.get::<Option<String>>(1)?.and_then(|t| PgType::from_catalog(&t));
-        Ok(Some(default_text(&stored, ty)))
+        let names = |t: PgType| match t.base() {
+            crate::types::Base::Enum(oid) => {
+                crate::functions::enums::type_name(&state, oid).unwrap_or_else(|| t.sql_name())
+            }
+            _ => t.sql_name(),
+        };
+        Ok(Some(default_text(&stored, ty, &names)))
     })?;
     conn.create_scalar_function("_pgc_ident", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|s| quote_ident(&s)))

@@ -30,7 +30,7 @@ const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
 
 /// Registers the catalog functions on `conn`.
 pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
-    helpers::install(conn)?;
+    helpers::install(conn, state.clone())?;
     let s = state.clone();
     conn.create_scalar_function("format_type", 2, flags_session(), move |ctx| {
         let Some(oid) = ctx.get::<Option<i64>>(0)? else {
@@ -97,6 +97,9 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
         ("pg_get_function_identity_arguments", 1),
         ("pg_get_statisticsobjdef_columns", 1),
         ("pg_get_partkeydef", 1),
+        // `pg_trigger` is empty: no trigger has a definition to print.
+        ("pg_get_triggerdef", 1),
+        ("pg_get_triggerdef", 2),
     ] {
         conn.create_scalar_function(name, n, flags_pure(), |_| Ok(None::<String>))?;
     }

@@ -337,6 +337,7 @@ impl Typer<'_> {
             | "pg_get_expr"
             | "pg_get_indexdef"
             | "pg_get_constraintdef"
+            | "pg_get_triggerdef"
             | "pg_get_userbyid"
             | "pg_encoding_to_char"
             | "obj_description"
