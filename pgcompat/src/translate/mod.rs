@@ -342,7 +342,9 @@ fn translate_statement(
         }
         Statement::Update(update) => {
             let table = match &mut update.table.relation {
-                TableFactor::Table { name, .. } => {
+                TableFactor::Table { name, inheritance, .. } => {
+                    // `UPDATE ONLY t`: no table inherits from another.
+                    *inheritance = None;
                     expr::strip_public(name)?;
                     last_part(name)
                 }
@@ -373,7 +375,13 @@ fn translate_statement(
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
             let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
-                Some(TableFactor::Table { name, alias, .. }) => {
+                Some(TableFactor::Table {
+                    name,
+                    alias,
+                    inheritance,
+                    ..
+                }) => {
+                    *inheritance = None;
                     expr::strip_public(name)?;
                     (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }

@@ -168,7 +168,15 @@ impl super::walk::Hooks for Rewriter<'_> {
             *factor = replacement;
             return Ok(());
         }
-        if let TableFactor::Table { name, args, .. } = factor {
+        if let TableFactor::Table {
+            name,
+            args,
+            inheritance,
+            ..
+        } = factor
+        {
+            // `ONLY t` (pg_dump's form) and `t *`: no table inherits from another, so both are `t`.
+            *inheritance = None;
             // `pg_catalog.generate_series(…)`: a built-in set-returning function, named by its schema.
             if args.is_some() && name.0.len() == 2 && name.0[0].to_string().eq_ignore_ascii_case("pg_catalog") {
                 name.0.remove(0);
