@@ -167,7 +167,11 @@ pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rus
         };
         result.map(Some).map_err(raise)
     })?;
-    conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state })?;
+    conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state: state.clone() })?;
+    // `array_agg(DISTINCT x)` and `string_agg(DISTINCT x, sep)`: SQLite's DISTINCT takes one argument, so
+    // the arguments come packed in one JSON array (`[type, x]`, `[x, sep]`).
+    conn.create_aggregate_function("pg_array_agg_packed", 1, flags_pure(), PackedArrayAgg { state })?;
+    conn.create_aggregate_function("pg_string_agg_packed", 1, flags_pure(), PackedStringAgg)?;
     conn.create_scalar_function("pg_jsonb_norm", 1, flags_pure(), |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
@@ -221,6 +225,112 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
         Ok(acc
             .filter(|(_, v)| !v.is_empty())
             .map(|(_, v)| value::array::format(&v)))
+    }
+}
+
+/// A packed aggregate argument: the JSON array its arguments were packed in.
+fn unpack(ctx: &Context<'_>) -> rusqlite::Result<Vec<serde_json::Value>> {
+    let text: String = ctx.get(0)?;
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Array(items)) => Ok(items),
+        _ => Err(raise(PgError::new(
+            crate::error::INTERNAL_ERROR,
+            "a packed aggregate argument is not a JSON array",
+        ))),
+    }
+}
+
+/// A JSON scalar back as the SQLite value it was packed from.
+fn unpacked_value(item: &serde_json::Value) -> Value {
+    match item {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Integer(i64::from(*b)),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Value::Integer)
+            .or_else(|| n.as_f64().map(Value::Real))
+            .unwrap_or(Value::Null),
+        serde_json::Value::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
+    }
+}
+
+/// `array_agg(DISTINCT x)` over `[type, x]` packs.
+struct PackedArrayAgg {
+    state: Arc<SessionState>,
+}
+
+impl Aggregate<Vec<Option<String>>, Option<String>> for PackedArrayAgg {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<Vec<Option<String>>> {
+        Ok(Vec::new())
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut Vec<Option<String>>) -> rusqlite::Result<()> {
+        let items = unpack(ctx)?;
+        let element = items
+            .first()
+            .and_then(|t| t.as_str())
+            .and_then(PgType::from_catalog)
+            .unwrap_or(PgType::TEXT)
+            .element();
+        if acc.len() >= value::array::ELEMENTS_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            )));
+        }
+        let tz = self.state.time_zone();
+        let raw = items.get(1).map_or(Value::Null, unpacked_value);
+        let stored = value::coerce(element, raw, &tz).map_err(raise)?;
+        acc.push(value::output(element, &stored, &tz));
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<Vec<Option<String>>>) -> rusqlite::Result<Option<String>> {
+        Ok(acc.filter(|v| !v.is_empty()).map(|v| value::array::format(&v)))
+    }
+}
+
+/// `string_agg(DISTINCT x, sep)` over `[x, sep]` packs: NULLs skipped, each later value after its
+/// separator.
+struct PackedStringAgg;
+
+impl Aggregate<Option<String>, Option<String>> for PackedStringAgg {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<Option<String>> {
+        Ok(None)
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut Option<String>) -> rusqlite::Result<()> {
+        let items = unpack(ctx)?;
+        let text = |i: usize| match items.get(i).map(unpacked_value) {
+            Some(Value::Text(t)) => Some(t),
+            Some(Value::Integer(n)) => Some(n.to_string()),
+            Some(Value::Real(f)) => Some(value::format_float8(f)),
+            _ => None,
+        };
+        let Some(item) = text(0) else {
+            return Ok(());
+        };
+        let out = match acc.take() {
+            None => item,
+            Some(mut so_far) => {
+                so_far.push_str(&text(1).unwrap_or_default());
+                so_far.push_str(&item);
+                so_far
+            }
+        };
+        if out.len() > crate::VALUE_BYTES_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "string_agg result exceeds the maximum value size",
+            )));
+        }
+        *acc = Some(out);
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<Option<String>>) -> rusqlite::Result<Option<String>> {
+        Ok(acc.flatten())
     }
 }
 

@@ -193,10 +193,13 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => {
+            if let Some(select) = table_command(sql) {
+                return translate(conn, catalog, &select);
+            }
             return Ok(match unparsed::translate(conn, catalog, sql)? {
                 Some(translation) => Translated::Statements(vec![translation]),
                 None => Translated::Passthrough,
-            })
+            });
         }
     };
     let mut out = Vec::with_capacity(statements.len());
@@ -279,6 +282,19 @@ fn copy_statement(
     Ok(t)
 }
 
+/// `TABLE t …` (which sqlparser reads only bare) as `SELECT * FROM t …`, rebuilt from its tokens.
+fn table_command(sql: &str) -> Option<String> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let first = tokens.iter().position(|t| !matches!(t, Token::Whitespace(_)))?;
+    match &tokens[first] {
+        Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::TABLE && w.quote_style.is_none() => {}
+        _ => return None,
+    }
+    let rest: String = tokens[first + 1..].iter().map(ToString::to_string).collect();
+    Some(format!("SELECT * FROM{rest}"))
+}
+
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
 fn translate_statement(
     conn: &Connection,
@@ -295,6 +311,19 @@ fn translate_statement(
                     )
                 }) {
                     return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
+                }
+            }
+            // `TABLE t` is `SELECT * FROM t`.
+            if let SetExpr::Table(table) = query.body.as_ref() {
+                let name = match (&table.schema_name, &table.table_name) {
+                    (Some(schema), Some(name)) => format!("{schema}.{name}"),
+                    (None, Some(name)) => name.to_string(),
+                    _ => return Err(PgError::new(crate::error::SYNTAX_ERROR, "TABLE without a table")),
+                };
+                let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &format!("SELECT * FROM {name}"))
+                    .map_err(|e| PgError::new(crate::error::SYNTAX_ERROR, e.to_string()))?;
+                if let Some(Statement::Query(select)) = parsed.into_iter().next() {
+                    query.body = select.body;
                 }
             }
             // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
@@ -567,6 +596,10 @@ fn translate_statement(
             channel: channel.value.clone(),
             payload: payload.clone().unwrap_or_default(),
         }),
+        Statement::Explain { .. } | Statement::ExplainTable { .. } => {
+            // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
+            return Err(PgError::unsupported("EXPLAIN"));
+        }
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {

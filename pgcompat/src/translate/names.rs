@@ -118,6 +118,11 @@ fn figure_with_strength(expr: &Expr) -> Option<(String, Strength)> {
             Some(sqlparser::ast::TrimWhereField::Trailing) => "rtrim",
             _ => "btrim",
         }),
+        Expr::Overlay { .. } => strong("overlay"),
+        Expr::BinaryOp {
+            op: sqlparser::ast::BinaryOperator::Overlaps,
+            ..
+        } => strong("overlaps"),
         Expr::Ceil { .. } => strong("ceil"),
         Expr::Floor { .. } => strong("floor"),
         Expr::AtTimeZone { .. } => strong("timezone"),

@@ -112,6 +112,7 @@ pub(crate) fn handles(name: &str) -> bool {
             | "json_object_keys"
             | "unnest"
             | "regexp_split_to_table"
+            | "regexp_matches"
             | "generate_subscripts"
             | "generate_series"
     )
@@ -181,6 +182,16 @@ fn source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shap
             (
                 format!("pg_array_to_json(regexp_split_to_array({}), 'text')", list.join(", ")),
                 Shape::Values { element: PgType::TEXT },
+            )
+        }
+        "regexp_matches" => {
+            arity(2, 3)?;
+            let list: Vec<String> = args.iter().map(ToString::to_string).collect();
+            (
+                format!("pg_regexp_matches_json({})", list.join(", ")),
+                Shape::Values {
+                    element: PgType::TEXT.array(),
+                },
             )
         }
         "generate_subscripts" => {

@@ -392,3 +392,56 @@ fn distinct_on_grouping_sets_and_numeric_windows() {
         texts(&[&["1", "107500.000000000000"], &["2", "107500.000000000000"]])
     );
 }
+
+#[test]
+fn string_forms_and_operators_postgres_has() {
+    check(&[
+        ("overlay('Txxxxas' PLACING 'hom' FROM 2 FOR 4)", Some("Thomas")),
+        ("overlay('abcdef' PLACING 'XY' FROM 3)", Some("abXYef")),
+        ("'abc' SIMILAR TO 'a(b|x)c'", Some("t")),
+        ("'a.c' SIMILAR TO 'a_c'", Some("t")),
+        ("'abc' SIMILAR TO 'a.c'", Some("f")),
+        ("'abc' NOT SIMILAR TO '%c'", Some("f")),
+        ("|/ 25", Some("5")),
+        ("@ -5", Some("5")),
+        ("make_interval(days => 10, hours => 2)", Some("10 days 02:00:00")),
+        ("make_interval(mins => 5)", Some("00:05:00")),
+        (
+            "(DATE '2024-01-01', DATE '2024-01-10') OVERLAPS (DATE '2024-01-09', DATE '2024-01-20')",
+            Some("t"),
+        ),
+        (
+            "(DATE '2024-01-01', DATE '2024-01-10') OVERLAPS (DATE '2024-01-10', DATE '2024-01-20')",
+            Some("f"),
+        ),
+    ]);
+    check_errors(&[
+        ("make_interval(fortnights => 1)", "42883"),
+        ("'a' SIMILAR TO 'a' ESCAPE 'xy'", "22025"),
+    ]);
+    assert_eq!(
+        rows_after(&[], "SELECT regexp_matches('a1b2', '[0-9]', 'g') AS m ORDER BY 1"),
+        texts(&[&["{1}"], &["{2}"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT string_agg(DISTINCT x, '|' ORDER BY x) FROM (VALUES ('b'), ('a'), ('b')) AS t(x)"
+        ),
+        texts(&[&["a|b"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT array_agg(DISTINCT x ORDER BY x DESC) FROM (VALUES (2), (1), (2)) AS t(x)"
+        ),
+        texts(&[&["{2,1}"]])
+    );
+    assert_eq!(
+        rows_after(
+            &["CREATE TABLE d (id int)", "INSERT INTO d VALUES (2), (1)"],
+            "TABLE d ORDER BY id"
+        ),
+        texts(&[&["1"], &["2"]])
+    );
+}

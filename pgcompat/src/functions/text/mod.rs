@@ -19,7 +19,7 @@ use crate::types::{Base, PgType};
 use crate::value::array;
 use encoding::{decode, encode};
 use formatting::{concat, format};
-use patterns::{regexp_match, regexp_replace, regexp_split};
+use patterns::{regexp_match, regexp_matches_json, regexp_replace, regexp_split, similar_to};
 pub(super) use quote::{quote_ident, quote_literal};
 
 /// Registers the functions of this file.
@@ -64,6 +64,15 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     }
     for n in [2, 3] {
         define(conn, state, "regexp_match", n, Purity::Pure, regexp_match)?;
+        define(
+            conn,
+            state,
+            "pg_regexp_matches_json",
+            n,
+            Purity::Pure,
+            regexp_matches_json,
+        )?;
+        define(conn, state, "pg_similar", n, Purity::Pure, similar_to)?;
         define(conn, state, "regexp_split_to_array", n, Purity::Pure, regexp_split)?;
         define(conn, state, "string_to_array", n, Purity::Pure, string_to_array)?;
         define(conn, state, "array_to_string", n, Purity::Pure, array_to_string)?;
@@ -97,6 +106,7 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
         "translate" | "quote_ident" | "quote_literal" | "quote_nullable" | "md5" | "regexp_replace" | "encode"
         | "concat" | "concat_ws" | "format" | "to_hex" | "array_to_string" => PgType::TEXT,
         "regexp_match" | "regexp_split_to_array" | "string_to_array" => PgType::TEXT.array(),
+        "pg_similar" => PgType::BOOL,
         "decode" => PgType::BYTEA,
         _ => return None,
     })

@@ -22,6 +22,7 @@ impl Rewriter<'_> {
             }
             function.name = ObjectName::from(vec![Ident::new(name.clone())]);
         }
+        positional_args(&name, function)?;
         let no_args = matches!(function.args, FunctionArguments::None)
             || matches!(&function.args, FunctionArguments::List(l) if l.args.is_empty());
         let renamed = |to: &str| {
@@ -118,6 +119,24 @@ impl Rewriter<'_> {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
                 call("pg_age", args)
             }
+            "array_agg" | "string_agg" if is_distinct(function) => {
+                // SQLite's DISTINCT takes one argument: the arguments go packed in a JSON array.
+                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                let packed = if name == "array_agg" {
+                    let ty = args.first().and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TEXT);
+                    let mut packed = vec![string(&ty.catalog_text())];
+                    packed.extend(args);
+                    packed
+                } else {
+                    args
+                };
+                let mut f = function.clone();
+                f.name = ObjectName::from(vec![Ident::new(format!("pg_{name}_packed"))]);
+                if let FunctionArguments::List(list) = &mut f.args {
+                    list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(call("json_array", packed)))];
+                }
+                Expr::Function(f)
+            }
             "array_agg" => {
                 let arg = plain_args(function).first().map(|a| (*a).clone());
                 let ty = arg.as_ref().and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TEXT);
@@ -192,4 +211,139 @@ impl Rewriter<'_> {
             _ => return Ok(None),
         }))
     }
+}
+
+/// The parameters of the built-ins applications call with named arguments (`make_interval(days => 10)`):
+/// each name and, for an optional one, the default it takes.
+fn parameters(function: &str) -> Option<&'static [(&'static str, Option<&'static str>)]> {
+    Some(match function {
+        "make_interval" => &[
+            ("years", Some("0")),
+            ("months", Some("0")),
+            ("weeks", Some("0")),
+            ("days", Some("0")),
+            ("hours", Some("0")),
+            ("mins", Some("0")),
+            ("secs", Some("0.0")),
+        ],
+        "make_date" => &[("year", None), ("month", None), ("day", None)],
+        "make_time" => &[("hour", None), ("min", None), ("sec", None)],
+        "make_timestamp" => &[
+            ("year", None),
+            ("month", None),
+            ("mday", None),
+            ("hour", None),
+            ("min", None),
+            ("sec", None),
+        ],
+        "make_timestamptz" => &[
+            ("year", None),
+            ("month", None),
+            ("mday", None),
+            ("hour", None),
+            ("min", None),
+            ("sec", None),
+            ("timezone", None),
+        ],
+        "jsonb_set" => &[
+            ("target", None),
+            ("path", None),
+            ("new_value", None),
+            ("create_if_missing", Some("true")),
+        ],
+        "jsonb_insert" => &[
+            ("target", None),
+            ("path", None),
+            ("new_value", None),
+            ("insert_after", Some("false")),
+        ],
+        _ => return None,
+    })
+}
+
+/// Named arguments (`name => value`) put in their positions, defaults filling the optional ones left out;
+/// 42883 for a name the function does not have (as PostgreSQL finds no such function).
+fn positional_args(name: &str, function: &mut Function) -> Result<(), PgError> {
+    let FunctionArguments::List(list) = &mut function.args else {
+        return Ok(());
+    };
+    if !list
+        .args
+        .iter()
+        .any(|a| matches!(a, FunctionArg::Named { .. } | FunctionArg::ExprNamed { .. }))
+    {
+        return Ok(());
+    }
+    let no_function = || {
+        PgError::new(
+            crate::error::UNDEFINED_FUNCTION,
+            format!("function {name} with these named arguments does not exist"),
+        )
+    };
+    let params = parameters(name).ok_or_else(no_function)?;
+    let mut slots: Vec<Option<FunctionArgExpr>> = vec![None; params.len()];
+    let mut next = 0;
+    for arg in list.args.drain(..) {
+        let (at, value) = match arg {
+            FunctionArg::Unnamed(value) => {
+                next += 1;
+                (next - 1, value)
+            }
+            FunctionArg::Named { name: given, arg, .. } => {
+                let at = params
+                    .iter()
+                    .position(|(p, _)| p.eq_ignore_ascii_case(&given.value))
+                    .ok_or_else(no_function)?;
+                (at, arg)
+            }
+            FunctionArg::ExprNamed {
+                name: Expr::Identifier(given),
+                arg,
+                ..
+            } => {
+                let at = params
+                    .iter()
+                    .position(|(p, _)| p.eq_ignore_ascii_case(&given.value))
+                    .ok_or_else(no_function)?;
+                (at, arg)
+            }
+            FunctionArg::ExprNamed { .. } => return Err(no_function()),
+        };
+        let slot = slots.get_mut(at).ok_or_else(no_function)?;
+        if slot.is_some() {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                format!("argument of {name} given more than once"),
+            ));
+        }
+        *slot = Some(value);
+    }
+    // Trailing optional parameters left out stay out only if every one after them is out too; a missing
+    // one before a given one takes its default.
+    let last_given = slots.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+    for (slot, (_, default)) in slots.iter_mut().zip(params).take(last_given) {
+        if slot.is_none() {
+            let default = default.ok_or_else(no_function)?;
+            *slot = Some(FunctionArgExpr::Expr(Expr::value(sqlparser::ast::Value::Number(
+                default.to_owned(),
+                false,
+            ))));
+        }
+    }
+    list.args = slots
+        .into_iter()
+        .take(last_given)
+        .flatten()
+        .map(FunctionArg::Unnamed)
+        .collect();
+    Ok(())
+}
+
+/// Whether an aggregate call is `f(DISTINCT …)`.
+fn is_distinct(function: &Function) -> bool {
+    matches!(
+        &function.args,
+        FunctionArguments::List(list)
+            if matches!(list.duplicate_treatment, Some(sqlparser::ast::DuplicateTreatment::Distinct))
+    )
 }

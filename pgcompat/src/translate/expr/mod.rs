@@ -168,6 +168,9 @@ impl super::walk::Hooks for Rewriter<'_> {
             *factor = replacement;
             return Ok(());
         }
+        if let TableFactor::Table { sample: Some(_), .. } = factor {
+            return Err(PgError::unsupported("TABLESAMPLE"));
+        }
         if let TableFactor::Table { name, args, .. } = factor {
             // `pg_catalog.generate_series(…)`: a built-in set-returning function, named by its schema.
             if args.is_some() && name.0.len() == 2 && name.0[0].to_string().eq_ignore_ascii_case("pg_catalog") {

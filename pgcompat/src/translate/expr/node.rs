@@ -124,7 +124,68 @@ impl Rewriter<'_> {
                 }
                 Some(negate_if(*negated, call("pg_ilike", args)))
             }
-            Expr::SimilarTo { .. } => return Err(PgError::unsupported("SIMILAR TO")),
+            Expr::SimilarTo {
+                negated,
+                expr: inner,
+                pattern,
+                escape_char,
+            } => {
+                let mut args = vec![take(inner), take(pattern)];
+                if let Some(escape) = escape_char {
+                    args.push(escape.as_ref().clone());
+                }
+                Some(negate_if(*negated, call("pg_similar", args)))
+            }
+            Expr::Overlay {
+                expr: inner,
+                overlay_what,
+                overlay_from,
+                overlay_for,
+            } => {
+                // overlay(s PLACING r FROM n [FOR m]) = substr(s, 1, n - 1) || r || substr(s, n + m),
+                // m the length of r by default.
+                let (s, r, n) = (take(inner), take(overlay_what), take(overlay_from));
+                let m = match overlay_for {
+                    Some(m) => take(m),
+                    None => call("length", vec![r.clone()]),
+                };
+                let minus_one = Expr::BinaryOp {
+                    left: Box::new(n.clone()),
+                    op: BinaryOperator::Minus,
+                    right: Box::new(Expr::value(number("1"))),
+                };
+                let after = Expr::BinaryOp {
+                    left: Box::new(n),
+                    op: BinaryOperator::Plus,
+                    right: Box::new(m),
+                };
+                let head = call("substr", vec![s.clone(), Expr::value(number("1")), minus_one]);
+                let tail = call("substr", vec![s, after]);
+                let concat = |a: Expr, b: Expr| Expr::BinaryOp {
+                    left: Box::new(a),
+                    op: BinaryOperator::StringConcat,
+                    right: Box::new(b),
+                };
+                Some(Expr::Nested(Box::new(concat(concat(head, r), tail))))
+            }
+            Expr::UnaryOp { op, expr: inner }
+                if matches!(
+                    op,
+                    UnaryOperator::PGSquareRoot
+                        | UnaryOperator::PGCubeRoot
+                        | UnaryOperator::PGAbs
+                        | UnaryOperator::PGPrefixFactorial
+                ) =>
+            {
+                let name = match op {
+                    UnaryOperator::PGSquareRoot => "sqrt",
+                    UnaryOperator::PGCubeRoot => "cbrt",
+                    UnaryOperator::PGAbs => "abs",
+                    _ => "factorial",
+                };
+                let ty = self.typer.infer(inner);
+                Some(crate::functions::typed_expr(name, &[ty], vec![take(inner)]))
+            }
             Expr::IsUnknown(inner) => Some(Expr::IsNull(Box::new(take(inner)))),
             Expr::IsNotUnknown(inner) => Some(Expr::IsNotNull(Box::new(take(inner)))),
             Expr::Extract { field, expr: inner, .. } => {

@@ -247,6 +247,16 @@ impl Typer<'_> {
             "pg_age" => PgType::new(Base::Interval),
             "pg_array" => return literal_type(0).map(PgType::array),
             "pg_array_agg" => return args.get(1).and_then(|a| self.infer(a)).map(|t| t.element().array()),
+            "pg_array_agg_packed" => {
+                return match args.first() {
+                    Some(Expr::Function(packed)) => plain_args(packed)
+                        .get(1)
+                        .and_then(|a| self.infer(a))
+                        .map(|t| t.element().array()),
+                    _ => None,
+                }
+            }
+            "pg_string_agg_packed" => PgType::TEXT,
             "pg_array_get" => return literal_type(2),
             "pg_array_contains_all" | "pg_array_overlap" | "pg_jsonb_has_keys" => PgType::BOOL,
             "pg_jsonb_path" => {
