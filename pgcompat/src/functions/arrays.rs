@@ -196,10 +196,11 @@ fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
             "array_fill of more than one dimension (multidimensional arrays)",
         ));
     };
-    let length: usize = length
+    let length: i64 = length
         .trim()
         .parse()
-        .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "array size exceeds the maximum allowed"))?;
+        .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "invalid array dimension"))?;
+    let length = usize::try_from(length).unwrap_or(usize::MAX);
     if length > array::ELEMENTS_MAX {
         return Err(PgError::new(
             crate::error::PROGRAM_LIMIT_EXCEEDED,

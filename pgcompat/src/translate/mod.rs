@@ -357,18 +357,32 @@ fn translate_statement(
             translate_insert(conn, catalog, insert, overriding)?
         }
         Statement::Update(update) => {
-            let table = match &mut update.table.relation {
-                TableFactor::Table { name, .. } => {
+            let (table, alias) = match &mut update.table.relation {
+                TableFactor::Table { name, alias, .. } => {
                     expr::strip_public(name)?;
-                    last_part(name)
+                    // SQLite wants `AS` before an UPDATE's alias.
+                    if let Some(alias) = alias {
+                        alias.explicit = true;
+                    }
+                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
             };
             if let Some(returning) = &mut update.returning {
                 names::name_items(returning);
             }
+            let from: Vec<sqlparser::ast::TableWithJoins> = match &update.from {
+                Some(
+                    sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
+                    | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
+                ) => tables.clone(),
+                None => Vec::new(),
+            };
             let mut rewriter = Rewriter::new(catalog);
-            rewriter.typer.scopes.push(Scope::of_table(&table));
+            rewriter
+                .typer
+                .scopes
+                .push(Scope::of_target(&table, alias.as_deref(), &from));
             sequence::check_identity_update(catalog, &table, &update.assignments)?;
             rewrite_update(&mut rewriter, update)?;
             defaults_of_assignments(conn, &table, &mut update.assignments);
@@ -391,6 +405,9 @@ fn translate_statement(
             let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
                 Some(TableFactor::Table { name, alias, .. }) => {
                     expr::strip_public(name)?;
+                    if let Some(alias) = alias {
+                        alias.explicit = true;
+                    }
                     (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 _ => return Err(PgError::unsupported("this DELETE form")),
@@ -402,12 +419,15 @@ fn translate_statement(
                 names::name_items(returning);
             }
             let mut rewriter = Rewriter::new(catalog);
-            rewriter.typer.scopes.push(Scope::of_table(&table));
+            rewriter
+                .typer
+                .scopes
+                .push(Scope::of_target(&table, alias.as_deref(), &[]));
             if let Some(selection) = &mut delete.selection {
                 rewriter.rewrite_expr(selection)?;
             }
             if let Some(returning) = &mut delete.returning {
-                rewriter.rewrite_items(returning)?;
+                rewriter.rewrite_returning(returning, alias.as_deref().unwrap_or(&table))?;
             }
             let columns = delete.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
             Translation {
@@ -776,7 +796,13 @@ fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Upda
         rewriter.rewrite_expr(selection)?;
     }
     if let Some(returning) = &mut update.returning {
-        rewriter.rewrite_items(returning)?;
+        let target = match &update.table.relation {
+            TableFactor::Table { name, alias, .. } => {
+                alias.as_ref().map_or_else(|| last_part(name), |a| a.name.value.clone())
+            }
+            _ => String::new(),
+        };
+        rewriter.rewrite_returning(returning, &target)?;
     }
     Ok(())
 }
@@ -935,6 +961,7 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
                 let typer = Typer {
                     catalog,
                     scopes: vec![Scope::of_select(select)],
+                    ctes: Vec::new(),
                 };
                 return Some(item_types(&typer, &select.projection));
             }

@@ -472,14 +472,26 @@ pub(crate) fn projection(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Re
     Ok(())
 }
 
-/// The set-returning function an item calls, if the item is one call of one.
+/// The expression of a select item where a set-returning function may stand: the item, or what it casts.
+fn list_slot(item: &mut SelectItem) -> Option<&mut Expr> {
+    let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        return None;
+    };
+    match e {
+        Expr::Cast { expr, .. } => Some(expr.as_mut()),
+        other => Some(other),
+    }
+}
+
+/// The set-returning function an item calls, if the item is one call of one (or a cast of one).
 fn list_function(item: &SelectItem) -> Option<&Function> {
-    let (SelectItem::UnnamedExpr(Expr::Function(f))
-    | SelectItem::ExprWithAlias {
-        expr: Expr::Function(f),
-        ..
-    }) = item
-    else {
+    let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        return None;
+    };
+    let Expr::Function(f) = (match e {
+        Expr::Cast { expr, .. } => expr.as_ref(),
+        other => other,
+    }) else {
         return None;
     };
     let name = last_part(&f.name).to_ascii_lowercase();
@@ -521,10 +533,10 @@ fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Resu
         let refs: Vec<&Expr> = args.iter().collect();
         let (factor, table) = function_table(&rewriter.typer, &name, &refs, None, false)?;
         let column = table.columns[0].expr.clone();
-        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        let Some(slot) = list_slot(item) else {
             continue;
         };
-        *e = column;
+        *slot = column;
         select.from.push(TableWithJoins {
             relation: factor,
             joins: Vec::new(),

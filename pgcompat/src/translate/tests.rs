@@ -445,3 +445,53 @@ fn string_forms_and_operators_postgres_has() {
         texts(&[&["1"], &["2"]])
     );
 }
+
+#[test]
+fn ctes_returning_aliases_and_more_value_forms() {
+    assert_eq!(
+        rows_after(
+            &[],
+            "WITH RECURSIVE days(d) AS (SELECT DATE '2024-04-01' UNION ALL SELECT d + 1 FROM days WHERE d < DATE '2024-04-03') SELECT d FROM days ORDER BY d"
+        ),
+        texts(&[&["2024-04-01"], &["2024-04-02"], &["2024-04-03"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE c (id int PRIMARY KEY, country text)",
+                "CREATE TABLE o (id int PRIMARY KEY, cid int, status text)",
+                "INSERT INTO c VALUES (1, 'uk'), (2, 'us')",
+                "INSERT INTO o VALUES (1, 1, 'new'), (2, 2, 'new')",
+            ],
+            "UPDATE o AS x SET status = 'vip' FROM c WHERE c.id = x.cid AND c.country = 'uk' RETURNING x.id, x.status"
+        ),
+        texts(&[&["1", "vip"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE posts (id int PRIMARY KEY, tags text[])",
+                "INSERT INTO posts VALUES (5, '{x,y}'), (6, '{z}')"
+            ],
+            "SELECT array_agg(t ORDER BY t) FROM posts, unnest(tags) AS t WHERE id = 5"
+        ),
+        texts(&[&["{x,y}"]])
+    );
+    check(&[
+        ("'\\x00ff'::bytea || '\\x01'::bytea", Some("\\x00ff01")),
+        ("substring('abc123def' FROM '[0-9]+')", Some("123")),
+        ("substring('foo.bar' FROM '\\.(.*)$')", Some("bar")),
+        ("convert_from(convert_to('héllo', 'UTF8'), 'UTF8')", Some("héllo")),
+        ("'today'::date = current_date", Some("t")),
+        ("'NaN'::numeric = 'NaN'::numeric", Some("t")),
+        ("0.1::float4 + 0.2::float4", Some("0.3")),
+        ("pg_typeof(NOT EXISTS (SELECT 1))", Some("boolean")),
+    ]);
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT sum(x), avg(x) FROM (VALUES (INTERVAL '1 hour'), (INTERVAL '30 minutes'), (INTERVAL '1 day')) AS t(x)"
+        ),
+        texts(&[&["1 day 01:30:00", "08:30:00"]])
+    );
+}

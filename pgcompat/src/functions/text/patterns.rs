@@ -254,3 +254,21 @@ pub(super) fn similar_to(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, Pg
     let (compiled, _) = compile(&regex, "")?;
     Ok(Value::Integer(i64::from(compiled.is_match(&text))))
 }
+
+/// `substring(text FROM pattern)`: the first match of the regular expression, or its first parenthesized
+/// group when it has one; NULL when nothing matches.
+pub(super) fn regexp_substring(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(pattern)) = (a.text(0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    let (regex, _) = compile(&pattern, "")?;
+    let Some(captures) = regex.captures(&text) else {
+        return Ok(Value::Null);
+    };
+    let found = if captures.len() > 1 {
+        captures.get(1)
+    } else {
+        captures.get(0)
+    };
+    Ok(found.map_or(Value::Null, |m| Value::Text(m.as_str().to_owned())))
+}

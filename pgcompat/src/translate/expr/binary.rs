@@ -63,6 +63,12 @@ impl Rewriter<'_> {
                     vec![take(left), take(right)],
                 ))
             }
+            B::StringConcat
+                if lt.is_some_and(|t| t.base() == Base::Bytea && !t.is_array())
+                    || rt.is_some_and(|t| t.base() == Base::Bytea && !t.is_array()) =>
+            {
+                Some(call("pg_bytea_concat", vec![take(left), take(right)]))
+            }
             B::StringConcat if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
             }
@@ -132,7 +138,11 @@ impl Rewriter<'_> {
                     B::Multiply => "*",
                     _ => "/",
                 };
-                Some(call("pg_float_arith", vec![take(left), string(sign), take(right)]))
+                let result = arithmetic_type(lt, op, rt).map_or("float8".to_owned(), PgType::catalog_text);
+                Some(call(
+                    "pg_float_arith",
+                    vec![take(left), string(sign), take(right), string(&result)],
+                ))
             }
             B::Plus | B::Minus | B::Multiply => {
                 self.learn_param(right, lt);

@@ -38,6 +38,7 @@ impl Rewriter<'_> {
                     let inner = Typer {
                         catalog: self.typer.catalog,
                         scopes,
+                        ctes: self.typer.ctes.clone(),
                     };
                     match select.projection.first() {
                         Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => inner.infer(e),
@@ -149,6 +150,18 @@ impl Rewriter<'_> {
                     );
                 }
                 Expr::Function(f)
+            }
+            "sum" | "avg"
+                if plain_args(function)
+                    .first()
+                    .and_then(|a| self.typer.infer(a))
+                    .is_some_and(|t| t.base() == Base::Interval && !t.is_array()) =>
+            {
+                renamed(if name == "sum" {
+                    "pg_interval_sum"
+                } else {
+                    "pg_interval_avg"
+                })
             }
             "sum" | "avg" => {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));

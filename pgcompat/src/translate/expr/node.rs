@@ -1,7 +1,7 @@
 //! The rewrite of one expression node: casts, typed literals, `IS [NOT] DISTINCT FROM`, `LIKE`/`ILIKE`,
 //! `AT TIME ZONE`, `EXTRACT`, subscripts, array constructors and the other forms SQLite spells differently.
 
-use sqlparser::ast::{BinaryOperator, CastKind, Expr, TrimWhereField, UnaryOperator, Value, ValueWithSpan};
+use sqlparser::ast::{BinaryOperator, CastKind, Expr, Ident, TrimWhereField, UnaryOperator, Value, ValueWithSpan};
 
 use super::*;
 use crate::error::PgError;
@@ -205,6 +205,21 @@ impl Rewriter<'_> {
                 substring_from,
                 substring_for,
                 ..
+            } if substring_for.is_none()
+                && substring_from
+                    .as_deref()
+                    .is_some_and(|f| self.typer.infer(f).is_some_and(|t| t.is_string())) =>
+            {
+                // substring(text FROM pattern): the first match of a POSIX regular expression (its first
+                // parenthesized group if it has one).
+                let pattern = substring_from.as_deref().cloned().unwrap_or(Expr::value(Value::Null));
+                Some(call("pg_regexp_substring", vec![take(inner), pattern]))
+            }
+            Expr::Substring {
+                expr: inner,
+                substring_from,
+                substring_for,
+                ..
             } => {
                 let mut args = vec![
                     take(inner),
@@ -359,10 +374,24 @@ impl Rewriter<'_> {
                 Some(take(inner))
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
-            Expr::Identifier(ident) => self
-                .typer
-                .function_column(None, &ident.value)
-                .map(|column| column.expr.clone()),
+            Expr::Identifier(ident) => match self.typer.function_column(None, &ident.value) {
+                Some(column) => Some(column.expr.clone()),
+                // Beside a set-returning function (SQLite's `json_each`, whose own columns are `key`,
+                // `value`, `type`, `id`, …), a table's column is named with its table.
+                None => self
+                    .typer
+                    .qualifier_for(&ident.value)
+                    .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])),
+            },
+            Expr::CompoundIdentifier(parts)
+                if parts.len() == 2
+                    && self
+                        .returning_target
+                        .as_deref()
+                        .is_some_and(|t| t.eq_ignore_ascii_case(&parts[0].value)) =>
+            {
+                Some(Expr::Identifier(parts[1].clone()))
+            }
             Expr::CompoundIdentifier(parts) => {
                 if let [qualifier, column] = parts.as_slice() {
                     if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
