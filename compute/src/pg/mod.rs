@@ -144,8 +144,8 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError>;
 
     /// Admits one more session on `database` before it is opened, or refuses it
-    /// ([`SessionError::TooManyConnections`], [`SessionError::TooManyConnectionsForAccount`]); the returned guard is held for the session's life and lets
-    /// the place go when dropped. The default admits everyone.
+    /// ([`SessionError::TooManyConnections`], [`SessionError::TooManyConnectionsForAccount`]); the returned guard
+    /// is held for the session's life and lets the place go when dropped. The default admits everyone.
     fn admit(&self, database: &str) -> Result<Option<Admission>, SessionError> {
         let _ = database;
         Ok(None)

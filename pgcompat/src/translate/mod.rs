@@ -188,7 +188,7 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
         return Ok(Translated::Statements(vec![fetch?]));
     }
     if let Some(maintenance) = maintenance::parse(sql) {
-        return Ok(Translated::Statements(vec![maintenance?]));
+        return Ok(Translated::Statements(vec![maintenance]));
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
