@@ -495,3 +495,23 @@ fn ctes_returning_aliases_and_more_value_forms() {
         texts(&[&["1 day 01:30:00", "08:30:00"]])
     );
 }
+
+#[test]
+fn date_inputs_postgres_reads() {
+    check(&[
+        ("'infinity'::timestamp > TIMESTAMP '9999-01-01'", Some("t")),
+        ("'-infinity'::date < DATE '0001-01-01'", Some("t")),
+        ("isfinite('infinity'::date)", Some("f")),
+        ("'20240517'::date", Some("2024-05-17")),
+        ("'May 17, 2024'::date", Some("2024-05-17")),
+        ("'17-May-2024'::date", Some("2024-05-17")),
+        ("'2024-05-17 1:45 pm'::timestamp", Some("2024-05-17 13:45:00")),
+        ("'12:30 am'::time", Some("00:30:00")),
+        ("'2024-05-17T13:45:12Z'::timestamptz", Some("2024-05-17 13:45:12+00")),
+        (
+            "'2024-05-17 13:45:12.123456789'::timestamp",
+            Some("2024-05-17 13:45:12.123457"),
+        ),
+    ]);
+    check_errors(&[("'Smarch 1, 2024'::date", "22007"), ("'13:00 pm'::time", "22008")]);
+}

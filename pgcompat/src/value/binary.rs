@@ -46,6 +46,21 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
             _ => Err(PgError::invalid_input(&ty.sql_name(), "blob")),
         }
     };
+    // infinity and -infinity: PostgreSQL's wire forms are the extreme values.
+    if let Value::Text(t) = value {
+        let infinite = match t.as_str() {
+            "infinity" => Some(true),
+            "-infinity" => Some(false),
+            _ => None,
+        };
+        match (ty.base(), infinite) {
+            (Base::Date, Some(up)) => return Ok(if up { i32::MAX } else { i32::MIN }.to_be_bytes().to_vec()),
+            (Base::Timestamp | Base::Timestamptz, Some(up)) => {
+                return Ok(if up { i64::MAX } else { i64::MIN }.to_be_bytes().to_vec())
+            }
+            _ => {}
+        }
+    }
     let out = match ty.base() {
         Base::Bool => vec![u8::from(stored_text(ty, value, tz) == "t")],
         Base::Int2 => (int()? as i16).to_be_bytes().to_vec(),
@@ -331,6 +346,11 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         }
         Base::Date => {
             let days = i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes"));
+            if days == i32::MAX || days == i32::MIN {
+                return Ok(Value::Text(
+                    if days == i32::MAX { "infinity" } else { "-infinity" }.to_owned(),
+                ));
+            }
             let date = PG_EPOCH_DATE
                 .checked_add(jiff::Span::new().try_days(days).map_err(|_| bad(ty))?)
                 .map_err(|_| bad(ty))?;
@@ -353,6 +373,17 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
             }
             let dt = datetime_from_micros(micros % MICROS_PER_DAY).ok_or_else(|| bad(ty))?;
             Value::Text(datetime::format_timetz(dt.time(), -west))
+        }
+        Base::Timestamp | Base::Timestamptz
+            if matches!(
+                bytes
+                    .get(..8)
+                    .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                Some(i64::MAX | i64::MIN)
+            ) =>
+        {
+            let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));
+            Value::Text(if micros == i64::MAX { "infinity" } else { "-infinity" }.to_owned())
         }
         Base::Timestamp => {
             let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));

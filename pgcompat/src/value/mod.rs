@@ -27,6 +27,9 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
     if let Some(instant) = special_instant(ty, text, tz) {
         return input(ty, &instant, tz);
     }
+    if let Some(infinite) = infinity(ty, text) {
+        return Ok(Value::Text(infinite.to_owned()));
+    }
     let value = match ty.base() {
         Base::Bool => Value::Integer(i64::from(parse_bool(text)?)),
         Base::Int2 => Value::Integer(parse_int(text, i64::from(i16::MIN), i64::from(i16::MAX), "smallint")?),
@@ -154,6 +157,19 @@ fn special_instant(ty: PgType, text: &str, tz: &TimeZone) -> Option<String> {
         "today" => midnight(0),
         "tomorrow" => midnight(1),
         "yesterday" => midnight(-1),
+        _ => None,
+    }
+}
+
+/// `infinity` and `-infinity` of a date or timestamp, stored as those words: as text they order after and
+/// before every ISO date, as PostgreSQL orders them.
+pub(crate) fn infinity(ty: PgType, text: &str) -> Option<&'static str> {
+    if !matches!(ty.base(), Base::Date | Base::Timestamp | Base::Timestamptz) || ty.is_array() {
+        return None;
+    }
+    match text.trim().to_ascii_lowercase().as_str() {
+        "infinity" | "+infinity" => Some("infinity"),
+        "-infinity" => Some("-infinity"),
         _ => None,
     }
 }
