@@ -184,6 +184,31 @@ fn positions(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     })
 }
 
+/// `array[lower:upper]` (either bound left out: the array's own), 1-based and inclusive; an empty array when
+/// the bounds select nothing.
+fn slice(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let Some(items) = elements(a, 0)? else {
+        return Ok(Value::Null);
+    };
+    let len = items.len() as i64;
+    let lower = match a.value(1) {
+        Value::Null => 1,
+        _ => a.int(1)?.unwrap_or(1),
+    }
+    .max(1);
+    let upper = match a.value(2) {
+        Value::Null => len,
+        _ => a.int(2)?.unwrap_or(len),
+    }
+    .min(len);
+    if lower > upper {
+        return array_value(&[]);
+    }
+    let from = usize::try_from(lower - 1).unwrap_or(0);
+    let to = usize::try_from(upper).unwrap_or(0);
+    array_value(&items[from..to])
+}
+
 fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     let Some(dimensions) = elements(a, 1)? else {
         return Err(PgError::new(
@@ -230,6 +255,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     define(conn, state, "array_position", 3, Purity::Volatile, position)?;
     define(conn, state, "array_positions", 2, Purity::Volatile, positions)?;
     define(conn, state, "array_fill", 2, Purity::Volatile, fill)?;
+    define(conn, state, "pg_array_slice", 3, Purity::Pure, slice)?;
     Ok(())
 }
 
@@ -243,7 +269,7 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
         }
         "array_positions" => PgType::INT4.array(),
         "array_dims" => PgType::TEXT,
-        "array_append" | "array_remove" | "array_replace" | "array_cat" => array_of(0)
+        "array_append" | "array_remove" | "array_replace" | "array_cat" | "pg_array_slice" => array_of(0)
             .or_else(|| array_of(1))
             .or_else(|| element_of(1).map(PgType::array))
             .unwrap_or(PgType::TEXT.array()),

@@ -515,3 +515,36 @@ fn date_inputs_postgres_reads() {
     ]);
     check_errors(&[("'Smarch 1, 2024'::date", "22007"), ("'13:00 pm'::time", "22008")]);
 }
+
+#[test]
+fn whole_rows_slices_array_casts_and_quantified_patterns() {
+    assert_eq!(
+        rows_after(&[], "SELECT row_to_json(r) FROM (SELECT 1 AS id, 'x' AS name) AS r"),
+        texts(&[&[r#"{"id":1,"name":"x"}"#]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT jsonb_agg(t ORDER BY t.id DESC) FROM (VALUES (1, 'a'), (2, 'b')) AS t(id, name)"
+        ),
+        texts(&[&[r#"[{"id": 2, "name": "b"}, {"id": 1, "name": "a"}]"#]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT jsonb_agg(x ORDER BY x DESC) FROM generate_series(1, 3) AS x"
+        ),
+        texts(&[&["[3, 2, 1]"]])
+    );
+    check(&[
+        ("(ARRAY[1, 2, 3])[2:3]", Some("{2,3}")),
+        ("(ARRAY[1, 2, 3])[:2]", Some("{1,2}")),
+        ("(ARRAY[1, 2, 3])[3:1]", Some("{}")),
+        ("ARRAY[1.5, 2.4]::int[]", Some("{2,2}")),
+        ("ARRAY['t', 'f']::bool[]", Some("{t,f}")),
+        ("'x' LIKE ANY (ARRAY['%x', 'y%'])", Some("t")),
+        ("'abc' ILIKE ALL (ARRAY['A%', '%C'])", Some("t")),
+        ("'abc' LIKE ALL (ARRAY['a%', 'x%'])", Some("f")),
+    ]);
+    check_errors(&[("100::money", "0A000"), ("jsonb_path_exists('{}', '$.a')", "0A000")]);
+}

@@ -56,6 +56,18 @@ impl Rewriter<'_> {
             self.uses_catalog = true;
             return Ok(Some(replacement));
         }
+        if name.starts_with("jsonb_path_") || name.starts_with("json_path_") {
+            return Err(PgError::unsupported(format!("the SQL/JSON path function {name}")));
+        }
+        if matches!(
+            name.as_str(),
+            "to_tsvector" | "to_tsquery" | "plainto_tsquery" | "phraseto_tsquery" | "websearch_to_tsquery" | "ts_rank"
+        ) {
+            return Err(PgError::unsupported(format!("full-text search ({name})")));
+        }
+        if let Some(replacement) = self.whole_row(&name, function) {
+            return Ok(Some(replacement));
+        }
         Ok(Some(match name.as_str() {
             "now" | "transaction_timestamp" | "current_timestamp" | "statement_timestamp" if no_args => {
                 self.uses_now = true;
@@ -359,4 +371,52 @@ fn is_distinct(function: &Function) -> bool {
         FunctionArguments::List(list)
             if matches!(list.duplicate_treatment, Some(sqlparser::ast::DuplicateTreatment::Distinct))
     )
+}
+
+impl Rewriter<'_> {
+    /// `row_to_json(t)`, `to_json[b](t)`, `json[b]_agg(t)` of a whole row: an object of the row's columns
+    /// (`{"id":1,"name":"x"}` for json, jsonb's normalized form for jsonb), built from the FROM item's
+    /// columns as the typer knows them.
+    fn whole_row(&mut self, name: &str, function: &Function) -> Option<Expr> {
+        let jsonb = match name {
+            "row_to_json" | "to_json" | "json_agg" => false,
+            "to_jsonb" | "jsonb_agg" => true,
+            _ => return None,
+        };
+        let args = plain_args(function);
+        let [Expr::Identifier(row)] = args.as_slice() else {
+            return None;
+        };
+        let columns = self.typer.row_columns(&row.value)?;
+        let mut types = Vec::with_capacity(columns.len() * 2);
+        let mut object_args = Vec::with_capacity(columns.len() * 2);
+        for (column, ty) in &columns {
+            types.push(Some(PgType::TEXT));
+            types.push(*ty);
+            object_args.push(string(column));
+            object_args.push(Expr::CompoundIdentifier(vec![
+                Ident::with_quote('"', row.value.clone()),
+                Ident::with_quote('"', column.clone()),
+            ]));
+        }
+        let object = crate::functions::typed_expr(
+            if jsonb { "jsonb_build_object" } else { "pg_row_json" },
+            &types,
+            object_args,
+        );
+        if !name.ends_with("_agg") {
+            return Some(object);
+        }
+        // The aggregate over the objects, its ORDER BY and FILTER kept.
+        let mut aggregate = function.clone();
+        if let FunctionArguments::List(list) = &mut aggregate.args {
+            list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(object))];
+        }
+        let flavor = if jsonb {
+            PgType::new(Base::Jsonb)
+        } else {
+            PgType::new(Base::Json)
+        };
+        Some(crate::functions::typed_call(&aggregate, name, &[Some(flavor)]))
+    }
 }

@@ -111,6 +111,10 @@ impl Rewriter<'_> {
                     Some(call("pg_numeric_sub", vec![Expr::value(number("0")), take(inner)]))
                 }
             }
+            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => self.quantified_like(expr)?,
+            Expr::Like { pattern, .. } | Expr::ILike { pattern, .. } if matches!(pattern.as_ref(), Expr::Function(f) if last_part(&f.name).eq_ignore_ascii_case("all")) => {
+                self.quantified_like(expr)?
+            }
             Expr::ILike {
                 negated,
                 expr: inner,
@@ -429,11 +433,21 @@ impl Rewriter<'_> {
                             vec![take(root), index.clone(), string(&element.catalog_text())],
                         ))
                     }
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Slice {
+                        lower_bound,
+                        upper_bound,
+                        stride: None,
+                    })] => {
+                        let bound = |b: &Option<Expr>| b.clone().unwrap_or(Expr::value(Value::Null));
+                        let (lower, upper) = (bound(lower_bound), bound(upper_bound));
+                        Some(crate::functions::typed_expr(
+                            "pg_array_slice",
+                            &[ty, None, None],
+                            vec![take(root), lower, upper],
+                        ))
+                    }
                     _ => return Err(PgError::unsupported("array slices and field access")),
                 }
-            }
-            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => {
-                return Err(PgError::unsupported("LIKE ANY / ILIKE ANY"))
             }
             _ => None,
         };
@@ -452,6 +466,43 @@ impl Rewriter<'_> {
         op: &BinaryOperator,
         right: &mut Box<Expr>,
         all: bool,
+    ) -> Result<Expr, PgError> {
+        self.quantified_by(left, op, right, all, None, false)
+    }
+
+    /// `x [NOT] LIKE|ILIKE ANY|ALL (patterns)`.
+    fn quantified_like(&mut self, expr: &mut Expr) -> Result<Option<Expr>, PgError> {
+        let (negated, left, pattern, kind) = match expr {
+            Expr::Like {
+                negated, expr, pattern, ..
+            } => (*negated, expr, pattern, Pattern::Like),
+            Expr::ILike {
+                negated, expr, pattern, ..
+            } => (*negated, expr, pattern, Pattern::ILike),
+            _ => return Ok(None),
+        };
+        // `ILIKE ALL (…)` reaches here as a call of `all`.
+        let (mut right, all) = match pattern.as_ref() {
+            Expr::Function(f) if last_part(&f.name).eq_ignore_ascii_case("all") => match plain_args(f).as_slice() {
+                [arg] => (Box::new((*arg).clone()), true),
+                _ => return Err(PgError::unsupported("this LIKE ALL form")),
+            },
+            Expr::Nested(inner) => (inner.clone(), false),
+            other => (Box::new(other.clone()), false),
+        };
+        let mut left = left.clone();
+        self.quantified_by(&mut left, &BinaryOperator::Eq, &mut right, all, Some(kind), negated)
+            .map(Some)
+    }
+
+    fn quantified_by(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+        all: bool,
+        pattern: Option<Pattern>,
+        negated: bool,
     ) -> Result<Expr, PgError> {
         if !matches!(
             op,
@@ -494,10 +545,16 @@ impl Rewriter<'_> {
         let numeric = [left_type, element]
             .iter()
             .any(|t| t.is_some_and(|t| t.base() == Base::Numeric && !t.is_array()));
-        let comparison = if numeric {
-            format!("pg_numeric_cmp({left}, {value}) {op} 0")
+        let comparison = match (pattern, numeric) {
+            (Some(Pattern::Like), _) => format!("{left} LIKE {value}"),
+            (Some(Pattern::ILike), _) => format!("pg_ilike({left}, {value})"),
+            (None, true) => format!("pg_numeric_cmp({left}, {value}) {op} 0"),
+            (None, false) => format!("{left} {op} {value}"),
+        };
+        let comparison = if negated {
+            format!("NOT ({comparison})")
         } else {
-            format!("{left} {op} {value}")
+            comparison
         };
         let decided = if all {
             format!("NOT ({comparison})")
@@ -515,6 +572,13 @@ impl Rewriter<'_> {
             .and_then(|mut p| p.parse_expr())
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting ANY/ALL: {e}")))
     }
+}
+
+/// The pattern matches `ANY`/`ALL` may quantify.
+#[derive(Clone, Copy)]
+enum Pattern {
+    Like,
+    ILike,
 }
 
 /// A name for a subquery alias the rewrite adds, unique in the process.

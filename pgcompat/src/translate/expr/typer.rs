@@ -127,6 +127,42 @@ impl Typer<'_> {
         None
     }
 
+    /// The columns of the FROM item a SELECT knows as `key` (a table, or a derived table or CTE the rewrite
+    /// typed), in order, when `key` names one and no column of that name is in scope (a whole-row reference,
+    /// as in `row_to_json(t)`).
+    pub(crate) fn row_columns(&self, key: &str) -> Option<Vec<(String, Option<PgType>)>> {
+        if self.function_column(None, key).is_some() || self.has_column(key) {
+            return None;
+        }
+        for scope in self.scopes.iter().rev() {
+            for (k, table) in &scope.tables {
+                if !k.eq_ignore_ascii_case(key) {
+                    continue;
+                }
+                if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+                    return Some(cte.columns.clone());
+                }
+                return self
+                    .catalog
+                    .table(table)
+                    .map(|t| t.columns().iter().map(|(c, ty)| (c.clone(), Some(*ty))).collect());
+            }
+        }
+        None
+    }
+
+    /// Whether some FROM item in scope has a column named `column` (whatever its type).
+    fn has_column(&self, column: &str) -> bool {
+        self.scopes.iter().any(|scope| {
+            scope.tables.iter().any(|(_, table)| {
+                match self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+                    Some(cte) => cte.columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(column)),
+                    None => self.catalog.column_type(table, column).is_some(),
+                }
+            })
+        })
+    }
+
     /// The table (by its key in the SELECT) whose column an unqualified `column` is, when the innermost
     /// SELECT also has set-returning functions in its FROM.
     pub(crate) fn qualifier_for(&self, column: &str) -> Option<String> {
