@@ -634,7 +634,8 @@ pub fn from_data_type(data_type: &DataType) -> Written {
             };
             return match from_data_type(inner) {
                 Written::Type(t) if !t.is_array() => Written::Type(t.array()),
-                Written::Type(_) => Written::Unsupported("multidimensional arrays".to_owned()),
+                // `int[][]` is `int[]`: PostgreSQL ignores the dimensions a type declares.
+                Written::Type(t) => Written::Type(t),
                 _ => Written::Unsupported(data_type.to_string()),
             };
         }

@@ -53,15 +53,30 @@ fn array_value(items: &[Option<String>]) -> Result<Value, PgError> {
     Ok(Value::Text(text))
 }
 
-/// The bound functions' common shape: NULL for a NULL array, an empty array or a dimension other than 1.
+/// An array argument of any number of dimensions (`None` for SQL NULL).
+fn shaped(args: &Args<'_, '_>, i: usize) -> Result<Option<array::Shaped>, PgError> {
+    let Some(text) = args.text(i) else {
+        return Ok(None);
+    };
+    array::parse_shaped(&text).map(Some).ok_or_else(|| {
+        PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        )
+    })
+}
+
+/// The bound functions' common shape: the length of dimension `args[1]` given to `f`; NULL for a NULL
+/// array or a dimension it does not have.
 fn bound(args: &Args<'_, '_>, f: fn(usize) -> i64) -> Result<Value, PgError> {
-    let (Some(items), Some(dimension)) = (elements(args, 0)?, args.int(1)?) else {
+    let (Some(array), Some(dimension)) = (shaped(args, 0)?, args.int(1)?) else {
         return Ok(Value::Null);
     };
-    if dimension != 1 || items.is_empty() {
-        return Ok(Value::Null);
-    }
-    Ok(Value::Integer(f(items.len())))
+    let length = usize::try_from(dimension)
+        .ok()
+        .and_then(|d| d.checked_sub(1))
+        .and_then(|d| array.dims.get(d));
+    Ok(length.map_or(Value::Null, |n| Value::Integer(f(*n))))
 }
 
 fn length(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
@@ -77,19 +92,19 @@ fn lower(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
 }
 
 fn cardinality(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(elements(a, 0)?.map_or(Value::Null, |items| Value::Integer(items.len() as i64)))
+    Ok(shaped(a, 0)?.map_or(Value::Null, |array| Value::Integer(array.elements.len() as i64)))
 }
 
 fn ndims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(match elements(a, 0)? {
-        Some(items) if !items.is_empty() => Value::Integer(1),
+    Ok(match shaped(a, 0)? {
+        Some(array) if !array.dims.is_empty() => Value::Integer(array.dims.len() as i64),
         _ => Value::Null,
     })
 }
 
 fn dims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(match elements(a, 0)? {
-        Some(items) if !items.is_empty() => Value::Text(format!("[1:{}]", items.len())),
+    Ok(match shaped(a, 0)? {
+        Some(array) if !array.dims.is_empty() => Value::Text(array.dims.iter().map(|n| format!("[1:{n}]")).collect()),
         _ => Value::Null,
     })
 }
@@ -108,15 +123,50 @@ fn prepend(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     array_value(&items)
 }
 
+/// `array_cat`: two arrays of one shape but the first dimension end to end; an array of one dimension less
+/// appended (or prepended) as one more row; 2202E for shapes that do not fit.
 fn cat(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    match (elements(a, 0)?, elements(a, 1)?) {
-        (None, None) => Ok(Value::Null),
-        (x, y) => {
-            let mut items = x.unwrap_or_default();
-            items.extend(y.unwrap_or_default());
-            array_value(&items)
-        }
+    let (x, y) = match (shaped(a, 0)?, shaped(a, 1)?) {
+        (None, None) => return Ok(Value::Null),
+        (Some(x), None) => return Ok(Value::Text(x.format())),
+        (None, Some(y)) => return Ok(Value::Text(y.format())),
+        (Some(x), Some(y)) => (x, y),
+    };
+    if x.dims.is_empty() {
+        return Ok(Value::Text(y.format()));
     }
+    if y.dims.is_empty() {
+        return Ok(Value::Text(x.format()));
+    }
+    let mismatch = || {
+        PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "cannot concatenate incompatible arrays",
+        )
+    };
+    let dims = if x.dims.len() == y.dims.len() {
+        if x.dims[1..] != y.dims[1..] {
+            return Err(mismatch());
+        }
+        let mut dims = x.dims.clone();
+        dims[0] += y.dims[0];
+        dims
+    } else if x.dims.len() == y.dims.len() + 1 && x.dims[1..] == y.dims[..] {
+        let mut dims = x.dims.clone();
+        dims[0] += 1;
+        dims
+    } else if y.dims.len() == x.dims.len() + 1 && y.dims[1..] == x.dims[..] {
+        let mut dims = y.dims.clone();
+        dims[0] += 1;
+        dims
+    } else {
+        return Err(mismatch());
+    };
+    let mut elements = x.elements;
+    elements.extend(y.elements);
+    let text = array::Shaped { dims, elements }.format();
+    check_size(text.len())?;
+    Ok(Value::Text(text))
 }
 
 fn remove(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
@@ -216,25 +266,46 @@ fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
             "dimension array or low bound array cannot be null",
         ));
     };
-    let [Some(length)] = dimensions.as_slice() else {
-        return Err(PgError::unsupported(
-            "array_fill of more than one dimension (multidimensional arrays)",
-        ));
-    };
-    let length: i64 = length
-        .trim()
-        .parse()
-        .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "invalid array dimension"))?;
-    let length = usize::try_from(length).unwrap_or(usize::MAX);
-    if length > array::ELEMENTS_MAX {
+    if dimensions.is_empty() || dimensions.len() > array::DIMENSIONS_MAX {
         return Err(PgError::new(
+            INVALID_PARAMETER_VALUE,
+            "wrong number of array subscripts",
+        ));
+    }
+    let too_large = || {
+        PgError::new(
             crate::error::PROGRAM_LIMIT_EXCEEDED,
             "array size exceeds the maximum allowed",
-        ));
+        )
+    };
+    let mut dims = Vec::with_capacity(dimensions.len());
+    let mut count = 1usize;
+    for length in &dimensions {
+        let length: i64 = length
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "invalid array dimension"))?;
+        let length = usize::try_from(length).map_err(|_| too_large())?;
+        count = count.checked_mul(length).ok_or_else(too_large)?;
+        if count > array::ELEMENTS_MAX {
+            return Err(too_large());
+        }
+        dims.push(length);
     }
     let ty = a.ty(0).unwrap_or(PgType::TEXT);
     let item = element(a, 0, ty, s)?;
-    array_value(&vec![item; length])
+    if count == 0 {
+        return Ok(Value::Text("{}".to_owned()));
+    }
+    let text = array::Shaped {
+        dims,
+        elements: vec![item; count],
+    }
+    .format();
+    check_size(text.len())?;
+    Ok(Value::Text(text))
 }
 
 /// Registers the functions of this file.
@@ -283,7 +354,7 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::check;
+    use super::super::testing::{check, check_errors};
 
     #[test]
     fn array_functions_as_postgres() {
@@ -305,9 +376,26 @@ mod tests {
             ("array_positions(ARRAY[1, 2, 1], 1)", Some("{1,3}")),
             ("array_fill(0, ARRAY[3])", Some("{0,0,0}")),
             ("array_append(ARRAY[true], false)", Some("{t,f}")),
+            ("ARRAY[[1, 2], [3, 4]]", Some("{{1,2},{3,4}}")),
             ("ARRAY[1, 2] || ARRAY[3]", Some("{1,2,3}")),
             ("ARRAY[1, 2] || 3", Some("{1,2,3}")),
             ("0 || ARRAY[1, 2]", Some("{0,1,2}")),
+            ("ARRAY[[1, 2]] || ARRAY[3, 4]", Some("{{1,2},{3,4}}")),
+            ("ARRAY[[1, 2]] || ARRAY[[3, 4]]", Some("{{1,2},{3,4}}")),
+            ("cardinality(ARRAY[[1, 2], [3, 4]])", Some("4")),
+            ("array_dims(ARRAY[[1, 2, 3], [4, 5, 6]])", Some("[1:2][1:3]")),
+            ("array_length(ARRAY[[1, 2, 3], [4, 5, 6]], 2)", Some("3")),
+            ("array_ndims('{{{1}}}'::int[])", Some("3")),
+            ("array_fill('x'::text, ARRAY[2, 2])", Some("{{x,x},{x,x}}")),
+        ]);
+    }
+
+    #[test]
+    fn arrays_of_other_shapes_are_refused_as_postgres_refuses_them() {
+        check_errors(&[
+            ("ARRAY[[1, 2], [3]]", "2202E"),
+            ("ARRAY[[1, 2]] || ARRAY[[1, 2, 3]]", "2202E"),
+            ("'{{1,2},{3}}'::int[]", "22P02"),
         ]);
     }
 }

@@ -19,6 +19,11 @@ pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rus
             return Ok(Value::Null);
         };
         let tz = s.time_zone();
+        if element.is_array() {
+            // ARRAY[ARRAY[1, 2], ARRAY[3, 4]]: one dimension more.
+            let rows: Vec<Value> = (1..ctx.len()).map(|i| owned(ctx.get_raw(i))).collect();
+            return nest(element, rows, &tz).map_err(raise);
+        }
         let mut printed = Vec::with_capacity(ctx.len().saturating_sub(1));
         for i in 1..ctx.len() {
             let stored = value::coerce(element, owned(ctx.get_raw(i)), &tz).map_err(raise)?;
@@ -203,8 +208,14 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
     }
 
     fn step(&self, ctx: &mut Context<'_>, acc: &mut (Option<PgType>, Vec<Option<String>>)) -> rusqlite::Result<()> {
-        let element = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT).element();
-        acc.0 = Some(element);
+        // An array argument keeps its type: the result is one dimension more (`finalize`).
+        let argument = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT);
+        acc.0 = Some(argument);
+        let element = if argument.is_array() {
+            argument
+        } else {
+            argument.element()
+        };
         if acc.1.len() >= value::array::ELEMENTS_MAX {
             return Err(raise(PgError::new(
                 crate::error::PROGRAM_LIMIT_EXCEEDED,
@@ -222,9 +233,19 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
         _: &mut Context<'_>,
         acc: Option<(Option<PgType>, Vec<Option<String>>)>,
     ) -> rusqlite::Result<Option<String>> {
-        Ok(acc
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(_, v)| value::array::format(&v)))
+        let Some((argument, values)) = acc.filter(|(_, v)| !v.is_empty()) else {
+            return Ok(None);
+        };
+        match argument {
+            Some(array) if array.is_array() => {
+                let rows = values.into_iter().map(|v| v.map_or(Value::Null, Value::Text)).collect();
+                match nest(array, rows, &self.state.time_zone()).map_err(raise)? {
+                    Value::Text(text) => Ok(Some(text)),
+                    _ => Ok(None),
+                }
+            }
+            _ => Ok(Some(value::array::format(&values))),
+        }
     }
 }
 
@@ -353,4 +374,50 @@ pub(super) fn array_json_items(
             other => serde_json::Value::String(value::output(element, other, tz).unwrap_or_default()),
         })
         .collect())
+}
+
+/// Arrays of one shape stacked into an array of one dimension more (`ARRAY[ARRAY[1,2], ARRAY[3,4]]`,
+/// `array_agg` of arrays); 2202E when their shapes differ, as PostgreSQL requires them equal.
+pub(super) fn nest(array_type: PgType, rows: Vec<Value>, tz: &jiff::tz::TimeZone) -> Result<Value, PgError> {
+    let mismatch = || {
+        PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "multidimensional arrays must have array expressions with matching dimensions",
+        )
+    };
+    let mut dims: Option<Vec<usize>> = None;
+    let mut elements = Vec::new();
+    let mut count = 0;
+    for row in rows {
+        let Value::Text(text) = value::coerce(array_type, row, tz)? else {
+            return Err(mismatch());
+        };
+        let shaped = value::array::parse_shaped(&text).ok_or_else(mismatch)?;
+        match &dims {
+            None => dims = Some(shaped.dims.clone()),
+            Some(d) if *d != shaped.dims => return Err(mismatch()),
+            Some(_) => {}
+        }
+        elements.extend(shaped.elements);
+        count += 1;
+        if elements.len() > value::array::ELEMENTS_MAX {
+            return Err(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            ));
+        }
+    }
+    let inner = dims.unwrap_or_default();
+    if inner.is_empty() {
+        return Ok(Value::Text("{}".to_owned()));
+    }
+    let mut all = vec![count];
+    all.extend(inner);
+    if all.len() > value::array::DIMENSIONS_MAX {
+        return Err(PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "number of array dimensions exceeds the maximum allowed",
+        ));
+    }
+    Ok(Value::Text(value::array::Shaped { dims: all, elements }.format()))
 }

@@ -271,12 +271,17 @@ impl Rewriter<'_> {
                 ))
             }
             Expr::Array(array) => {
-                let element = array
+                // Elements that are arrays make an array of one dimension more (its type the same).
+                let inferred = array
                     .elem
                     .iter()
                     .find_map(|e| self.typer.infer(e))
-                    .unwrap_or(PgType::TEXT)
-                    .element();
+                    .unwrap_or(PgType::TEXT);
+                let element = if inferred.is_array() {
+                    inferred
+                } else {
+                    inferred.element()
+                };
                 let mut args = vec![string(&element.catalog_text())];
                 args.append(&mut array.elem);
                 Some(call("pg_array", args))
