@@ -265,7 +265,6 @@ pub fn stored_elements(ty: PgType, text: &str, tz: &TimeZone) -> Result<Vec<Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Base;
 
     #[test]
     fn arrays_round_trip_as_postgres_prints_them() {
