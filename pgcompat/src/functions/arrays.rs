@@ -259,6 +259,34 @@ fn slice(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
     array_value(&items[from..to])
 }
 
+/// `UPDATE … SET a[i] = v` (made `a = pg_array_set(a, i, v)`): element `i` of a one-dimensional array
+/// replaced, the array grown with NULLs to reach it; a NULL array becomes `{v}` at 1.
+fn set(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 0, Some(2));
+    let mut items = elements(a, 0)?.unwrap_or_default();
+    let Some(index) = a.int(1)? else {
+        return Err(PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "array subscript in assignment must not be null",
+        ));
+    };
+    let position = usize::try_from(index)
+        .ok()
+        .and_then(|i| i.checked_sub(1))
+        .ok_or_else(|| PgError::unsupported("array subscripts below 1"))?;
+    if position >= array::ELEMENTS_MAX {
+        return Err(PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "array size exceeds the maximum allowed",
+        ));
+    }
+    if items.len() <= position {
+        items.resize(position + 1, None);
+    }
+    items[position] = element(a, 2, ty, s)?;
+    array_value(&items)
+}
+
 fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     let Some(dimensions) = elements(a, 1)? else {
         return Err(PgError::new(
@@ -327,6 +355,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     define(conn, state, "array_positions", 2, Purity::Volatile, positions)?;
     define(conn, state, "array_fill", 2, Purity::Volatile, fill)?;
     define(conn, state, "pg_array_slice", 3, Purity::Pure, slice)?;
+    define(conn, state, "pg_array_set", 3, Purity::Volatile, set)?;
     Ok(())
 }
 
@@ -340,10 +369,12 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
         }
         "array_positions" => PgType::INT4.array(),
         "array_dims" => PgType::TEXT,
-        "array_append" | "array_remove" | "array_replace" | "array_cat" | "pg_array_slice" => array_of(0)
-            .or_else(|| array_of(1))
-            .or_else(|| element_of(1).map(PgType::array))
-            .unwrap_or(PgType::TEXT.array()),
+        "array_append" | "array_remove" | "array_replace" | "array_cat" | "pg_array_slice" | "pg_array_set" => {
+            array_of(0)
+                .or_else(|| array_of(1))
+                .or_else(|| element_of(1).map(PgType::array))
+                .unwrap_or(PgType::TEXT.array())
+        }
         "array_prepend" => array_of(1)
             .or_else(|| element_of(0).map(PgType::array))
             .unwrap_or(PgType::TEXT.array()),

@@ -104,6 +104,7 @@ const TYPED: &[&str] = &[
     "array_positions",
     "array_fill",
     "pg_array_slice",
+    "pg_array_set",
     // aggregates
     "stddev",
     "stddev_samp",

@@ -17,6 +17,7 @@ pub(crate) mod rebuild;
 pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
+pub(crate) mod token_forms;
 pub(crate) mod unparsed;
 pub(crate) mod upsert;
 pub(crate) mod walk;
@@ -193,8 +194,8 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => {
-            if let Some(select) = table_command(sql) {
-                return translate(conn, catalog, &select);
+            if let Some(rewritten) = token_forms::rewrite(sql) {
+                return translate(conn, catalog, &rewritten);
             }
             return Ok(match unparsed::translate(conn, catalog, sql)? {
                 Some(translation) => Translated::Statements(vec![translation]),
@@ -280,19 +281,6 @@ fn copy_statement(
     let mut t = Translation::single(String::new(), kind);
     t.steps.clear();
     Ok(t)
-}
-
-/// `TABLE t …` (which sqlparser reads only bare) as `SELECT * FROM t …`, rebuilt from its tokens.
-fn table_command(sql: &str) -> Option<String> {
-    use sqlparser::tokenizer::{Token, Tokenizer};
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
-    let first = tokens.iter().position(|t| !matches!(t, Token::Whitespace(_)))?;
-    match &tokens[first] {
-        Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::TABLE && w.quote_style.is_none() => {}
-        _ => return None,
-    }
-    let rest: String = tokens[first + 1..].iter().map(ToString::to_string).collect();
-    Some(format!("SELECT * FROM{rest}"))
 }
 
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
