@@ -145,33 +145,12 @@ impl Rewriter<'_> {
                 overlay_what,
                 overlay_from,
                 overlay_for,
-            } => {
-                // overlay(s PLACING r FROM n [FOR m]) = substr(s, 1, n - 1) || r || substr(s, n + m),
-                // m the length of r by default.
-                let (s, r, n) = (take(inner), take(overlay_what), take(overlay_from));
-                let m = match overlay_for {
-                    Some(m) => take(m),
-                    None => call("length", vec![r.clone()]),
-                };
-                let minus_one = Expr::BinaryOp {
-                    left: Box::new(n.clone()),
-                    op: BinaryOperator::Minus,
-                    right: Box::new(Expr::value(number("1"))),
-                };
-                let after = Expr::BinaryOp {
-                    left: Box::new(n),
-                    op: BinaryOperator::Plus,
-                    right: Box::new(m),
-                };
-                let head = call("substr", vec![s.clone(), Expr::value(number("1")), minus_one]);
-                let tail = call("substr", vec![s, after]);
-                let concat = |a: Expr, b: Expr| Expr::BinaryOp {
-                    left: Box::new(a),
-                    op: BinaryOperator::StringConcat,
-                    right: Box::new(b),
-                };
-                Some(Expr::Nested(Box::new(concat(concat(head, r), tail))))
-            }
+            } => Some(overlay(
+                take(inner),
+                take(overlay_what),
+                take(overlay_from),
+                overlay_for.as_mut().map(|m| take(m)),
+            )),
             Expr::UnaryOp { op, expr: inner }
                 if matches!(
                     op,
@@ -593,4 +572,29 @@ fn fresh_name(prefix: &str) -> String {
         "_pgc_{prefix}_{}",
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
+}
+
+/// `overlay(s PLACING r FROM n [FOR m])` = `substr(s, 1, n - 1) || r || substr(s, n + m)`, `m` the length of
+/// `r` by default.
+fn overlay(s: Expr, r: Expr, n: Expr, m: Option<Expr>) -> Expr {
+    let m = m.unwrap_or_else(|| call("length", vec![r.clone()]));
+    let binary = |left: Expr, op: BinaryOperator, right: Expr| Expr::BinaryOp {
+        left: Box::new(left),
+        op,
+        right: Box::new(right),
+    };
+    let head = call(
+        "substr",
+        vec![
+            s.clone(),
+            Expr::value(number("1")),
+            binary(n.clone(), BinaryOperator::Minus, Expr::value(number("1"))),
+        ],
+    );
+    let tail = call("substr", vec![s, binary(n, BinaryOperator::Plus, m)]);
+    Expr::Nested(Box::new(binary(
+        binary(head, BinaryOperator::StringConcat, r),
+        BinaryOperator::StringConcat,
+        tail,
+    )))
 }
