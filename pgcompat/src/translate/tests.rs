@@ -548,3 +548,31 @@ fn whole_rows_slices_array_casts_and_quantified_patterns() {
     ]);
     check_errors(&[("100::money", "0A000"), ("jsonb_path_exists('{}', '$.a')", "0A000")]);
 }
+
+#[test]
+fn ordered_set_aggregates_and_system_columns() {
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x), percentile_disc(0.5) WITHIN GROUP (ORDER BY x), \
+             mode() WITHIN GROUP (ORDER BY x), percentile_cont(0.25) WITHIN GROUP (ORDER BY x DESC) \
+             FROM (VALUES (1.5), (2), (2), (10)) AS t(x)"
+        ),
+        texts(&[&["2", "2", "2", "4"]])
+    );
+    assert_eq!(
+        row_after(&["CREATE TABLE t (id int PRIMARY KEY)"], "SELECT xmax FROM t").map_err(|e| e.code),
+        Err("0A000")
+    );
+    assert_eq!(
+        row_after(
+            &[
+                "CREATE TABLE t (id int PRIMARY KEY, xmin int)",
+                "INSERT INTO t VALUES (1, 2)"
+            ],
+            "SELECT xmin FROM t"
+        )
+        .expect("a column of that name is the column"),
+        [Some("2".to_owned())]
+    );
+}

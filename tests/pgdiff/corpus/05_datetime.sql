@@ -102,3 +102,9 @@ SELECT generate_series(DATE '2024-01-01', DATE '2024-01-03', INTERVAL '1 day')::
 SELECT TIMESTAMPTZ '2024-03-10 12:00+00' AT TIME ZONE 'America/New_York', TIMESTAMP '2024-03-10 12:00' AT TIME ZONE 'UTC';
 SELECT '2024-05-17 13:45:12.5+02'::timestamptz, '2024-05-17 13:45'::timestamp(0), 'today'::date IS NOT NULL, 'now'::timestamptz IS NOT NULL;
 SELECT max(starts) - min(starts), sum(ends - starts), avg(ends - starts) FROM bookings;
+SELECT to_char(TIMESTAMP '2024-05-07 18:09:10', 'YYYY-MM-DD"T"HH24:MI:SS'), to_char(TIMESTAMP '2024-05-07 18:09:10', 'HH12:MI PM'), to_char(DATE '2024-05-07', 'Day DD Month YYYY');
+SELECT extract(month FROM DATE '2024-05-07') = 5, date_part('year', DATE '2024-05-07')::int, extract(day FROM TIMESTAMP '2024-05-07 10:00');
+SELECT DATE '2024-05-07' + 1, DATE '2024-05-07' - 7, DATE '2024-05-07' + TIME '10:30', TIMESTAMP '2024-05-07 10:00' + INTERVAL '90 minutes';
+SELECT id, starts::date, starts::time FROM bookings ORDER BY id;
+SELECT count(*) FROM bookings WHERE starts >= date_trunc('month', TIMESTAMP '2024-05-15') AND starts < date_trunc('month', TIMESTAMP '2024-05-15') + INTERVAL '1 month';
+SELECT INTERVAL '1 day' > INTERVAL '23 hours', INTERVAL '1 month' = INTERVAL '30 days', INTERVAL '2 hours' BETWEEN INTERVAL '1 hour' AND INTERVAL '3 hours';

@@ -83,3 +83,9 @@ UPDATE docs SET body = jsonb_set(body, '{seen}', 'true') WHERE id = 1 RETURNING 
 UPDATE docs SET body = body || '{"v": 2}' WHERE id = 2 RETURNING body -> 'v';
 SELECT body -> 'tags' -> 0, jsonb_array_length(body -> 'tags') FROM docs WHERE id = 1;
 SELECT json_object_agg(k, v) FROM (VALUES ('a', 1)) AS t(k, v);
+SELECT id, jsonb_build_object('id', id, 'name', body ->> 'name') FROM docs ORDER BY id;
+SELECT jsonb_agg(jsonb_build_object('id', id) ORDER BY id) FROM docs;
+SELECT body -> 'missing', body ->> 'missing', body #> '{a,b}' FROM docs WHERE id = 1;
+SELECT id FROM docs WHERE body @> '{"tags": []}' ORDER BY id;
+SELECT id, jsonb_typeof(body -> 'tags') FROM docs ORDER BY id;
+SELECT json_agg(id ORDER BY id), json_build_object('n', count(*)) FROM docs;

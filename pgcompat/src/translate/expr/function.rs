@@ -65,6 +65,9 @@ impl Rewriter<'_> {
         ) {
             return Err(PgError::unsupported(format!("full-text search ({name})")));
         }
+        if let Some(replacement) = ordered_set(&name, function)? {
+            return Ok(Some(replacement));
+        }
         if let Some(replacement) = self.whole_row(&name, function) {
             return Ok(Some(replacement));
         }
@@ -419,4 +422,30 @@ impl Rewriter<'_> {
         };
         Some(crate::functions::typed_call(&aggregate, name, &[Some(flavor)]))
     }
+}
+
+/// `percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`, `percentile_disc(…)` and `mode() WITHIN GROUP
+/// (…)` as the layer's aggregates over `(f, x, descending)`.
+fn ordered_set(name: &str, function: &Function) -> Result<Option<Expr>, PgError> {
+    if !matches!(name, "percentile_cont" | "percentile_disc" | "mode") || function.within_group.is_empty() {
+        return Ok(None);
+    }
+    let [order] = function.within_group.as_slice() else {
+        return Err(PgError::unsupported(format!("{name} over several ORDER BY items")));
+    };
+    let descending = matches!(order.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+    let flag = Expr::value(sqlparser::ast::Value::Number(i64::from(descending).to_string(), false));
+    let mut args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+    if name != "mode" && args.len() != 1 {
+        return Err(PgError::new(
+            crate::error::UNDEFINED_FUNCTION,
+            format!("function {name} takes one fraction"),
+        ));
+    }
+    if matches!(args.first(), Some(Expr::Array(_))) {
+        return Err(PgError::unsupported(format!("{name} of an array of fractions")));
+    }
+    args.push(order.expr.clone());
+    args.push(flag);
+    Ok(Some(call(&format!("pg_{name}"), args)))
 }

@@ -362,15 +362,7 @@ impl Rewriter<'_> {
                 Some(take(inner))
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
-            Expr::Identifier(ident) => match self.typer.function_column(None, &ident.value) {
-                Some(column) => Some(column.expr.clone()),
-                // Beside a set-returning function (SQLite's `json_each`, whose own columns are `key`,
-                // `value`, `type`, `id`, …), a table's column is named with its table.
-                None => self
-                    .typer
-                    .qualifier_for(&ident.value)
-                    .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])),
-            },
+            Expr::Identifier(ident) => self.identifier(ident)?,
             Expr::CompoundIdentifier(parts)
                 if parts.len() == 2
                     && self
@@ -555,6 +547,30 @@ impl Rewriter<'_> {
             .try_with_sql(&sql)
             .and_then(|mut p| p.parse_expr())
             .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting ANY/ALL: {e}")))
+    }
+}
+
+impl Rewriter<'_> {
+    /// A bare column name: a set-returning function's column, a table's column qualified beside one, or a
+    /// PostgreSQL system column, which SQLite tables do not have (0A000).
+    fn identifier(&self, ident: &Ident) -> Result<Option<Expr>, PgError> {
+        if let Some(column) = self.typer.function_column(None, &ident.value) {
+            return Ok(Some(column.expr.clone()));
+        }
+        let name = ident.value.to_ascii_lowercase();
+        if ident.quote_style.is_none()
+            && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
+            && !self.typer.has_column(&name)
+            && !self.typer.scopes.is_empty()
+        {
+            return Err(PgError::unsupported(format!("the system column {name}")));
+        }
+        // Beside a set-returning function (SQLite's `json_each`, whose own columns are `key`, `value`,
+        // `type`, `id`, …), a table's column is named with its table.
+        Ok(self
+            .typer
+            .qualifier_for(&ident.value)
+            .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])))
     }
 }
 

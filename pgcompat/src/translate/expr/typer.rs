@@ -152,12 +152,15 @@ impl Typer<'_> {
     }
 
     /// Whether some FROM item in scope has a column named `column` (whatever its type).
-    fn has_column(&self, column: &str) -> bool {
+    pub(crate) fn has_column(&self, column: &str) -> bool {
         self.scopes.iter().any(|scope| {
             scope.tables.iter().any(|(_, table)| {
                 match self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
                     Some(cte) => cte.columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(column)),
-                    None => self.catalog.column_type(table, column).is_some(),
+                    None => {
+                        self.catalog.column_type(table, column).is_some()
+                            || crate::pg_catalog::column_type(table, column).is_some()
+                    }
                 }
             })
         })
@@ -383,6 +386,9 @@ impl Typer<'_> {
                 None => return None,
             },
             "pg_interval_scale" | "pg_interval_sum" | "pg_interval_avg" => PgType::new(Base::Interval),
+            "pg_percentile_cont" => PgType::FLOAT8,
+            "pg_percentile_disc" => return args.get(1).and_then(|a| self.infer(a)),
+            "pg_mode" => return first,
             "pg_bytea_concat" => PgType::BYTEA,
             "pg_float_arith" => return literal_type(3).or(Some(PgType::FLOAT8)),
             "pg_numeric_cmp" => PgType::INT4,
