@@ -491,6 +491,46 @@ fn base_by_name(name: &str) -> Option<Base> {
     })
 }
 
+/// PostgreSQL's built-in types the layer does not have: named in a cast or a column, they are 0A000 (a
+/// feature missing), not 42704 (a type that does not exist).
+const UNSUPPORTED_BUILTINS: &[&str] = &[
+    "money",
+    "point",
+    "line",
+    "lseg",
+    "box",
+    "path",
+    "polygon",
+    "circle",
+    "inet",
+    "cidr",
+    "macaddr",
+    "macaddr8",
+    "bit",
+    "varbit",
+    "bit varying",
+    "tsvector",
+    "tsquery",
+    "xml",
+    "int4range",
+    "int8range",
+    "numrange",
+    "tsrange",
+    "tstzrange",
+    "daterange",
+    "int4multirange",
+    "int8multirange",
+    "nummultirange",
+    "tsmultirange",
+    "tstzmultirange",
+    "datemultirange",
+    "pg_lsn",
+    "txid_snapshot",
+    "pg_snapshot",
+    "jsonpath",
+    "record",
+];
+
 /// A serial pseudo-type: an integer column filled from a sequence made for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Serial {
@@ -601,7 +641,8 @@ pub fn from_data_type(data_type: &DataType) -> Written {
             };
             return match from_data_type(inner) {
                 Written::Type(t) if !t.is_array() => Written::Type(t.array()),
-                Written::Type(_) => Written::Unsupported("multidimensional arrays".to_owned()),
+                // `int[][]` is `int[]`: PostgreSQL ignores the dimensions a type declares.
+                Written::Type(t) => Written::Type(t),
                 _ => Written::Unsupported(data_type.to_string()),
             };
         }
@@ -631,6 +672,7 @@ pub fn from_data_type(data_type: &DataType) -> Written {
                         };
                         ty.with_modifier(modifier)
                     }
+                    None if UNSUPPORTED_BUILTINS.contains(&text.as_str()) => return Written::Unsupported(text),
                     None => return Written::Custom(text),
                 },
             }

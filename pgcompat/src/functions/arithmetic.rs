@@ -56,14 +56,31 @@ pub(super) fn install_arithmetic(conn: &Connection) -> rusqlite::Result<()> {
             Ok(Value::Text(a.add(&b).to_text()))
         })?;
     }
-    conn.create_scalar_function("pg_float_arith", 3, flags_pure(), |ctx| {
-        let (a, b) = (ctx.get_raw(0), ctx.get_raw(2));
-        if matches!(a, ValueRef::Null) || matches!(b, ValueRef::Null) {
-            return Ok(Value::Null);
-        }
-        let op: String = ctx.get(1)?;
-        float_arith(float_of(a)?, &op, float_of(b)?).map_err(raise)
-    })?;
+    for n in [3, 4] {
+        // pg_float_arith(a, op, b[, 'float4']): a real result is computed and rounded as a real.
+        conn.create_scalar_function("pg_float_arith", n, flags_pure(), move |ctx| {
+            let (a, b) = (ctx.get_raw(0), ctx.get_raw(2));
+            if matches!(a, ValueRef::Null) || matches!(b, ValueRef::Null) {
+                return Ok(Value::Null);
+            }
+            let op: String = ctx.get(1)?;
+            let real = n == 4 && ctx.get::<String>(3)? == "float4";
+            let result = float_arith(float_of(a)?, &op, float_of(b)?).map_err(raise)?;
+            match result {
+                Value::Real(f) if real => {
+                    let single = f as f32;
+                    if single.is_infinite() && f.is_finite() {
+                        return Err(raise(PgError::new(
+                            NUMERIC_VALUE_OUT_OF_RANGE,
+                            "value out of range: overflow",
+                        )));
+                    }
+                    Ok(Value::Real(f64::from(single)))
+                }
+                other => Ok(other),
+            }
+        })?;
+    }
     conn.create_scalar_function("pg_numeric_cmp", 2, flags_pure(), |ctx| {
         compare_numbers(ctx.get_raw(0), ctx.get_raw(1))
     })?;
@@ -103,10 +120,19 @@ fn compare_numbers(a: ValueRef<'_>, b: ValueRef<'_>) -> rusqlite::Result<Option<
             }
         }
         _ => {
-            let (Some(x), Some(y)) = (decimal_of(a)?, decimal_of(b)?) else {
-                return Ok(None);
-            };
-            x.cmp_value(&y)
+            // numeric `NaN` (its text) is greater than every number and equal to itself.
+            let is_nan = |v: ValueRef<'_>| matches!(v, ValueRef::Text(t) if t.eq_ignore_ascii_case(b"nan"));
+            match (is_nan(a), is_nan(b)) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                (false, false) => {
+                    let (Some(x), Some(y)) = (decimal_of(a)?, decimal_of(b)?) else {
+                        return Ok(None);
+                    };
+                    x.cmp_value(&y)
+                }
+            }
         }
     };
     Ok(Some(ordering as i64))

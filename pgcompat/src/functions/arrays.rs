@@ -53,15 +53,30 @@ fn array_value(items: &[Option<String>]) -> Result<Value, PgError> {
     Ok(Value::Text(text))
 }
 
-/// The bound functions' common shape: NULL for a NULL array, an empty array or a dimension other than 1.
+/// An array argument of any number of dimensions (`None` for SQL NULL).
+fn shaped(args: &Args<'_, '_>, i: usize) -> Result<Option<array::Shaped>, PgError> {
+    let Some(text) = args.text(i) else {
+        return Ok(None);
+    };
+    array::parse_shaped(&text).map(Some).ok_or_else(|| {
+        PgError::new(
+            crate::error::INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: \"{text}\""),
+        )
+    })
+}
+
+/// The bound functions' common shape: the length of dimension `args[1]` given to `f`; NULL for a NULL
+/// array or a dimension it does not have.
 fn bound(args: &Args<'_, '_>, f: fn(usize) -> i64) -> Result<Value, PgError> {
-    let (Some(items), Some(dimension)) = (elements(args, 0)?, args.int(1)?) else {
+    let (Some(array), Some(dimension)) = (shaped(args, 0)?, args.int(1)?) else {
         return Ok(Value::Null);
     };
-    if dimension != 1 || items.is_empty() {
-        return Ok(Value::Null);
-    }
-    Ok(Value::Integer(f(items.len())))
+    let length = usize::try_from(dimension)
+        .ok()
+        .and_then(|d| d.checked_sub(1))
+        .and_then(|d| array.dims.get(d));
+    Ok(length.map_or(Value::Null, |n| Value::Integer(f(*n))))
 }
 
 fn length(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
@@ -77,19 +92,19 @@ fn lower(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
 }
 
 fn cardinality(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(elements(a, 0)?.map_or(Value::Null, |items| Value::Integer(items.len() as i64)))
+    Ok(shaped(a, 0)?.map_or(Value::Null, |array| Value::Integer(array.elements.len() as i64)))
 }
 
 fn ndims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(match elements(a, 0)? {
-        Some(items) if !items.is_empty() => Value::Integer(1),
+    Ok(match shaped(a, 0)? {
+        Some(array) if !array.dims.is_empty() => Value::Integer(array.dims.len() as i64),
         _ => Value::Null,
     })
 }
 
 fn dims(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    Ok(match elements(a, 0)? {
-        Some(items) if !items.is_empty() => Value::Text(format!("[1:{}]", items.len())),
+    Ok(match shaped(a, 0)? {
+        Some(array) if !array.dims.is_empty() => Value::Text(array.dims.iter().map(|n| format!("[1:{n}]")).collect()),
         _ => Value::Null,
     })
 }
@@ -108,15 +123,50 @@ fn prepend(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     array_value(&items)
 }
 
+/// `array_cat`: two arrays of one shape but the first dimension end to end; an array of one dimension less
+/// appended (or prepended) as one more row; 2202E for shapes that do not fit.
 fn cat(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
-    match (elements(a, 0)?, elements(a, 1)?) {
-        (None, None) => Ok(Value::Null),
-        (x, y) => {
-            let mut items = x.unwrap_or_default();
-            items.extend(y.unwrap_or_default());
-            array_value(&items)
-        }
+    let (x, y) = match (shaped(a, 0)?, shaped(a, 1)?) {
+        (None, None) => return Ok(Value::Null),
+        (Some(x), None) => return Ok(Value::Text(x.format())),
+        (None, Some(y)) => return Ok(Value::Text(y.format())),
+        (Some(x), Some(y)) => (x, y),
+    };
+    if x.dims.is_empty() {
+        return Ok(Value::Text(y.format()));
     }
+    if y.dims.is_empty() {
+        return Ok(Value::Text(x.format()));
+    }
+    let mismatch = || {
+        PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "cannot concatenate incompatible arrays",
+        )
+    };
+    let dims = if x.dims.len() == y.dims.len() {
+        if x.dims[1..] != y.dims[1..] {
+            return Err(mismatch());
+        }
+        let mut dims = x.dims.clone();
+        dims[0] += y.dims[0];
+        dims
+    } else if x.dims.len() == y.dims.len() + 1 && x.dims[1..] == y.dims[..] {
+        let mut dims = x.dims.clone();
+        dims[0] += 1;
+        dims
+    } else if y.dims.len() == x.dims.len() + 1 && y.dims[1..] == x.dims[..] {
+        let mut dims = y.dims.clone();
+        dims[0] += 1;
+        dims
+    } else {
+        return Err(mismatch());
+    };
+    let mut elements = x.elements;
+    elements.extend(y.elements);
+    let text = array::Shaped { dims, elements }.format();
+    check_size(text.len())?;
+    Ok(Value::Text(text))
 }
 
 fn remove(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
@@ -184,6 +234,59 @@ fn positions(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     })
 }
 
+/// `array[lower:upper]` (either bound left out: the array's own), 1-based and inclusive; an empty array when
+/// the bounds select nothing.
+fn slice(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let Some(items) = elements(a, 0)? else {
+        return Ok(Value::Null);
+    };
+    let len = items.len() as i64;
+    let lower = match a.value(1) {
+        Value::Null => 1,
+        _ => a.int(1)?.unwrap_or(1),
+    }
+    .max(1);
+    let upper = match a.value(2) {
+        Value::Null => len,
+        _ => a.int(2)?.unwrap_or(len),
+    }
+    .min(len);
+    if lower > upper {
+        return array_value(&[]);
+    }
+    let from = usize::try_from(lower - 1).unwrap_or(0);
+    let to = usize::try_from(upper).unwrap_or(0);
+    array_value(&items[from..to])
+}
+
+/// `UPDATE … SET a[i] = v` (made `a = pg_array_set(a, i, v)`): element `i` of a one-dimensional array
+/// replaced, the array grown with NULLs to reach it; a NULL array becomes `{v}` at 1.
+fn set(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
+    let ty = element_type(a, 0, Some(2));
+    let mut items = elements(a, 0)?.unwrap_or_default();
+    let Some(index) = a.int(1)? else {
+        return Err(PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "array subscript in assignment must not be null",
+        ));
+    };
+    let position = usize::try_from(index)
+        .ok()
+        .and_then(|i| i.checked_sub(1))
+        .ok_or_else(|| PgError::unsupported("array subscripts below 1"))?;
+    if position >= array::ELEMENTS_MAX {
+        return Err(PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "array size exceeds the maximum allowed",
+        ));
+    }
+    if items.len() <= position {
+        items.resize(position + 1, None);
+    }
+    items[position] = element(a, 2, ty, s)?;
+    array_value(&items)
+}
+
 fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
     let Some(dimensions) = elements(a, 1)? else {
         return Err(PgError::new(
@@ -191,24 +294,46 @@ fn fill(a: &Args<'_, '_>, s: &SessionState) -> Result<Value, PgError> {
             "dimension array or low bound array cannot be null",
         ));
     };
-    let [Some(length)] = dimensions.as_slice() else {
-        return Err(PgError::unsupported(
-            "array_fill of more than one dimension (multidimensional arrays)",
-        ));
-    };
-    let length: usize = length
-        .trim()
-        .parse()
-        .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "array size exceeds the maximum allowed"))?;
-    if length > array::ELEMENTS_MAX {
+    if dimensions.is_empty() || dimensions.len() > array::DIMENSIONS_MAX {
         return Err(PgError::new(
+            INVALID_PARAMETER_VALUE,
+            "wrong number of array subscripts",
+        ));
+    }
+    let too_large = || {
+        PgError::new(
             crate::error::PROGRAM_LIMIT_EXCEEDED,
             "array size exceeds the maximum allowed",
-        ));
+        )
+    };
+    let mut dims = Vec::with_capacity(dimensions.len());
+    let mut count = 1usize;
+    for length in &dimensions {
+        let length: i64 = length
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .map_err(|_| PgError::new(INVALID_PARAMETER_VALUE, "invalid array dimension"))?;
+        let length = usize::try_from(length).map_err(|_| too_large())?;
+        count = count.checked_mul(length).ok_or_else(too_large)?;
+        if count > array::ELEMENTS_MAX {
+            return Err(too_large());
+        }
+        dims.push(length);
     }
     let ty = a.ty(0).unwrap_or(PgType::TEXT);
     let item = element(a, 0, ty, s)?;
-    array_value(&vec![item; length])
+    if count == 0 {
+        return Ok(Value::Text("{}".to_owned()));
+    }
+    let text = array::Shaped {
+        dims,
+        elements: vec![item; count],
+    }
+    .format();
+    check_size(text.len())?;
+    Ok(Value::Text(text))
 }
 
 /// Registers the functions of this file.
@@ -229,6 +354,8 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     define(conn, state, "array_position", 3, Purity::Volatile, position)?;
     define(conn, state, "array_positions", 2, Purity::Volatile, positions)?;
     define(conn, state, "array_fill", 2, Purity::Volatile, fill)?;
+    define(conn, state, "pg_array_slice", 3, Purity::Pure, slice)?;
+    define(conn, state, "pg_array_set", 3, Purity::Volatile, set)?;
     Ok(())
 }
 
@@ -242,10 +369,12 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
         }
         "array_positions" => PgType::INT4.array(),
         "array_dims" => PgType::TEXT,
-        "array_append" | "array_remove" | "array_replace" | "array_cat" => array_of(0)
-            .or_else(|| array_of(1))
-            .or_else(|| element_of(1).map(PgType::array))
-            .unwrap_or(PgType::TEXT.array()),
+        "array_append" | "array_remove" | "array_replace" | "array_cat" | "pg_array_slice" | "pg_array_set" => {
+            array_of(0)
+                .or_else(|| array_of(1))
+                .or_else(|| element_of(1).map(PgType::array))
+                .unwrap_or(PgType::TEXT.array())
+        }
         "array_prepend" => array_of(1)
             .or_else(|| element_of(0).map(PgType::array))
             .unwrap_or(PgType::TEXT.array()),
@@ -256,7 +385,7 @@ pub(super) fn result_type(name: &str, args: &[Option<PgType>]) -> Option<PgType>
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::check;
+    use super::super::testing::{check, check_errors};
 
     #[test]
     fn array_functions_as_postgres() {
@@ -278,9 +407,26 @@ mod tests {
             ("array_positions(ARRAY[1, 2, 1], 1)", Some("{1,3}")),
             ("array_fill(0, ARRAY[3])", Some("{0,0,0}")),
             ("array_append(ARRAY[true], false)", Some("{t,f}")),
+            ("ARRAY[[1, 2], [3, 4]]", Some("{{1,2},{3,4}}")),
             ("ARRAY[1, 2] || ARRAY[3]", Some("{1,2,3}")),
             ("ARRAY[1, 2] || 3", Some("{1,2,3}")),
             ("0 || ARRAY[1, 2]", Some("{0,1,2}")),
+            ("ARRAY[[1, 2]] || ARRAY[3, 4]", Some("{{1,2},{3,4}}")),
+            ("ARRAY[[1, 2]] || ARRAY[[3, 4]]", Some("{{1,2},{3,4}}")),
+            ("cardinality(ARRAY[[1, 2], [3, 4]])", Some("4")),
+            ("array_dims(ARRAY[[1, 2, 3], [4, 5, 6]])", Some("[1:2][1:3]")),
+            ("array_length(ARRAY[[1, 2, 3], [4, 5, 6]], 2)", Some("3")),
+            ("array_ndims('{{{1}}}'::int[])", Some("3")),
+            ("array_fill('x'::text, ARRAY[2, 2])", Some("{{x,x},{x,x}}")),
+        ]);
+    }
+
+    #[test]
+    fn arrays_of_other_shapes_are_refused_as_postgres_refuses_them() {
+        check_errors(&[
+            ("ARRAY[[1, 2], [3]]", "2202E"),
+            ("ARRAY[[1, 2]] || ARRAY[[1, 2, 3]]", "2202E"),
+            ("'{{1,2},{3}}'::int[]", "22P02"),
         ]);
     }
 }

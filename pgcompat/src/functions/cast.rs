@@ -41,6 +41,12 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
     if matches!(value, Value::Null) {
         return Ok(Value::Null);
     }
+    // An array to an array of another element type: each element cast (`ARRAY[1.1, 2]::int[]` rounds).
+    if let (true, Some(source), Value::Text(text)) = (target.is_array(), source.filter(|s| s.is_array()), &value) {
+        if source.element() != target.element() {
+            return cast_array(text, source.element(), target.element(), tz);
+        }
+    }
     if target.is_string() {
         let text = match (&value, source) {
             (Value::Integer(i), Some(s)) if s.base() == Base::Bool && !s.is_array() => {
@@ -96,4 +102,15 @@ pub fn cast(value: Value, target: PgType, source: Option<PgType>, tz: &TimeZone)
         )),
         _ => value::coerce(target, value, tz),
     }
+}
+
+/// The elements of an array's text cast one by one from `from` to `to`, printed back as an array of `to`.
+fn cast_array(text: &str, from: PgType, to: PgType, tz: &TimeZone) -> Result<Value, PgError> {
+    let elements = value::array::stored_elements(from.array(), text, tz)?;
+    let mut printed = Vec::with_capacity(elements.len());
+    for element in elements {
+        let cast_value = cast(element, to, Some(from), tz)?;
+        printed.push(value::output(to, &cast_value, tz));
+    }
+    Ok(Value::Text(value::array::format(&printed)))
 }

@@ -83,6 +83,7 @@ const TYPED: &[&str] = &[
     "jsonb_agg",
     "json_object_agg",
     "jsonb_object_agg",
+    "pg_row_json",
     // dates
     "to_char",
     "isfinite",
@@ -102,6 +103,8 @@ const TYPED: &[&str] = &[
     "array_position",
     "array_positions",
     "array_fill",
+    "pg_array_slice",
+    "pg_array_set",
     // aggregates
     "stddev",
     "stddev_samp",

@@ -19,6 +19,11 @@ pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rus
             return Ok(Value::Null);
         };
         let tz = s.time_zone();
+        if element.is_array() {
+            // ARRAY[ARRAY[1, 2], ARRAY[3, 4]]: one dimension more.
+            let rows: Vec<Value> = (1..ctx.len()).map(|i| owned(ctx.get_raw(i))).collect();
+            return nest(element, rows, &tz).map_err(raise);
+        }
         let mut printed = Vec::with_capacity(ctx.len().saturating_sub(1));
         for i in 1..ctx.len() {
             let stored = value::coerce(element, owned(ctx.get_raw(i)), &tz).map_err(raise)?;
@@ -167,7 +172,11 @@ pub(super) fn install_arrays(conn: &Connection, state: Arc<SessionState>) -> rus
         };
         result.map(Some).map_err(raise)
     })?;
-    conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state })?;
+    conn.create_aggregate_function("pg_array_agg", 2, flags_pure(), ArrayAgg { state: state.clone() })?;
+    // `array_agg(DISTINCT x)` and `string_agg(DISTINCT x, sep)`: SQLite's DISTINCT takes one argument, so
+    // the arguments come packed in one JSON array (`[type, x]`, `[x, sep]`).
+    conn.create_aggregate_function("pg_array_agg_packed", 1, flags_pure(), PackedArrayAgg { state })?;
+    conn.create_aggregate_function("pg_string_agg_packed", 1, flags_pure(), PackedStringAgg)?;
     conn.create_scalar_function("pg_jsonb_norm", 1, flags_pure(), |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
@@ -199,8 +208,14 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
     }
 
     fn step(&self, ctx: &mut Context<'_>, acc: &mut (Option<PgType>, Vec<Option<String>>)) -> rusqlite::Result<()> {
-        let element = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT).element();
-        acc.0 = Some(element);
+        // An array argument keeps its type: the result is one dimension more (`finalize`).
+        let argument = type_arg(ctx, 0)?.unwrap_or(PgType::TEXT);
+        acc.0 = Some(argument);
+        let element = if argument.is_array() {
+            argument
+        } else {
+            argument.element()
+        };
         if acc.1.len() >= value::array::ELEMENTS_MAX {
             return Err(raise(PgError::new(
                 crate::error::PROGRAM_LIMIT_EXCEEDED,
@@ -218,9 +233,125 @@ impl Aggregate<(Option<PgType>, Vec<Option<String>>), Option<String>> for ArrayA
         _: &mut Context<'_>,
         acc: Option<(Option<PgType>, Vec<Option<String>>)>,
     ) -> rusqlite::Result<Option<String>> {
-        Ok(acc
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(_, v)| value::array::format(&v)))
+        let Some((argument, values)) = acc.filter(|(_, v)| !v.is_empty()) else {
+            return Ok(None);
+        };
+        match argument {
+            Some(array) if array.is_array() => {
+                let rows = values.into_iter().map(|v| v.map_or(Value::Null, Value::Text)).collect();
+                match nest(array, rows, &self.state.time_zone()).map_err(raise)? {
+                    Value::Text(text) => Ok(Some(text)),
+                    _ => Ok(None),
+                }
+            }
+            _ => Ok(Some(value::array::format(&values))),
+        }
+    }
+}
+
+/// A packed aggregate argument: the JSON array its arguments were packed in.
+fn unpack(ctx: &Context<'_>) -> rusqlite::Result<Vec<serde_json::Value>> {
+    let text: String = ctx.get(0)?;
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Array(items)) => Ok(items),
+        _ => Err(raise(PgError::new(
+            crate::error::INTERNAL_ERROR,
+            "a packed aggregate argument is not a JSON array",
+        ))),
+    }
+}
+
+/// A JSON scalar back as the SQLite value it was packed from.
+fn unpacked_value(item: &serde_json::Value) -> Value {
+    match item {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Integer(i64::from(*b)),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Value::Integer)
+            .or_else(|| n.as_f64().map(Value::Real))
+            .unwrap_or(Value::Null),
+        serde_json::Value::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
+    }
+}
+
+/// `array_agg(DISTINCT x)` over `[type, x]` packs.
+struct PackedArrayAgg {
+    state: Arc<SessionState>,
+}
+
+impl Aggregate<Vec<Option<String>>, Option<String>> for PackedArrayAgg {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<Vec<Option<String>>> {
+        Ok(Vec::new())
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut Vec<Option<String>>) -> rusqlite::Result<()> {
+        let items = unpack(ctx)?;
+        let element = items
+            .first()
+            .and_then(|t| t.as_str())
+            .and_then(PgType::from_catalog)
+            .unwrap_or(PgType::TEXT)
+            .element();
+        if acc.len() >= value::array::ELEMENTS_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            )));
+        }
+        let tz = self.state.time_zone();
+        let raw = items.get(1).map_or(Value::Null, unpacked_value);
+        let stored = value::coerce(element, raw, &tz).map_err(raise)?;
+        acc.push(value::output(element, &stored, &tz));
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<Vec<Option<String>>>) -> rusqlite::Result<Option<String>> {
+        Ok(acc.filter(|v| !v.is_empty()).map(|v| value::array::format(&v)))
+    }
+}
+
+/// `string_agg(DISTINCT x, sep)` over `[x, sep]` packs: NULLs skipped, each later value after its
+/// separator.
+struct PackedStringAgg;
+
+impl Aggregate<Option<String>, Option<String>> for PackedStringAgg {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<Option<String>> {
+        Ok(None)
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, acc: &mut Option<String>) -> rusqlite::Result<()> {
+        let items = unpack(ctx)?;
+        let text = |i: usize| match items.get(i).map(unpacked_value) {
+            Some(Value::Text(t)) => Some(t),
+            Some(Value::Integer(n)) => Some(n.to_string()),
+            Some(Value::Real(f)) => Some(value::format_float8(f)),
+            _ => None,
+        };
+        let Some(item) = text(0) else {
+            return Ok(());
+        };
+        let out = match acc.take() {
+            None => item,
+            Some(mut so_far) => {
+                so_far.push_str(&text(1).unwrap_or_default());
+                so_far.push_str(&item);
+                so_far
+            }
+        };
+        if out.len() > crate::VALUE_BYTES_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "string_agg result exceeds the maximum value size",
+            )));
+        }
+        *acc = Some(out);
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, acc: Option<Option<String>>) -> rusqlite::Result<Option<String>> {
+        Ok(acc.flatten())
     }
 }
 
@@ -243,4 +374,50 @@ pub(super) fn array_json_items(
             other => serde_json::Value::String(value::output(element, other, tz).unwrap_or_default()),
         })
         .collect())
+}
+
+/// Arrays of one shape stacked into an array of one dimension more (`ARRAY[ARRAY[1,2], ARRAY[3,4]]`,
+/// `array_agg` of arrays); 2202E when their shapes differ, as PostgreSQL requires them equal.
+pub(super) fn nest(array_type: PgType, rows: Vec<Value>, tz: &jiff::tz::TimeZone) -> Result<Value, PgError> {
+    let mismatch = || {
+        PgError::new(
+            crate::error::ARRAY_SUBSCRIPT_ERROR,
+            "multidimensional arrays must have array expressions with matching dimensions",
+        )
+    };
+    let mut dims: Option<Vec<usize>> = None;
+    let mut elements = Vec::new();
+    let mut count = 0;
+    for row in rows {
+        let Value::Text(text) = value::coerce(array_type, row, tz)? else {
+            return Err(mismatch());
+        };
+        let shaped = value::array::parse_shaped(&text).ok_or_else(mismatch)?;
+        match &dims {
+            None => dims = Some(shaped.dims.clone()),
+            Some(d) if *d != shaped.dims => return Err(mismatch()),
+            Some(_) => {}
+        }
+        elements.extend(shaped.elements);
+        count += 1;
+        if elements.len() > value::array::ELEMENTS_MAX {
+            return Err(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "array size exceeds the maximum allowed",
+            ));
+        }
+    }
+    let inner = dims.unwrap_or_default();
+    if inner.is_empty() {
+        return Ok(Value::Text("{}".to_owned()));
+    }
+    let mut all = vec![count];
+    all.extend(inner);
+    if all.len() > value::array::DIMENSIONS_MAX {
+        return Err(PgError::new(
+            crate::error::PROGRAM_LIMIT_EXCEEDED,
+            "number of array dimensions exceeds the maximum allowed",
+        ));
+    }
+    Ok(Value::Text(value::array::Shaped { dims: all, elements }.format()))
 }

@@ -100,8 +100,7 @@ fn too_many() -> PgError {
 /// their text survives `json_each`).
 fn series(ty: PgType, args: &[Value], tz: &jiff::tz::TimeZone) -> Result<String, PgError> {
     let text = |v: &Value| value::output(PgType::TEXT, v, tz).unwrap_or_default();
-    let mut out: Vec<serde_json::Value> = Vec::new();
-    match ty.base() {
+    let out = match ty.base() {
         Base::Int2 | Base::Int4 | Base::Int8 => {
             let int = |v: &Value| match v {
                 Value::Integer(i) => Ok(*i),
@@ -110,45 +109,17 @@ fn series(ty: PgType, args: &[Value], tz: &jiff::tz::TimeZone) -> Result<String,
                     .parse::<i64>()
                     .map_err(|_| PgError::invalid_input("bigint", &text(other))),
             };
-            let (start, stop) = (int(&args[0])?, int(&args[1])?);
             let step = args.get(2).map(int).transpose()?.unwrap_or(1);
-            if step == 0 {
-                return Err(PgError::new(INVALID_PARAMETER_VALUE, "step size cannot equal zero"));
-            }
-            let mut v = start;
-            while (step > 0 && v <= stop) || (step < 0 && v >= stop) {
-                if out.len() >= SERIES_ELEMENTS_MAX {
-                    return Err(too_many());
-                }
-                out.push(serde_json::Value::from(v));
-                let Some(next) = v.checked_add(step) else { break };
-                v = next;
-            }
+            integer_series(int(&args[0])?, int(&args[1])?, step)?
         }
         Base::Numeric => {
             let dec = |v: &Value| Decimal::parse(&text(v)).ok_or_else(|| PgError::invalid_input("numeric", &text(v)));
-            let (start, stop) = (dec(&args[0])?, dec(&args[1])?);
             let step = args
                 .get(2)
                 .map(dec)
                 .transpose()?
                 .unwrap_or_else(|| Decimal::parse("1").expect("one"));
-            if step.is_zero() {
-                return Err(PgError::new(INVALID_PARAMETER_VALUE, "step size cannot equal zero"));
-            }
-            let ascending = !step.negative;
-            let mut v = start;
-            loop {
-                let order = v.cmp_value(&stop);
-                if (ascending && order.is_gt()) || (!ascending && order.is_lt()) {
-                    break;
-                }
-                if out.len() >= SERIES_ELEMENTS_MAX {
-                    return Err(too_many());
-                }
-                out.push(serde_json::Value::String(v.to_text()));
-                v = v.add(&step);
-            }
+            numeric_series(dec(&args[0])?, &dec(&args[1])?, &step)?
         }
         Base::Timestamp | Base::Timestamptz => {
             let Some(step) = args.get(2) else {
@@ -158,26 +129,8 @@ fn series(ty: PgType, args: &[Value], tz: &jiff::tz::TimeZone) -> Result<String,
                 ));
             };
             let step = datetime::Interval::parse(&text(step))?;
-            if step.months == 0 && step.days == 0 && step.micros == 0 {
-                return Err(PgError::new(INVALID_PARAMETER_VALUE, "step size cannot equal zero"));
-            }
-            let forward = step.total_micros() > 0;
             let stored = |v: &Value| value::coerce(ty, Value::Text(text(v)), tz);
-            let (mut v, stop) = (stored(&args[0])?, stored(&args[1])?);
-            // The stored forms sort as text in time order (ISO timestamps, UTC for timestamptz).
-            let key = |v: &Value| value::output(PgType::TEXT, v, tz).unwrap_or_default();
-            let stop_key = key(&stop);
-            loop {
-                let k = key(&v);
-                if (forward && k > stop_key) || (!forward && k < stop_key) {
-                    break;
-                }
-                if out.len() >= SERIES_ELEMENTS_MAX {
-                    return Err(too_many());
-                }
-                out.push(serde_json::Value::String(value::output(ty, &v, tz).unwrap_or_default()));
-                v = super::temporal::add_interval(ty, v, step, tz)?;
-            }
+            timestamp_series(ty, stored(&args[0])?, &stored(&args[1])?, step, tz)?
         }
         _ => {
             return Err(PgError::new(
@@ -185,6 +138,76 @@ fn series(ty: PgType, args: &[Value], tz: &jiff::tz::TimeZone) -> Result<String,
                 format!("function generate_series({}) does not exist", ty.sql_name()),
             ))
         }
-    }
+    };
     Ok(serde_json::Value::Array(out).to_string())
+}
+
+fn zero_step() -> PgError {
+    PgError::new(INVALID_PARAMETER_VALUE, "step size cannot equal zero")
+}
+
+fn integer_series(start: i64, stop: i64, step: i64) -> Result<Vec<serde_json::Value>, PgError> {
+    if step == 0 {
+        return Err(zero_step());
+    }
+    let mut out = Vec::new();
+    let mut v = start;
+    while (step > 0 && v <= stop) || (step < 0 && v >= stop) {
+        if out.len() >= SERIES_ELEMENTS_MAX {
+            return Err(too_many());
+        }
+        out.push(serde_json::Value::from(v));
+        let Some(next) = v.checked_add(step) else { break };
+        v = next;
+    }
+    Ok(out)
+}
+
+fn numeric_series(start: Decimal, stop: &Decimal, step: &Decimal) -> Result<Vec<serde_json::Value>, PgError> {
+    if step.is_zero() {
+        return Err(zero_step());
+    }
+    let ascending = !step.negative;
+    let mut out = Vec::new();
+    let mut v = start;
+    loop {
+        let order = v.cmp_value(stop);
+        if (ascending && order.is_gt()) || (!ascending && order.is_lt()) {
+            return Ok(out);
+        }
+        if out.len() >= SERIES_ELEMENTS_MAX {
+            return Err(too_many());
+        }
+        out.push(serde_json::Value::String(v.to_text()));
+        v = v.add(step);
+    }
+}
+
+fn timestamp_series(
+    ty: PgType,
+    start: Value,
+    stop: &Value,
+    step: datetime::Interval,
+    tz: &jiff::tz::TimeZone,
+) -> Result<Vec<serde_json::Value>, PgError> {
+    if step.months == 0 && step.days == 0 && step.micros == 0 {
+        return Err(zero_step());
+    }
+    let forward = step.total_micros() > 0;
+    // The stored forms sort as text in time order (ISO timestamps, UTC for timestamptz).
+    let key = |v: &Value| value::output(PgType::TEXT, v, tz).unwrap_or_default();
+    let stop_key = key(stop);
+    let mut out = Vec::new();
+    let mut v = start;
+    loop {
+        let k = key(&v);
+        if (forward && k > stop_key) || (!forward && k < stop_key) {
+            return Ok(out);
+        }
+        if out.len() >= SERIES_ELEMENTS_MAX {
+            return Err(too_many());
+        }
+        out.push(serde_json::Value::String(value::output(ty, &v, tz).unwrap_or_default()));
+        v = super::temporal::add_interval(ty, v, step, tz)?;
+    }
 }

@@ -83,6 +83,28 @@ fn escape_of(escape: Option<&str>) -> rusqlite::Result<Option<char>> {
 }
 
 pub(super) fn install_strings(conn: &Connection) -> rusqlite::Result<()> {
+    // bytea || bytea: the bytes one after the other (SQLite's `||` would make text of them).
+    conn.create_scalar_function("pg_bytea_concat", 2, flags_pure(), |ctx| {
+        let bytes = |i: usize| -> rusqlite::Result<Option<Vec<u8>>> {
+            Ok(match ctx.get_raw(i) {
+                rusqlite::types::ValueRef::Null => None,
+                rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => Some(b.to_vec()),
+                rusqlite::types::ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
+                rusqlite::types::ValueRef::Real(f) => Some(crate::value::format_float8(f).into_bytes()),
+            })
+        };
+        let (Some(mut a), Some(b)) = (bytes(0)?, bytes(1)?) else {
+            return Ok(None);
+        };
+        if a.len() + b.len() > crate::VALUE_BYTES_MAX {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                "result exceeds the maximum value size",
+            )));
+        }
+        a.extend_from_slice(&b);
+        Ok(Some(a))
+    })?;
     // SQLite calls like(pattern, text[, escape]) for the LIKE operator.
     for n in [2, 3] {
         conn.create_scalar_function("like", n, flags_pure(), move |ctx| {

@@ -55,6 +55,8 @@ pub(super) fn install_datetime(conn: &Connection, state: Arc<SessionState>) -> r
         };
         datetime_arith(left, op == "-", right, result, lt, rt, &s.time_zone()).map_err(raise)
     })?;
+    conn.create_aggregate_function("pg_interval_sum", 1, flags_pure(), IntervalSum { average: false })?;
+    conn.create_aggregate_function("pg_interval_avg", 1, flags_pure(), IntervalSum { average: true })?;
     conn.create_scalar_function("pg_interval_scale", 3, flags_pure(), |ctx| {
         let factor = match ctx.get_raw(2) {
             rusqlite::types::ValueRef::Integer(i) => Some(i as f64),
@@ -504,4 +506,54 @@ pub(super) fn add_interval(ty: PgType, v: Value, step: datetime::Interval, tz: &
         PgType::new(Base::Interval),
         tz,
     )
+}
+
+/// `sum` and `avg` of intervals: months, days and microseconds summed apart (PostgreSQL's interval
+/// addition); the average divided as `interval / count`.
+struct IntervalSum {
+    average: bool,
+}
+
+impl rusqlite::functions::Aggregate<(Option<datetime::Interval>, u64), Option<String>> for IntervalSum {
+    fn init(&self, _: &mut rusqlite::functions::Context<'_>) -> rusqlite::Result<(Option<datetime::Interval>, u64)> {
+        Ok((None, 0))
+    }
+
+    fn step(
+        &self,
+        ctx: &mut rusqlite::functions::Context<'_>,
+        acc: &mut (Option<datetime::Interval>, u64),
+    ) -> rusqlite::Result<()> {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(());
+        };
+        let iv = datetime::Interval::parse(&text).map_err(raise)?;
+        let out_of_range = || raise(PgError::out_of_range("interval"));
+        acc.0 = Some(match acc.0.take() {
+            None => iv,
+            Some(sum) => datetime::Interval {
+                months: sum.months.checked_add(iv.months).ok_or_else(out_of_range)?,
+                days: sum.days.checked_add(iv.days).ok_or_else(out_of_range)?,
+                micros: sum.micros.checked_add(iv.micros).ok_or_else(out_of_range)?,
+            },
+        });
+        acc.1 += 1;
+        Ok(())
+    }
+
+    fn finalize(
+        &self,
+        _: &mut rusqlite::functions::Context<'_>,
+        acc: Option<(Option<datetime::Interval>, u64)>,
+    ) -> rusqlite::Result<Option<String>> {
+        let Some((Some(sum), count)) = acc else {
+            return Ok(None);
+        };
+        if !self.average {
+            return Ok(Some(sum.format()));
+        }
+        scale_interval(sum, "/", count as f64)
+            .map(|iv| Some(iv.format()))
+            .map_err(raise)
+    }
 }

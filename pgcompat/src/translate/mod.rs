@@ -19,6 +19,7 @@ pub(crate) mod rebuild;
 pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
+pub(crate) mod token_forms;
 pub(crate) mod unparsed;
 pub(crate) mod upsert;
 pub(crate) mod walk;
@@ -195,10 +196,13 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,
         Err(_) => {
+            if let Some(rewritten) = token_forms::rewrite(sql) {
+                return translate(conn, catalog, &rewritten);
+            }
             return Ok(match unparsed::translate(conn, catalog, sql)? {
                 Some(translation) => Translated::Statements(vec![translation]),
                 None => Translated::Passthrough,
-            })
+            });
         }
     };
     let mut out = Vec::with_capacity(statements.len());
@@ -310,6 +314,19 @@ fn translate_statement(
                     return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
                 }
             }
+            // `TABLE t` is `SELECT * FROM t`.
+            if let SetExpr::Table(table) = query.body.as_ref() {
+                let name = match (&table.schema_name, &table.table_name) {
+                    (Some(schema), Some(name)) => format!("{schema}.{name}"),
+                    (None, Some(name)) => name.to_string(),
+                    _ => return Err(PgError::new(crate::error::SYNTAX_ERROR, "TABLE without a table")),
+                };
+                let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &format!("SELECT * FROM {name}"))
+                    .map_err(|e| PgError::new(crate::error::SYNTAX_ERROR, e.to_string()))?;
+                if let Some(Statement::Query(select)) = parsed.into_iter().next() {
+                    query.body = select.body;
+                }
+            }
             // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
             // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
             query.locks.clear();
@@ -341,20 +358,39 @@ fn translate_statement(
             translate_insert(conn, catalog, insert, overriding)?
         }
         Statement::Update(update) => {
-            let table = match &mut update.table.relation {
-                TableFactor::Table { name, inheritance, .. } => {
+            let (table, alias) = match &mut update.table.relation {
+                TableFactor::Table {
+                    name,
+                    alias,
+                    inheritance,
+                    ..
+                } => {
                     // `UPDATE ONLY t`: no table inherits from another.
                     *inheritance = None;
                     expr::strip_public(name)?;
-                    last_part(name)
+                    // SQLite wants `AS` before an UPDATE's alias.
+                    if let Some(alias) = alias {
+                        alias.explicit = true;
+                    }
+                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
             };
             if let Some(returning) = &mut update.returning {
                 names::name_items(returning);
             }
+            let from: Vec<sqlparser::ast::TableWithJoins> = match &update.from {
+                Some(
+                    sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
+                    | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
+                ) => tables.clone(),
+                None => Vec::new(),
+            };
             let mut rewriter = Rewriter::new(catalog);
-            rewriter.typer.scopes.push(Scope::of_table(&table));
+            rewriter
+                .typer
+                .scopes
+                .push(Scope::of_target(&table, alias.as_deref(), &from));
             identity::check_identity_update(catalog, &table, &update.assignments)?;
             rewrite_update(&mut rewriter, update)?;
             defaults_of_assignments(conn, &table, &mut update.assignments);
@@ -383,6 +419,9 @@ fn translate_statement(
                 }) => {
                     *inheritance = None;
                     expr::strip_public(name)?;
+                    if let Some(alias) = alias {
+                        alias.explicit = true;
+                    }
                     (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
                 }
                 _ => return Err(PgError::unsupported("this DELETE form")),
@@ -394,12 +433,15 @@ fn translate_statement(
                 names::name_items(returning);
             }
             let mut rewriter = Rewriter::new(catalog);
-            rewriter.typer.scopes.push(Scope::of_table(&table));
+            rewriter
+                .typer
+                .scopes
+                .push(Scope::of_target(&table, alias.as_deref(), &[]));
             if let Some(selection) = &mut delete.selection {
                 rewriter.rewrite_expr(selection)?;
             }
             if let Some(returning) = &mut delete.returning {
-                rewriter.rewrite_items(returning)?;
+                rewriter.rewrite_returning(returning, alias.as_deref().unwrap_or(&table))?;
             }
             let columns = delete.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
             Translation {
@@ -588,6 +630,10 @@ fn translate_statement(
             channel: channel.value.clone(),
             payload: payload.clone().unwrap_or_default(),
         }),
+        Statement::Explain { .. } | Statement::ExplainTable { .. } => {
+            // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
+            return Err(PgError::unsupported("EXPLAIN"));
+        }
         Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {
@@ -766,7 +812,13 @@ fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Upda
         rewriter.rewrite_expr(selection)?;
     }
     if let Some(returning) = &mut update.returning {
-        rewriter.rewrite_items(returning)?;
+        let target = match &update.table.relation {
+            TableFactor::Table { name, alias, .. } => {
+                alias.as_ref().map_or_else(|| last_part(name), |a| a.name.value.clone())
+            }
+            _ => String::new(),
+        };
+        rewriter.rewrite_returning(returning, &target)?;
     }
     Ok(())
 }
@@ -925,6 +977,7 @@ fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>>
                 let typer = Typer {
                     catalog,
                     scopes: vec![Scope::of_select(select)],
+                    ctes: Vec::new(),
                 };
                 return Some(item_types(&typer, &select.projection));
             }

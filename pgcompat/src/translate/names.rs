@@ -85,7 +85,7 @@ fn figure_with_strength(expr: &Expr) -> Option<(String, Strength)> {
             _ => Some(("case".to_owned(), Strength::Weak)),
         },
         Expr::Array(_) => strong("array"),
-        Expr::Exists { .. } => strong("exists"),
+        Expr::Exists { negated: false, .. } => strong("exists"),
         Expr::Nested(inner) => figure_with_strength(inner),
         // A subscript or field access is named after what it reads (`(ARRAY[1])[1]` is `array`), or after
         // the last field named.
@@ -118,6 +118,11 @@ fn figure_with_strength(expr: &Expr) -> Option<(String, Strength)> {
             Some(sqlparser::ast::TrimWhereField::Trailing) => "rtrim",
             _ => "btrim",
         }),
+        Expr::Overlay { .. } => strong("overlay"),
+        Expr::BinaryOp {
+            op: sqlparser::ast::BinaryOperator::Overlaps,
+            ..
+        } => strong("overlaps"),
         Expr::Ceil { .. } => strong("ceil"),
         Expr::Floor { .. } => strong("floor"),
         Expr::AtTimeZone { .. } => strong("timezone"),

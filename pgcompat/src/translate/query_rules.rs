@@ -209,6 +209,7 @@ pub(crate) fn type_set_operation_literals(catalog: &Catalog, query: &mut Query) 
             let typer = Typer {
                 catalog,
                 scopes: vec![Scope::of_select(select)],
+                ctes: Vec::new(),
             };
             if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = &select.projection[column] {
                 if !is_string_literal(e) {

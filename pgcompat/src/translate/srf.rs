@@ -112,6 +112,7 @@ pub(crate) fn handles(name: &str) -> bool {
             | "json_object_keys"
             | "unnest"
             | "regexp_split_to_table"
+            | "regexp_matches"
             | "generate_subscripts"
             | "generate_series"
     )
@@ -119,44 +120,48 @@ pub(crate) fn handles(name: &str) -> bool {
 
 /// The `json_each` source and shape of a call of `name` with (rewritten) `args`.
 fn source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shape), PgError> {
-    let arity = |min: usize, max: usize| -> Result<(), PgError> {
-        if args.len() < min || args.len() > max {
-            return Err(PgError::new(
-                crate::error::UNDEFINED_FUNCTION,
-                format!("function {name} with {} arguments does not exist", args.len()),
-            ));
-        }
-        Ok(())
+    let (min, max) = match name {
+        "unnest" => (1, usize::MAX),
+        "regexp_split_to_table" | "regexp_matches" | "generate_subscripts" | "generate_series" => (2, 3),
+        _ => (1, 1),
     };
+    if args.len() < min || args.len() > max {
+        return Err(PgError::new(
+            crate::error::UNDEFINED_FUNCTION,
+            format!("function {name} with {} arguments does not exist", args.len()),
+        ));
+    }
+    if name.starts_with("json") {
+        json_source(typer, name, args[0])
+    } else {
+        array_source(typer, name, args)
+    }
+}
+
+/// The JSON set-returning functions: their one argument made the JSON flavor they take.
+fn json_source(typer: &Typer<'_>, name: &str, arg: &Expr) -> Result<(String, Shape), PgError> {
     let jsonb = name.starts_with("jsonb");
-    let json_arg = |arg: &Expr| {
-        let flavor = if jsonb { "jsonb" } else { "json" };
-        let source = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
-        format!("pg_cast({arg}, '{flavor}', '{source}')")
-    };
+    let text = name.ends_with("_text");
+    let flavor = if jsonb { "jsonb" } else { "json" };
+    let source = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
+    let json = format!("pg_cast({arg}, '{flavor}', '{source}')");
     Ok(match name {
-        "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => {
-            arity(1, 1)?;
-            let text = name.ends_with("_text");
-            (json_arg(args[0]), Shape::Each { jsonb, text })
-        }
+        "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => (json, Shape::Each { jsonb, text }),
         "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
-            arity(1, 1)?;
-            let text = name.ends_with("_text");
-            (
-                format!("pg_json_array({})", json_arg(args[0])),
-                Shape::Elements { jsonb, text },
-            )
+            (format!("pg_json_array({json})"), Shape::Elements { jsonb, text })
         }
-        "jsonb_object_keys" | "json_object_keys" => {
-            arity(1, 1)?;
-            (format!("pg_json_object({})", json_arg(args[0])), Shape::Keys)
-        }
+        "jsonb_object_keys" | "json_object_keys" => (format!("pg_json_object({json})"), Shape::Keys),
+        other => return Err(PgError::unsupported(format!("the set-returning function {other} here"))),
+    })
+}
+
+/// The set-returning functions over arrays and other values, each made a JSON array to iterate.
+fn array_source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shape), PgError> {
+    let element_of = |arg: &Expr| typer.infer(arg).map_or(PgType::TEXT, PgType::element);
+    let list: Vec<String> = args.iter().map(ToString::to_string).collect();
+    Ok(match name {
         "unnest" if args.len() > 1 => {
-            let elements: Vec<PgType> = args
-                .iter()
-                .map(|a| typer.infer(a).map_or(PgType::TEXT, PgType::element))
-                .collect();
+            let elements: Vec<PgType> = args.iter().map(|a| element_of(a)).collect();
             let pairs: Vec<String> = args
                 .iter()
                 .zip(&elements)
@@ -168,37 +173,35 @@ fn source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shap
             )
         }
         "unnest" => {
-            arity(1, 1)?;
-            let element = typer.infer(args[0]).map_or(PgType::TEXT, PgType::element);
+            let element = element_of(args[0]);
             (
                 format!("pg_array_to_json({}, '{}')", args[0], element.catalog_text()),
                 Shape::Values { element },
             )
         }
-        "regexp_split_to_table" => {
-            arity(2, 3)?;
-            let list: Vec<String> = args.iter().map(ToString::to_string).collect();
-            (
-                format!("pg_array_to_json(regexp_split_to_array({}), 'text')", list.join(", ")),
-                Shape::Values { element: PgType::TEXT },
-            )
-        }
+        "regexp_split_to_table" => (
+            format!("pg_array_to_json(regexp_split_to_array({}), 'text')", list.join(", ")),
+            Shape::Values { element: PgType::TEXT },
+        ),
+        "regexp_matches" => (
+            format!("pg_regexp_matches_json({})", list.join(", ")),
+            Shape::Values {
+                element: PgType::TEXT.array(),
+            },
+        ),
         "generate_subscripts" => {
-            arity(2, 3)?;
             if args[1].to_string() != "1" || args.len() == 3 {
                 return Err(PgError::unsupported("generate_subscripts of a dimension other than 1"));
             }
-            let element = typer.infer(args[0]).map_or(PgType::TEXT, PgType::element);
+            let element = element_of(args[0]);
             (
                 format!("pg_array_to_json({}, '{}')", args[0], element.catalog_text()),
                 Shape::Subscripts,
             )
         }
         "generate_series" => {
-            arity(2, 3)?;
             let types: Vec<Option<PgType>> = args.iter().map(|a| typer.infer(a)).collect();
             let element = series_type(&types)?;
-            let list: Vec<String> = args.iter().map(ToString::to_string).collect();
             (
                 format!("pg_series_json('{}', {})", element.catalog_text(), list.join(", ")),
                 Shape::Values { element },
@@ -461,14 +464,26 @@ pub(crate) fn projection(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Re
     Ok(())
 }
 
-/// The set-returning function an item calls, if the item is one call of one.
+/// The expression of a select item where a set-returning function may stand: the item, or what it casts.
+fn list_slot(item: &mut SelectItem) -> Option<&mut Expr> {
+    let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        return None;
+    };
+    match e {
+        Expr::Cast { expr, .. } => Some(expr.as_mut()),
+        other => Some(other),
+    }
+}
+
+/// The set-returning function an item calls, if the item is one call of one (or a cast of one).
 fn list_function(item: &SelectItem) -> Option<&Function> {
-    let (SelectItem::UnnamedExpr(Expr::Function(f))
-    | SelectItem::ExprWithAlias {
-        expr: Expr::Function(f),
-        ..
-    }) = item
-    else {
+    let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        return None;
+    };
+    let Expr::Function(f) = (match e {
+        Expr::Cast { expr, .. } => expr.as_ref(),
+        other => other,
+    }) else {
         return None;
     };
     let name = last_part(&f.name).to_ascii_lowercase();
@@ -510,10 +525,10 @@ fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Resu
         let refs: Vec<&Expr> = args.iter().collect();
         let (factor, table) = function_table(&rewriter.typer, &name, &refs, None, false)?;
         let column = table.columns[0].expr.clone();
-        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+        let Some(slot) = list_slot(item) else {
             continue;
         };
-        *e = column;
+        *slot = column;
         select.from.push(TableWithJoins {
             relation: factor,
             joins: Vec::new(),

@@ -392,3 +392,187 @@ fn distinct_on_grouping_sets_and_numeric_windows() {
         texts(&[&["1", "107500.000000000000"], &["2", "107500.000000000000"]])
     );
 }
+
+#[test]
+fn string_forms_and_operators_postgres_has() {
+    check(&[
+        ("overlay('Txxxxas' PLACING 'hom' FROM 2 FOR 4)", Some("Thomas")),
+        ("overlay('abcdef' PLACING 'XY' FROM 3)", Some("abXYef")),
+        ("'abc' SIMILAR TO 'a(b|x)c'", Some("t")),
+        ("'a.c' SIMILAR TO 'a_c'", Some("t")),
+        ("'abc' SIMILAR TO 'a.c'", Some("f")),
+        ("'abc' NOT SIMILAR TO '%c'", Some("f")),
+        ("|/ 25", Some("5")),
+        ("@ -5", Some("5")),
+        ("make_interval(days => 10, hours => 2)", Some("10 days 02:00:00")),
+        ("make_interval(mins => 5)", Some("00:05:00")),
+        (
+            "(DATE '2024-01-01', DATE '2024-01-10') OVERLAPS (DATE '2024-01-09', DATE '2024-01-20')",
+            Some("t"),
+        ),
+        (
+            "(DATE '2024-01-01', DATE '2024-01-10') OVERLAPS (DATE '2024-01-10', DATE '2024-01-20')",
+            Some("f"),
+        ),
+    ]);
+    check_errors(&[
+        ("make_interval(fortnights => 1)", "42883"),
+        ("'a' SIMILAR TO 'a' ESCAPE 'xy'", "22025"),
+    ]);
+    assert_eq!(
+        rows_after(&[], "SELECT regexp_matches('a1b2', '[0-9]', 'g') AS m ORDER BY 1"),
+        texts(&[&["{1}"], &["{2}"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT string_agg(DISTINCT x, '|' ORDER BY x) FROM (VALUES ('b'), ('a'), ('b')) AS t(x)"
+        ),
+        texts(&[&["a|b"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT array_agg(DISTINCT x ORDER BY x DESC) FROM (VALUES (2), (1), (2)) AS t(x)"
+        ),
+        texts(&[&["{2,1}"]])
+    );
+    assert_eq!(
+        rows_after(
+            &["CREATE TABLE d (id int)", "INSERT INTO d VALUES (2), (1)"],
+            "TABLE d ORDER BY id"
+        ),
+        texts(&[&["1"], &["2"]])
+    );
+}
+
+#[test]
+fn ctes_returning_aliases_and_more_value_forms() {
+    assert_eq!(
+        rows_after(
+            &[],
+            "WITH RECURSIVE days(d) AS (SELECT DATE '2024-04-01' UNION ALL SELECT d + 1 FROM days WHERE d < DATE '2024-04-03') SELECT d FROM days ORDER BY d"
+        ),
+        texts(&[&["2024-04-01"], &["2024-04-02"], &["2024-04-03"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE c (id int PRIMARY KEY, country text)",
+                "CREATE TABLE o (id int PRIMARY KEY, cid int, status text)",
+                "INSERT INTO c VALUES (1, 'uk'), (2, 'us')",
+                "INSERT INTO o VALUES (1, 1, 'new'), (2, 2, 'new')",
+            ],
+            "UPDATE o AS x SET status = 'vip' FROM c WHERE c.id = x.cid AND c.country = 'uk' RETURNING x.id, x.status"
+        ),
+        texts(&[&["1", "vip"]])
+    );
+    assert_eq!(
+        rows_after(
+            &[
+                "CREATE TABLE posts (id int PRIMARY KEY, tags text[])",
+                "INSERT INTO posts VALUES (5, '{x,y}'), (6, '{z}')"
+            ],
+            "SELECT array_agg(t ORDER BY t) FROM posts, unnest(tags) AS t WHERE id = 5"
+        ),
+        texts(&[&["{x,y}"]])
+    );
+    check(&[
+        ("'\\x00ff'::bytea || '\\x01'::bytea", Some("\\x00ff01")),
+        ("substring('abc123def' FROM '[0-9]+')", Some("123")),
+        ("substring('foo.bar' FROM '\\.(.*)$')", Some("bar")),
+        ("convert_from(convert_to('héllo', 'UTF8'), 'UTF8')", Some("héllo")),
+        ("'today'::date = current_date", Some("t")),
+        ("'NaN'::numeric = 'NaN'::numeric", Some("t")),
+        ("0.1::float4 + 0.2::float4", Some("0.3")),
+        ("pg_typeof(NOT EXISTS (SELECT 1))", Some("boolean")),
+    ]);
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT sum(x), avg(x) FROM (VALUES (INTERVAL '1 hour'), (INTERVAL '30 minutes'), (INTERVAL '1 day')) AS t(x)"
+        ),
+        texts(&[&["1 day 01:30:00", "08:30:00"]])
+    );
+}
+
+#[test]
+fn date_inputs_postgres_reads() {
+    check(&[
+        ("'infinity'::timestamp > TIMESTAMP '9999-01-01'", Some("t")),
+        ("'-infinity'::date < DATE '0001-01-01'", Some("t")),
+        ("isfinite('infinity'::date)", Some("f")),
+        ("'20240517'::date", Some("2024-05-17")),
+        ("'May 17, 2024'::date", Some("2024-05-17")),
+        ("'17-May-2024'::date", Some("2024-05-17")),
+        ("'2024-05-17 1:45 pm'::timestamp", Some("2024-05-17 13:45:00")),
+        ("'12:30 am'::time", Some("00:30:00")),
+        ("'2024-05-17T13:45:12Z'::timestamptz", Some("2024-05-17 13:45:12+00")),
+        (
+            "'2024-05-17 13:45:12.123456789'::timestamp",
+            Some("2024-05-17 13:45:12.123457"),
+        ),
+    ]);
+    check_errors(&[("'Smarch 1, 2024'::date", "22007"), ("'13:00 pm'::time", "22008")]);
+}
+
+#[test]
+fn whole_rows_slices_array_casts_and_quantified_patterns() {
+    assert_eq!(
+        rows_after(&[], "SELECT row_to_json(r) FROM (SELECT 1 AS id, 'x' AS name) AS r"),
+        texts(&[&[r#"{"id":1,"name":"x"}"#]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT jsonb_agg(t ORDER BY t.id DESC) FROM (VALUES (1, 'a'), (2, 'b')) AS t(id, name)"
+        ),
+        texts(&[&[r#"[{"id": 2, "name": "b"}, {"id": 1, "name": "a"}]"#]])
+    );
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT jsonb_agg(x ORDER BY x DESC) FROM generate_series(1, 3) AS x"
+        ),
+        texts(&[&["[3, 2, 1]"]])
+    );
+    check(&[
+        ("(ARRAY[1, 2, 3])[2:3]", Some("{2,3}")),
+        ("(ARRAY[1, 2, 3])[:2]", Some("{1,2}")),
+        ("(ARRAY[1, 2, 3])[3:1]", Some("{}")),
+        ("ARRAY[1.5, 2.4]::int[]", Some("{2,2}")),
+        ("ARRAY['t', 'f']::bool[]", Some("{t,f}")),
+        ("'x' LIKE ANY (ARRAY['%x', 'y%'])", Some("t")),
+        ("'abc' ILIKE ALL (ARRAY['A%', '%C'])", Some("t")),
+        ("'abc' LIKE ALL (ARRAY['a%', 'x%'])", Some("f")),
+    ]);
+    check_errors(&[("100::money", "0A000"), ("jsonb_path_exists('{}', '$.a')", "0A000")]);
+}
+
+#[test]
+fn ordered_set_aggregates_and_system_columns() {
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x), percentile_disc(0.5) WITHIN GROUP (ORDER BY x), \
+             mode() WITHIN GROUP (ORDER BY x), percentile_cont(0.25) WITHIN GROUP (ORDER BY x DESC) \
+             FROM (VALUES (1.5), (2), (2), (10)) AS t(x)"
+        ),
+        texts(&[&["2", "2", "2", "4"]])
+    );
+    assert_eq!(
+        row_after(&["CREATE TABLE t (id int PRIMARY KEY)"], "SELECT xmax FROM t").map_err(|e| e.code),
+        Err("0A000")
+    );
+    assert_eq!(
+        row_after(
+            &[
+                "CREATE TABLE t (id int PRIMARY KEY, xmin int)",
+                "INSERT INTO t VALUES (1, 2)"
+            ],
+            "SELECT xmin FROM t"
+        )
+        .expect("a column of that name is the column"),
+        [Some("2".to_owned())]
+    );
+}

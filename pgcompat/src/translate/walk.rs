@@ -21,6 +21,10 @@ pub(crate) trait Hooks {
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError>;
     /// One FROM item, its arguments and subqueries already done.
     fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError>;
+    /// A CTE about to be walked, and walked (its columns' types are known from its first SELECT).
+    fn cte(&mut self, cte: &sqlparser::ast::Cte) {
+        let _ = cte;
+    }
     /// A SELECT walked, its scope still entered.
     fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
         let _ = select;
@@ -39,7 +43,9 @@ pub(crate) trait Hooks {
 pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), PgError> {
     if let Some(with) = &mut query.with {
         for cte in &mut with.cte_tables {
+            hooks.cte(cte);
             self::query(hooks, &mut cte.query)?;
+            hooks.cte(cte);
         }
     }
     set_expr(hooks, &mut query.body)?;

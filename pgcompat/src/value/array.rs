@@ -1,5 +1,7 @@
-//! One-dimensional arrays in PostgreSQL's text form (`{1,2,NULL}`, `{"a b",c}`): parsed into elements,
+//! Arrays in PostgreSQL's text form (`{1,2,NULL}`, `{"a b",c}`, `{{1,2},{3,4}}`): parsed into elements,
 //! each checked by its type's input, and printed back in the canonical form that is also the stored form.
+//! A multidimensional array is rectangular (PostgreSQL's rule) and at most [`DIMENSIONS_MAX`] deep; most
+//! functions read one-dimensional arrays ([`parse`]), the shape-aware ones read [`Shaped`].
 
 use jiff::tz::TimeZone;
 use rusqlite::types::Value;
@@ -9,6 +11,110 @@ use crate::types::PgType;
 
 /// Most elements accepted in one array.
 pub const ELEMENTS_MAX: usize = 1 << 20;
+/// Most dimensions of an array (PostgreSQL's `MAXDIM`).
+pub const DIMENSIONS_MAX: usize = 6;
+
+/// An array of any number of dimensions: its lengths per dimension (none for an empty array) and its
+/// elements in row-major order, each `None` for NULL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shaped {
+    /// The length of each dimension, outermost first.
+    pub dims: Vec<usize>,
+    /// The elements, the last dimension varying fastest.
+    pub elements: Vec<Option<String>>,
+}
+
+impl Shaped {
+    /// A one-dimensional array of these elements.
+    pub fn flat(elements: Vec<Option<String>>) -> Shaped {
+        let dims = if elements.is_empty() {
+            Vec::new()
+        } else {
+            vec![elements.len()]
+        };
+        Shaped { dims, elements }
+    }
+
+    /// The canonical text (`{{1,2},{3,4}}`).
+    pub fn format(&self) -> String {
+        if self.dims.is_empty() {
+            return "{}".to_owned();
+        }
+        let mut out = String::new();
+        self.write(&mut out, 0, 0);
+        out
+    }
+
+    /// Writes dimension `level` starting at element `start`; returns the elements written.
+    fn write(&self, out: &mut String, level: usize, start: usize) -> usize {
+        if level + 1 == self.dims.len() {
+            let end = start + self.dims[level];
+            out.push_str(&format(&self.elements[start..end]));
+            return self.dims[level];
+        }
+        out.push('{');
+        let mut written = 0;
+        for i in 0..self.dims[level] {
+            if i > 0 {
+                out.push(',');
+            }
+            written += self.write(out, level + 1, start + written);
+        }
+        out.push('}');
+        written
+    }
+}
+
+/// Parses an array's text of any number of dimensions; `None` if it is not one, is not rectangular, or
+/// passes [`DIMENSIONS_MAX`] or [`ELEMENTS_MAX`].
+pub fn parse_shaped(text: &str) -> Option<Shaped> {
+    let text = text.trim();
+    if !text.starts_with("{{") {
+        return parse(text).map(Shaped::flat);
+    }
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    // Split the outer level at its top-level commas, each part an array one dimension less.
+    let mut parts = Vec::new();
+    let (mut depth, mut quoted, mut escaped, mut start) = (0usize, false, false, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '{' if !quoted => depth += 1,
+            '}' if !quoted => depth = depth.checked_sub(1)?,
+            ',' if !quoted && depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    let mut dims: Option<Vec<usize>> = None;
+    let mut elements = Vec::new();
+    for part in &parts {
+        let sub = parse_shaped(part.trim())?;
+        if sub.dims.is_empty() {
+            return None;
+        }
+        match &dims {
+            None => dims = Some(sub.dims.clone()),
+            Some(d) if *d != sub.dims => return None,
+            Some(_) => {}
+        }
+        elements.extend(sub.elements);
+        if elements.len() > ELEMENTS_MAX {
+            return None;
+        }
+    }
+    let mut all = vec![parts.len()];
+    all.extend(dims?);
+    if all.len() > DIMENSIONS_MAX {
+        return None;
+    }
+    Some(Shaped { dims: all, elements })
+}
 
 /// The elements of an array's text form, `None` for NULL; `None` if it is not one (nested arrays are
 /// refused by the caller).
@@ -113,14 +219,15 @@ pub fn format(elements: &[Option<String>]) -> String {
 /// An array input of type `ty` (an array type) as its stored text.
 pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<String, PgError> {
     assert!(ty.is_array(), "array input of a scalar type {ty}");
-    let elements = parse(text).ok_or_else(|| {
+    let shaped = parse_shaped(text).ok_or_else(|| {
         PgError::new(
             crate::error::INVALID_TEXT_REPRESENTATION,
             format!("malformed array literal: \"{text}\""),
         )
     })?;
     let element_type = ty.element();
-    let printed = elements
+    let printed = shaped
+        .elements
         .iter()
         .map(|e| match e {
             None => Ok(None),
@@ -130,12 +237,17 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<String, PgError> {
             }
         })
         .collect::<Result<Vec<_>, PgError>>()?;
-    Ok(format(&printed))
+    Ok(Shaped {
+        dims: shaped.dims,
+        elements: printed,
+    }
+    .format())
 }
 
-/// The stored values of an array's elements (for `unnest`, `ANY` and binary output).
+/// The stored values of an array's elements, every dimension flattened in row-major order (for
+/// `unnest`, `ANY` and binary output).
 pub fn stored_elements(ty: PgType, text: &str, tz: &TimeZone) -> Result<Vec<Value>, PgError> {
-    let elements = parse(text).ok_or_else(|| {
+    let elements = parse_shaped(text).map(|s| s.elements).ok_or_else(|| {
         PgError::new(
             crate::error::INVALID_TEXT_REPRESENTATION,
             format!("malformed array literal: \"{text}\""),
@@ -153,7 +265,6 @@ pub fn stored_elements(ty: PgType, text: &str, tz: &TimeZone) -> Result<Vec<Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Base;
 
     #[test]
     fn arrays_round_trip_as_postgres_prints_them() {
@@ -170,6 +281,12 @@ mod tests {
         assert_eq!(input(PgType::INT4.array(), "{}", &utc).expect("valid"), "{}");
         assert!(input(PgType::INT4.array(), "{1,x}", &utc).is_err());
         assert!(input(PgType::INT4.array(), "1,2", &utc).is_err());
-        assert!(input(PgType::new(Base::Text).array(), "{{a}}", &utc).is_err());
+        assert_eq!(
+            input(PgType::INT4.array(), "{{1, 2}, {3,NULL}}", &utc).expect("valid"),
+            "{{1,2},{3,NULL}}"
+        );
+        assert!(input(PgType::INT4.array(), "{{1,2},{3}}", &utc).is_err());
+        assert!(input(PgType::INT4.array(), "{{1,2},3}", &utc).is_err());
+        assert_eq!(parse_shaped(r#"{{"a,}",b},{c,d}}"#).map(|s| s.dims), Some(vec![2, 2]));
     }
 }

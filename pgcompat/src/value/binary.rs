@@ -46,6 +46,21 @@ pub fn encode_binary(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>
             _ => Err(PgError::invalid_input(&ty.sql_name(), "blob")),
         }
     };
+    // infinity and -infinity: PostgreSQL's wire forms are the extreme values.
+    if let Value::Text(t) = value {
+        let infinite = match t.as_str() {
+            "infinity" => Some(true),
+            "-infinity" => Some(false),
+            _ => None,
+        };
+        match (ty.base(), infinite) {
+            (Base::Date, Some(up)) => return Ok(if up { i32::MAX } else { i32::MIN }.to_be_bytes().to_vec()),
+            (Base::Timestamp | Base::Timestamptz, Some(up)) => {
+                return Ok(if up { i64::MAX } else { i64::MIN }.to_be_bytes().to_vec())
+            }
+            _ => {}
+        }
+    }
     let out = match ty.base() {
         Base::Bool => vec![u8::from(stored_text(ty, value, tz) == "t")],
         Base::Int2 => (int()? as i16).to_be_bytes().to_vec(),
@@ -228,16 +243,17 @@ fn decode_numeric(bytes: &[u8], ty: PgType) -> Result<String, PgError> {
 
 fn encode_array(ty: PgType, value: &Value, tz: &TimeZone) -> Result<Vec<u8>, PgError> {
     let text = stored_text(PgType::TEXT, value, tz);
+    let dims = super::array::parse_shaped(&text).map(|s| s.dims).unwrap_or_default();
     let elements = super::array::stored_elements(ty, &text, tz)?;
     let element_type = ty.element();
     let has_null = elements.iter().any(|v| matches!(v, Value::Null));
     let mut out = Vec::new();
-    let ndim: i32 = if elements.is_empty() { 0 } else { 1 };
+    let ndim = i32::try_from(dims.len()).map_err(|_| PgError::out_of_range("array"))?;
     out.extend_from_slice(&ndim.to_be_bytes());
     out.extend_from_slice(&i32::from(has_null).to_be_bytes());
     out.extend_from_slice(&element_type.oid().to_be_bytes());
-    if ndim == 1 {
-        let len = i32::try_from(elements.len()).map_err(|_| PgError::out_of_range("array"))?;
+    for dim in &dims {
+        let len = i32::try_from(*dim).map_err(|_| PgError::out_of_range("array"))?;
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&1i32.to_be_bytes());
     }
@@ -264,34 +280,48 @@ fn decode_array(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, PgErro
     let ndim = next_i32(&mut at)?;
     let _has_null = next_i32(&mut at)?;
     let _element_oid = next_i32(&mut at)?;
-    let mut printed = Vec::new();
-    match ndim {
-        0 => {}
-        1 => {
-            let count = next_i32(&mut at)?;
-            let _lower = next_i32(&mut at)?;
-            if count < 0 || count as usize > super::array::ELEMENTS_MAX {
-                return Err(bad(ty));
-            }
-            for _ in 0..count {
-                let len = next_i32(&mut at)?;
-                if len == -1 {
-                    printed.push(None);
-                    continue;
-                }
-                let len = usize::try_from(len).map_err(|_| bad(ty))?;
-                let element = bytes.get(at..at.saturating_add(len)).ok_or_else(|| bad(ty))?;
-                at += len;
-                let stored = decode_binary(ty.element(), element, tz)?;
-                printed.push(super::output(ty.element(), &stored, tz));
-            }
+    let ndim = usize::try_from(ndim).map_err(|_| bad(ty))?;
+    if ndim > super::array::DIMENSIONS_MAX {
+        return Err(bad(ty));
+    }
+    let mut dims = Vec::with_capacity(ndim);
+    let mut count = 1usize;
+    for _ in 0..ndim {
+        let len = usize::try_from(next_i32(&mut at)?).map_err(|_| bad(ty))?;
+        let _lower = next_i32(&mut at)?;
+        count = count.checked_mul(len).ok_or_else(|| bad(ty))?;
+        if count > super::array::ELEMENTS_MAX {
+            return Err(bad(ty));
         }
-        _ => return Err(PgError::unsupported("multidimensional arrays")),
+        dims.push(len);
+    }
+    let count = if ndim == 0 { 0 } else { count };
+    let mut printed = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = next_i32(&mut at)?;
+        if len == -1 {
+            printed.push(None);
+            continue;
+        }
+        let len = usize::try_from(len).map_err(|_| bad(ty))?;
+        let element = bytes.get(at..at.saturating_add(len)).ok_or_else(|| bad(ty))?;
+        at += len;
+        let stored = decode_binary(ty.element(), element, tz)?;
+        printed.push(super::output(ty.element(), &stored, tz));
     }
     if at != bytes.len() {
         return Err(bad(ty));
     }
-    Ok(Value::Text(super::array::format(&printed)))
+    if dims.contains(&0) {
+        dims.clear();
+    }
+    Ok(Value::Text(
+        super::array::Shaped {
+            dims,
+            elements: printed,
+        }
+        .format(),
+    ))
 }
 
 /// A binary parameter of type `ty` as its stored value.
@@ -338,6 +368,11 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
         }
         Base::Date => {
             let days = i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes"));
+            if days == i32::MAX || days == i32::MIN {
+                return Ok(Value::Text(
+                    if days == i32::MAX { "infinity" } else { "-infinity" }.to_owned(),
+                ));
+            }
             let date = PG_EPOCH_DATE
                 .checked_add(jiff::Span::new().try_days(days).map_err(|_| bad(ty))?)
                 .map_err(|_| bad(ty))?;
@@ -360,6 +395,17 @@ pub fn decode_binary(ty: PgType, bytes: &[u8], tz: &TimeZone) -> Result<Value, P
             }
             let dt = datetime_from_micros(micros % MICROS_PER_DAY).ok_or_else(|| bad(ty))?;
             Value::Text(datetime::format_timetz(dt.time(), -west))
+        }
+        Base::Timestamp | Base::Timestamptz
+            if matches!(
+                bytes
+                    .get(..8)
+                    .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                Some(i64::MAX | i64::MIN)
+            ) =>
+        {
+            let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));
+            Value::Text(if micros == i64::MAX { "infinity" } else { "-infinity" }.to_owned())
         }
         Base::Timestamp => {
             let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));

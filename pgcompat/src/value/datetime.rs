@@ -48,7 +48,10 @@ pub fn parse_timestamp(text: &str, type_name: &str) -> Result<(DateTime, Option<
             Some(Zone::Offset(Offset::UTC)),
         ));
     }
-    let (date, rest) = split_date(trimmed).ok_or_else(|| bad(type_name, text))?;
+    let (date, rest) = split_date(trimmed)
+        .or_else(|| split_compact_date(trimmed))
+        .or_else(|| split_named_month_date(trimmed))
+        .ok_or_else(|| bad(type_name, text))?;
     let date = make_date(date, text)?;
     let rest = rest.trim_start_matches(['T', 't', ' ']);
     if rest.is_empty() {
@@ -58,12 +61,28 @@ pub fn parse_timestamp(text: &str, type_name: &str) -> Result<(DateTime, Option<
         .find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.'))
         .unwrap_or(rest.len());
     let (time_text, zone_text) = rest.split_at(time_end);
-    let time = if time_text.is_empty() {
+    let mut time = if time_text.is_empty() {
         Time::midnight()
     } else {
         parse_time_fields(time_text).ok_or_else(|| bad(type_name, text))??
     };
-    let zone_text = zone_text.trim();
+    // `1:45 pm`: a 12-hour clock.
+    let mut zone_text = zone_text.trim();
+    let meridiem = zone_text.get(..2).map(str::to_ascii_lowercase);
+    if let Some(m @ ("am" | "pm")) = meridiem.as_deref() {
+        let hour = time.hour();
+        if !(1..=12).contains(&hour) {
+            return Err(overflow(text));
+        }
+        let hour24 = match (m, hour) {
+            ("am", 12) => 0,
+            ("am", h) => h,
+            ("pm", 12) => 12,
+            (_, h) => h + 12,
+        };
+        time = time.with().hour(hour24).build().map_err(|_| overflow(text))?;
+        zone_text = zone_text[2..].trim();
+    }
     let zone = if zone_text.is_empty() {
         None
     } else {
@@ -88,6 +107,69 @@ fn split_date(text: &str) -> Option<((i64, i64, i64), &str)> {
         }
     }
     Some(((fields[0], fields[1], fields[2]), rest))
+}
+
+/// `YYYYMMDD` followed by the rest (a time after a space or `T`).
+fn split_compact_date(text: &str) -> Option<((i64, i64, i64), &str)> {
+    let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    if end != 8 {
+        return None;
+    }
+    let digits = &text[..end];
+    Some((
+        (
+            digits[..4].parse().ok()?,
+            digits[4..6].parse().ok()?,
+            digits[6..].parse().ok()?,
+        ),
+        &text[end..],
+    ))
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// A date written with its month's name (`May 17, 2024`, `17-May-2024`, `17 May 2024`, `2024-May-17`),
+/// followed by the rest (a time after a space).
+fn split_named_month_date(text: &str) -> Option<((i64, i64, i64), &str)> {
+    let mut month = None;
+    let mut numbers: Vec<(i64, usize)> = Vec::new();
+    let mut at = 0;
+    let bytes = text.as_bytes();
+    // Three fields: the month's name and two numbers, separated by spaces, commas, dashes or slashes.
+    while at < bytes.len() && (month.is_none() || numbers.len() < 2) {
+        let c = bytes[at] as char;
+        if c.is_ascii_alphabetic() {
+            let end = text[at..]
+                .find(|c: char| !c.is_ascii_alphabetic())
+                .map_or(text.len(), |e| at + e);
+            let word = text[at..end].to_ascii_lowercase();
+            let index = MONTH_NAMES.iter().position(|m| word.starts_with(m))?;
+            if month.is_some() {
+                return None;
+            }
+            month = Some(index as i64 + 1);
+            at = end;
+        } else if c.is_ascii_digit() {
+            let end = text[at..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(text.len(), |e| at + e);
+            numbers.push((text[at..end].parse().ok()?, end - at));
+            at = end;
+        } else if matches!(c, ' ' | ',' | '-' | '/' | '.') {
+            at += 1;
+        } else {
+            return None;
+        }
+    }
+    let month = month?;
+    let [(a, a_len), (b, _)] = numbers.as_slice() else {
+        return None;
+    };
+    // The year is the number written with more than two digits, else the last one.
+    let (year, day) = if *a_len > 2 { (*a, *b) } else { (*b, *a) };
+    Some(((year, month, day), &text[at..]))
 }
 
 fn make_date((year, month, day): (i64, i64, i64), text: &str) -> Result<Date, PgError> {
@@ -197,6 +279,22 @@ pub fn parse_date(text: &str) -> Result<Date, PgError> {
 /// `time` input (`HH:MM[:SS[.frac]]`, or a timestamp whose time part is taken).
 pub fn parse_time(text: &str) -> Result<Time, PgError> {
     let trimmed = text.trim();
+    // `1:45 pm`: a 12-hour clock.
+    let lower = trimmed.to_ascii_lowercase();
+    if let Some(clock) = lower.strip_suffix("am").or_else(|| lower.strip_suffix("pm")) {
+        let time = parse_time(clock).map_err(|_| bad("time", text))?;
+        let hour = time.hour();
+        if !(1..=12).contains(&hour) {
+            return Err(overflow(text));
+        }
+        let hour24 = match (lower.ends_with("pm"), hour) {
+            (false, 12) => 0,
+            (false, h) => h,
+            (true, 12) => 12,
+            (true, h) => h + 12,
+        };
+        return time.with().hour(hour24).build().map_err(|_| overflow(text));
+    }
     match parse_time_fields(trimmed) {
         Some(result) => result,
         None => parse_timestamp(text, "time")

@@ -24,6 +24,12 @@ pub fn input(ty: PgType, text: &str, tz: &TimeZone) -> Result<Value, PgError> {
     if ty.is_array() {
         return array::input(ty, text, tz).map(Value::Text);
     }
+    if let Some(instant) = special_instant(ty, text, tz) {
+        return input(ty, &instant, tz);
+    }
+    if let Some(infinite) = infinity(ty, text) {
+        return Ok(Value::Text(infinite.to_owned()));
+    }
     let value = match ty.base() {
         Base::Bool => Value::Integer(i64::from(parse_bool(text)?)),
         Base::Int2 => Value::Integer(parse_int(text, i64::from(i16::MIN), i64::from(i16::MAX), "smallint")?),
@@ -126,6 +132,47 @@ pub fn coerce(ty: PgType, value: Value, tz: &TimeZone) -> Result<Value, PgError>
                 input(ty, &text, tz)
             }
         },
+    }
+}
+
+/// PostgreSQL's special date/time inputs that name a moment relative to now (`now`, `today`, `tomorrow`,
+/// `yesterday`) as the text of that moment in the session's zone; `None` for any other input.
+fn special_instant(ty: PgType, text: &str, tz: &TimeZone) -> Option<String> {
+    if !matches!(
+        ty.base(),
+        Base::Date | Base::Time | Base::Timetz | Base::Timestamp | Base::Timestamptz
+    ) {
+        return None;
+    }
+    let word = text.trim().to_ascii_lowercase();
+    let now = jiff::Timestamp::now();
+    let midnight = |days: i64| -> Option<String> {
+        let date = tz
+            .to_datetime(now)
+            .date()
+            .checked_add(jiff::Span::new().days(days))
+            .ok()?;
+        Some(format!("{} 00:00:00", datetime::format_date(date)))
+    };
+    match word.as_str() {
+        "now" => Some(datetime::format_timestamptz(now, tz)),
+        "today" => midnight(0),
+        "tomorrow" => midnight(1),
+        "yesterday" => midnight(-1),
+        _ => None,
+    }
+}
+
+/// `infinity` and `-infinity` of a date or timestamp, stored as those words: as text they order after and
+/// before every ISO date, as PostgreSQL orders them.
+pub(crate) fn infinity(ty: PgType, text: &str) -> Option<&'static str> {
+    if !matches!(ty.base(), Base::Date | Base::Timestamp | Base::Timestamptz) || ty.is_array() {
+        return None;
+    }
+    match text.trim().to_ascii_lowercase().as_str() {
+        "infinity" | "+infinity" => Some("infinity"),
+        "-infinity" => Some("-infinity"),
+        _ => None,
     }
 }
 

@@ -160,3 +160,18 @@ pub(super) fn to_json_of(args: &Args<'_, '_>, state: &SessionState, flavor: Flav
         Flavor::Json => Ok(Value::Text(json_text(&node))),
     }
 }
+
+/// A whole row as `row_to_json` prints it: `{"id":1,"name":"x"}` (keys and values alternate in the call).
+pub(super) fn row_json(args: &Args<'_, '_>, state: &SessionState) -> Result<Value, PgError> {
+    let tz = state.time_zone();
+    let mut fields = Vec::with_capacity(args.len() / 2);
+    for i in (0..args.len()).step_by(2) {
+        let key = key_text(args, i, &tz)?;
+        let value = to_node(&args.value(i + 1), args.ty(i + 1), &tz, Flavor::Json)?;
+        fields.push((key, value));
+    }
+    let mut out = String::new();
+    write_json(&mut out, &J::Object(fields));
+    check_size(out.len())?;
+    Ok(Value::Text(out))
+}

@@ -26,7 +26,7 @@ use crate::functions::SessionState;
 use crate::types::{Base, PgType};
 use crate::value::json::Node as J;
 use aggregates::{ArrayAgg, ObjectAgg};
-use build::{build_array, build_object, to_json_of, to_node};
+use build::{build_array, build_object, row_json, to_json_of, to_node};
 use edit::{pretty, set_or_insert, strip_nulls, SetOp};
 use inspect::{array_length, contains_top, deep_equal, extract_json, extract_jsonb, json_arg, type_of};
 use write::{
@@ -120,6 +120,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
         };
         Ok(Value::Integer(i64::from(contains_top(&x, &y))))
     })?;
+    define(conn, state, "pg_row_json", -1, Purity::Volatile, row_json)?;
     define(conn, state, "pg_jsonb_eq", 2, Purity::Pure, |a, _| {
         let (Some(x), Some(y)) = (json_arg(a, 0)?, json_arg(a, 1)?) else {
             return Ok(Value::Null);
@@ -175,9 +176,8 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
     Some(match name {
         "jsonb_build_object" | "jsonb_build_array" | "to_jsonb" | "jsonb_agg" | "jsonb_object_agg" | "jsonb_set"
         | "jsonb_insert" | "jsonb_strip_nulls" | "jsonb_extract_path" => PgType::new(Base::Jsonb),
-        "json_build_object" | "json_build_array" | "to_json" | "json_agg" | "json_object_agg" | "json_extract_path" => {
-            PgType::new(Base::Json)
-        }
+        "json_build_object" | "json_build_array" | "to_json" | "json_agg" | "json_object_agg" | "json_extract_path"
+        | "pg_row_json" => PgType::new(Base::Json),
         "jsonb_typeof" | "json_typeof" | "jsonb_pretty" | "jsonb_extract_path_text" | "json_extract_path_text" => {
             PgType::TEXT
         }

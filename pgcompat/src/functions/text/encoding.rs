@@ -104,3 +104,41 @@ pub(super) fn unescape_bytea(text: &str) -> Result<Vec<u8>, PgError> {
     }
     crate::value::parse_bytea(text)
 }
+
+/// The encodings `convert_to`/`convert_from` accept: the database's own (UTF8) and its aliases; others 0A000.
+fn check_encoding(name: &str) -> Result<(), PgError> {
+    let normalized: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_uppercase();
+    if matches!(normalized.as_str(), "UTF8" | "UNICODE" | "SQLASCII") {
+        return Ok(());
+    }
+    Err(PgError::unsupported(format!(
+        "converting to or from the encoding {name}"
+    )))
+}
+
+/// `convert_to(text, encoding)`: the text's bytes in that encoding.
+pub(super) fn convert_to(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(encoding)) = (a.text(0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    check_encoding(&encoding)?;
+    Ok(Value::Blob(text.into_bytes()))
+}
+
+/// `convert_from(bytea, encoding)`: the bytes read as text in that encoding (22021 for bytes that are not).
+pub(super) fn convert_from(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(bytes), Some(encoding)) = (bytes(a, 0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    check_encoding(&encoding)?;
+    String::from_utf8(bytes).map(Value::Text).map_err(|_| {
+        PgError::new(
+            crate::error::CHARACTER_NOT_IN_REPERTOIRE,
+            "invalid byte sequence for encoding \"UTF8\"",
+        )
+    })
+}

@@ -17,9 +17,9 @@ use crate::error::{PgError, PROGRAM_LIMIT_EXCEEDED};
 use crate::functions::SessionState;
 use crate::types::{Base, PgType};
 use crate::value::array;
-use encoding::{decode, encode};
+use encoding::{convert_from, convert_to, decode, encode};
 use formatting::{concat, format};
-use patterns::{regexp_match, regexp_replace, regexp_split};
+use patterns::{regexp_match, regexp_matches_json, regexp_replace, regexp_split, regexp_substring, similar_to};
 pub(super) use quote::{quote_ident, quote_literal};
 
 /// Registers the functions of this file.
@@ -64,11 +64,23 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     }
     for n in [2, 3] {
         define(conn, state, "regexp_match", n, Purity::Pure, regexp_match)?;
+        define(
+            conn,
+            state,
+            "pg_regexp_matches_json",
+            n,
+            Purity::Pure,
+            regexp_matches_json,
+        )?;
+        define(conn, state, "pg_similar", n, Purity::Pure, similar_to)?;
+        define(conn, state, "pg_regexp_substring", 2, Purity::Pure, regexp_substring)?;
         define(conn, state, "regexp_split_to_array", n, Purity::Pure, regexp_split)?;
         define(conn, state, "string_to_array", n, Purity::Pure, string_to_array)?;
         define(conn, state, "array_to_string", n, Purity::Pure, array_to_string)?;
     }
     define(conn, state, "encode", 2, Purity::Pure, encode)?;
+    define(conn, state, "convert_to", 2, Purity::Pure, convert_to)?;
+    define(conn, state, "convert_from", 2, Purity::Pure, convert_from)?;
     define(conn, state, "decode", 2, Purity::Pure, decode)?;
     define(conn, state, "concat", -1, Purity::Pure, |a, s| concat(a, s, 0, ""))?;
     define(conn, state, "concat_ws", -1, Purity::Pure, |a, s| {
@@ -97,13 +109,16 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
         "translate" | "quote_ident" | "quote_literal" | "quote_nullable" | "md5" | "regexp_replace" | "encode"
         | "concat" | "concat_ws" | "format" | "to_hex" | "array_to_string" => PgType::TEXT,
         "regexp_match" | "regexp_split_to_array" | "string_to_array" => PgType::TEXT.array(),
+        "pg_similar" => PgType::BOOL,
+        "pg_regexp_substring" | "convert_from" => PgType::TEXT,
+        "convert_to" => PgType::BYTEA,
         "decode" => PgType::BYTEA,
         _ => return None,
     })
 }
 
 /// Argument `i` as bytes (a text's UTF-8, a bytea's bytes).
-fn bytes(a: &Args<'_, '_>, i: usize) -> Option<Vec<u8>> {
+pub(super) fn bytes(a: &Args<'_, '_>, i: usize) -> Option<Vec<u8>> {
     match a.value(i) {
         Value::Null => None,
         Value::Blob(b) => Some(b),

@@ -167,3 +167,108 @@ pub(super) fn regexp_split(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, 
     parts.push(Some(text[start..].to_owned()));
     Ok(Value::Text(array::format(&parts)))
 }
+
+/// `regexp_matches(text, pattern[, flags])`'s rows as a JSON array of `text[]` literals: every match with
+/// the `g` flag, else the first; each match its capture groups (or the whole match without groups).
+pub(super) fn regexp_matches_json(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(pattern), Some(flags)) = (a.text(0), a.text(1), flags_arg(a, 2)) else {
+        return Ok(Value::Null);
+    };
+    let global = flags.contains('g');
+    let (regex, _) = compile(&pattern, &flags.replace('g', ""))?;
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for captures in regex.captures_iter(&text) {
+        let groups: Vec<Option<String>> = if captures.len() == 1 {
+            vec![captures.get(0).map(|m| m.as_str().to_owned())]
+        } else {
+            (1..captures.len())
+                .map(|i| captures.get(i).map(|m| m.as_str().to_owned()))
+                .collect()
+        };
+        rows.push(serde_json::Value::String(array::format(&groups)));
+        if !global {
+            break;
+        }
+    }
+    let out = serde_json::Value::Array(rows).to_string();
+    check_size(out.len())?;
+    Ok(Value::Text(out))
+}
+
+/// `text SIMILAR TO pattern [ESCAPE e]`: the pattern made a regular expression as PostgreSQL's
+/// `similar_to_escape` makes it (`%` any string, `_` any character, the regex operators kept, anchored at both
+/// ends, the escape character quoting the next one), then matched.
+pub(super) fn similar_to(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(pattern)) = (a.text(0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    let escape = match a.len() {
+        3 => match a.text(2) {
+            None => return Ok(Value::Null),
+            Some(e) if e.chars().count() > 1 => {
+                return Err(PgError::new(
+                    crate::error::INVALID_ESCAPE_SEQUENCE,
+                    "invalid escape string",
+                ))
+            }
+            Some(e) => e.chars().next(),
+        },
+        _ => Some('\\'),
+    };
+    let mut regex = String::from("^(?:");
+    let mut chars = pattern.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) => regex.push_str(&regex::escape(&next.to_string())),
+                None => {
+                    return Err(PgError::new(
+                        crate::error::INVALID_ESCAPE_SEQUENCE,
+                        "invalid escape string",
+                    ))
+                }
+            }
+            continue;
+        }
+        match c {
+            '[' => {
+                in_class = true;
+                regex.push('[');
+            }
+            ']' => {
+                in_class = false;
+                regex.push(']');
+            }
+            '%' if !in_class => regex.push_str(".*"),
+            '_' if !in_class => regex.push('.'),
+            '.' | '^' | '$' if !in_class => {
+                regex.push('\\');
+                regex.push(c);
+            }
+            '\\' => regex.push_str("\\\\"),
+            other => regex.push(other),
+        }
+    }
+    regex.push_str(")$");
+    let (compiled, _) = compile(&regex, "")?;
+    Ok(Value::Integer(i64::from(compiled.is_match(&text))))
+}
+
+/// `substring(text FROM pattern)`: the first match of the regular expression, or its first parenthesized
+/// group when it has one; NULL when nothing matches.
+pub(super) fn regexp_substring(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let (Some(text), Some(pattern)) = (a.text(0), a.text(1)) else {
+        return Ok(Value::Null);
+    };
+    let (regex, _) = compile(&pattern, "")?;
+    let Some(captures) = regex.captures(&text) else {
+        return Ok(Value::Null);
+    };
+    let found = if captures.len() > 1 {
+        captures.get(1)
+    } else {
+        captures.get(0)
+    };
+    Ok(found.map_or(Value::Null, |m| Value::Text(m.as_str().to_owned())))
+}

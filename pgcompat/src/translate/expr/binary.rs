@@ -63,6 +63,12 @@ impl Rewriter<'_> {
                     vec![take(left), take(right)],
                 ))
             }
+            B::StringConcat
+                if lt.is_some_and(|t| t.base() == Base::Bytea && !t.is_array())
+                    || rt.is_some_and(|t| t.base() == Base::Bytea && !t.is_array()) =>
+            {
+                Some(call("pg_bytea_concat", vec![take(left), take(right)]))
+            }
             B::StringConcat if lt.is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(call("pg_jsonb_concat", vec![take(left), take(right)]))
             }
@@ -132,7 +138,11 @@ impl Rewriter<'_> {
                     B::Multiply => "*",
                     _ => "/",
                 };
-                Some(call("pg_float_arith", vec![take(left), string(sign), take(right)]))
+                let result = arithmetic_type(lt, op, rt).map_or("float8".to_owned(), PgType::catalog_text);
+                Some(call(
+                    "pg_float_arith",
+                    vec![take(left), string(sign), take(right), string(&result)],
+                ))
             }
             B::Plus | B::Minus | B::Multiply => {
                 self.learn_param(right, lt);
@@ -227,6 +237,7 @@ impl Rewriter<'_> {
             B::HashLongArrow => Some(call("pg_jsonb_path", vec![take(left), take(right), string("text")])),
             B::HashMinus => Some(call("pg_jsonb_delete_path", vec![take(left), take(right)])),
             B::PGStartsWith => Some(call("starts_with", vec![take(left), take(right)])),
+            B::Overlaps => Some(overlaps(left, right)?),
             B::PGLikeMatch | B::PGNotLikeMatch => {
                 let like = Expr::Like {
                     negated: matches!(op, B::PGNotLikeMatch),
@@ -347,4 +358,29 @@ fn operator_error(op: &BinaryOperator, lt: Option<PgType>, rt: Option<PgType>) -
         crate::error::UNDEFINED_FUNCTION,
         format!("operator does not exist: {} {op} {}", name(lt), name(rt)),
     )
+}
+
+/// `(s1, e1) OVERLAPS (s2, e2)` over dates and timestamps (their stored texts order as they do): each
+/// period is put in order, is half-open (`s <= t < e`) unless a single instant, and the two overlap when
+/// one starts inside the other or both start together.
+fn overlaps(left: &mut Box<Expr>, right: &mut Box<Expr>) -> Result<Expr, PgError> {
+    let (Expr::Tuple(a), Expr::Tuple(b)) = (left.as_ref(), right.as_ref()) else {
+        return Err(PgError::unsupported("OVERLAPS of anything but two (start, end) pairs"));
+    };
+    let ([s1, e1], [s2, e2]) = (a.as_slice(), b.as_slice()) else {
+        return Err(PgError::unsupported("OVERLAPS of anything but two (start, end) pairs"));
+    };
+    let (lo1, hi1) = (
+        call("min", vec![s1.clone(), e1.clone()]),
+        call("max", vec![s1.clone(), e1.clone()]),
+    );
+    let (lo2, hi2) = (
+        call("min", vec![s2.clone(), e2.clone()]),
+        call("max", vec![s2.clone(), e2.clone()]),
+    );
+    let sql = format!("CASE WHEN {lo1} = {lo2} THEN true WHEN {lo1} > {lo2} THEN {lo1} < {hi2} ELSE {lo2} < {hi1} END");
+    sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting OVERLAPS: {e}")))
 }

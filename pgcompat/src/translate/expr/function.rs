@@ -22,6 +22,7 @@ impl Rewriter<'_> {
             }
             function.name = ObjectName::from(vec![Ident::new(name.clone())]);
         }
+        positional_args(&name, function)?;
         let no_args = matches!(function.args, FunctionArguments::None)
             || matches!(&function.args, FunctionArguments::List(l) if l.args.is_empty());
         let renamed = |to: &str| {
@@ -37,6 +38,7 @@ impl Rewriter<'_> {
                     let inner = Typer {
                         catalog: self.typer.catalog,
                         scopes,
+                        ctes: self.typer.ctes.clone(),
                     };
                     match select.projection.first() {
                         Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => inner.infer(e),
@@ -52,6 +54,21 @@ impl Rewriter<'_> {
         }
         if let Some(replacement) = super::super::catalog_refs::rewrite_call(&name, &plain_args(function)) {
             self.uses_catalog = true;
+            return Ok(Some(replacement));
+        }
+        if name.starts_with("jsonb_path_") || name.starts_with("json_path_") {
+            return Err(PgError::unsupported(format!("the SQL/JSON path function {name}")));
+        }
+        if matches!(
+            name.as_str(),
+            "to_tsvector" | "to_tsquery" | "plainto_tsquery" | "phraseto_tsquery" | "websearch_to_tsquery" | "ts_rank"
+        ) {
+            return Err(PgError::unsupported(format!("full-text search ({name})")));
+        }
+        if let Some(replacement) = ordered_set(&name, function)? {
+            return Ok(Some(replacement));
+        }
+        if let Some(replacement) = self.whole_row(&name, function) {
             return Ok(Some(replacement));
         }
         Ok(Some(match name.as_str() {
@@ -118,6 +135,24 @@ impl Rewriter<'_> {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
                 call("pg_age", args)
             }
+            "array_agg" | "string_agg" if is_distinct(function) => {
+                // SQLite's DISTINCT takes one argument: the arguments go packed in a JSON array.
+                let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+                let packed = if name == "array_agg" {
+                    let ty = args.first().and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TEXT);
+                    let mut packed = vec![string(&ty.catalog_text())];
+                    packed.extend(args);
+                    packed
+                } else {
+                    args
+                };
+                let mut f = function.clone();
+                f.name = ObjectName::from(vec![Ident::new(format!("pg_{name}_packed"))]);
+                if let FunctionArguments::List(list) = &mut f.args {
+                    list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(call("json_array", packed)))];
+                }
+                Expr::Function(f)
+            }
             "array_agg" => {
                 let arg = plain_args(function).first().map(|a| (*a).clone());
                 let ty = arg.as_ref().and_then(|a| self.typer.infer(a)).unwrap_or(PgType::TEXT);
@@ -130,6 +165,18 @@ impl Rewriter<'_> {
                     );
                 }
                 Expr::Function(f)
+            }
+            "sum" | "avg"
+                if plain_args(function)
+                    .first()
+                    .and_then(|a| self.typer.infer(a))
+                    .is_some_and(|t| t.base() == Base::Interval && !t.is_array()) =>
+            {
+                renamed(if name == "sum" {
+                    "pg_interval_sum"
+                } else {
+                    "pg_interval_avg"
+                })
             }
             "sum" | "avg" => {
                 let ty = plain_args(function).first().and_then(|a| self.typer.infer(a));
@@ -192,4 +239,213 @@ impl Rewriter<'_> {
             _ => return Ok(None),
         }))
     }
+}
+
+/// The parameters of the built-ins applications call with named arguments (`make_interval(days => 10)`):
+/// each name and, for an optional one, the default it takes.
+fn parameters(function: &str) -> Option<&'static [(&'static str, Option<&'static str>)]> {
+    Some(match function {
+        "make_interval" => &[
+            ("years", Some("0")),
+            ("months", Some("0")),
+            ("weeks", Some("0")),
+            ("days", Some("0")),
+            ("hours", Some("0")),
+            ("mins", Some("0")),
+            ("secs", Some("0.0")),
+        ],
+        "make_date" => &[("year", None), ("month", None), ("day", None)],
+        "make_time" => &[("hour", None), ("min", None), ("sec", None)],
+        "make_timestamp" => &[
+            ("year", None),
+            ("month", None),
+            ("mday", None),
+            ("hour", None),
+            ("min", None),
+            ("sec", None),
+        ],
+        "make_timestamptz" => &[
+            ("year", None),
+            ("month", None),
+            ("mday", None),
+            ("hour", None),
+            ("min", None),
+            ("sec", None),
+            ("timezone", None),
+        ],
+        "jsonb_set" => &[
+            ("target", None),
+            ("path", None),
+            ("new_value", None),
+            ("create_if_missing", Some("true")),
+        ],
+        "jsonb_insert" => &[
+            ("target", None),
+            ("path", None),
+            ("new_value", None),
+            ("insert_after", Some("false")),
+        ],
+        _ => return None,
+    })
+}
+
+/// Named arguments (`name => value`) put in their positions, defaults filling the optional ones left out;
+/// 42883 for a name the function does not have (as PostgreSQL finds no such function).
+fn positional_args(name: &str, function: &mut Function) -> Result<(), PgError> {
+    let FunctionArguments::List(list) = &mut function.args else {
+        return Ok(());
+    };
+    if !list
+        .args
+        .iter()
+        .any(|a| matches!(a, FunctionArg::Named { .. } | FunctionArg::ExprNamed { .. }))
+    {
+        return Ok(());
+    }
+    let no_function = || {
+        PgError::new(
+            crate::error::UNDEFINED_FUNCTION,
+            format!("function {name} with these named arguments does not exist"),
+        )
+    };
+    let params = parameters(name).ok_or_else(no_function)?;
+    let mut slots: Vec<Option<FunctionArgExpr>> = vec![None; params.len()];
+    let mut next = 0;
+    for arg in list.args.drain(..) {
+        let (at, value) = match arg {
+            FunctionArg::Unnamed(value) => {
+                next += 1;
+                (next - 1, value)
+            }
+            FunctionArg::Named { name: given, arg, .. } => {
+                let at = params
+                    .iter()
+                    .position(|(p, _)| p.eq_ignore_ascii_case(&given.value))
+                    .ok_or_else(no_function)?;
+                (at, arg)
+            }
+            FunctionArg::ExprNamed {
+                name: Expr::Identifier(given),
+                arg,
+                ..
+            } => {
+                let at = params
+                    .iter()
+                    .position(|(p, _)| p.eq_ignore_ascii_case(&given.value))
+                    .ok_or_else(no_function)?;
+                (at, arg)
+            }
+            FunctionArg::ExprNamed { .. } => return Err(no_function()),
+        };
+        let slot = slots.get_mut(at).ok_or_else(no_function)?;
+        if slot.is_some() {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                format!("argument of {name} given more than once"),
+            ));
+        }
+        *slot = Some(value);
+    }
+    // Trailing optional parameters left out stay out only if every one after them is out too; a missing
+    // one before a given one takes its default.
+    let last_given = slots.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+    for (slot, (_, default)) in slots.iter_mut().zip(params).take(last_given) {
+        if slot.is_none() {
+            let default = default.ok_or_else(no_function)?;
+            *slot = Some(FunctionArgExpr::Expr(Expr::value(sqlparser::ast::Value::Number(
+                default.to_owned(),
+                false,
+            ))));
+        }
+    }
+    list.args = slots
+        .into_iter()
+        .take(last_given)
+        .flatten()
+        .map(FunctionArg::Unnamed)
+        .collect();
+    Ok(())
+}
+
+/// Whether an aggregate call is `f(DISTINCT …)`.
+fn is_distinct(function: &Function) -> bool {
+    matches!(
+        &function.args,
+        FunctionArguments::List(list)
+            if matches!(list.duplicate_treatment, Some(sqlparser::ast::DuplicateTreatment::Distinct))
+    )
+}
+
+impl Rewriter<'_> {
+    /// `row_to_json(t)`, `to_json[b](t)`, `json[b]_agg(t)` of a whole row: an object of the row's columns
+    /// (`{"id":1,"name":"x"}` for json, jsonb's normalized form for jsonb), built from the FROM item's
+    /// columns as the typer knows them.
+    fn whole_row(&mut self, name: &str, function: &Function) -> Option<Expr> {
+        let jsonb = match name {
+            "row_to_json" | "to_json" | "json_agg" => false,
+            "to_jsonb" | "jsonb_agg" => true,
+            _ => return None,
+        };
+        let args = plain_args(function);
+        let [Expr::Identifier(row)] = args.as_slice() else {
+            return None;
+        };
+        let columns = self.typer.row_columns(&row.value)?;
+        let mut types = Vec::with_capacity(columns.len() * 2);
+        let mut object_args = Vec::with_capacity(columns.len() * 2);
+        for (column, ty) in &columns {
+            types.push(Some(PgType::TEXT));
+            types.push(*ty);
+            object_args.push(string(column));
+            object_args.push(Expr::CompoundIdentifier(vec![
+                Ident::with_quote('"', row.value.clone()),
+                Ident::with_quote('"', column.clone()),
+            ]));
+        }
+        let object = crate::functions::typed_expr(
+            if jsonb { "jsonb_build_object" } else { "pg_row_json" },
+            &types,
+            object_args,
+        );
+        if !name.ends_with("_agg") {
+            return Some(object);
+        }
+        // The aggregate over the objects, its ORDER BY and FILTER kept.
+        let mut aggregate = function.clone();
+        if let FunctionArguments::List(list) = &mut aggregate.args {
+            list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(object))];
+        }
+        let flavor = if jsonb {
+            PgType::new(Base::Jsonb)
+        } else {
+            PgType::new(Base::Json)
+        };
+        Some(crate::functions::typed_call(&aggregate, name, &[Some(flavor)]))
+    }
+}
+
+/// `percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`, `percentile_disc(…)` and `mode() WITHIN GROUP
+/// (…)` as the layer's aggregates over `(f, x, descending)`.
+fn ordered_set(name: &str, function: &Function) -> Result<Option<Expr>, PgError> {
+    if !matches!(name, "percentile_cont" | "percentile_disc" | "mode") || function.within_group.is_empty() {
+        return Ok(None);
+    }
+    let [order] = function.within_group.as_slice() else {
+        return Err(PgError::unsupported(format!("{name} over several ORDER BY items")));
+    };
+    let descending = matches!(order.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+    let flag = Expr::value(sqlparser::ast::Value::Number(i64::from(descending).to_string(), false));
+    let mut args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();
+    if name != "mode" && args.len() != 1 {
+        return Err(PgError::new(
+            crate::error::UNDEFINED_FUNCTION,
+            format!("function {name} takes one fraction"),
+        ));
+    }
+    if matches!(args.first(), Some(Expr::Array(_))) {
+        return Err(PgError::unsupported(format!("{name} of an array of fractions")));
+    }
+    args.push(order.expr.clone());
+    args.push(flag);
+    Ok(Some(call(&format!("pg_{name}"), args)))
 }

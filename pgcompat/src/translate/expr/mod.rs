@@ -36,6 +36,8 @@ pub(crate) struct Rewriter<'a> {
     pending_functions: Vec<crate::translate::srf::FunctionTable>,
     /// The scope of the SELECT last left (for its query's ORDER BY).
     left_scope: Option<Scope>,
+    /// While a RETURNING list is rewritten: the alias or name of the table it reads.
+    returning_target: Option<String>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -44,12 +46,14 @@ impl<'a> Rewriter<'a> {
             typer: Typer {
                 catalog,
                 scopes: Vec::new(),
+                ctes: Vec::new(),
             },
             params: Vec::new(),
             uses_now: false,
             uses_catalog: false,
             pending_functions: Vec::new(),
             left_scope: None,
+            returning_target: None,
         }
     }
 
@@ -66,6 +70,15 @@ impl<'a> Rewriter<'a> {
     /// Rewrites select items (RETURNING).
     pub(crate) fn rewrite_items(&mut self, items: &mut [SelectItem]) -> Result<(), PgError> {
         super::walk::items(self, items)
+    }
+
+    /// Rewrites a RETURNING list of a statement on the table SQLite knows as `target` (its alias or name):
+    /// SQLite's RETURNING names the table's columns unqualified, so `t.col` becomes `col`.
+    pub(crate) fn rewrite_returning(&mut self, items: &mut [SelectItem], target: &str) -> Result<(), PgError> {
+        self.returning_target = Some(target.to_owned());
+        let result = super::walk::items(self, items);
+        self.returning_target = None;
+        result
     }
 
     /// Notes the type of a `$n` parameter compared with or assigned to a value of `ty`.
@@ -95,6 +108,80 @@ impl<'a> Rewriter<'a> {
     }
 }
 
+impl Rewriter<'_> {
+    /// The columns of a (rewritten) derived table's query, by name and type: a SELECT's list, a VALUES's
+    /// first row, or the CTE a `SELECT *` over one reads (how `tables` spells a derived table's aliases).
+    fn derived_columns(&self, query: &Query) -> Option<Vec<(String, Option<PgType>)>> {
+        let mut body = query.body.as_ref();
+        loop {
+            match body {
+                sqlparser::ast::SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+                sqlparser::ast::SetExpr::Query(q) => body = q.body.as_ref(),
+                _ => break,
+            }
+        }
+        match body {
+            sqlparser::ast::SetExpr::Values(values) => {
+                let row = values.rows.first()?;
+                Some(
+                    row.content
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (format!("column{}", i + 1), self.typer.infer(e)))
+                        .collect(),
+                )
+            }
+            sqlparser::ast::SetExpr::Select(select) => {
+                if let ([SelectItem::Wildcard(_)], [from]) = (select.projection.as_slice(), select.from.as_slice()) {
+                    let TableFactor::Table { name, .. } = &from.relation else {
+                        return None;
+                    };
+                    let cte_name = last_part(name);
+                    let cte = query
+                        .with
+                        .as_ref()?
+                        .cte_tables
+                        .iter()
+                        .find(|c| c.alias.name.value == cte_name)?;
+                    let mut columns = self.derived_columns(&cte.query)?;
+                    for (column, given) in columns.iter_mut().zip(&cte.alias.columns) {
+                        column.0 = given.name.value.clone();
+                    }
+                    return Some(columns);
+                }
+                let typer = Typer {
+                    catalog: self.typer.catalog,
+                    scopes: {
+                        let mut scopes = self.typer.scopes.clone();
+                        scopes.push(Scope::of_select(select));
+                        scopes
+                    },
+                    ctes: self.typer.ctes.clone(),
+                };
+                select
+                    .projection
+                    .iter()
+                    .map(|item| match item {
+                        SelectItem::ExprWithAlias { expr, alias } => Some((alias.value.clone(), typer.infer(expr))),
+                        SelectItem::UnnamedExpr(expr) => {
+                            let name = match expr {
+                                Expr::Identifier(i) => i.value.clone(),
+                                Expr::CompoundIdentifier(parts) => {
+                                    parts.last().map(|p| p.value.clone()).unwrap_or_default()
+                                }
+                                _ => String::new(),
+                            };
+                            Some((name, typer.infer(expr)))
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => None,
+        }
+    }
+}
+
 impl super::walk::Hooks for Rewriter<'_> {
     fn enter_select(&mut self, select: &Select) {
         let mut scope = Scope::of_select(select);
@@ -115,6 +202,28 @@ impl super::walk::Hooks for Rewriter<'_> {
                 scope.functions.push(self.pending_functions.swap_remove(at));
             }
         }
+        // Derived tables' columns typed (their queries are rewritten already), as CTEs are.
+        for factor in select
+            .from
+            .iter()
+            .flat_map(|f| std::iter::once(&f.relation).chain(f.joins.iter().map(|j| &j.relation)))
+        {
+            if let TableFactor::Derived {
+                subquery,
+                alias: Some(alias),
+                ..
+            } = factor
+            {
+                if let Some(mut columns) = self.derived_columns(subquery) {
+                    for (column, given) in columns.iter_mut().zip(&alias.columns) {
+                        column.0 = given.name.value.clone();
+                    }
+                    let name = alias.name.value.clone();
+                    self.typer.ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
+                    self.typer.ctes.push(typer::CteTable { name, columns });
+                }
+            }
+        }
         self.typer.scopes.push(scope);
     }
 
@@ -129,6 +238,50 @@ impl super::walk::Hooks for Rewriter<'_> {
 
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
         self.rewrite_node(expr)
+    }
+
+    fn cte(&mut self, cte: &sqlparser::ast::Cte) {
+        // The CTE's columns typed from its first SELECT (a recursive CTE's anchor): before its own
+        // rewrite (so its recursive part types), and again after it.
+        let mut body = cte.query.body.as_ref();
+        let select = loop {
+            match body {
+                sqlparser::ast::SetExpr::Select(select) => break Some(select),
+                sqlparser::ast::SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+                sqlparser::ast::SetExpr::Query(q) => body = q.body.as_ref(),
+                _ => break None,
+            }
+        };
+        let Some(select) = select else {
+            return;
+        };
+        let typer = Typer {
+            catalog: self.typer.catalog,
+            scopes: {
+                let mut scopes = self.typer.scopes.clone();
+                scopes.push(Scope::of_select(select));
+                scopes
+            },
+            ctes: self.typer.ctes.clone(),
+        };
+        let mut columns = Vec::with_capacity(select.projection.len());
+        for (i, item) in select.projection.iter().enumerate() {
+            let (name, ty) = match item {
+                SelectItem::ExprWithAlias { expr, alias } => (alias.value.clone(), typer.infer(expr)),
+                SelectItem::UnnamedExpr(expr @ Expr::Identifier(ident)) => (ident.value.clone(), typer.infer(expr)),
+                SelectItem::UnnamedExpr(expr @ Expr::CompoundIdentifier(parts)) => (
+                    parts.last().map(|p| p.value.clone()).unwrap_or_default(),
+                    typer.infer(expr),
+                ),
+                SelectItem::UnnamedExpr(expr) => (String::new(), typer.infer(expr)),
+                _ => return,
+            };
+            let name = cte.alias.columns.get(i).map_or(name, |c| c.name.value.clone());
+            columns.push((name, ty));
+        }
+        let name = cte.alias.name.value.clone();
+        self.typer.ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
+        self.typer.ctes.push(super::expr::typer::CteTable { name, columns });
     }
 
     fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
@@ -167,6 +320,9 @@ impl super::walk::Hooks for Rewriter<'_> {
             self.uses_catalog = true;
             *factor = replacement;
             return Ok(());
+        }
+        if let TableFactor::Table { sample: Some(_), .. } = factor {
+            return Err(PgError::unsupported("TABLESAMPLE"));
         }
         if let TableFactor::Table {
             name,

@@ -1,7 +1,7 @@
 //! The rewrite of one expression node: casts, typed literals, `IS [NOT] DISTINCT FROM`, `LIKE`/`ILIKE`,
 //! `AT TIME ZONE`, `EXTRACT`, subscripts, array constructors and the other forms SQLite spells differently.
 
-use sqlparser::ast::{BinaryOperator, CastKind, Expr, TrimWhereField, UnaryOperator, Value, ValueWithSpan};
+use sqlparser::ast::{BinaryOperator, CastKind, Expr, Ident, TrimWhereField, UnaryOperator, Value, ValueWithSpan};
 
 use super::*;
 use crate::error::PgError;
@@ -111,6 +111,10 @@ impl Rewriter<'_> {
                     Some(call("pg_numeric_sub", vec![Expr::value(number("0")), take(inner)]))
                 }
             }
+            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => self.quantified_like(expr)?,
+            Expr::Like { pattern, .. } | Expr::ILike { pattern, .. } if matches!(pattern.as_ref(), Expr::Function(f) if last_part(&f.name).eq_ignore_ascii_case("all")) => {
+                self.quantified_like(expr)?
+            }
             Expr::ILike {
                 negated,
                 expr: inner,
@@ -124,7 +128,47 @@ impl Rewriter<'_> {
                 }
                 Some(negate_if(*negated, call("pg_ilike", args)))
             }
-            Expr::SimilarTo { .. } => return Err(PgError::unsupported("SIMILAR TO")),
+            Expr::SimilarTo {
+                negated,
+                expr: inner,
+                pattern,
+                escape_char,
+            } => {
+                let mut args = vec![take(inner), take(pattern)];
+                if let Some(escape) = escape_char {
+                    args.push(escape.as_ref().clone());
+                }
+                Some(negate_if(*negated, call("pg_similar", args)))
+            }
+            Expr::Overlay {
+                expr: inner,
+                overlay_what,
+                overlay_from,
+                overlay_for,
+            } => Some(overlay(
+                take(inner),
+                take(overlay_what),
+                take(overlay_from),
+                overlay_for.as_mut().map(|m| take(m)),
+            )),
+            Expr::UnaryOp { op, expr: inner }
+                if matches!(
+                    op,
+                    UnaryOperator::PGSquareRoot
+                        | UnaryOperator::PGCubeRoot
+                        | UnaryOperator::PGAbs
+                        | UnaryOperator::PGPrefixFactorial
+                ) =>
+            {
+                let name = match op {
+                    UnaryOperator::PGSquareRoot => "sqrt",
+                    UnaryOperator::PGCubeRoot => "cbrt",
+                    UnaryOperator::PGAbs => "abs",
+                    _ => "factorial",
+                };
+                let ty = self.typer.infer(inner);
+                Some(crate::functions::typed_expr(name, &[ty], vec![take(inner)]))
+            }
             Expr::IsUnknown(inner) => Some(Expr::IsNull(Box::new(take(inner)))),
             Expr::IsNotUnknown(inner) => Some(Expr::IsNotNull(Box::new(take(inner)))),
             Expr::Extract { field, expr: inner, .. } => {
@@ -139,6 +183,21 @@ impl Rewriter<'_> {
                 ))
             }
             Expr::Position { expr: needle, r#in } => Some(call("instr", vec![take(r#in), take(needle)])),
+            Expr::Substring {
+                expr: inner,
+                substring_from,
+                substring_for,
+                ..
+            } if substring_for.is_none()
+                && substring_from
+                    .as_deref()
+                    .is_some_and(|f| self.typer.infer(f).is_some_and(|t| t.is_string())) =>
+            {
+                // substring(text FROM pattern): the first match of a POSIX regular expression (its first
+                // parenthesized group if it has one).
+                let pattern = substring_from.as_deref().cloned().unwrap_or(Expr::value(Value::Null));
+                Some(call("pg_regexp_substring", vec![take(inner), pattern]))
+            }
             Expr::Substring {
                 expr: inner,
                 substring_from,
@@ -191,12 +250,17 @@ impl Rewriter<'_> {
                 ))
             }
             Expr::Array(array) => {
-                let element = array
+                // Elements that are arrays make an array of one dimension more (its type the same).
+                let inferred = array
                     .elem
                     .iter()
                     .find_map(|e| self.typer.infer(e))
-                    .unwrap_or(PgType::TEXT)
-                    .element();
+                    .unwrap_or(PgType::TEXT);
+                let element = if inferred.is_array() {
+                    inferred
+                } else {
+                    inferred.element()
+                };
                 let mut args = vec![string(&element.catalog_text())];
                 args.append(&mut array.elem);
                 Some(call("pg_array", args))
@@ -298,10 +362,16 @@ impl Rewriter<'_> {
                 Some(take(inner))
             }
             Expr::Collate { .. } => return Err(PgError::unsupported("COLLATE in expressions")),
-            Expr::Identifier(ident) => self
-                .typer
-                .function_column(None, &ident.value)
-                .map(|column| column.expr.clone()),
+            Expr::Identifier(ident) => self.identifier(ident)?,
+            Expr::CompoundIdentifier(parts)
+                if parts.len() == 2
+                    && self
+                        .returning_target
+                        .as_deref()
+                        .is_some_and(|t| t.eq_ignore_ascii_case(&parts[0].value)) =>
+            {
+                Some(Expr::Identifier(parts[1].clone()))
+            }
             Expr::CompoundIdentifier(parts) => {
                 if let [qualifier, column] = parts.as_slice() {
                     if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
@@ -339,11 +409,21 @@ impl Rewriter<'_> {
                             vec![take(root), index.clone(), string(&element.catalog_text())],
                         ))
                     }
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Slice {
+                        lower_bound,
+                        upper_bound,
+                        stride: None,
+                    })] => {
+                        let bound = |b: &Option<Expr>| b.clone().unwrap_or(Expr::value(Value::Null));
+                        let (lower, upper) = (bound(lower_bound), bound(upper_bound));
+                        Some(crate::functions::typed_expr(
+                            "pg_array_slice",
+                            &[ty, None, None],
+                            vec![take(root), lower, upper],
+                        ))
+                    }
                     _ => return Err(PgError::unsupported("array slices and field access")),
                 }
-            }
-            Expr::Like { any: true, .. } | Expr::ILike { any: true, .. } => {
-                return Err(PgError::unsupported("LIKE ANY / ILIKE ANY"))
             }
             _ => None,
         };
@@ -362,6 +442,43 @@ impl Rewriter<'_> {
         op: &BinaryOperator,
         right: &mut Box<Expr>,
         all: bool,
+    ) -> Result<Expr, PgError> {
+        self.quantified_by(left, op, right, all, None, false)
+    }
+
+    /// `x [NOT] LIKE|ILIKE ANY|ALL (patterns)`.
+    fn quantified_like(&mut self, expr: &mut Expr) -> Result<Option<Expr>, PgError> {
+        let (negated, left, pattern, kind) = match expr {
+            Expr::Like {
+                negated, expr, pattern, ..
+            } => (*negated, expr, pattern, Pattern::Like),
+            Expr::ILike {
+                negated, expr, pattern, ..
+            } => (*negated, expr, pattern, Pattern::ILike),
+            _ => return Ok(None),
+        };
+        // `ILIKE ALL (…)` reaches here as a call of `all`.
+        let (mut right, all) = match pattern.as_ref() {
+            Expr::Function(f) if last_part(&f.name).eq_ignore_ascii_case("all") => match plain_args(f).as_slice() {
+                [arg] => (Box::new((*arg).clone()), true),
+                _ => return Err(PgError::unsupported("this LIKE ALL form")),
+            },
+            Expr::Nested(inner) => (inner.clone(), false),
+            other => (Box::new(other.clone()), false),
+        };
+        let mut left = left.clone();
+        self.quantified_by(&mut left, &BinaryOperator::Eq, &mut right, all, Some(kind), negated)
+            .map(Some)
+    }
+
+    fn quantified_by(
+        &mut self,
+        left: &mut Box<Expr>,
+        op: &BinaryOperator,
+        right: &mut Box<Expr>,
+        all: bool,
+        pattern: Option<Pattern>,
+        negated: bool,
     ) -> Result<Expr, PgError> {
         if !matches!(
             op,
@@ -404,10 +521,16 @@ impl Rewriter<'_> {
         let numeric = [left_type, element]
             .iter()
             .any(|t| t.is_some_and(|t| t.base() == Base::Numeric && !t.is_array()));
-        let comparison = if numeric {
-            format!("pg_numeric_cmp({left}, {value}) {op} 0")
+        let comparison = match (pattern, numeric) {
+            (Some(Pattern::Like), _) => format!("{left} LIKE {value}"),
+            (Some(Pattern::ILike), _) => format!("pg_ilike({left}, {value})"),
+            (None, true) => format!("pg_numeric_cmp({left}, {value}) {op} 0"),
+            (None, false) => format!("{left} {op} {value}"),
+        };
+        let comparison = if negated {
+            format!("NOT ({comparison})")
         } else {
-            format!("{left} {op} {value}")
+            comparison
         };
         let decided = if all {
             format!("NOT ({comparison})")
@@ -427,6 +550,37 @@ impl Rewriter<'_> {
     }
 }
 
+impl Rewriter<'_> {
+    /// A bare column name: a set-returning function's column, a table's column qualified beside one, or a
+    /// PostgreSQL system column, which SQLite tables do not have (0A000).
+    fn identifier(&self, ident: &Ident) -> Result<Option<Expr>, PgError> {
+        if let Some(column) = self.typer.function_column(None, &ident.value) {
+            return Ok(Some(column.expr.clone()));
+        }
+        let name = ident.value.to_ascii_lowercase();
+        if ident.quote_style.is_none()
+            && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
+            && !self.typer.has_column(&name)
+            && !self.typer.scopes.is_empty()
+        {
+            return Err(PgError::unsupported(format!("the system column {name}")));
+        }
+        // Beside a set-returning function (SQLite's `json_each`, whose own columns are `key`, `value`,
+        // `type`, `id`, …), a table's column is named with its table.
+        Ok(self
+            .typer
+            .qualifier_for(&ident.value)
+            .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])))
+    }
+}
+
+/// The pattern matches `ANY`/`ALL` may quantify.
+#[derive(Clone, Copy)]
+enum Pattern {
+    Like,
+    ILike,
+}
+
 /// A name for a subquery alias the rewrite adds, unique in the process.
 fn fresh_name(prefix: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -434,4 +588,29 @@ fn fresh_name(prefix: &str) -> String {
         "_pgc_{prefix}_{}",
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
+}
+
+/// `overlay(s PLACING r FROM n [FOR m])` = `substr(s, 1, n - 1) || r || substr(s, n + m)`, `m` the length of
+/// `r` by default.
+fn overlay(s: Expr, r: Expr, n: Expr, m: Option<Expr>) -> Expr {
+    let m = m.unwrap_or_else(|| call("length", vec![r.clone()]));
+    let binary = |left: Expr, op: BinaryOperator, right: Expr| Expr::BinaryOp {
+        left: Box::new(left),
+        op,
+        right: Box::new(right),
+    };
+    let head = call(
+        "substr",
+        vec![
+            s.clone(),
+            Expr::value(number("1")),
+            binary(n.clone(), BinaryOperator::Minus, Expr::value(number("1"))),
+        ],
+    );
+    let tail = call("substr", vec![s, binary(n, BinaryOperator::Plus, m)]);
+    Expr::Nested(Box::new(binary(
+        binary(head, BinaryOperator::StringConcat, r),
+        BinaryOperator::StringConcat,
+        tail,
+    )))
 }

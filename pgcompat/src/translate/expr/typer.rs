@@ -23,17 +23,40 @@ impl Scope {
     /// The scope of one SELECT's FROM clause (joined tables included; subqueries in FROM are not typed).
     pub(crate) fn of_select(select: &Select) -> Scope {
         let mut tables = Vec::new();
-        let mut add = |factor: &TableFactor| {
-            if let TableFactor::Table { name, alias, .. } = factor {
+        let mut add = |factor: &TableFactor| match factor {
+            TableFactor::Table { name, alias, .. } => {
                 let table = last_part(name);
                 let key = alias.as_ref().map_or_else(|| table.clone(), |a| a.name.value.clone());
                 tables.push((key.to_ascii_lowercase(), table));
             }
+            // A derived table is known by its alias; its columns' types are the rewriter's (`ctes`).
+            TableFactor::Derived { alias: Some(a), .. } => {
+                tables.push((a.name.value.to_ascii_lowercase(), a.name.value.clone()));
+            }
+            _ => {}
         };
         for from in &select.from {
             add(&from.relation);
             for join in &from.joins {
                 add(&join.relation);
+            }
+        }
+        Scope {
+            tables,
+            functions: Vec::new(),
+        }
+    }
+
+    /// The scope of an UPDATE or DELETE: its target (by alias or name) and the tables of its FROM or USING.
+    pub(crate) fn of_target(table: &str, alias: Option<&str>, others: &[sqlparser::ast::TableWithJoins]) -> Scope {
+        let mut tables = vec![(alias.unwrap_or(table).to_ascii_lowercase(), table.to_owned())];
+        for from in others {
+            for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)) {
+                if let TableFactor::Table { name, alias, .. } = factor {
+                    let table = last_part(name);
+                    let key = alias.as_ref().map_or_else(|| table.clone(), |a| a.name.value.clone());
+                    tables.push((key.to_ascii_lowercase(), table));
+                }
             }
         }
         Scope {
@@ -60,10 +83,19 @@ pub(crate) fn last_part(name: &ObjectName) -> String {
     }
 }
 
+/// A CTE's columns and their types, as its (first) SELECT gives them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CteTable {
+    pub(crate) name: String,
+    pub(crate) columns: Vec<(String, Option<PgType>)>,
+}
+
 /// Types expressions from the catalog and the scopes of the SELECTs around them.
 pub(crate) struct Typer<'a> {
     pub(crate) catalog: &'a Catalog,
     pub(crate) scopes: Vec<Scope>,
+    /// The CTEs of the statement, by name (a CTE hides a table of its name).
+    pub(crate) ctes: Vec<CteTable>,
 }
 
 impl Typer<'_> {
@@ -95,6 +127,59 @@ impl Typer<'_> {
         None
     }
 
+    /// The columns of the FROM item a SELECT knows as `key` (a table, or a derived table or CTE the rewrite
+    /// typed), in order, when `key` names one and no column of that name is in scope (a whole-row reference,
+    /// as in `row_to_json(t)`).
+    pub(crate) fn row_columns(&self, key: &str) -> Option<Vec<(String, Option<PgType>)>> {
+        if self.function_column(None, key).is_some() || self.has_column(key) {
+            return None;
+        }
+        for scope in self.scopes.iter().rev() {
+            for (k, table) in &scope.tables {
+                if !k.eq_ignore_ascii_case(key) {
+                    continue;
+                }
+                if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+                    return Some(cte.columns.clone());
+                }
+                return self
+                    .catalog
+                    .table(table)
+                    .map(|t| t.columns().iter().map(|(c, ty)| (c.clone(), Some(*ty))).collect());
+            }
+        }
+        None
+    }
+
+    /// Whether some FROM item in scope has a column named `column` (whatever its type).
+    pub(crate) fn has_column(&self, column: &str) -> bool {
+        self.scopes.iter().any(|scope| {
+            scope.tables.iter().any(|(_, table)| {
+                match self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+                    Some(cte) => cte.columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(column)),
+                    None => {
+                        self.catalog.column_type(table, column).is_some()
+                            || crate::pg_catalog::column_type(table, column).is_some()
+                    }
+                }
+            })
+        })
+    }
+
+    /// The table (by its key in the SELECT) whose column an unqualified `column` is, when the innermost
+    /// SELECT also has set-returning functions in its FROM.
+    pub(crate) fn qualifier_for(&self, column: &str) -> Option<String> {
+        let scope = self.scopes.last()?;
+        if scope.functions.is_empty() {
+            return None;
+        }
+        scope
+            .tables
+            .iter()
+            .find(|(_, table)| self.catalog.column_type(table, column).is_some())
+            .map(|(key, _)| key.clone())
+    }
+
     fn column(&self, qualifier: Option<&str>, column: &str) -> Option<PgType> {
         if let Some(found) = self.function_column(qualifier, column) {
             return found.ty;
@@ -103,6 +188,12 @@ impl Typer<'_> {
             for (key, table) in &scope.tables {
                 if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(key)) {
                     continue;
+                }
+                if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+                    match cte.columns.iter().find(|(c, _)| c.eq_ignore_ascii_case(column)) {
+                        Some((_, ty)) => return *ty,
+                        None => continue,
+                    }
                 }
                 if let Some(ty) = self
                     .catalog
@@ -133,6 +224,9 @@ impl Typer<'_> {
                 _ => None,
             },
             Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => self.infer(inner),
+            // Written forms, before the rewrite makes them `pg_cast` (a CTE is typed before and after).
+            Expr::TypedString(typed) => written_type(&typed.data_type).ok(),
+            Expr::Cast { data_type, .. } => written_type(data_type).ok(),
             Expr::UnaryOp { op, expr } => match op {
                 UnaryOperator::Not => Some(PgType::BOOL),
                 _ => self.infer(expr),
@@ -181,6 +275,7 @@ impl Typer<'_> {
                 scopes.push(Scope::of_select(select));
                 scopes
             },
+            ctes: self.ctes.clone(),
         };
         match item {
             SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => inner.infer(e),
@@ -195,6 +290,7 @@ impl Typer<'_> {
             B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => Some(PgType::BOOL),
             B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe => Some(PgType::BOOL),
             B::StringConcat if self.infer(left).is_some_and(PgType::is_array) => self.infer(left),
+            B::StringConcat if self.infer(left).is_some_and(|t| t.base() == Base::Bytea) => Some(PgType::BYTEA),
             B::StringConcat if self.infer(right).is_some_and(PgType::is_array) => self.infer(right),
             B::StringConcat if self.infer(left).is_some_and(|t| t.base() == Base::Jsonb) => {
                 Some(PgType::new(Base::Jsonb))
@@ -247,6 +343,16 @@ impl Typer<'_> {
             "pg_age" => PgType::new(Base::Interval),
             "pg_array" => return literal_type(0).map(PgType::array),
             "pg_array_agg" => return args.get(1).and_then(|a| self.infer(a)).map(|t| t.element().array()),
+            "pg_array_agg_packed" => {
+                return match args.first() {
+                    Some(Expr::Function(packed)) => plain_args(packed)
+                        .get(1)
+                        .and_then(|a| self.infer(a))
+                        .map(|t| t.element().array()),
+                    _ => None,
+                }
+            }
+            "pg_string_agg_packed" => PgType::TEXT,
             "pg_array_get" => return literal_type(2),
             "pg_array_contains_all" | "pg_array_overlap" | "pg_jsonb_has_keys" => PgType::BOOL,
             "pg_jsonb_path" => {
@@ -279,8 +385,12 @@ impl Typer<'_> {
                 Some(t) => t,
                 None => return None,
             },
-            "pg_interval_scale" => PgType::new(Base::Interval),
-            "pg_float_arith" => PgType::FLOAT8,
+            "pg_interval_scale" | "pg_interval_sum" | "pg_interval_avg" => PgType::new(Base::Interval),
+            "pg_percentile_cont" => PgType::FLOAT8,
+            "pg_percentile_disc" => return args.get(1).and_then(|a| self.infer(a)),
+            "pg_mode" => return first,
+            "pg_bytea_concat" => PgType::BYTEA,
+            "pg_float_arith" => return literal_type(3).or(Some(PgType::FLOAT8)),
             "pg_numeric_cmp" => PgType::INT4,
             "pg_jsonb_eq" => PgType::BOOL,
             "pg_numeric_sum" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div" => {
