@@ -349,6 +349,19 @@ impl Rewriter<'_> {
                 coerce_literals(ty, list.iter_mut());
                 None
             }
+            Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
+                // Typed as `=` types its sides: a parameter or an untyped string takes the other side's type.
+                let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
+                self.learn_param(right, lt);
+                self.learn_param(left, rt);
+                if is_string_literal(right) {
+                    coerce_literals(lt, std::iter::once(right.as_mut()));
+                }
+                if is_string_literal(left) {
+                    coerce_literals(rt, std::iter::once(left.as_mut()));
+                }
+                None
+            }
             Expr::Between {
                 expr: inner, low, high, ..
             } => {
