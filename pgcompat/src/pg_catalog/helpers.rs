@@ -107,4 +107,8 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
         "seqnames",
         "SELECT tbl AS _pgc_tbl, col AS _pgc_col, seqname AS _pgc_name FROM _pgc_seq WHERE tbl IS NOT NULL",
     ),
+    (
+        "typnames",
+        "SELECT oid AS _pgc_oid, typname AS _pgc_name FROM _pgc_pg_type",
+    ),
 ];

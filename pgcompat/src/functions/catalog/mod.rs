@@ -71,7 +71,13 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
         }
     }
-    for name in ["pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible"] {
+    for name in [
+        "pg_table_is_visible",
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+        // Every collation is pg_catalog's, which is always on the search path.
+        "pg_collation_is_visible",
+    ] {
         conn.create_scalar_function(name, 1, flags_pure(), |_| Ok(true))?;
     }
     for name in [

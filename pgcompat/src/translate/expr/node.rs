@@ -391,6 +391,10 @@ impl Rewriter<'_> {
                         *expr = found.expr.clone();
                         return Ok(());
                     }
+                    if let Some(oid) = self.catalog_tableoid(Some(&qualifier.value), column) {
+                        *expr = oid;
+                        return Ok(());
+                    }
                 }
                 super::super::catalog_refs::rewrite_compound(parts);
                 None
@@ -570,6 +574,9 @@ impl Rewriter<'_> {
         if let Some(column) = self.typer.function_column(None, &ident.value) {
             return Ok(Some(column.expr.clone()));
         }
+        if let Some(oid) = self.catalog_tableoid(None, ident) {
+            return Ok(Some(oid));
+        }
         let name = ident.value.to_ascii_lowercase();
         if ident.quote_style.is_none()
             && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
@@ -584,6 +591,19 @@ impl Rewriter<'_> {
             .typer
             .qualifier_for(&ident.value)
             .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])))
+    }
+}
+
+impl Rewriter<'_> {
+    /// `tableoid` of a row of a system catalog (`x.tableoid` with `x` a catalog, or bare with one catalog in
+    /// FROM): the catalog's OID, a constant, as PostgreSQL gives it (pg_dump reads it for every object).
+    fn catalog_tableoid(&self, qualifier: Option<&str>, column: &Ident) -> Option<Expr> {
+        if column.quote_style.is_some() || !column.value.eq_ignore_ascii_case("tableoid") {
+            return None;
+        }
+        let oid = crate::pg_catalog::system_catalog_oid(self.typer.table_named(qualifier)?)?;
+        // Typed oid (`_pgc_oid_of` is the identity).
+        Some(call("_pgc_oid_of", vec![Expr::value(number(&oid.to_string()))]))
     }
 }
 
