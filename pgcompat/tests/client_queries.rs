@@ -88,3 +88,50 @@ fn catalogs_of_features_cambium_lacks_are_empty() {
     .is_empty());
     assert!(rows("SELECT schemaname, tablename, policyname AS name FROM pg_policies", &[]).is_empty());
 }
+
+#[test]
+fn index_keys_are_vectors_in_key_order() {
+    let setup_sql = [
+        "CREATE TABLE t (a int, b int, c int, PRIMARY KEY (c, a))",
+        "CREATE INDEX ti ON t (b, a)",
+    ];
+    let got = rows(
+        "SELECT i.indkey, i.indkey[0], i.indkey[1] FROM pg_index i ORDER BY 1",
+        &setup_sql,
+    );
+    assert_eq!(cells(&got), vec![vec!["2 1", "2", "1"], vec!["3 1", "3", "1"]]);
+    // SQLAlchemy's inspector: a key's columns with their positions, from 0 as PostgreSQL numbers them.
+    let got = rows(
+        "SELECT unnest(pg_catalog.pg_index.indkey) AS attnum, \
+         generate_subscripts(pg_catalog.pg_index.indkey, 1) AS ord FROM pg_catalog.pg_index ORDER BY 1, 2",
+        &setup_sql,
+    );
+    assert_eq!(
+        cells(&got),
+        vec![vec!["1", "1"], vec!["1", "1"], vec!["2", "0"], vec!["3", "0"]]
+    );
+}
+
+#[test]
+fn pg_dump_reads_what_it_needs() {
+    // A `name` is subscripted as characters from 0; options become rows; no ACL is granted.
+    let got = rows(
+        "SELECT typname[0] = '_', acldefault('n', 10) IS NULL FROM pg_type WHERE typname = '_int4'",
+        &[],
+    );
+    assert_eq!(cells(&got), vec![vec!["t", "t"]]);
+    let got = rows(
+        "SELECT option_name, option_value FROM pg_options_to_table(ARRAY['a=1', 'b=x=y'])",
+        &[],
+    );
+    assert_eq!(cells(&got), vec![vec!["a", "1"], vec!["b", "x=y"]]);
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE TABLE users (id int)");
+    ok(&conn, &mut d, "BEGIN");
+    ok(&conn, &mut d, "LOCK TABLE public.users IN ACCESS SHARE MODE");
+    ok(&conn, &mut d, "COMMIT");
+    assert_eq!(
+        run(&conn, &mut d, "LOCK TABLE nosuch IN ACCESS SHARE MODE"),
+        Err("42P01".to_owned())
+    );
+}

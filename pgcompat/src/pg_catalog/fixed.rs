@@ -25,14 +25,17 @@ pub(super) const FIXED: &[View] = &[
         columns: "rolname:name, rolsuper:bool, rolinherit:bool, rolcreaterole:bool, rolcreatedb:bool, \
                   rolcanlogin:bool, rolreplication:bool, rolconnlimit:int4, rolpassword:text, rolvaliduntil:text, \
                   rolbypassrls:bool, rolconfig:text[], oid:oid",
-        select: "SELECT pg_current_user(), 1, 1, 1, 1, 1, 1, -1, '********', NULL, 1, NULL, 10",
+        // The session's role, and PostgreSQL 15's `pg_database_owner` (6171), which owns the schema public.
+        select: "SELECT pg_current_user(), 1, 1, 1, 1, 1, 1, -1, '********', NULL, 1, NULL, 10 \
+                 UNION ALL SELECT 'pg_database_owner', 0, 1, 0, 0, 0, 0, -1, '********', NULL, 0, NULL, 6171",
     },
     View {
         name: "pg_authid",
         columns: "oid:oid, rolname:name, rolsuper:bool, rolinherit:bool, rolcreaterole:bool, rolcreatedb:bool, \
                   rolcanlogin:bool, rolreplication:bool, rolbypassrls:bool, rolconnlimit:int4, rolpassword:text, \
                   rolvaliduntil:text",
-        select: "SELECT 10, pg_current_user(), 1, 1, 1, 1, 1, 1, 1, -1, NULL, NULL",
+        select: "SELECT 10, pg_current_user(), 1, 1, 1, 1, 1, 1, 1, -1, NULL, NULL \
+                 UNION ALL SELECT 6171, 'pg_database_owner', 0, 1, 0, 0, 0, 0, 0, -1, NULL, NULL",
     },
     View {
         name: "pg_user",
@@ -47,11 +50,17 @@ pub(super) const FIXED: &[View] = &[
     },
     View {
         name: "pg_proc",
-        columns: "oid:oid, proname:name, pronamespace:oid, proowner:oid, prolang:oid, prokind:char, \
-                  proretset:bool, prorettype:oid, pronargs:int2, proargtypes:text, prosrc:text",
-        select: "VALUES (1299, 'now', 11, 10, 12, 'f', 0, 1184, 0, '', 'now'), (89, 'version', 11, 10, 12, 'f', 0, 25, 0, '', 'pgsql_version'), \
-                 (861, 'current_database', 11, 10, 12, 'f', 0, 19, 0, '', 'current_database'), \
-                 (1402, 'current_schema', 11, 10, 12, 'f', 0, 19, 0, '', 'current_schema')",
+        columns: "oid:oid, proname:name, pronamespace:oid, proowner:oid, prolang:oid, procost:float4, prorows:float4, \
+                  provariadic:oid, prosupport:oid, prokind:char, prosecdef:bool, proleakproof:bool, proisstrict:bool, \
+                  proretset:bool, provolatile:char, proparallel:char, pronargs:int2, pronargdefaults:int2, \
+                  prorettype:oid, proargtypes:text, proallargtypes:oid[], proargmodes:text[], proargnames:text[], \
+                  proargdefaults:text, protrftypes:oid[], prosrc:text, probin:text, prosqlbody:text, proconfig:text[], \
+                  proacl:text[]",
+        // A few built-in functions tools look up by name; every column PostgreSQL 15 has (pg_dump, pgcli).
+        select: "VALUES (1299, 'now', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 1184, '', NULL, NULL, NULL, NULL, NULL, 'now', NULL, NULL, NULL, NULL), \
+                 (89, 'version', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 25, '', NULL, NULL, NULL, NULL, NULL, 'pgsql_version', NULL, NULL, NULL, NULL), \
+                 (861, 'current_database', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_database', NULL, NULL, NULL, NULL), \
+                 (1402, 'current_schema', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_schema', NULL, NULL, NULL, NULL)",
     },
     View {
         name: "pg_settings",
@@ -81,8 +90,11 @@ pub(super) const FIXED: &[View] = &[
     View {
         name: "pg_trigger",
         columns: "oid:oid, tgrelid:oid, tgparentid:oid, tgname:name, tgfoid:oid, tgtype:int2, tgenabled:char, \
-                  tgisinternal:bool, tgconstrrelid:oid, tgconstrindid:oid, tgconstraint:oid",
-        select: "SELECT 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0 WHERE 0",
+                  tgisinternal:bool, tgconstrrelid:oid, tgconstrindid:oid, tgconstraint:oid, tgdeferrable:bool, \
+                  tginitdeferred:bool, tgnargs:int2, tgattr:text, tgargs:bytea, tgqual:text, tgoldtable:name, \
+                  tgnewtable:name",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                 NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_policy",
@@ -100,6 +112,89 @@ pub(super) const FIXED: &[View] = &[
         columns: "oid:oid, extname:name, extowner:oid, extnamespace:oid, extrelocatable:bool, extversion:text, \
                   extconfig:oid[], extcondition:text[]",
         select: "VALUES (13526, 'plpgsql', 10, 11, 0, '1.0', NULL, NULL)",
+    },
+    // Catalogs of objects Cambium does not have (user casts, operators, operator families, conversions,
+    // aggregates, text search configurations, access method members, user mappings): empty, for pg_dump.
+    View {
+        name: "pg_cast",
+        columns: "oid:oid, castsource:oid, casttarget:oid, castfunc:oid, castcontext:char, castmethod:char",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_operator",
+        columns: "oid:oid, oprname:name, oprnamespace:oid, oprowner:oid, oprkind:char, oprcanmerge:bool, \
+                  oprcanhash:bool, oprleft:oid, oprright:oid, oprresult:oid, oprcom:oid, oprnegate:oid, \
+                  oprcode:oid, oprrest:oid, oprjoin:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_opfamily",
+        columns: "oid:oid, opfmethod:oid, opfname:name, opfnamespace:oid, opfowner:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_conversion",
+        columns: "oid:oid, conname:name, connamespace:oid, conowner:oid, conforencoding:int4, contoencoding:int4, \
+                  conproc:oid, condefault:bool",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_aggregate",
+        columns: "aggfnoid:oid, aggkind:char, aggnumdirectargs:int2, aggtransfn:oid, aggfinalfn:oid, \
+                  aggcombinefn:oid, aggserialfn:oid, aggdeserialfn:oid, aggmtransfn:oid, aggminvtransfn:oid, \
+                  aggmfinalfn:oid, aggfinalextra:bool, aggmfinalextra:bool, aggfinalmodify:char, \
+                  aggmfinalmodify:char, aggsortop:oid, aggtranstype:oid, aggtransspace:int4, aggmtranstype:oid, \
+                  aggmtransspace:int4, agginitval:text, aggminitval:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_ts_parser",
+        columns: "oid:oid, prsname:name, prsnamespace:oid, prsstart:oid, prstoken:oid, prsend:oid, \
+                  prsheadline:oid, prslextype:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_ts_dict",
+        columns: "oid:oid, dictname:name, dictnamespace:oid, dictowner:oid, dicttemplate:oid, dictinitoption:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_ts_template",
+        columns: "oid:oid, tmplname:name, tmplnamespace:oid, tmplinit:oid, tmpllexize:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_ts_config",
+        columns: "oid:oid, cfgname:name, cfgnamespace:oid, cfgowner:oid, cfgparser:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_ts_config_map",
+        columns: "mapcfg:oid, maptokentype:int4, mapseqno:int4, mapdict:oid",
+        select: "SELECT NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_amop",
+        columns: "oid:oid, amopfamily:oid, amoplefttype:oid, amoprighttype:oid, amopstrategy:int2, \
+                  amoppurpose:char, amopopr:oid, amopmethod:oid, amopsortfamily:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_amproc",
+        columns: "oid:oid, amprocfamily:oid, amproclefttype:oid, amprocrighttype:oid, amprocnum:int2, amproc:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
+    View {
+        name: "pg_user_mapping",
+        columns: "oid:oid, umuser:oid, umserver:oid, umoptions:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL WHERE 0",
+    },
+    // No security labels exist (pg_dump reads them).
+    View {
+        name: "pg_seclabels",
+        columns: "objoid:oid, classoid:oid, objsubid:int4, objtype:text, objnamespace:oid, objname:text, \
+                  provider:text, label:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     // Every index is a b-tree over its columns' default operator classes, which no query needs listed;
     // SQLAlchemy's inspector reads the non-default ones to name them in an index's definition.
@@ -132,8 +227,8 @@ pub(super) const FIXED: &[View] = &[
     View {
         name: "pg_statistic_ext",
         columns: "oid:oid, stxrelid:oid, stxname:name, stxnamespace:oid, stxowner:oid, stxstattarget:int4, \
-                  stxkeys:text, stxkind:text[]",
-        select: "SELECT 0, 0, NULL, 0, 0, 0, NULL, NULL WHERE 0",
+                  stxkeys:text, stxkind:text[], stxexprs:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_publication",
@@ -164,13 +259,15 @@ pub(super) const FIXED: &[View] = &[
     },
     View {
         name: "pg_partitioned_table",
-        columns: "partrelid:oid, partstrat:char, partnatts:int2, partdefid:oid, partattrs:text",
-        select: "SELECT 0, NULL, 0, 0, NULL WHERE 0",
+        columns: "partrelid:oid, partstrat:char, partnatts:int2, partdefid:oid, partattrs:text, partclass:text, \
+                  partcollation:text, partexprs:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_range",
-        columns: "rngtypid:oid, rngsubtype:oid, rngmultitypid:oid, rngcollation:oid, rngsubopc:oid",
-        select: "SELECT 0, 0, 0, 0, 0 WHERE 0",
+        columns: "rngtypid:oid, rngsubtype:oid, rngmultitypid:oid, rngcollation:oid, rngsubopc:oid, \
+                  rngcanonical:oid, rngsubdiff:oid",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_event_trigger",
@@ -194,8 +291,10 @@ pub(super) const FIXED: &[View] = &[
     },
     View {
         name: "pg_subscription",
-        columns: "oid:oid, subdbid:oid, subname:name, subowner:oid, subenabled:bool",
-        select: "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0",
+        columns: "oid:oid, subdbid:oid, subskiplsn:text, subname:name, subowner:oid, subenabled:bool, \
+                  subbinary:bool, substream:bool, subtwophasestate:char, subdisableonerr:bool, subconninfo:text, \
+                  subslotname:name, subsynccommit:text, subpublications:text[]",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
     View {
         name: "pg_foreign_table",
@@ -224,7 +323,9 @@ pub(super) const FIXED: &[View] = &[
     },
     View {
         name: "pg_language",
-        columns: "oid:oid, lanname:name, lanowner:oid, lanispl:bool, lanpltrusted:bool",
-        select: "VALUES (12, 'internal', 10, 0, 0), (13, 'c', 10, 0, 0), (14, 'sql', 10, 0, 1), (13525, 'plpgsql', 10, 1, 1)",
+        columns: "oid:oid, lanname:name, lanowner:oid, lanispl:bool, lanpltrusted:bool, lanplcallfoid:oid, \
+                  laninline:oid, lanvalidator:oid, lanacl:text[]",
+        select: "VALUES (12, 'internal', 10, 0, 0, 0, 0, 2246, NULL), (13, 'c', 10, 0, 0, 0, 0, 2247, NULL), \
+                 (14, 'sql', 10, 0, 1, 0, 0, 2248, NULL), (13525, 'plpgsql', 10, 1, 1, 13522, 13523, 13524, NULL)",
     },
 ];

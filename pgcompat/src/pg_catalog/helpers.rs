@@ -71,7 +71,7 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.name) || \
          ' ON public.' || _pgc_ident(x.tbl) || ' USING btree (' || \
          (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')' AS indexdef, \
-         (SELECT group_concat(c.attnum, ' ') FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
+         (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
          FROM _pgc_idx x",
     ),
 ];

@@ -40,13 +40,13 @@ pub(super) const RELATIONS: &[View] = &[
                   attndims:int4, attcacheoff:int4, atttypmod:int4, attbyval:bool, attalign:char, attstorage:char, \
                   attcompression:char, attnotnull:bool, atthasdef:bool, atthasmissing:bool, attidentity:char, \
                   attgenerated:char, attisdropped:bool, attislocal:bool, attinhcount:int4, attcollation:oid, \
-                  attacl:text, attoptions:text[], attfdwoptions:text[]",
+                  attacl:text, attoptions:text[], attfdwoptions:text[], attmissingval:text",
         select: "SELECT c.relid, c.attname, c.typid, -1, coalesce(t.typlen, -1), c.attnum, t.typcategory = 'A', -1, c.typmod, \
-                 coalesce(t.typbyval, 0), 'i', 'x', '', c.nn OR c.pk > 0, (c.dflt IS NOT NULL OR c.serial) AND c.identity = '', 0, c.identity, '', 0, 1, 0, \
-                 coalesce(t.typcollation, 0), NULL, NULL, NULL \
+                 coalesce(t.typbyval, 0), 'i', CASE WHEN coalesce(t.typlen, -1) = -1 THEN 'x' ELSE 'p' END, '', c.nn OR c.pk > 0, (c.dflt IS NOT NULL OR c.serial) AND c.identity = '', 0, c.identity, '', 0, 1, 0, \
+                 coalesce(t.typcollation, 0), NULL, NULL, NULL, NULL \
                  FROM _pgc_cols c LEFT JOIN _pgc_types t ON t.oid = c.typid \
                  UNION ALL SELECT r.oid, s.name, s.typid, 0, s.len, s.num, 0, -1, -1, s.len > 0, 'i', 'p', '', 1, 0, 0, '', '', 0, 1, 0, 0, \
-                 NULL, NULL, NULL FROM _pgc_rel r, (SELECT 'tableoid' AS name, 26 AS typid, 4 AS len, -6 AS num UNION ALL SELECT 'cmax', 29, 4, -5 \
+                 NULL, NULL, NULL, NULL FROM _pgc_rel r, (SELECT 'tableoid' AS name, 26 AS typid, 4 AS len, -6 AS num UNION ALL SELECT 'cmax', 29, 4, -5 \
                  UNION ALL SELECT 'xmax', 28, 4, -4 UNION ALL SELECT 'cmin', 29, 4, -3 UNION ALL SELECT 'xmin', 28, 4, -2 \
                  UNION ALL SELECT 'ctid', 27, 6, -1) AS s \
                  WHERE r.type = 'table'",

@@ -12,6 +12,7 @@ pub(crate) mod enums;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
+mod lock;
 mod maintenance;
 pub(crate) mod names;
 pub(crate) mod query_rules;
@@ -22,6 +23,7 @@ pub(crate) mod tables;
 pub(crate) mod token_forms;
 pub(crate) mod unparsed;
 pub(crate) mod upsert;
+mod vectors;
 pub(crate) mod walk;
 
 #[cfg(test)]
@@ -51,6 +53,11 @@ pub enum Kind {
     Update,
     /// `DELETE`
     Delete,
+    /// `LOCK TABLE …`.
+    Lock {
+        /// Its mode keeps other writers out: it takes the writer lock.
+        writers_out: bool,
+    },
     /// `BEGIN` / `START TRANSACTION` with the transaction parameters its modes set
     /// (`transaction_read_only`, `transaction_isolation`), for the session's settings.
     Begin {
@@ -196,6 +203,9 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     }
     if let Some(maintenance) = maintenance::parse(sql) {
         return Ok(Translated::Statements(vec![maintenance]));
+    }
+    if let Some(lock) = lock::parse(conn, sql) {
+        return Ok(Translated::Statements(vec![lock?]));
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
         Ok(statements) => statements,

@@ -115,6 +115,7 @@ pub(crate) fn handles(name: &str) -> bool {
             | "regexp_matches"
             | "generate_subscripts"
             | "generate_series"
+            | "pg_options_to_table"
     )
 }
 
@@ -129,6 +130,16 @@ fn source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shap
         return Err(PgError::new(
             crate::error::UNDEFINED_FUNCTION,
             format!("function {name} with {} arguments does not exist", args.len()),
+        ));
+    }
+    if name == "pg_options_to_table" {
+        // `name=value` options as a JSON object, each member a row (`option_name`, `option_value`).
+        return Ok((
+            format!("pg_options_json({})", args[0]),
+            Shape::Each {
+                jsonb: false,
+                text: true,
+            },
         ));
     }
     if name.starts_with("json") {
@@ -159,6 +170,24 @@ fn json_source(typer: &Typer<'_>, name: &str, arg: &Expr) -> Result<(String, Sha
 fn array_source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String, Shape), PgError> {
     let element_of = |arg: &Expr| typer.infer(arg).map_or(PgType::TEXT, PgType::element);
     let list: Vec<String> = args.iter().map(ToString::to_string).collect();
+    if args.len() == 1 && name == "unnest" && super::vectors::is_vector(typer, args[0]) {
+        return Ok((
+            format!("pg_array_to_json({}, 'int8')", super::vectors::as_array(args[0])),
+            Shape::Values { element: PgType::INT8 },
+        ));
+    }
+    if args.len() == 2 && name == "generate_subscripts" && super::vectors::is_vector(typer, args[0]) {
+        // A vector's subscripts run from 0.
+        let array = super::vectors::as_array(args[0]);
+        return Ok((
+            format!(
+                "CASE WHEN {dim} = 1 THEN pg_series_json('{}', 0, coalesce(array_length({array}, 1), 0) - 1) END",
+                PgType::INT4.catalog_text(),
+                dim = args[1]
+            ),
+            Shape::Values { element: PgType::INT4 },
+        ));
+    }
     Ok(match name {
         "unnest" if args.len() > 1 => {
             let elements: Vec<PgType> = args.iter().map(|a| element_of(a)).collect();
@@ -189,10 +218,20 @@ fn array_source(typer: &Typer<'_>, name: &str, args: &[&Expr]) -> Result<(String
                 element: PgType::TEXT.array(),
             },
         ),
+        "generate_subscripts" if args.len() == 3 => {
+            return Err(PgError::unsupported("generate_subscripts in reverse"));
+        }
+        // A dimension given as a parameter (SQLAlchemy's) or another one than 1: the series of its bounds.
+        "generate_subscripts" if args[1].to_string() != "1" => (
+            format!(
+                "pg_series_json('{}', array_lower({array}, {dim}), array_upper({array}, {dim}))",
+                PgType::INT4.catalog_text(),
+                array = args[0],
+                dim = args[1]
+            ),
+            Shape::Values { element: PgType::INT4 },
+        ),
         "generate_subscripts" => {
-            if args[1].to_string() != "1" || args.len() == 3 {
-                return Err(PgError::unsupported("generate_subscripts of a dimension other than 1"));
-            }
             let element = element_of(args[0]);
             (
                 format!("pg_array_to_json({}, '{}')", args[0], element.catalog_text()),
@@ -319,6 +358,11 @@ pub(crate) fn function_table(
     let (source, shape) = source(typer, name, args)?;
     let sqlite_alias = fresh_alias();
     let mut columns = columns(&shape, name, &sqlite_alias)?;
+    if name == "pg_options_to_table" {
+        for (column, given) in columns.iter_mut().zip(["option_name", "option_value"]) {
+            column.name = given.to_owned();
+        }
+    }
     if with_ordinality {
         if !shape.over_array() {
             return Err(PgError::unsupported(format!("{name} WITH ORDINALITY")));

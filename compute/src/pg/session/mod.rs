@@ -676,11 +676,15 @@ pub(super) fn type_param_columns(
     }
 }
 
-/// Whether a statement writes: an INSERT, UPDATE or DELETE, or DDL made of several steps.
+/// Whether a statement writes: an INSERT, UPDATE or DELETE, DDL made of several steps, or a LOCK that keeps
+/// other writers out.
 fn is_write(translation: &Translation) -> bool {
     matches!(
         translation.kind,
-        pgcompat::Kind::Insert | pgcompat::Kind::Update | pgcompat::Kind::Delete
+        pgcompat::Kind::Insert
+            | pgcompat::Kind::Update
+            | pgcompat::Kind::Delete
+            | pgcompat::Kind::Lock { writers_out: true }
     ) || translation.steps.len() > 1
 }
 

@@ -66,6 +66,33 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             _ => "",
         })
     })?;
+    // Privileges are not modelled: every object has its default ACL, which the catalogs show as NULL (as
+    // PostgreSQL does for an object never granted on), so the default is NULL too (pg_dump compares them).
+    conn.create_scalar_function("acldefault", 2, flags_pure(), |_| Ok(None::<String>))?;
+    // A catalog's `int2vector`/`oidvector` text (`1 2`) as an array's (`{1,2}`).
+    conn.create_scalar_function("pg_vector_to_array", 1, flags_pure(), |ctx| {
+        Ok(ctx
+            .get::<Option<String>>(0)?
+            .map(|text| format!("{{{}}}", text.split_whitespace().collect::<Vec<_>>().join(","))))
+    })?;
+    // `pg_options_to_table`'s rows: a `text[]` of `name=value` options as a JSON object.
+    conn.create_scalar_function("pg_options_json", 1, flags_pure(), |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let elements = crate::value::array::parse(&text).ok_or_else(|| {
+            rusqlite::Error::UserFunctionError(Box::new(crate::error::PgError::new(
+                crate::error::INVALID_TEXT_REPRESENTATION,
+                format!("malformed array literal: \"{text}\""),
+            )))
+        })?;
+        let mut object = serde_json::Map::new();
+        for option in elements.into_iter().flatten() {
+            let (name, value) = option.split_once('=').unwrap_or((option.as_str(), ""));
+            object.insert(name.to_owned(), serde_json::Value::String(value.to_owned()));
+        }
+        Ok(Some(serde_json::Value::Object(object).to_string()))
+    })?;
     for name in ["pg_get_expr"] {
         for n in [2, 3] {
             conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;

@@ -419,6 +419,29 @@ impl Rewriter<'_> {
                 }
                 let ty = self.typer.infer(root);
                 match access_chain.as_slice() {
+                    // A catalog's `int2vector`/`oidvector` column: its elements from 0.
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })]
+                        if super::super::vectors::is_vector(&self.typer, root) =>
+                    {
+                        let position = Expr::BinaryOp {
+                            left: Box::new(Expr::Nested(Box::new(index.clone()))),
+                            op: BinaryOperator::Plus,
+                            right: Box::new(Expr::value(number("1"))),
+                        };
+                        let array = super::super::catalog_refs::parse_sql_expr(&super::super::vectors::as_array(root))?;
+                        Some(call("pg_array_get", vec![array, position, string("int8")]))
+                    }
+                    // A `name` is an array of characters from 0 (pg_dump's `typname[0] = '_'`).
+                    [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })]
+                        if ty.is_some_and(|t| t.base() == Base::Name && !t.is_array()) =>
+                    {
+                        let position = Expr::BinaryOp {
+                            left: Box::new(Expr::Nested(Box::new(index.clone()))),
+                            op: BinaryOperator::Plus,
+                            right: Box::new(Expr::value(number("1"))),
+                        };
+                        Some(call("substr", vec![take(root), position, Expr::value(number("1"))]))
+                    }
                     [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })] => {
                         let element = ty.unwrap_or(PgType::TEXT.array()).element();
                         Some(call(
