@@ -3,6 +3,7 @@
 mod compact;
 mod flush;
 mod gc;
+mod group;
 mod ingest;
 mod read;
 
@@ -48,6 +49,8 @@ struct LayerState {
 
 struct WriterState {
     last_commit_ts_us: u64,
+    /// The parts of a transaction received before its commit (see `group`).
+    pending: Option<group::PendingGroup>,
 }
 
 /// What GC must keep readable besides the cutoff: children's branch points and leased LSNs.
@@ -212,7 +215,10 @@ impl Timeline {
             last_record_lsn: AtomicU64::new(disk_consistent_lsn.0),
             disk_consistent_lsn: AtomicU64::new(disk_consistent_lsn.0),
             gc_cutoff_lsn: AtomicU64::new(gc_cutoff_lsn.0),
-            writer: Mutex::new(WriterState { last_commit_ts_us: 0 }),
+            writer: Mutex::new(WriterState {
+                last_commit_ts_us: 0,
+                pending: None,
+            }),
             ops: Mutex::new(()),
             branch_points: Mutex::new(RetainPoints::default()),
             timestamps,
@@ -293,7 +299,7 @@ impl Timeline {
             meta.gc_cutoff_lsn,
             timestamps,
         );
-        *timeline.writer.lock() = WriterState { last_commit_ts_us };
+        timeline.writer.lock().last_commit_ts_us = last_commit_ts_us;
         Ok(timeline)
     }
 
