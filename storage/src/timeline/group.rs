@@ -41,13 +41,13 @@ impl PendingGroup {
 }
 
 impl Timeline {
-    /// Where the next WAL frame must start: past the pending group's last part, or `last_record_lsn`.
+    /// Where the next WAL frame must start: past the pending group's last part, or `last_record_lsn`. Reads are
+    /// answered up to this LSN: between `last_record_lsn` and here lie only a pending group's parts, so the
+    /// state there is the state at `last_record_lsn` (a group is visible at its commit's end and nowhere
+    /// before). That is what lets a writer that died mid-group be followed by one whose history starts past the
+    /// abandoned parts.
     pub fn wal_end_lsn(&self) -> Lsn {
-        let writer = self.writer.lock();
-        writer
-            .pending
-            .as_ref()
-            .map_or_else(|| self.last_record_lsn(), PendingGroup::next_lsn)
+        Lsn(self.wal_end_lsn.load(Ordering::Acquire))
     }
 
     /// Ingests consecutive frames starting at `start_lsn` (which must be [`Timeline::wal_end_lsn`]): commits,
@@ -123,6 +123,7 @@ impl Timeline {
         }
         pending.wal_bytes += frame_bytes;
         pending.next_lsn = Lsn(lsn.0 + frame_bytes);
+        self.wal_end_lsn.store(pending.next_lsn.0, Ordering::Release);
         Ok(())
     }
 
@@ -197,6 +198,7 @@ impl Timeline {
         writer.last_commit_ts_us = writer.last_commit_ts_us.max(record.commit_ts_us);
         self.timestamps.push(writer.last_commit_ts_us, end_lsn);
         self.last_record_lsn.store(end_lsn.0, Ordering::Release);
+        self.wal_end_lsn.store(end_lsn.0, Ordering::Release);
         if state.open.wal_bytes() >= self.conf.checkpoint_distance_bytes {
             self.freeze_locked();
         }

@@ -138,6 +138,9 @@ pub struct Timeline {
     start_lsn: Lsn,
     layers: RwLock<Arc<LayerState>>,
     last_record_lsn: AtomicU64,
+    /// Where the next WAL frame starts: `last_record_lsn`, or past a pending group's parts (see `group`). Set
+    /// under the writer lock, after `last_record_lsn` when both move.
+    wal_end_lsn: AtomicU64,
     disk_consistent_lsn: AtomicU64,
     gc_cutoff_lsn: AtomicU64,
     writer: Mutex<WriterState>,
@@ -213,6 +216,7 @@ impl Timeline {
             start_lsn,
             layers: RwLock::new(Arc::new(state)),
             last_record_lsn: AtomicU64::new(disk_consistent_lsn.0),
+            wal_end_lsn: AtomicU64::new(disk_consistent_lsn.0),
             disk_consistent_lsn: AtomicU64::new(disk_consistent_lsn.0),
             gc_cutoff_lsn: AtomicU64::new(gc_cutoff_lsn.0),
             writer: Mutex::new(WriterState {
