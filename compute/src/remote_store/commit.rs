@@ -136,7 +136,11 @@ impl RemotePageStore {
             let frame = record(Vec::new())
                 .to_group_commit_frame(read_lsn)
                 .map_err(|e| self.fail(format!("transaction not committed: encoding its commit: {e}")))?;
-            self.append_one(proposer, frame)?
+            // Even a refusal fails the store now: the proposer's WAL ends past this group's parts.
+            match self.wait_append(self.send_append(proposer, frame)) {
+                Ok(end_lsn) => end_lsn,
+                Err(e) => return Err(self.fail(format!("commit failed: {e}"))),
+            }
         };
         let mut state = self.state.lock();
         assert!(
@@ -159,7 +163,7 @@ impl RemotePageStore {
         })
     }
 
-    /// Appends one frame and waits for it: the commit record (of a transaction alone, or of a group).
+    /// Appends one frame and waits for it: the record of a transaction of one part.
     fn append_one(&self, proposer: &Arc<WalProposer>, frame: Bytes) -> Result<Lsn, PageStoreError> {
         match self.wait_append(self.send_append(proposer, frame)) {
             Ok(end_lsn) => Ok(end_lsn),
