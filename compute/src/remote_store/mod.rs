@@ -160,6 +160,17 @@ impl RemotePageStoreConfig {
         config.connect_timeout_ms = self.connect_timeout_ms;
         config.commit_timeout_ms = self.commit_timeout_ms;
         config.election_timeout_ms = self.election_timeout_ms;
+        // Room for the parts of one transaction in flight to each safekeeper at once (and one more waiting), so
+        // their transfer and the safekeepers' writes overlap instead of taking turns.
+        let parts_bytes = self
+            .transactions
+            .part_bytes_max
+            .saturating_mul(self.transactions.appends_in_flight_max);
+        config.proposer.in_flight_bytes_max = config.proposer.in_flight_bytes_max.max(parts_bytes);
+        config.proposer.backlog_bytes_max = config
+            .proposer
+            .backlog_bytes_max
+            .max(parts_bytes.saturating_add(self.transactions.part_bytes_max));
         config
     }
 }
