@@ -7,9 +7,11 @@
 //!   killed with -9 in the middle of its COMMIT (the kill is checked to land before the COMMIT answered), and a
 //!   new session reads every row back. The load's rate and the compute's peak RSS are printed; the peak RSS is
 //!   asserted well under the transaction's size (the pages past 64 MiB go to a temporary file).
-//! - Atomic under kill -9 of the compute: killed mid-transaction (its pages spilled, no COMMIT sent), and killed
-//!   mid-COMMIT (parts on the safekeepers, the commit record perhaps not); after a restart on the same ports the
-//!   table holds what was committed before, plus all of the big transaction or none of it, never a part.
+//! - Atomic under kill -9 of the compute: killed mid-transaction (its pages spilled, no COMMIT sent), killed
+//!   mid-COMMIT (parts on the safekeepers, the commit record perhaps not), and killed just after a COMMIT of
+//!   64 MiB answered; after each restart on the same ports the table holds what was committed before, plus all of
+//!   the big transaction or none of it (all of it once acknowledged), never a part, and the restarted compute
+//!   commits on top of abandoned parts.
 //! - Over `--transaction-bytes-max`, COMMIT fails with SQLSTATE 54000 naming the limit, nothing of it is
 //!   anywhere, and the session goes on (`cambium up`).
 
@@ -234,6 +236,22 @@ async fn a_large_transaction_is_all_or_nothing_when_the_compute_is_killed() {
         mid_commit || outcome.is_ok(),
         "the COMMIT failed before the kill: {outcome:?}"
     );
+    // The restarted compute writes on top of whatever the killed one left (its abandoned parts discarded).
+    insert_rows(&client, 5_000_000, 3).await;
+    assert_eq!(count(&client).await, (after.0 + 3, 5_000_002));
+
+    // Killed right after its COMMIT answered: all of it is there.
+    let acknowledged = count(&client).await;
+    client.simple_query("BEGIN").await.expect("begin");
+    insert_rows(&client, 6_000_000, rows_for_mib(64)).await;
+    client.simple_query("COMMIT").await.expect("commit");
+    deployment.api.kill9();
+    drop(client);
+    deployment.api.restart();
+    let client = connect_retrying(&database.uri).await;
+    let last = (6_000_000 + rows_for_mib(64) - 1) as i64;
+    assert_eq!(count(&client).await, (acknowledged.0 + rows_for_mib(64) as i64, last));
+    check_rows_from(&client, 6_000_000, rows_for_mib(64)).await;
     let check = client.simple_query("PRAGMA integrity_check").await;
     if let Ok(messages) = check {
         let text = format!("{messages:?}");
