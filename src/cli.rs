@@ -334,6 +334,15 @@ pub(crate) struct PgArgs {
     #[arg(long, env = "CAMBIUM_PG_CONNECTIONS_PER_ACCOUNT_MAX",
         default_value_t = compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT)]
     pg_connections_per_account_max: usize,
+    /// Largest transaction, in bytes of pages written (4 GiB by default); a larger one fails at COMMIT with
+    /// SQLSTATE 54000 naming this limit, before anything is sent, and the session goes on.
+    #[arg(long, env = "CAMBIUM_TRANSACTION_BYTES_MAX",
+        default_value_t = compute::remote_store::TRANSACTION_BYTES_MAX_DEFAULT)]
+    transaction_bytes_max: usize,
+    /// Bytes of one transaction's pages kept in memory (64 MiB by default); the rest goes to a temporary file.
+    #[arg(long, env = "CAMBIUM_DIRTY_MEMORY_BYTES_MAX",
+        default_value_t = compute::dirty_pages::DIRTY_MEMORY_BYTES_MAX_DEFAULT)]
+    dirty_memory_bytes_max: usize,
 }
 
 impl PgArgs {
@@ -346,6 +355,11 @@ impl PgArgs {
             tls_cert_and_key: self.pg_tls_cert.clone().zip(self.pg_tls_key.clone()),
             connections_per_database_max: self.pg_connections_per_database_max,
             connections_per_account_max: self.pg_connections_per_account_max,
+            transactions: compute::remote_store::TransactionConfig {
+                transaction_bytes_max: self.transaction_bytes_max,
+                dirty_memory_bytes_max: self.dirty_memory_bytes_max,
+                ..Default::default()
+            },
         }
     }
 }

@@ -80,6 +80,8 @@ pub struct PgOptions {
     pub connections_per_database_max: usize,
     /// Sessions the databases of one account may have open at once (0: no limit but the listener's).
     pub connections_per_account_max: usize,
+    /// How large transactions are carried (`--transaction-bytes-max`, `--dirty-memory-bytes-max`).
+    pub transactions: compute::remote_store::TransactionConfig,
 }
 
 /// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
@@ -271,6 +273,7 @@ async fn serve_api(
         tls: Some(pg_tls(options)?),
         connections_per_database_max: options.pg.connections_per_database_max,
         connections_per_account_max: options.pg.connections_per_account_max,
+        transactions: options.pg.transactions,
     })
     .await
     .context("starting the PostgreSQL listener")?;

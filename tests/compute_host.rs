@@ -35,6 +35,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         tls: None,
         connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
         connections_per_account_max: compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
+        transactions: Default::default(),
     }
 }
 
@@ -333,6 +334,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
         tls: None,
         connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
         connections_per_account_max: compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
+        transactions: Default::default(),
         ..host_config(&cluster)
     })
     .await?;

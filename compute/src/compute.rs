@@ -81,6 +81,7 @@ impl Compute {
             tls: None,
             connections_per_database_max: crate::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
             connections_per_account_max: crate::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
+            transactions: Default::default(),
         })
         .await?;
         for branch in &config.branches {

@@ -1,6 +1,7 @@
 //! The compute: SQLite whose database file is a VFS over the pageserver (reads) and the safekeepers (commits),
 //! spoken to over the PostgreSQL wire protocol. Built in issue 5.
 pub mod compute;
+pub mod dirty_pages;
 pub mod error;
 pub mod fds;
 pub mod host;

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use cambium_types::{Lsn, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 
+use crate::dirty_pages::{DirtyPages, DIRTY_MEMORY_BYTES_MAX_DEFAULT};
+
 /// A page of zeros: what a block inside the database that was never written holds.
 static ZERO_PAGE: [u8; PAGE_SIZE_BYTES] = [0; PAGE_SIZE_BYTES];
 
@@ -40,11 +42,11 @@ pub enum PageStoreError {
         /// The snapshot read at.
         snapshot_lsn: Lsn,
     },
-    /// A commit larger than the store takes in one transaction, refused before anything was sent: nothing of it
-    /// is anywhere and the store goes on.
-    #[error("the transaction's commit record is {bytes} bytes, over the limit of {max_bytes} bytes for one commit")]
+    /// A transaction larger than the store takes, refused before anything was sent: nothing of it is anywhere
+    /// and the store goes on.
+    #[error("the transaction writes {bytes} bytes of pages, over transaction_bytes_max ({max_bytes} bytes)")]
     TooLarge {
-        /// The commit record's size.
+        /// The transaction's page bytes.
         bytes: usize,
         /// The limit.
         max_bytes: usize,
@@ -93,6 +95,24 @@ pub trait PageStore: Send + Sync {
     /// database size, atomically (all or nothing), on top of the latest snapshot. Returns the snapshot that
     /// includes it once durable, or fails (then nothing of it is there).
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError>;
+
+    /// Makes one transaction durable from the pages the VFS buffered (all below `db_size_pages`), as
+    /// [`PageStore::commit`] does. The default reads them all into memory and calls `commit`; a store that can
+    /// stream them (`RemotePageStore`) overrides it so that the transaction's size is bounded by its
+    /// `transaction_bytes_max`, not by memory.
+    fn commit_dirty(&self, pages: &DirtyPages, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
+        let pages = pages
+            .iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| PageStoreError::Unavailable(e.to_string()))?;
+        self.commit(pages, db_size_pages)
+    }
+
+    /// How many bytes of a transaction's pages the VFS keeps in memory before it spills them to a temporary
+    /// file.
+    fn dirty_memory_bytes_max(&self) -> usize {
+        DIRTY_MEMORY_BYTES_MAX_DEFAULT
+    }
 }
 
 /// Checks a transaction's pages before they are applied: whole pages, all inside the new size.

@@ -22,6 +22,8 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 struct TestStore {
     inner: MemoryPageStore,
     fail_next_commit: AtomicBool,
+    /// The VFS's memory bound for a transaction's pages (0: the default).
+    dirty_memory_bytes_max: AtomicU64,
     attempts: AtomicU64,
 }
 
@@ -46,6 +48,13 @@ impl PageStore for TestStore {
             return Err(PageStoreError::Unavailable("injected failure".to_owned()));
         }
         self.inner.commit(pages, db_size_pages)
+    }
+
+    fn dirty_memory_bytes_max(&self) -> usize {
+        match self.dirty_memory_bytes_max.load(Ordering::SeqCst) {
+            0 => compute::dirty_pages::DIRTY_MEMORY_BYTES_MAX_DEFAULT,
+            bytes => bytes as usize,
+        }
     }
 }
 
@@ -187,6 +196,58 @@ fn a_table_much_larger_than_the_page_cache() -> TestResult {
     assert_eq!(count(&reader, "t")?, 100);
     let integrity: String = reader.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
     assert_eq!(integrity, "ok");
+    Ok(())
+}
+
+/// With a memory bound of four pages, a transaction's pages past it go to a temporary file: every read inside the
+/// transaction (queries, updates of rows written earlier, an integrity check) sees its own writes throughout,
+/// and the commit carries them all; a rolled-back one leaves nothing.
+#[test]
+fn a_transaction_spilled_to_its_file_reads_its_own_writes() -> TestResult {
+    let store = register("spilled")?;
+    store.dirty_memory_bytes_max.store(4 * 8192, Ordering::SeqCst);
+    let connection = open_connection("spilled")?;
+    connection.execute_batch("PRAGMA cache_size = 8; CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT);")?;
+    let commits = store.commits();
+    let transaction = connection.unchecked_transaction()?;
+    for id in 0..400i64 {
+        transaction.execute("INSERT INTO t VALUES (?1, ?2)", params![id, format!("{id:0>2000}")])?;
+        if id % 100 == 99 {
+            let (rows, bytes): (i64, i64) =
+                transaction.query_row("SELECT count(*), sum(length(payload)) FROM t", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            assert_eq!(
+                (rows, bytes),
+                (id + 1, (id + 1) * 2000),
+                "inside the transaction at {id}"
+            );
+        }
+    }
+    transaction.execute("UPDATE t SET payload = 'short' WHERE id % 2 = 0", [])?;
+    let short: i64 = transaction.query_row("SELECT count(*) FROM t WHERE payload = 'short'", [], |r| r.get(0))?;
+    assert_eq!(short, 200);
+    let check: String = transaction.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    assert_eq!(check, "ok");
+    transaction.commit()?;
+    assert_eq!(store.commits(), commits + 1, "one commit");
+    let reader = open_connection("spilled")?;
+    let (rows, short): (i64, i64) = reader.query_row("SELECT count(*), sum(payload = 'short') FROM t", [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    assert_eq!((rows, short), (400, 200));
+
+    let transaction = connection.unchecked_transaction()?;
+    for id in 400..600i64 {
+        transaction.execute("INSERT INTO t VALUES (?1, ?2)", params![id, format!("{id:0>2000}")])?;
+    }
+    transaction.rollback()?;
+    assert_eq!(
+        count(&reader, "t")?,
+        400,
+        "a rolled-back spilled transaction leaves nothing"
+    );
+    unregister_database("spilled");
     Ok(())
 }
 

@@ -142,7 +142,7 @@ async fn wait_for_lsn(
     lsn: Lsn,
     budget: Duration,
 ) -> Result<(), Status> {
-    if timeline.last_record_lsn() >= lsn {
+    if timeline.wal_end_lsn() >= lsn {
         return Ok(());
     }
     let waited = tokio::select! {
@@ -262,7 +262,7 @@ impl PageServiceHandler {
                 parse_page_request(request).and_then(|read| Ok((read, self.timeline(read.tenant, read.timeline)?)));
             match found {
                 Err(status) => ready.push(page_result(request.request_id, Err(status))),
-                Ok((read, timeline)) if timeline.last_record_lsn() >= read.lsn => {
+                Ok((read, timeline)) if timeline.wal_end_lsn() >= read.lsn => {
                     ready.push(page_result(read.request_id, read_page(&timeline, &read)));
                 }
                 Ok((read, timeline)) => waiting.push(wait_and_read(

@@ -261,13 +261,13 @@ impl TenantManager {
         lsn: Lsn,
         timeout: Duration,
     ) -> Result<(), PageserverError> {
-        if timeline.last_record_lsn() >= lsn {
+        if timeline.wal_end_lsn() >= lsn {
             return Ok(());
         }
         let mut receiver = self
             .last_record_lsn_sender((tenant, timeline.id()), timeline)
             .subscribe();
-        let waited = tokio::time::timeout(timeout, receiver.wait_for(|_| timeline.last_record_lsn() >= lsn)).await;
+        let waited = tokio::time::timeout(timeout, receiver.wait_for(|_| timeline.wal_end_lsn() >= lsn)).await;
         match waited {
             Ok(Ok(_)) => Ok(()),
             _ => Err(PageserverError::WaitLsnTimeout {

@@ -201,7 +201,9 @@ async fn receive_once(
     let Some((commit_lsn, address, mut client)) = best else {
         return Err(ReceiveError::NoSafekeeper);
     };
-    let start_lsn = timeline.last_record_lsn();
+    // Past a pending group's parts (kept across reconnects: committed WAL never changes); after a restart there
+    // is none, and `last_record_lsn` is at or before the first part of any group cut short.
+    let start_lsn = timeline.wal_end_lsn();
     tracing::debug!(tenant = %tenant_id, timeline = %timeline.id(), %address, %commit_lsn, %start_lsn, "following safekeeper");
     let request = pb::StreamWalRequest {
         timeline: Some(timeline_ref.clone()),
@@ -221,13 +223,15 @@ async fn receive_once(
     // stream brings nothing new for a while, ask the others, and leave it if one of them is ahead.
     let mut stall_check = tokio::time::interval(Duration::from_millis(STALL_CHECK_INTERVAL_MS));
     stall_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut progress = (timeline.last_record_lsn(), tokio::time::Instant::now());
+    // Progress is WAL received, parts of a group included: a large transaction's parts move it long before its
+    // commit moves `last_record_lsn`.
+    let mut progress = (timeline.wal_end_lsn(), tokio::time::Instant::now());
     loop {
         let message = tokio::select! {
             message = stream.message() => message,
             _ = stop.changed() => return Ok(()),
             _ = stall_check.tick() => {
-                let ingested = timeline.last_record_lsn();
+                let ingested = timeline.wal_end_lsn();
                 if ingested != progress.0 {
                     progress = (ingested, tokio::time::Instant::now());
                 } else if progress.1.elapsed() >= Duration::from_millis(STALL_AFTER_MS) {
@@ -257,7 +261,7 @@ async fn receive_once(
         if chunk.data.is_empty() {
             continue;
         }
-        let expected = timeline.last_record_lsn();
+        let expected = timeline.wal_end_lsn();
         if Lsn(chunk.start_lsn) != expected {
             return Err(ReceiveError::Misaligned {
                 address,

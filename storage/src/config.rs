@@ -21,6 +21,9 @@ pub struct TimelineConfig {
     pub pitr_interval_ms: u64,
     /// Whether to fsync.
     pub durability: Durability,
+    /// Bytes of a transaction's pending group (its parts before its commit) kept in memory; the rest goes to a
+    /// temporary file in the timeline's directory until the commit applies it or the group is abandoned.
+    pub group_memory_bytes_max: u64,
 }
 
 impl Default for TimelineConfig {
@@ -34,6 +37,7 @@ impl Default for TimelineConfig {
             gc_horizon_bytes: 64 * 1024 * 1024,
             pitr_interval_ms: 7 * 24 * 3600 * 1000,
             durability: Durability::Fsync,
+            group_memory_bytes_max: 64 * 1024 * 1024,
         }
     }
 }

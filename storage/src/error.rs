@@ -95,6 +95,16 @@ pub enum StorageError {
         /// Where it starts.
         got: Lsn,
     },
+    /// A group's part or commit that does not fit the pending group: a part that starts a group elsewhere than
+    /// at its group LSN, or a commit naming a group whose parts were not ingested. Ingest resumes at or before a
+    /// group's first part, so this is a writer's bug, never a restart.
+    #[error("WAL group frame at {lsn} names group {group_lsn}, which was not started there")]
+    GroupMismatch {
+        /// The frame's start.
+        lsn: Lsn,
+        /// The group it names.
+        group_lsn: Lsn,
+    },
     /// A record that breaks the value rules.
     #[error("invalid record: {0}")]
     InvalidRecord(#[from] crate::wal::WalEncodeError),

@@ -185,7 +185,8 @@ impl Tenant {
             BranchPoint::Latest => last_record_lsn,
             BranchPoint::At(lsn) => lsn,
         };
-        if lsn > last_record_lsn {
+        // A point among a pending group's parts is the state before the group (see `Timeline::wal_end_lsn`).
+        if lsn > last_record_lsn.max(ancestor.wal_end_lsn()) {
             return Err(StorageError::LsnAhead { lsn, last_record_lsn });
         }
         if lsn < ancestor.start_lsn() {

@@ -226,6 +226,7 @@ fn config(knobs: &Knobs) -> TimelineConfig {
         pitr_interval_ms: 0,
         // Restarts here are clean (no crash), so fsync adds only time; the crash tests cover durability.
         durability: Durability::Off,
+        group_memory_bytes_max: 64 << 20,
     }
 }
 

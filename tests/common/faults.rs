@@ -34,6 +34,10 @@ pub struct DeploymentConfig {
     pub pageserver_dir: Option<PathBuf>,
     /// More arguments for `cambium pageserver`.
     pub pageserver_args: Vec<String>,
+    /// More arguments for `cambium api`.
+    pub api_args: Vec<String>,
+    /// No remote storage for the pageserver (a test that writes gigabytes spares the disk a copy).
+    pub without_remote: bool,
     /// The storage processes' stderr goes to `<log_dir>/{sk1,sk2,sk3,pageserver}.log` instead of /dev/null.
     pub log_dir: Option<PathBuf>,
 }
@@ -90,15 +94,16 @@ impl Deployment {
             pageserver_dir.display().to_string(),
             "--safekeepers".into(),
             addresses.join(","),
-            "--remote".into(),
-            remote_dir.display().to_string(),
             "--checkpoint-timeout-ms".into(),
             CHECKPOINT_TIMEOUT_MS.into(),
         ];
+        if !config.without_remote {
+            pageserver_args.extend(["--remote".into(), remote_dir.display().to_string()]);
+        }
         pageserver_args.extend(config.pageserver_args.iter().cloned());
         let pageserver = start(pageserver_args, "pageserver");
         let data_dir = root.path().join("api");
-        let api = Process::start(vec![
+        let mut api_args: Vec<String> = vec![
             "api".into(),
             "--data-dir".into(),
             data_dir.display().to_string(),
@@ -110,7 +115,9 @@ impl Deployment {
             addresses.join(","),
             "--page-cache-pages".into(),
             PAGE_CACHE_PAGES.into(),
-        ]);
+        ];
+        api_args.extend(config.api_args.iter().cloned());
+        let api = Process::start(api_args);
         let key = std::fs::read_to_string(data_dir.join("api_key"))
             .expect("the admin key file")
             .trim()

@@ -120,6 +120,11 @@ impl Process {
         &mut self.args
     }
 
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     /// Whether it runs.
     pub fn is_running(&self) -> bool {
         self.child.is_some()

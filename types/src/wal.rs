@@ -6,6 +6,15 @@
 //! ```
 //! All integers little-endian. A record's LSN is the offset of its frame; the next frame starts at
 //! `lsn + FRAME_HEADER_BYTES + body_len`. Its changes become visible at that end LSN (the commit LSN).
+//!
+//! A transaction too large for one frame travels as a *group* (body version 2, [`group`]): parts, then one
+//! commit, all naming the group by the start LSN of its first part; nothing of it is visible before the
+//! commit's end LSN. A version 1 record is a commit with no parts, so WAL written before groups existed
+//! decodes unchanged. [`WalFrame::decode`] reads both; [`WalRecord::decode`] only version 1.
+
+mod group;
+
+pub use group::{decode_wal_frames, WalFrame, WalPart, GROUP_BODY_VERSION};
 
 use bytes::Bytes;
 
@@ -101,26 +110,11 @@ pub enum WalEncodeError {
 impl WalRecord {
     /// Checks every entry: page keys only, values valid for their key, within the size bounds.
     pub fn validate(&self) -> Result<(), WalEncodeError> {
-        for (key, value) in &self.entries {
-            if !key.is_page() {
-                return Err(WalEncodeError::NotAPage(*key));
-            }
-            value
-                .validate(*key)
-                .map_err(|source| WalEncodeError::BadValue { key: *key, source })?;
-        }
-        let body_bytes = self.body_len();
-        if self.entries.len() > RECORD_ENTRIES_MAX || body_bytes > RECORD_BODY_BYTES_MAX {
-            return Err(WalEncodeError::TooLarge {
-                entries: self.entries.len(),
-                body_bytes,
-            });
-        }
-        Ok(())
+        validate_entries(&self.entries, self.body_len())
     }
 
     fn body_len(&self) -> usize {
-        1 + 8 + 4 + 4 + self.entries.iter().map(|(_, v)| 8 + v.encoded_len()).sum::<usize>()
+        1 + 8 + 4 + entries_len(&self.entries)
     }
 
     /// The length of the whole frame: the distance from this record's LSN to the next one's.
@@ -135,27 +129,11 @@ impl WalRecord {
         out.reserve(self.frame_len() as usize);
         put_u32(out, 0);
         put_u32(out, 0);
-        let body_start = out.len();
         out.push(BODY_VERSION);
         put_u64(out, self.commit_ts_us);
         put_u32(out, self.db_size_pages);
-        put_u32(
-            out,
-            u32::try_from(self.entries.len()).expect("validated entry count fits u32"),
-        );
-        for (key, value) in &self.entries {
-            put_u64(out, key.0);
-            value.encode(out);
-        }
-        let body_len = out.len() - body_start;
-        assert_eq!(
-            body_len,
-            self.body_len(),
-            "encoded body length must match the computed one"
-        );
-        let crc = crc32fast::hash(&out[body_start..]);
-        out[frame_start..frame_start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
-        out[frame_start + 4..frame_start + 8].copy_from_slice(&crc.to_le_bytes());
+        encode_entries(out, &self.entries);
+        finish_frame(out, frame_start, self.body_len());
         Ok(())
     }
 
@@ -168,34 +146,13 @@ impl WalRecord {
 
     /// Decodes the frame at the start of `bytes`, which begins at `lsn`. Returns the record and the frame
     /// length. Values are zero-copy slices of `bytes`.
+    /// A version 2 frame (a group's part or commit) is `Malformed` here: read those with [`WalFrame::decode`].
     pub fn decode(bytes: &Bytes, lsn: Lsn) -> Result<(WalRecord, u64), WalDecodeError> {
-        let truncated = |needed_bytes| WalDecodeError::Truncated {
-            lsn,
-            needed_bytes,
-            available_bytes: bytes.len(),
-        };
-        if bytes.len() < FRAME_HEADER_BYTES {
-            return Err(truncated(FRAME_HEADER_BYTES));
-        }
-        let body_len = crate::codec::u32_at(bytes, 0) as usize;
-        let stored = crate::codec::u32_at(bytes, 4);
-        if body_len > RECORD_BODY_BYTES_MAX {
-            return Err(WalDecodeError::TooLarge {
-                lsn,
-                body_bytes: body_len,
-            });
-        }
-        let frame_len = FRAME_HEADER_BYTES + body_len;
-        if bytes.len() < frame_len {
-            return Err(truncated(frame_len));
-        }
-        let body = &bytes[FRAME_HEADER_BYTES..frame_len];
-        let computed = crc32fast::hash(body);
-        if computed != stored {
-            return Err(WalDecodeError::Checksum { lsn, stored, computed });
-        }
-        let record = Self::decode_body(bytes, body).map_err(|reason| WalDecodeError::Malformed { lsn, reason })?;
-        Ok((record, frame_len as u64))
+        let body = check_frame(bytes, lsn)?;
+        let frame_len = body.end as u64;
+        let record =
+            Self::decode_body(bytes, &bytes[body]).map_err(|reason| WalDecodeError::Malformed { lsn, reason })?;
+        Ok((record, frame_len))
     }
 
     fn decode_body(source: &Bytes, body: &[u8]) -> Result<WalRecord, String> {
@@ -205,30 +162,121 @@ impl WalRecord {
         if version != BODY_VERSION {
             return Err(format!("unknown record version {version}"));
         }
+        Self::decode_commit_fields(&mut reader, source)
+    }
+
+    /// The fields of a commit after its version (and, in a group, its kind and group): time, size, entries.
+    fn decode_commit_fields(reader: &mut Reader<'_>, source: &Bytes) -> Result<WalRecord, String> {
+        let short = || "body is truncated".to_string();
         let commit_ts_us = reader.u64().ok_or_else(short)?;
         let db_size_pages = reader.u32().ok_or_else(short)?;
-        let count = reader.u32().ok_or_else(short)? as usize;
-        if count > RECORD_ENTRIES_MAX || count > reader.remaining() / 9 {
-            return Err(format!("entry count {count} does not fit the body"));
-        }
-        let mut entries = Vec::with_capacity(count);
-        for index in 0..count {
-            let key = Key(reader.u64().ok_or_else(short)?);
-            if !key.is_page() {
-                return Err(format!("entry {index}: key {key} is not a main-file page"));
-            }
-            let value = Value::decode(&mut reader, source, key).map_err(|e| format!("entry {index} ({key}): {e}"))?;
-            entries.push((key, value));
-        }
-        if reader.remaining() != 0 {
-            return Err(format!("{} trailing bytes after {count} entries", reader.remaining()));
-        }
+        let entries = decode_entries(reader, source)?;
         Ok(WalRecord {
             commit_ts_us,
             db_size_pages,
             entries,
         })
     }
+}
+
+/// Checks entries (page keys only, values valid for their key) and the bounds of a body of `body_bytes`.
+fn validate_entries(entries: &[(Key, Value)], body_bytes: usize) -> Result<(), WalEncodeError> {
+    for (key, value) in entries {
+        if !key.is_page() {
+            return Err(WalEncodeError::NotAPage(*key));
+        }
+        value
+            .validate(*key)
+            .map_err(|source| WalEncodeError::BadValue { key: *key, source })?;
+    }
+    if entries.len() > RECORD_ENTRIES_MAX || body_bytes > RECORD_BODY_BYTES_MAX {
+        return Err(WalEncodeError::TooLarge {
+            entries: entries.len(),
+            body_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Encoded bytes of `entry_count | (key | value)*`.
+fn entries_len(entries: &[(Key, Value)]) -> usize {
+    4 + entries.iter().map(|(_, v)| 8 + v.encoded_len()).sum::<usize>()
+}
+
+/// Appends `entry_count | (key | value)*`; the entries were validated (the count fits u32).
+fn encode_entries(out: &mut Vec<u8>, entries: &[(Key, Value)]) {
+    put_u32(
+        out,
+        u32::try_from(entries.len()).expect("validated entry count fits u32"),
+    );
+    for (key, value) in entries {
+        put_u64(out, key.0);
+        value.encode(out);
+    }
+}
+
+/// Writes the length and crc of the frame that starts at `frame_start` in `out` (the body follows its header).
+fn finish_frame(out: &mut [u8], frame_start: usize, expected_body_len: usize) {
+    let body_start = frame_start + FRAME_HEADER_BYTES;
+    let body_len = out.len() - body_start;
+    assert_eq!(
+        body_len, expected_body_len,
+        "encoded body length must match the computed one"
+    );
+    let crc = crc32fast::hash(&out[body_start..]);
+    out[frame_start..frame_start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
+    out[frame_start + 4..frame_start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Reads `entry_count | (key | value)*` to the end of the body: page keys only, nothing after the entries.
+fn decode_entries(reader: &mut Reader<'_>, source: &Bytes) -> Result<Vec<(Key, Value)>, String> {
+    let short = || "body is truncated".to_string();
+    let count = reader.u32().ok_or_else(short)? as usize;
+    if count > RECORD_ENTRIES_MAX || count > reader.remaining() / 9 {
+        return Err(format!("entry count {count} does not fit the body"));
+    }
+    let mut entries = Vec::with_capacity(count);
+    for index in 0..count {
+        let key = Key(reader.u64().ok_or_else(short)?);
+        if !key.is_page() {
+            return Err(format!("entry {index}: key {key} is not a main-file page"));
+        }
+        let value = Value::decode(reader, source, key).map_err(|e| format!("entry {index} ({key}): {e}"))?;
+        entries.push((key, value));
+    }
+    if reader.remaining() != 0 {
+        return Err(format!("{} trailing bytes after {count} entries", reader.remaining()));
+    }
+    Ok(entries)
+}
+
+/// Checks a frame's header and crc at the start of `bytes` (which begins at `lsn`); returns the body's range.
+fn check_frame(bytes: &Bytes, lsn: Lsn) -> Result<std::ops::Range<usize>, WalDecodeError> {
+    let truncated = |needed_bytes| WalDecodeError::Truncated {
+        lsn,
+        needed_bytes,
+        available_bytes: bytes.len(),
+    };
+    if bytes.len() < FRAME_HEADER_BYTES {
+        return Err(truncated(FRAME_HEADER_BYTES));
+    }
+    let body_len = crate::codec::u32_at(bytes, 0) as usize;
+    let stored = crate::codec::u32_at(bytes, 4);
+    if body_len > RECORD_BODY_BYTES_MAX {
+        return Err(WalDecodeError::TooLarge {
+            lsn,
+            body_bytes: body_len,
+        });
+    }
+    let frame_len = FRAME_HEADER_BYTES + body_len;
+    if bytes.len() < frame_len {
+        return Err(truncated(frame_len));
+    }
+    let computed = crc32fast::hash(&bytes[FRAME_HEADER_BYTES..frame_len]);
+    if computed != stored {
+        return Err(WalDecodeError::Checksum { lsn, stored, computed });
+    }
+    Ok(FRAME_HEADER_BYTES..frame_len)
 }
 
 /// Decodes consecutive frames from `bytes`, the first at `start_lsn`. Stops at the first error, returning the

@@ -63,6 +63,7 @@ impl HostShared {
             target.start_lsn,
         );
         config.page_cache_capacity_pages = self.config.page_cache_capacity_pages;
+        config.transactions = self.config.transactions;
         config
     }
 

@@ -84,6 +84,8 @@ pub struct HostConfig {
     /// listener's), so one account cannot take every connection of the host. A database's account is what
     /// [`ComputeHost::set_owner`] said; a database with none is not counted.
     pub connections_per_account_max: usize,
+    /// How every branch's store carries large transactions (the limit, parts, the memory of dirty pages).
+    pub transactions: crate::remote_store::TransactionConfig,
 }
 
 /// The default [`HostConfig::connections_per_database_max`].

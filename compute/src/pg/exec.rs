@@ -161,7 +161,14 @@ pub(crate) fn run(
             Ok(outcome)
         }
         Err(error) => {
-            *tx = tx_after_error(conn, *tx);
+            // A COMMIT that failed and after which SQLite holds no transaction (it rolled back: a commit refused
+            // by the store, 54000 over the transaction limit) ended the transaction, as a failed COMMIT does in
+            // PostgreSQL: the session is idle, not in a failed block.
+            *tx = if *kind == Kind::Commit && conn.is_autocommit() {
+                TxState::Idle
+            } else {
+                tx_after_error(conn, *tx)
+            };
             Err(error)
         }
     }

@@ -10,8 +10,9 @@
 //!   version together with the LSN it is known valid from (the commit that wrote it, or the latest LSN when it
 //!   was fetched), and serves a read at any snapshot at or after that LSN. A read at an older snapshot (a long
 //!   reader while the writer went on) goes to the pageserver, which keeps every version.
-//! - **Commits.** One [`WalRecord`] of whole page images (byte-range deltas come later), appended through the
-//!   proposer. On success its end LSN becomes the read LSN and the cache and size are updated. On any error
+//! - **Commits.** One [`WalRecord`] of pages (byte-range deltas where little changed), appended through the
+//!   proposer, or for a transaction past one part (`part_bytes_max`) a group of parts and a commit record, each
+//!   with its own deadline (`commit`). On success its end LSN becomes the read LSN and the cache and size are updated. On any error
 //!   after the record may have been sent (a timeout is ambiguous, a newer proposer fenced this one) the store
 //!   is failed: every later call fails too, because guessing whether the record is there would be a lie
 //!   (DESIGN §5). The caller restarts the compute from what the safekeepers committed.
@@ -30,6 +31,7 @@
 //! The store is this file; its page cache is `page_cache`, and the byte-range deltas its commits send are
 //! [`page_delta`]'s (`delta`).
 
+mod commit;
 mod delta;
 mod page_cache;
 
@@ -38,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cambium_types::{Key, Lsn, TenantId, TimelineId, Value, WalRecord, PAGE_SIZE_BYTES};
+use cambium_types::{Key, Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
@@ -46,6 +48,7 @@ use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
 use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
+use crate::dirty_pages::DirtyPages;
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
 use page_cache::PageLru;
 
@@ -81,19 +84,47 @@ pub struct RemotePageStoreConfig {
     pub get_page_timeout_ms: u64,
     /// Pages kept in the compute page cache, at most.
     pub page_cache_capacity_pages: usize,
-    /// Largest commit record sent, in bytes; a larger transaction is refused before anything is sent
-    /// ([`PageStoreError::TooLarge`]).
-    pub commit_bytes_max: usize,
+    /// How large transactions are carried.
+    pub transactions: TransactionConfig,
 }
 
-/// The default [`RemotePageStoreConfig::commit_bytes_max`]: one commit travels as one WAL frame in one append to
-/// each safekeeper, so it stays well under their message limit (`safekeeper::service::MESSAGE_BYTES_MAX`).
-/// Transactions in bounded frames with the commit marker last (issue 12) lift this.
-pub const COMMIT_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// How a store carries transactions of any size (`commit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransactionConfig {
+    /// Largest transaction, in bytes of pages written; a larger one is refused before anything is sent
+    /// ([`PageStoreError::TooLarge`], SQLSTATE 54000).
+    pub transaction_bytes_max: usize,
+    /// A transaction's WAL travels in frames of about this many bytes (a part of a group, or one record).
+    pub part_bytes_max: usize,
+    /// Parts of one transaction appended and not yet acknowledged, at most.
+    pub appends_in_flight_max: usize,
+    /// Bytes of a transaction's pages the VFS keeps in memory; the rest goes to a temporary file.
+    pub dirty_memory_bytes_max: usize,
+}
+
+impl Default for TransactionConfig {
+    /// Transactions up to 4 GiB in parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory.
+    fn default() -> Self {
+        TransactionConfig {
+            transaction_bytes_max: TRANSACTION_BYTES_MAX_DEFAULT,
+            part_bytes_max: PART_BYTES_MAX_DEFAULT,
+            appends_in_flight_max: 4,
+            dirty_memory_bytes_max: crate::dirty_pages::DIRTY_MEMORY_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// The default [`TransactionConfig::transaction_bytes_max`] (4 GiB).
+pub const TRANSACTION_BYTES_MAX_DEFAULT: usize = 4 << 30;
+/// The default [`TransactionConfig::part_bytes_max`] (8 MiB): each part is one WAL frame in one append to
+/// each safekeeper, well under their message limit (`safekeeper::service::MESSAGE_BYTES_MAX`, 32 MiB) and the
+/// record bound (`cambium_types::wal::RECORD_BODY_BYTES_MAX`, 64 MiB).
+pub const PART_BYTES_MAX_DEFAULT: usize = 8 << 20;
 
 impl RemotePageStoreConfig {
-    /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit, 10 s `GetPage`, 4096 cached
-    /// pages (32 MiB).
+    /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit (per append: each part of a
+    /// large transaction has its own), 10 s `GetPage`, 4096 cached pages (32 MiB), transactions up to 4 GiB in
+    /// parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory.
     pub fn new(
         safekeepers: Vec<String>,
         pageserver: String,
@@ -113,7 +144,7 @@ impl RemotePageStoreConfig {
             commit_timeout_ms: 5_000,
             get_page_timeout_ms: 10_000,
             page_cache_capacity_pages: 4096,
-            commit_bytes_max: COMMIT_BYTES_MAX_DEFAULT,
+            transactions: TransactionConfig::default(),
         }
     }
 
@@ -129,6 +160,17 @@ impl RemotePageStoreConfig {
         config.connect_timeout_ms = self.connect_timeout_ms;
         config.commit_timeout_ms = self.commit_timeout_ms;
         config.election_timeout_ms = self.election_timeout_ms;
+        // Room for the parts of one transaction in flight to each safekeeper at once (and one more waiting), so
+        // their transfer and the safekeepers' writes overlap instead of taking turns.
+        let parts_bytes = self
+            .transactions
+            .part_bytes_max
+            .saturating_mul(self.transactions.appends_in_flight_max);
+        config.proposer.in_flight_bytes_max = config.proposer.in_flight_bytes_max.max(parts_bytes);
+        config.proposer.backlog_bytes_max = config
+            .proposer
+            .backlog_bytes_max
+            .max(parts_bytes.saturating_add(self.transactions.part_bytes_max));
         config
     }
 }
@@ -159,7 +201,11 @@ pub struct RemotePageStore {
     proposer: Option<Arc<WalProposer>>,
     get_page_timeout: Duration,
     commit_timeout: Duration,
-    commit_bytes_max: usize,
+    transaction_bytes_max: usize,
+    part_bytes_max: usize,
+    appends_in_flight_max: usize,
+    dirty_memory_bytes_max: usize,
+    cache_capacity_pages: usize,
     state: Mutex<State>,
     /// Held for the whole of a commit: commits are one at a time, in order.
     committing: Mutex<()>,
@@ -275,7 +321,11 @@ impl RemotePageStore {
             proposer,
             get_page_timeout,
             commit_timeout: Duration::from_millis(config.commit_timeout_ms),
-            commit_bytes_max: config.commit_bytes_max,
+            transaction_bytes_max: config.transactions.transaction_bytes_max,
+            part_bytes_max: config.transactions.part_bytes_max.max(PAGE_SIZE_BYTES),
+            appends_in_flight_max: config.transactions.appends_in_flight_max.max(1),
+            dirty_memory_bytes_max: config.transactions.dirty_memory_bytes_max,
+            cache_capacity_pages: config.page_cache_capacity_pages,
             state: Mutex::new(State {
                 read_lsn: epoch_start_lsn,
                 db_size_pages,
@@ -462,81 +512,38 @@ impl PageStore for RemotePageStore {
     }
 
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
-        let Some(proposer) = &self.proposer else {
-            // Refused before anything is sent: the store stays usable for reads.
-            return Err(PageStoreError::Unavailable(format!(
-                "read-only at LSN {}: commits are refused",
-                self.read_lsn()
-            )));
-        };
+        let proposer = self.writer()?;
         let _committing = self.committing.lock();
         self.check_not_failed()?;
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
         validate_commit(&pages, db_size_pages)?;
-        let entries = {
-            let state = self.state.lock();
-            let committed_size_pages = state.db_size_pages;
-            pages
-                .iter()
-                .map(|(block, page)| {
-                    // A page inside the committed database whose current version is cached goes as the byte
-                    // ranges that changed: the pageserver holds exactly that version at the read LSN, since this
-                    // compute is the branch's only writer. Anything else goes whole.
-                    let previous = (*block < committed_size_pages)
-                        .then(|| state.cache.latest(*block))
-                        .flatten();
-                    let value = previous
-                        .and_then(|old| page_delta(&old, page))
-                        .map_or_else(|| Value::Image(page.clone()), Value::Delta);
-                    (Key::page(*block), value)
-                })
-                .collect()
-        };
-        let record = WalRecord {
-            commit_ts_us: now_us(),
+        let page_count = pages.len();
+        self.commit_pages(proposer, pages.into_iter().map(Ok), page_count, db_size_pages)
+    }
+
+    fn commit_dirty(&self, pages: &DirtyPages, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
+        let proposer = self.writer()?;
+        let _committing = self.committing.lock();
+        self.check_not_failed()?;
+        let spilled = |e: crate::dirty_pages::SpillError| PageStoreError::Unavailable(e.to_string());
+        self.commit_pages(
+            proposer,
+            pages.iter().map(|page| page.map_err(spilled)),
+            pages.len(),
             db_size_pages,
-            entries,
-        };
-        let frame = record.to_frame().map_err(|e| match e {
-            cambium_types::wal::WalEncodeError::TooLarge { body_bytes, .. } => PageStoreError::TooLarge {
-                bytes: body_bytes,
-                max_bytes: self.commit_bytes_max,
-            },
-            other => PageStoreError::Unavailable(format!("encoding the commit record: {other}")),
-        })?;
-        if frame.len() > self.commit_bytes_max {
-            // Refused before anything is sent: the store goes on, and so do the branch's other sessions.
-            return Err(PageStoreError::TooLarge {
-                bytes: frame.len(),
-                max_bytes: self.commit_bytes_max,
-            });
-        }
-        let proposer = Arc::clone(proposer);
-        let end_lsn = match self.run(self.commit_timeout, async move { proposer.append(frame).await }) {
-            Ok(Ok(end_lsn)) => end_lsn,
-            // Refused before it was sent: nothing of it is there, and the store can go on.
-            Ok(Err(e @ (WalProposerError::BadRecord | WalProposerError::Overloaded))) => {
-                return Err(PageStoreError::Unavailable(format!("commit refused: {e}")));
-            }
-            // Timeout (ambiguous), fenced, shut down: never guess (DESIGN §5).
-            Ok(Err(e)) => return Err(self.fail(format!("commit failed: {e}"))),
-            Err(_) => return Err(self.fail("commit gave no answer in time: it may or may not be there".to_owned())),
-        };
-        let mut state = self.state.lock();
-        assert!(
-            end_lsn > state.read_lsn,
-            "commit end LSN {end_lsn} is not past the read LSN {}",
-            state.read_lsn
-        );
-        state.read_lsn = end_lsn;
-        state.db_size_pages = db_size_pages;
-        state.cache.truncate(db_size_pages);
-        for (block, page) in pages {
-            state.cache.insert(block, page, end_lsn);
-        }
-        Ok(Snapshot {
-            lsn: end_lsn,
-            db_size_pages,
+        )
+    }
+
+    fn dirty_memory_bytes_max(&self) -> usize {
+        self.dirty_memory_bytes_max
+    }
+}
+
+impl RemotePageStore {
+    /// The proposer, or the refusal of a read-only store (before anything is sent: the store stays usable).
+    fn writer(&self) -> Result<&Arc<WalProposer>, PageStoreError> {
+        self.proposer.as_ref().ok_or_else(|| {
+            PageStoreError::Unavailable(format!("read-only at LSN {}: commits are refused", self.read_lsn()))
         })
     }
 }

@@ -73,6 +73,13 @@ impl PageLru {
         );
     }
 
+    /// Forgets `block`'s cached version (a commit replaced it).
+    pub(super) fn remove(&mut self, block: u32) {
+        if let Some((_, _, used)) = self.pages.remove(&block) {
+            self.by_use.remove(&used);
+        }
+    }
+
     /// Drops every block at or beyond `db_size_pages`.
     pub(super) fn truncate(&mut self, db_size_pages: u32) {
         let by_use = &mut self.by_use;

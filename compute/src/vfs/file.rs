@@ -12,7 +12,6 @@
 //! its writes were computed from pages that are no longer current. Once it holds RESERVED nobody else commits,
 //! so its snapshot stays the latest until its own commit, which becomes its new snapshot.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -21,6 +20,7 @@ use cambium_types::PAGE_SIZE_BYTES;
 
 use super::lock::{Busy, LockLevel};
 use super::{BusyReason, Database};
+use crate::dirty_pages::{DirtyPages, SpillError};
 use crate::page_store::{PageStoreError, Snapshot};
 
 /// `PAGE_SIZE_BYTES` as the `u64` file offsets are counted in.
@@ -65,8 +65,9 @@ pub(crate) struct MainFile {
     database: Arc<Database>,
     handle: u64,
     lock_level: LockLevel,
-    /// Pages written in the current transaction, by block.
-    dirty: BTreeMap<u32, Bytes>,
+    /// Pages written in the current transaction, by block: in memory up to the store's bound, then in a
+    /// temporary file (reads of the transaction see them either way).
+    dirty: DirtyPages,
     /// The database size in pages once the buffered writes and truncations are committed; `None` when the
     /// transaction has not changed it.
     pending_size_pages: Option<u32>,
@@ -80,11 +81,12 @@ pub(crate) struct MainFile {
 
 impl MainFile {
     pub(crate) fn new(database: Arc<Database>) -> Self {
+        let dirty = DirtyPages::new(database.store.dirty_memory_bytes_max());
         Self {
             database,
             handle: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             lock_level: LockLevel::None,
-            dirty: BTreeMap::new(),
+            dirty,
             pending_size_pages: None,
             rolling_back_failed_commit: false,
             snapshot: None,
@@ -143,8 +145,8 @@ impl MainFile {
         let Ok(block) = u32::try_from(page_index) else {
             return Ok(None);
         };
-        if let Some(page) = self.dirty.get(&block) {
-            return Ok(Some(page.clone()));
+        if let Some(page) = self.dirty.get(block).map_err(spill_failed)? {
+            return Ok(Some(page));
         }
         if self.pending_size_pages.is_some_and(|size_pages| block >= size_pages) {
             // Truncated away in this transaction.
@@ -174,7 +176,7 @@ impl MainFile {
         }
         let size_pages = self.size_pages()?;
         self.pending_size_pages = Some(size_pages.max(block + 1));
-        self.dirty.insert(block, Bytes::copy_from_slice(data));
+        self.dirty.insert(block, data).map_err(spill_failed)?;
         Ok(())
     }
 
@@ -196,7 +198,7 @@ impl MainFile {
             // size from the database header (see `sync`).
             return Ok(());
         }
-        let _beyond = self.dirty.split_off(&size_pages);
+        self.dirty.truncate(size_pages);
         self.pending_size_pages = Some(size_pages);
         Ok(())
     }
@@ -204,20 +206,31 @@ impl MainFile {
     /// Commits the buffered transaction as one `PageStore::commit`. On failure the buffer is dropped: nothing
     /// of the transaction is anywhere.
     pub(crate) fn sync(&mut self) -> Result<(), FileError> {
-        let dirty = std::mem::take(&mut self.dirty);
+        let memory_bytes_max = self.database.store.dirty_memory_bytes_max();
+        let mut dirty = std::mem::replace(&mut self.dirty, DirtyPages::new(memory_bytes_max));
         let Some(pending_size_pages) = self.pending_size_pages.take() else {
             assert!(dirty.is_empty(), "{} dirty pages but no pending size", dirty.len());
             return Ok(());
         };
         // When the database shrinks, SQLite truncates the file only after this sync; the header it wrote on
         // page 1 already holds the new size, so the commit takes it from there.
-        let size_pages = dirty
-            .get(&0)
-            .and_then(|page| header_size_pages(page))
-            .unwrap_or(pending_size_pages);
-        let pages: Vec<(u32, Bytes)> = dirty.into_iter().filter(|(block, _)| *block < size_pages).collect();
-        tracing::debug!(pages = pages.len(), size_pages, "committing a transaction");
-        match self.database.store.commit(pages, size_pages) {
+        let size_pages = match dirty.get(0) {
+            Ok(page) => page
+                .and_then(|page| header_size_pages(&page))
+                .unwrap_or(pending_size_pages),
+            Err(error) => {
+                self.rolling_back_failed_commit = true;
+                return Err(spill_failed(error));
+            }
+        };
+        dirty.truncate(size_pages);
+        tracing::debug!(
+            pages = dirty.len(),
+            spilled_bytes = dirty.spilled_bytes(),
+            size_pages,
+            "committing a transaction"
+        );
+        match self.database.store.commit_dirty(&dirty, size_pages) {
             Ok(snapshot) => {
                 // The writer's own commit is the latest: its next reads see it.
                 assert!(
@@ -307,6 +320,11 @@ impl MainFile {
     pub(crate) fn is_reserved(&self) -> bool {
         self.database.locks.lock().is_reserved()
     }
+}
+
+/// A failure of the transaction's spill file, as the store error the SQL layer reports.
+fn spill_failed(error: SpillError) -> FileError {
+    FileError::Store(PageStoreError::Unavailable(error.to_string()))
 }
 
 /// The database size in pages that a SQLite header (page 1) records, if it is valid: SQLite trusts it only

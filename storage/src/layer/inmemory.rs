@@ -56,6 +56,20 @@ impl InMemoryLayer {
         self.inner.read().wal_bytes
     }
 
+    /// Adds more versions of the record already put at `end_lsn` (a transaction group applied in batches), and
+    /// `frame_bytes` more WAL bytes.
+    pub(crate) fn extend_record(&self, end_lsn: Lsn, entries: impl Iterator<Item = (Key, Value)>, frame_bytes: u64) {
+        let mut inner = self.inner.write();
+        assert!(!inner.frozen, "put into a frozen layer");
+        assert!(
+            end_lsn == inner.end_lsn,
+            "extending record {end_lsn}, but the layer ends at {}",
+            inner.end_lsn
+        );
+        put_versions(&mut inner, end_lsn, entries);
+        inner.wal_bytes += frame_bytes;
+    }
+
     /// Adds the versions of one record ending at `end_lsn`, of `frame_bytes` WAL bytes.
     pub(crate) fn put_record(&self, end_lsn: Lsn, entries: impl Iterator<Item = (Key, Value)>, frame_bytes: u64) {
         let mut inner = self.inner.write();
@@ -65,15 +79,7 @@ impl InMemoryLayer {
             "record end {end_lsn} not after layer end {}",
             inner.end_lsn
         );
-        for (key, value) in entries {
-            let versions = inner.versions.entry(key).or_default();
-            // One record may change a key twice; the later change wins, as it would on replay.
-            if let Some(last) = versions.last_mut().filter(|(lsn, _)| *lsn == end_lsn) {
-                last.1 = merge_same_lsn(&last.1, value);
-            } else {
-                versions.push((end_lsn, value));
-            }
-        }
+        put_versions(&mut inner, end_lsn, entries);
         inner.end_lsn = end_lsn;
         inner.wal_bytes += frame_bytes;
     }
@@ -127,6 +133,18 @@ impl InMemoryLayer {
 }
 
 /// Combines two changes of one key at the same LSN into one value.
+/// Puts `entries` at `end_lsn`. One record may change a key twice; the later change wins, as it would on replay.
+fn put_versions(inner: &mut Inner, end_lsn: Lsn, entries: impl Iterator<Item = (Key, Value)>) {
+    for (key, value) in entries {
+        let versions = inner.versions.entry(key).or_default();
+        if let Some(last) = versions.last_mut().filter(|(lsn, _)| *lsn == end_lsn) {
+            last.1 = merge_same_lsn(&last.1, value);
+        } else {
+            versions.push((end_lsn, value));
+        }
+    }
+}
+
 fn merge_same_lsn(older: &Value, newer: Value) -> Value {
     match (older, newer) {
         (_, image @ Value::Image(_)) => image,

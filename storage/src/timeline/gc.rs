@@ -46,7 +46,7 @@ impl Timeline {
             return Err(StorageError::LsnBelowGcCutoff { lsn, gc_cutoff });
         }
         let last_record_lsn = self.last_record_lsn();
-        if lsn > last_record_lsn {
+        if lsn > last_record_lsn.max(self.wal_end_lsn()) {
             return Err(StorageError::LsnAhead { lsn, last_record_lsn });
         }
         let until = points.leases.entry(lsn).or_insert(until_us);

@@ -3,57 +3,11 @@
 use super::*;
 
 impl Timeline {
-    /// Ingests one committed record that starts at `start_lsn`, which must be where the previous one ended.
-    /// Returns the record's end LSN, at which its changes are visible.
+    /// Ingests one commit of a single frame (body version 1) that starts at `start_lsn`, which must be where the
+    /// previous frame ended ([`Timeline::wal_end_lsn`]); a pending group before it is abandoned. Returns the
+    /// record's end LSN, at which its changes are visible.
     pub fn ingest_record(&self, start_lsn: Lsn, record: &WalRecord) -> Result<Lsn> {
-        self.check_writable()?;
-        record.validate()?;
-        let frame_bytes = record.frame_len();
-        let mut writer = self.writer.lock();
-        let expected = self.last_record_lsn();
-        if start_lsn != expected {
-            return Err(StorageError::OutOfOrder {
-                expected,
-                got: start_lsn,
-            });
-        }
-        let end_lsn = start_lsn.checked_add(frame_bytes).ok_or(StorageError::OutOfOrder {
-            expected,
-            got: start_lsn,
-        })?;
-        // Every record stores the size, so ingest never needs state derived from older history (perhaps an
-        // ancestor's, not yet re-fed after a restart).
-        let size = db_size_value(record.db_size_pages);
-        let state = self.layers.read().clone();
-        for (key, _) in record.entries.iter().chain(std::iter::once(&size)) {
-            self.cache.invalidate(self.id, *key, end_lsn);
-        }
-        state.open.put_record(
-            end_lsn,
-            record.entries.iter().cloned().chain(std::iter::once(size)),
-            frame_bytes,
-        );
-        // Commit timestamps must not go backwards for the index to stay sorted; a clock step back is clamped.
-        writer.last_commit_ts_us = writer.last_commit_ts_us.max(record.commit_ts_us);
-        self.timestamps.push(writer.last_commit_ts_us, end_lsn);
-        self.last_record_lsn.store(end_lsn.0, Ordering::Release);
-        if state.open.wal_bytes() >= self.conf.checkpoint_distance_bytes {
-            self.freeze_locked();
-        }
-        Ok(end_lsn)
-    }
-
-    /// Ingests consecutive framed records starting at `start_lsn`. Returns the end LSN of the last one.
-    pub fn ingest_frames(&self, start_lsn: Lsn, frames: &Bytes) -> Result<Lsn> {
-        let (records, error) = crate::wal::decode_frames(frames, start_lsn);
-        let mut lsn = start_lsn;
-        for (record_lsn, record) in records {
-            lsn = self.ingest_record(record_lsn, &record)?;
-        }
-        match error {
-            Some(e) => Err(e.into()),
-            None => Ok(lsn),
-        }
+        self.ingest_commit(start_lsn, None, record)
     }
 
     /// Freezes the open in-memory layer (if it holds anything) so a flush can write it.

@@ -3,6 +3,7 @@
 mod compact;
 mod flush;
 mod gc;
+mod group;
 mod ingest;
 mod read;
 
@@ -48,6 +49,8 @@ struct LayerState {
 
 struct WriterState {
     last_commit_ts_us: u64,
+    /// The parts of a transaction received before its commit (see `group`).
+    pending: Option<group::PendingGroup>,
 }
 
 /// What GC must keep readable besides the cutoff: children's branch points and leased LSNs.
@@ -135,6 +138,9 @@ pub struct Timeline {
     start_lsn: Lsn,
     layers: RwLock<Arc<LayerState>>,
     last_record_lsn: AtomicU64,
+    /// Where the next WAL frame starts: `last_record_lsn`, or past a pending group's parts (see `group`). Set
+    /// under the writer lock, after `last_record_lsn` when both move.
+    wal_end_lsn: AtomicU64,
     disk_consistent_lsn: AtomicU64,
     gc_cutoff_lsn: AtomicU64,
     writer: Mutex<WriterState>,
@@ -210,9 +216,13 @@ impl Timeline {
             start_lsn,
             layers: RwLock::new(Arc::new(state)),
             last_record_lsn: AtomicU64::new(disk_consistent_lsn.0),
+            wal_end_lsn: AtomicU64::new(disk_consistent_lsn.0),
             disk_consistent_lsn: AtomicU64::new(disk_consistent_lsn.0),
             gc_cutoff_lsn: AtomicU64::new(gc_cutoff_lsn.0),
-            writer: Mutex::new(WriterState { last_commit_ts_us: 0 }),
+            writer: Mutex::new(WriterState {
+                last_commit_ts_us: 0,
+                pending: None,
+            }),
             ops: Mutex::new(()),
             branch_points: Mutex::new(RetainPoints::default()),
             timestamps,
@@ -293,7 +303,7 @@ impl Timeline {
             meta.gc_cutoff_lsn,
             timestamps,
         );
-        *timeline.writer.lock() = WriterState { last_commit_ts_us };
+        timeline.writer.lock().last_commit_ts_us = last_commit_ts_us;
         Ok(timeline)
     }
 

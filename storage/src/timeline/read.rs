@@ -3,10 +3,15 @@
 use super::*;
 
 impl Timeline {
-    /// Checks `lsn` is readable; returns the `last_record_lsn` it was checked against.
+    /// Checks `lsn` is readable (at most [`Timeline::wal_end_lsn`]); returns the `last_record_lsn` it was checked
+    /// against. A read past it, among a pending group's parts, is a read at it: callers read at
+    /// `lsn.min(last_record_lsn)`.
     pub(super) fn check_read_lsn(&self, lsn: Lsn) -> Result<Lsn> {
+        // In this order: a commit stores `last_record_lsn` before `wal_end_lsn`, so a `wal_end_lsn` seen here is
+        // never past the `last_record_lsn` loaded after it unless only parts lie between.
+        let wal_end_lsn = self.wal_end_lsn();
         let last_record_lsn = self.last_record_lsn();
-        if lsn > last_record_lsn {
+        if lsn > last_record_lsn.max(wal_end_lsn) {
             return Err(StorageError::LsnAhead { lsn, last_record_lsn });
         }
         if lsn < self.start_lsn {
@@ -28,6 +33,7 @@ impl Timeline {
     /// database size at `lsn`, and is `PageNotFound` outside it.
     pub fn get_page(&self, key: Key, lsn: Lsn) -> Result<Bytes> {
         let last_record_lsn = self.check_read_lsn(lsn)?;
+        let lsn = lsn.min(last_record_lsn);
         if let Some(page) = self.cache.lookup(self.id, key, lsn) {
             return Ok(page);
         }
@@ -42,6 +48,7 @@ impl Timeline {
     /// Like [`Timeline::get_page`] but never uses the cache, and reports the layers visited.
     pub fn get_page_uncached(&self, key: Key, lsn: Lsn) -> Result<(Bytes, ReadStats)> {
         let last_record_lsn = self.check_read_lsn(lsn)?;
+        let lsn = lsn.min(last_record_lsn);
         let mut stats = ReadStats::default();
         let page = self.get_uncached(key, lsn, last_record_lsn, &mut stats)?;
         Ok((page, stats))
@@ -77,8 +84,8 @@ impl Timeline {
 
     /// The database size in pages at `lsn` (zero before the first record). `lsn` is checked like a page read's.
     pub fn db_size_at(&self, lsn: Lsn) -> Result<u32> {
-        self.check_read_lsn(lsn)?;
-        self.db_size_at_checked(lsn)
+        let last_record_lsn = self.check_read_lsn(lsn)?;
+        self.db_size_at_checked(lsn.min(last_record_lsn))
     }
 
     /// [`Timeline::db_size_at`] for an LSN already checked.
@@ -144,7 +151,8 @@ impl Timeline {
                     end = end.min(timeline.start_lsn.next());
                     // After a restart the ancestor may not have been re-fed up to the branch point yet; its
                     // answer would be incomplete, so refuse rather than guess.
-                    let ancestor_last = ancestor.last_record_lsn();
+                    // A branch point among the ancestor's pending group's parts reads the state before the group.
+                    let ancestor_last = ancestor.wal_end_lsn().max(ancestor.last_record_lsn());
                     if ancestor_last < timeline.start_lsn {
                         return Err(StorageError::AncestorBehind {
                             ancestor: ancestor.id,

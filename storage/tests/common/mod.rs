@@ -17,6 +17,7 @@ pub fn small_config() -> TimelineConfig {
         gc_horizon_bytes: 0,
         pitr_interval_ms: 0,
         durability: Durability::Fsync,
+        group_memory_bytes_max: 64 << 20,
     }
 }
 
