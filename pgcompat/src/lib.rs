@@ -23,6 +23,7 @@ pub mod functions;
 pub mod notify;
 pub mod pg_catalog;
 pub mod sequence;
+pub mod schemas;
 pub mod settings;
 pub mod translate;
 pub mod types;
@@ -53,6 +54,7 @@ pub const VALUE_BYTES_MAX: usize = 256 << 20;
 pub struct Dialect {
     state: Arc<SessionState>,
     catalog: Catalog,
+    /// Translations by effective `search_path` and statement text (the path's names and the text, NUL-separated).
     cache: HashMap<String, Arc<Translated>>,
     order: VecDeque<String>,
     /// The catalog version the cached translations were made at.
@@ -99,6 +101,7 @@ impl Dialect {
         if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
             functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
                 .map_err(TranslateError::Sqlite)?;
+            self.state.set_schemas(self.catalog.schemas().clone());
         }
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
@@ -129,7 +132,12 @@ impl Dialect {
         if !first_of_block || self.cache_version == -1 {
             self.refresh(conn)?;
         }
-        if let Some(hit) = self.cache.get(sql) {
+        // Unqualified names resolve through the session's `search_path`: a translation is cached under the
+        // path it was made with, so one made under another path is never used.
+        self.catalog.set_search_path(self.state.effective_search_path());
+        // Names hold no NUL (PostgreSQL refuses them), so `\0\0` ends the path.
+        let key = format!("{}\0\0{sql}", self.catalog.search_path().join("\0"));
+        if let Some(hit) = self.cache.get(&key) {
             // The catalog views live in the connection's temp schema: a rolled-back transaction that
             // made them took them away, so a cached statement reading them makes them again if needed.
             if let Translated::Statements(list) = hit.as_ref() {
@@ -149,8 +157,8 @@ impl Dialect {
                     self.cache.remove(&oldest);
                 }
             }
-            self.cache.insert(sql.to_owned(), translated.clone());
-            self.order.push_back(sql.to_owned());
+            self.cache.insert(key.clone(), translated.clone());
+            self.order.push_back(key);
         }
         assert!(self.cache.len() <= TRANSLATIONS_MAX, "translation cache over its bound");
         Ok(translated)

@@ -200,6 +200,7 @@ fn views() -> impl Iterator<Item = &'static View> {
 const SOURCES: &[(&str, &str, &str)] = &[
     ("coltypes", "_cambium_columns", "table_name, column_name, type"),
     ("enumdefs", "_cambium_enums", "id, name, labels"),
+    ("nspdefs", "_cambium_schemas", "id, name, owner"),
     (
         "seqdefs",
         "_cambium_sequences",

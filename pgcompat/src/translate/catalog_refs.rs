@@ -170,16 +170,14 @@ fn is_call(expr: &Expr, name: &str) -> bool {
 /// target type as written, lower case, without `pg_catalog.`.
 pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
     match written {
-        "regclass" => parse(&format!(
-            "{REGCLASS}({inner}, (SELECT _pgc_oid FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({inner})))"
-        )),
+        "regclass" => parse(&format!("{REGCLASS}({inner}, {})", relation_oid(inner))),
         "regtype" => parse(&format!("{REGTYPE}({inner})")),
         "regproc" | "regprocedure" => Some(inner.clone()),
         "regnamespace" => parse(&format!(
             "coalesce((SELECT _pgc_oid FROM _pgc_nspnames WHERE _pgc_name = {inner}), {inner})"
         )),
         "text" | "varchar" | "character varying" | "name" if is_call(inner, REGCLASS) => parse(&format!(
-            "(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_oid = {inner})"
+            "(SELECT _pgc_shown FROM _pgc_relshown WHERE _pgc_oid = {inner})"
         )),
         "text" | "varchar" | "character varying" | "name" if is_call(inner, REGTYPE) => {
             parse(&format!("format_type({inner}, NULL)"))
@@ -206,15 +204,31 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
             format!("(SELECT _pgc_def FROM _pgc_viewdefs WHERE _pgc_oid = {view} OR _pgc_name = _pgc_relname({view}))")
         }
         ("to_regclass", [text]) => {
-            format!("(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({text}))")
+            format!(
+                "(SELECT _pgc_shown FROM _pgc_relshown WHERE _pgc_oid = {})",
+                relation_oid(text)
+            )
         }
         ("pg_get_serial_sequence", [table, column]) => format!(
-            "(SELECT 'public.' || _pgc_ident(_pgc_name) FROM _pgc_seqnames \
-             WHERE _pgc_tbl = _pgc_relname({table}) AND _pgc_col = {column})"
+            "(SELECT _pgc_ident(_pgc_nsp) || '.' || _pgc_ident(_pgc_bare) FROM _pgc_seqnames \
+             WHERE _pgc_tbloid = {} AND _pgc_col = {column})",
+            relation_oid(table)
         ),
+        ("pg_table_is_visible", [oid]) => {
+            format!("coalesce((SELECT _pgc_visible FROM _pgc_relnames WHERE _pgc_oid = {oid}), 1)")
+        }
         _ => return None,
     };
     parse(&sql)
+}
+
+/// The OID of the relation a text names (`app.t`, `"T"`, or a bare name through the `search_path`), as a
+/// subquery; NULL when there is none.
+fn relation_oid(text: &Expr) -> String {
+    format!(
+        "(SELECT _pgc_oid FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({text}) \
+         AND coalesce(_pgc_nsp = _pgc_relnsp({text}), _pgc_pos IS NOT NULL) ORDER BY _pgc_pos LIMIT 1)"
+    )
 }
 
 /// Result columns that are regclass or regtype values print as names, as PostgreSQL prints them.

@@ -131,7 +131,7 @@ fn parse_alter_sequence(p: &mut Parser<'_>) -> Result<(bool, ObjectName, AlterSe
             p.parse_identifier().map_err(syntax)?;
         } else if p.parse_keywords(&[Keyword::RENAME, Keyword::TO]) {
             let to = p.parse_identifier().map_err(syntax)?;
-            alter.rename_to = Some(relation_name(&ObjectName::from(vec![to]))?);
+            alter.rename_to = Some(super::schema::fold_ident(&to));
         } else if p.parse_keywords(&[Keyword::SET, Keyword::SCHEMA]) {
             return Err(PgError::unsupported("ALTER SEQUENCE … SET SCHEMA"));
         } else {
@@ -152,8 +152,12 @@ fn parse_alter_sequence(p: &mut Parser<'_>) -> Result<(bool, ObjectName, AlterSe
 /// applied when the statement runs, to the state the sequence has then.
 fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> Result<Translation, PgError> {
     let mut p = parser(tokens);
-    let (if_exists, name, alter) = parse_alter_sequence(&mut p)?;
-    let name = relation_name(&name)?;
+    let (if_exists, name, mut alter) = parse_alter_sequence(&mut p)?;
+    let name = relation_name(catalog, &name)?;
+    // A sequence renamed stays in its schema.
+    alter.rename_to = alter
+        .rename_to
+        .map(|to| crate::schemas::sqlite_name(&super::schema::schema_of(catalog, &name).0, &to));
     let mut translation = Translation::single(String::new(), Kind::Other("ALTER SEQUENCE".to_owned()));
     translation.steps.clear();
     let Some(entry) = catalog.sequence(&name) else {
@@ -177,7 +181,7 @@ fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> R
     if let Some(owner) = alter.owned_by {
         let (table, column) = match owner {
             Some(owner) => {
-                let (t, c) = super::sequence::owner_of(conn, &owner)?;
+                let (t, c) = super::sequence::owner_of(conn, catalog, &owner)?;
                 (quote_literal(&t), quote_literal(&c))
             }
             None => ("NULL".to_owned(), "NULL".to_owned()),
@@ -239,7 +243,7 @@ fn identity_with_sequence_name(
     }
     let name_tokens: Vec<Token> = tokens.drain(at..end).skip(2).collect();
     let name = parser(name_tokens).parse_object_name(false).map_err(syntax)?;
-    let name = relation_name(&name)?;
+    let name = super::schema::created(catalog, &name)?;
     let statement = parser(tokens).parse_statement().map_err(syntax)?;
     let Statement::AlterTable(mut alter) = statement else {
         return Ok(None);

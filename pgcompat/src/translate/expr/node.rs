@@ -380,6 +380,15 @@ impl Rewriter<'_> {
                     }
                 }
                 super::super::catalog_refs::rewrite_compound(parts);
+                // `schema.table.column`: the table is known by its own name (FROM aliases it so).
+                if parts.len() == 3
+                    && self
+                        .typer
+                        .catalog
+                        .schema_exists(&super::super::schema::fold_ident(&parts[0]))
+                {
+                    parts.remove(0);
+                }
                 None
             }
             Expr::CompoundFieldAccess { root, access_chain } => {

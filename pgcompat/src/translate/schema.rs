@@ -1,0 +1,391 @@
+//! Schemas in statements: names resolved to the SQLite names of [`crate::schemas`] (a qualified name by its
+//! schema, an unqualified one through the session's `search_path`: the first schema on it holding the
+//! relation, and the first schema on it for a relation being made), and `CREATE`/`DROP`/`ALTER SCHEMA`.
+
+use sqlparser::ast::{Ident, ObjectName, ObjectNamePart, TableAlias};
+
+use crate::catalog::{quote_literal, Catalog, BUMP_SCHEMA_VERSION};
+use crate::error::{PgError, INVALID_SCHEMA_NAME, UNDEFINED_TABLE};
+use crate::schemas::{self, PUBLIC};
+
+use super::{Kind, Translation};
+
+/// An identifier as PostgreSQL keeps it: unquoted folded to lower case, quoted as written.
+pub(crate) fn fold_ident(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_ascii_lowercase()
+    }
+}
+
+/// A name's parts, folded.
+pub(crate) fn folded_parts(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => fold_ident(ident),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// A possibly qualified name as (schema if given, name), folded; a database name before the schema is
+/// accepted (there is one database a session sees).
+pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String), PgError> {
+    let mut parts = folded_parts(name);
+    let Some(last) = parts.pop() else {
+        return Err(PgError::new(crate::error::SYNTAX_ERROR, "an empty name"));
+    };
+    match parts.len() {
+        0 => Ok((None, last)),
+        1 | 2 => Ok((parts.pop(), last)),
+        _ => Err(PgError::new(
+            crate::error::SYNTAX_ERROR,
+            format!("improper qualified name (too many dotted names): {name}"),
+        )),
+    }
+}
+
+fn no_schema(schema: &str) -> PgError {
+    PgError::new(INVALID_SCHEMA_NAME, format!("schema \"{schema}\" does not exist"))
+}
+
+/// The SQLite name of relation `name` of a schema that must exist.
+pub(crate) fn qualified(catalog: &Catalog, schema: &str, name: &str) -> Result<String, PgError> {
+    if !catalog.schema_exists(schema) {
+        return Err(no_schema(schema));
+    }
+    Ok(schemas::sqlite_name(schema, name))
+}
+
+/// A SQLite name read back as (schema, the relation's own name).
+pub(crate) fn schema_of<'a>(catalog: &Catalog, sqlite: &'a str) -> (String, &'a str) {
+    let (schema, name) = schemas::split_sqlite_name(sqlite, catalog.schemas());
+    (schema.to_owned(), name)
+}
+
+/// The SQLite name an unqualified relation name reaches through the `search_path`, if any schema on it
+/// holds one.
+pub(crate) fn on_path(catalog: &Catalog, name: &str) -> Option<String> {
+    catalog
+        .search_path()
+        .iter()
+        .map(|schema| schemas::sqlite_name(schema, name))
+        .find(|sqlite| catalog.relation_exists(sqlite))
+}
+
+/// The SQLite name of an existing relation named in a statement (read, altered or dropped). An unqualified
+/// name found on no schema of the path stays as written (a CTE, or a missing relation SQLite reports),
+/// except that a `public` relation off the path is not reached (42P01).
+pub(crate) fn existing(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    match split_name(name)? {
+        (Some(schema), name) => qualified(catalog, &schema, &name),
+        (None, name) => match on_path(catalog, &name) {
+            Some(found) => Ok(found),
+            None => not_on_path(catalog, name),
+        },
+    }
+}
+
+/// An unqualified name no schema of the path holds: as written, or 42P01 when that would reach a `public`
+/// relation the path leaves out.
+pub(crate) fn not_on_path(catalog: &Catalog, name: String) -> Result<String, PgError> {
+    let public_on_path = catalog.search_path().iter().any(|s| s == PUBLIC);
+    if !public_on_path && catalog.relation_exists(&name) {
+        return Err(PgError::new(UNDEFINED_TABLE, format!("relation \"{name}\" does not exist")));
+    }
+    Ok(name)
+}
+
+/// The schema an unqualified object is made in: the first schema of the path (3F000 when none exists).
+pub(crate) fn creation_schema(catalog: &Catalog) -> Result<String, PgError> {
+    catalog
+        .search_path()
+        .first()
+        .cloned()
+        .ok_or_else(|| PgError::new(INVALID_SCHEMA_NAME, "no schema has been selected to create in"))
+}
+
+/// The SQLite name of a relation being made.
+pub(crate) fn created(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    let (schema, name) = split_name(name)?;
+    let schema = match schema {
+        Some(schema) => schema,
+        None => creation_schema(catalog)?,
+    };
+    if schema == PUBLIC {
+        // A `public` name that would read back as another schema's relation.
+        if let Some((prefix, _)) = name.split_once('.') {
+            if catalog.schema_exists(prefix) {
+                return Err(PgError::unsupported(format!(
+                    "a relation of schema public named \"{name}\" while a schema \"{prefix}\" exists"
+                )));
+            }
+        }
+    }
+    qualified(catalog, &schema, &name)
+}
+
+/// A relation name of a FROM item or DML target rewritten to its SQLite name: one quoted identifier for a
+/// relation of a schema other than `public`, aliased by its own name (unless aliased already) so that
+/// `t.col` still reads it; a `public` relation's name loses its qualification only. `ctes` are the CTE
+/// names in scope, which an unqualified name reaches first.
+pub(crate) fn rewrite_relation(
+    catalog: &Catalog,
+    name: &mut ObjectName,
+    alias: &mut Option<TableAlias>,
+    ctes: &[String],
+) -> Result<(), PgError> {
+    let (schema, bare) = split_name(name)?;
+    if schema.is_none() && ctes.iter().any(|c| c.eq_ignore_ascii_case(&bare)) {
+        return Ok(());
+    }
+    let sqlite = existing(catalog, name)?;
+    set_sqlite_name(name, alias, &sqlite, &bare);
+    Ok(())
+}
+
+/// Points `name` at the SQLite name `sqlite` of a relation whose own name is `bare`.
+pub(crate) fn set_sqlite_name(name: &mut ObjectName, alias: &mut Option<TableAlias>, sqlite: &str, bare: &str) {
+    let last = name.0.pop().unwrap_or_else(|| ObjectNamePart::Identifier(Ident::new(bare)));
+    if sqlite == bare {
+        *name = ObjectName(vec![last]);
+        return;
+    }
+    *name = ObjectName::from(vec![Ident::with_quote('"', sqlite)]);
+    if alias.is_none() {
+        *alias = Some(TableAlias {
+            explicit: true,
+            name: Ident::with_quote('"', bare),
+            columns: Vec::new(),
+            at: None,
+        });
+    }
+}
+
+/// The relations (SQLite names, lower case) of a schema.
+fn relations_of<'a>(catalog: &'a Catalog, schema: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    let prefix = format!("{}.", schema.to_ascii_lowercase());
+    catalog.relation_names().filter(move |n| n.starts_with(&prefix))
+}
+
+fn schema_ddl(tag: &str, mut steps: Vec<String>) -> Translation {
+    steps.insert(0, schemas::CREATE_SCHEMAS_TABLE.to_owned());
+    steps.extend(BUMP_SCHEMA_VERSION.iter().map(|s| (*s).to_owned()));
+    let mut t = Translation::single(String::new(), Kind::Other(tag.to_owned()));
+    t.steps = steps;
+    t
+}
+
+/// `CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role]`.
+pub(crate) fn create(
+    catalog: &Catalog,
+    schema_name: &sqlparser::ast::SchemaName,
+    if_not_exists: bool,
+) -> Result<Translation, PgError> {
+    use sqlparser::ast::SchemaName;
+    let (name, owner) = match schema_name {
+        SchemaName::Simple(name) => (folded_parts(name).join("."), None),
+        SchemaName::NamedAuthorization(name, role) => (folded_parts(name).join("."), role_name(role)),
+        // `AUTHORIZATION CURRENT_USER` alone names the schema after the user: not known here.
+        SchemaName::UnnamedAuthorization(role) => match role_name(role) {
+            Some(role) => (role.clone(), Some(role)),
+            None => return Err(PgError::unsupported("CREATE SCHEMA AUTHORIZATION CURRENT_USER without a name")),
+        },
+    };
+    check_new_name(&name)?;
+    if catalog.schema_exists(&name) {
+        if if_not_exists {
+            return Ok(Translation::single(
+                "SELECT NULL WHERE 0".to_owned(),
+                Kind::Other("CREATE SCHEMA".to_owned()),
+            ));
+        }
+        return Err(PgError::new(
+            crate::error::DUPLICATE_SCHEMA,
+            format!("schema \"{name}\" already exists"),
+        ));
+    }
+    if let Some(clash) = relations_of(catalog, &name).next() {
+        return Err(PgError::unsupported(format!(
+            "a schema \"{name}\" while the relation \"{clash}\" of schema public has its name as a prefix"
+        )));
+    }
+    if catalog.schemas().len() as i64 >= schemas::SCHEMAS_MAX {
+        return Err(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, "too many schemas"));
+    }
+    Ok(schema_ddl("CREATE SCHEMA", vec![schemas::insert_sql(&name, owner.as_deref())]))
+}
+
+/// A role named in `AUTHORIZATION`; `None` for `CURRENT_USER`/`SESSION_USER` (the session's user).
+fn role_name(role: &Ident) -> Option<String> {
+    let folded = fold_ident(role);
+    let current =
+        role.quote_style.is_none() && matches!(folded.as_str(), "current_user" | "session_user" | "current_role");
+    (!current).then_some(folded)
+}
+
+fn check_new_name(name: &str) -> Result<(), PgError> {
+    if name.contains('.') {
+        return Err(PgError::unsupported(format!("a schema name holding a dot (\"{name}\")")));
+    }
+    if name.starts_with("pg_") {
+        return Err(PgError::new(
+            crate::error::RESERVED_NAME,
+            format!("unacceptable schema name \"{name}\""),
+        ));
+    }
+    if name == "information_schema" || crate::catalog::is_internal_table(name) {
+        return Err(PgError::new(
+            crate::error::RESERVED_NAME,
+            format!("the schema name \"{name}\" is reserved"),
+        ));
+    }
+    Ok(())
+}
+
+/// `DROP SCHEMA [IF EXISTS] a, b [CASCADE | RESTRICT]`: a schema holding objects is refused (2BP01) unless
+/// CASCADE, which drops its tables, views, sequences and enum types first.
+pub(crate) fn drop(
+    catalog: &Catalog,
+    names: &[ObjectName],
+    if_exists: bool,
+    cascade: bool,
+) -> Result<Translation, PgError> {
+    let mut steps = Vec::new();
+    for name in names {
+        let name = folded_parts(name).join(".");
+        if name == PUBLIC {
+            return Err(PgError::unsupported("dropping the schema public"));
+        }
+        if !catalog.schema_exists(&name) {
+            if if_exists {
+                continue;
+            }
+            return Err(no_schema(&name));
+        }
+        let objects = contents(catalog, &name);
+        if !objects.is_empty() && !cascade {
+            return Err(PgError::new(
+                crate::error::DEPENDENT_OBJECTS_STILL_EXIST,
+                format!("cannot drop schema {name} because other objects depend on it"),
+            ));
+        }
+        steps.extend(drop_contents(catalog, &objects)?);
+        steps.push(schemas::delete_sql(&name));
+    }
+    Ok(schema_ddl("DROP SCHEMA", steps))
+}
+
+/// What a schema holds, as the names DROP would take.
+struct Contents {
+    tables: Vec<ObjectName>,
+    views: Vec<ObjectName>,
+    sequences: Vec<ObjectName>,
+    types: Vec<ObjectName>,
+}
+
+impl Contents {
+    fn is_empty(&self) -> bool {
+        self.tables.is_empty() && self.views.is_empty() && self.sequences.is_empty() && self.types.is_empty()
+    }
+}
+
+fn quoted_name(sqlite: &str) -> ObjectName {
+    ObjectName::from(vec![Ident::with_quote('"', sqlite)])
+}
+
+fn contents(catalog: &Catalog, schema: &str) -> Contents {
+    let mut found = Contents {
+        tables: Vec::new(),
+        views: Vec::new(),
+        sequences: Vec::new(),
+        types: Vec::new(),
+    };
+    let prefix = format!("{schema}.");
+    for name in relations_of(catalog, schema) {
+        if catalog.sequence(name).is_some() {
+            // A serial column's sequence goes with its table.
+            if catalog.sequence(name).is_some_and(|s| s.owner.is_none()) {
+                found.sequences.push(quoted_name(name));
+            }
+        } else if catalog.table(name).is_some() {
+            found.tables.push(quoted_name(name));
+        } else if !catalog.relation_is_index(name) {
+            found.views.push(quoted_name(name));
+        }
+    }
+    for ty in catalog.enums().all() {
+        if ty.name.starts_with(&prefix) {
+            found.types.push(quoted_name(&ty.name));
+        }
+    }
+    found
+}
+
+fn drop_contents(catalog: &Catalog, objects: &Contents) -> Result<Vec<String>, PgError> {
+    use sqlparser::ast::ObjectType;
+    let mut steps = Vec::new();
+    // Views first (they may read the tables), types last (columns of the tables have them).
+    if !objects.views.is_empty() {
+        steps.extend(super::ddl::drop(catalog, ObjectType::View, true, &objects.views, true)?.steps);
+    }
+    if !objects.tables.is_empty() {
+        steps.extend(super::ddl::drop(catalog, ObjectType::Table, true, &objects.tables, true)?.steps);
+    }
+    if !objects.sequences.is_empty() {
+        steps.extend(super::sequence::drop(catalog, true, &objects.sequences, true)?.steps);
+    }
+    if !objects.types.is_empty() {
+        steps.extend(drop_types_sql(&objects.types));
+    }
+    Ok(steps)
+}
+
+fn drop_types_sql(types: &[ObjectName]) -> Vec<String> {
+    types
+        .iter()
+        .map(|name| {
+            format!(
+                "DELETE FROM _cambium_enums WHERE name = {}",
+                quote_literal(&folded_parts(name).join("."))
+            )
+        })
+        .collect()
+}
+
+/// `ALTER SCHEMA name RENAME TO new` (other forms: 0A000).
+pub(crate) fn alter(catalog: &Catalog, alter: &sqlparser::ast::AlterSchema) -> Result<Translation, PgError> {
+    use sqlparser::ast::AlterSchemaOperation;
+    let [AlterSchemaOperation::Rename { name: to }] = alter.operations.as_slice() else {
+        return Err(PgError::unsupported(format!("{alter}")));
+    };
+    let from = folded_parts(&alter.name).join(".");
+    let to = folded_parts(to).join(".");
+    if from == PUBLIC {
+        return Err(PgError::unsupported("renaming the schema public"));
+    }
+    if !catalog.schema_exists(&from) {
+        return Err(no_schema(&from));
+    }
+    check_new_name(&to)?;
+    if catalog.schema_exists(&to) {
+        return Err(PgError::new(
+            crate::error::DUPLICATE_SCHEMA,
+            format!("schema \"{to}\" already exists"),
+        ));
+    }
+    if !contents(catalog, &from).is_empty() {
+        return Err(PgError::unsupported(format!(
+            "renaming the schema {from}, which holds objects"
+        )));
+    }
+    let mut steps = Vec::new();
+    steps.push(format!(
+        "UPDATE _cambium_schemas SET name = {} WHERE name = {}",
+        quote_literal(&to),
+        quote_literal(&from)
+    ));
+    Ok(schema_ddl("ALTER SCHEMA", steps))
+}
