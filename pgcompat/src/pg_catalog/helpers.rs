@@ -10,7 +10,7 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          ELSE s.type END AS type, s.tbl_name AS tbl, s.sql AS sql, coalesce(n.name, 'public') AS nsp, \
          CASE WHEN n.name IS NULL THEN s.name ELSE substr(s.name, length(n.name) + 2) END AS relname, \
          coalesce(1593835520 + n.id, 2200) AS nspoid \
-         FROM main.sqlite_schema s LEFT JOIN _pgc_nspdefs n ON n.name = substr(s.name, 1, instr(s.name, '.') - 1) \
+         FROM main.sqlite_schema s LEFT JOIN _pgc_nspdefs n ON n.name = substr(s.name, 1, max(instr(s.name, '.') - 1, 0)) \
          WHERE s.type IN ('table', 'view', 'index') AND s.sql IS NOT NULL \
          AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_cambium\\_%' ESCAPE '\\'",
     ),
@@ -54,7 +54,7 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          json_extract(j.value, '$.cols') AS cols, json_extract(j.value, '$.ref_table') AS reftable, \
          json_extract(j.value, '$.ref_cols') AS refcols0, json_extract(j.value, '$.upd') AS upd, \
          json_extract(j.value, '$.del') AS del, json_extract(j.value, '$.def') AS def0 \
-         FROM _pgc_rel r, json_each(_pgc_constraints(r.name, r.sql)) j WHERE r.type = 'table'",
+         FROM _pgc_rel r, json_each(_pgc_constraints(r.relname, r.sql)) j WHERE r.type = 'table'",
     ),
     (
         "cons",

@@ -75,7 +75,7 @@ pub(super) fn type_rows() -> String {
         base = crate::enums::ENUM_OID_BASE,
         stride = crate::enums::ENUM_OID_STRIDE,
         // A type of another schema than `public` is stored as `schema.name` (see `crate::schemas`).
-        join = "LEFT JOIN _pgc_nspdefs n ON n.name = substr(e.name, 1, instr(e.name, '.') - 1)",
+        join = "LEFT JOIN _pgc_nspdefs n ON n.name = substr(e.name, 1, max(instr(e.name, '.') - 1, 0))",
         bare = "CASE WHEN n.name IS NULL THEN e.name ELSE substr(e.name, length(n.name) + 2) END",
         nsp = "coalesce(1593835520 + n.id, 2200)",
     )

@@ -17,6 +17,7 @@ pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
 pub(crate) mod schema;
+mod schema_move;
 pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
@@ -532,7 +533,7 @@ fn translate_statement(
             if_not_exists,
             ..
         } => schema::create(catalog, schema_name, *if_not_exists)?,
-        Statement::AlterSchema(alter) => schema::alter(catalog, alter)?,
+        Statement::AlterSchema(alter) => schema::alter(conn, catalog, alter)?,
         Statement::CreateExtension(ext) => {
             let name = ext.name.value.to_ascii_lowercase();
             // The functions these extensions are installed for (`gen_random_uuid`, `uuid_generate_v4`) exist.

@@ -141,6 +141,13 @@ pub(crate) fn rewrite_relation(
     if schema.is_none() && ctes.iter().any(|c| c.eq_ignore_ascii_case(&bare)) {
         return Ok(());
     }
+    if let Some(schema) = schema.as_deref().filter(|s| !catalog.schema_exists(s)) {
+        // A relation read or written in a schema that does not exist is a missing relation to PostgreSQL.
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{schema}.{bare}\" does not exist"),
+        ));
+    }
     let sqlite = existing(catalog, name)?;
     set_sqlite_name(name, alias, &sqlite, &bare);
     Ok(())
@@ -197,10 +204,7 @@ pub(crate) fn create(
     check_new_name(&name)?;
     if catalog.schema_exists(&name) {
         if if_not_exists {
-            return Ok(Translation::single(
-                "SELECT NULL WHERE 0".to_owned(),
-                Kind::Other("CREATE SCHEMA".to_owned()),
-            ));
+            return Ok(super::bare(Kind::Other("CREATE SCHEMA".to_owned())));
         }
         return Err(PgError::new(
             crate::error::DUPLICATE_SCHEMA,
@@ -356,7 +360,11 @@ fn drop_types_sql(types: &[ObjectName]) -> Vec<String> {
 }
 
 /// `ALTER SCHEMA name RENAME TO new` (other forms: 0A000).
-pub(crate) fn alter(catalog: &Catalog, alter: &sqlparser::ast::AlterSchema) -> Result<Translation, PgError> {
+pub(crate) fn alter(
+    conn: &rusqlite::Connection,
+    catalog: &Catalog,
+    alter: &sqlparser::ast::AlterSchema,
+) -> Result<Translation, PgError> {
     use sqlparser::ast::AlterSchemaOperation;
     let [AlterSchemaOperation::Rename { name: to }] = alter.operations.as_slice() else {
         return Err(PgError::unsupported(format!("{alter}")));
@@ -376,12 +384,7 @@ pub(crate) fn alter(catalog: &Catalog, alter: &sqlparser::ast::AlterSchema) -> R
             format!("schema \"{to}\" already exists"),
         ));
     }
-    if !contents(catalog, &from).is_empty() {
-        return Err(PgError::unsupported(format!(
-            "renaming the schema {from}, which holds objects"
-        )));
-    }
-    let mut steps = Vec::new();
+    let mut steps = super::schema_move::rename_schema(conn, catalog, &from, &to)?;
     steps.push(format!(
         "UPDATE _cambium_schemas SET name = {} WHERE name = {}",
         quote_literal(&to),

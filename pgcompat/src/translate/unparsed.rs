@@ -1,5 +1,5 @@
 //! Statements sqlparser 0.64 does not parse, read here with its tokenizer and parser primitives (never by
-//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, and an identity column's `SEQUENCE NAME`
+//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, and an identity column's `SEQUENCE NAME`
 //! option (`ALTER TABLE … ALTER COLUMN c ADD GENERATED … AS IDENTITY (SEQUENCE NAME s …)`, as pg_dump writes
 //! it), which is taken out of the tokens before sqlparser reads the rest.
 
@@ -36,6 +36,9 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
     match words.as_slice() {
         [Keyword::ALTER, Keyword::SEQUENCE] => alter_sequence(conn, catalog, tokens).map(Some),
         [Keyword::ALTER, Keyword::TYPE] => alter_type(tokens),
+        [Keyword::ALTER, Keyword::TABLE | Keyword::VIEW] if set_schema_target(&tokens).is_some() => {
+            set_schema(conn, catalog, tokens).map(Some)
+        }
         [Keyword::ALTER, Keyword::TABLE] => identity_with_sequence_name(conn, catalog, tokens),
         _ => Ok(None),
     }
@@ -197,6 +200,40 @@ fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> R
     // The translator's snapshot of the sequences (owners) follows SQLite's schema version: moved here.
     steps.extend(crate::catalog::BUMP_SCHEMA_VERSION.iter().map(|s| (*s).to_owned()));
     translation.steps = steps;
+    Ok(translation)
+}
+
+/// Where `SET SCHEMA` starts in `ALTER TABLE|VIEW … SET SCHEMA s` (the last three tokens), if it is that form.
+fn set_schema_target(tokens: &[Token]) -> Option<usize> {
+    let at = tokens.len().checked_sub(3)?;
+    (keyword(&tokens[at]) == Keyword::SET && keyword(&tokens[at + 1]) == Keyword::SCHEMA).then_some(at)
+}
+
+/// `ALTER TABLE|VIEW [IF EXISTS] [ONLY] name SET SCHEMA s`: the relation moved (`translate::schema_move`).
+fn set_schema(conn: &Connection, catalog: &Catalog, mut tokens: Vec<Token>) -> Result<Translation, PgError> {
+    let at = set_schema_target(&tokens).expect("checked by the caller");
+    let schema_tokens = tokens.split_off(at + 2);
+    tokens.truncate(at);
+    let mut p = parser(tokens);
+    p.expect_keyword(Keyword::ALTER).map_err(syntax)?;
+    let _kind = p.parse_one_of_keywords(&[Keyword::TABLE, Keyword::VIEW]);
+    let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let _only = p.parse_keyword(Keyword::ONLY);
+    let name = p.parse_object_name(false).map_err(syntax)?;
+    if p.peek_token().token != Token::EOF {
+        return Err(PgError::new(SYNTAX_ERROR, format!("syntax error at or near \"{}\"", p.peek_token())));
+    }
+    let to = parser(schema_tokens).parse_identifier().map_err(syntax)?;
+    let table = super::schema::existing(catalog, &name)?;
+    let mut translation = Translation::single(String::new(), Kind::Other("ALTER TABLE".to_owned()));
+    translation.steps.clear();
+    if !catalog.relation_exists(&table) {
+        if if_exists {
+            return Ok(translation);
+        }
+        return Err(PgError::new(UNDEFINED_TABLE, format!("relation \"{name}\" does not exist")));
+    }
+    translation.steps = super::schema_move::set_schema(conn, catalog, &table, &super::schema::fold_ident(&to))?;
     Ok(translation)
 }
 
