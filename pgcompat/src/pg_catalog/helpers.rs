@@ -108,6 +108,11 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
         "SELECT oid AS _pgc_oid, nspname AS _pgc_name FROM _pgc_pg_namespace",
     ),
     (
+        "descs",
+        "SELECT objoid AS _pgc_oid, classoid AS _pgc_class, objsubid AS _pgc_sub, description AS _pgc_desc \
+         FROM _pgc_pg_description",
+    ),
+    (
         "indexdefs",
         "SELECT oid AS _pgc_oid, indexdef AS _pgc_def FROM _pgc_idx2",
     ),

@@ -201,6 +201,7 @@ const SOURCES: &[(&str, &str, &str)] = &[
     ("coltypes", "_cambium_columns", "table_name, column_name, type"),
     ("enumdefs", "_cambium_enums", "id, name, labels"),
     ("nspdefs", "_cambium_schemas", "id, name, owner"),
+    ("descdefs", "_cambium_comments", "kind, object, sub, comment"),
     (
         "seqdefs",
         "_cambium_sequences",

@@ -130,7 +130,15 @@ pub(super) const RELATIONS: &[View] = &[
     View {
         name: "pg_description",
         columns: "objoid:oid, classoid:oid, objsubid:int4, description:text",
-        select: "SELECT 0, 0, 0, NULL WHERE 0",
+        // `COMMENT ON` text (`translate::comment`) by the OID of what it describes.
+        select: "SELECT r.oid, 1259, 0, d.comment FROM _pgc_descdefs d JOIN _pgc_rel r ON lower(r.name) = d.object \
+                 WHERE d.kind = 'relation' \
+                 UNION ALL SELECT c.relid, 1259, c.attnum, d.comment FROM _pgc_descdefs d JOIN _pgc_cols c \
+                 ON lower(c.relname) = d.object AND c.attname = d.sub COLLATE NOCASE WHERE d.kind = 'column' \
+                 UNION ALL SELECT n.oid, 2615, 0, d.comment FROM _pgc_descdefs d JOIN _pgc_pg_namespace n \
+                 ON n.nspname = d.object WHERE d.kind = 'schema' \
+                 UNION ALL SELECT 1610612736 + e.id * 1024, 1247, 0, d.comment FROM _pgc_descdefs d \
+                 JOIN _pgc_enumdefs e ON e.name = d.object WHERE d.kind = 'type'",
     },
     View {
         name: "pg_depend",

@@ -214,8 +214,19 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
              WHERE _pgc_tbloid = {} AND _pgc_col = {column})",
             relation_oid(table)
         ),
+        ("obj_description", [oid, class]) => format!(
+            "(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_sub = 0 AND _pgc_class = \
+             CASE {class} WHEN 'pg_class' THEN 1259 WHEN 'pg_namespace' THEN 2615 WHEN 'pg_type' THEN 1247 ELSE 0 END)"
+        ),
+        ("obj_description", [oid]) => {
+            format!("(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_sub = 0 LIMIT 1)")
+        }
+        ("col_description", [oid, column]) => format!(
+            "(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_class = 1259 AND _pgc_sub = {column})"
+        ),
         ("pg_table_is_visible", [oid]) => {
-            format!("coalesce((SELECT _pgc_visible FROM _pgc_relnames WHERE _pgc_oid = {oid}), 1)")
+            // The registered function gives its argument as a boolean: the call keeps its name, so its type.
+            format!("pg_table_is_visible(coalesce((SELECT _pgc_visible FROM _pgc_relnames WHERE _pgc_oid = {oid}), 1))")
         }
         _ => return None,
     };

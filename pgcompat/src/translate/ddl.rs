@@ -474,6 +474,7 @@ fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Ve
                 quote_ident(&to)
             ));
             steps.push(catalog::rename_table(table, &to));
+            steps.extend(super::comment::rename_relation(catalog, table, &to));
             steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
         }
         _ => {}
@@ -580,6 +581,7 @@ pub(crate) fn drop(
             if if_exists { "IF EXISTS " } else { "" },
             quote_ident(&name)
         ));
+        steps.extend(super::comment::forget_relation(catalog, &name));
         if object_type == ObjectType::Table {
             steps.push(catalog::forget_table(&name));
             steps.extend(super::sequence::drop_owned(catalog, &name, None));

@@ -618,7 +618,7 @@ fn translate_statement(
             object_name,
             comment,
             ..
-        } => comment::comment(*object_type, object_name, comment.as_deref())?,
+        } => comment::comment(catalog, *object_type, object_name, comment.as_deref())?,
         Statement::LISTEN { channel } => bare(Kind::Listen(channel.value.clone())),
         Statement::UNLISTEN { channel } => bare(Kind::Unlisten(
             (channel.quote_style.is_some() || channel.value != "*").then(|| channel.value.clone()),

@@ -277,6 +277,7 @@ pub(crate) fn drop(
             ));
         }
         steps.extend(drop_contents(catalog, &objects)?);
+        steps.extend(super::comment::forget_schema(catalog, &name));
         steps.push(schemas::delete_sql(&name));
     }
     Ok(schema_ddl("DROP SCHEMA", steps))
@@ -385,6 +386,7 @@ pub(crate) fn alter(
         ));
     }
     let mut steps = super::schema_move::rename_schema(conn, catalog, &from, &to)?;
+    steps.extend(super::comment::rename_schema(catalog, &from, &to));
     steps.push(format!(
         "UPDATE _cambium_schemas SET name = {} WHERE name = {}",
         quote_literal(&to),

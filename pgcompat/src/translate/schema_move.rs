@@ -114,6 +114,7 @@ fn move_objects(
             ("view", None) => {
                 steps.push(format!("DROP VIEW {}", quote_ident(&object.name)));
                 steps.push(recreated(object, &to, None)?);
+                steps.extend(super::comment::rename_relation(catalog, &object.name, &to));
             }
             ("table", _) => {
                 tables.push(format!(
@@ -122,6 +123,7 @@ fn move_objects(
                     quote_ident(&to)
                 ));
                 tables.push(catalog::rename_table(&object.name, &to));
+                tables.extend(super::comment::rename_relation(catalog, &object.name, &to));
                 tables.extend(super::sequence::rename_owner(catalog, &object.name, None, &to));
             }
             _ => {

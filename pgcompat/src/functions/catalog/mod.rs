@@ -72,7 +72,11 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
         }
     }
-    for name in ["pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible"] {
+    // `pg_table_is_visible(oid)` is rewritten to this call on the relation's visibility (`catalog_refs`).
+    conn.create_scalar_function("pg_table_is_visible", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<i64>>(0)?.map(|visible| visible != 0))
+    })?;
+    for name in ["pg_type_is_visible", "pg_function_is_visible"] {
         conn.create_scalar_function(name, 1, flags_pure(), |_| Ok(true))?;
     }
     for name in [
