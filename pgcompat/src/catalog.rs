@@ -159,6 +159,12 @@ impl Catalog {
         self.relations.contains_key(&sqlite_name.to_ascii_lowercase())
     }
 
+    /// This snapshot with one more relation (made by a statement before it in the same text); `kind` is
+    /// SQLite's (`table`, `view`, `index`).
+    pub fn add_relation(&mut self, sqlite_name: &str, kind: &str) {
+        Arc::make_mut(&mut self.relations).insert(sqlite_name.to_ascii_lowercase(), kind.to_owned());
+    }
+
     /// Whether the relation of this SQLite name is an index.
     pub fn relation_is_index(&self, sqlite_name: &str) -> bool {
         self.relations

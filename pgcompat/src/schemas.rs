@@ -94,6 +94,18 @@ pub fn split_sqlite_name<'a>(sqlite: &'a str, schemas: &[SchemaEntry]) -> (&'a s
     (PUBLIC, sqlite)
 }
 
+/// A SQLite name as PostgreSQL prints a relation name qualified by its schema (`app.t`, `"My S"."T"`;
+/// a `public` relation bare), for the texts the catalog shows (defaults, constraint definitions). Without
+/// the schema list at hand the first dot is taken as the schema's end, which only a `public` relation
+/// named with a dot (allowed while no schema has that prefix) is shown wrongly by.
+pub fn display_name(sqlite: &str) -> String {
+    let quote = crate::functions::quote_ident_pg;
+    match sqlite.split_once('.') {
+        Some((schema, name)) => format!("{}.{}", quote(schema), quote(name)),
+        None => quote(sqlite),
+    }
+}
+
 /// A `search_path` value's entries in order: unquoted names folded to lower case, quoted ones as written
 /// (`"$user"` stays `$user`); at most [`SEARCH_PATH_ENTRIES_MAX`].
 pub fn parse_search_path(text: &str) -> Vec<String> {

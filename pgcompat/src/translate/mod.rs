@@ -220,9 +220,15 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             out.push(translation);
             continue;
         }
+        // A relation the statement makes is found by the statements after it (unqualified names resolve
+        // through the search_path against the relations that exist).
+        let created = schema::created_relation(&local, &statement);
         match translate_statement(conn, &local, statement)? {
             Some(translation) => out.push(translation),
             None => return Ok(Translated::Passthrough),
+        }
+        if let Some((name, kind)) = created {
+            local.to_mut().add_relation(&name, kind);
         }
     }
     // Any statement (a query, or DML with a subquery) may read the catalog views: they are made now.

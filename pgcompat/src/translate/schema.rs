@@ -127,6 +127,22 @@ pub(crate) fn created(catalog: &Catalog, name: &ObjectName) -> Result<String, Pg
     qualified(catalog, &schema, &name)
 }
 
+/// The SQLite name and SQLite kind of the relation a statement makes, if it makes one.
+pub(crate) fn created_relation(catalog: &Catalog, statement: &sqlparser::ast::Statement) -> Option<(String, &'static str)> {
+    use sqlparser::ast::Statement;
+    match statement {
+        Statement::CreateTable(create) => Some((created(catalog, &create.name).ok()?, "table")),
+        Statement::CreateView(view) => Some((created(catalog, &view.name).ok()?, "view")),
+        Statement::CreateSequence { name, .. } => Some((created(catalog, name).ok()?, "view")),
+        Statement::CreateIndex(index) => {
+            let table = existing(catalog, &index.table_name).ok()?;
+            let name = super::ddl::fold_name(index.name.as_ref()?);
+            Some((schemas::sqlite_name(&schema_of(catalog, &table).0, &name), "index"))
+        }
+        _ => None,
+    }
+}
+
 /// A relation name of a FROM item or DML target rewritten to its SQLite name: one quoted identifier for a
 /// relation of a schema other than `public`, aliased by its own name (unless aliased already) so that
 /// `t.col` still reads it; a `public` relation's name loses its qualification only. `ctes` are the CTE
