@@ -410,3 +410,164 @@ pub(crate) fn alter(
     ));
     Ok(schema_ddl("ALTER SCHEMA", steps))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::functions::testing::row_after;
+
+    fn row(setup: &[&str], sql: &str) -> Vec<Option<String>> {
+        row_after(setup, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    fn code(setup: &[&str], sql: &str) -> &'static str {
+        match row_after(setup, sql) {
+            Ok(row) => panic!("{sql}: answered {row:?}"),
+            Err(e) => e.code,
+        }
+    }
+
+    fn text(values: &[&str]) -> Vec<Option<String>> {
+        values.iter().map(|v| Some((*v).to_owned())).collect()
+    }
+
+    const TWO_THINGS: &[&str] = &[
+        "CREATE TABLE things (what text)",
+        "INSERT INTO things VALUES ('public')",
+        "CREATE SCHEMA app",
+        "CREATE TABLE app.things (what text)",
+        "INSERT INTO app.things VALUES ('app')",
+    ];
+
+    #[test]
+    fn same_named_tables_resolve_through_the_search_path() {
+        let mut setup = TWO_THINGS.to_vec();
+        assert_eq!(row(&setup, "SELECT what FROM things"), text(&["public"]));
+        assert_eq!(row(&setup, "SELECT what FROM app.things"), text(&["app"]));
+        // The same text, translated once under each path: never the stale translation.
+        setup.extend([
+            "SELECT what FROM things",
+            "SELECT set_config('search_path', 'app, public', false)",
+        ]);
+        assert_eq!(row(&setup, "SELECT what FROM things"), text(&["app"]));
+        assert_eq!(
+            row(&setup, "SELECT current_schema(), current_schemas(true)"),
+            text(&["app", "{pg_catalog,app,public}"])
+        );
+        setup.push("INSERT INTO things VALUES ('second')");
+        assert_eq!(row(&setup, "SELECT count(*) FROM app.things"), text(&["2"]));
+        assert_eq!(
+            row(&setup, "SELECT app.things.what FROM app.things ORDER BY 1 LIMIT 1"),
+            text(&["app"])
+        );
+    }
+
+    #[test]
+    fn an_empty_path_finds_and_makes_nothing() {
+        let mut setup = TWO_THINGS.to_vec();
+        setup.push("SELECT set_config('search_path', '', false)");
+        assert_eq!(code(&setup, "SELECT what FROM things"), "42P01");
+        assert_eq!(code(&setup, "CREATE TABLE t (x int)"), "3F000");
+        assert_eq!(row(&setup, "SELECT what FROM public.things"), text(&["public"]));
+        assert_eq!(row(&setup, "SELECT current_schema() IS NULL"), text(&["t"]));
+        assert_eq!(code(&setup, "SELECT * FROM nosuch.t"), "42P01");
+        assert_eq!(code(&setup, "CREATE TABLE nosuch.t (x int)"), "3F000");
+    }
+
+    #[test]
+    fn schemas_are_made_refused_and_dropped_as_postgresql_does() {
+        let setup = TWO_THINGS.to_vec();
+        assert_eq!(code(&setup, "CREATE SCHEMA app"), "42P06");
+        assert_eq!(code(&setup, "CREATE SCHEMA pg_x"), "42939");
+        assert_eq!(code(&setup, "DROP SCHEMA app"), "2BP01");
+        assert_eq!(code(&setup, "DROP SCHEMA nosuch"), "3F000");
+        let mut dropped = setup.clone();
+        dropped.extend(["CREATE SCHEMA IF NOT EXISTS app", "DROP SCHEMA app CASCADE"]);
+        assert_eq!(code(&dropped, "SELECT * FROM app.things"), "42P01");
+        assert_eq!(row(&dropped, "SELECT what FROM things"), text(&["public"]));
+        assert_eq!(
+            row(&dropped, "SELECT count(*) FROM pg_namespace WHERE nspname = 'app'"),
+            text(&["0"])
+        );
+    }
+
+    #[test]
+    fn the_catalog_shows_each_relation_in_its_schema() {
+        let mut setup = TWO_THINGS.to_vec();
+        setup.extend([
+            "CREATE SEQUENCE app.counter",
+            "CREATE VIEW app.v AS SELECT what FROM app.things",
+        ]);
+        assert_eq!(
+            row(
+                &setup,
+                "SELECT string_agg(n.nspname || '.' || c.relname, ',' ORDER BY n.nspname, c.relname) \
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            ),
+            text(&["app.counter,app.things,app.v,public.things"])
+        );
+        assert_eq!(
+            row(&setup, "SELECT 'app.things'::regclass::text, 'things'::regclass::text"),
+            text(&["app.things", "things"])
+        );
+        assert_eq!(
+            row(&setup, "SELECT nextval('app.counter'), to_regclass('app.nothing') IS NULL"),
+            text(&["1", "t"])
+        );
+        assert_eq!(
+            row(
+                &setup,
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'app'"
+            ),
+            text(&["2"])
+        );
+    }
+
+    #[test]
+    fn relations_move_between_schemas() {
+        let mut setup = TWO_THINGS.to_vec();
+        setup.extend([
+            "CREATE SCHEMA other",
+            "CREATE VIEW app.v AS SELECT what FROM app.things",
+            "CREATE INDEX things_what ON app.things (what)",
+            "ALTER TABLE app.things SET SCHEMA other",
+            "ALTER SCHEMA app RENAME TO renamed",
+        ]);
+        assert_eq!(row(&setup, "SELECT what FROM renamed.v"), text(&["app"]));
+        assert_eq!(
+            row(&setup, "SELECT schemaname, indexname FROM pg_indexes WHERE tablename = 'things'"),
+            text(&["other", "things_what"])
+        );
+        assert_eq!(code(&setup, "SELECT * FROM app.v"), "42P01");
+    }
+
+    #[test]
+    fn comments_are_kept_and_read_back() {
+        let mut setup = TWO_THINGS.to_vec();
+        setup.extend([
+            "COMMENT ON TABLE app.things IS 'app things'",
+            "COMMENT ON COLUMN app.things.what IS 'what it is'",
+            "COMMENT ON SCHEMA app IS 'the app'",
+        ]);
+        assert_eq!(
+            row(
+                &setup,
+                "SELECT obj_description('app.things'::regclass, 'pg_class'), \
+                 col_description('app.things'::regclass, 1), obj_description('things'::regclass, 'pg_class') IS NULL"
+            ),
+            text(&["app things", "what it is", "t"])
+        );
+        assert_eq!(
+            row(
+                &setup,
+                "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = 'app'"
+            ),
+            text(&["the app"])
+        );
+        assert_eq!(code(&setup, "COMMENT ON TABLE app.nothing IS 'x'"), "42P01");
+        setup.extend(["DROP TABLE app.things", "CREATE TABLE app.things (what text)"]);
+        assert_eq!(
+            row(&setup, "SELECT obj_description('app.things'::regclass, 'pg_class') IS NULL"),
+            text(&["t"])
+        );
+    }
+}
