@@ -190,7 +190,10 @@ mod tests {
         let schemas = [entry(1, "app"), entry(2, "alice")];
         let entries = parse_search_path("\"$user\", app, nothing, public, app");
         assert_eq!(effective_search_path(&entries, "bob", &schemas), vec!["app", "public"]);
-        assert_eq!(effective_search_path(&entries, "alice", &schemas), vec!["alice", "app", "public"]);
+        assert_eq!(
+            effective_search_path(&entries, "alice", &schemas),
+            vec!["alice", "app", "public"]
+        );
     }
 
     #[test]

@@ -70,7 +70,10 @@ pub(crate) fn comment(
 fn relation(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
     let stored = super::schema::existing(catalog, name)?;
     if !catalog.relation_exists(&stored) {
-        return Err(PgError::new(UNDEFINED_TABLE, format!("relation \"{name}\" does not exist")));
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        ));
     }
     Ok(stored.to_ascii_lowercase())
 }

@@ -254,10 +254,22 @@ pub(crate) fn create_table(
             }
             _ => None,
         };
-        parts.push(render_column(&mut rewriter, &table, def, &column, absorb, sequence.as_deref())?);
+        parts.push(render_column(
+            &mut rewriter,
+            &table,
+            def,
+            &column,
+            absorb,
+            sequence.as_deref(),
+        )?);
         records.push(catalog::record_column(&table, &name, column.ty));
     }
-    parts.extend(render_constraints(&mut rewriter, &table, &mut create.constraints, pk_absorbed)?);
+    parts.extend(render_constraints(
+        &mut rewriter,
+        &table,
+        &mut create.constraints,
+        pk_absorbed,
+    )?);
     let sql = format!(
         "CREATE {}TABLE {}{} ({})",
         if create.temporary { "TEMP " } else { "" },

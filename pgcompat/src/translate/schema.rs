@@ -93,7 +93,10 @@ pub(crate) fn existing(catalog: &Catalog, name: &ObjectName) -> Result<String, P
 pub(crate) fn not_on_path(catalog: &Catalog, name: String) -> Result<String, PgError> {
     let public_on_path = catalog.search_path().iter().any(|s| s == PUBLIC);
     if !public_on_path && catalog.relation_exists(&name) {
-        return Err(PgError::new(UNDEFINED_TABLE, format!("relation \"{name}\" does not exist")));
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        ));
     }
     Ok(name)
 }
@@ -128,7 +131,10 @@ pub(crate) fn created(catalog: &Catalog, name: &ObjectName) -> Result<String, Pg
 }
 
 /// The SQLite name and SQLite kind of the relation a statement makes, if it makes one.
-pub(crate) fn created_relation(catalog: &Catalog, statement: &sqlparser::ast::Statement) -> Option<(String, &'static str)> {
+pub(crate) fn created_relation(
+    catalog: &Catalog,
+    statement: &sqlparser::ast::Statement,
+) -> Option<(String, &'static str)> {
     use sqlparser::ast::Statement;
     match statement {
         Statement::CreateTable(create) => Some((created(catalog, &create.name).ok()?, "table")),
@@ -171,7 +177,10 @@ pub(crate) fn rewrite_relation(
 
 /// Points `name` at the SQLite name `sqlite` of a relation whose own name is `bare`.
 pub(crate) fn set_sqlite_name(name: &mut ObjectName, alias: &mut Option<TableAlias>, sqlite: &str, bare: &str) {
-    let last = name.0.pop().unwrap_or_else(|| ObjectNamePart::Identifier(Ident::new(bare)));
+    let last = name
+        .0
+        .pop()
+        .unwrap_or_else(|| ObjectNamePart::Identifier(Ident::new(bare)));
     if sqlite == bare {
         *name = ObjectName(vec![last]);
         return;
@@ -214,7 +223,11 @@ pub(crate) fn create(
         // `AUTHORIZATION CURRENT_USER` alone names the schema after the user: not known here.
         SchemaName::UnnamedAuthorization(role) => match role_name(role) {
             Some(role) => (role.clone(), Some(role)),
-            None => return Err(PgError::unsupported("CREATE SCHEMA AUTHORIZATION CURRENT_USER without a name")),
+            None => {
+                return Err(PgError::unsupported(
+                    "CREATE SCHEMA AUTHORIZATION CURRENT_USER without a name",
+                ))
+            }
         },
     };
     check_new_name(&name)?;
@@ -235,7 +248,10 @@ pub(crate) fn create(
     if catalog.schemas().len() as i64 >= schemas::SCHEMAS_MAX {
         return Err(PgError::new(crate::error::PROGRAM_LIMIT_EXCEEDED, "too many schemas"));
     }
-    Ok(schema_ddl("CREATE SCHEMA", vec![schemas::insert_sql(&name, owner.as_deref())]))
+    Ok(schema_ddl(
+        "CREATE SCHEMA",
+        vec![schemas::insert_sql(&name, owner.as_deref())],
+    ))
 }
 
 /// A role named in `AUTHORIZATION`; `None` for `CURRENT_USER`/`SESSION_USER` (the session's user).
@@ -248,7 +264,9 @@ fn role_name(role: &Ident) -> Option<String> {
 
 fn check_new_name(name: &str) -> Result<(), PgError> {
     if name.contains('.') {
-        return Err(PgError::unsupported(format!("a schema name holding a dot (\"{name}\")")));
+        return Err(PgError::unsupported(format!(
+            "a schema name holding a dot (\"{name}\")"
+        )));
     }
     if name.starts_with("pg_") {
         return Err(PgError::new(
@@ -510,7 +528,10 @@ mod tests {
             text(&["app.things", "things"])
         );
         assert_eq!(
-            row(&setup, "SELECT nextval('app.counter'), to_regclass('app.nothing') IS NULL"),
+            row(
+                &setup,
+                "SELECT nextval('app.counter'), to_regclass('app.nothing') IS NULL"
+            ),
             text(&["1", "t"])
         );
         assert_eq!(
@@ -534,7 +555,10 @@ mod tests {
         ]);
         assert_eq!(row(&setup, "SELECT what FROM renamed.v"), text(&["app"]));
         assert_eq!(
-            row(&setup, "SELECT schemaname, indexname FROM pg_indexes WHERE tablename = 'things'"),
+            row(
+                &setup,
+                "SELECT schemaname, indexname FROM pg_indexes WHERE tablename = 'things'"
+            ),
             text(&["other", "things_what"])
         );
         assert_eq!(code(&setup, "SELECT * FROM app.v"), "42P01");
@@ -566,7 +590,10 @@ mod tests {
         assert_eq!(code(&setup, "COMMENT ON TABLE app.nothing IS 'x'"), "42P01");
         setup.extend(["DROP TABLE app.things", "CREATE TABLE app.things (what text)"]);
         assert_eq!(
-            row(&setup, "SELECT obj_description('app.things'::regclass, 'pg_class') IS NULL"),
+            row(
+                &setup,
+                "SELECT obj_description('app.things'::regclass, 'pg_class') IS NULL"
+            ),
             text(&["t"])
         );
     }

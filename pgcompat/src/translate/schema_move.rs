@@ -75,7 +75,12 @@ pub(crate) fn set_schema(conn: &Connection, catalog: &Catalog, table: &str, to: 
 }
 
 /// `ALTER SCHEMA from RENAME TO to`: every relation of `from` to `to`.
-pub(crate) fn rename_schema(conn: &Connection, catalog: &Catalog, from: &str, to: &str) -> Result<Vec<String>, PgError> {
+pub(crate) fn rename_schema(
+    conn: &Connection,
+    catalog: &Catalog,
+    from: &str,
+    to: &str,
+) -> Result<Vec<String>, PgError> {
     let list = objects(conn, |name, _| {
         !name.starts_with("sqlite_") && moved_name(catalog, name, from, to).is_some()
     })?;
@@ -107,7 +112,10 @@ fn move_objects(
             continue;
         };
         if catalog.relation_exists(&to) {
-            return Err(PgError::new(DUPLICATE_TABLE, format!("relation \"{to}\" already exists")));
+            return Err(PgError::new(
+                DUPLICATE_TABLE,
+                format!("relation \"{to}\" already exists"),
+            ));
         }
         match (object.kind.as_str(), catalog.sequence(&object.name)) {
             ("view", Some(_)) => later.extend(super::sequence::rename_steps(conn, &object.name, &to)?),

@@ -12,9 +12,7 @@ use sqlparser::ast::{
 
 use super::{Kind, Translation};
 use crate::catalog::{self, quote_literal, Catalog};
-use crate::error::{
-    PgError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_TABLE, UNDEFINED_COLUMN, UNDEFINED_TABLE,
-};
+use crate::error::{PgError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_TABLE, UNDEFINED_COLUMN, UNDEFINED_TABLE};
 use crate::sequence::{self, Options, Sequence, CREATE_SEQUENCES_TABLE};
 use crate::types::{self, PgType, Written};
 

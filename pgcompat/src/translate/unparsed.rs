@@ -221,7 +221,10 @@ fn set_schema(conn: &Connection, catalog: &Catalog, mut tokens: Vec<Token>) -> R
     let _only = p.parse_keyword(Keyword::ONLY);
     let name = p.parse_object_name(false).map_err(syntax)?;
     if p.peek_token().token != Token::EOF {
-        return Err(PgError::new(SYNTAX_ERROR, format!("syntax error at or near \"{}\"", p.peek_token())));
+        return Err(PgError::new(
+            SYNTAX_ERROR,
+            format!("syntax error at or near \"{}\"", p.peek_token()),
+        ));
     }
     let to = parser(schema_tokens).parse_identifier().map_err(syntax)?;
     let table = super::schema::existing(catalog, &name)?;
@@ -231,7 +234,10 @@ fn set_schema(conn: &Connection, catalog: &Catalog, mut tokens: Vec<Token>) -> R
         if if_exists {
             return Ok(translation);
         }
-        return Err(PgError::new(UNDEFINED_TABLE, format!("relation \"{name}\" does not exist")));
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        ));
     }
     translation.steps = super::schema_move::set_schema(conn, catalog, &table, &super::schema::fold_ident(&to))?;
     Ok(translation)
