@@ -565,6 +565,22 @@ mod tests {
     }
 
     #[test]
+    fn quoted_names_keep_their_case() {
+        let setup = [
+            "CREATE SCHEMA \"Mixed Case\"",
+            "CREATE TABLE \"Mixed Case\".\"Table One\" (\"Id\" int, other int)",
+            "INSERT INTO \"Mixed Case\".\"Table One\" VALUES (1, 2)",
+        ];
+        assert_eq!(
+            row(&setup, "SELECT \"Id\", OTHER FROM \"Mixed Case\".\"Table One\""),
+            text(&["1", "2"])
+        );
+        assert_eq!(code(&setup, "SELECT id FROM \"Mixed Case\".\"Table One\""), "42703");
+        assert_eq!(code(&setup, "SELECT t.id FROM \"Mixed Case\".\"Table One\" t"), "42703");
+        assert_eq!(code(&setup, "SELECT 1 FROM \"mixed case\".\"Table One\""), "42P01");
+    }
+
+    #[test]
     fn comments_are_kept_and_read_back() {
         let mut setup = TWO_THINGS.to_vec();
         setup.extend([

@@ -378,6 +378,7 @@ impl Rewriter<'_> {
                         *expr = found.expr.clone();
                         return Ok(());
                     }
+                    check_case(&self.typer, Some(&qualifier.value), column)?;
                 }
                 super::super::catalog_refs::rewrite_compound(parts);
                 // `schema.table.column`: the table is known by its own name (FROM aliases it so).
@@ -567,6 +568,7 @@ impl Rewriter<'_> {
             return Ok(Some(column.expr.clone()));
         }
         let name = ident.value.to_ascii_lowercase();
+        check_case(&self.typer, None, ident)?;
         if ident.quote_style.is_none()
             && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
             && !self.typer.has_column(&name)
@@ -580,6 +582,19 @@ impl Rewriter<'_> {
             .typer
             .qualifier_for(&ident.value)
             .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])))
+    }
+}
+
+/// 42703 for a column named in another case than a table of the scope has it (`id` for `"Id"`), which SQLite
+/// would match.
+fn check_case(typer: &Typer<'_>, qualifier: Option<&str>, ident: &Ident) -> Result<(), PgError> {
+    let folded = crate::translate::schema::fold_ident(ident);
+    match typer.case_mismatch(qualifier, &folded) {
+        Some(column) => Err(PgError::new(
+            crate::error::UNDEFINED_COLUMN,
+            format!("column \"{folded}\" does not exist (the table has \"{column}\")"),
+        )),
+        None => Ok(()),
     }
 }
 
