@@ -204,6 +204,19 @@ pub(crate) fn table_name(catalog: &Catalog, name: &ObjectName) -> Result<String,
     super::schema::existing(catalog, name)
 }
 
+/// A temporary table's name: SQLite's temp schema stands for PostgreSQL's `pg_temp`, searched first as
+/// PostgreSQL searches it, so the name stays bare whatever the `search_path`.
+fn temporary_name(name: &ObjectName) -> Result<String, PgError> {
+    match super::schema::split_name(name)? {
+        (None, bare) => Ok(bare),
+        (Some(schema), bare) if schema == "pg_temp" => Ok(bare),
+        (Some(_), _) => Err(PgError::new(
+            crate::error::INVALID_TABLE_DEFINITION,
+            "cannot create temporary relation in non-temporary schema",
+        )),
+    }
+}
+
 /// `CREATE TABLE`. A serial or identity column gets its sequence, made in the same steps.
 pub(crate) fn create_table(
     conn: &Connection,
@@ -216,7 +229,11 @@ pub(crate) fn create_table(
     if create.like.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … LIKE"));
     }
-    let table = super::schema::created(catalog, &create.name)?;
+    let table = if create.temporary {
+        temporary_name(&create.name)?
+    } else {
+        super::schema::created(catalog, &create.name)?
+    };
     if catalog::is_internal_table(&table) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,

@@ -177,3 +177,22 @@ SELECT count(*) FROM tenant_b.orders;
 DROP SCHEMA tenant_a, inventory, drizzle CASCADE;
 SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' ORDER BY 1;
 SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = d.objoid WHERE c.relname = 'items';
+-- DML forms ORMs send against a schema's tables: upserts, UPDATE … FROM, DELETE … USING; a temporary table
+-- under a search_path (pg_temp is searched first).
+CREATE SCHEMA shop;
+CREATE TABLE shop.stock (sku text PRIMARY KEY, qty int NOT NULL);
+CREATE TABLE shop.deliveries (sku text, qty int);
+INSERT INTO shop.stock VALUES ('a', 1), ('b', 2);
+INSERT INTO shop.deliveries VALUES ('a', 10), ('c', 5);
+INSERT INTO shop.stock AS s VALUES ('a', 4) ON CONFLICT (sku) DO UPDATE SET qty = s.qty + excluded.qty RETURNING sku, qty;
+INSERT INTO shop.stock VALUES ('b', 1) ON CONFLICT (sku) DO UPDATE SET qty = shop.stock.qty + EXCLUDED.qty RETURNING *;
+UPDATE shop.stock SET qty = stock.qty + d.qty FROM shop.deliveries d WHERE d.sku = stock.sku RETURNING stock.sku, stock.qty;
+DELETE FROM shop.deliveries USING shop.stock WHERE shop.stock.sku = shop.deliveries.sku RETURNING deliveries.sku;
+SELECT sku, qty FROM shop.stock ORDER BY sku;
+SET search_path TO shop, public;
+CREATE TEMP TABLE scratch (n int);
+INSERT INTO scratch SELECT qty FROM stock;
+SELECT sum(n) FROM scratch;
+SELECT sku FROM stock WHERE sku IN (SELECT sku FROM deliveries) ORDER BY 1;
+RESET search_path;
+DROP SCHEMA shop CASCADE;
