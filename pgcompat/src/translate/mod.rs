@@ -387,27 +387,12 @@ fn translate_statement(
             if let Some(returning) = &mut update.returning {
                 names::name_items(returning);
             }
-            // `UPDATE … FROM` items name relations too (their subqueries are not rewritten).
             if let Some(
                 sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
                 | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
             ) = &mut update.from
             {
-                for table in tables.iter_mut() {
-                    let factors =
-                        std::iter::once(&mut table.relation).chain(table.joins.iter_mut().map(|j| &mut j.relation));
-                    for factor in factors {
-                        if let TableFactor::Table {
-                            name,
-                            alias,
-                            args: None,
-                            ..
-                        } = factor
-                        {
-                            schema::rewrite_relation(catalog, name, alias, &[])?;
-                        }
-                    }
-                }
+                schema::rewrite_from_items(catalog, tables)?;
             }
             let from: Vec<sqlparser::ast::TableWithJoins> = match &update.from {
                 Some(

@@ -175,6 +175,28 @@ pub(crate) fn rewrite_relation(
     Ok(())
 }
 
+/// The relations of FROM items outside a query's walk (`UPDATE … FROM`) rewritten to their SQLite names.
+pub(crate) fn rewrite_from_items(
+    catalog: &Catalog,
+    tables: &mut [sqlparser::ast::TableWithJoins],
+) -> Result<(), PgError> {
+    for table in tables {
+        let factors = std::iter::once(&mut table.relation).chain(table.joins.iter_mut().map(|j| &mut j.relation));
+        for factor in factors {
+            if let sqlparser::ast::TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } = factor
+            {
+                rewrite_relation(catalog, name, alias, &[])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Points `name` at the SQLite name `sqlite` of a relation whose own name is `bare`.
 pub(crate) fn set_sqlite_name(name: &mut ObjectName, alias: &mut Option<TableAlias>, sqlite: &str, bare: &str) {
     let last = name
