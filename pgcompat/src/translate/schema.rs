@@ -416,17 +416,24 @@ fn drop_types_sql(types: &[ObjectName]) -> Vec<String> {
         .collect()
 }
 
-/// `ALTER SCHEMA name RENAME TO new` (other forms: 0A000).
+/// `ALTER SCHEMA name RENAME TO new`, `ALTER SCHEMA name OWNER TO role` (other forms: 0A000).
 pub(crate) fn alter(
     conn: &rusqlite::Connection,
     catalog: &Catalog,
     alter: &sqlparser::ast::AlterSchema,
 ) -> Result<Translation, PgError> {
     use sqlparser::ast::AlterSchemaOperation;
+    let from = folded_parts(&alter.name).join(".");
+    if let [AlterSchemaOperation::OwnerTo { .. }] = alter.operations.as_slice() {
+        // pg_dump gives every schema its owner: one role owns everything.
+        if !catalog.schema_exists(&from) {
+            return Err(no_schema(&from));
+        }
+        return Ok(super::bare(Kind::Other("ALTER SCHEMA".to_owned())));
+    }
     let [AlterSchemaOperation::Rename { name: to }] = alter.operations.as_slice() else {
         return Err(PgError::unsupported(format!("{alter}")));
     };
-    let from = folded_parts(&alter.name).join(".");
     let to = folded_parts(to).join(".");
     if from == PUBLIC {
         return Err(PgError::unsupported("renaming the schema public"));

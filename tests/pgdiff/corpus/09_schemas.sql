@@ -196,3 +196,9 @@ SELECT sum(n) FROM scratch;
 SELECT sku FROM stock WHERE sku IN (SELECT sku FROM deliveries) ORDER BY 1;
 RESET search_path;
 DROP SCHEMA shop CASCADE;
+-- pg_dump gives each schema its owner.
+CREATE SCHEMA audit;
+ALTER SCHEMA audit OWNER TO CURRENT_USER;
+ALTER SCHEMA nosuch OWNER TO CURRENT_USER;
+SELECT schema_name FROM information_schema.schemata WHERE schema_name = 'audit';
+DROP SCHEMA audit;
