@@ -63,7 +63,13 @@ pub enum VfsError {
 pub(crate) struct Database {
     store: Arc<dyn PageStore>,
     locks: Mutex<LockTable>,
+    /// Notified whenever a writer lets the writer's lock go (waiters in `busy_handler` try again).
+    writer_released: parking_lot::Condvar,
 }
+
+/// The longest a waiting connection sleeps before it asks for the writer's lock again: well under
+/// [`lock::WAITER_STALE`], so a live waiter keeps its place in the queue.
+pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Registered databases by name.
 static DATABASES: LazyLock<Mutex<HashMap<String, Arc<Database>>>> = LazyLock::new(Default::default);
@@ -73,6 +79,47 @@ thread_local! {
     static LAST_STORE_ERROR: RefCell<Option<PageStoreError>> = const { RefCell::new(None) };
     /// Why the last lock request refused on this thread was refused.
     static LAST_BUSY: RefCell<Option<BusyReason>> = const { RefCell::new(None) };
+    /// The database and handle whose writer's lock this thread was last refused, for its busy handler.
+    static WAITING_ON: RefCell<Option<(Arc<Database>, u64)>> = const { RefCell::new(None) };
+    /// When this thread's current wait for a lock began (the busy handler's first call).
+    static BUSY_SINCE: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes that this thread's handle `handle` was refused the writer's lock of `database`.
+fn note_waiting(database: &Arc<Database>, handle: u64) {
+    WAITING_ON.with(|waiting| *waiting.borrow_mut() = Some((database.clone(), handle)));
+}
+
+/// The busy handler of every connection the VFS serves (installed by [`open_connection`]; SQLite calls it
+/// with the number of times it already called it for this wait): waits, at most [`WAIT_SLICE`] at a time,
+/// until the writer's lock is free for this connection's turn (see `lock`'s queue), then has SQLite ask
+/// again; gives up after [`BUSY_TIMEOUT`] in all. A refusal for another reason (a stale snapshot, which
+/// SQLite answers by taking a new one) is retried at once.
+pub(crate) fn busy_handler(calls: i32) -> bool {
+    let now = std::time::Instant::now();
+    let since = BUSY_SINCE.with(|since| {
+        if calls == 0 || since.get().is_none() {
+            since.set(Some(now));
+        }
+        since.get().unwrap_or(now)
+    });
+    let remaining = BUSY_TIMEOUT.saturating_sub(now.saturating_duration_since(since));
+    if remaining.is_zero() {
+        return false;
+    }
+    match WAITING_ON.with(|waiting| waiting.borrow_mut().take()) {
+        Some((database, handle)) => {
+            let mut locks = database.locks.lock();
+            if locks.blocks(handle, now) {
+                database.writer_released.wait_for(&mut locks, WAIT_SLICE.min(remaining));
+            }
+        }
+        // Not refused for the writer's lock: a few immediate retries, then brief sleeps, so a refusal that
+        // repeats cannot spin.
+        None if calls < 3 => {}
+        None => std::thread::sleep(Duration::from_millis(1).min(remaining)),
+    }
+    true
 }
 
 /// Why a lock request was refused with `SQLITE_BUSY`.
@@ -107,6 +154,7 @@ fn note_store_error(error: &file::FileError) {
 pub(crate) fn clear_store_error() {
     LAST_STORE_ERROR.with(|last| last.borrow_mut().take());
     LAST_BUSY.with(|last| last.borrow_mut().take());
+    WAITING_ON.with(|waiting| waiting.borrow_mut().take());
 }
 
 /// The store error of the last main-file operation that failed on this thread since [`clear_store_error`],
@@ -127,6 +175,7 @@ pub fn register_database(name: &str, store: Arc<dyn PageStore>) -> Result<(), Vf
     let database = Database {
         store,
         locks: Mutex::new(LockTable::default()),
+        writer_released: parking_lot::Condvar::new(),
     };
     databases.insert(name.to_owned(), Arc::new(database));
     Ok(())
@@ -200,14 +249,15 @@ fn validate_name(name: &str) -> Result<(), VfsError> {
 ///   skips it). With the journal in memory `FULL` costs nothing over `NORMAL` (their difference is journal
 ///   syncs), and it states the intent.
 /// - `locking_mode=NORMAL` (the default): locks are released after each transaction so other connections to
-///   the same database in the process can read and write; plus a busy timeout of `BUSY_TIMEOUT`.
+///   the same database in the process can read and write; plus [`busy_handler`], which waits up to
+///   `BUSY_TIMEOUT` for the writer's lock, writers served in the order they asked.
 pub fn open_connection(database: &str) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let connection = Connection::open_with_flags_and_vfs(database, flags, VFS_NAME)?;
-    connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.busy_handler(Some(busy_handler))?;
     connection.pragma_update(None, "page_size", 8192)?;
     let mode: String = connection.pragma_update_and_check(None, "journal_mode", "MEMORY", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("memory") {

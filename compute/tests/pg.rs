@@ -173,6 +173,28 @@ async fn prepared_statements_with_parameters() {
     assert_eq!(row.get::<_, i64>(0), 2);
     assert_eq!(row.get::<_, f64>(1), 1.5);
     assert_eq!(row.get::<_, &str>(2), "x");
+    // A bare parameter column has the type the client gave the parameter (psycopg's `SELECT %s`), text when
+    // it gave none; bytes come back as the same bytes.
+    let echo = client
+        .prepare_typed(
+            "SELECT $1, $2 AS b, $3, $4",
+            &[Type::INT8, Type::BYTEA, Type::BOOL, Type::UNKNOWN],
+        )
+        .await
+        .expect("prepare echo");
+    assert_eq!(
+        echo.columns().iter().map(|c| c.type_().clone()).collect::<Vec<_>>(),
+        vec![Type::INT8, Type::BYTEA, Type::BOOL, Type::TEXT]
+    );
+    let bytes: &[u8] = &[0, 1, 39, 92, 255];
+    let row = client
+        .query_one(&echo, &[&1_099_511_627_779i64, &bytes, &true, &"t"])
+        .await
+        .expect("echo");
+    assert_eq!(row.get::<_, i64>(0), 1_099_511_627_779);
+    assert_eq!(row.get::<_, Vec<u8>>(1), bytes.to_vec());
+    assert!(row.get::<_, bool>(2));
+    assert_eq!(row.get::<_, &str>(3), "t");
 }
 
 #[tokio::test]

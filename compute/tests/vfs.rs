@@ -324,3 +324,43 @@ fn unregistered_and_invalid_names() -> TestResult {
     assert!(!unregister_database("twice"));
     Ok(())
 }
+
+/// Writers contending for the one writer's lock, as pgbench's clients do (BEGIN; writes; COMMIT, each
+/// transaction holding the lock a little while): every transaction gets its turn, none runs out of the busy
+/// timeout, and every increment lands.
+#[test]
+fn contending_writers_all_get_their_turn() -> TestResult {
+    const WRITERS: usize = 8;
+    const TRANSACTIONS_PER_WRITER: usize = 40;
+    let name = "contending_writers.db";
+    register(name)?;
+    let setup = open_connection(name)?;
+    setup.execute_batch(
+        "CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER); INSERT INTO counter VALUES (1, 0);",
+    )?;
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let connection = open_connection(name).map_err(|e| e.to_string())?;
+                for _ in 0..TRANSACTIONS_PER_WRITER {
+                    connection
+                        .execute_batch("BEGIN; UPDATE counter SET n = n + 1 WHERE id = 1;")
+                        .map_err(|e| format!("first write: {e}"))?;
+                    std::thread::sleep(Duration::from_millis(2));
+                    connection
+                        .execute_batch("UPDATE counter SET n = n + 0 WHERE id = 1; COMMIT;")
+                        .map_err(|e| format!("commit: {e}"))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "a writer panicked")??;
+    }
+    let n: i64 = setup.query_row("SELECT n FROM counter", [], |row| row.get(0))?;
+    assert_eq!(n, (WRITERS * TRANSACTIONS_PER_WRITER) as i64);
+    drop(setup);
+    unregister_database(name);
+    Ok(())
+}

@@ -437,6 +437,9 @@ async fn serve_messages(
             _ => message.is_extended_query(),
         };
         let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        if describe_sql_cursor(&mut socket, &handlers.query, &message).await? {
+            continue;
+        }
         if let Err(error) = process_message(
             message,
             &mut socket,
@@ -462,6 +465,59 @@ async fn serve_messages(
             send_notifications(&mut socket, shared).await?;
         }
     }
+}
+
+/// A Describe of a portal pgwire does not hold but the session has as a SQL cursor (`DECLARE c CURSOR`):
+/// answered with the cursor's columns, as PostgreSQL (whose cursors are portals) answers. Returns whether
+/// the message was answered here.
+async fn describe_sql_cursor<S>(
+    socket: &mut Framed<S, pgwire::tokio::server::PgWireMessageServerCodec<String>>,
+    query: &QueryHandler,
+    message: &PgWireFrontendMessage,
+) -> std::io::Result<bool>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + 'static,
+{
+    use pgwire::api::store::PortalStore;
+    use pgwire::api::ClientPortalStore;
+    let PgWireFrontendMessage::Describe(describe) = message else {
+        return Ok(false);
+    };
+    let Some(name) = describe
+        .name
+        .clone()
+        .filter(|n| describe.target_type == b'P' && !n.is_empty())
+    else {
+        return Ok(false);
+    };
+    if !matches!(
+        socket.state(),
+        PgWireConnectionState::ReadyForQuery | PgWireConnectionState::QueryInProgress
+    ) || socket.portal_store().get_portal(&name).is_some()
+    {
+        return Ok(false);
+    }
+    let columns = match query.connection.run(move |s| s.cursor_columns(&name)).await {
+        Ok(Ok(columns)) => columns,
+        Ok(Err(error)) => {
+            process_error(socket, error.into_pgwire(), true).await?;
+            return Ok(true);
+        }
+        Err(error) => {
+            process_error(socket, error, true).await?;
+            return Ok(true);
+        }
+    };
+    let reply = if columns.is_empty() {
+        PgWireBackendMessage::NoData(pgwire::messages::data::NoData::new())
+    } else {
+        let fields = types::fields(&columns, &Format::UnifiedText);
+        PgWireBackendMessage::RowDescription(pgwire::messages::data::RowDescription::new(
+            fields.iter().map(Into::into).collect(),
+        ))
+    };
+    socket.send(reply).await?;
+    Ok(true)
 }
 
 /// Sends the session's waiting notifications, if the connection is between queries and the session

@@ -15,7 +15,7 @@ use pgwire::api::Type;
 use pgwire::messages::data::DataRow;
 use rusqlite::types::Value;
 
-use super::error::{SqlError, INVALID_TEXT_REPRESENTATION, PROTOCOL_VIOLATION};
+use super::error::{SqlError, INVALID_TEXT_REPRESENTATION};
 
 /// The type for a declared SQLite column type, by SQLite's affinity rules
 /// (<https://sqlite.org/datatype3.html#determination_of_column_affinity>). `None` for NUMERIC affinity
@@ -170,13 +170,10 @@ impl RawParams {
                             _ => Ok(Value::Text(text.to_owned())),
                         }
                     }
-                    FieldFormat::Binary => match ty {
-                        Some(ty) => value::decode_binary(ty, bytes, tz).map_err(named),
-                        None => Err(SqlError::new(
-                            PROTOCOL_VIOLATION,
-                            format!("parameter ${} is binary but its type is unknown", index + 1),
-                        )),
-                    },
+                    // A parameter of no type is text, as Describe told the client (PostgreSQL's rule too).
+                    FieldFormat::Binary => {
+                        value::decode_binary(ty.unwrap_or(PARAMETER_TYPE_DEFAULT), bytes, tz).map_err(named)
+                    }
                 }
             })
             .collect()

@@ -255,6 +255,9 @@ impl MainFile {
         let (level, result) = locks.lock(self.handle, self.lock_level, wanted);
         self.lock_level = level;
         if let Err(Busy) = result {
+            drop(locks);
+            // The connection's busy handler waits on this database for the lock (see `vfs::busy_handler`).
+            super::note_waiting(&self.database, self.handle);
             return Err(LockError::Busy(BusyReason::Writer));
         }
         if !was_writer && level >= LockLevel::Reserved {
@@ -268,6 +271,7 @@ impl MainFile {
             if stale || latest.is_err() {
                 self.lock_level = locks.unlock(self.handle, level, LockLevel::Shared);
                 drop(locks);
+                self.database.writer_released.notify_all();
                 latest?;
                 return Err(LockError::Busy(BusyReason::StaleSnapshot));
             }
@@ -289,7 +293,11 @@ impl MainFile {
         if wanted < LockLevel::Reserved {
             self.rolling_back_failed_commit = false;
         }
+        let was_writer = self.lock_level >= LockLevel::Reserved;
         self.lock_level = self.database.locks.lock().unlock(self.handle, self.lock_level, wanted);
+        if was_writer && self.lock_level < LockLevel::Reserved {
+            self.database.writer_released.notify_all();
+        }
         if self.lock_level == LockLevel::None {
             self.snapshot = None;
         }
@@ -319,5 +327,6 @@ impl Drop for MainFile {
         if self.lock_level > LockLevel::None {
             self.unlock(LockLevel::None);
         }
+        self.database.locks.lock().forget(self.handle);
     }
 }

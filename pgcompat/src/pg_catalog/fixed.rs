@@ -101,6 +101,21 @@ pub(super) const FIXED: &[View] = &[
                   extconfig:oid[], extcondition:text[]",
         select: "VALUES (13526, 'plpgsql', 10, 11, 0, '1.0', NULL, NULL)",
     },
+    // Every index is a b-tree over its columns' default operator classes, which no query needs listed;
+    // SQLAlchemy's inspector reads the non-default ones to name them in an index's definition.
+    View {
+        name: "pg_opclass",
+        columns: "oid:oid, opcmethod:oid, opcname:name, opcnamespace:oid, opcowner:oid, opcfamily:oid, \
+                  opcintype:oid, opcdefault:bool, opckeytype:oid",
+        select: "SELECT 0, 0, NULL, 0, 0, 0, 0, 0, 0 WHERE 0",
+    },
+    // No row-level security policies exist (drizzle-kit reads them).
+    View {
+        name: "pg_policies",
+        columns: "schemaname:name, tablename:name, policyname:name, permissive:text, roles:name[], cmd:text, \
+                  qual:text, with_check:text",
+        select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    },
     View {
         name: "pg_collation",
         columns: "oid:oid, collname:name, collnamespace:oid, collowner:oid, collprovider:char, \

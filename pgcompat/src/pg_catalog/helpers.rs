@@ -133,4 +133,8 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
          bare AS _pgc_bare \
          FROM _pgc_seq WHERE tbl IS NOT NULL",
     ),
+    (
+        "typnames",
+        "SELECT oid AS _pgc_oid, typname AS _pgc_name FROM _pgc_pg_type",
+    ),
 ];

@@ -39,7 +39,10 @@ mod fixed;
 mod helpers;
 mod information_schema;
 mod relations;
+mod system_oids;
 mod types;
+
+pub use system_oids::system_catalog_oid;
 
 use rusqlite::Connection;
 
@@ -87,6 +90,8 @@ const PG_CATALOG: &[&str] = &[
     "pg_inherits",
     "pg_trigger",
     "pg_policy",
+    "pg_policies",
+    "pg_opclass",
     "pg_rewrite",
     "pg_extension",
     "pg_collation",

@@ -182,8 +182,10 @@ pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
         "text" | "varchar" | "character varying" | "name" if is_call(inner, REGTYPE) => {
             parse(&format!("format_type({inner}, NULL)"))
         }
-        "oid" | "int4" | "integer" | "int8" | "bigint" if is_call(inner, REGCLASS) || is_call(inner, REGTYPE) => {
-            Some(inner.clone())
+        // The number itself, no longer printed as the name.
+        "oid" if is_call(inner, REGCLASS) || is_call(inner, REGTYPE) => parse(&format!("_pgc_oid_of({inner})")),
+        "int4" | "integer" | "int8" | "bigint" if is_call(inner, REGCLASS) || is_call(inner, REGTYPE) => {
+            parse(&format!("CAST({inner} AS {written})"))
         }
         _ => None,
     }
@@ -203,6 +205,11 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
         ("pg_get_viewdef", [view] | [view, _]) => {
             format!("(SELECT _pgc_def FROM _pgc_viewdefs WHERE _pgc_oid = {view} OR _pgc_name = _pgc_relname({view}))")
         }
+        // A built-in type by any of its names, else a type of the database (an enum) by its name; NULL if none.
+        ("to_regtype", [text]) => format!(
+            "{REGTYPE}(coalesce(_pgc_builtin_type_oid({text}), \
+             (SELECT _pgc_oid FROM _pgc_typnames WHERE _pgc_name = {text})))"
+        ),
         ("to_regclass", [text]) => {
             format!(
                 "(SELECT _pgc_shown FROM _pgc_relshown WHERE _pgc_oid = {})",

@@ -43,6 +43,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         kind: Kind::Other(tag.to_owned()),
         uses_now: false,
         foreign_keys_off: false,
+        param_columns: Vec::new(),
     }
 }
 
@@ -154,6 +155,7 @@ fn render_column(
                     &fk.referred_columns,
                     fk.on_delete.as_ref(),
                     fk.on_update.as_ref(),
+                    fk.characteristics.as_ref(),
                 )?);
             }
             ColumnOption::Check(check) => {
@@ -312,6 +314,7 @@ fn references(
     columns: &[Ident],
     on_delete: Option<&sqlparser::ast::ReferentialAction>,
     on_update: Option<&sqlparser::ast::ReferentialAction>,
+    characteristics: Option<&sqlparser::ast::ConstraintCharacteristics>,
 ) -> Result<String, PgError> {
     let mut referenced = super::schema::existing(catalog, table)?;
     let (own_schema, own_bare) = super::schema::schema_of(catalog, own);
@@ -329,6 +332,13 @@ fn references(
     }
     if let Some(action) = on_update {
         text.push_str(&format!(" ON UPDATE {action}"));
+    }
+    // `DEFERRABLE INITIALLY DEFERRED` (Django's and Rails's keys): checked at the commit, in both engines.
+    // `DEFERRABLE [INITIALLY IMMEDIATE]` is checked at once in both until `SET CONSTRAINTS` defers it.
+    if characteristics
+        .is_some_and(|c| c.deferrable == Some(true) && c.initially == Some(sqlparser::ast::DeferrableInitial::Deferred))
+    {
+        text.push_str(" DEFERRABLE INITIALLY DEFERRED");
     }
     Ok(text)
 }
@@ -394,7 +404,8 @@ fn render_constraints(
                         &fk.foreign_table,
                         &fk.referred_columns,
                         fk.on_delete.as_ref(),
-                        fk.on_update.as_ref()
+                        fk.on_update.as_ref(),
+                        fk.characteristics.as_ref(),
                     )?
                 )
             }
@@ -709,5 +720,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         kind: Kind::Other("CREATE VIEW".to_owned()),
         uses_now: false,
         foreign_keys_off: false,
+        param_columns: Vec::new(),
     })
 }

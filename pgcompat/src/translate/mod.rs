@@ -161,6 +161,9 @@ pub struct Translation {
     /// SQLite allows only outside a transaction block), or the old table's drop would run their
     /// `ON DELETE` actions.
     pub foreign_keys_off: bool,
+    /// Result columns that are a bare parameter (`SELECT $1`), as (column, parameter) indexes from 0: such a
+    /// column has the type the client gave the parameter, as in PostgreSQL (text when it gave none).
+    pub param_columns: Vec<(usize, usize)>,
 }
 
 impl Translation {
@@ -173,6 +176,7 @@ impl Translation {
             kind,
             uses_now: false,
             foreign_keys_off: false,
+            param_columns: Vec::new(),
         }
     }
 }
@@ -358,6 +362,7 @@ fn translate_statement(
                 kind: Kind::Select,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                param_columns: param_columns(query),
             }
         }
         Statement::Insert(insert) => {
@@ -419,6 +424,7 @@ fn translate_statement(
                 kind: Kind::Update,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                param_columns: Vec::new(),
             }
         }
         Statement::Delete(delete) => {
@@ -467,6 +473,7 @@ fn translate_statement(
                 kind: Kind::Delete,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                param_columns: Vec::new(),
             }
         }
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
@@ -800,6 +807,7 @@ fn translate_insert(
         kind: Kind::Insert,
         uses_now: rewriter.uses_now,
         foreign_keys_off: false,
+        param_columns: Vec::new(),
     })
 }
 
@@ -977,6 +985,50 @@ fn item_types(typer: &Typer<'_>, items: &[SelectItem]) -> Vec<Option<PgType>> {
 }
 
 /// The statically known types of a query's result columns.
+/// The result columns of a query that are a bare `$n` (of its first branch, which names and types a set
+/// operation's columns), with the parameter's index from 0.
+fn param_columns(query: &Query) -> Vec<(usize, usize)> {
+    let mut body = query.body.as_ref();
+    let select = loop {
+        match body {
+            SetExpr::Select(select) => break select,
+            SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+            SetExpr::Query(inner) => body = inner.body.as_ref(),
+            _ => return Vec::new(),
+        }
+    };
+    let parameter = |expr: &Expr| match expr {
+        Expr::Value(sqlparser::ast::ValueWithSpan {
+            value: sqlparser::ast::Value::Placeholder(name),
+            ..
+        }) => name
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| (1..=crate::PARAMS_MAX).contains(n))
+            .map(|n| n - 1),
+        _ => None,
+    };
+    if select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+    {
+        // A wildcard's width is the table's: the items' positions are not the columns'.
+        return Vec::new();
+    }
+    select
+        .projection
+        .iter()
+        .enumerate()
+        .filter_map(|(column, item)| match item {
+            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                parameter(expr).map(|p| (column, p))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>> {
     let mut body = query.body.as_ref();
     loop {

@@ -4,8 +4,10 @@
 //! indexes and triggers made again — all in the one savepoint the compute runs the steps in.
 //!
 //! Dropping a table that other tables reference would run their `ON DELETE` actions (SQLite deletes the rows
-//! first when foreign keys are on), so such a rebuild is marked: the compute runs it with foreign keys off,
-//! which SQLite allows only outside a transaction block.
+//! first when foreign keys are on). When every referencing key is `NO ACTION` (Django's, Rails's, most ORMs'),
+//! the rebuild drops and re-creates the table under its own name with the checks deferred to the commit, so
+//! it works inside a transaction block too; otherwise it is marked and the compute runs it with foreign keys
+//! off, which SQLite allows only outside a transaction block.
 
 use rusqlite::Connection;
 use sqlparser::ast::{
@@ -98,52 +100,145 @@ pub(crate) fn rebuild(
         )?;
     }
     let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
-    create.name = ObjectName::from(vec![Ident::with_quote('"', temporary.clone())]);
-    let mut steps = vec![
-        Statement::CreateTable(create).to_string(),
-        format!(
-            "INSERT INTO {} ({}) SELECT {} FROM {}",
-            quote_ident(&temporary),
-            columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", "),
-            copies.join(", "),
-            quote_ident(table)
-        ),
-    ];
-    // Indexes and triggers of the table, made again after the swap (SQLite drops them with the table).
-    let mut again = Vec::new();
-    {
-        let mut stmt = conn
-            .prepare("SELECT sql FROM sqlite_schema WHERE tbl_name = ?1 COLLATE NOCASE AND type IN ('index', 'trigger') AND sql IS NOT NULL")
-            .map_err(internal)?;
-        let rows = stmt
-            .query_map([table], |row| row.get::<_, String>(0))
-            .map_err(internal)?;
-        for row in rows {
-            again.push(row.map_err(internal)?);
+    let again = indexes_and_triggers(conn, table)?;
+    let referenced = Referenced::of(conn, table);
+    let steps = if referenced == Referenced::WithoutActions {
+        swap_deferred(create, table, &temporary, &columns, &copies, again, records)
+    } else {
+        swap_renamed(create, table, &temporary, &columns, &copies, again, records)
+    };
+    Ok(Rebuild {
+        steps,
+        referenced: referenced == Referenced::WithActions,
+    })
+}
+
+/// How other tables reference the rebuilt one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Referenced {
+    /// No other table references it.
+    No,
+    /// Only by foreign keys with `ON DELETE NO ACTION`: their checks can wait for the new table.
+    WithoutActions,
+    /// By a foreign key whose `ON DELETE` acts (CASCADE, SET NULL, SET DEFAULT) or checks at once (RESTRICT):
+    /// dropping the old table would run it, so foreign keys must be off.
+    WithActions,
+}
+
+impl Referenced {
+    fn of(conn: &Connection, table: &str) -> Referenced {
+        let actions: Result<Vec<String>, rusqlite::Error> = conn
+            .prepare(
+                "SELECT f.on_delete FROM sqlite_schema AS s, pragma_foreign_key_list(s.name) AS f \
+                 WHERE s.type = 'table' AND f.\"table\" = ?1 COLLATE NOCASE AND s.name <> ?1 COLLATE NOCASE",
+            )
+            .and_then(|mut stmt| stmt.query_map([table], |row| row.get::<_, String>(0))?.collect());
+        match actions {
+            Ok(actions) if actions.is_empty() => Referenced::No,
+            Ok(actions) if actions.iter().all(|a| a.eq_ignore_ascii_case("NO ACTION")) => Referenced::WithoutActions,
+            // Unknown counts as the careful case.
+            _ => Referenced::WithActions,
         }
     }
-    steps.push(format!("DROP TABLE {}", quote_ident(table)));
-    // Views (and triggers) that read the table name it, not the temporary table: the rename must leave them
-    // as they are (SQLite's own procedure for a generalized ALTER TABLE), not check them against a schema in
-    // which the table is missing for that moment.
-    steps.push("PRAGMA legacy_alter_table = ON".to_owned());
-    steps.push(format!(
-        "ALTER TABLE {} RENAME TO {}",
-        quote_ident(&temporary),
-        quote_ident(table)
-    ));
-    steps.push("PRAGMA legacy_alter_table = OFF".to_owned());
+}
+
+/// The table's indexes and triggers, made again after the swap (SQLite drops them with the table).
+fn indexes_and_triggers(conn: &Connection, table: &str) -> Result<Vec<String>, PgError> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT sql FROM sqlite_schema WHERE tbl_name = ?1 COLLATE NOCASE AND type IN ('index', 'trigger') \
+             AND sql IS NOT NULL",
+        )
+        .map_err(internal)?;
+    let rows = stmt
+        .query_map([table], |row| row.get::<_, String>(0))
+        .map_err(internal)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(internal)
+}
+
+/// `INSERT INTO into (columns) SELECT values FROM from`; `from` is SQL (quoted by the caller).
+fn copy_rows(into: &str, from: &str, columns: &[String], values: &[String]) -> String {
+    format!(
+        "INSERT INTO {} ({}) SELECT {} FROM {from}",
+        quote_ident(into),
+        columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", "),
+        values.join(", "),
+    )
+}
+
+/// SQLite's documented procedure: the new definition under a temporary name, the rows copied, the old table
+/// dropped, the new one renamed. Dropping a referenced table runs its referencing keys' `ON DELETE` actions,
+/// so when it is referenced the compute runs these steps with foreign keys off.
+fn swap_renamed(
+    mut create: CreateTable,
+    table: &str,
+    temporary: &str,
+    columns: &[String],
+    copies: &[String],
+    again: Vec<String>,
+    records: Vec<String>,
+) -> Vec<String> {
+    create.name = ObjectName::from(vec![Ident::with_quote('"', temporary.to_owned())]);
+    let mut steps = vec![
+        Statement::CreateTable(create).to_string(),
+        copy_rows(temporary, &quote_ident(table), columns, copies),
+        format!("DROP TABLE {}", quote_ident(table)),
+        // Views (and triggers) that read the table name it, not the temporary table: the rename must leave
+        // them as they are (SQLite's own procedure for a generalized ALTER TABLE), not check them against a
+        // schema in which the table is missing for that moment.
+        "PRAGMA legacy_alter_table = ON".to_owned(),
+        format!(
+            "ALTER TABLE {} RENAME TO {}",
+            quote_ident(temporary),
+            quote_ident(table)
+        ),
+        "PRAGMA legacy_alter_table = OFF".to_owned(),
+    ];
     steps.extend(again);
     steps.extend(records);
-    let referenced: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_schema AS s, pragma_foreign_key_list(s.name) AS f \
-             WHERE s.type = 'table' AND f.\"table\" = ?1 COLLATE NOCASE AND s.name <> ?1 COLLATE NOCASE)",
-            [table],
-            |row| row.get(0),
-        )
-        .unwrap_or(true);
-    Ok(Rebuild { steps, referenced })
+    steps
+}
+
+/// The rebuild of a table referenced only by `ON DELETE NO ACTION` keys, which works inside a transaction
+/// block (where SQLite cannot switch foreign keys off): the rows kept aside in a temporary table, the old
+/// table dropped and the new one created under the same name (no rename, so the referencing keys keep
+/// naming it), the rows copied back. With the checks deferred to the commit, dropping the old table counts
+/// the referencing rows as violations and inserting their keys into the new table counts them off again:
+/// a key the new table lacks fails the commit, never silently.
+fn swap_deferred(
+    create: CreateTable,
+    table: &str,
+    temporary: &str,
+    columns: &[String],
+    copies: &[String],
+    again: Vec<String>,
+    records: Vec<String>,
+) -> Vec<String> {
+    let aside = format!(
+        "CREATE TEMP TABLE {} AS SELECT {} FROM {}",
+        quote_ident(temporary),
+        copies
+            .iter()
+            .zip(columns)
+            .map(|(value, column)| format!("{value} AS {}", quote_ident(column)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        quote_ident(table)
+    );
+    let identity: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+    let mut steps = vec![
+        // In the connection's temporary database: the rows kept aside never reach the WAL.
+        aside,
+        // Reset by SQLite at the end of the transaction.
+        "PRAGMA defer_foreign_keys = ON".to_owned(),
+        format!("DROP TABLE {}", quote_ident(table)),
+        Statement::CreateTable(create).to_string(),
+        copy_rows(table, &format!("temp.{}", quote_ident(temporary)), columns, &identity),
+        format!("DROP TABLE temp.{}", quote_ident(temporary)),
+    ];
+    steps.extend(again);
+    steps.extend(records);
+    steps
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -495,21 +495,22 @@ fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Resu
     if count == 0 {
         return Ok(());
     }
-    if count > 1 {
-        return Err(PgError::unsupported(
-            "several set-returning functions in one SELECT list",
-        ));
-    }
     if !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || select.having.is_some() {
         return Err(PgError::unsupported(
             "a set-returning function in the SELECT list of a grouped query",
         ));
     }
+    let mut moved = Vec::with_capacity(count);
     for item in &mut select.projection {
         let Some(function) = list_function(item) else {
             continue;
         };
         let name = last_part(&function.name).to_ascii_lowercase();
+        if count > 1 && (name.ends_with("_each") || name.ends_with("_each_text") || name.ends_with("_object_keys")) {
+            return Err(PgError::unsupported(format!(
+                "{name} beside another set-returning function in one SELECT list"
+            )));
+        }
         let mut args: Vec<Expr> = Vec::new();
         if let FunctionArguments::List(list) = &function.args {
             for arg in &list.args {
@@ -529,15 +530,68 @@ fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Resu
             continue;
         };
         *slot = column;
-        select.from.push(TableWithJoins {
-            relation: factor,
-            joins: Vec::new(),
-        });
+        moved.push(factor);
         if let Some(scope) = rewriter.typer.scopes.last_mut() {
             scope.functions.push(table);
         }
     }
+    match moved.as_slice() {
+        [one] => select.from.push(TableWithJoins {
+            relation: one.clone(),
+            joins: Vec::new(),
+        }),
+        several => select.from.push(zipped(several)?),
+    }
     Ok(())
+}
+
+/// Several set-returning functions of one SELECT list run side by side, as PostgreSQL runs them: row `n` has
+/// each one's `n`th value, NULL for those that ended, as many rows as the longest has. Each is an array's
+/// `json_each` (its `key` is the position), joined on a series of positions.
+fn zipped(factors: &[TableFactor]) -> Result<TableWithJoins, PgError> {
+    let counts: Vec<String> = factors
+        .iter()
+        .map(|factor| format!("(SELECT count(*) FROM {factor})"))
+        .collect();
+    let positions = fresh_alias();
+    let mut sql = format!(
+        "SELECT * FROM json_each(pg_series_json('{}', 0, max({}, 0) - 1)) AS {}",
+        PgType::INT8.catalog_text(),
+        counts.join(", "),
+        quote_ident(&positions)
+    );
+    for factor in factors {
+        let TableFactor::Table { alias: Some(alias), .. } = factor else {
+            return Err(PgError::new(
+                crate::error::INTERNAL_ERROR,
+                "a set-returning function's FROM item has no alias",
+            ));
+        };
+        sql.push_str(&format!(
+            " LEFT JOIN {factor} ON {}.key = {}.value",
+            quote_ident(&alias.name.value),
+            quote_ident(&positions)
+        ));
+    }
+    let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &sql).map_err(|e| {
+        PgError::new(
+            crate::error::INTERNAL_ERROR,
+            format!("zipping set-returning functions: {e}"),
+        )
+    })?;
+    match parsed.into_iter().next() {
+        Some(sqlparser::ast::Statement::Query(query)) => match *query.body {
+            sqlparser::ast::SetExpr::Select(mut select) if select.from.len() == 1 => Ok(select.from.remove(0)),
+            _ => Err(PgError::new(
+                crate::error::INTERNAL_ERROR,
+                "zipping set-returning functions: not one FROM item",
+            )),
+        },
+        _ => Err(PgError::new(
+            crate::error::INTERNAL_ERROR,
+            "zipping set-returning functions: not a query",
+        )),
+    }
 }
 
 /// `*` and `t.*` over a FROM with rewritten functions: their PostgreSQL columns, `t.*` for the others.

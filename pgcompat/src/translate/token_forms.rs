@@ -2,7 +2,8 @@
 //! text matching) into forms it reads, which are then translated as usual:
 //!
 //! - `TABLE t …` as `SELECT * FROM t …`;
-//! - an UPDATE that assigns an array element (`SET a[2] = v`) as `SET a = pg_array_set(a, 2, v)`.
+//! - an UPDATE that assigns an array element (`SET a[2] = v`) as `SET a = pg_array_set(a, 2, v)`;
+//! - COPY's boolean options spelled `ON`/`OFF` (`WITH (FREEZE ON)`, pgbench's) as `TRUE`/`FALSE`.
 
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
@@ -18,6 +19,7 @@ pub(crate) fn rewrite(sql: &str) -> Option<String> {
             Some(format!("SELECT * FROM{rest}"))
         }
         Token::Word(w) if w.keyword == Keyword::UPDATE && w.quote_style.is_none() => element_assignments(&tokens),
+        Token::Word(w) if w.keyword == Keyword::COPY && w.quote_style.is_none() => copy_switches(&tokens),
         _ => None,
     }
 }
@@ -27,6 +29,38 @@ fn keyword(token: &Token) -> Option<Keyword> {
         Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
         _ => None,
     }
+}
+
+/// `COPY … FROM|TO … (option ON|OFF, …)`: the switches in the option list spelled as booleans; `None` when
+/// there are none.
+fn copy_switches(tokens: &[Token]) -> Option<String> {
+    let mut depth = 0_usize;
+    let mut past_direction = false;
+    let mut changed = false;
+    let mut out = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        match token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 && matches!(keyword(token), Some(Keyword::FROM | Keyword::TO)) {
+            past_direction = true;
+        }
+        let switch = match keyword(token) {
+            Some(Keyword::ON) => Some("TRUE"),
+            Some(Keyword::OFF) => Some("FALSE"),
+            _ => None,
+        };
+        match switch {
+            Some(word) if past_direction && depth == 1 => {
+                out.push(word.to_owned());
+                changed = true;
+            }
+            _ => out.push(token.to_string()),
+        }
+    }
+    changed.then(|| out.concat())
 }
 
 /// `UPDATE t SET a[i] = v, …`: each element assignment made a whole-column one; `None` when the UPDATE
@@ -92,6 +126,15 @@ mod tests {
             Some("UPDATE t SET a = pg_array_set(a, 2, ( 1)), b = 3 WHERE id = 2 RETURNING a")
         );
         assert_eq!(rewrite("UPDATE t SET b = 3"), None);
+        assert_eq!(
+            rewrite("copy pgbench_accounts from stdin with (freeze on, header off)").as_deref(),
+            Some("copy pgbench_accounts from stdin with (freeze TRUE, header FALSE)")
+        );
+        // A join's ON inside a COPY's query is the query's.
+        assert_eq!(
+            rewrite("COPY (SELECT 1 FROM a JOIN b ON a.x = b.x) TO STDOUT (HEADER)"),
+            None
+        );
         assert_eq!(rewrite("SELECT 1"), None);
     }
 }

@@ -3,6 +3,12 @@
 use super::*;
 
 impl Session {
+    /// The columns of the SQL cursor `name` (34000 if there is none): what a protocol-level Describe of the
+    /// portal of that name answers (PostgreSQL's cursors are portals; psycopg's server-side cursors ask).
+    pub(crate) fn cursor_columns(&mut self, name: &str) -> Result<Vec<(String, PgType)>, SqlError> {
+        Ok(self.cursors.get(name)?.columns.clone())
+    }
+
     /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
     /// keeps its rows (see `cursor`).
     pub(super) fn declare_cursor(

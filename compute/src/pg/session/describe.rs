@@ -66,14 +66,25 @@ impl Session {
             client_types: client_types.to_vec(),
         };
         let params = (0..count.max(client_types.len()))
-            .map(
-                |index| match client_types.get(index).cloned().flatten().filter(|t| t.oid() != 0) {
+            .map(|index| {
+                match client_types
+                    .get(index)
+                    .cloned()
+                    .flatten()
+                    .filter(|t| t.oid() != 0 && *t != Type::UNKNOWN)
+                {
                     Some(ty) => ty,
                     None => types::wire_type(raw.type_of(index, learned).unwrap_or(types::PARAMETER_TYPE_DEFAULT)),
-                },
-            )
+                }
+            })
             .collect();
-        let known = self.dialect.column_types(&stmt, translation);
+        let mut known = self.dialect.column_types(&stmt, translation);
+        if let Some(translation) = translation {
+            let param_types: Vec<Option<PgType>> = (0..count.max(client_types.len()))
+                .map(|index| raw.type_of(index, learned))
+                .collect();
+            super::type_param_columns(&mut known, translation, &param_types);
+        }
         let declared = exec::declared_types(&stmt);
         let unknown = known.iter().zip(&declared).any(|(k, d)| k.is_none() && d.is_none());
         let probe = if unknown && stmt.readonly() && count == 0 {

@@ -178,6 +178,9 @@ pub(crate) struct Session {
     /// The database name the client connected with (for error messages).
     database: String,
     tx: TxState,
+    /// A transaction block no statement has run in since its `BEGIN`: its first write may start it over
+    /// as a writer (see [`Session::start_block_as_writer`]).
+    block_fresh: bool,
     /// The PostgreSQL dialect: translations, the type catalog, what the session's SQL functions read.
     dialect: Dialect,
     /// Column types given to the client when it described a statement, so execution agrees.
@@ -260,6 +263,7 @@ impl Session {
             shared,
             database: database.to_owned(),
             tx: TxState::Idle,
+            block_fresh: false,
             dialect,
             described: HashMap::new(),
             prepared: HashMap::new(),
@@ -369,7 +373,7 @@ impl Session {
                 );
                 return (Vec::new(), Some(error));
             }
-            match self.run_translation(translation, &[], &Format::UnifiedText, None) {
+            match self.run_translation(translation, &[], &[], &Format::UnifiedText, None) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => return (outcomes, Some(error)),
             }
@@ -398,6 +402,7 @@ impl Session {
         &mut self,
         translation: &Translation,
         params: &[Value],
+        param_types: &[Option<PgType>],
         format: &Format,
         hints: Option<&[PgType]>,
     ) -> Result<Outcome, SqlError> {
@@ -522,6 +527,10 @@ impl Session {
             // now() is the time its transaction began: this statement's own, or the BEGIN's.
             self.dialect.state().start_transaction();
         }
+        let fresh = std::mem::take(&mut self.block_fresh);
+        if fresh && is_write(translation) {
+            self.start_block_as_writer()?;
+        }
         if translation.steps.len() > 1 {
             return self.run_steps(translation, &kind);
         }
@@ -544,18 +553,40 @@ impl Session {
                 return Err(error);
             }
         }
-        let typing = Typing {
-            known: self.dialect.column_types(&stmt, Some(translation)),
-            hints,
-            tz: &tz,
-        };
+        let mut known = self.dialect.column_types(&stmt, Some(translation));
+        type_param_columns(&mut known, translation, param_types);
+        let typing = Typing { known, hints, tz: &tz };
         let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
         if outcome.is_ok() {
             self.after_transaction_statement(&translation.kind, was_failed);
+            self.block_fresh = kind == Kind::Begin && self.tx == TxState::InBlock;
         }
         outcome
+    }
+
+    /// The first write of a transaction block in which nothing ran yet: the block's SQLite transaction
+    /// started over as `BEGIN IMMEDIATE`, which waits its turn for the writer's lock (`vfs::busy_handler`)
+    /// with a snapshot taken when it gets it. Without this, the reads the dialect made since `BEGIN` (its
+    /// catalog) hold a snapshot that a busy writer's commit makes stale, and SQLite refuses a read
+    /// transaction's upgrade at once instead of waiting: under pgbench's eight clients most transactions
+    /// failed. Nothing the client could see is lost by starting over: no statement ran in the block.
+    fn start_block_as_writer(&mut self) -> Result<(), SqlError> {
+        if self.tx != TxState::InBlock || self.conn.is_autocommit() {
+            return Ok(());
+        }
+        let restarted = self
+            .conn
+            .execute_batch("ROLLBACK")
+            .and_then(|()| self.conn.execute_batch("BEGIN IMMEDIATE"));
+        match restarted {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let error = SqlError::from(error);
+                self.fail(error)
+            }
+        }
     }
 
     /// An error that fails the open transaction, as any statement's error does.
@@ -595,7 +626,10 @@ impl Session {
                 return Err(error);
             }
         };
-        self.run_translation(translation, &values, format, hints.as_deref())
+        let param_types: Vec<Option<PgType>> = (0..params.values.len())
+            .map(|index| params.type_of(index, &translation.params))
+            .collect();
+        self.run_translation(translation, &values, &param_types, format, hints.as_deref())
     }
 }
 
@@ -625,6 +659,29 @@ fn read_only_error(tag: &str) -> SqlError {
 fn next_backend_pid() -> i32 {
     static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1000);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Types the result columns that are a bare parameter (`SELECT $1`) as PostgreSQL does: the parameter's type
+/// (given by the client, else learned from its use), text when it has none. A column the layer typed keeps
+/// its type.
+pub(super) fn type_param_columns(
+    known: &mut [Option<PgType>],
+    translation: &Translation,
+    param_types: &[Option<PgType>],
+) {
+    for &(column, param) in &translation.param_columns {
+        if let Some(slot) = known.get_mut(column).filter(|slot| slot.is_none()) {
+            *slot = Some(param_types.get(param).copied().flatten().unwrap_or(PgType::TEXT));
+        }
+    }
+}
+
+/// Whether a statement writes: an INSERT, UPDATE or DELETE, or DDL made of several steps.
+fn is_write(translation: &Translation) -> bool {
+    matches!(
+        translation.kind,
+        pgcompat::Kind::Insert | pgcompat::Kind::Update | pgcompat::Kind::Delete
+    ) || translation.steps.len() > 1
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ impl Session {
         let [translation] = list.as_slice() else {
             return self.fail(SqlError::new(SYNTAX_ERROR, "a prepared statement holds one statement"));
         };
-        self.run_translation(translation, &values, format, None)
+        let param_types: Vec<Option<PgType>> = types.iter().copied().map(Some).collect();
+        self.run_translation(translation, &values, &param_types, format, None)
     }
 }

@@ -23,8 +23,8 @@ impl Session {
         if foreign_keys_off && !self.conn.is_autocommit() {
             return self.fail(SqlError::new(
                 FEATURE_NOT_SUPPORTED,
-                "this ALTER TABLE rebuilds a table other tables reference, which Cambium can do only outside a \
-                 transaction block",
+                "this ALTER TABLE rebuilds a table that other tables reference with ON DELETE actions (CASCADE, \
+                 SET NULL, SET DEFAULT, RESTRICT), which Cambium can do only outside a transaction block",
             ));
         }
         if foreign_keys_off {

@@ -139,17 +139,18 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
             ))),
         }
     })?;
+    // `x::oid` of a regclass or regtype: the number (a call the output naming does not print as a name).
+    conn.create_scalar_function("_pgc_oid_of", 1, flags, |ctx| ctx.get::<Option<i64>>(0))?;
+    conn.create_scalar_function("_pgc_builtin_type_oid", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.as_deref().and_then(builtin_type_oid))
+    })?;
     conn.create_scalar_function("_pgc_regtype", 1, flags, |ctx| match ctx.get_raw(0) {
         ValueRef::Null => Ok(None),
         ValueRef::Integer(oid) => Ok(Some(oid)),
         ValueRef::Text(t) => {
             let text = String::from_utf8_lossy(t).into_owned();
-            let name = text.trim().trim_matches('"');
-            if name.eq_ignore_ascii_case("char") || name == "\"char\"" {
-                return Ok(Some(18));
-            }
-            match PgType::from_name(name).or_else(|| name.parse::<u32>().ok().and_then(PgType::from_oid)) {
-                Some(ty) => Ok(Some(i64::from(ty.oid()))),
+            match builtin_type_oid(&text) {
+                Some(oid) => Ok(Some(oid)),
                 None => Err(raise(PgError::new(
                     crate::error::UNDEFINED_OBJECT,
                     format!("type \"{text}\" does not exist"),
@@ -162,6 +163,22 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         ))),
     })?;
     Ok(())
+}
+
+/// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, an OID as text).
+pub(super) fn builtin_type_oid(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if let Some(element) = text.strip_suffix("[]") {
+        let element = element.trim().trim_matches('"');
+        return PgType::from_name(element).map(|ty| i64::from(ty.array().oid()));
+    }
+    let name = text.trim_matches('"');
+    if name.eq_ignore_ascii_case("char") {
+        return Some(18);
+    }
+    PgType::from_name(name)
+        .or_else(|| name.parse::<u32>().ok().and_then(PgType::from_oid))
+        .map(|ty| i64::from(ty.oid()))
 }
 
 /// The relation a regclass text names: schema dropped, quotes removed (else folded to lower case).

@@ -76,7 +76,12 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
     conn.create_scalar_function("pg_table_is_visible", 1, flags_pure(), |ctx| {
         Ok(ctx.get::<Option<i64>>(0)?.map(|visible| visible != 0))
     })?;
-    for name in ["pg_type_is_visible", "pg_function_is_visible"] {
+    for name in [
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+        // Every collation is pg_catalog's, which is always on the search path.
+        "pg_collation_is_visible",
+    ] {
         conn.create_scalar_function(name, 1, flags_pure(), |_| Ok(true))?;
     }
     for name in [

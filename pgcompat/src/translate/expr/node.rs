@@ -349,6 +349,19 @@ impl Rewriter<'_> {
                 coerce_literals(ty, list.iter_mut());
                 None
             }
+            Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
+                // Typed as `=` types its sides: a parameter or an untyped string takes the other side's type.
+                let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
+                self.learn_param(right, lt);
+                self.learn_param(left, rt);
+                if is_string_literal(right) {
+                    coerce_literals(lt, std::iter::once(right.as_mut()));
+                }
+                if is_string_literal(left) {
+                    coerce_literals(rt, std::iter::once(left.as_mut()));
+                }
+                None
+            }
             Expr::Between {
                 expr: inner, low, high, ..
             } => {
@@ -376,6 +389,10 @@ impl Rewriter<'_> {
                 if let [qualifier, column] = parts.as_slice() {
                     if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
                         *expr = found.expr.clone();
+                        return Ok(());
+                    }
+                    if let Some(oid) = self.catalog_tableoid(Some(&qualifier.value), column) {
+                        *expr = oid;
                         return Ok(());
                     }
                     check_case(&self.typer, Some(&qualifier.value), column)?;
@@ -567,6 +584,9 @@ impl Rewriter<'_> {
         if let Some(column) = self.typer.function_column(None, &ident.value) {
             return Ok(Some(column.expr.clone()));
         }
+        if let Some(oid) = self.catalog_tableoid(None, ident) {
+            return Ok(Some(oid));
+        }
         let name = ident.value.to_ascii_lowercase();
         check_case(&self.typer, None, ident)?;
         if ident.quote_style.is_none()
@@ -582,6 +602,19 @@ impl Rewriter<'_> {
             .typer
             .qualifier_for(&ident.value)
             .map(|table| Expr::CompoundIdentifier(vec![Ident::with_quote('"', table), ident.clone()])))
+    }
+}
+
+impl Rewriter<'_> {
+    /// `tableoid` of a row of a system catalog (`x.tableoid` with `x` a catalog, or bare with one catalog in
+    /// FROM): the catalog's OID, a constant, as PostgreSQL gives it (pg_dump reads it for every object).
+    fn catalog_tableoid(&self, qualifier: Option<&str>, column: &Ident) -> Option<Expr> {
+        if column.quote_style.is_some() || !column.value.eq_ignore_ascii_case("tableoid") {
+            return None;
+        }
+        let oid = crate::pg_catalog::system_catalog_oid(self.typer.table_named(qualifier)?)?;
+        // Typed oid (`_pgc_oid_of` is the identity).
+        Some(call("_pgc_oid_of", vec![Expr::value(number(&oid.to_string()))]))
     }
 }
 

@@ -198,6 +198,31 @@ impl Typer<'_> {
 
     /// The table (by its key in the SELECT) whose column an unqualified `column` is, when the innermost
     /// SELECT also has set-returning functions in its FROM.
+    /// The table a qualifier names in the innermost scope that has it; with no qualifier, the one table of
+    /// the innermost scope that has any.
+    pub(crate) fn table_named(&self, qualifier: Option<&str>) -> Option<&str> {
+        match qualifier {
+            Some(qualifier) => self.scopes.iter().rev().find_map(|scope| {
+                scope
+                    .tables
+                    .iter()
+                    .find(|(key, _)| key.eq_ignore_ascii_case(qualifier))
+                    .map(|(_, table)| table.as_str())
+            }),
+            None => match self
+                .scopes
+                .iter()
+                .rev()
+                .find(|scope| !scope.tables.is_empty())?
+                .tables
+                .as_slice()
+            {
+                [(_, table)] => Some(table.as_str()),
+                _ => None,
+            },
+        }
+    }
+
     pub(crate) fn qualifier_for(&self, column: &str) -> Option<String> {
         let scope = self.scopes.last()?;
         if scope.functions.is_empty() {
@@ -494,6 +519,7 @@ impl Typer<'_> {
             | "pg_table_size"
             | "pg_indexes_size"
             | "pg_database_size" => PgType::INT8,
+            "_pgc_oid_of" => PgType::OID,
             "gen_random_uuid" | "uuid_generate_v4" => PgType::new(Base::Uuid),
             "random" => PgType::FLOAT8,
             "round" | "trunc" | "ceil" | "ceiling" | "floor" => match first {
@@ -507,6 +533,7 @@ impl Typer<'_> {
             | "pg_table_is_visible"
             | "pg_type_is_visible"
             | "pg_function_is_visible"
+            | "pg_collation_is_visible"
             | "pg_is_in_recovery"
             | "pg_relation_is_publishable"
             | "has_column_privilege"
