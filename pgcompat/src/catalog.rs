@@ -77,6 +77,13 @@ pub struct Catalog {
     tables: HashMap<String, TableTypes>,
     sequences: Vec<SequenceEntry>,
     enums: Arc<EnumCatalog>,
+    /// The schemas other than `public`.
+    schemas: Arc<Vec<crate::schemas::SchemaEntry>>,
+    /// The SQLite names (lower case) of every table, view and index, with SQLite's type of each.
+    relations: Arc<HashMap<String, String>>,
+    /// The session's effective `search_path` (existing schemas, in order), set before each translation;
+    /// `None`: never set, PostgreSQL's default (`public`).
+    search_path: Option<Arc<Vec<String>>>,
 }
 
 impl Catalog {
@@ -137,6 +144,53 @@ impl Catalog {
         !self.sequences.is_empty()
     }
 
+    /// The schemas other than `public`.
+    pub fn schemas(&self) -> &Arc<Vec<crate::schemas::SchemaEntry>> {
+        &self.schemas
+    }
+
+    /// Whether a schema exists (`public` always does).
+    pub fn schema_exists(&self, name: &str) -> bool {
+        name == crate::schemas::PUBLIC || self.schemas.iter().any(|s| s.name == name)
+    }
+
+    /// Whether a table, view (so a sequence) or index of this SQLite name exists.
+    pub fn relation_exists(&self, sqlite_name: &str) -> bool {
+        self.relations.contains_key(&sqlite_name.to_ascii_lowercase())
+    }
+
+    /// This snapshot with one more relation (made by a statement before it in the same text); `kind` is
+    /// SQLite's (`table`, `view`, `index`).
+    pub fn add_relation(&mut self, sqlite_name: &str, kind: &str) {
+        Arc::make_mut(&mut self.relations).insert(sqlite_name.to_ascii_lowercase(), kind.to_owned());
+    }
+
+    /// Whether the relation of this SQLite name is an index.
+    pub fn relation_is_index(&self, sqlite_name: &str) -> bool {
+        self.relations
+            .get(&sqlite_name.to_ascii_lowercase())
+            .is_some_and(|t| t == "index")
+    }
+
+    /// The SQLite names (lower case) of every table, view and index.
+    pub fn relation_names(&self) -> impl Iterator<Item = &str> {
+        self.relations.keys().map(String::as_str)
+    }
+
+    /// The effective `search_path` the translation resolves unqualified names with.
+    pub fn search_path(&self) -> &[String] {
+        static DEFAULT: std::sync::LazyLock<Vec<String>> =
+            std::sync::LazyLock::new(|| vec![crate::schemas::PUBLIC.to_owned()]);
+        self.search_path.as_deref().map_or(DEFAULT.as_slice(), Vec::as_slice)
+    }
+
+    /// Sets the effective `search_path` (existing schemas, in order) for the translations that follow.
+    pub fn set_search_path(&mut self, path: Vec<String>) {
+        if self.search_path.as_deref() != Some(&path) {
+            self.search_path = Some(Arc::new(path));
+        }
+    }
+
     /// The `schema_version` this snapshot was read at.
     pub fn schema_version(&self) -> i64 {
         self.schema_version
@@ -150,7 +204,9 @@ impl Catalog {
         if version == self.schema_version && version != 0 {
             return Ok(false);
         }
+        let search_path = std::mem::take(&mut self.search_path);
         *self = Catalog::load(conn, version)?;
+        self.search_path = search_path;
         Ok(true)
     }
 
@@ -179,11 +235,23 @@ impl Catalog {
         }
         let sequences = load_sequences(conn)?;
         let enums = Arc::new(EnumCatalog::load(conn)?);
+        let schemas = Arc::new(crate::schemas::load(conn)?);
+        let mut relations = HashMap::new();
+        let mut stmt =
+            conn.prepare_cached("SELECT name, type FROM main.sqlite_schema WHERE type IN ('table', 'view', 'index')")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let name: String = row.get(0)?;
+            relations.insert(name.to_ascii_lowercase(), row.get::<_, String>(1)?);
+        }
         Ok(Catalog {
             schema_version,
             tables,
             sequences,
             enums,
+            schemas,
+            relations: Arc::new(relations),
+            search_path: None,
         })
     }
 }

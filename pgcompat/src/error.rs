@@ -92,6 +92,8 @@ pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
 pub const INVALID_SCHEMA_NAME: &str = "3F000";
 /// duplicate_schema
 pub const DUPLICATE_SCHEMA: &str = "42P06";
+/// invalid_table_definition
+pub const INVALID_TABLE_DEFINITION: &str = "42P16";
 /// not_null_violation
 pub const NOT_NULL_VIOLATION: &str = "23502";
 /// reserved_name
@@ -172,6 +174,7 @@ const CODES: &[&str] = &[
     DEPENDENT_OBJECTS_STILL_EXIST,
     INVALID_SCHEMA_NAME,
     DUPLICATE_SCHEMA,
+    INVALID_TABLE_DEFINITION,
     NOT_NULL_VIOLATION,
     RESERVED_NAME,
     CANNOT_COERCE,

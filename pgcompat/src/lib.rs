@@ -22,6 +22,7 @@ pub mod error;
 pub mod functions;
 pub mod notify;
 pub mod pg_catalog;
+pub mod schemas;
 pub mod sequence;
 pub mod settings;
 pub mod translate;
@@ -48,13 +49,28 @@ pub const PARAMS_MAX: usize = 65_535;
 /// Largest value a function of the layer builds (the compute limits SQLite's own values to the same).
 pub const VALUE_BYTES_MAX: usize = 256 << 20;
 
+/// The effective `search_path` of a session, kept while the setting's text and the schemas stay the same.
+#[derive(Debug, Default)]
+struct PathMemo {
+    /// The setting's text it was computed from (`None`: never computed).
+    raw: Option<String>,
+    schemas: Arc<Vec<schemas::SchemaEntry>>,
+    /// The path's names, NUL-separated.
+    key: Arc<str>,
+}
+
 /// One session's dialect state: its catalog snapshot, its translation cache, and what its functions read.
 #[derive(Debug)]
 pub struct Dialect {
     state: Arc<SessionState>,
     catalog: Catalog,
-    cache: HashMap<String, Arc<Translated>>,
-    order: VecDeque<String>,
+    /// Translations by the effective `search_path` they were made under (its names NUL-separated; names hold
+    /// no NUL), then by statement text: a translation is never used under another path.
+    cache: HashMap<Arc<str>, HashMap<String, Arc<Translated>>>,
+    /// (path, text) of each cached translation, oldest first.
+    order: VecDeque<(Arc<str>, String)>,
+    /// The effective `search_path` as last computed, and what it was computed from.
+    path: PathMemo,
     /// The catalog version the cached translations were made at.
     cache_version: i64,
 }
@@ -80,6 +96,7 @@ impl Dialect {
             catalog: Catalog::default(),
             cache: HashMap::new(),
             order: VecDeque::new(),
+            path: PathMemo::default(),
             cache_version: -1,
         })
     }
@@ -99,6 +116,7 @@ impl Dialect {
         if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
             functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
                 .map_err(TranslateError::Sqlite)?;
+            self.state.set_schemas(self.catalog.schemas().clone());
         }
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
@@ -113,9 +131,6 @@ impl Dialect {
         // Transaction control needs no catalog, and must work when the database cannot be read (a failed
         // transaction is ended with ROLLBACK even while reads fail).
         if is_transaction_control(sql) {
-            if let Some(hit) = self.cache.get(sql) {
-                return Ok(hit.clone());
-            }
             return Ok(Arc::new(translate::translate(conn, &Catalog::default(), sql)?));
         }
         // The first statement after BEGIN reads with the catalog as last seen: reading the schema version
@@ -129,7 +144,10 @@ impl Dialect {
         if !first_of_block || self.cache_version == -1 {
             self.refresh(conn)?;
         }
-        if let Some(hit) = self.cache.get(sql) {
+        // Unqualified names resolve through the session's `search_path`: a translation is cached under the
+        // path it was made with, so one made under another path is never used.
+        let path = self.current_path();
+        if let Some(hit) = self.cache.get(&path).and_then(|by_text| by_text.get(sql)) {
             // The catalog views live in the connection's temp schema: a rolled-back transaction that
             // made them took them away, so a cached statement reading them makes them again if needed.
             if let Translated::Statements(list) = hit.as_ref() {
@@ -145,15 +163,46 @@ impl Dialect {
         let translated = Arc::new(translate::translate(conn, &self.catalog, sql)?);
         if sql.len() <= CACHED_SQL_BYTES_MAX {
             if self.order.len() >= TRANSLATIONS_MAX {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.cache.remove(&oldest);
+                if let Some((oldest_path, oldest)) = self.order.pop_front() {
+                    if let Some(by_text) = self.cache.get_mut(&oldest_path) {
+                        by_text.remove(&oldest);
+                        if by_text.is_empty() {
+                            self.cache.remove(&oldest_path);
+                        }
+                    }
                 }
             }
-            self.cache.insert(sql.to_owned(), translated.clone());
-            self.order.push_back(sql.to_owned());
+            self.cache
+                .entry(path.clone())
+                .or_default()
+                .insert(sql.to_owned(), translated.clone());
+            self.order.push_back((path, sql.to_owned()));
         }
-        assert!(self.cache.len() <= TRANSLATIONS_MAX, "translation cache over its bound");
+        assert!(self.order.len() <= TRANSLATIONS_MAX, "translation cache over its bound");
         Ok(translated)
+    }
+
+    /// The session's effective `search_path` (its names NUL-separated), computed again only when the
+    /// setting's text or the database's schemas changed; the catalog snapshot resolves names with it.
+    fn current_path(&mut self) -> Arc<str> {
+        let schemas = self.state.schemas();
+        let same = Arc::ptr_eq(&schemas, &self.path.schemas)
+            && self
+                .state
+                .read_settings(|s| self.path.raw.as_deref() == Some(s.raw(settings::SEARCH_PATH).unwrap_or_default()));
+        if !same {
+            let raw = self
+                .state
+                .read_settings(|s| s.raw(settings::SEARCH_PATH).unwrap_or_default().to_owned());
+            let path = self.state.effective_search_path();
+            self.path = PathMemo {
+                raw: Some(raw),
+                schemas,
+                key: Arc::from(path.join("\0")),
+            };
+            self.catalog.set_search_path(path);
+        }
+        self.path.key.clone()
     }
 
     /// Call when the session holds no transaction (after each statement outside a block, and after a block

@@ -333,26 +333,27 @@ pub(crate) mod testing {
         };
         let pg = |e: rusqlite::Error| crate::error_of(&e.to_string()).unwrap_or_else(|| panic!("{sql}: {e}"));
         let mut out = Vec::new();
+        // Steps run in order, as the compute runs them; the primary one's first row is the answer.
         for t in list {
             for (i, step) in t.steps.iter().enumerate() {
                 if i != t.primary {
                     conn.execute_batch(step).map_err(pg)?;
+                    continue;
                 }
-            }
-            let Some(sql) = t.steps.get(t.primary) else { continue };
-            let mut stmt = conn.prepare(sql).map_err(pg)?;
-            let types = dialect.column_types(&stmt, Some(t));
-            let width = stmt.column_count();
-            let mut rows = stmt.raw_query();
-            out.clear();
-            if let Some(row) = rows.next().map_err(pg)? {
-                for (i, ty) in types.iter().enumerate().take(width) {
-                    let v: Value = row.get(i).expect("a value");
-                    out.push(value::output(
-                        ty.unwrap_or(PgType::TEXT),
-                        &v,
-                        &dialect.state().time_zone(),
-                    ));
+                let mut stmt = conn.prepare(step).map_err(pg)?;
+                let types = dialect.column_types(&stmt, Some(t));
+                let width = stmt.column_count();
+                let mut rows = stmt.raw_query();
+                out.clear();
+                if let Some(row) = rows.next().map_err(pg)? {
+                    for (i, ty) in types.iter().enumerate().take(width) {
+                        let v: Value = row.get(i).expect("a value");
+                        out.push(value::output(
+                            ty.unwrap_or(PgType::TEXT),
+                            &v,
+                            &dialect.state().time_zone(),
+                        ));
+                    }
                 }
             }
         }

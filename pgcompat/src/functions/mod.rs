@@ -23,6 +23,7 @@ pub(crate) mod enums;
 mod extra;
 mod operators;
 mod ordered_set;
+mod schemas;
 pub(crate) mod sequence;
 mod series;
 mod session;
@@ -102,6 +103,8 @@ pub struct SessionState {
     pub(crate) sequences: parking_lot::Mutex<sequence::SequenceSession>,
     /// The database's enum types as of the session's last catalog read.
     pub(crate) enums: RwLock<Arc<crate::enums::EnumCatalog>>,
+    /// The database's schemas other than `public` as of the session's last catalog read.
+    schemas: RwLock<Arc<Vec<crate::schemas::SchemaEntry>>>,
 }
 
 impl SessionState {
@@ -119,6 +122,7 @@ impl SessionState {
             backend_pid,
             sequences: parking_lot::Mutex::default(),
             enums: RwLock::default(),
+            schemas: RwLock::default(),
         }
     }
 
@@ -170,6 +174,24 @@ impl SessionState {
         drop(settings);
         *self.time_zone.write() = zone;
         result
+    }
+
+    /// Records the database's schemas as of a catalog read (what `search_path` may name).
+    pub fn set_schemas(&self, schemas: Arc<Vec<crate::schemas::SchemaEntry>>) {
+        *self.schemas.write() = schemas;
+    }
+
+    /// The database's schemas other than `public`, as of the last catalog read.
+    pub fn schemas(&self) -> Arc<Vec<crate::schemas::SchemaEntry>> {
+        self.schemas.read().clone()
+    }
+
+    /// The session's effective `search_path`: the schemas it names that exist, in order.
+    pub fn effective_search_path(&self) -> Vec<String> {
+        let entries = self.read_settings(|s| {
+            crate::schemas::parse_search_path(s.raw(crate::settings::SEARCH_PATH).unwrap_or_default())
+        });
+        crate::schemas::effective_search_path(&entries, &self.user, &self.schemas.read())
     }
 
     /// Marks the start of a transaction: `now()` is this instant until the next one.
@@ -230,6 +252,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     sequence::install(conn, &state)?;
     enums::install(conn, &state)?;
     catalog::install(conn, state.clone())?;
+    schemas::install(conn, state.clone())?;
     crate::settings::install_functions(conn, state.clone())?;
     crate::advisory::install(conn, state.clone())?;
     crate::notify::install(conn, state)?;

@@ -244,18 +244,14 @@ fn find(conn: &Connection, arg: ValueRef<'_>) -> Result<(i64, Sequence), Failure
     })
 }
 
-/// The sequence a text names, PostgreSQL's way (`public.s`, `"S"`, `S` is `s`); a schema other than
-/// `public` does not exist (3F000).
+/// The SQLite name of the sequence a text names, PostgreSQL's way (`public.s`, `"S"`, `S` is `s`, `app.s` is
+/// the sequence `s` of schema `app`, see `crate::schemas`).
 fn sequence_name(text: &str) -> Result<String, PgError> {
     let mut parts = super::catalog::helpers::split_qualified(text.trim());
     let name = parts.pop().unwrap_or_default();
     match parts.as_slice() {
         [] => Ok(name),
-        [schema] if schema == "public" => Ok(name),
-        [.., schema] => Err(PgError::new(
-            crate::error::INVALID_SCHEMA_NAME,
-            format!("schema \"{schema}\" does not exist"),
-        )),
+        [.., schema] => Ok(crate::schemas::sqlite_name(schema, &name)),
     }
 }
 

@@ -44,7 +44,6 @@ pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> ru
     conn.create_scalar_function("pg_current_database", 0, flags_session(), move |_| {
         Ok(s.database.clone())
     })?;
-    conn.create_scalar_function("pg_current_schema", 0, flags_pure(), |_| Ok("public"))?;
     let s = state.clone();
     conn.create_scalar_function("pg_current_user", 0, flags_session(), move |_| Ok(s.user.clone()))?;
     conn.create_scalar_function("pg_backend_pid", 0, flags_session(), move |_| Ok(state.backend_pid))?;

@@ -4,15 +4,20 @@
 pub(super) const HELPERS: &[(&str, &str)] = &[
     (
         "rel",
+        // `nsp`, `relname`, `nspoid`: the schema and own name a SQLite name stands for (see `crate::schemas`).
         "SELECT s.rowid AS rid, 16384 + s.rowid * 64 AS oid, s.name AS name, \
          CASE WHEN s.type = 'view' AND EXISTS (SELECT 1 FROM _pgc_seqdefs q WHERE q.name = s.name) THEN 'sequence' \
-         ELSE s.type END AS type, s.tbl_name AS tbl, s.sql AS sql \
-         FROM main.sqlite_schema s WHERE s.type IN ('table', 'view', 'index') AND s.sql IS NOT NULL \
+         ELSE s.type END AS type, s.tbl_name AS tbl, s.sql AS sql, coalesce(n.name, 'public') AS nsp, \
+         CASE WHEN n.name IS NULL THEN s.name ELSE substr(s.name, length(n.name) + 2) END AS relname, \
+         coalesce(1593835520 + n.id, 2200) AS nspoid \
+         FROM main.sqlite_schema s LEFT JOIN _pgc_nspdefs n ON n.name = substr(s.name, 1, max(instr(s.name, '.') - 1, 0)) \
+         WHERE s.type IN ('table', 'view', 'index') AND s.sql IS NOT NULL \
          AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_cambium\\_%' ESCAPE '\\'",
     ),
     (
         "cols",
-        "SELECT r.rid AS rid, r.oid AS relid, r.name AS relname, r.type AS reltype, p.cid + 1 AS attnum, p.name AS attname, \
+        "SELECT r.rid AS rid, r.oid AS relid, r.name AS relname, r.nsp AS nsp, r.relname AS bare, r.nspoid AS nspoid, \
+         r.type AS reltype, p.cid + 1 AS attnum, p.name AS attname, \
          p.type AS decl, p.\"notnull\" AS nn, p.dflt_value AS dflt, p.pk AS pk, ct.type AS pgtype, \
          coalesce(p.name = _pgc_serial(r.name, r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
          coalesce((SELECT q.identity FROM _pgc_seqdefs q WHERE q.owner_table = r.name COLLATE NOCASE \
@@ -32,22 +37,24 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          (SELECT c.attname FROM _pgc_cols c WHERE c.rid = t.rid AND c.attname = q.owner_column COLLATE NOCASE) AS col, \
          t.oid AS relid, t.rid AS relrid, \
          (SELECT c.attnum FROM _pgc_cols c WHERE c.rid = t.rid AND c.attname = q.owner_column COLLATE NOCASE) AS attnum, \
-         q.identity AS identity \
+         q.identity AS identity, r.nsp AS nsp, r.relname AS bare, r.nspoid AS nspoid \
          FROM _pgc_seqdefs q JOIN _pgc_rel r ON r.name = q.name AND r.type = 'sequence' \
          LEFT JOIN _pgc_rel t ON t.name = q.owner_table COLLATE NOCASE AND t.type = 'table' \
          UNION ALL SELECT relid + 1, relname || '_' || attname || '_seq', typid, 1, 1, 1, \
          CASE typid WHEN 21 THEN 32767 WHEN 23 THEN 2147483647 ELSE 9223372036854775807 END, 1, 0, NULL, 0, \
-         relname, attname, relid, rid, attnum, identity FROM _pgc_cols WHERE serial",
+         relname, attname, relid, rid, attnum, identity, nsp, bare || '_' || attname || '_seq', nspoid \
+         FROM _pgc_cols WHERE serial",
     ),
     (
         "cons0",
-        "SELECT r.rid AS rid, r.oid AS conrelid, r.name AS relname, CAST(j.key AS INTEGER) AS ord, \
+        "SELECT r.rid AS rid, r.oid AS conrelid, r.name AS relname, r.nsp AS nsp, r.relname AS bare, \
+         r.nspoid AS nspoid, CAST(j.key AS INTEGER) AS ord, \
          r.oid + 32 + j.key AS oid, r.oid + 2 + j.key AS idxoid, \
          json_extract(j.value, '$.name') AS conname, json_extract(j.value, '$.type') AS contype, \
          json_extract(j.value, '$.cols') AS cols, json_extract(j.value, '$.ref_table') AS reftable, \
          json_extract(j.value, '$.ref_cols') AS refcols0, json_extract(j.value, '$.upd') AS upd, \
          json_extract(j.value, '$.del') AS del, json_extract(j.value, '$.def') AS def0 \
-         FROM _pgc_rel r, json_each(_pgc_constraints(r.name, r.sql)) j WHERE r.type = 'table'",
+         FROM _pgc_rel r, json_each(_pgc_constraints(r.relname, r.sql)) j WHERE r.type = 'table'",
     ),
     (
         "cons",
@@ -60,16 +67,18 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
     (
         "idx",
         "SELECT k.idxoid AS oid, k.conname AS name, k.conrelid AS relid, k.rid AS rid, k.relname AS tbl, 1 AS isunique, \
-         k.contype = 'p' AS isprimary, k.cols AS cols, 1 AS iscon FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
+         k.contype = 'p' AS isprimary, k.cols AS cols, 1 AS iscon, k.nsp AS nsp, k.conname AS bare, k.bare AS tblbare, \
+         k.nspoid AS nspoid FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
          UNION ALL SELECT r.oid, r.name, t.oid, t.rid, t.name, \
          coalesce((SELECT l.\"unique\" FROM pragma_index_list(t.name, 'main') l WHERE l.name = r.name), 0), 0, \
-         (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), 0 \
+         (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), 0, \
+         t.nsp, CASE WHEN r.nsp = t.nsp THEN r.relname ELSE r.name END, t.relname, t.nspoid \
          FROM _pgc_rel r JOIN _pgc_rel t ON t.name = r.tbl AND t.type = 'table' WHERE r.type = 'index'",
     ),
     (
         "idx2",
-        "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.name) || \
-         ' ON public.' || _pgc_ident(x.tbl) || ' USING btree (' || \
+        "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.bare) || \
+         ' ON ' || _pgc_ident(x.nsp) || '.' || _pgc_ident(x.tblbare) || ' USING btree (' || \
          (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')' AS indexdef, \
          (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
          FROM _pgc_idx x",
@@ -82,11 +91,26 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
 pub(super) const LOOKUPS: &[(&str, &str)] = &[
     (
         "relnames",
-        "SELECT oid AS _pgc_oid, relname AS _pgc_name FROM _pgc_pg_class",
+        // `_pgc_visible`: the relation is the one its bare name reaches through the `search_path`.
+        "SELECT c.oid AS _pgc_oid, c.relname AS _pgc_name, n.nspname AS _pgc_nsp, _pgc_path_pos(n.nspname) AS _pgc_pos, \
+         (_pgc_path_pos(n.nspname) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _pgc_pg_class o \
+         JOIN _pgc_pg_namespace m ON m.oid = o.relnamespace WHERE o.relname = c.relname \
+         AND _pgc_path_pos(m.nspname) < _pgc_path_pos(n.nspname))) AS _pgc_visible \
+         FROM _pgc_pg_class c JOIN _pgc_pg_namespace n ON n.oid = c.relnamespace",
+    ),
+    (
+        "relshown",
+        "SELECT _pgc_oid, CASE WHEN _pgc_visible THEN _pgc_ident(_pgc_name) \
+         ELSE _pgc_ident(_pgc_nsp) || '.' || _pgc_ident(_pgc_name) END AS _pgc_shown FROM _pgc_relnames",
     ),
     (
         "nspnames",
         "SELECT oid AS _pgc_oid, nspname AS _pgc_name FROM _pgc_pg_namespace",
+    ),
+    (
+        "descs",
+        "SELECT objoid AS _pgc_oid, classoid AS _pgc_class, objsubid AS _pgc_sub, description AS _pgc_desc \
+         FROM _pgc_pg_description",
     ),
     (
         "indexdefs",
@@ -105,7 +129,9 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
     ),
     (
         "seqnames",
-        "SELECT tbl AS _pgc_tbl, col AS _pgc_col, seqname AS _pgc_name FROM _pgc_seq WHERE tbl IS NOT NULL",
+        "SELECT tbl AS _pgc_tbl, relid AS _pgc_tbloid, col AS _pgc_col, seqname AS _pgc_name, nsp AS _pgc_nsp, \
+         bare AS _pgc_bare \
+         FROM _pgc_seq WHERE tbl IS NOT NULL",
     ),
     (
         "typnames",

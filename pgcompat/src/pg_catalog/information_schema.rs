@@ -16,7 +16,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   self_referencing_column_name:name, reference_generation:text, user_defined_type_catalog:name, \
                   user_defined_type_schema:name, user_defined_type_name:name, is_insertable_into:text, is_typed:text, \
                   commit_action:text",
-        select: "SELECT pg_current_database(), 'public', r.name, CASE r.type WHEN 'table' THEN 'BASE TABLE' ELSE 'VIEW' END, \
+        select: "SELECT pg_current_database(), r.nsp, r.relname, CASE r.type WHEN 'table' THEN 'BASE TABLE' ELSE 'VIEW' END, \
                  NULL, NULL, NULL, NULL, NULL, CASE r.type WHEN 'table' THEN 'YES' ELSE 'NO' END, 'NO', NULL \
                  FROM _pgc_rel r WHERE r.type IN ('table', 'view')",
     },
@@ -29,7 +29,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   udt_catalog:name, udt_schema:name, udt_name:name, is_identity:text, identity_generation:text, \
                   identity_start:text, identity_increment:text, identity_maximum:text, identity_minimum:text, \
                   identity_cycle:text, is_generated:text, generation_expression:text, is_updatable:text",
-        select: "SELECT pg_current_database(), 'public', c.relname, c.attname, c.attnum, \
+        select: "SELECT pg_current_database(), c.nsp, c.bare, c.attname, c.attnum, \
                  (SELECT d.adbin FROM _pgc_pg_attrdef d WHERE d.adrelid = c.relid AND d.adnum = c.attnum), \
                  CASE WHEN c.nn OR c.pk > 0 THEN 'NO' ELSE 'YES' END, _pgc_column_info(c.typid, c.typmod, 'data_type'), \
                  _pgc_column_info(c.typid, c.typmod, 'character_maximum_length'), \
@@ -52,7 +52,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "table_catalog:name, table_schema:name, table_name:name, view_definition:text, check_option:text, \
                   is_updatable:text, is_insertable_into:text, is_trigger_updatable:text, is_trigger_deletable:text, \
                   is_trigger_insertable_into:text",
-        select: "SELECT pg_current_database(), 'public', r.name, _pgc_view_body(r.sql), 'NONE', 'NO', 'NO', 'NO', 'NO', 'NO' \
+        select: "SELECT pg_current_database(), r.nsp, r.relname, _pgc_view_body(r.sql), 'NONE', 'NO', 'NO', 'NO', 'NO', 'NO' \
                  FROM _pgc_rel r WHERE r.type = 'view'",
     },
     View {
@@ -60,7 +60,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "constraint_catalog:name, constraint_schema:name, constraint_name:name, table_catalog:name, \
                   table_schema:name, table_name:name, constraint_type:text, is_deferrable:text, \
                   initially_deferred:text, enforced:text, nulls_distinct:text",
-        select: "SELECT pg_current_database(), 'public', k.conname, pg_current_database(), 'public', k.relname, \
+        select: "SELECT pg_current_database(), k.nsp, k.conname, pg_current_database(), k.nsp, k.bare, \
                  CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' WHEN 'u' THEN 'UNIQUE' WHEN 'f' THEN 'FOREIGN KEY' ELSE 'CHECK' END, \
                  'NO', 'NO', 'YES', CASE WHEN k.contype = 'u' THEN 'YES' END FROM _pgc_cons k",
     },
@@ -69,7 +69,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "constraint_catalog:name, constraint_schema:name, constraint_name:name, table_catalog:name, \
                   table_schema:name, table_name:name, column_name:name, ordinal_position:int4, \
                   position_in_unique_constraint:int4",
-        select: "SELECT pg_current_database(), 'public', k.conname, pg_current_database(), 'public', k.relname, e.value, \
+        select: "SELECT pg_current_database(), k.nsp, k.conname, pg_current_database(), k.nsp, k.bare, e.value, \
                  e.key + 1, CASE WHEN k.contype = 'f' THEN e.key + 1 END FROM _pgc_cons k, json_each(k.cols) e \
                  WHERE k.contype IN ('p', 'u', 'f')",
     },
@@ -78,17 +78,18 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "constraint_catalog:name, constraint_schema:name, constraint_name:name, \
                   unique_constraint_catalog:name, unique_constraint_schema:name, unique_constraint_name:name, \
                   match_option:text, update_rule:text, delete_rule:text",
-        select: "SELECT pg_current_database(), 'public', k.conname, pg_current_database(), 'public', \
-                 (SELECT u.conname FROM _pgc_cons u WHERE u.rid = k.refrid AND u.contype IN ('p', 'u') AND u.cols = k.refcols), \
+        select: "SELECT pg_current_database(), k.nsp, k.conname, pg_current_database(), \
+                 (SELECT t.nsp FROM _pgc_rel t WHERE t.rid = k.refrid), (SELECT u.conname FROM _pgc_cons u WHERE u.rid = k.refrid AND u.contype IN ('p', 'u') AND u.cols = k.refcols), \
                  'NONE', _pgc_rule(k.upd), _pgc_rule(k.del) FROM _pgc_cons k WHERE k.contype = 'f'",
     },
     View {
         name: "is_constraint_column_usage",
         columns: "table_catalog:name, table_schema:name, table_name:name, column_name:name, \
                   constraint_catalog:name, constraint_schema:name, constraint_name:name",
-        select: "SELECT pg_current_database(), 'public', CASE WHEN k.contype = 'f' THEN \
-                 (SELECT t.name FROM _pgc_rel t WHERE t.rid = k.refrid) ELSE k.relname END, e.value, \
-                 pg_current_database(), 'public', k.conname FROM _pgc_cons k, \
+        select: "SELECT pg_current_database(), CASE WHEN k.contype = 'f' THEN \
+                 (SELECT t.nsp FROM _pgc_rel t WHERE t.rid = k.refrid) ELSE k.nsp END, CASE WHEN k.contype = 'f' THEN \
+                 (SELECT t.relname FROM _pgc_rel t WHERE t.rid = k.refrid) ELSE k.bare END, e.value, \
+                 pg_current_database(), k.nsp, k.conname FROM _pgc_cons k, \
                  json_each(CASE WHEN k.contype = 'f' THEN k.refcols ELSE k.cols END) e",
     },
     View {
@@ -96,7 +97,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "sequence_catalog:name, sequence_schema:name, sequence_name:name, data_type:text, \
                   numeric_precision:int4, numeric_precision_radix:int4, numeric_scale:int4, start_value:text, \
                   minimum_value:text, maximum_value:text, increment:text, cycle_option:text",
-        select: "SELECT pg_current_database(), 'public', s.seqname, format_type(s.typid, NULL), \
+        select: "SELECT pg_current_database(), s.nsp, s.bare, format_type(s.typid, NULL), \
                  CASE s.typid WHEN 21 THEN 16 WHEN 23 THEN 32 ELSE 64 END, 2, 0, CAST(s.start AS TEXT), \
                  CAST(s.minv AS TEXT), CAST(s.maxv AS TEXT), CAST(s.inc AS TEXT), CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END \
                  FROM _pgc_seq s WHERE s.identity = ''",

@@ -25,8 +25,13 @@
 //! 2200), types their PostgreSQL OIDs, the session user 10. Tables of the layer (`_cambium_*`) and of SQLite
 //! (`sqlite_*`) are hidden from every view.
 //!
-//! Not modelled: schemas other than `public` (attached databases are not read), user functions (`pg_proc`
-//! lists a few built-ins), comments (`pg_description` is empty), PostgreSQL's deparsed view text (the
+//! Schemas: a relation's schema and own name are read from its SQLite name (`crate::schemas`): `_pgc_rel`'s
+//! `nsp`, `relname` and `nspoid` (`public` 2200, a schema of `_cambium_schemas` `0x5F00_0000 +` its id);
+//! visibility and regclass input follow the session's `search_path` (`_pgc_path_pos`). Comments come from
+//! `_cambium_comments` (`pg_description`).
+//!
+//! Not modelled: attached databases (not read), user functions (`pg_proc` lists a few built-ins),
+//! PostgreSQL's deparsed view text (the
 //! SQLite text of the view's query is shown), expression and partial indexes, sequence values
 //! (`last_value` is null), NOT NULL constraints in `information_schema.table_constraints`.
 
@@ -219,6 +224,8 @@ fn views() -> impl Iterator<Item = &'static View> {
 const SOURCES: &[(&str, &str, &str)] = &[
     ("coltypes", "_cambium_columns", "table_name, column_name, type"),
     ("enumdefs", "_cambium_enums", "id, name, labels"),
+    ("nspdefs", "_cambium_schemas", "id, name, owner"),
+    ("descdefs", "_cambium_comments", "kind, object, sub, comment"),
     (
         "seqdefs",
         "_cambium_sequences",

@@ -10,7 +10,8 @@ pub(super) const RELATIONS: &[View] = &[
         columns: "oid:oid, nspname:name, nspowner:oid, nspacl:text",
         select: "VALUES (11, 'pg_catalog', 10, NULL), (99, 'pg_toast', 10, NULL), (2200, 'public', 6171, \
                  '{pg_database_owner=UC/pg_database_owner,=U/pg_database_owner}'), \
-                 (13183, 'information_schema', 10, NULL)",
+                 (13183, 'information_schema', 10, NULL) \
+                 UNION ALL SELECT 1593835520 + n.id, n.name, 10, NULL FROM _pgc_nspdefs n",
     },
     View {
         name: "pg_class",
@@ -21,7 +22,7 @@ pub(super) const RELATIONS: &[View] = &[
                   relrowsecurity:bool, relforcerowsecurity:bool, relispopulated:bool, relreplident:char, \
                   relispartition:bool, relrewrite:oid, relfrozenxid:int4, relminmxid:int4, relacl:text, \
                   reloptions:text[], relpartbound:text",
-        select: "SELECT r.oid, r.name, 2200, 0, 0, 10, CASE r.type WHEN 'table' THEN 2 ELSE 0 END, \
+        select: "SELECT r.oid, r.relname, r.nspoid, 0, 0, 10, CASE r.type WHEN 'table' THEN 2 ELSE 0 END, \
                  CASE r.type WHEN 'table' THEN r.oid ELSE 0 END, 0, 0, -1, 0, 0, \
                  EXISTS (SELECT 1 FROM _pgc_idx x WHERE x.rid = r.rid), 0, 'p', CASE r.type WHEN 'table' THEN 'r' ELSE 'v' END, \
                  (SELECT count(*) FROM _pgc_cols c WHERE c.rid = r.rid), \
@@ -29,9 +30,9 @@ pub(super) const RELATIONS: &[View] = &[
                  EXISTS (SELECT 1 FROM _pgc_cons k WHERE k.contype = 'f' AND (k.rid = r.rid OR k.refrid = r.rid)), \
                  0, 0, 0, 1, CASE r.type WHEN 'table' THEN 'd' ELSE 'n' END, 0, 0, 0, 0, NULL, NULL, NULL \
                  FROM _pgc_rel r WHERE r.type IN ('table', 'view') \
-                 UNION ALL SELECT x.oid, x.name, 2200, 0, 0, 10, 403, x.oid, 0, 1, 0, 0, 0, 0, 0, 'p', 'i', \
+                 UNION ALL SELECT x.oid, x.bare, x.nspoid, 0, 0, 10, 403, x.oid, 0, 1, 0, 0, 0, 0, 0, 'p', 'i', \
                  json_array_length(x.cols), 0, 0, 0, 0, 0, 0, 1, 'n', 0, 0, 0, 0, NULL, NULL, NULL FROM _pgc_idx x \
-                 UNION ALL SELECT s.oid, s.seqname, 2200, 0, 0, 10, 0, s.oid, 0, 1, 1, 0, 0, 0, 0, 'p', 'S', \
+                 UNION ALL SELECT s.oid, s.bare, s.nspoid, 0, 0, 10, 0, s.oid, 0, 1, 1, 0, 0, 0, 0, 'p', 'S', \
                  3, 0, 0, 0, 0, 0, 0, 1, 'n', 0, 0, 0, 0, NULL, NULL, NULL FROM _pgc_seq s",
     },
     View {
@@ -79,7 +80,7 @@ pub(super) const RELATIONS: &[View] = &[
                   convalidated:bool, conrelid:oid, contypid:oid, conindid:oid, conparentid:oid, confrelid:oid, \
                   confupdtype:char, confdeltype:char, confmatchtype:char, conislocal:bool, coninhcount:int4, \
                   connoinherit:bool, conkey:int2[], confkey:int2[], conbin:text",
-        select: "SELECT k.oid, k.conname, 2200, k.contype, 0, 0, 1, k.conrelid, 0, \
+        select: "SELECT k.oid, k.conname, k.nspoid, k.contype, 0, 0, 1, k.conrelid, 0, \
                  CASE WHEN k.contype IN ('p', 'u') THEN k.idxoid WHEN k.contype = 'f' THEN coalesce((SELECT x.oid FROM _pgc_idx x \
                  WHERE x.rid = k.refrid AND x.cols = k.refcols), 0) ELSE 0 END, 0, coalesce(k.refoid, 0), k.upd, k.del, \
                  CASE WHEN k.contype = 'f' THEN 's' ELSE ' ' END, 1, 0, 0, \
@@ -91,7 +92,8 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_attrdef",
         columns: "oid:oid, adrelid:oid, adnum:int2, adbin:text",
         select: "SELECT 1073741824 + c.rid * 2048 + c.attnum, c.relid, c.attnum, CASE WHEN c.serial THEN \
-                 'nextval(' || quote(_pgc_ident(c.relname || '_' || c.attname || '_seq')) || '::regclass)' \
+                 'nextval(' || quote(CASE WHEN c.nsp = 'public' THEN '' ELSE _pgc_ident(c.nsp) || '.' END || \
+                 _pgc_ident(c.bare || '_' || c.attname || '_seq')) || '::regclass)' \
                  ELSE _pgc_default(c.dflt, c.pgtype) END FROM _pgc_cols c \
                  WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR c.serial) AND c.identity = ''",
     },
@@ -99,18 +101,18 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_tables",
         columns: "schemaname:name, tablename:name, tableowner:name, tablespace:name, hasindexes:bool, \
                   hasrules:bool, hastriggers:bool, rowsecurity:bool",
-        select: "SELECT 'public', c.relname, pg_current_user(), NULL, c.relhasindex, 0, c.relhastriggers, 0 \
-                 FROM _pgc_pg_class c WHERE c.relkind = 'r'",
+        select: "SELECT n.nspname, c.relname, pg_current_user(), NULL, c.relhasindex, 0, c.relhastriggers, 0 \
+                 FROM _pgc_pg_class c JOIN _pgc_pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'",
     },
     View {
         name: "pg_indexes",
         columns: "schemaname:name, tablename:name, indexname:name, tablespace:name, indexdef:text",
-        select: "SELECT 'public', x.tbl, x.name, NULL, x.indexdef FROM _pgc_idx2 x",
+        select: "SELECT x.nsp, x.tblbare, x.bare, NULL, x.indexdef FROM _pgc_idx2 x",
     },
     View {
         name: "pg_views",
         columns: "schemaname:name, viewname:name, viewowner:name, definition:text",
-        select: "SELECT 'public', r.name, pg_current_user(), _pgc_view_body(r.sql) FROM _pgc_rel r WHERE r.type = 'view'",
+        select: "SELECT r.nsp, r.relname, pg_current_user(), _pgc_view_body(r.sql) FROM _pgc_rel r WHERE r.type = 'view'",
     },
     View {
         name: "pg_sequence",
@@ -122,13 +124,21 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_sequences",
         columns: "schemaname:name, sequencename:name, sequenceowner:name, data_type:regtype, start_value:int8, \
                   min_value:int8, max_value:int8, increment_by:int8, cycle:bool, cache_size:int8, last_value:int8",
-        select: "SELECT 'public', s.seqname, pg_current_user(), format_type(s.typid, NULL), s.start, s.minv, s.maxv, \
+        select: "SELECT s.nsp, s.bare, pg_current_user(), format_type(s.typid, NULL), s.start, s.minv, s.maxv, \
                  s.inc, s.cycle, s.cache, CASE WHEN s.is_called THEN s.last_value END FROM _pgc_seq s",
     },
     View {
         name: "pg_description",
         columns: "objoid:oid, classoid:oid, objsubid:int4, description:text",
-        select: "SELECT 0, 0, 0, NULL WHERE 0",
+        // `COMMENT ON` text (`translate::comment`) by the OID of what it describes.
+        select: "SELECT r.oid, 1259, 0, d.comment FROM _pgc_descdefs d JOIN _pgc_rel r ON lower(r.name) = d.object \
+                 WHERE d.kind = 'relation' \
+                 UNION ALL SELECT c.relid, 1259, c.attnum, d.comment FROM _pgc_descdefs d JOIN _pgc_cols c \
+                 ON lower(c.relname) = d.object AND c.attname = d.sub COLLATE NOCASE WHERE d.kind = 'column' \
+                 UNION ALL SELECT n.oid, 2615, 0, d.comment FROM _pgc_descdefs d JOIN _pgc_pg_namespace n \
+                 ON n.nspname = d.object WHERE d.kind = 'schema' \
+                 UNION ALL SELECT 1610612736 + e.id * 1024, 1247, 0, d.comment FROM _pgc_descdefs d \
+                 JOIN _pgc_enumdefs e ON e.name = d.object WHERE d.kind = 'type'",
     },
     View {
         name: "pg_depend",

@@ -67,12 +67,16 @@ pub(super) fn type_rows() -> String {
     }
     // The database's enum types and their arrays, from `_cambium_enums` (see `crate::enums` for the OIDs).
     format!(
-        "VALUES {} UNION ALL SELECT {base} + e.id * {stride}, e.name, 4, 1, 'E', 0, {base} + e.id * {stride} + 1, 0, \
-         'enum_in', 'enum_out', 'e', 2200 FROM _pgc_enumdefs e \
-         UNION ALL SELECT {base} + e.id * {stride} + 1, '_' || e.name, -1, 0, 'A', {base} + e.id * {stride}, 0, 0, \
-         'array_in', 'array_out', 'b', 2200 FROM _pgc_enumdefs e",
+        "VALUES {} UNION ALL SELECT {base} + e.id * {stride}, {bare}, 4, 1, 'E', 0, {base} + e.id * {stride} + 1, 0, \
+         'enum_in', 'enum_out', 'e', {nsp} FROM _pgc_enumdefs e {join} \
+         UNION ALL SELECT {base} + e.id * {stride} + 1, '_' || {bare}, -1, 0, 'A', {base} + e.id * {stride}, 0, 0, \
+         'array_in', 'array_out', 'b', {nsp} FROM _pgc_enumdefs e {join}",
         rows.join(", "),
         base = crate::enums::ENUM_OID_BASE,
-        stride = crate::enums::ENUM_OID_STRIDE
+        stride = crate::enums::ENUM_OID_STRIDE,
+        // A type of another schema than `public` is stored as `schema.name` (see `crate::schemas`).
+        join = "LEFT JOIN _pgc_nspdefs n ON n.name = substr(e.name, 1, max(instr(e.name, '.') - 1, 0))",
+        bare = "CASE WHEN n.name IS NULL THEN e.name ELSE substr(e.name, length(n.name) + 2) END",
+        nsp = "coalesce(1593835520 + n.id, 2200)",
     )
 }

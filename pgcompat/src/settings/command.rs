@@ -87,6 +87,13 @@ fn parse_set(set: &Set) -> Result<Command, PgError> {
                 {
                     None
                 }
+                values if name == super::SEARCH_PATH => Some(
+                    values
+                        .iter()
+                        .map(path_entry_text)
+                        .collect::<Result<Vec<_>, _>>()?
+                        .join(", "),
+                ),
                 values => Some(values.iter().map(value_text).collect::<Result<Vec<_>, _>>()?.join(", ")),
             };
             Ok(Command::Set {
@@ -173,6 +180,22 @@ fn scope_of(local: bool) -> Scope {
 
 fn first_words(sql: &str) -> String {
     sql.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// An entry of a `SET search_path` list as PostgreSQL keeps it: an identifier folded, then quoted where it
+/// must be (`"$user"`, `"Mixed Case"`); a string as written.
+fn path_entry_text(expr: &Expr) -> Result<String, PgError> {
+    match expr {
+        Expr::Identifier(ident) => {
+            let folded = if ident.quote_style.is_some() {
+                ident.value.clone()
+            } else {
+                ident.value.to_ascii_lowercase()
+            };
+            Ok(crate::functions::quote_ident_pg(&folded))
+        }
+        other => value_text(other),
+    }
 }
 
 /// A `SET` value as PostgreSQL reads it: a number, a string or a bare word.

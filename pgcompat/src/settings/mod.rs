@@ -34,6 +34,8 @@ pub const STATEMENT_TIMEOUT: &str = "statement_timeout";
 pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "idle_in_transaction_session_timeout";
 /// `TimeZone`.
 pub const TIME_ZONE: &str = "TimeZone";
+/// The parameter naming the schemas unqualified names are looked up in (and made in).
+pub const SEARCH_PATH: &str = "search_path";
 
 /// Most custom (`prefix.name`) parameters one session may create.
 pub const CUSTOM_SETTINGS_MAX: usize = 1024;

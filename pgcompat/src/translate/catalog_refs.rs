@@ -177,16 +177,14 @@ fn is_call(expr: &Expr, name: &str) -> bool {
 /// target type as written, lower case, without `pg_catalog.`.
 pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
     match written {
-        "regclass" => parse(&format!(
-            "{REGCLASS}({inner}, (SELECT _pgc_oid FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({inner})))"
-        )),
+        "regclass" => parse(&format!("{REGCLASS}({inner}, {})", relation_oid(inner))),
         "regtype" => parse(&format!("{REGTYPE}({inner})")),
         "regproc" | "regprocedure" => Some(inner.clone()),
         "regnamespace" => parse(&format!(
             "coalesce((SELECT _pgc_oid FROM _pgc_nspnames WHERE _pgc_name = {inner}), {inner})"
         )),
         "text" | "varchar" | "character varying" | "name" if is_call(inner, REGCLASS) => parse(&format!(
-            "(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_oid = {inner})"
+            "(SELECT _pgc_shown FROM _pgc_relshown WHERE _pgc_oid = {inner})"
         )),
         "text" | "varchar" | "character varying" | "name" if is_call(inner, REGTYPE) => {
             parse(&format!("format_type({inner}, NULL)"))
@@ -220,15 +218,42 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
              (SELECT _pgc_oid FROM _pgc_typnames WHERE _pgc_name = {text})))"
         ),
         ("to_regclass", [text]) => {
-            format!("(SELECT _pgc_name FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({text}))")
+            format!(
+                "(SELECT _pgc_shown FROM _pgc_relshown WHERE _pgc_oid = {})",
+                relation_oid(text)
+            )
         }
         ("pg_get_serial_sequence", [table, column]) => format!(
-            "(SELECT 'public.' || _pgc_ident(_pgc_name) FROM _pgc_seqnames \
-             WHERE _pgc_tbl = _pgc_relname({table}) AND _pgc_col = {column})"
+            "(SELECT _pgc_ident(_pgc_nsp) || '.' || _pgc_ident(_pgc_bare) FROM _pgc_seqnames \
+             WHERE _pgc_tbloid = {} AND _pgc_col = {column})",
+            relation_oid(table)
         ),
+        ("obj_description", [oid, class]) => format!(
+            "(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_sub = 0 AND _pgc_class = \
+             CASE {class} WHEN 'pg_class' THEN 1259 WHEN 'pg_namespace' THEN 2615 WHEN 'pg_type' THEN 1247 ELSE 0 END)"
+        ),
+        ("obj_description", [oid]) => {
+            format!("(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_sub = 0 LIMIT 1)")
+        }
+        ("col_description", [oid, column]) => format!(
+            "(SELECT _pgc_desc FROM _pgc_descs WHERE _pgc_oid = {oid} AND _pgc_class = 1259 AND _pgc_sub = {column})"
+        ),
+        ("pg_table_is_visible", [oid]) => {
+            // The registered function gives its argument as a boolean: the call keeps its name, so its type.
+            format!("pg_table_is_visible(coalesce((SELECT _pgc_visible FROM _pgc_relnames WHERE _pgc_oid = {oid}), 1))")
+        }
         _ => return None,
     };
     parse(&sql)
+}
+
+/// The OID of the relation a text names (`app.t`, `"T"`, or a bare name through the `search_path`), as a
+/// subquery; NULL when there is none.
+fn relation_oid(text: &Expr) -> String {
+    format!(
+        "(SELECT _pgc_oid FROM _pgc_relnames WHERE _pgc_name = _pgc_relname({text}) \
+         AND coalesce(_pgc_nsp = _pgc_relnsp({text}), _pgc_pos IS NOT NULL) ORDER BY _pgc_pos LIMIT 1)"
+    )
 }
 
 /// Result columns that are regclass or regtype values print as names, as PostgreSQL prints them.

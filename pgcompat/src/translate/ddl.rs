@@ -26,7 +26,7 @@ fn fold(ident: &Ident) -> String {
 }
 
 pub(crate) fn fold_name(name: &ObjectName) -> String {
-    // Callers check the schema first (`checked_name`).
+    // Callers resolve the schema first (`translate::schema`).
     match name.0.last() {
         Some(sqlparser::ast::ObjectNamePart::Identifier(ident)) => fold(ident),
         _ => last_part(name),
@@ -112,6 +112,7 @@ fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError
 /// column, `sequence` the sequence a serial or identity column takes its values from.
 fn render_column(
     rewriter: &mut Rewriter<'_>,
+    table: &str,
     def: &mut ColumnDef,
     column: &ColumnType,
     table_primary_key: bool,
@@ -148,12 +149,14 @@ fn render_column(
             ColumnOption::ForeignKey(fk) => {
                 out.push(' ');
                 out.push_str(&references(
+                    rewriter.typer.catalog,
+                    table,
                     &fk.foreign_table,
                     &fk.referred_columns,
                     fk.on_delete.as_ref(),
                     fk.on_update.as_ref(),
                     fk.characteristics.as_ref(),
-                ));
+                )?);
             }
             ColumnOption::Check(check) => {
                 rewriter.rewrite_expr(check.expr.as_mut())?;
@@ -198,16 +201,22 @@ fn index_columns(columns: &[sqlparser::ast::IndexColumn]) -> Result<Vec<String>,
         .collect()
 }
 
-/// The folded name of a relation in the one schema there is (`public.t` and `t`); 3F000 for another.
-/// A table's name as stored: `public.` removed (other schemas refused), folded as PostgreSQL folds it.
-pub(crate) fn table_name(name: &ObjectName) -> Result<String, PgError> {
-    checked_name(name)
+/// The SQLite name of an existing relation a statement names (see `translate::schema`).
+pub(crate) fn table_name(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    super::schema::existing(catalog, name)
 }
 
-fn checked_name(name: &ObjectName) -> Result<String, PgError> {
-    let mut name = name.clone();
-    super::expr::strip_public(&mut name)?;
-    Ok(fold_name(&name))
+/// A temporary table's name: SQLite's temp schema stands for PostgreSQL's `pg_temp`, searched first as
+/// PostgreSQL searches it, so the name stays bare whatever the `search_path`.
+fn temporary_name(name: &ObjectName) -> Result<String, PgError> {
+    match super::schema::split_name(name)? {
+        (None, bare) => Ok(bare),
+        (Some(schema), bare) if schema == "pg_temp" => Ok(bare),
+        (Some(_), _) => Err(PgError::new(
+            crate::error::INVALID_TABLE_DEFINITION,
+            "cannot create temporary relation in non-temporary schema",
+        )),
+    }
 }
 
 /// `CREATE TABLE`. A serial or identity column gets its sequence, made in the same steps.
@@ -222,7 +231,11 @@ pub(crate) fn create_table(
     if create.like.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … LIKE"));
     }
-    let table = checked_name(&create.name)?;
+    let table = if create.temporary {
+        temporary_name(&create.name)?
+    } else {
+        super::schema::created(catalog, &create.name)?
+    };
     if catalog::is_internal_table(&table) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,
@@ -260,10 +273,22 @@ pub(crate) fn create_table(
             }
             _ => None,
         };
-        parts.push(render_column(&mut rewriter, def, &column, absorb, sequence.as_deref())?);
+        parts.push(render_column(
+            &mut rewriter,
+            &table,
+            def,
+            &column,
+            absorb,
+            sequence.as_deref(),
+        )?);
         records.push(catalog::record_column(&table, &name, column.ty));
     }
-    parts.extend(render_constraints(&mut rewriter, &mut create.constraints, pk_absorbed)?);
+    parts.extend(render_constraints(
+        &mut rewriter,
+        &table,
+        &mut create.constraints,
+        pk_absorbed,
+    )?);
     let sql = format!(
         "CREATE {}TABLE {}{} ({})",
         if create.temporary { "TEMP " } else { "" },
@@ -280,15 +305,24 @@ pub(crate) fn create_table(
     Ok(ddl("CREATE TABLE", steps))
 }
 
-/// `REFERENCES t (cols) [ON DELETE …] [ON UPDATE …]` for SQLite.
+/// `REFERENCES t (cols) [ON DELETE …] [ON UPDATE …]` for SQLite, `t` resolved as a relation name (`own`,
+/// the SQLite name of the table being defined, when it names that table).
 fn references(
+    catalog: &Catalog,
+    own: &str,
     table: &ObjectName,
     columns: &[Ident],
     on_delete: Option<&sqlparser::ast::ReferentialAction>,
     on_update: Option<&sqlparser::ast::ReferentialAction>,
     characteristics: Option<&sqlparser::ast::ConstraintCharacteristics>,
-) -> String {
-    let mut text = format!("REFERENCES {}", quote_ident(&fold_name(table)));
+) -> Result<String, PgError> {
+    let mut referenced = super::schema::existing(catalog, table)?;
+    let (own_schema, own_bare) = super::schema::schema_of(catalog, own);
+    if table.0.len() == 1 && referenced == fold_name(table) && own_bare.eq_ignore_ascii_case(&referenced) {
+        // The table being defined, not yet in the catalog.
+        referenced = crate::schemas::sqlite_name(&own_schema, own_bare);
+    }
+    let mut text = format!("REFERENCES {}", quote_ident(&referenced));
     if !columns.is_empty() {
         let cols: Vec<String> = columns.iter().map(|c| quote_ident(&fold(c))).collect();
         text.push_str(&format!(" ({})", cols.join(", ")));
@@ -306,7 +340,7 @@ fn references(
     {
         text.push_str(" DEFERRABLE INITIALLY DEFERRED");
     }
-    text
+    Ok(text)
 }
 
 /// The column of a one-column table `PRIMARY KEY (c)`.
@@ -336,6 +370,7 @@ fn table_exists(conn: &Connection, table: &str) -> bool {
 /// A table's constraints rendered for SQLite (`pk_absorbed`: the primary key went into its column).
 fn render_constraints(
     rewriter: &mut Rewriter<'_>,
+    table: &str,
     constraints: &mut [TableConstraint],
     pk_absorbed: bool,
 ) -> Result<Vec<String>, PgError> {
@@ -364,12 +399,14 @@ fn render_constraints(
                     name_clause(&fk.name),
                     cols.join(", "),
                     references(
+                        rewriter.typer.catalog,
+                        table,
                         &fk.foreign_table,
                         &fk.referred_columns,
                         fk.on_delete.as_ref(),
                         fk.on_update.as_ref(),
                         fk.characteristics.as_ref(),
-                    )
+                    )?
                 )
             }
             TableConstraint::Check(check) => {
@@ -391,7 +428,7 @@ pub(crate) fn alter_table(
     alter: &mut AlterTable,
     identity_sequence: Option<&str>,
 ) -> Result<Translation, PgError> {
-    let table = checked_name(&alter.name)?;
+    let table = table_name(catalog, &alter.name)?;
     if !table_exists(conn, &table) {
         let only_owner = alter
             .operations
@@ -469,13 +506,15 @@ fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Ve
         }
         AlterTableOperation::RenameTable { table_name } => {
             let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
-            let to = fold_name(name);
+            // The table stays in its schema.
+            let to = crate::schemas::sqlite_name(&super::schema::schema_of(catalog, table).0, &fold_name(name));
             steps.push(format!(
                 "ALTER TABLE {} RENAME TO {}",
                 quote_ident(table),
                 quote_ident(&to)
             ));
             steps.push(catalog::rename_table(table, &to));
+            steps.extend(super::comment::rename_relation(catalog, table, &to));
             steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
         }
         _ => {}
@@ -513,7 +552,7 @@ fn alter_in_place(
                 if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
-                let rendered = render_column(&mut rewriter, column_def, &column, false, None)?;
+                let rendered = render_column(&mut rewriter, table, column_def, &column, false, None)?;
                 steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
                 steps.push(catalog::record_column(table, &name, column.ty));
             }
@@ -565,7 +604,7 @@ pub(crate) fn drop(
     }
     let mut steps = Vec::new();
     for name in names {
-        let name = checked_name(name)?;
+        let name = table_name(catalog, name)?;
         if let Some(sequence) = catalog.sequence(&name) {
             // The sequence's view must not go as a view.
             return Err(PgError::new(
@@ -582,6 +621,7 @@ pub(crate) fn drop(
             if if_exists { "IF EXISTS " } else { "" },
             quote_ident(&name)
         ));
+        steps.extend(super::comment::forget_relation(catalog, &name));
         if object_type == ObjectType::Table {
             steps.push(catalog::forget_table(&name));
             steps.extend(super::sequence::drop_owned(catalog, &name, None));
@@ -600,7 +640,7 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
             return Err(PgError::unsupported(format!("index method {method}")));
         }
     }
-    let table = checked_name(&index.table_name)?;
+    let table = table_name(catalog, &index.table_name)?;
     let columns = index_columns(&index.columns)?;
     let bare: Vec<String> = index
         .columns
@@ -611,7 +651,8 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
         })
         .collect();
     let name = match &index.name {
-        Some(name) => fold_name(name),
+        // An index lives in its table's schema.
+        Some(name) => crate::schemas::sqlite_name(&super::schema::schema_of(catalog, &table).0, &fold_name(name)),
         // PostgreSQL's default name: table_columns_idx (or _key for unique ones).
         None => format!(
             "{table}_{}_{}",
@@ -650,7 +691,7 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
     if view.materialized {
         return Err(PgError::unsupported("materialized views"));
     }
-    let name = checked_name(&view.name)?;
+    let name = super::schema::created(catalog, &view.name)?;
     super::names::name_columns(&mut view.query);
     let mut rewriter = Rewriter::new(catalog);
     rewriter.rewrite_query(view.query.as_mut())?;

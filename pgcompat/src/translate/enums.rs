@@ -3,7 +3,7 @@
 //! and `enum_range`/`enum_first`/`enum_last`. The model is [`crate::enums`].
 
 use sqlparser::ast::{
-    AlterType, AlterTypeAddValuePosition, AlterTypeOperation, DataType, Expr, Ident, ObjectName, ObjectNamePart,
+    AlterType, AlterTypeAddValuePosition, AlterTypeOperation, DataType, Expr, Ident, ObjectName,
     UserDefinedTypeRepresentation,
 };
 
@@ -21,25 +21,32 @@ fn fold(ident: &Ident) -> String {
     }
 }
 
-/// A type name: its own name when the schema is `public` or not given (3F000 for another schema).
-fn type_name(name: &ObjectName) -> Result<String, PgError> {
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .map(|p| match p {
-            ObjectNamePart::Identifier(ident) => fold(ident),
-            other => other.to_string(),
-        })
-        .collect();
-    match parts.as_slice() {
-        [name] => Ok(name.clone()),
-        [schema, name] if schema == "public" => Ok(name.clone()),
-        [.., schema, _] => Err(PgError::new(
-            crate::error::INVALID_SCHEMA_NAME,
-            format!("schema \"{schema}\" does not exist"),
-        )),
-        [] => Err(PgError::new(UNDEFINED_OBJECT, "type \"\" does not exist")),
+/// The stored name of a type being made: in its schema, or the first schema of the `search_path`.
+fn new_type_name(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    let (schema, name) = super::schema::split_name(name)?;
+    let schema = match schema {
+        Some(schema) => schema,
+        None => super::schema::creation_schema(catalog)?,
+    };
+    super::schema::qualified(catalog, &schema, &name)
+}
+
+/// The stored name of an existing type: in its schema, or the first schema of the `search_path` that has
+/// one of the name (as written when none has).
+fn type_name(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    match super::schema::split_name(name)? {
+        (Some(schema), name) => super::schema::qualified(catalog, &schema, &name),
+        (None, name) => Ok(on_path(catalog, &name).unwrap_or(name)),
     }
+}
+
+/// The stored name of the enum type an unqualified name reaches through the `search_path`.
+fn on_path(catalog: &Catalog, name: &str) -> Option<String> {
+    catalog
+        .search_path()
+        .iter()
+        .map(|schema| crate::schemas::sqlite_name(schema, name))
+        .find(|stored| catalog.enums().by_name(stored).is_some())
 }
 
 fn steps_translation(tag: &str, steps: Vec<String>) -> Translation {
@@ -52,8 +59,12 @@ fn steps_translation(tag: &str, steps: Vec<String>) -> Translation {
 pub(crate) fn resolve(catalog: &Catalog, data_type: &DataType) -> Written {
     match types::from_data_type(data_type) {
         Written::Custom(name) => {
-            let bare = name.strip_prefix("public.").unwrap_or(&name);
-            match catalog.enums().by_name(bare) {
+            let stored = match name.split_once('.') {
+                Some((schema, bare)) if schema == crate::schemas::PUBLIC => Some(bare.to_owned()),
+                Some(_) => Some(name.clone()),
+                None => on_path(catalog, &name),
+            };
+            match stored.as_deref().and_then(|stored| catalog.enums().by_name(stored)) {
                 Some(ty) => Written::Type(PgType::new(Base::Enum(ty.oid))),
                 None => Written::Custom(name),
             }
@@ -142,7 +153,7 @@ pub(crate) fn create(
     let Some(UserDefinedTypeRepresentation::Enum { labels }) = representation else {
         return Err(PgError::unsupported("CREATE TYPE other than AS ENUM"));
     };
-    let name = type_name(name)?;
+    let name = new_type_name(catalog, name)?;
     if name_taken(conn, catalog, &name) {
         return Err(PgError::new(
             DUPLICATE_OBJECT,
@@ -177,7 +188,7 @@ fn next_id(conn: &rusqlite::Connection, catalog: &Catalog) -> i64 {
 }
 
 fn existing<'a>(catalog: &'a Catalog, name: &ObjectName) -> Result<&'a EnumType, PgError> {
-    let name = type_name(name)?;
+    let name = type_name(catalog, name)?;
     catalog
         .enums()
         .by_name(&name)
@@ -242,7 +253,7 @@ pub(crate) fn drop(
 ) -> Result<Translation, PgError> {
     let mut steps = Vec::new();
     for name in names {
-        let folded = type_name(name)?;
+        let folded = type_name(catalog, name)?;
         let Some(ty) = catalog.enums().by_name(&folded) else {
             if if_exists {
                 continue;

@@ -14,11 +14,11 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{Kind, Translation};
-use crate::catalog::quote_ident;
+use crate::catalog::{quote_ident, Catalog};
 use crate::error::PgError;
 
 /// The translation of a `LOCK` statement, `None` if `sql` is not one.
-pub(super) fn parse(conn: &rusqlite::Connection, sql: &str) -> Option<Result<Translation, PgError>> {
+pub(super) fn parse(conn: &rusqlite::Connection, catalog: &Catalog, sql: &str) -> Option<Result<Translation, PgError>> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
     let mut words = tokens
         .into_iter()
@@ -29,7 +29,7 @@ pub(super) fn parse(conn: &rusqlite::Connection, sql: &str) -> Option<Result<Tra
         _ => return None,
     }
     let rest: Vec<Token> = words.collect();
-    Some(translate(conn, &rest))
+    Some(translate(conn, catalog, &rest))
 }
 
 fn is_word(token: &Token, word: &str) -> bool {
@@ -40,7 +40,7 @@ fn syntax(message: &str) -> PgError {
     PgError::new(crate::error::SYNTAX_ERROR, format!("LOCK: {message}"))
 }
 
-fn translate(conn: &rusqlite::Connection, tokens: &[Token]) -> Result<Translation, PgError> {
+fn translate(conn: &rusqlite::Connection, catalog: &Catalog, tokens: &[Token]) -> Result<Translation, PgError> {
     let mut at = 0;
     if tokens.get(at).is_some_and(|t| is_word(t, "table")) {
         at += 1;
@@ -69,9 +69,8 @@ fn translate(conn: &rusqlite::Connection, tokens: &[Token]) -> Result<Translatio
         if matches!(tokens.get(at), Some(Token::Mul)) {
             at += 1;
         }
-        let mut name = ObjectName::from(parts);
-        super::expr::strip_public(&mut name)?;
-        tables.push(super::expr::last_part(&name));
+        // The SQLite name, through the schema named or the search_path.
+        tables.push(super::schema::existing(catalog, &ObjectName::from(parts))?);
         if !matches!(tokens.get(at), Some(Token::Comma)) {
             break;
         }
@@ -154,7 +153,9 @@ mod tests {
         let conn = rusqlite::Connection::open_in_memory().expect("opens");
         conn.execute_batch("CREATE TABLE users (id); CREATE TABLE a (x); CREATE TABLE b (x); CREATE TABLE t (x);")
             .expect("tables");
-        parse(&conn, sql)
+        let mut catalog = Catalog::default();
+        catalog.refresh(&conn).expect("catalog");
+        parse(&conn, &catalog, sql)
             .expect("a LOCK statement")
             .map(|t| t.steps)
             .map_err(|e| e.code.to_owned())
@@ -180,6 +181,8 @@ mod tests {
         assert_eq!(steps("LOCK TABLE t IN SHARE"), Err("42601".to_owned()));
         assert_eq!(steps("LOCK TABLE"), Err("42601".to_owned()));
         let conn = rusqlite::Connection::open_in_memory().expect("opens");
-        assert!(parse(&conn, "SELECT 1").is_none());
+        let mut catalog = Catalog::default();
+        catalog.refresh(&conn).expect("catalog");
+        assert!(parse(&conn, &catalog, "SELECT 1").is_none());
     }
 }

@@ -17,6 +17,8 @@ mod maintenance;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
+pub(crate) mod schema;
+mod schema_move;
 pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
@@ -204,7 +206,7 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     if let Some(maintenance) = maintenance::parse(sql) {
         return Ok(Translated::Statements(vec![maintenance]));
     }
-    if let Some(lock) = lock::parse(conn, sql) {
+    if let Some(lock) = lock::parse(conn, catalog, sql) {
         return Ok(Translated::Statements(vec![lock?]));
     }
     let statements = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
@@ -232,9 +234,15 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             out.push(translation);
             continue;
         }
+        // A relation the statement makes is found by the statements after it (unqualified names resolve
+        // through the search_path against the relations that exist).
+        let created = schema::created_relation(&local, &statement);
         match translate_statement(conn, &local, statement)? {
             Some(translation) => out.push(translation),
             None => return Ok(Translated::Passthrough),
+        }
+        if let Some((name, kind)) = created {
+            local.to_mut().add_relation(&name, kind);
         }
     }
     // Any statement (a query, or DML with a subquery) may read the catalog views: they are made now.
@@ -382,7 +390,7 @@ fn translate_statement(
                 } => {
                     // `UPDATE ONLY t`: no table inherits from another.
                     *inheritance = None;
-                    expr::strip_public(name)?;
+                    schema::rewrite_relation(catalog, name, alias, &[])?;
                     // SQLite wants `AS` before an UPDATE's alias.
                     if let Some(alias) = alias {
                         alias.explicit = true;
@@ -393,6 +401,13 @@ fn translate_statement(
             };
             if let Some(returning) = &mut update.returning {
                 names::name_items(returning);
+            }
+            if let Some(
+                sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
+                | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
+            ) = &mut update.from
+            {
+                schema::rewrite_from_items(catalog, tables)?;
             }
             let from: Vec<sqlparser::ast::TableWithJoins> = match &update.from {
                 Some(
@@ -434,7 +449,7 @@ fn translate_statement(
                     ..
                 }) => {
                     *inheritance = None;
-                    expr::strip_public(name)?;
+                    schema::rewrite_relation(catalog, name, alias, &[])?;
                     if let Some(alias) = alias {
                         alias.explicit = true;
                     }
@@ -480,8 +495,14 @@ fn translate_statement(
             cascade,
             ..
         } => {
+            if *object_type == ObjectType::Schema {
+                return Ok(Some(schema::drop(catalog, names, *if_exists, *cascade)?));
+            }
             if *object_type == ObjectType::Table {
-                let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
+                let tables = names
+                    .iter()
+                    .map(|n| ddl::table_name(catalog, n))
+                    .collect::<Result<Vec<_>, _>>()?;
                 dependents::check_drop(conn, &tables, *cascade)?;
             }
             ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
@@ -492,7 +513,7 @@ fn translate_statement(
             let tables = truncate
                 .table_names
                 .iter()
-                .map(|target| ddl::table_name(&target.name))
+                .map(|target| ddl::table_name(catalog, &target.name))
                 .collect::<Result<Vec<_>, _>>()?;
             let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
             let steps = dependents::truncate_order(conn, &tables, cascade)?
@@ -541,19 +562,8 @@ fn translate_statement(
             schema_name,
             if_not_exists,
             ..
-        } => {
-            let name = schema_name.to_string().to_ascii_lowercase();
-            if name == "public" && *if_not_exists {
-                Translation::single(
-                    "SELECT NULL WHERE 0".to_owned(),
-                    Kind::Other("CREATE SCHEMA".to_owned()),
-                )
-            } else {
-                return Err(PgError::unsupported(format!(
-                    "CREATE SCHEMA {name} (only the schema public exists)"
-                )));
-            }
-        }
+        } => schema::create(catalog, schema_name, *if_not_exists)?,
+        Statement::AlterSchema(alter) => schema::alter(conn, catalog, alter)?,
         Statement::CreateExtension(ext) => {
             let name = ext.name.value.to_ascii_lowercase();
             // The functions these extensions are installed for (`gen_random_uuid`, `uuid_generate_v4`) exist.
@@ -638,7 +648,7 @@ fn translate_statement(
             object_name,
             comment,
             ..
-        } => comment::comment(*object_type, object_name, comment.as_deref())?,
+        } => comment::comment(catalog, *object_type, object_name, comment.as_deref())?,
         Statement::LISTEN { channel } => bare(Kind::Listen(channel.value.clone())),
         Statement::UNLISTEN { channel } => bare(Kind::Unlisten(
             (channel.quote_style.is_some() || channel.value != "*").then(|| channel.value.clone()),
@@ -666,7 +676,7 @@ fn translate_statement(
             if_not_exists,
             name,
             sequence_options,
-        } => sequence::create(conn, name, *if_not_exists, *temporary, sequence_options)?,
+        } => sequence::create(conn, catalog, name, *if_not_exists, *temporary, sequence_options)?,
         Statement::CreateType { name, representation } => {
             enums::create(conn, catalog, name, representation.as_ref())?.0
         }
@@ -731,7 +741,14 @@ fn translate_insert(
 ) -> Result<Translation, PgError> {
     let table = match &mut insert.table {
         TableObject::TableName(name) => {
-            expr::strip_public(name)?;
+            let mut alias = None;
+            schema::rewrite_relation(catalog, name, &mut alias, &[])?;
+            if insert.table_alias.is_none() {
+                insert.table_alias = alias.map(|a| sqlparser::ast::TableAliasWithoutColumns {
+                    explicit: true,
+                    alias: a.name,
+                });
+            }
             last_part(name)
         }
         TableObject::TableFunction(_) | TableObject::TableQuery(_) => {
@@ -742,7 +759,11 @@ fn translate_insert(
         names::name_items(returning);
     }
     let mut rewriter = Rewriter::new(catalog);
-    rewriter.typer.scopes.push(Scope::of_table(&table));
+    let alias = insert.table_alias.as_ref().map(|a| a.alias.value.clone());
+    rewriter
+        .typer
+        .scopes
+        .push(Scope::of_target(&table, alias.as_deref(), &[]));
     if let Some(source) = &mut insert.source {
         rewriter.rewrite_query(source.as_mut())?;
     }

@@ -352,8 +352,12 @@ fn apply(
             }
             match constraint {
                 TableConstraint::Unique(u) => u.characteristics = None,
-                // `REFERENCES public.t`: SQLite's foreign keys name a table of the same database.
-                TableConstraint::ForeignKey(fk) => super::expr::strip_public(&mut fk.foreign_table)?,
+                // `REFERENCES app.t`: SQLite's foreign keys name a table of the same database, by its
+                // SQLite name.
+                TableConstraint::ForeignKey(fk) => {
+                    let referenced = super::schema::existing(rewriter.typer.catalog, &fk.foreign_table)?;
+                    fk.foreign_table = ObjectName::from(vec![Ident::with_quote('"', referenced)]);
+                }
                 TableConstraint::Check(_) | TableConstraint::PrimaryKey(_) => {}
                 other => return Err(PgError::unsupported(format!("ADD CONSTRAINT {other}"))),
             }

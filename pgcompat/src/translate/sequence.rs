@@ -12,9 +12,7 @@ use sqlparser::ast::{
 
 use super::{Kind, Translation};
 use crate::catalog::{self, quote_literal, Catalog};
-use crate::error::{
-    PgError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_TABLE, INVALID_SCHEMA_NAME, UNDEFINED_COLUMN, UNDEFINED_TABLE,
-};
+use crate::error::{PgError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_TABLE, UNDEFINED_COLUMN, UNDEFINED_TABLE};
 use crate::sequence::{self, Options, Sequence, CREATE_SEQUENCES_TABLE};
 use crate::types::{self, PgType, Written};
 
@@ -29,27 +27,9 @@ fn function_for(name: &str) -> Option<&'static str> {
     })
 }
 
-/// A relation name split into its folded parts (`public.t`, `"T"`); the relation's own name when the schema
-/// is `public` or not given, 3F000 for another schema.
-pub(crate) fn relation_name(name: &ObjectName) -> Result<String, PgError> {
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .map(|part| match part {
-            ObjectNamePart::Identifier(ident) if ident.quote_style.is_some() => ident.value.clone(),
-            ObjectNamePart::Identifier(ident) => ident.value.to_ascii_lowercase(),
-            other => other.to_string(),
-        })
-        .collect();
-    match parts.as_slice() {
-        [name] => Ok(name.clone()),
-        [schema, name] if schema == "public" => Ok(name.clone()),
-        [.., schema, _] => Err(PgError::new(
-            INVALID_SCHEMA_NAME,
-            format!("schema \"{schema}\" does not exist"),
-        )),
-        [] => Err(PgError::new(UNDEFINED_TABLE, "relation \"\" does not exist")),
-    }
+/// The SQLite name of an existing relation a sequence statement names (see `translate::schema`).
+pub(crate) fn relation_name(catalog: &Catalog, name: &ObjectName) -> Result<String, PgError> {
+    super::schema::existing(catalog, name)
 }
 
 fn literal(expr: &Expr) -> Option<&str> {
@@ -66,7 +46,7 @@ fn literal(expr: &Expr) -> Option<&str> {
 /// others as the layer's functions. A sequence named by a literal is passed as its name (so the call can sit
 /// in a column default, where SQLite allows no subquery); anything else is passed as computed (a text is
 /// read as a name, an integer as an OID).
-pub(crate) fn rewrite_call(name: &str, function: &Function) -> Result<Option<Expr>, PgError> {
+pub(crate) fn rewrite_call(catalog: &Catalog, name: &str, function: &Function) -> Result<Option<Expr>, PgError> {
     let Some(target) = function_for(name) else {
         return Ok(None);
     };
@@ -111,7 +91,7 @@ pub(crate) fn rewrite_call(name: &str, function: &Function) -> Result<Option<Exp
             *first = inner;
         }
         if let Some(text) = literal(first) {
-            *first = Expr::value(Value::SingleQuotedString(normalized_name(text)?));
+            *first = Expr::value(Value::SingleQuotedString(normalized_name(catalog, text)?));
         }
     }
     Ok(Some(call(target, args)))
@@ -119,12 +99,12 @@ pub(crate) fn rewrite_call(name: &str, function: &Function) -> Result<Option<Exp
 
 /// A sequence name written in a literal, as the one form the layer stores (`public.s` and `s` are `s`;
 /// `"S"` stays quoted), so a stored default reads back as PostgreSQL prints it.
-fn normalized_name(text: &str) -> Result<String, PgError> {
+fn normalized_name(catalog: &Catalog, text: &str) -> Result<String, PgError> {
     let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
         .try_with_sql(text)
         .and_then(|mut p| p.parse_object_name(false));
     match parsed {
-        Ok(name) => Ok(crate::functions::quote_ident_pg(&relation_name(&name)?)),
+        Ok(name) => Ok(crate::functions::quote_ident_pg(&relation_name(catalog, &name)?)),
         // Not a name SQL could write: left for the function to refuse at run time.
         Err(_) => Ok(text.to_owned()),
     }
@@ -238,7 +218,7 @@ fn relation_exists(conn: &Connection, name: &str) -> bool {
 }
 
 /// `OWNED BY t.c` checked: the table and column exist (names as SQLite has them).
-pub(crate) fn owner_of(conn: &Connection, name: &ObjectName) -> Result<(String, String), PgError> {
+pub(crate) fn owner_of(conn: &Connection, catalog: &Catalog, name: &ObjectName) -> Result<(String, String), PgError> {
     let parts: Vec<ObjectNamePart> = name.0.clone();
     let Some((column, table)) = parts.split_last() else {
         return Err(PgError::new(UNDEFINED_TABLE, "OWNED BY names no column"));
@@ -249,8 +229,11 @@ pub(crate) fn owner_of(conn: &Connection, name: &ObjectName) -> Result<(String, 
             "invalid OWNED BY option",
         ));
     }
-    let table = relation_name(&ObjectName(table.to_vec()))?;
-    let column = relation_name(&ObjectName(vec![column.clone()]))?;
+    let table = relation_name(catalog, &ObjectName(table.to_vec()))?;
+    let column = match column {
+        ObjectNamePart::Identifier(ident) => super::schema::fold_ident(ident),
+        other => other.to_string(),
+    };
     let found: Option<(String, String)> = conn
         .query_row(
             "SELECT m.name, p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p \
@@ -283,6 +266,7 @@ pub(crate) fn create_steps(sequence: &Sequence, owner: Option<(&str, &str)>, ide
 /// `CREATE SEQUENCE [IF NOT EXISTS] name options`.
 pub(crate) fn create(
     conn: &Connection,
+    catalog: &Catalog,
     name: &ObjectName,
     if_not_exists: bool,
     temporary: bool,
@@ -291,7 +275,7 @@ pub(crate) fn create(
     if temporary {
         return Err(PgError::unsupported("CREATE TEMPORARY SEQUENCE"));
     }
-    let name = relation_name(name)?;
+    let name = super::schema::created(catalog, name)?;
     if catalog::is_internal_table(&name) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,
@@ -310,7 +294,7 @@ pub(crate) fn create(
         ));
     }
     let owner = match owned_by.flatten() {
-        Some(owner) => Some(owner_of(conn, &owner)?),
+        Some(owner) => Some(owner_of(conn, catalog, &owner)?),
         None => None,
     };
     let steps = create_steps(&sequence, owner.as_ref().map(|(t, c)| (t.as_str(), c.as_str())), "");
@@ -327,7 +311,7 @@ pub(crate) fn drop(
 ) -> Result<Translation, PgError> {
     let mut steps = Vec::new();
     for name in names {
-        let name = relation_name(name)?;
+        let name = relation_name(catalog, name)?;
         let Some(entry) = catalog.sequence(&name) else {
             if if_exists {
                 continue;
@@ -428,8 +412,9 @@ fn reads_sequence(expr: &Expr, name: &str) -> bool {
             FunctionArguments::List(list) => list.args.iter().any(|a| match a {
                 FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => {
                     (f.name.to_string().eq_ignore_ascii_case("pg_nextval")
+                        // A stored default names its sequence in the normalized form (`normalized_name`).
                         && literal(e).is_some_and(|t| {
-                            normalized_name(t).is_ok_and(|n| n.trim_matches('"').eq_ignore_ascii_case(name))
+                            t.trim_matches('"').replace("\"\"", "\"").eq_ignore_ascii_case(name)
                         }))
                         || reads_sequence(e, name)
                 }

@@ -1,5 +1,5 @@
 //! Statements sqlparser 0.64 does not parse, read here with its tokenizer and parser primitives (never by
-//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, and an identity column's `SEQUENCE NAME`
+//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, and an identity column's `SEQUENCE NAME`
 //! option (`ALTER TABLE … ALTER COLUMN c ADD GENERATED … AS IDENTITY (SEQUENCE NAME s …)`, as pg_dump writes
 //! it), which is taken out of the tokens before sqlparser reads the rest.
 
@@ -36,6 +36,9 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
     match words.as_slice() {
         [Keyword::ALTER, Keyword::SEQUENCE] => alter_sequence(conn, catalog, tokens).map(Some),
         [Keyword::ALTER, Keyword::TYPE] => alter_type(tokens),
+        [Keyword::ALTER, Keyword::TABLE | Keyword::VIEW] if set_schema_target(&tokens).is_some() => {
+            set_schema(conn, catalog, tokens).map(Some)
+        }
         [Keyword::ALTER, Keyword::TABLE] => identity_with_sequence_name(conn, catalog, tokens),
         _ => Ok(None),
     }
@@ -131,7 +134,7 @@ fn parse_alter_sequence(p: &mut Parser<'_>) -> Result<(bool, ObjectName, AlterSe
             p.parse_identifier().map_err(syntax)?;
         } else if p.parse_keywords(&[Keyword::RENAME, Keyword::TO]) {
             let to = p.parse_identifier().map_err(syntax)?;
-            alter.rename_to = Some(relation_name(&ObjectName::from(vec![to]))?);
+            alter.rename_to = Some(super::schema::fold_ident(&to));
         } else if p.parse_keywords(&[Keyword::SET, Keyword::SCHEMA]) {
             return Err(PgError::unsupported("ALTER SEQUENCE … SET SCHEMA"));
         } else {
@@ -152,8 +155,12 @@ fn parse_alter_sequence(p: &mut Parser<'_>) -> Result<(bool, ObjectName, AlterSe
 /// applied when the statement runs, to the state the sequence has then.
 fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> Result<Translation, PgError> {
     let mut p = parser(tokens);
-    let (if_exists, name, alter) = parse_alter_sequence(&mut p)?;
-    let name = relation_name(&name)?;
+    let (if_exists, name, mut alter) = parse_alter_sequence(&mut p)?;
+    let name = relation_name(catalog, &name)?;
+    // A sequence renamed stays in its schema.
+    alter.rename_to = alter
+        .rename_to
+        .map(|to| crate::schemas::sqlite_name(&super::schema::schema_of(catalog, &name).0, &to));
     let mut translation = Translation::single(String::new(), Kind::Other("ALTER SEQUENCE".to_owned()));
     translation.steps.clear();
     let Some(entry) = catalog.sequence(&name) else {
@@ -177,7 +184,7 @@ fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> R
     if let Some(owner) = alter.owned_by {
         let (table, column) = match owner {
             Some(owner) => {
-                let (t, c) = super::sequence::owner_of(conn, &owner)?;
+                let (t, c) = super::sequence::owner_of(conn, catalog, &owner)?;
                 (quote_literal(&t), quote_literal(&c))
             }
             None => ("NULL".to_owned(), "NULL".to_owned()),
@@ -193,6 +200,46 @@ fn alter_sequence(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> R
     // The translator's snapshot of the sequences (owners) follows SQLite's schema version: moved here.
     steps.extend(crate::catalog::BUMP_SCHEMA_VERSION.iter().map(|s| (*s).to_owned()));
     translation.steps = steps;
+    Ok(translation)
+}
+
+/// Where `SET SCHEMA` starts in `ALTER TABLE|VIEW … SET SCHEMA s` (the last three tokens), if it is that form.
+fn set_schema_target(tokens: &[Token]) -> Option<usize> {
+    let at = tokens.len().checked_sub(3)?;
+    (keyword(&tokens[at]) == Keyword::SET && keyword(&tokens[at + 1]) == Keyword::SCHEMA).then_some(at)
+}
+
+/// `ALTER TABLE|VIEW [IF EXISTS] [ONLY] name SET SCHEMA s`: the relation moved (`translate::schema_move`).
+fn set_schema(conn: &Connection, catalog: &Catalog, mut tokens: Vec<Token>) -> Result<Translation, PgError> {
+    let at = set_schema_target(&tokens).expect("checked by the caller");
+    let schema_tokens = tokens.split_off(at + 2);
+    tokens.truncate(at);
+    let mut p = parser(tokens);
+    p.expect_keyword(Keyword::ALTER).map_err(syntax)?;
+    let _kind = p.parse_one_of_keywords(&[Keyword::TABLE, Keyword::VIEW]);
+    let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let _only = p.parse_keyword(Keyword::ONLY);
+    let name = p.parse_object_name(false).map_err(syntax)?;
+    if p.peek_token().token != Token::EOF {
+        return Err(PgError::new(
+            SYNTAX_ERROR,
+            format!("syntax error at or near \"{}\"", p.peek_token()),
+        ));
+    }
+    let to = parser(schema_tokens).parse_identifier().map_err(syntax)?;
+    let table = super::schema::existing(catalog, &name)?;
+    let mut translation = Translation::single(String::new(), Kind::Other("ALTER TABLE".to_owned()));
+    translation.steps.clear();
+    if !catalog.relation_exists(&table) {
+        if if_exists {
+            return Ok(translation);
+        }
+        return Err(PgError::new(
+            UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        ));
+    }
+    translation.steps = super::schema_move::set_schema(conn, catalog, &table, &super::schema::fold_ident(&to))?;
     Ok(translation)
 }
 
@@ -239,7 +286,7 @@ fn identity_with_sequence_name(
     }
     let name_tokens: Vec<Token> = tokens.drain(at..end).skip(2).collect();
     let name = parser(name_tokens).parse_object_name(false).map_err(syntax)?;
-    let name = relation_name(&name)?;
+    let name = super::schema::created(catalog, &name)?;
     let statement = parser(tokens).parse_statement().map_err(syntax)?;
     let Statement::AlterTable(mut alter) = statement else {
         return Ok(None);

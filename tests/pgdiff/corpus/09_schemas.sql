@@ -87,3 +87,118 @@ CREATE TABLE CamelCase (SomeColumn int);
 INSERT INTO CAMELCASE (SOMECOLUMN) VALUES (1);
 SELECT somecolumn FROM camelcase;
 SELECT table_name, column_name FROM information_schema.columns WHERE table_name = 'camelcase';
+
+-- Multi-tenant apps (a schema per tenant, Rails' apartment, Django's django-tenants): the same table in each
+-- schema, search_path switched per request; a cached statement must follow the path it runs under.
+CREATE SCHEMA IF NOT EXISTS tenant_a;
+CREATE SCHEMA IF NOT EXISTS tenant_b;
+CREATE TABLE tenant_a.orders (id serial PRIMARY KEY, total numeric(10,2) NOT NULL);
+CREATE TABLE tenant_b.orders (id serial PRIMARY KEY, total numeric(10,2) NOT NULL);
+SET search_path TO tenant_a, public;
+INSERT INTO orders (total) VALUES (10.50), (3.25) RETURNING id, total;
+SET search_path TO "tenant_b", "public";
+SHOW search_path;
+INSERT INTO orders (total) VALUES (99.99);
+SELECT count(*), sum(total) FROM orders;
+SET search_path TO tenant_a, public;
+SELECT count(*), sum(total) FROM orders;
+SELECT current_schema(), current_schemas(false), current_schemas(true);
+BEGIN;
+SET LOCAL search_path TO tenant_b;
+SELECT count(*) FROM orders;
+COMMIT;
+SELECT count(*) FROM orders;
+SELECT a.total AS a_total, b.total AS b_total FROM tenant_a.orders a JOIN tenant_b.orders b ON a.id = b.id;
+UPDATE tenant_b.orders SET total = total + 1 RETURNING id, total;
+DELETE FROM tenant_a.orders WHERE id = 2 RETURNING *;
+SELECT id, total FROM tenant_a.orders WHERE EXISTS (SELECT 1 FROM tenant_b.orders b WHERE b.id = tenant_a.orders.id);
+CREATE UNIQUE INDEX orders_total_idx ON tenant_a.orders (total);
+SELECT schemaname, tablename, indexname FROM pg_indexes WHERE tablename = 'orders' ORDER BY schemaname, indexname;
+DROP INDEX tenant_a.orders_total_idx;
+ALTER TABLE tenant_a.orders ADD COLUMN note text;
+ALTER TABLE tenant_a.orders RENAME COLUMN note TO memo;
+ALTER TABLE tenant_a.orders ALTER COLUMN memo TYPE varchar(20);
+UPDATE orders SET memo = 'first' WHERE id = 1;
+SELECT id, total, memo FROM orders ORDER BY id;
+SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'tenant_a' AND table_name = 'orders' ORDER BY ordinal_position;
+TRUNCATE tenant_b.orders;
+SELECT count(*) FROM tenant_b.orders;
+SELECT to_regclass('tenant_a.orders')::text, to_regclass('orders')::text, to_regclass('tenant_b.orders')::text;
+SELECT 'tenant_a.orders'::regclass = 'orders'::regclass, 'tenant_b.orders'::regclass = 'orders'::regclass;
+RESET search_path;
+-- Prisma and Rails ask whether a schema exists, then make it.
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'tenant_a'), EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'tenant_z');
+SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'tenant%' ORDER BY schema_name;
+-- drizzle-kit keeps its migrations in schema drizzle.
+CREATE SCHEMA IF NOT EXISTS "drizzle";
+CREATE TABLE IF NOT EXISTS "drizzle"."__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint);
+select id, hash, created_at from "drizzle"."__drizzle_migrations" order by created_at desc limit 1;
+insert into "drizzle"."__drizzle_migrations" ("hash", "created_at") values ('0f3a', 1700000000000);
+select id, hash, created_at from "drizzle"."__drizzle_migrations" order by created_at desc limit 1;
+-- pg_dump: an empty search_path, every name qualified.
+SELECT pg_catalog.set_config('search_path', '', false);
+CREATE SCHEMA inventory;
+COMMENT ON SCHEMA inventory IS 'Stock and warehouses';
+CREATE TYPE inventory.state AS ENUM ('in_stock', 'sold_out');
+CREATE SEQUENCE inventory.item_code_seq START WITH 100 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1;
+CREATE TABLE inventory.items (id integer NOT NULL, name text NOT NULL, state inventory.state DEFAULT 'in_stock', code bigint DEFAULT nextval('inventory.item_code_seq'::regclass));
+ALTER TABLE ONLY inventory.items ADD CONSTRAINT items_pkey PRIMARY KEY (id);
+CREATE INDEX items_name_idx ON inventory.items USING btree (name);
+COMMENT ON TABLE inventory.items IS 'Things we sell';
+COMMENT ON COLUMN inventory.items.name IS 'Shown to customers';
+INSERT INTO inventory.items (id, name) VALUES (1, 'lamp'), (2, 'desk');
+SELECT id, name, state, code FROM inventory.items ORDER BY id;
+SELECT current_schemas(false), current_schema();
+CREATE TABLE nowhere (x int);
+SELECT count(*) FROM items;
+RESET search_path;
+SELECT obj_description('inventory.items'::regclass, 'pg_class'), col_description('inventory.items'::regclass, 2);
+SELECT n.nspname, obj_description(n.oid, 'pg_namespace') FROM pg_namespace n WHERE n.nspname = 'inventory';
+SELECT t.typname, n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE t.typname = 'state';
+SELECT sequence_schema, sequence_name FROM information_schema.sequences WHERE sequence_schema = 'inventory' ORDER BY sequence_name;
+SELECT tc.table_schema, tc.table_name, tc.constraint_name, tc.constraint_type FROM information_schema.table_constraints tc WHERE tc.table_schema = 'inventory' AND tc.constraint_type = 'PRIMARY KEY';
+-- psql: \dn, \dt inventory.*, \d inventory.items (its first query, without OIDs), \dt+ (descriptions).
+SELECT n.nspname AS "Name", pg_catalog.pg_get_userbyid(n.nspowner) AS "Owner" FROM pg_catalog.pg_namespace n WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' ORDER BY 1;
+SELECT n.nspname as "Schema", c.relname as "Name", CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence' WHEN 'f' THEN 'foreign table' WHEN 'p' THEN 'partitioned table' WHEN 'I' THEN 'partitioned index' END as "Type" FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r','p','') AND n.nspname OPERATOR(pg_catalog.~) '^(inventory)$' COLLATE pg_catalog.default ORDER BY 1,2;
+SELECT n.nspname, c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname OPERATOR(pg_catalog.~) '^(items)$' COLLATE pg_catalog.default AND n.nspname OPERATOR(pg_catalog.~) '^(inventory)$' COLLATE pg_catalog.default ORDER BY 1, 2;
+SELECT c.relname, pg_catalog.obj_description(c.oid, 'pg_class') AS "Description" FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r','p','v','m','S','f','') AND n.nspname = 'inventory' ORDER BY 1;
+SELECT c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname <> 'pg_catalog' AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1;
+SET search_path TO inventory, public;
+SELECT c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname <> 'pg_catalog' AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1;
+RESET search_path;
+-- Errors: an unknown schema, a reserved name, dropping what is still used.
+CREATE TABLE nosuch.t (x int);
+SELECT * FROM nosuch.t;
+CREATE SCHEMA pg_mine;
+DROP SCHEMA inventory;
+DROP SCHEMA nosuch;
+DROP SCHEMA IF EXISTS nosuch, tenant_b CASCADE;
+SELECT count(*) FROM tenant_b.orders;
+DROP SCHEMA tenant_a, inventory, drizzle CASCADE;
+SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' ORDER BY 1;
+SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = d.objoid WHERE c.relname = 'items';
+-- DML forms ORMs send against a schema's tables: upserts, UPDATE … FROM, DELETE … USING; a temporary table
+-- under a search_path (pg_temp is searched first).
+CREATE SCHEMA shop;
+CREATE TABLE shop.stock (sku text PRIMARY KEY, qty int NOT NULL);
+CREATE TABLE shop.deliveries (sku text, qty int);
+INSERT INTO shop.stock VALUES ('a', 1), ('b', 2);
+INSERT INTO shop.deliveries VALUES ('a', 10), ('c', 5);
+INSERT INTO shop.stock AS s VALUES ('a', 4) ON CONFLICT (sku) DO UPDATE SET qty = s.qty + excluded.qty RETURNING sku, qty;
+INSERT INTO shop.stock VALUES ('b', 1) ON CONFLICT (sku) DO UPDATE SET qty = shop.stock.qty + EXCLUDED.qty RETURNING *;
+UPDATE shop.stock SET qty = stock.qty + d.qty FROM shop.deliveries d WHERE d.sku = stock.sku RETURNING stock.sku, stock.qty;
+DELETE FROM shop.deliveries USING shop.stock WHERE shop.stock.sku = shop.deliveries.sku RETURNING deliveries.sku;
+SELECT sku, qty FROM shop.stock ORDER BY sku;
+SET search_path TO shop, public;
+CREATE TEMP TABLE scratch (n int);
+INSERT INTO scratch SELECT qty FROM stock;
+SELECT sum(n) FROM scratch;
+SELECT sku FROM stock WHERE sku IN (SELECT sku FROM deliveries) ORDER BY 1;
+RESET search_path;
+DROP SCHEMA shop CASCADE;
+-- pg_dump gives each schema its owner.
+CREATE SCHEMA audit;
+ALTER SCHEMA audit OWNER TO CURRENT_USER;
+ALTER SCHEMA nosuch OWNER TO CURRENT_USER;
+SELECT schema_name FROM information_schema.schemata WHERE schema_name = 'audit';
+DROP SCHEMA audit;

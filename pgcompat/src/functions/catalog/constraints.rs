@@ -221,7 +221,7 @@ impl Constraint {
                 let mut def = format!(
                     "FOREIGN KEY ({}) REFERENCES {}({refs})",
                     cols_text(&self.cols),
-                    quote_ident(self.ref_table.as_deref().unwrap_or_default())
+                    crate::schemas::display_name(self.ref_table.as_deref().unwrap_or_default())
                 );
                 if self.on_update != "a" {
                     def.push_str(&format!(" ON UPDATE {}", action_text(self.on_update)));

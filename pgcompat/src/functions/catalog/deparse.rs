@@ -1,7 +1,7 @@
 //! Stored (translated) expressions read back as PostgreSQL prints them: the layer's casts and calls undone,
 //! identifiers quoted as `quote_ident` does.
 
-use sqlparser::ast::{Expr, Ident};
+use sqlparser::ast::{Expr, Ident, Value, ValueWithSpan};
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
@@ -173,7 +173,22 @@ fn undo(expr: &mut Expr, names: TypeNames<'_>) {
             match name.as_str() {
                 "pg_coerce" if !args.is_empty() => Some(args.swap_remove(0)),
                 "pg_nextval" if args.len() == 1 => {
-                    Some(Expr::Identifier(Ident::new(format!("nextval({}::regclass)", args[0]))))
+                    // The stored name is the sequence's SQLite name (`"app.s"`): shown as PostgreSQL
+                    // qualifies it (`app.s`).
+                    let shown = match &args[0] {
+                        Expr::Value(ValueWithSpan {
+                            value: Value::SingleQuotedString(text),
+                            ..
+                        }) => {
+                            let mut parts = super::helpers::split_qualified(text);
+                            let sqlite = parts.pop().unwrap_or_default();
+                            parts.push(sqlite);
+                            let name = parts.join(".");
+                            format!("'{}'", crate::schemas::display_name(&name).replace('\'', "''"))
+                        }
+                        other => other.to_string(),
+                    };
+                    Some(Expr::Identifier(Ident::new(format!("nextval({shown}::regclass)"))))
                 }
                 "pg_now" => Some(Expr::Identifier(Ident::new("now()"))),
                 "pg_current_date" => Some(Expr::Identifier(Ident::new("CURRENT_DATE"))),

@@ -20,6 +20,7 @@ use super::{flags_pure, flags_session, SessionState};
 use crate::types::{Base, Modifier, PgType};
 
 pub(crate) use deparse::quote_ident as pg_quote_ident;
+pub(in crate::functions) use helpers::split_qualified;
 
 /// The OID PostgreSQL gives the owner of `public` (`pg_database_owner`).
 const DATABASE_OWNER_OID: i64 = 6171;
@@ -98,8 +99,11 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
         }
     }
+    // `pg_table_is_visible(oid)` is rewritten to this call on the relation's visibility (`catalog_refs`).
+    conn.create_scalar_function("pg_table_is_visible", 1, flags_pure(), |ctx| {
+        Ok(ctx.get::<Option<i64>>(0)?.map(|visible| visible != 0))
+    })?;
     for name in [
-        "pg_table_is_visible",
         "pg_type_is_visible",
         "pg_function_is_visible",
         // Every collation is pg_catalog's, which is always on the search path.
@@ -153,13 +157,6 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
     }
     conn.create_scalar_function("pg_size_pretty", 1, flags_pure(), |ctx| {
         Ok(ctx.get::<Option<i64>>(0)?.map(size_pretty))
-    })?;
-    conn.create_scalar_function("current_schemas", 1, flags_pure(), |ctx| {
-        Ok(if ctx.get::<bool>(0)? {
-            "{pg_catalog,public}"
-        } else {
-            "{public}"
-        })
     })?;
     Ok(())
 }

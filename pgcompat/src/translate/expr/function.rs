@@ -229,7 +229,7 @@ impl Rewriter<'_> {
                     .collect::<Vec<_>>(),
             ),
             "nextval" | "currval" | "setval" | "lastval" => {
-                return crate::translate::sequence::rewrite_call(&name, function)
+                return crate::translate::sequence::rewrite_call(self.typer.catalog, &name, function)
             }
             "enum_range" | "enum_first" | "enum_last" => {
                 let args: Vec<Expr> = plain_args(function).into_iter().cloned().collect();

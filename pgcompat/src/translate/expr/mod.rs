@@ -328,6 +328,7 @@ impl super::walk::Hooks for Rewriter<'_> {
             name,
             args,
             inheritance,
+            alias,
             ..
         } = factor
         {
@@ -337,7 +338,12 @@ impl super::walk::Hooks for Rewriter<'_> {
             if args.is_some() && name.0.len() == 2 && name.0[0].to_string().eq_ignore_ascii_case("pg_catalog") {
                 name.0.remove(0);
             }
-            strip_public(name)?;
+            if args.is_none() {
+                let ctes: Vec<String> = self.typer.ctes.iter().map(|c| c.name.clone()).collect();
+                super::schema::rewrite_relation(self.typer.catalog, name, alias, &ctes)?;
+            } else {
+                strip_public(name)?;
+            }
         }
         if let Some((replacement, function)) = super::srf::from_item(&self.typer, factor)? {
             *factor = replacement;

@@ -395,8 +395,18 @@ impl Rewriter<'_> {
                         *expr = oid;
                         return Ok(());
                     }
+                    check_case(&self.typer, Some(&qualifier.value), column)?;
                 }
                 super::super::catalog_refs::rewrite_compound(parts);
+                // `schema.table.column`: the table is known by its own name (FROM aliases it so).
+                if parts.len() == 3
+                    && self
+                        .typer
+                        .catalog
+                        .schema_exists(&super::super::schema::fold_ident(&parts[0]))
+                {
+                    parts.remove(0);
+                }
                 None
             }
             Expr::CompoundFieldAccess { root, access_chain } => {
@@ -601,6 +611,7 @@ impl Rewriter<'_> {
             return Ok(Some(oid));
         }
         let name = ident.value.to_ascii_lowercase();
+        check_case(&self.typer, None, ident)?;
         if ident.quote_style.is_none()
             && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
             && !self.typer.has_column(&name)
@@ -627,6 +638,19 @@ impl Rewriter<'_> {
         let oid = crate::pg_catalog::system_catalog_oid(self.typer.table_named(qualifier)?)?;
         // Typed oid (`_pgc_oid_of` is the identity).
         Some(call("_pgc_oid_of", vec![Expr::value(number(&oid.to_string()))]))
+    }
+}
+
+/// 42703 for a column named in another case than a table of the scope has it (`id` for `"Id"`), which SQLite
+/// would match.
+fn check_case(typer: &Typer<'_>, qualifier: Option<&str>, ident: &Ident) -> Result<(), PgError> {
+    let folded = crate::translate::schema::fold_ident(ident);
+    match typer.case_mismatch(qualifier, &folded) {
+        Some(column) => Err(PgError::new(
+            crate::error::UNDEFINED_COLUMN,
+            format!("column \"{folded}\" does not exist (the table has \"{column}\")"),
+        )),
+        None => Ok(()),
     }
 }
 

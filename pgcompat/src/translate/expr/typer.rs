@@ -127,6 +127,36 @@ impl Typer<'_> {
         None
     }
 
+    /// A column name (folded as PostgreSQL folds it) that a table of the innermost scope has only in another
+    /// case (`id` where the table has `"Id"`): SQLite would match it, PostgreSQL does not (42703). `None`
+    /// when it matches exactly, or when the scope holds anything but the catalog's tables (a derived table,
+    /// a CTE, a function), whose columns the layer may not know.
+    pub(crate) fn case_mismatch(&self, qualifier: Option<&str>, folded: &str) -> Option<String> {
+        let scope = self.scopes.last()?;
+        if !scope.functions.is_empty() {
+            return None;
+        }
+        let mut other_case = None;
+        for (key, table) in &scope.tables {
+            if qualifier.is_some_and(|q| !q.eq_ignore_ascii_case(key)) {
+                continue;
+            }
+            if self.ctes.iter().any(|c| c.name.eq_ignore_ascii_case(table)) {
+                return None;
+            }
+            let types = self.catalog.table(table)?;
+            for (column, _) in types.columns() {
+                if column == folded {
+                    return None;
+                }
+                if column.eq_ignore_ascii_case(folded) {
+                    other_case = Some(column.clone());
+                }
+            }
+        }
+        other_case
+    }
+
     /// The columns of the FROM item a SELECT knows as `key` (a table, or a derived table or CTE the rewrite
     /// typed), in order, when `key` names one and no column of that name is in scope (a whole-row reference,
     /// as in `row_to_json(t)`).
