@@ -219,6 +219,18 @@ async fn transactions_commit_and_roll_back() {
     let rows = client.query("SELECT x FROM tx", &[]).await.expect("select");
     let got: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(got, vec![2]);
+    // A block's first statement writes what it reads from the catalog, in a session that has not read the
+    // catalog yet: the block starts over as the writer and the catalog views it made come back.
+    let fresh = connect(&server).await;
+    fresh.simple_query("BEGIN").await.expect("begin");
+    fresh
+        .simple_query("INSERT INTO tx SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'tx'")
+        .await
+        .expect("insert from the catalog");
+    fresh.simple_query("COMMIT").await.expect("commit");
+    let rows = client.query("SELECT x FROM tx ORDER BY x", &[]).await.expect("select");
+    let got: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, vec![1, 2]);
 }
 
 #[tokio::test]

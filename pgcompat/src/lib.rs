@@ -151,10 +151,7 @@ impl Dialect {
             // The catalog views live in the connection's temp schema: a rolled-back transaction that
             // made them took them away, so a cached statement reading them makes them again if needed.
             if let Translated::Statements(list) = hit.as_ref() {
-                if list
-                    .iter()
-                    .any(|t| t.steps.iter().any(|s| translate::catalog_refs::reads_catalog(s)))
-                {
+                if list.iter().any(Translation::reads_catalog) {
                     pg_catalog::ensure(conn).map_err(TranslateError::Sqlite)?;
                 }
             }

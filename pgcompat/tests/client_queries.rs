@@ -114,12 +114,21 @@ fn index_keys_are_vectors_in_key_order() {
 
 #[test]
 fn pg_dump_reads_what_it_needs() {
-    // A `name` is subscripted as characters from 0; options become rows; no ACL is granted.
+    // A `name` is subscripted as characters from 0; options become rows; default ACLs as PostgreSQL 15
+    // spells them (the differential test's 14_orm_catalog has them against PostgreSQL).
     let got = rows(
-        "SELECT typname[0] = '_', acldefault('n', 10) IS NULL FROM pg_type WHERE typname = '_int4'",
+        "SELECT typname[0] = '_', acldefault('n', 10) IS NULL, acldefault('f', 6171) FROM pg_type \
+         WHERE typname = '_int4'",
         &[],
     );
-    assert_eq!(cells(&got), vec![vec!["t", "t"]]);
+    assert_eq!(
+        cells(&got),
+        vec![vec![
+            "t",
+            "f",
+            "{=X/pg_database_owner,pg_database_owner=X/pg_database_owner}"
+        ]]
+    );
     let got = rows(
         "SELECT option_name, option_value FROM pg_options_to_table(ARRAY['a=1', 'b=x=y'])",
         &[],

@@ -162,13 +162,6 @@ fn parse(sql: &str) -> Option<Expr> {
         .ok()
 }
 
-/// `sql` parsed as an expression (text the rewrite made), or an internal error.
-pub(crate) fn parse_sql_expr(sql: &str) -> Result<Expr, crate::error::PgError> {
-    parse(sql).ok_or_else(|| {
-        crate::error::PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting the catalog: {sql}"))
-    })
-}
-
 fn is_call(expr: &Expr, name: &str) -> bool {
     matches!(expr, Expr::Function(Function { name: n, .. }) if n.to_string() == name)
 }

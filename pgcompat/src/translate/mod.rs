@@ -174,6 +174,12 @@ pub struct Translation {
 }
 
 impl Translation {
+    /// Whether a step reads the catalog views, which live in the connection's temp schema (a rollback of
+    /// the transaction that made them takes them away: `pg_catalog::ensure` makes them again).
+    pub fn reads_catalog(&self) -> bool {
+        self.steps.iter().any(|s| catalog_refs::reads_catalog(s))
+    }
+
     fn single(sql: String, kind: Kind) -> Translation {
         Translation {
             steps: vec![sql],

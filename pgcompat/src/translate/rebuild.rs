@@ -102,11 +102,13 @@ pub(crate) fn rebuild(
     let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
     let again = indexes_and_triggers(conn, table)?;
     let referenced = Referenced::of(conn, table);
-    let steps = if referenced == Referenced::WithoutActions {
-        swap_deferred(create, table, &temporary, &columns, &copies, again, records)
+    let mut steps = if referenced == Referenced::WithoutActions {
+        swap_deferred(create, table, &temporary, &columns, &copies)
     } else {
-        swap_renamed(create, table, &temporary, &columns, &copies, again, records)
+        swap_renamed(create, table, &temporary, &columns, &copies)
     };
+    steps.extend(again);
+    steps.extend(records);
     Ok(Rebuild {
         steps,
         referenced: referenced == Referenced::WithActions,
@@ -166,7 +168,7 @@ fn copy_rows(into: &str, from: &str, columns: &[String], values: &[String]) -> S
     )
 }
 
-/// SQLite's documented procedure: the new definition under a temporary name, the rows copied, the old table
+/// The swap of SQLite's documented procedure (the indexes, triggers and records follow it): the new definition under a temporary name, the rows copied, the old table
 /// dropped, the new one renamed. Dropping a referenced table runs its referencing keys' `ON DELETE` actions,
 /// so when it is referenced the compute runs these steps with foreign keys off.
 fn swap_renamed(
@@ -175,11 +177,9 @@ fn swap_renamed(
     temporary: &str,
     columns: &[String],
     copies: &[String],
-    again: Vec<String>,
-    records: Vec<String>,
 ) -> Vec<String> {
     create.name = ObjectName::from(vec![Ident::with_quote('"', temporary.to_owned())]);
-    let mut steps = vec![
+    vec![
         Statement::CreateTable(create).to_string(),
         copy_rows(temporary, &quote_ident(table), columns, copies),
         format!("DROP TABLE {}", quote_ident(table)),
@@ -193,13 +193,10 @@ fn swap_renamed(
             quote_ident(table)
         ),
         "PRAGMA legacy_alter_table = OFF".to_owned(),
-    ];
-    steps.extend(again);
-    steps.extend(records);
-    steps
+    ]
 }
 
-/// The rebuild of a table referenced only by `ON DELETE NO ACTION` keys, which works inside a transaction
+/// The swap for a table referenced only by `ON DELETE NO ACTION` keys, which works inside a transaction
 /// block (where SQLite cannot switch foreign keys off): the rows kept aside in a temporary table, the old
 /// table dropped and the new one created under the same name (no rename, so the referencing keys keep
 /// naming it), the rows copied back. With the checks deferred to the commit, dropping the old table counts
@@ -211,8 +208,6 @@ fn swap_deferred(
     temporary: &str,
     columns: &[String],
     copies: &[String],
-    again: Vec<String>,
-    records: Vec<String>,
 ) -> Vec<String> {
     let aside = format!(
         "CREATE TEMP TABLE {} AS SELECT {} FROM {}",
@@ -226,7 +221,7 @@ fn swap_deferred(
         quote_ident(table)
     );
     let identity: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
-    let mut steps = vec![
+    vec![
         // In the connection's temporary database: the rows kept aside never reach the WAL.
         aside,
         // Reset by SQLite at the end of the transaction.
@@ -235,10 +230,7 @@ fn swap_deferred(
         Statement::CreateTable(create).to_string(),
         copy_rows(table, &format!("temp.{}", quote_ident(temporary)), columns, &identity),
         format!("DROP TABLE temp.{}", quote_ident(temporary)),
-    ];
-    steps.extend(again);
-    steps.extend(records);
-    steps
+    ]
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -43,6 +43,6 @@ pub(crate) fn is_vector(typer: &Typer<'_>, expr: &Expr) -> bool {
 }
 
 /// The vector as an array's text (`{1,2}`).
-pub(crate) fn as_array(expr: &Expr) -> String {
-    format!("pg_vector_to_array({expr})")
+pub(crate) fn as_array(expr: &Expr) -> Expr {
+    super::expr::call("pg_vector_to_array", vec![expr.clone()])
 }

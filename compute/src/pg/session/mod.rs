@@ -349,6 +349,9 @@ impl Session {
                 Err(error) => (Vec::new(), Some(error)),
             };
         }
+        if let Err(error) = self.check_lock_in_block(sql) {
+            return (Vec::new(), Some(error));
+        }
         let translated = match self.translate(sql) {
             Ok(translated) => translated,
             Err(error) => return (Vec::new(), Some(error)),
@@ -529,7 +532,7 @@ impl Session {
         }
         let fresh = std::mem::take(&mut self.block_fresh);
         if fresh && is_write(translation) {
-            self.start_block_as_writer()?;
+            self.start_block_as_writer(translation)?;
         }
         if translation.steps.len() > 1 {
             return self.run_steps(translation, &kind);
@@ -572,14 +575,19 @@ impl Session {
     /// catalog) hold a snapshot that a busy writer's commit makes stale, and SQLite refuses a read
     /// transaction's upgrade at once instead of waiting: under pgbench's eight clients most transactions
     /// failed. Nothing the client could see is lost by starting over: no statement ran in the block.
-    fn start_block_as_writer(&mut self) -> Result<(), SqlError> {
+    fn start_block_as_writer(&mut self, translation: &Translation) -> Result<(), SqlError> {
         if self.tx != TxState::InBlock || self.conn.is_autocommit() {
             return Ok(());
         }
+        // The catalog views the statement's translation made in this transaction go with the rollback.
         let restarted = self
             .conn
             .execute_batch("ROLLBACK")
-            .and_then(|()| self.conn.execute_batch("BEGIN IMMEDIATE"));
+            .and_then(|()| self.conn.execute_batch("BEGIN IMMEDIATE"))
+            .and_then(|()| match translation.reads_catalog() {
+                true => pgcompat::pg_catalog::ensure(&self.conn),
+                false => Ok(()),
+            });
         match restarted {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -587,6 +595,19 @@ impl Session {
                 self.fail(error)
             }
         }
+    }
+
+    /// `LOCK` outside a transaction block is 25P01, before anything else about it is checked (PostgreSQL's
+    /// order: a missing table there is still 25P01).
+    fn check_lock_in_block(&self, sql: &str) -> Result<(), SqlError> {
+        let is_lock = exec::leading_words(sql, 1).first().is_some_and(|w| w == "LOCK");
+        if is_lock && self.tx == TxState::Idle && self.conn.is_autocommit() {
+            return Err(SqlError::new(
+                NO_ACTIVE_SQL_TRANSACTION,
+                "LOCK TABLE can only be used in transaction blocks",
+            ));
+        }
+        Ok(())
     }
 
     /// An error that fails the open transaction, as any statement's error does.
@@ -602,6 +623,7 @@ impl Session {
         {
             return self.run_setting(sql, format);
         }
+        self.check_lock_in_block(sql)?;
         let hints = self.described.get(sql).cloned();
         let translated = self.translate(sql)?;
         let tz = self.dialect.state().time_zone();

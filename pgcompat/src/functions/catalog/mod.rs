@@ -68,8 +68,24 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
         })
     })?;
     // Privileges are not modelled: every object has its default ACL, which the catalogs show as NULL (as
-    // PostgreSQL does for an object never granted on), so the default is NULL too (pg_dump compares them).
-    conn.create_scalar_function("acldefault", 2, flags_pure(), |_| Ok(None::<String>))?;
+    // PostgreSQL does for an object never granted on); `acldefault` spells that default as PostgreSQL 15 does.
+    let s = state.clone();
+    conn.create_scalar_function("acldefault", 2, flags_session(), move |ctx| {
+        let (Some(kind), Some(owner)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<i64>>(1)?) else {
+            return Ok(None);
+        };
+        let owner = match owner {
+            USER_OID => s.user.clone(),
+            DATABASE_OWNER_OID => "pg_database_owner".to_owned(),
+            other => format!("{other}"),
+        };
+        default_acl(&kind, &owner).map(Some).ok_or_else(|| {
+            rusqlite::Error::UserFunctionError(Box::new(crate::error::PgError::new(
+                crate::error::INTERNAL_ERROR,
+                format!("unrecognized object type abbreviation: {kind}"),
+            )))
+        })
+    })?;
     // A catalog's `int2vector`/`oidvector` text (`1 2`) as an array's (`{1,2}`).
     conn.create_scalar_function("pg_vector_to_array", 1, flags_pure(), |ctx| {
         Ok(ctx
@@ -292,4 +308,23 @@ fn size_pretty(bytes: i64) -> String {
         size >>= 10;
     }
     format!("{} PB", half_rounded(size))
+}
+
+/// PostgreSQL 15's default ACL of an object of `kind` (`acldefault`'s letter) owned by `owner`, as text.
+fn default_acl(kind: &str, owner: &str) -> Option<String> {
+    let owner_only = |privileges: &str| format!("{{{owner}={privileges}/{owner}}}");
+    let public_too = |public: &str, own: &str| format!("{{={public}/{owner},{owner}={own}/{owner}}}");
+    Some(match kind {
+        "n" => owner_only("UC"),
+        "r" => owner_only("arwdDxt"),
+        "s" => owner_only("rwU"),
+        "f" => public_too("X", "X"),
+        "l" | "T" => public_too("U", "U"),
+        "d" => public_too("Tc", "CTc"),
+        "F" | "S" => owner_only("U"),
+        "L" => owner_only("rw"),
+        "t" => owner_only("C"),
+        "c" => "{}".to_owned(),
+        _ => return None,
+    })
 }

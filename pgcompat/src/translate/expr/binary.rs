@@ -8,6 +8,25 @@ use crate::error::PgError;
 use crate::types::{Base, PgType};
 
 impl Rewriter<'_> {
+    /// The two sides of a comparison (`=`, `<`, `IS [NOT] DISTINCT FROM`, …) of types `lt` and `rt`, typed as
+    /// PostgreSQL types them: a `$n` parameter learns the other side's type, and an untyped string is read as
+    /// it.
+    pub(super) fn type_compared_sides(
+        &mut self,
+        left: &mut Expr,
+        right: &mut Expr,
+        lt: Option<PgType>,
+        rt: Option<PgType>,
+    ) {
+        self.learn_param(right, lt);
+        self.learn_param(left, rt);
+        if is_string_literal(right) {
+            coerce_literals(lt, std::iter::once(right));
+        }
+        if is_string_literal(left) {
+            coerce_literals(rt, std::iter::once(left));
+        }
+    }
     pub(super) fn rewrite_binary(
         &mut self,
         left: &mut Box<Expr>,
@@ -30,15 +49,7 @@ impl Rewriter<'_> {
                 })
             }
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq => {
-                self.learn_param(right, lt);
-                self.learn_param(left, rt);
-                // An untyped string compared with a typed value is read as that type, as PostgreSQL does.
-                if is_string_literal(right) {
-                    coerce_literals(lt, std::iter::once(right.as_mut()));
-                }
-                if is_string_literal(left) {
-                    coerce_literals(rt, std::iter::once(left.as_mut()));
-                }
+                self.type_compared_sides(left, right, lt, rt);
                 let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
                 self.typed_comparison(left, op, right, lt, rt)
             }

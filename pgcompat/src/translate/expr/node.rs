@@ -352,14 +352,7 @@ impl Rewriter<'_> {
             Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
                 // Typed as `=` types its sides: a parameter or an untyped string takes the other side's type.
                 let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
-                self.learn_param(right, lt);
-                self.learn_param(left, rt);
-                if is_string_literal(right) {
-                    coerce_literals(lt, std::iter::once(right.as_mut()));
-                }
-                if is_string_literal(left) {
-                    coerce_literals(rt, std::iter::once(left.as_mut()));
-                }
+                self.type_compared_sides(left, right, lt, rt);
                 None
             }
             Expr::Between {
@@ -433,24 +426,17 @@ impl Rewriter<'_> {
                     [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })]
                         if super::super::vectors::is_vector(&self.typer, root) =>
                     {
-                        let position = Expr::BinaryOp {
-                            left: Box::new(Expr::Nested(Box::new(index.clone()))),
-                            op: BinaryOperator::Plus,
-                            right: Box::new(Expr::value(number("1"))),
-                        };
-                        let array = super::super::catalog_refs::parse_sql_expr(&super::super::vectors::as_array(root))?;
-                        Some(call("pg_array_get", vec![array, position, string("int8")]))
+                        let array = super::super::vectors::as_array(root);
+                        Some(call("pg_array_get", vec![array, one_based(index), string("int8")]))
                     }
                     // A `name` is an array of characters from 0 (pg_dump's `typname[0] = '_'`).
                     [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })]
                         if ty.is_some_and(|t| t.base() == Base::Name && !t.is_array()) =>
                     {
-                        let position = Expr::BinaryOp {
-                            left: Box::new(Expr::Nested(Box::new(index.clone()))),
-                            op: BinaryOperator::Plus,
-                            right: Box::new(Expr::value(number("1"))),
-                        };
-                        Some(call("substr", vec![take(root), position, Expr::value(number("1"))]))
+                        Some(call(
+                            "substr",
+                            vec![take(root), one_based(index), Expr::value(number("1"))],
+                        ))
                     }
                     [sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index })] => {
                         let element = ty.unwrap_or(PgType::TEXT.array()).element();
@@ -651,6 +637,15 @@ fn check_case(typer: &Typer<'_>, qualifier: Option<&str>, ident: &Ident) -> Resu
             format!("column \"{folded}\" does not exist (the table has \"{column}\")"),
         )),
         None => Ok(()),
+    }
+}
+
+/// `index + 1`: a subscript from 0 (a `name`'s, a vector's) as a position from 1.
+fn one_based(index: &Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(Expr::Nested(Box::new(index.clone()))),
+        op: BinaryOperator::Plus,
+        right: Box::new(Expr::value(number("1"))),
     }
 }
 
