@@ -36,7 +36,7 @@ impl Session {
         if self.conn.is_autocommit() {
             self.dialect.state().start_transaction();
         }
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let read = self
             .conn
             .prepare(&translation.steps[0])
@@ -45,7 +45,7 @@ impl Session {
                 let typing = Typing {
                     known: self.dialect.column_types(&stmt, Some(&translation)),
                     hints: None,
-                    tz: &tz,
+                    style: &style,
                 };
                 exec::query_values(&mut stmt, &typing)
             });
@@ -65,7 +65,7 @@ impl Session {
         move_only: bool,
         format: &Format,
     ) -> Result<Outcome, SqlError> {
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let fetched = self.cursors.get(name).and_then(|cursor| {
             let rows = cursor.step(name, direction)?;
             Ok((cursor.columns.clone(), rows))
@@ -77,7 +77,7 @@ impl Session {
         if move_only {
             return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
         }
-        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
+        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &style) {
             Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
                 fields,
                 rows,

@@ -525,7 +525,7 @@ impl Session {
         if translation.steps.len() > 1 {
             return self.run_steps(translation, &kind);
         }
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let mut stmt = match self.conn.prepare(&translation.steps[0]) {
             Ok(stmt) => stmt,
             Err(error) => {
@@ -547,7 +547,7 @@ impl Session {
         let typing = Typing {
             known: self.dialect.column_types(&stmt, Some(translation)),
             hints,
-            tz: &tz,
+            style: &style,
         };
         let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);

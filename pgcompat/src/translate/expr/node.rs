@@ -558,6 +558,18 @@ impl Rewriter<'_> {
             return Ok(Some(column.expr.clone()));
         }
         let name = ident.value.to_ascii_lowercase();
+        if ident.quote_style.is_none() {
+            // PostgreSQL's reserved words that are functions called without parentheses (sqlparser reads
+            // only some of them as calls).
+            match name.as_str() {
+                "current_role" | "current_user" | "session_user" => {
+                    return Ok(Some(call("pg_current_user", Vec::new())))
+                }
+                "current_schema" => return Ok(Some(call("pg_current_schema", Vec::new()))),
+                "current_catalog" => return Ok(Some(call("pg_current_database", Vec::new()))),
+                _ => {}
+            }
+        }
         if ident.quote_style.is_none()
             && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")
             && !self.typer.has_column(&name)
