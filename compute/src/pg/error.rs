@@ -58,7 +58,7 @@ const INVALID_SAVEPOINT_SPECIFICATION: &str = "3B001";
 /// invalid_column_reference (an ORDER BY position out of range)
 const INVALID_COLUMN_REFERENCE: &str = "42P10";
 /// internal_error
-const INTERNAL_ERROR: &str = "XX000";
+pub(crate) const INTERNAL_ERROR: &str = "XX000";
 /// insufficient_privilege: a statement the defensive policy refuses (`defend`)
 pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// query_canceled: a cancel request, the statement timeout, or the client gone

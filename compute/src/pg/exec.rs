@@ -199,7 +199,8 @@ fn block_only_name(kind: &Kind) -> &str {
     }
 }
 
-fn execute(
+/// Runs one statement (bound to `params`) and gives its outcome: rows, or its command tag.
+pub(crate) fn execute(
     stmt: &mut Statement<'_>,
     params: &[Value],
     format: &Format,

@@ -43,6 +43,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         kind: Kind::Other(tag.to_owned()),
         uses_now: false,
         foreign_keys_off: false,
+        captures: Vec::new(),
     }
 }
 
@@ -668,5 +669,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         kind: Kind::Other("CREATE VIEW".to_owned()),
         uses_now: false,
         foreign_keys_off: false,
+        captures: Vec::new(),
     })
 }

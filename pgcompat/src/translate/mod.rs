@@ -13,6 +13,7 @@ pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
 mod maintenance;
+pub mod modifying_cte;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
@@ -159,6 +160,20 @@ pub struct Translation {
     /// SQLite allows only outside a transaction block), or the old table's drop would run their
     /// `ON DELETE` actions.
     pub foreign_keys_off: bool,
+    /// Steps whose rows the caller keeps in a TEMP table before the next step runs (data-modifying CTEs,
+    /// `modifying_cte`); the steps after the primary one drop those tables.
+    pub captures: Vec<Capture>,
+}
+
+/// A step whose rows (an INSERT, UPDATE or DELETE with RETURNING) go into a TEMP table: the caller makes
+/// the table (`DROP TABLE IF EXISTS`, then one untyped column per result column, named as the step names
+/// them), runs the step and inserts each row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capture {
+    /// The step's index in `steps`.
+    pub step: usize,
+    /// The TEMP table's name (unquoted).
+    pub table: String,
 }
 
 impl Translation {
@@ -171,6 +186,7 @@ impl Translation {
             kind,
             uses_now: false,
             foreign_keys_off: false,
+            captures: Vec::new(),
         }
     }
 }
@@ -304,15 +320,8 @@ fn translate_statement(
 ) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
         Statement::Query(query) => {
-            if let Some(with) = &query.with {
-                if with.cte_tables.iter().any(|c| {
-                    matches!(
-                        c.query.body.as_ref(),
-                        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_)
-                    )
-                }) {
-                    return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
-                }
+            if modifying_cte::has_modifying_cte(query) {
+                return modifying_cte::translate(conn, catalog, (**query).clone()).map(Some);
             }
             // `TABLE t` is `SELECT * FROM t`.
             if let SetExpr::Table(table) = query.body.as_ref() {
@@ -350,6 +359,7 @@ fn translate_statement(
                 kind: Kind::Select,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                captures: Vec::new(),
             }
         }
         Statement::Insert(insert) => {
@@ -404,6 +414,7 @@ fn translate_statement(
                 kind: Kind::Update,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                captures: Vec::new(),
             }
         }
         Statement::Delete(delete) => {
@@ -452,6 +463,7 @@ fn translate_statement(
                 kind: Kind::Delete,
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
+                captures: Vec::new(),
             }
         }
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
@@ -779,6 +791,7 @@ fn translate_insert(
         kind: Kind::Insert,
         uses_now: rewriter.uses_now,
         foreign_keys_off: false,
+        captures: Vec::new(),
     })
 }
 

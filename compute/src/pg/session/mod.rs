@@ -21,6 +21,7 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+mod captured;
 mod copy;
 mod cursors;
 mod describe;
@@ -34,8 +35,8 @@ use super::cursor::{Cursor, Cursors};
 use super::defend;
 use super::error::{
     SqlError, ACTIVE_SQL_TRANSACTION, ADMIN_SHUTDOWN, CONNECTION_FAILURE, DUPLICATE_PREPARED_STATEMENT,
-    FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_SQL_STATEMENT_NAME, IO_ERROR, LOCK_NOT_AVAILABLE,
-    NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
+    FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INTERNAL_ERROR, INVALID_SQL_STATEMENT_NAME, IO_ERROR,
+    LOCK_NOT_AVAILABLE, NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
     SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
@@ -521,6 +522,9 @@ impl Session {
         if self.conn.is_autocommit() && self.tx != TxState::Failed {
             // now() is the time its transaction began: this statement's own, or the BEGIN's.
             self.dialect.state().start_transaction();
+        }
+        if !translation.captures.is_empty() {
+            return self.run_captured(translation, params, format, hints, &kind);
         }
         if translation.steps.len() > 1 {
             return self.run_steps(translation, &kind);
