@@ -312,6 +312,40 @@ fn copy_statement(
     Ok(t)
 }
 
+/// `DROP TABLE … CASCADE`'s steps after what depends on the tables goes: the views that read them, and the
+/// other tables' foreign keys to them (those tables rebuilt without them).
+fn drop_with_dependents(
+    conn: &Connection,
+    catalog: &Catalog,
+    plan: dependents::DropPlan,
+    drop: Translation,
+) -> Result<Translation, PgError> {
+    if plan == dependents::DropPlan::default() {
+        return Ok(drop);
+    }
+    let views: Vec<sqlparser::ast::ObjectName> = plan
+        .views
+        .iter()
+        .map(|v| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', v.clone())]))
+        .collect();
+    let mut steps = Vec::new();
+    if !views.is_empty() {
+        steps.extend(ddl::drop(catalog, ObjectType::View, true, &views, false)?.steps);
+    }
+    let mut foreign_keys_off = drop.foreign_keys_off;
+    for (table, referenced) in &plan.references {
+        let rebuilt = rebuild::drop_references(conn, catalog, table, referenced)?;
+        foreign_keys_off |= rebuilt.referenced;
+        steps.extend(rebuilt.steps);
+    }
+    steps.extend(drop.steps);
+    Ok(Translation {
+        steps,
+        foreign_keys_off,
+        ..drop
+    })
+}
+
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
 fn translate_statement(
     conn: &Connection,
@@ -477,9 +511,16 @@ fn translate_statement(
         } => {
             if *object_type == ObjectType::Table {
                 let tables = names.iter().map(ddl::table_name).collect::<Result<Vec<_>, _>>()?;
-                dependents::check_drop(conn, &tables, *cascade)?;
+                let plan = dependents::plan_drop(conn, &tables, *cascade)?;
+                drop_with_dependents(
+                    conn,
+                    catalog,
+                    plan,
+                    ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?,
+                )?
+            } else {
+                ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
             }
-            ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
         }
         Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
@@ -490,10 +531,23 @@ fn translate_statement(
                 .map(|target| ddl::table_name(&target.name))
                 .collect::<Result<Vec<_>, _>>()?;
             let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
-            let steps = dependents::truncate_order(conn, &tables, cascade)?
+            let emptied = dependents::truncate_order(conn, &tables, cascade)?;
+            let mut steps: Vec<String> = emptied
                 .iter()
                 .map(|name| format!("DELETE FROM {}", quote_ident(name)))
                 .collect();
+            // RESTART IDENTITY: the sequences the emptied tables' columns own start again (as `ALTER
+            // SEQUENCE … RESTART` does: the next value is the start).
+            if matches!(truncate.identity, Some(sqlparser::ast::TruncateIdentityOption::Restart)) {
+                for table in &emptied {
+                    for sequence in catalog.owned_sequences(table, None) {
+                        steps.push(format!(
+                            "UPDATE _cambium_sequences SET last_value = start_value, is_called = 0 WHERE name = {}",
+                            crate::catalog::quote_literal(&sequence.name)
+                        ));
+                    }
+                }
+            }
             let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
             t.steps = steps;
             t
