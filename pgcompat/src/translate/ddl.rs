@@ -108,10 +108,13 @@ fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError
     }
 }
 
-/// Renders a column for SQLite; `table_primary_key` when the table's one-column primary key is this
-/// column, `sequence` the sequence a serial or identity column takes its values from.
+/// Renders a column of `table` for SQLite; `table_primary_key` when the table's one-column primary key is
+/// this column, `sequence` the sequence a serial or identity column takes its values from. A primary key
+/// carries its name (PostgreSQL's `<table>_pkey` unless one is given), so it keeps it when the table is
+/// renamed, as PostgreSQL's does.
 fn render_column(
     rewriter: &mut Rewriter<'_>,
+    table: &str,
     def: &mut ColumnDef,
     column: &ColumnType,
     table_primary_key: bool,
@@ -125,9 +128,17 @@ fn render_column(
     let primary_key = inline_primary_key || table_primary_key;
     let mut out = format!("{} {}", quote_ident(&name), column.ty.storage().sqlite_type());
     if primary_key {
+        let given = def.options.iter().find_map(|o| match o.option {
+            ColumnOption::PrimaryKey(_) => o.name.as_ref().map(fold),
+            _ => None,
+        });
+        let constraint = given.unwrap_or_else(|| format!("{table}_pkey"));
         // An INTEGER PRIMARY KEY is the rowid: no second index. PostgreSQL primary keys are NOT NULL
         // (SQLite's, but for INTEGER ones, are not).
-        out.push_str(" PRIMARY KEY NOT NULL");
+        out.push_str(&format!(
+            " CONSTRAINT {} PRIMARY KEY NOT NULL",
+            quote_ident(&constraint)
+        ));
     }
     if let Some(sequence) = sequence {
         if !primary_key {
@@ -144,8 +155,17 @@ fn render_column(
                 let value = coerce_call(expr.clone(), column.ty);
                 out.push_str(&format!(" DEFAULT ({value})"));
             }
-            ColumnOption::Unique(_) => out.push_str(" UNIQUE"),
+            // Constraints carry PostgreSQL's names from the start, so a renamed table keeps them.
+            ColumnOption::Unique(_) => {
+                let constraint = option.name.as_ref().map_or_else(|| format!("{table}_{name}_key"), fold);
+                out.push_str(&format!(" CONSTRAINT {} UNIQUE", quote_ident(&constraint)));
+            }
             ColumnOption::ForeignKey(fk) => {
+                let constraint = option
+                    .name
+                    .as_ref()
+                    .map_or_else(|| format!("{table}_{name}_fkey"), fold);
+                out.push_str(&format!(" CONSTRAINT {}", quote_ident(&constraint)));
                 out.push(' ');
                 out.push_str(&references(
                     &fk.foreign_table,
@@ -195,6 +215,45 @@ fn index_columns(columns: &[sqlparser::ast::IndexColumn]) -> Result<Vec<String>,
             ))),
         })
         .collect()
+}
+
+/// The folded names of an index's or key's plain columns.
+fn folded_columns(columns: &[sqlparser::ast::IndexColumn]) -> Vec<String> {
+    columns
+        .iter()
+        .filter_map(|c| match &c.column.expr {
+            Expr::Identifier(ident) => Some(fold(ident)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An index's keys as SQLite takes them: columns by name, expressions (`lower(email)`) rewritten as any
+/// expression over the table is, in parentheses. SQLite, like PostgreSQL, accepts only deterministic
+/// functions and no subqueries there.
+fn index_keys(
+    catalog: &Catalog,
+    table: &str,
+    columns: &mut [sqlparser::ast::IndexColumn],
+) -> Result<Vec<String>, PgError> {
+    let mut keys = Vec::with_capacity(columns.len());
+    for column in columns {
+        match &mut column.column.expr {
+            Expr::Identifier(ident) => keys.push(quote_ident(&fold(ident))),
+            expr => {
+                let mut rewriter = Rewriter::new(catalog);
+                rewriter.typer.scopes.push(Scope::of_table(table));
+                let key = if let Expr::Nested(inner) = expr {
+                    inner.as_mut()
+                } else {
+                    expr
+                };
+                rewriter.rewrite_expr(key)?;
+                keys.push(format!("({key})"));
+            }
+        }
+    }
+    Ok(keys)
 }
 
 /// The folded name of a relation in the one schema there is (`public.t` and `t`); 3F000 for another.
@@ -259,10 +318,22 @@ pub(crate) fn create_table(
             }
             _ => None,
         };
-        parts.push(render_column(&mut rewriter, def, &column, absorb, sequence.as_deref())?);
+        parts.push(render_column(
+            &mut rewriter,
+            &table,
+            def,
+            &column,
+            absorb,
+            sequence.as_deref(),
+        )?);
         records.push(catalog::record_column(&table, &name, column.ty));
     }
-    parts.extend(render_constraints(&mut rewriter, &mut create.constraints, pk_absorbed)?);
+    parts.extend(render_constraints(
+        &mut rewriter,
+        &table,
+        &mut create.constraints,
+        pk_absorbed,
+    )?);
     let sql = format!(
         "CREATE {}TABLE {}{} ({})",
         if create.temporary { "TEMP " } else { "" },
@@ -327,6 +398,7 @@ fn table_exists(conn: &Connection, table: &str) -> bool {
 /// A table's constraints rendered for SQLite (`pk_absorbed`: the primary key went into its column).
 fn render_constraints(
     rewriter: &mut Rewriter<'_>,
+    table: &str,
     constraints: &mut [TableConstraint],
     pk_absorbed: bool,
 ) -> Result<Vec<String>, PgError> {
@@ -339,20 +411,28 @@ fn render_constraints(
         let text = match constraint {
             TableConstraint::PrimaryKey(_) if pk_absorbed => continue,
             TableConstraint::PrimaryKey(pk) => format!(
-                "{}PRIMARY KEY ({})",
-                name_clause(&pk.name),
+                "CONSTRAINT {} PRIMARY KEY ({})",
+                quote_ident(&pk.name.as_ref().map_or_else(|| format!("{table}_pkey"), fold)),
                 index_columns(&pk.columns)?.join(", ")
             ),
-            TableConstraint::Unique(unique) => format!(
-                "{}UNIQUE ({})",
-                name_clause(&unique.name),
-                index_columns(&unique.columns)?.join(", ")
-            ),
+            TableConstraint::Unique(unique) => {
+                let keys = index_columns(&unique.columns)?;
+                let default = format!("{table}_{}_key", folded_columns(&unique.columns).join("_"));
+                format!(
+                    "CONSTRAINT {} UNIQUE ({})",
+                    quote_ident(&unique.name.as_ref().map_or(default, fold)),
+                    keys.join(", ")
+                )
+            }
             TableConstraint::ForeignKey(fk) => {
                 let cols: Vec<String> = fk.columns.iter().map(|c| quote_ident(&fold(c))).collect();
+                let default = format!(
+                    "{table}_{}_fkey",
+                    fk.columns.iter().map(fold).collect::<Vec<_>>().join("_")
+                );
                 format!(
-                    "{}FOREIGN KEY ({}) {}",
-                    name_clause(&fk.name),
+                    "CONSTRAINT {} FOREIGN KEY ({}) {}",
+                    quote_ident(&fk.name.as_ref().map_or(default, fold)),
                     cols.join(", "),
                     references(
                         &fk.foreign_table,
@@ -503,7 +583,7 @@ fn alter_in_place(
                 if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
-                let rendered = render_column(&mut rewriter, column_def, &column, false, None)?;
+                let rendered = render_column(&mut rewriter, &table, column_def, &column, false, None)?;
                 steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
                 steps.push(catalog::record_column(table, &name, column.ty));
             }
@@ -591,13 +671,15 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
         }
     }
     let table = checked_name(&index.table_name)?;
-    let columns = index_columns(&index.columns)?;
+    let columns = index_keys(catalog, &table, &mut index.columns)?;
+    // PostgreSQL's default name takes each column's name, a function call's name, else `expr`.
     let bare: Vec<String> = index
         .columns
         .iter()
-        .filter_map(|c| match &c.column.expr {
-            Expr::Identifier(i) => Some(fold(i)),
-            _ => None,
+        .map(|c| match &c.column.expr {
+            Expr::Identifier(i) => fold(i),
+            Expr::Function(f) => fold_name(&f.name),
+            _ => "expr".to_owned(),
         })
         .collect();
     let name = match &index.name {
