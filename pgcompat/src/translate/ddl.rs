@@ -4,8 +4,8 @@
 
 use rusqlite::Connection;
 use sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateIndex, CreateTable, CreateView, Expr, GeneratedAs,
-    Ident, ObjectName, ObjectType, RenameTableNameKind, TableConstraint,
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateView, Expr, GeneratedAs, Ident,
+    ObjectName, ObjectType, RenameTableNameKind, TableConstraint,
 };
 
 use super::expr::{coerce_call, last_part, Rewriter, Scope};
@@ -17,7 +17,7 @@ use crate::types::{Base, PgType, Storage, Written};
 /// The collation numeric columns get, so comparisons and ORDER BY go by value (see `value::numeric`).
 pub const NUMERIC_COLLATION: &str = "pg_numeric";
 
-fn fold(ident: &Ident) -> String {
+pub(super) fn fold(ident: &Ident) -> String {
     if ident.quote_style.is_some() {
         ident.value.clone()
     } else {
@@ -228,41 +228,13 @@ fn folded_columns(columns: &[sqlparser::ast::IndexColumn]) -> Vec<String> {
         .collect()
 }
 
-/// An index's keys as SQLite takes them: columns by name, expressions (`lower(email)`) rewritten as any
-/// expression over the table is, in parentheses. SQLite, like PostgreSQL, accepts only deterministic
-/// functions and no subqueries there.
-fn index_keys(
-    catalog: &Catalog,
-    table: &str,
-    columns: &mut [sqlparser::ast::IndexColumn],
-) -> Result<Vec<String>, PgError> {
-    let mut keys = Vec::with_capacity(columns.len());
-    for column in columns {
-        match &mut column.column.expr {
-            Expr::Identifier(ident) => keys.push(quote_ident(&fold(ident))),
-            expr => {
-                let mut rewriter = Rewriter::new(catalog);
-                rewriter.typer.scopes.push(Scope::of_table(table));
-                let key = if let Expr::Nested(inner) = expr {
-                    inner.as_mut()
-                } else {
-                    expr
-                };
-                rewriter.rewrite_expr(key)?;
-                keys.push(format!("({key})"));
-            }
-        }
-    }
-    Ok(keys)
-}
-
 /// The folded name of a relation in the one schema there is (`public.t` and `t`); 3F000 for another.
 /// A table's name as stored: `public.` removed (other schemas refused), folded as PostgreSQL folds it.
 pub(crate) fn table_name(name: &ObjectName) -> Result<String, PgError> {
     checked_name(name)
 }
 
-fn checked_name(name: &ObjectName) -> Result<String, PgError> {
+pub(super) fn checked_name(name: &ObjectName) -> Result<String, PgError> {
     let mut name = name.clone();
     super::expr::strip_public(&mut name)?;
     Ok(fold_name(&name))
@@ -553,6 +525,46 @@ fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Ve
     steps
 }
 
+/// A column's `DEFAULT` when it is a literal (`7`, `'dd'`, `-1.5`, `NULL`, `'x'::text`): taken out of the
+/// definition and given back as the SQLite literal of its value converted to the column's type.
+fn constant_default(
+    conn: &Connection,
+    rewriter: &mut Rewriter<'_>,
+    def: &mut ColumnDef,
+    ty: PgType,
+) -> Result<Option<String>, PgError> {
+    let literal = |e: &Expr| match e {
+        Expr::Value(_) => true,
+        Expr::UnaryOp { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
+        Expr::Cast { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
+        _ => false,
+    };
+    let Some(position) = def
+        .options
+        .iter()
+        .position(|o| matches!(&o.option, ColumnOption::Default(e) if literal(e)))
+    else {
+        return Ok(None);
+    };
+    let ColumnOption::Default(mut expr) = def.options.remove(position).option else {
+        return Ok(None);
+    };
+    rewriter.rewrite_expr(&mut expr)?;
+    let value: rusqlite::types::Value = conn
+        .query_row(&format!("SELECT {}", coerce_call(expr, ty)), [], |row| row.get(0))
+        .map_err(|e| {
+            crate::functions::error_of(&e.to_string())
+                .unwrap_or_else(|| PgError::new(crate::error::INVALID_TEXT_REPRESENTATION, e.to_string()))
+        })?;
+    Ok(Some(match value {
+        rusqlite::types::Value::Null => "NULL".to_owned(),
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Real(f) => format!("{f:?}"),
+        rusqlite::types::Value::Text(t) => catalog::quote_literal(&t),
+        rusqlite::types::Value::Blob(b) => format!("X'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+    }))
+}
+
 /// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).
 fn alter_in_place(
     conn: &Connection,
@@ -583,7 +595,13 @@ fn alter_in_place(
                 if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
-                let rendered = render_column(&mut rewriter, &table, column_def, &column, false, None)?;
+                // SQLite adds a column to a table with rows only with a constant default: a literal one is
+                // converted now and written as its stored value (the rows take it, as in PostgreSQL).
+                let constant = constant_default(conn, &mut rewriter, column_def, column.ty)?;
+                let mut rendered = render_column(&mut rewriter, table, column_def, &column, false, None)?;
+                if let Some(literal) = constant {
+                    rendered.push_str(&format!(" DEFAULT {literal}"));
+                }
                 steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
                 steps.push(catalog::record_column(table, &name, column.ty));
             }
@@ -658,63 +676,6 @@ pub(crate) fn drop(
         }
     }
     Ok(ddl(&format!("DROP {object_type}"), steps))
-}
-
-/// `CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT EXISTS] [name] ON t [USING btree] (cols) [WHERE …]`.
-pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result<Translation, PgError> {
-    // Every access method becomes SQLite's b-tree index: queries give the same answers, a GIN or GiST index's
-    // speed-up for containment or search is what is not there (documented in ARCHITECTURE.md).
-    if let Some(using) = &index.using {
-        let method = using.to_string().to_ascii_lowercase();
-        if !matches!(method.as_str(), "btree" | "hash" | "gin" | "gist" | "brin" | "spgist") {
-            return Err(PgError::unsupported(format!("index method {method}")));
-        }
-    }
-    let table = checked_name(&index.table_name)?;
-    let columns = index_keys(catalog, &table, &mut index.columns)?;
-    // PostgreSQL's default name takes each column's name, a function call's name, else `expr`.
-    let bare: Vec<String> = index
-        .columns
-        .iter()
-        .map(|c| match &c.column.expr {
-            Expr::Identifier(i) => fold(i),
-            Expr::Function(f) => fold_name(&f.name),
-            _ => "expr".to_owned(),
-        })
-        .collect();
-    let name = match &index.name {
-        Some(name) => fold_name(name),
-        // PostgreSQL's default name: table_columns_idx (or _key for unique ones).
-        None => format!(
-            "{table}_{}_{}",
-            bare.join("_"),
-            if index.unique { "key" } else { "idx" }
-        ),
-    };
-    let with_order: Vec<String> = index
-        .columns
-        .iter()
-        .zip(columns)
-        .map(|(c, col)| match c.column.options.sort {
-            Some(sqlparser::ast::OrderBySort::Desc) => format!("{col} DESC"),
-            _ => col,
-        })
-        .collect();
-    let mut sql = format!(
-        "CREATE {}INDEX {}{} ON {} ({})",
-        if index.unique { "UNIQUE " } else { "" },
-        if index.if_not_exists { "IF NOT EXISTS " } else { "" },
-        quote_ident(&name),
-        quote_ident(&table),
-        with_order.join(", ")
-    );
-    if let Some(predicate) = &mut index.predicate {
-        let mut rewriter = Rewriter::new(catalog);
-        rewriter.typer.scopes.push(Scope::of_table(&table));
-        rewriter.rewrite_expr(predicate)?;
-        sql.push_str(&format!(" WHERE {predicate}"));
-    }
-    Ok(Translation::single(sql, Kind::Other("CREATE INDEX".to_owned())))
 }
 
 /// `CREATE [OR REPLACE] VIEW`.

@@ -12,7 +12,7 @@ pub(crate) mod enums;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
-mod index_forms;
+mod indexes;
 mod maintenance;
 pub mod modifying_cte;
 pub(crate) mod names;
@@ -523,11 +523,11 @@ fn translate_statement(
                 ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
             }
         }
-        Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
+        Statement::CreateIndex(index) => indexes::create_index(catalog, index)?,
         Statement::AlterIndex {
             name,
             operation: sqlparser::ast::AlterIndexOperation::RenameIndex { index_name },
-        } => index_forms::rename_index(conn, &ddl::table_name(name)?, &ddl::table_name(index_name)?, false)?,
+        } => indexes::rename_index(conn, &ddl::table_name(name)?, &ddl::table_name(index_name)?, false)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
         Statement::Truncate(truncate) => {
             let tables = truncate

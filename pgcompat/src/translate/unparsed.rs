@@ -1,7 +1,7 @@
 //! Statements sqlparser 0.64 does not parse, read here with its tokenizer and parser primitives (never by
 //! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, and an identity column's `SEQUENCE NAME`
 //! option (`ALTER TABLE … ALTER COLUMN c ADD GENERATED … AS IDENTITY (SEQUENCE NAME s …)`, as pg_dump writes
-//! it), which is taken out of the tokens before sqlparser reads the rest; the index forms are `index_forms`'.
+//! it), which is taken out of the tokens before sqlparser reads the rest; the index forms are `indexes`'.
 
 use rusqlite::Connection;
 use sqlparser::ast::{ObjectName, Statement};
@@ -34,11 +34,11 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
     }
     let words: Vec<Keyword> = tokens.iter().take(3).map(keyword).collect();
     match words.as_slice() {
-        [Keyword::ALTER, Keyword::INDEX, ..] => super::index_forms::alter_index(conn, tokens),
+        [Keyword::ALTER, Keyword::INDEX, ..] => super::indexes::alter_index(conn, tokens),
         [Keyword::DROP, Keyword::INDEX, Keyword::CONCURRENTLY] => {
-            super::index_forms::drop_index_concurrently(conn, catalog, tokens)
+            super::indexes::drop_index_concurrently(conn, catalog, tokens)
         }
-        [Keyword::REINDEX, ..] => super::index_forms::reindex(conn, tokens).map(Some),
+        [Keyword::REINDEX, ..] => super::indexes::reindex(conn, tokens).map(Some),
         [Keyword::ALTER, Keyword::SEQUENCE, ..] => alter_sequence(conn, catalog, tokens).map(Some),
         [Keyword::ALTER, Keyword::TYPE, ..] => alter_type(tokens),
         [Keyword::ALTER, Keyword::TABLE, ..] => identity_with_sequence_name(conn, catalog, tokens),

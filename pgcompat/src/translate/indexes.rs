@@ -1,5 +1,5 @@
-//! Index statements sqlparser 0.64 does not parse, read with its tokenizer and parser primitives:
-//! `ALTER INDEX … RENAME TO` (SQLite cannot rename an index: it is dropped and made again under the new name,
+//! Indexes: `CREATE INDEX` (columns and expressions), and the statements sqlparser 0.64 does not parse, read
+//! with its tokenizer and parser primitives: `ALTER INDEX … RENAME TO` (SQLite cannot rename an index: it is dropped and made again under the new name,
 //! from its own definition), `DROP INDEX CONCURRENTLY` (SQLite's DROP INDEX never blocks readers, so it is
 //! the plain DROP INDEX) and `REINDEX` (SQLite's).
 
@@ -10,7 +10,10 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
-use super::ddl::table_name;
+use sqlparser::ast::{CreateIndex, Expr};
+
+use super::ddl::{checked_name, fold, fold_name, table_name};
+use super::expr::{Rewriter, Scope};
 use super::{Kind, Translation};
 use crate::catalog::{quote_ident, Catalog};
 use crate::error::{PgError, SYNTAX_ERROR, UNDEFINED_TABLE};
@@ -167,4 +170,89 @@ pub(super) fn reindex(conn: &Connection, tokens: Vec<Token>) -> Result<Translati
     };
     expect_end(&mut p)?;
     Ok(command("REINDEX", vec![step]))
+}
+
+/// `CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT EXISTS] [name] ON t [USING btree] (cols) [WHERE …]`.
+pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result<Translation, PgError> {
+    // Every access method becomes SQLite's b-tree index: queries give the same answers, a GIN or GiST index's
+    // speed-up for containment or search is what is not there (documented in ARCHITECTURE.md).
+    if let Some(using) = &index.using {
+        let method = using.to_string().to_ascii_lowercase();
+        if !matches!(method.as_str(), "btree" | "hash" | "gin" | "gist" | "brin" | "spgist") {
+            return Err(PgError::unsupported(format!("index method {method}")));
+        }
+    }
+    let table = checked_name(&index.table_name)?;
+    let columns = index_keys(catalog, &table, &mut index.columns)?;
+    // PostgreSQL's default name takes each column's name, a function call's name, else `expr`.
+    let bare: Vec<String> = index
+        .columns
+        .iter()
+        .map(|c| match &c.column.expr {
+            Expr::Identifier(i) => fold(i),
+            Expr::Function(f) => fold_name(&f.name),
+            _ => "expr".to_owned(),
+        })
+        .collect();
+    let name = match &index.name {
+        Some(name) => fold_name(name),
+        // PostgreSQL's default name: table_columns_idx (or _key for unique ones).
+        None => format!(
+            "{table}_{}_{}",
+            bare.join("_"),
+            if index.unique { "key" } else { "idx" }
+        ),
+    };
+    let with_order: Vec<String> = index
+        .columns
+        .iter()
+        .zip(columns)
+        .map(|(c, col)| match c.column.options.sort {
+            Some(sqlparser::ast::OrderBySort::Desc) => format!("{col} DESC"),
+            _ => col,
+        })
+        .collect();
+    let mut sql = format!(
+        "CREATE {}INDEX {}{} ON {} ({})",
+        if index.unique { "UNIQUE " } else { "" },
+        if index.if_not_exists { "IF NOT EXISTS " } else { "" },
+        quote_ident(&name),
+        quote_ident(&table),
+        with_order.join(", ")
+    );
+    if let Some(predicate) = &mut index.predicate {
+        let mut rewriter = Rewriter::new(catalog);
+        rewriter.typer.scopes.push(Scope::of_table(&table));
+        rewriter.rewrite_expr(predicate)?;
+        sql.push_str(&format!(" WHERE {predicate}"));
+    }
+    Ok(Translation::single(sql, Kind::Other("CREATE INDEX".to_owned())))
+}
+
+/// An index's keys as SQLite takes them: columns by name, expressions (`lower(email)`) rewritten as any
+/// expression over the table is, in parentheses. SQLite, like PostgreSQL, accepts only deterministic
+/// functions and no subqueries there.
+fn index_keys(
+    catalog: &Catalog,
+    table: &str,
+    columns: &mut [sqlparser::ast::IndexColumn],
+) -> Result<Vec<String>, PgError> {
+    let mut keys = Vec::with_capacity(columns.len());
+    for column in columns {
+        match &mut column.column.expr {
+            Expr::Identifier(ident) => keys.push(quote_ident(&fold(ident))),
+            expr => {
+                let mut rewriter = Rewriter::new(catalog);
+                rewriter.typer.scopes.push(Scope::of_table(table));
+                let key = if let Expr::Nested(inner) = expr {
+                    inner.as_mut()
+                } else {
+                    expr
+                };
+                rewriter.rewrite_expr(key)?;
+                keys.push(format!("({key})"));
+            }
+        }
+    }
+    Ok(keys)
 }
