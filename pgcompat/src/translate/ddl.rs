@@ -358,7 +358,7 @@ fn single_primary_key(constraints: &[TableConstraint]) -> Option<String> {
 }
 
 /// Whether a table of this name exists.
-fn table_exists(conn: &Connection, table: &str) -> bool {
+pub(super) fn table_exists(conn: &Connection, table: &str) -> bool {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",
         [table],

@@ -4,6 +4,7 @@
 
 pub(crate) mod catalog_refs;
 pub(crate) mod comment;
+pub(crate) mod create_as;
 pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
@@ -501,6 +502,7 @@ fn translate_statement(
                 captures: Vec::new(),
             }
         }
+        Statement::CreateTable(create) if create.query.is_some() => create_as::create_table_as(conn, catalog, create)?,
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
         Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter, None)?,
         Statement::Drop {

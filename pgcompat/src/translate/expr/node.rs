@@ -373,6 +373,16 @@ impl Rewriter<'_> {
                 Some(Expr::Identifier(parts[1].clone()))
             }
             Expr::CompoundIdentifier(parts) => {
+                // `public.t.c`: the one schema there is names nothing more than `t.c` does (what ORMs such
+                // as Prisma write).
+                let schema = &parts[0];
+                let is_public = match schema.quote_style {
+                    Some(_) => schema.value == "public",
+                    None => schema.value.eq_ignore_ascii_case("public"),
+                };
+                if parts.len() == 3 && is_public {
+                    parts.remove(0);
+                }
                 if let [qualifier, column] = parts.as_slice() {
                     if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
                         *expr = found.expr.clone();
