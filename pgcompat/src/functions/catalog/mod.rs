@@ -59,13 +59,6 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             other => format!("unknown (OID={other})"),
         }))
     })?;
-    conn.create_scalar_function("pg_encoding_to_char", 1, flags_pure(), |ctx| {
-        Ok(match ctx.get::<Option<i64>>(0)? {
-            Some(6) => "UTF8",
-            Some(0) => "SQL_ASCII",
-            _ => "",
-        })
-    })?;
     for name in ["pg_get_expr"] {
         for n in [2, 3] {
             conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
