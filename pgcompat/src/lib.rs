@@ -37,7 +37,7 @@ use rusqlite::{Connection, Statement};
 pub use catalog::Catalog;
 pub use error::PgError;
 pub use functions::SessionState;
-pub use translate::{Kind, Translated, Translation};
+pub use translate::{Capture, Kind, Translated, Translation};
 pub use types::{Base, PgType};
 
 /// Most translations a session keeps (by statement text); the oldest goes first.

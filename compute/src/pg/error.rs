@@ -53,8 +53,12 @@ pub(crate) const FEATURE_NOT_SUPPORTED: &str = "0A000";
 pub(crate) const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
 /// invalid_catalog_name (unknown database)
 pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
+/// invalid_savepoint_specification
+const INVALID_SAVEPOINT_SPECIFICATION: &str = "3B001";
+/// invalid_column_reference (an ORDER BY position out of range)
+const INVALID_COLUMN_REFERENCE: &str = "42P10";
 /// internal_error
-const INTERNAL_ERROR: &str = "XX000";
+pub(crate) const INTERNAL_ERROR: &str = "XX000";
 /// insufficient_privilege: a statement the defensive policy refuses (`defend`)
 pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// query_canceled: a cancel request, the statement timeout, or the client gone
@@ -159,6 +163,10 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
                 SYNTAX_ERROR
             } else if message.contains("already exists") {
                 DUPLICATE_TABLE
+            } else if message.starts_with("no such savepoint") {
+                INVALID_SAVEPOINT_SPECIFICATION
+            } else if message.contains("ORDER BY term out of range") || message.contains("GROUP BY term out of range") {
+                INVALID_COLUMN_REFERENCE
             } else if message.contains("may not be modified") || message.starts_with("not authorized") {
                 // SQLITE_DBCONFIG_DEFENSIVE refusing a write to the schema table (`defend`).
                 INSUFFICIENT_PRIVILEGE

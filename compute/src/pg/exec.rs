@@ -4,14 +4,16 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use jiff::tz::TimeZone;
+use pgcompat::value::OutputStyle;
 use pgcompat::PgType;
 use pgwire::api::portal::Format;
 use pgwire::api::results::FieldFormat;
 use rusqlite::types::Value;
 use rusqlite::{Connection, Statement};
 
-use super::error::{SqlError, IN_FAILED_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION};
+use super::error::{
+    SqlError, IN_FAILED_SQL_TRANSACTION, NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, PROTOCOL_VIOLATION,
+};
 use super::session::Outcome;
 use super::types;
 
@@ -78,7 +80,8 @@ pub(crate) struct Typing<'a> {
     pub(crate) known: Vec<Option<PgType>>,
     /// The types a Describe gave the client, so execution agrees.
     pub(crate) hints: Option<&'a [PgType]>,
-    pub(crate) tz: &'a TimeZone,
+    /// The session's zone and display parameters, for printing.
+    pub(crate) style: &'a OutputStyle,
 }
 
 /// PostgreSQL spellings SQLite does not know, rewritten at the start of a query the dialect layer passes
@@ -145,6 +148,16 @@ pub(crate) fn run(
             _ => Err(aborted()),
         };
     }
+    if *kind == Kind::Begin && !conn.is_autocommit() {
+        // PostgreSQL answers BEGIN inside a transaction block with a warning and success.
+        return Ok(Outcome::TxStart("BEGIN".to_owned()));
+    }
+    if conn.is_autocommit() && needs_block(kind) {
+        return Err(SqlError::new(
+            NO_ACTIVE_SQL_TRANSACTION,
+            format!("{} can only be used in transaction blocks", block_only_name(kind)),
+        ));
+    }
     if matches!(kind, Kind::Commit | Kind::Rollback) && conn.is_autocommit() {
         // PostgreSQL answers COMMIT or ROLLBACK outside a transaction with a warning and success.
         *tx = TxState::Idle;
@@ -174,7 +187,28 @@ pub(crate) fn run(
     }
 }
 
-fn execute(
+/// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO` act on a transaction block; outside one PostgreSQL refuses them
+/// (25P01) where SQLite would open a transaction.
+fn needs_block(kind: &Kind) -> bool {
+    match kind {
+        Kind::RollbackTo => true,
+        Kind::Other(tag) => tag == "SAVEPOINT" || tag == "RELEASE",
+        _ => false,
+    }
+}
+
+/// The statement's name in PostgreSQL's 25P01 message.
+fn block_only_name(kind: &Kind) -> &str {
+    match kind {
+        Kind::RollbackTo => "ROLLBACK TO SAVEPOINT",
+        Kind::Other(tag) if tag == "RELEASE" => "RELEASE SAVEPOINT",
+        Kind::Other(tag) => tag,
+        _ => "",
+    }
+}
+
+/// Runs one statement (bound to `params`) and gives its outcome: rows, or its command tag.
+pub(crate) fn execute(
     stmt: &mut Statement<'_>,
     params: &[Value],
     format: &Format,
@@ -196,7 +230,7 @@ fn execute(
         });
     }
     let (columns, values) = query_values(stmt, typing)?;
-    rows_outcome(columns, &values, format, kind, typing.tz)
+    rows_outcome(columns, &values, format, kind, typing.style)
 }
 
 /// Result columns: each one's name and PostgreSQL type.
@@ -236,14 +270,14 @@ pub(crate) fn rows_outcome(
     values: &[Vec<Value>],
     format: &Format,
     kind: &Kind,
-    tz: &TimeZone,
+    style: &OutputStyle,
 ) -> Result<Outcome, SqlError> {
     let fields = Arc::new(types::fields(&columns, format));
     let column_types: Vec<PgType> = columns.iter().map(|(_, t)| *t).collect();
     let formats: Vec<FieldFormat> = (0..columns.len()).map(|i| format.format_for(i)).collect();
     let rows = values
         .iter()
-        .map(|row| types::encode_row(&column_types, &formats, row, tz))
+        .map(|row| types::encode_row(&column_types, &formats, row, style))
         .collect::<Result<Vec<_>, _>>()?;
     let tag = match kind {
         Kind::Insert => "INSERT 0",

@@ -8,7 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use jiff::tz::TimeZone;
 use pgcompat::types::{Base, PgType};
-use pgcompat::value;
+use pgcompat::value::{self, OutputStyle};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{FieldFormat, FieldInfo};
 use pgwire::api::Type;
@@ -89,7 +89,7 @@ pub(crate) fn encode_row(
     columns: &[PgType],
     formats: &[FieldFormat],
     row: &[Value],
-    tz: &TimeZone,
+    style: &OutputStyle,
 ) -> Result<DataRow, SqlError> {
     assert_eq!(columns.len(), row.len(), "row width differs from its columns");
     assert_eq!(columns.len(), formats.len(), "formats width differs from its columns");
@@ -100,8 +100,8 @@ pub(crate) fn encode_row(
             continue;
         }
         let bytes = match format {
-            FieldFormat::Text => value::output(*ty, value, tz).unwrap_or_default().into_bytes(),
-            FieldFormat::Binary => value::encode_binary(*ty, value, tz).map_err(SqlError::from)?,
+            FieldFormat::Text => value::output_styled(*ty, value, style).unwrap_or_default().into_bytes(),
+            FieldFormat::Binary => value::encode_binary(*ty, value, &style.tz).map_err(SqlError::from)?,
         };
         let len = i32::try_from(bytes.len())
             .map_err(|_| SqlError::new(super::error::PROGRAM_LIMIT_EXCEEDED, "a value is over 2 GiB"))?;
@@ -214,7 +214,7 @@ mod tests {
             &[PgType::BOOL, PgType::INT4, PgType::TEXT],
             &[FieldFormat::Text, FieldFormat::Binary, FieldFormat::Text],
             &[Value::Integer(1), Value::Integer(7), Value::Null],
-            &TimeZone::UTC,
+            &OutputStyle::with_zone(TimeZone::UTC),
         )
         .expect("encodes");
         assert_eq!(row.field_count, 3);

@@ -194,6 +194,25 @@ impl SessionState {
         crate::schemas::effective_search_path(&entries, &self.user, &self.schemas.read())
     }
 
+    /// How result values are printed to the client: `TimeZone`, `IntervalStyle`, `bytea_output`.
+    pub fn output_style(&self) -> crate::value::OutputStyle {
+        let settings = self.settings.lock();
+        let interval = match settings.raw("IntervalStyle") {
+            Some("iso_8601") => crate::value::IntervalStyle::Iso8601,
+            _ => crate::value::IntervalStyle::Postgres,
+        };
+        let bytea = match settings.raw("bytea_output") {
+            Some("escape") => crate::value::ByteaOutput::Escape,
+            _ => crate::value::ByteaOutput::Hex,
+        };
+        drop(settings);
+        crate::value::OutputStyle {
+            tz: self.time_zone(),
+            interval,
+            bytea,
+        }
+    }
+
     /// Marks the start of a transaction: `now()` is this instant until the next one.
     pub fn start_transaction(&self) {
         self.now_micros

@@ -13,10 +13,12 @@ use crate::value::datetime;
 use rusqlite::functions::FunctionFlags;
 
 pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
-    let s = state.clone();
-    conn.create_scalar_function("pg_now", 0, flags_session(), move |_| {
-        Ok(datetime::format_timestamptz(s.now(), &TimeZone::UTC))
-    })?;
+    for name in ["pg_now", "pg_current_timestamp"] {
+        let s = state.clone();
+        conn.create_scalar_function(name, 0, flags_session(), move |_| {
+            Ok(datetime::format_timestamptz(s.now(), &TimeZone::UTC))
+        })?;
+    }
     conn.create_scalar_function("pg_clock_timestamp", 0, flags_session(), |_| {
         Ok(datetime::format_timestamptz(Timestamp::now(), &TimeZone::UTC))
     })?;

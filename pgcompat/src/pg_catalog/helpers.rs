@@ -68,18 +68,18 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "idx",
         "SELECT k.idxoid AS oid, k.conname AS name, k.conrelid AS relid, k.rid AS rid, k.relname AS tbl, 1 AS isunique, \
          k.contype = 'p' AS isprimary, k.cols AS cols, 1 AS iscon, k.nsp AS nsp, k.conname AS bare, k.bare AS tblbare, \
-         k.nspoid AS nspoid FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
+         k.nspoid AS nspoid, NULL AS sql FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
          UNION ALL SELECT r.oid, r.name, t.oid, t.rid, t.name, \
          coalesce((SELECT l.\"unique\" FROM pragma_index_list(t.name, 'main') l WHERE l.name = r.name), 0), 0, \
          (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), 0, \
-         t.nsp, CASE WHEN r.nsp = t.nsp THEN r.relname ELSE r.name END, t.relname, t.nspoid \
+         t.nsp, CASE WHEN r.nsp = t.nsp THEN r.relname ELSE r.name END, t.relname, t.nspoid, r.sql \
          FROM _pgc_rel r JOIN _pgc_rel t ON t.name = r.tbl AND t.type = 'table' WHERE r.type = 'index'",
     ),
     (
         "idx2",
         "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.bare) || \
          ' ON ' || _pgc_ident(x.nsp) || '.' || _pgc_ident(x.tblbare) || ' USING btree (' || \
-         (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')' AS indexdef, \
+         coalesce(_pgc_index_keys(x.sql), (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')') AS indexdef, \
          (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
          FROM _pgc_idx x",
     ),

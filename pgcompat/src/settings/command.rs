@@ -35,8 +35,34 @@ pub fn is_setting_statement(first_word: &str) -> bool {
     matches!(first_word, "SET" | "SHOW" | "RESET")
 }
 
+/// `SET CONSTRAINTS …` (which sqlparser does not read): SQLite checks UNIQUE and PRIMARY KEY constraints
+/// row by row and has no deferred checking to switch, so it is refused (0A000) rather than ignored.
+fn refuse_set_constraints(sql: &str) -> Result<(), PgError> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let words: Vec<String> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .take(2)
+        .map(|t| match t {
+            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
+            _ => String::new(),
+        })
+        .collect();
+    if words == ["SET", "CONSTRAINTS"] {
+        return Err(PgError::new(
+            FEATURE_NOT_SUPPORTED,
+            "SET CONSTRAINTS (deferred constraint checking) is not supported by Cambium",
+        ));
+    }
+    Ok(())
+}
+
 /// Parses one `SET`, `SHOW` or `RESET` statement.
 pub fn parse(sql: &str) -> Result<Command, PgError> {
+    refuse_set_constraints(sql)?;
     let statements =
         Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|error| PgError::new(SYNTAX_ERROR, error.to_string()))?;
     let [statement] = statements.as_slice() else {

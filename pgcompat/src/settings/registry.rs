@@ -221,7 +221,7 @@ pub static GUCS: &[Guc] = &[
         .about(PRESET, "Shows the size of a disk block."),
     guc("bytea_output", "hex", Enum, User)
         .choices(&["escape", "hex"])
-        .effect(Effect::Only(&["hex"]))
+        .effect(Effect::Enforced)
         .about(STATEMENT, "Sets the output format for bytea."),
     guc("check_function_bodies", "on", Bool, User).about(STATEMENT, "Check routine bodies during CREATE FUNCTION and CREATE PROCEDURE."),
     guc("client_encoding", "UTF8", Text, User)
@@ -278,7 +278,7 @@ pub static GUCS: &[Guc] = &[
     guc("integer_datetimes", "on", Bool, Internal).about(PRESET, "Shows whether datetimes are integer based."),
     guc("IntervalStyle", "postgres", Enum, User)
         .choices(&["postgres", "postgres_verbose", "sql_standard", "iso_8601"])
-        .effect(Effect::Only(&["postgres"]))
+        .effect(Effect::Only(&["postgres", "iso_8601"]))
         .about(LOCALE, "Sets the display format for interval values."),
     guc("is_superuser", "on", Bool, Internal).about(PRESET, "Shows whether the current user is a superuser."),
     guc("jit", "on", Bool, User).about("Query Tuning / Other Planner Options", "Allow JIT compilation."),

@@ -4,8 +4,8 @@
 
 use rusqlite::Connection;
 use sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateIndex, CreateTable, CreateView, Expr, GeneratedAs,
-    Ident, ObjectName, ObjectType, RenameTableNameKind, TableConstraint,
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateView, Expr, GeneratedAs, Ident,
+    ObjectName, ObjectType, RenameTableNameKind, TableConstraint,
 };
 
 use super::expr::{coerce_call, last_part, Rewriter, Scope};
@@ -17,7 +17,7 @@ use crate::types::{Base, PgType, Storage, Written};
 /// The collation numeric columns get, so comparisons and ORDER BY go by value (see `value::numeric`).
 pub const NUMERIC_COLLATION: &str = "pg_numeric";
 
-fn fold(ident: &Ident) -> String {
+pub(super) fn fold(ident: &Ident) -> String {
     if ident.quote_style.is_some() {
         ident.value.clone()
     } else {
@@ -44,6 +44,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         uses_now: false,
         foreign_keys_off: false,
         param_columns: Vec::new(),
+        captures: Vec::new(),
     }
 }
 
@@ -108,8 +109,10 @@ fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError
     }
 }
 
-/// Renders a column for SQLite; `table_primary_key` when the table's one-column primary key is this
-/// column, `sequence` the sequence a serial or identity column takes its values from.
+/// Renders a column of `table` for SQLite; `table_primary_key` when the table's one-column primary key is
+/// this column, `sequence` the sequence a serial or identity column takes its values from. A primary key
+/// carries its name (PostgreSQL's `<table>_pkey` unless one is given), so it keeps it when the table is
+/// renamed, as PostgreSQL's does.
 fn render_column(
     rewriter: &mut Rewriter<'_>,
     table: &str,
@@ -125,10 +128,20 @@ fn render_column(
         .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)));
     let primary_key = inline_primary_key || table_primary_key;
     let mut out = format!("{} {}", quote_ident(&name), column.ty.storage().sqlite_type());
+    // Default constraint names take the table's own name, not its schema.
+    let (_, own) = super::schema::schema_of(rewriter.typer.catalog, table);
     if primary_key {
+        let given = def.options.iter().find_map(|o| match o.option {
+            ColumnOption::PrimaryKey(_) => o.name.as_ref().map(fold),
+            _ => None,
+        });
+        let constraint = given.unwrap_or_else(|| format!("{own}_pkey"));
         // An INTEGER PRIMARY KEY is the rowid: no second index. PostgreSQL primary keys are NOT NULL
         // (SQLite's, but for INTEGER ones, are not).
-        out.push_str(" PRIMARY KEY NOT NULL");
+        out.push_str(&format!(
+            " CONSTRAINT {} PRIMARY KEY NOT NULL",
+            quote_ident(&constraint)
+        ));
     }
     if let Some(sequence) = sequence {
         if !primary_key {
@@ -145,8 +158,17 @@ fn render_column(
                 let value = coerce_call(expr.clone(), column.ty);
                 out.push_str(&format!(" DEFAULT ({value})"));
             }
-            ColumnOption::Unique(_) => out.push_str(" UNIQUE"),
+            // Constraints carry PostgreSQL's names from the start, so a renamed table keeps them.
+            ColumnOption::Unique(_) => {
+                let constraint = option.name.as_ref().map_or_else(|| format!("{own}_{name}_key"), fold);
+                out.push_str(&format!(" CONSTRAINT {} UNIQUE", quote_ident(&constraint)));
+            }
             ColumnOption::ForeignKey(fk) => {
+                let constraint = option
+                    .name
+                    .as_ref()
+                    .map_or_else(|| format!("{own}_{name}_fkey"), fold);
+                out.push_str(&format!(" CONSTRAINT {}", quote_ident(&constraint)));
                 out.push(' ');
                 out.push_str(&references(
                     rewriter.typer.catalog,
@@ -217,6 +239,17 @@ fn temporary_name(name: &ObjectName) -> Result<String, PgError> {
             "cannot create temporary relation in non-temporary schema",
         )),
     }
+}
+
+/// The folded names of an index's or key's plain columns.
+fn folded_columns(columns: &[sqlparser::ast::IndexColumn]) -> Vec<String> {
+    columns
+        .iter()
+        .filter_map(|c| match &c.column.expr {
+            Expr::Identifier(ident) => Some(fold(ident)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `CREATE TABLE`. A serial or identity column gets its sequence, made in the same steps.
@@ -358,7 +391,7 @@ fn single_primary_key(constraints: &[TableConstraint]) -> Option<String> {
 }
 
 /// Whether a table of this name exists.
-fn table_exists(conn: &Connection, table: &str) -> bool {
+pub(super) fn table_exists(conn: &Connection, table: &str) -> bool {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",
         [table],
@@ -375,6 +408,7 @@ fn render_constraints(
     pk_absorbed: bool,
 ) -> Result<Vec<String>, PgError> {
     let mut parts = Vec::new();
+    let (_, own) = super::schema::schema_of(rewriter.typer.catalog, table);
     for constraint in constraints {
         let name_clause = |name: &Option<Ident>| {
             name.as_ref()
@@ -383,20 +417,28 @@ fn render_constraints(
         let text = match constraint {
             TableConstraint::PrimaryKey(_) if pk_absorbed => continue,
             TableConstraint::PrimaryKey(pk) => format!(
-                "{}PRIMARY KEY ({})",
-                name_clause(&pk.name),
+                "CONSTRAINT {} PRIMARY KEY ({})",
+                quote_ident(&pk.name.as_ref().map_or_else(|| format!("{own}_pkey"), fold)),
                 index_columns(&pk.columns)?.join(", ")
             ),
-            TableConstraint::Unique(unique) => format!(
-                "{}UNIQUE ({})",
-                name_clause(&unique.name),
-                index_columns(&unique.columns)?.join(", ")
-            ),
+            TableConstraint::Unique(unique) => {
+                let keys = index_columns(&unique.columns)?;
+                let default = format!("{own}_{}_key", folded_columns(&unique.columns).join("_"));
+                format!(
+                    "CONSTRAINT {} UNIQUE ({})",
+                    quote_ident(&unique.name.as_ref().map_or(default, fold)),
+                    keys.join(", ")
+                )
+            }
             TableConstraint::ForeignKey(fk) => {
                 let cols: Vec<String> = fk.columns.iter().map(|c| quote_ident(&fold(c))).collect();
+                let default = format!(
+                    "{own}_{}_fkey",
+                    fk.columns.iter().map(fold).collect::<Vec<_>>().join("_")
+                );
                 format!(
-                    "{}FOREIGN KEY ({}) {}",
-                    name_clause(&fk.name),
+                    "CONSTRAINT {} FOREIGN KEY ({}) {}",
+                    quote_ident(&fk.name.as_ref().map_or(default, fold)),
                     cols.join(", "),
                     references(
                         rewriter.typer.catalog,
@@ -522,6 +564,46 @@ fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Ve
     steps
 }
 
+/// A column's `DEFAULT` when it is a literal (`7`, `'dd'`, `-1.5`, `NULL`, `'x'::text`): taken out of the
+/// definition and given back as the SQLite literal of its value converted to the column's type.
+fn constant_default(
+    conn: &Connection,
+    rewriter: &mut Rewriter<'_>,
+    def: &mut ColumnDef,
+    ty: PgType,
+) -> Result<Option<String>, PgError> {
+    let literal = |e: &Expr| match e {
+        Expr::Value(_) => true,
+        Expr::UnaryOp { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
+        Expr::Cast { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
+        _ => false,
+    };
+    let Some(position) = def
+        .options
+        .iter()
+        .position(|o| matches!(&o.option, ColumnOption::Default(e) if literal(e)))
+    else {
+        return Ok(None);
+    };
+    let ColumnOption::Default(mut expr) = def.options.remove(position).option else {
+        return Ok(None);
+    };
+    rewriter.rewrite_expr(&mut expr)?;
+    let value: rusqlite::types::Value = conn
+        .query_row(&format!("SELECT {}", coerce_call(expr, ty)), [], |row| row.get(0))
+        .map_err(|e| {
+            crate::functions::error_of(&e.to_string())
+                .unwrap_or_else(|| PgError::new(crate::error::INVALID_TEXT_REPRESENTATION, e.to_string()))
+        })?;
+    Ok(Some(match value {
+        rusqlite::types::Value::Null => "NULL".to_owned(),
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Real(f) => format!("{f:?}"),
+        rusqlite::types::Value::Text(t) => catalog::quote_literal(&t),
+        rusqlite::types::Value::Blob(b) => format!("X'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+    }))
+}
+
 /// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).
 fn alter_in_place(
     conn: &Connection,
@@ -552,7 +634,13 @@ fn alter_in_place(
                 if column.generator.is_some() {
                     return Err(PgError::unsupported("adding a serial or identity column"));
                 }
-                let rendered = render_column(&mut rewriter, table, column_def, &column, false, None)?;
+                // SQLite adds a column to a table with rows only with a constant default: a literal one is
+                // converted now and written as its stored value (the rows take it, as in PostgreSQL).
+                let constant = constant_default(conn, &mut rewriter, column_def, column.ty)?;
+                let mut rendered = render_column(&mut rewriter, table, column_def, &column, false, None)?;
+                if let Some(literal) = constant {
+                    rendered.push_str(&format!(" DEFAULT {literal}"));
+                }
                 steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
                 steps.push(catalog::record_column(table, &name, column.ty));
             }
@@ -630,62 +718,6 @@ pub(crate) fn drop(
     Ok(ddl(&format!("DROP {object_type}"), steps))
 }
 
-/// `CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT EXISTS] [name] ON t [USING btree] (cols) [WHERE …]`.
-pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result<Translation, PgError> {
-    // Every access method becomes SQLite's b-tree index: queries give the same answers, a GIN or GiST index's
-    // speed-up for containment or search is what is not there (documented in ARCHITECTURE.md).
-    if let Some(using) = &index.using {
-        let method = using.to_string().to_ascii_lowercase();
-        if !matches!(method.as_str(), "btree" | "hash" | "gin" | "gist" | "brin" | "spgist") {
-            return Err(PgError::unsupported(format!("index method {method}")));
-        }
-    }
-    let table = table_name(catalog, &index.table_name)?;
-    let columns = index_columns(&index.columns)?;
-    let bare: Vec<String> = index
-        .columns
-        .iter()
-        .filter_map(|c| match &c.column.expr {
-            Expr::Identifier(i) => Some(fold(i)),
-            _ => None,
-        })
-        .collect();
-    let name = match &index.name {
-        // An index lives in its table's schema.
-        Some(name) => crate::schemas::sqlite_name(&super::schema::schema_of(catalog, &table).0, &fold_name(name)),
-        // PostgreSQL's default name: table_columns_idx (or _key for unique ones).
-        None => format!(
-            "{table}_{}_{}",
-            bare.join("_"),
-            if index.unique { "key" } else { "idx" }
-        ),
-    };
-    let with_order: Vec<String> = index
-        .columns
-        .iter()
-        .zip(columns)
-        .map(|(c, col)| match c.column.options.sort {
-            Some(sqlparser::ast::OrderBySort::Desc) => format!("{col} DESC"),
-            _ => col,
-        })
-        .collect();
-    let mut sql = format!(
-        "CREATE {}INDEX {}{} ON {} ({})",
-        if index.unique { "UNIQUE " } else { "" },
-        if index.if_not_exists { "IF NOT EXISTS " } else { "" },
-        quote_ident(&name),
-        quote_ident(&table),
-        with_order.join(", ")
-    );
-    if let Some(predicate) = &mut index.predicate {
-        let mut rewriter = Rewriter::new(catalog);
-        rewriter.typer.scopes.push(Scope::of_table(&table));
-        rewriter.rewrite_expr(predicate)?;
-        sql.push_str(&format!(" WHERE {predicate}"));
-    }
-    Ok(Translation::single(sql, Kind::Other("CREATE INDEX".to_owned())))
-}
-
 /// `CREATE [OR REPLACE] VIEW`.
 pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Translation, PgError> {
     if view.materialized {
@@ -721,5 +753,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         uses_now: false,
         foreign_keys_off: false,
         param_columns: Vec::new(),
+        captures: Vec::new(),
     })
 }

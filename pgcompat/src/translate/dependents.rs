@@ -1,10 +1,14 @@
 //! What depends on a table through foreign keys, so `DROP TABLE` and `TRUNCATE` refuse, or cascade, as
 //! PostgreSQL does instead of leaving other tables' keys pointing at nothing.
 //!
-//! Views that read a dropped table are not tracked here (SQLite lets them break); foreign keys are the
-//! dependency applications meet.
+//! Views that read a dropped table are found by parsing their definitions: `DROP TABLE` refuses (2BP01) or,
+//! with CASCADE, drops them too; the foreign keys of other tables are dropped by rebuilding those tables.
 
 use rusqlite::Connection;
+
+use sqlparser::ast::{Statement, TableFactor};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::parser::Parser;
 
 use crate::error::{PgError, DEPENDENT_OBJECTS_STILL_EXIST, FEATURE_NOT_SUPPORTED, INTERNAL_ERROR};
 
@@ -30,31 +34,117 @@ fn listed(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
-/// `DROP TABLE names`: 2BP01 if a table not dropped with them references one (`CASCADE` then: 0A000,
-/// dropping other tables' foreign keys is not supported).
-pub(crate) fn check_drop(conn: &Connection, names: &[String], cascade: bool) -> Result<(), PgError> {
+/// Most views `DROP TABLE` follows through (views over views over the table).
+const DEPENDENT_VIEWS_MAX: usize = 10_000;
+
+/// What `DROP TABLE … CASCADE` removes besides the tables: the views that read them (directly or through
+/// other views) and the foreign keys of other tables that reference them, as `(table, referenced)`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct DropPlan {
+    pub(crate) views: Vec<String>,
+    pub(crate) references: Vec<(String, String)>,
+}
+
+/// `DROP TABLE names`: 2BP01 if a view reads one or a table not dropped with them references one; with
+/// `cascade`, those views and foreign keys to drop too.
+pub(crate) fn plan_drop(conn: &Connection, names: &[String], cascade: bool) -> Result<DropPlan, PgError> {
+    let mut plan = DropPlan::default();
     for name in names {
-        let outside: Vec<String> = referencing_tables(conn, name)?
-            .into_iter()
-            .filter(|other| !listed(names, other))
-            .collect();
-        if let Some(first) = outside.first() {
-            return Err(if cascade {
-                PgError::new(
-                    FEATURE_NOT_SUPPORTED,
-                    format!("DROP TABLE {name} CASCADE would drop the foreign keys of {}: not supported; drop those constraints first", outside.join(", ")),
-                )
-            } else {
-                PgError::new(
+        for other in referencing_tables(conn, name)? {
+            if listed(names, &other) {
+                continue;
+            }
+            if !cascade {
+                return Err(PgError::new(
                     DEPENDENT_OBJECTS_STILL_EXIST,
                     format!(
-                        "cannot drop table {name} because other objects depend on it (a foreign key of table {first})"
+                        "cannot drop table {name} because other objects depend on it (a foreign key of table {other})"
                     ),
-                )
-            });
+                ));
+            }
+            plan.references.push((other, name.clone()));
         }
     }
-    Ok(())
+    plan.views = dependent_views(conn, names)?;
+    if let (Some(view), false) = (plan.views.first(), cascade) {
+        return Err(PgError::new(
+            DEPENDENT_OBJECTS_STILL_EXIST,
+            format!(
+                "cannot drop table {} because other objects depend on it (view {view})",
+                names.join(", ")
+            ),
+        ));
+    }
+    Ok(plan)
+}
+
+/// The views that read any of `tables`, directly or through other views, in the order found.
+fn dependent_views(conn: &Connection, tables: &[String]) -> Result<Vec<String>, PgError> {
+    let failed = |e: rusqlite::Error| PgError::new(INTERNAL_ERROR, format!("reading views: {e}"));
+    let mut stmt = conn
+        .prepare_cached("SELECT name, sql FROM sqlite_schema WHERE type = 'view' AND sql IS NOT NULL")
+        .map_err(failed)?;
+    let views = stmt
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+        .map_err(failed)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    let reads: Vec<(String, Vec<String>)> = views
+        .into_iter()
+        .filter(|(name, _)| !crate::catalog::is_internal_table(name))
+        .map(|(name, sql)| (name, relations_of_view(&sql)))
+        .collect();
+    let mut gone: Vec<String> = tables.to_vec();
+    let mut found = Vec::new();
+    loop {
+        let before = found.len();
+        for (view, read) in &reads {
+            if !listed(&found, view) && read.iter().any(|r| listed(&gone, r)) {
+                found.push(view.clone());
+                gone.push(view.clone());
+            }
+        }
+        if found.len() == before || found.len() >= DEPENDENT_VIEWS_MAX {
+            return Ok(found);
+        }
+    }
+}
+
+/// The relations a view's definition names (empty if SQLite's text does not parse).
+fn relations_of_view(sql: &str) -> Vec<String> {
+    let Ok(mut parsed) = Parser::parse_sql(&SQLiteDialect {}, sql) else {
+        return Vec::new();
+    };
+    let Some(Statement::CreateView(view)) = parsed.first_mut() else {
+        return Vec::new();
+    };
+    let mut names = Names(Vec::new());
+    if super::walk::query(&mut names, &mut view.query).is_err() {
+        return Vec::new();
+    }
+    names.0
+}
+
+/// Collects the last part of every table name a query reads.
+struct Names(Vec<String>);
+
+impl super::walk::Hooks for Names {
+    fn enter_select(&mut self, _: &sqlparser::ast::Select) {}
+
+    fn leave_select(&mut self) {}
+
+    fn expr(&mut self, _: &mut sqlparser::ast::Expr) -> Result<(), PgError> {
+        Ok(())
+    }
+
+    fn table_factor(&mut self, factor: &mut TableFactor) -> Result<(), PgError> {
+        if let TableFactor::Table { name, .. } = factor {
+            if let Some(ident) = name.0.last().and_then(|part| part.as_ident()) {
+                self.0.push(ident.value.clone());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The tables `TRUNCATE names` empties, children before parents: with `cascade`, every table that
@@ -103,15 +193,25 @@ mod tests {
         let conn = conn();
         let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
-            check_drop(&conn, &names(&["a"]), false).map_err(|e| e.code),
+            plan_drop(&conn, &names(&["a"]), false).map_err(|e| e.code),
             Err(DEPENDENT_OBJECTS_STILL_EXIST)
         );
         assert_eq!(
-            check_drop(&conn, &names(&["a"]), true).map_err(|e| e.code),
-            Err(FEATURE_NOT_SUPPORTED)
+            plan_drop(&conn, &names(&["a"]), true)?.references,
+            vec![("b".to_owned(), "a".to_owned())]
         );
-        check_drop(&conn, &names(&["A", "b", "c"]), false)?;
-        check_drop(&conn, &names(&["c"]), false)?;
+        plan_drop(&conn, &names(&["A", "b", "c"]), false)?;
+        plan_drop(&conn, &names(&["c"]), false)?;
+        conn.execute_batch("CREATE VIEW vb AS SELECT id FROM b; CREATE VIEW vvb AS SELECT * FROM vb, c")
+            .expect("views");
+        assert_eq!(
+            plan_drop(&conn, &names(&["b", "c"]), false).map_err(|e| e.code),
+            Err(DEPENDENT_OBJECTS_STILL_EXIST)
+        );
+        assert_eq!(
+            plan_drop(&conn, &names(&["b", "c"]), true)?.views,
+            names(&["vb", "vvb"])
+        );
         assert!(truncate_order(&conn, &names(&["a"]), false).is_err());
         assert_eq!(truncate_order(&conn, &names(&["a"]), true)?, names(&["c", "b", "a"]));
         assert_eq!(truncate_order(&conn, &names(&["c"]), false)?, names(&["c"]));

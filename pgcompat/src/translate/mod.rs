@@ -4,6 +4,7 @@
 
 pub(crate) mod catalog_refs;
 pub(crate) mod comment;
+pub(crate) mod create_as;
 pub mod cursor;
 pub(crate) mod ddl;
 pub(crate) mod dependents;
@@ -12,8 +13,10 @@ pub(crate) mod enums;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
+mod indexes;
 mod lock;
 mod maintenance;
+pub mod modifying_cte;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
@@ -171,6 +174,20 @@ pub struct Translation {
     /// Result columns that are a bare parameter (`SELECT $1`), as (column, parameter) indexes from 0: such a
     /// column has the type the client gave the parameter, as in PostgreSQL (text when it gave none).
     pub param_columns: Vec<(usize, usize)>,
+    /// Steps whose rows the caller keeps in a TEMP table before the next step runs (data-modifying CTEs,
+    /// `modifying_cte`); the steps after the primary one drop those tables.
+    pub captures: Vec<Capture>,
+}
+
+/// A step whose rows (an INSERT, UPDATE or DELETE with RETURNING) go into a TEMP table: the caller makes
+/// the table (`DROP TABLE IF EXISTS`, then one untyped column per result column, named as the step names
+/// them), runs the step and inserts each row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capture {
+    /// The step's index in `steps`.
+    pub step: usize,
+    /// The TEMP table's name (unquoted).
+    pub table: String,
 }
 
 impl Translation {
@@ -190,6 +207,7 @@ impl Translation {
             uses_now: false,
             foreign_keys_off: false,
             param_columns: Vec::new(),
+            captures: Vec::new(),
         }
     }
 }
@@ -324,6 +342,40 @@ fn copy_statement(
     Ok(t)
 }
 
+/// `DROP TABLE … CASCADE`'s steps after what depends on the tables goes: the views that read them, and the
+/// other tables' foreign keys to them (those tables rebuilt without them).
+fn drop_with_dependents(
+    conn: &Connection,
+    catalog: &Catalog,
+    plan: dependents::DropPlan,
+    drop: Translation,
+) -> Result<Translation, PgError> {
+    if plan == dependents::DropPlan::default() {
+        return Ok(drop);
+    }
+    let views: Vec<sqlparser::ast::ObjectName> = plan
+        .views
+        .iter()
+        .map(|v| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', v.clone())]))
+        .collect();
+    let mut steps = Vec::new();
+    if !views.is_empty() {
+        steps.extend(ddl::drop(catalog, ObjectType::View, true, &views, false)?.steps);
+    }
+    let mut foreign_keys_off = drop.foreign_keys_off;
+    for (table, referenced) in &plan.references {
+        let rebuilt = rebuild::drop_references(conn, catalog, table, referenced)?;
+        foreign_keys_off |= rebuilt.referenced;
+        steps.extend(rebuilt.steps);
+    }
+    steps.extend(drop.steps);
+    Ok(Translation {
+        steps,
+        foreign_keys_off,
+        ..drop
+    })
+}
+
 /// One statement; `None` when the layer does not handle its kind and the text goes to SQLite as written.
 fn translate_statement(
     conn: &Connection,
@@ -332,15 +384,8 @@ fn translate_statement(
 ) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
         Statement::Query(query) => {
-            if let Some(with) = &query.with {
-                if with.cte_tables.iter().any(|c| {
-                    matches!(
-                        c.query.body.as_ref(),
-                        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_)
-                    )
-                }) {
-                    return Err(PgError::unsupported("INSERT, UPDATE or DELETE inside WITH"));
-                }
+            if modifying_cte::has_modifying_cte(query) {
+                return modifying_cte::translate(conn, catalog, (**query).clone()).map(Some);
             }
             // `TABLE t` is `SELECT * FROM t`.
             if let SetExpr::Table(table) = query.body.as_ref() {
@@ -379,6 +424,7 @@ fn translate_statement(
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
                 param_columns: param_columns(query),
+                captures: Vec::new(),
             }
         }
         Statement::Insert(insert) => {
@@ -441,6 +487,7 @@ fn translate_statement(
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
                 param_columns: Vec::new(),
+                captures: Vec::new(),
             }
         }
         Statement::Delete(delete) => {
@@ -490,8 +537,10 @@ fn translate_statement(
                 uses_now: rewriter.uses_now,
                 foreign_keys_off: false,
                 param_columns: Vec::new(),
+                captures: Vec::new(),
             }
         }
+        Statement::CreateTable(create) if create.query.is_some() => create_as::create_table_as(conn, catalog, create)?,
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
         Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter, None)?,
         Statement::Drop {
@@ -509,11 +558,26 @@ fn translate_statement(
                     .iter()
                     .map(|n| ddl::table_name(catalog, n))
                     .collect::<Result<Vec<_>, _>>()?;
-                dependents::check_drop(conn, &tables, *cascade)?;
+                let plan = dependents::plan_drop(conn, &tables, *cascade)?;
+                drop_with_dependents(
+                    conn,
+                    catalog,
+                    plan,
+                    ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?,
+                )?
+            } else {
+                ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
             }
-            ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
         }
-        Statement::CreateIndex(index) => ddl::create_index(catalog, index)?,
+        Statement::CreateIndex(index) => indexes::create_index(catalog, index)?,
+        Statement::AlterIndex {
+            name,
+            operation: sqlparser::ast::AlterIndexOperation::RenameIndex { index_name },
+        } => {
+            let index = ddl::table_name(catalog, name)?;
+            let to = indexes::renamed(catalog, &index, index_name)?;
+            indexes::rename_index(conn, &index, &to, false)?
+        }
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
         Statement::Truncate(truncate) => {
             let tables = truncate
@@ -522,10 +586,23 @@ fn translate_statement(
                 .map(|target| ddl::table_name(catalog, &target.name))
                 .collect::<Result<Vec<_>, _>>()?;
             let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
-            let steps = dependents::truncate_order(conn, &tables, cascade)?
+            let emptied = dependents::truncate_order(conn, &tables, cascade)?;
+            let mut steps: Vec<String> = emptied
                 .iter()
                 .map(|name| format!("DELETE FROM {}", quote_ident(name)))
                 .collect();
+            // RESTART IDENTITY: the sequences the emptied tables' columns own start again (as `ALTER
+            // SEQUENCE … RESTART` does: the next value is the start).
+            if matches!(truncate.identity, Some(sqlparser::ast::TruncateIdentityOption::Restart)) {
+                for table in &emptied {
+                    for sequence in catalog.owned_sequences(table, None) {
+                        steps.push(format!(
+                            "UPDATE _cambium_sequences SET last_value = start_value, is_called = 0 WHERE name = {}",
+                            crate::catalog::quote_literal(&sequence.name)
+                        ));
+                    }
+                }
+            }
             let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
             t.steps = steps;
             t
@@ -824,6 +901,7 @@ fn translate_insert(
         uses_now: rewriter.uses_now,
         foreign_keys_off: false,
         param_columns: Vec::new(),
+        captures: Vec::new(),
     })
 }
 

@@ -65,6 +65,48 @@ pub(crate) fn rebuild(
     table: &str,
     operations: &mut [AlterTableOperation],
 ) -> Result<Rebuild, PgError> {
+    plan(conn, catalog, table, Edit::Operations(operations))
+}
+
+/// Plans the rebuild of `table` without its foreign keys to `referenced` (`DROP TABLE referenced CASCADE`
+/// drops them, as PostgreSQL drops the constraints that depend on a dropped table).
+pub(crate) fn drop_references(
+    conn: &Connection,
+    catalog: &Catalog,
+    table: &str,
+    referenced: &str,
+) -> Result<Rebuild, PgError> {
+    plan(conn, catalog, table, Edit::DropReferencesTo(referenced))
+}
+
+/// What a rebuild changes in the table's definition.
+enum Edit<'a> {
+    /// ALTER TABLE operations.
+    Operations(&'a mut [AlterTableOperation]),
+    /// Every foreign key (table constraint or column `REFERENCES`) to this table removed.
+    DropReferencesTo(&'a str),
+}
+
+fn references(foreign_table: &ObjectName, referenced: &str) -> bool {
+    foreign_table
+        .0
+        .last()
+        .and_then(|part| part.as_ident())
+        .is_some_and(|ident| ident.value.eq_ignore_ascii_case(referenced))
+}
+
+fn drop_references_to(create: &mut CreateTable, referenced: &str) {
+    create
+        .constraints
+        .retain(|c| !matches!(c, TableConstraint::ForeignKey(fk) if references(&fk.foreign_table, referenced)));
+    for column in &mut create.columns {
+        column.options.retain(
+            |option| !matches!(&option.option, ColumnOption::ForeignKey(fk) if references(&fk.foreign_table, referenced)),
+        );
+    }
+}
+
+fn plan(conn: &Connection, catalog: &Catalog, table: &str, edit: Edit<'_>) -> Result<Rebuild, PgError> {
     let sql: Option<String> = conn
         .query_row(
             "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE",
@@ -87,17 +129,22 @@ pub(crate) fn rebuild(
     let mut records = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(super::expr::Scope::of_table(table));
-    for operation in operations.iter_mut() {
-        apply(
-            &mut rewriter,
-            catalog,
-            table,
-            &mut create,
-            &columns,
-            &mut copies,
-            &mut records,
-            operation,
-        )?;
+    match edit {
+        Edit::Operations(operations) => {
+            for operation in operations.iter_mut() {
+                apply(
+                    &mut rewriter,
+                    catalog,
+                    table,
+                    &mut create,
+                    &columns,
+                    &mut copies,
+                    &mut records,
+                    operation,
+                )?;
+            }
+        }
+        Edit::DropReferencesTo(referenced) => drop_references_to(&mut create, referenced),
     }
     let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
     let again = indexes_and_triggers(conn, table)?;

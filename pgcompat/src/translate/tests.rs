@@ -576,3 +576,15 @@ fn ordered_set_aggregates_and_system_columns() {
         [Some("2".to_owned())]
     );
 }
+
+#[test]
+fn encodings_are_named_and_numbered_as_postgresql_does() {
+    check(&[
+        ("pg_encoding_to_char(6)", Some("UTF8")),
+        ("pg_encoding_to_char(8)", Some("LATIN1")),
+        ("pg_encoding_to_char(99)", Some("")),
+        ("pg_char_to_encoding('utf-8')", Some("6")),
+        ("pg_char_to_encoding('SQL_ASCII')", Some("0")),
+        ("pg_char_to_encoding('nonsense')", Some("-1")),
+    ]);
+}

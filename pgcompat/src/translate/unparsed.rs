@@ -1,7 +1,7 @@
 //! Statements sqlparser 0.64 does not parse, read here with its tokenizer and parser primitives (never by
-//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, and an identity column's `SEQUENCE NAME`
+//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, `FOR NO KEY UPDATE`/`FOR KEY SHARE`, and an identity column's `SEQUENCE NAME`
 //! option (`ALTER TABLE … ALTER COLUMN c ADD GENERATED … AS IDENTITY (SEQUENCE NAME s …)`, as pg_dump writes
-//! it), which is taken out of the tokens before sqlparser reads the rest.
+//! it), which is taken out of the tokens before sqlparser reads the rest; the index forms are `indexes`'.
 
 use rusqlite::Connection;
 use sqlparser::ast::{ObjectName, Statement};
@@ -32,16 +32,50 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
     if tokens.contains(&Token::SemiColon) {
         return Ok(None);
     }
-    let words: Vec<Keyword> = tokens.iter().take(2).map(keyword).collect();
+    let words: Vec<Keyword> = tokens.iter().take(3).map(keyword).collect();
     match words.as_slice() {
-        [Keyword::ALTER, Keyword::SEQUENCE] => alter_sequence(conn, catalog, tokens).map(Some),
-        [Keyword::ALTER, Keyword::TYPE] => alter_type(tokens),
-        [Keyword::ALTER, Keyword::TABLE | Keyword::VIEW] if set_schema_target(&tokens).is_some() => {
+        [Keyword::ALTER, Keyword::INDEX, ..] => super::indexes::alter_index(conn, catalog, tokens),
+        [Keyword::DROP, Keyword::INDEX, Keyword::CONCURRENTLY] => {
+            super::indexes::drop_index_concurrently(conn, catalog, tokens)
+        }
+        [Keyword::REINDEX, ..] => super::indexes::reindex(conn, catalog, tokens).map(Some),
+        [Keyword::ALTER, Keyword::SEQUENCE, ..] => alter_sequence(conn, catalog, tokens).map(Some),
+        [Keyword::ALTER, Keyword::TYPE, ..] => alter_type(tokens),
+        [Keyword::ALTER, Keyword::TABLE | Keyword::VIEW, ..] if set_schema_target(&tokens).is_some() => {
             set_schema(conn, catalog, tokens).map(Some)
         }
-        [Keyword::ALTER, Keyword::TABLE] => identity_with_sequence_name(conn, catalog, tokens),
+        [Keyword::ALTER, Keyword::TABLE, ..] => identity_with_sequence_name(conn, catalog, tokens),
+        [Keyword::SELECT | Keyword::WITH, ..] => weaker_row_locks(conn, catalog, tokens),
         _ => Ok(None),
     }
+}
+
+/// `FOR NO KEY UPDATE` and `FOR KEY SHARE`, which sqlparser does not know, read as `FOR UPDATE` and `FOR
+/// SHARE`: the translator drops row locks anyway (a writer excludes every other writer in SQLite).
+fn weaker_row_locks(conn: &Connection, catalog: &Catalog, tokens: Vec<Token>) -> Result<Option<Translation>, PgError> {
+    let mut kept: Vec<Token> = Vec::with_capacity(tokens.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let after_for = kept.last().is_some_and(|t| keyword(t) == Keyword::FOR);
+        let next = |k: usize| tokens.get(i + k).map_or(Keyword::NoKeyword, keyword);
+        if after_for && next(0) == Keyword::NO && next(1) == Keyword::KEY && next(2) == Keyword::UPDATE {
+            i += 2;
+            changed = true;
+        } else if after_for && next(0) == Keyword::KEY && next(1) == Keyword::SHARE {
+            i += 1;
+            changed = true;
+        }
+        if let Some(token) = tokens.get(i) {
+            kept.push(token.clone());
+        }
+        i += 1;
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let statement = parser(kept).parse_statement().map_err(syntax)?;
+    super::translate_statement(conn, catalog, statement)
 }
 
 fn keyword(token: &Token) -> Keyword {

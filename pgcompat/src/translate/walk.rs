@@ -178,6 +178,16 @@ pub(crate) fn items<H: Hooks>(hooks: &mut H, items: &mut [SelectItem]) -> Result
     Ok(())
 }
 
+/// A FROM item outside a SELECT (an UPDATE's or DELETE's tables): its tables and derived tables, then its
+/// join conditions.
+pub(crate) fn from_item<H: Hooks>(hooks: &mut H, from: &mut TableWithJoins) -> Result<(), PgError> {
+    derived(hooks, &mut from.relation)?;
+    for join in &mut from.joins {
+        derived(hooks, &mut join.relation)?;
+    }
+    joins(hooks, from)
+}
+
 fn derived<H: Hooks>(hooks: &mut H, factor: &mut TableFactor) -> Result<(), PgError> {
     match factor {
         TableFactor::Derived { subquery, .. } => query(hooks, subquery)?,

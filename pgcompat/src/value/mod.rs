@@ -8,6 +8,7 @@ pub mod binary;
 pub mod datetime;
 pub mod json;
 pub mod numeric;
+pub mod style;
 
 use jiff::tz::TimeZone;
 use rusqlite::types::Value;
@@ -16,6 +17,7 @@ use crate::error::{PgError, STRING_DATA_RIGHT_TRUNCATION};
 use crate::types::{Base, Modifier, PgType};
 
 pub use binary::{decode_binary, encode_binary};
+pub use style::{output_styled, ByteaOutput, IntervalStyle, OutputStyle};
 
 /// The stored SQLite value of a PostgreSQL text input of type `ty`, checked as PostgreSQL checks it
 /// (22P02 bad syntax, 22003 out of range, 22001 too long, 22007/22008 bad dates). `tz` is the session's

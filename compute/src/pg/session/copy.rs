@@ -253,7 +253,7 @@ impl Session {
         if self.conn.is_autocommit() {
             self.dialect.state().start_transaction();
         }
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let read = self
             .conn
             .prepare(&translation.steps[0])
@@ -262,7 +262,7 @@ impl Session {
                 let typing = Typing {
                     known: self.dialect.column_types(&stmt, Some(&translation)),
                     hints: None,
-                    tz: &tz,
+                    style: &style,
                 };
                 exec::query_values(&mut stmt, &typing)
             });
@@ -281,7 +281,7 @@ impl Session {
                 .zip(&columns)
                 .map(|(value, (_, ty))| match value {
                     Value::Null => None,
-                    value => Some(pgcompat::value::output(*ty, value, &tz).unwrap_or_default()),
+                    value => Some(pgcompat::value::output_styled(*ty, value, &style).unwrap_or_default()),
                 })
                 .collect();
             let line = copy::write_record(&fields, options);

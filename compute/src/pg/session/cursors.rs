@@ -42,7 +42,7 @@ impl Session {
         if self.conn.is_autocommit() {
             self.dialect.state().start_transaction();
         }
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let read = self
             .conn
             .prepare(&translation.steps[0])
@@ -51,7 +51,7 @@ impl Session {
                 let typing = Typing {
                     known: self.dialect.column_types(&stmt, Some(&translation)),
                     hints: None,
-                    tz: &tz,
+                    style: &style,
                 };
                 exec::query_values(&mut stmt, &typing)
             });
@@ -71,7 +71,7 @@ impl Session {
         move_only: bool,
         format: &Format,
     ) -> Result<Outcome, SqlError> {
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let fetched = self.cursors.get(name).and_then(|cursor| {
             let rows = cursor.step(name, direction)?;
             Ok((cursor.columns.clone(), rows))
@@ -83,7 +83,7 @@ impl Session {
         if move_only {
             return Ok(Outcome::Command(format!("MOVE {}", rows.len())));
         }
-        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &tz) {
+        match exec::rows_outcome(columns, &rows, format, &Kind::Other("FETCH".to_owned()), &style) {
             Ok(Outcome::Rows { fields, rows, .. }) => Ok(Outcome::Rows {
                 fields,
                 rows,

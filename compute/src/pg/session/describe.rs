@@ -58,8 +58,18 @@ impl Session {
             },
         };
         let learned: &[Option<PgType>] = translation.map_or(&[], |t| t.params.as_slice());
+        // The primary step of a statement with captures reads their TEMP tables: made here (empty), and
+        // made again when the statement runs.
+        let captured_count = match translation.filter(|t| !t.captures.is_empty()) {
+            Some(translation) => captured::make_capture_tables(&self.conn, translation)?,
+            None => 0,
+        };
         let mut stmt = self.conn.prepare(&step)?;
-        let count = exec::parameter_numbers(&stmt)?.into_iter().max().unwrap_or(0);
+        let count = exec::parameter_numbers(&stmt)?
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+            .max(captured_count);
         let raw = RawParams {
             values: Vec::new(),
             formats: Format::UnifiedText,

@@ -21,6 +21,7 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
 use rusqlite::{Batch, Connection, InterruptHandle};
 
+mod captured;
 mod copy;
 mod cursors;
 mod describe;
@@ -34,8 +35,8 @@ use super::cursor::{Cursor, Cursors};
 use super::defend;
 use super::error::{
     SqlError, ACTIVE_SQL_TRANSACTION, ADMIN_SHUTDOWN, CONNECTION_FAILURE, DUPLICATE_PREPARED_STATEMENT,
-    FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_SQL_STATEMENT_NAME, IO_ERROR, LOCK_NOT_AVAILABLE,
-    NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
+    FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INTERNAL_ERROR, INVALID_SQL_STATEMENT_NAME, IO_ERROR,
+    LOCK_NOT_AVAILABLE, NO_ACTIVE_SQL_TRANSACTION, PROGRAM_LIMIT_EXCEEDED, QUERY_CANCELED, READ_ONLY_SQL_TRANSACTION,
     SERIALIZATION_FAILURE, SYNTAX_ERROR,
 };
 use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
@@ -534,10 +535,13 @@ impl Session {
         if fresh && is_write(translation) {
             self.start_block_as_writer(translation)?;
         }
+        if !translation.captures.is_empty() {
+            return self.run_captured(translation, params, format, hints, &kind);
+        }
         if translation.steps.len() > 1 {
             return self.run_steps(translation, &kind);
         }
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let mut stmt = match self.conn.prepare(&translation.steps[0]) {
             Ok(stmt) => stmt,
             Err(error) => {
@@ -558,7 +562,11 @@ impl Session {
         }
         let mut known = self.dialect.column_types(&stmt, Some(translation));
         type_param_columns(&mut known, translation, param_types);
-        let typing = Typing { known, hints, tz: &tz };
+        let typing = Typing {
+            known,
+            hints,
+            style: &style,
+        };
         let was_failed = self.tx == TxState::Failed;
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
@@ -708,6 +716,7 @@ fn is_write(translation: &Translation) -> bool {
             | pgcompat::Kind::Delete
             | pgcompat::Kind::Lock { writers_out: true }
     ) || translation.steps.len() > 1
+        || !translation.captures.is_empty()
 }
 
 #[cfg(test)]

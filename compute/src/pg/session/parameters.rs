@@ -142,7 +142,7 @@ pub(super) fn show_outcome(names: Vec<String>, rows: Vec<Vec<String>>, format: &
         &rows,
         format,
         &Kind::Other("SHOW".to_owned()),
-        &jiff::tz::TimeZone::UTC,
+        &pgcompat::value::OutputStyle::with_zone(jiff::tz::TimeZone::UTC),
     )?;
     Ok(match outcome {
         Outcome::Rows { fields, rows, .. } => Outcome::Rows {

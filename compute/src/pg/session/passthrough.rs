@@ -8,7 +8,7 @@ impl Session {
         let mut outcomes = Vec::new();
         let sql = exec::passthrough_text(sql);
         let mut batch = Batch::new(&self.conn, &sql);
-        let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         loop {
             if self.shared.stopped().is_some() {
                 self.tx = tx_after_error(&self.conn, self.tx);
@@ -35,7 +35,7 @@ impl Session {
             let typing = Typing {
                 known: self.dialect.column_types(&stmt, None),
                 hints: None,
-                tz: &tz,
+                style: &style,
             };
             match exec::run(
                 &self.conn,
@@ -60,6 +60,7 @@ impl Session {
         hints: Option<&[PgType]>,
     ) -> Result<Outcome, SqlError> {
         let tz = self.dialect.state().time_zone();
+        let style = self.dialect.state().output_style();
         let values = params.decode(&[], &tz)?;
         let mut stmt = match self.conn.prepare(&exec::passthrough_text(sql)) {
             Ok(stmt) => stmt,
@@ -83,7 +84,7 @@ impl Session {
         let typing = Typing {
             known: self.dialect.column_types(&stmt, None),
             hints,
-            tz: &tz,
+            style: &style,
         };
         exec::run(&self.conn, &mut self.tx, &mut stmt, &values, format, &kind, &typing)
     }

@@ -191,6 +191,7 @@ fn undo(expr: &mut Expr, names: TypeNames<'_>) {
                     Some(Expr::Identifier(Ident::new(format!("nextval({shown}::regclass)"))))
                 }
                 "pg_now" => Some(Expr::Identifier(Ident::new("now()"))),
+                "pg_current_timestamp" => Some(Expr::Identifier(Ident::new("CURRENT_TIMESTAMP"))),
                 "pg_current_date" => Some(Expr::Identifier(Ident::new("CURRENT_DATE"))),
                 "pg_localtimestamp" => Some(Expr::Identifier(Ident::new("LOCALTIMESTAMP"))),
                 // A decimal literal: PostgreSQL prints it as written.

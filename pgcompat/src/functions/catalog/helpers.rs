@@ -88,6 +88,9 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     conn.create_scalar_function("_pgc_ident", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|s| quote_ident(&s)))
     })?;
+    conn.create_scalar_function("_pgc_index_keys", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.and_then(|sql| index_keys(&sql)))
+    })?;
     conn.create_scalar_function("_pgc_view_body", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|sql| view_body(&sql)))
     })?;
@@ -249,6 +252,41 @@ fn catalog_relation_oid(name: &str) -> Option<i64> {
 }
 
 /// The body of a `CREATE VIEW … AS body` text.
+/// What follows `USING btree (` in PostgreSQL's text of an index made by `CREATE INDEX`: its keys (a column,
+/// a function call, any other expression in parentheses; `DESC` where given), `)`, and its `WHERE`.
+/// `None` if the text does not parse.
+fn index_keys(sql: &str) -> Option<String> {
+    use sqlparser::ast::{Expr, OrderBySort, Statement};
+    let mut parsed = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sql).ok()?;
+    let Some(Statement::CreateIndex(index)) = parsed.pop() else {
+        return None;
+    };
+    let keys: Vec<String> = index
+        .columns
+        .iter()
+        .map(|key| {
+            let expr = match &key.column.expr {
+                Expr::Nested(inner) => inner.as_ref(),
+                other => other,
+            };
+            let text = match expr {
+                Expr::Identifier(ident) => quote_ident(&ident.value),
+                Expr::Function(_) => super::deparse::expression_text(expr, &[]),
+                other => format!("({})", super::deparse::expression_text(other, &[])),
+            };
+            match key.column.options.sort {
+                Some(OrderBySort::Desc) => format!("{text} DESC"),
+                _ => text,
+            }
+        })
+        .collect();
+    let mut out = format!("{})", keys.join(", "));
+    if let Some(predicate) = &index.predicate {
+        out.push_str(&format!(" WHERE ({})", super::deparse::expression_text(predicate, &[])));
+    }
+    Some(out)
+}
+
 fn view_body(sql: &str) -> String {
     let upper = sql.to_ascii_uppercase();
     upper

@@ -60,13 +60,6 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             other => format!("unknown (OID={other})"),
         }))
     })?;
-    conn.create_scalar_function("pg_encoding_to_char", 1, flags_pure(), |ctx| {
-        Ok(match ctx.get::<Option<i64>>(0)? {
-            Some(6) => "UTF8",
-            Some(0) => "SQL_ASCII",
-            _ => "",
-        })
-    })?;
     // Privileges are not modelled: every object has its default ACL, which the catalogs show as NULL (as
     // PostgreSQL does for an object never granted on); `acldefault` spells that default as PostgreSQL 15 does.
     let s = state.clone();

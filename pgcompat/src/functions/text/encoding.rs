@@ -1,4 +1,5 @@
-//! `encode` and `decode` (`hex`, `base64`, `escape`).
+//! `encode` and `decode` (`hex`, `base64`, `escape`); the encoding names and numbers
+//! (`pg_encoding_to_char`, `pg_char_to_encoding`).
 
 use base64::Engine;
 use rusqlite::types::Value;
@@ -141,4 +142,86 @@ pub(super) fn convert_from(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, 
             "invalid byte sequence for encoding \"UTF8\"",
         )
     })
+}
+
+/// PostgreSQL's server and client encodings, indexed by their number (`pg_enc`).
+const ENCODING_NAMES: [&str; 42] = [
+    "SQL_ASCII",
+    "EUC_JP",
+    "EUC_CN",
+    "EUC_KR",
+    "EUC_TW",
+    "EUC_JIS_2004",
+    "UTF8",
+    "MULE_INTERNAL",
+    "LATIN1",
+    "LATIN2",
+    "LATIN3",
+    "LATIN4",
+    "LATIN5",
+    "LATIN6",
+    "LATIN7",
+    "LATIN8",
+    "LATIN9",
+    "LATIN10",
+    "WIN1256",
+    "WIN1258",
+    "WIN866",
+    "WIN874",
+    "KOI8R",
+    "WIN1251",
+    "WIN1252",
+    "ISO_8859_5",
+    "ISO_8859_6",
+    "ISO_8859_7",
+    "ISO_8859_8",
+    "WIN1250",
+    "WIN1253",
+    "WIN1254",
+    "WIN1255",
+    "WIN1257",
+    "KOI8U",
+    "SJIS",
+    "BIG5",
+    "GBK",
+    "UHC",
+    "GB18030",
+    "JOHAB",
+    "SHIFT_JIS_2004",
+];
+
+/// `pg_encoding_to_char(int)`: the encoding's name, empty for a number that names none.
+pub(super) fn encoding_to_char(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    Ok(match a.int(0)? {
+        None => Value::Null,
+        Some(number) => Value::Text(
+            usize::try_from(number)
+                .ok()
+                .and_then(|i| ENCODING_NAMES.get(i))
+                .map_or_else(String::new, |name| (*name).to_owned()),
+        ),
+    })
+}
+
+/// `pg_char_to_encoding(name)`: the encoding's number, -1 for a name that is none; compared as
+/// PostgreSQL compares them (letters and digits only, any case; `unicode` is UTF8).
+pub(super) fn char_to_encoding(a: &Args<'_, '_>, _: &SessionState) -> Result<Value, PgError> {
+    let Some(name) = a.text(0) else {
+        return Ok(Value::Null);
+    };
+    let clean = |n: &str| -> String {
+        n.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let wanted = match clean(&name).as_str() {
+        "unicode" => "utf8".to_owned(),
+        other => other.to_owned(),
+    };
+    let number = ENCODING_NAMES
+        .iter()
+        .position(|candidate| clean(candidate) == wanted)
+        .map_or(-1, |i| i as i64);
+    Ok(Value::Integer(number))
 }

@@ -17,7 +17,7 @@ use crate::error::{PgError, PROGRAM_LIMIT_EXCEEDED};
 use crate::functions::SessionState;
 use crate::types::{Base, PgType};
 use crate::value::array;
-use encoding::{convert_from, convert_to, decode, encode};
+use encoding::{char_to_encoding, convert_from, convert_to, decode, encode, encoding_to_char};
 use formatting::{concat, format};
 use patterns::{regexp_match, regexp_matches_json, regexp_replace, regexp_split, regexp_substring, similar_to};
 pub(super) use quote::{quote_ident, quote_literal};
@@ -42,6 +42,8 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
         }))
     })?;
     define(conn, state, "translate", 3, Purity::Pure, translate)?;
+    define(conn, state, "pg_encoding_to_char", 1, Purity::Pure, encoding_to_char)?;
+    define(conn, state, "pg_char_to_encoding", 1, Purity::Pure, char_to_encoding)?;
     define(conn, state, "quote_ident", 1, Purity::Pure, |a, _| {
         Ok(a.text(0).map_or(Value::Null, |t| Value::Text(quote_ident(&t))))
     })?;

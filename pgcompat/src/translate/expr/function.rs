@@ -72,7 +72,12 @@ impl Rewriter<'_> {
             return Ok(Some(replacement));
         }
         Ok(Some(match name.as_str() {
-            "now" | "transaction_timestamp" | "current_timestamp" | "statement_timestamp" if no_args => {
+            // The same value; a name of its own so a column default prints back as it was written.
+            "current_timestamp" if no_args => {
+                self.uses_now = true;
+                call("pg_current_timestamp", Vec::new())
+            }
+            "now" | "transaction_timestamp" | "statement_timestamp" if no_args => {
                 self.uses_now = true;
                 call("pg_now", Vec::new())
             }

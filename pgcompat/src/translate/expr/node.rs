@@ -379,6 +379,16 @@ impl Rewriter<'_> {
                 Some(Expr::Identifier(parts[1].clone()))
             }
             Expr::CompoundIdentifier(parts) => {
+                // `public.t.c`: the one schema there is names nothing more than `t.c` does (what ORMs such
+                // as Prisma write).
+                let schema = &parts[0];
+                let is_public = match schema.quote_style {
+                    Some(_) => schema.value == "public",
+                    None => schema.value.eq_ignore_ascii_case("public"),
+                };
+                if parts.len() == 3 && is_public {
+                    parts.remove(0);
+                }
                 if let [qualifier, column] = parts.as_slice() {
                     if let Some(found) = self.typer.function_column(Some(&qualifier.value), &column.value) {
                         *expr = found.expr.clone();
@@ -597,6 +607,18 @@ impl Rewriter<'_> {
             return Ok(Some(oid));
         }
         let name = ident.value.to_ascii_lowercase();
+        if ident.quote_style.is_none() {
+            // PostgreSQL's reserved words that are functions called without parentheses (sqlparser reads
+            // only some of them as calls).
+            match name.as_str() {
+                "current_role" | "current_user" | "session_user" => {
+                    return Ok(Some(call("pg_current_user", Vec::new())))
+                }
+                "current_schema" => return Ok(Some(call("pg_current_schema", Vec::new()))),
+                "current_catalog" => return Ok(Some(call("pg_current_database", Vec::new()))),
+                _ => {}
+            }
+        }
         check_case(&self.typer, None, ident)?;
         if ident.quote_style.is_none()
             && matches!(name.as_str(), "xmin" | "xmax" | "cmin" | "cmax" | "ctid" | "tableoid")

@@ -380,7 +380,7 @@ impl Typer<'_> {
             "pg_cast" | "pg_coerce" => return literal_type(1),
             "pg_int" => return first,
             "pg_div" | "pg_mod" => return first,
-            "pg_now" => PgType::TIMESTAMPTZ,
+            "pg_now" | "pg_current_timestamp" => PgType::TIMESTAMPTZ,
             "pg_clock_timestamp" => PgType::TIMESTAMPTZ,
             "pg_current_date" => PgType::new(Base::Date),
             "pg_localtimestamp" => PgType::new(Base::Timestamp),
