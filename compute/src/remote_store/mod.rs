@@ -449,7 +449,9 @@ impl RemotePageStore {
                     attempt += 1;
                 }
                 Err(FetchError::TimedOut(reason) | FetchError::Failed(reason)) => {
-                    return Err(PageStoreError::Unavailable(format!("GetPage {block} at {read_lsn}: {reason}")))
+                    return Err(PageStoreError::Unavailable(format!(
+                        "GetPage {block} at {read_lsn}: {reason}"
+                    )))
                 }
                 Err(FetchError::Page(error)) => return Err(error),
                 Ok(page) => return Ok(page),
