@@ -164,10 +164,7 @@ fn render_column(
                 out.push_str(&format!(" CONSTRAINT {} UNIQUE", quote_ident(&constraint)));
             }
             ColumnOption::ForeignKey(fk) => {
-                let constraint = option
-                    .name
-                    .as_ref()
-                    .map_or_else(|| format!("{own}_{name}_fkey"), fold);
+                let constraint = option.name.as_ref().map_or_else(|| format!("{own}_{name}_fkey"), fold);
                 out.push_str(&format!(" CONSTRAINT {}", quote_ident(&constraint)));
                 out.push(' ');
                 out.push_str(&references(
