@@ -66,7 +66,7 @@ fn main() -> Result<()> {
             pg_listen,
             remote,
             rate_limit,
-            page_cache_pages,
+            cache,
             operation_delay_ms,
             faults,
             idle_store_timeout_ms,
@@ -76,12 +76,14 @@ fn main() -> Result<()> {
             pg,
             quotas,
         } => {
+            let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
-                page_cache_pages,
+                cache: cache_config,
+                prefetch: cache.prefetch(),
                 operation_delay_ms,
                 faults,
                 idle_store_timeout_ms,
@@ -100,18 +102,20 @@ fn main() -> Result<()> {
             pageserver,
             safekeepers,
             rate_limit,
-            page_cache_pages,
+            cache,
             reconcile,
             http,
             pg,
             quotas,
         } => {
+            let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
-                page_cache_pages,
+                cache: cache_config,
+                prefetch: cache.prefetch(),
                 operation_delay_ms: 0,
                 faults: api::faults::Faults::default(),
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
@@ -157,7 +161,7 @@ fn main() -> Result<()> {
             tenant,
             branches,
             passwords,
-            page_cache_pages,
+            cache,
         } => services::run_compute(compute::compute::ComputeConfig {
             listen,
             safekeepers,
@@ -165,7 +169,7 @@ fn main() -> Result<()> {
             tenant_id: tenant,
             branches,
             passwords: passwords.into_iter().collect(),
-            page_cache_capacity_pages: page_cache_pages,
+            cache: cache.config(None),
         }),
     }
 }

@@ -48,8 +48,10 @@ pub struct ApiOptions {
     pub pg_listen: String,
     /// Requests a second per account (0: no limit).
     pub rate_limit_per_s: u32,
-    /// Pages cached per branch.
-    pub page_cache_pages: usize,
+    /// The compute host's page caches.
+    pub cache: compute::cache::HostCacheConfig,
+    /// How far ahead the compute's stores prefetch.
+    pub prefetch: compute::remote_store::PrefetchConfig,
     /// Fault injection for tests: the worker waits this long before each operation.
     pub operation_delay_ms: u64,
     /// Fault injection for tests (`api::faults`).
@@ -267,7 +269,8 @@ async fn serve_api(
         safekeepers: safekeepers.clone(),
         pageserver: pageserver.clone(),
         passwords: Default::default(),
-        page_cache_capacity_pages: options.page_cache_pages,
+        cache: options.cache.clone(),
+        prefetch: options.prefetch,
         idle_store_timeout_ms: options.idle_store_timeout_ms,
         session_defaults: options.pg.session_defaults,
         tls: Some(pg_tls(options)?),
