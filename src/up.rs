@@ -64,6 +64,8 @@ pub struct ApiOptions {
     pub pg: PgOptions,
     /// The reconciler (replica repair, half-done deletions).
     pub reconcile: api::reconcile::ReconcileConfig,
+    /// The branch expiry sweep.
+    pub expiry: api::control::expiry::ExpiryConfig,
     /// `up` only, for tests: the safekeepers' pull quiet period instead of the default
     /// (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
     pub pull_quiet_period_ms: Option<u64>,
@@ -305,6 +307,7 @@ async fn serve_api(
         .await
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
+    let expiry = api::control::expiry::spawn(&control, options.expiry);
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
@@ -345,6 +348,8 @@ async fn serve_api(
     api::http::serve(listener, router, &serve_config, shutdown).await;
     reconciler.abort();
     let _ = reconciler.await;
+    expiry.abort();
+    let _ = expiry.await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,

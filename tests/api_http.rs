@@ -622,6 +622,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/databases/{id}/branches", &["get", "post"]),
         ("/v1/branches/{id}", &["get", "patch", "delete"]),
         ("/v1/branches/{id}/restore", &["post"]),
+        ("/v1/branches/{id}/reset", &["post"]),
         ("/v1/operations/{id}", &["get"]),
     ];
     for (path, methods) in routes {

@@ -97,6 +97,7 @@ fn assert_branch(branch: &Value, forked: bool) {
         "id",
         "is_default",
         "name",
+        "protected",
     ];
     if forked {
         expected.extend(["parent_branch_id", "parent_lsn"]);
@@ -108,6 +109,7 @@ fn assert_branch(branch: &Value, forked: bool) {
     assert!(text(branch, "id").starts_with("br_"), "{branch}");
     assert!(text(branch, "database_id").starts_with("db_"), "{branch}");
     assert!(branch["is_default"].is_boolean(), "{branch}");
+    assert_eq!(branch["protected"], false, "{branch}");
     assert!(
         text(branch, "connection_uri").contains(&format!("/{}?", text(branch, "id"))),
         "the branch id names it: {branch}"

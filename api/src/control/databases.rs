@@ -259,6 +259,7 @@ impl Control {
         let _held = self.locked(&database.id).await;
         let database = self.get_database(account, id).await?;
         self.refuse_while_operation_runs(&database.id).await?;
+        self.refuse_if_database_protected(&database.id).await?;
         self.retire(&database).await?;
         // A crash from here until the row is deleted leaves the database as it was: served again at the restart.
         self.config.faults.pause_at(Step::DatabaseRow).await;
@@ -293,6 +294,7 @@ impl Control {
         }
         for database in &page.items {
             self.refuse_while_operation_runs(&database.id).await?;
+            self.refuse_if_database_protected(&database.id).await?;
         }
         for database in &page.items {
             self.retire(database).await?;

@@ -20,6 +20,7 @@
 
 mod branches;
 mod databases;
+pub mod expiry;
 mod operations;
 mod resolution;
 mod restore;
@@ -43,6 +44,7 @@ use crate::store::databases::DatabaseStatus;
 use crate::store::{Store, StoreError};
 use crate::worker::Worker;
 
+pub use branches::{BranchChanges, NewBranch, EXPIRY_AHEAD_MAX_DAYS};
 pub use databases::Password;
 pub use resolution::PointInTime;
 

@@ -7,10 +7,11 @@ use axum::{Extension, Json};
 use cambium_types::Lsn;
 
 use super::views::{
-    BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, RestoreBranch, UpdateBranch,
+    BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, ResetBranch, RestoreBranch,
+    UpdateBranch,
 };
 use super::{parse_id, parse_name, AppState, ListParams};
-use crate::control::PointInTime;
+use crate::control::{BranchChanges, NewBranch, PointInTime};
 use crate::error::ApiError;
 use crate::store::AccountId;
 
@@ -32,6 +33,17 @@ fn parse_timestamp(field: &str, text: &str) -> Result<PointInTime, ApiError> {
         }
         _ => Err(ApiError::InvalidRequest(format!(
             "`{field}` must be an RFC 3339 timestamp like 2026-11-22T13:00:00Z, not {text:?}"
+        ))),
+    }
+}
+
+/// An `expires_at` field: an RFC 3339 time, else 400 (whether it is in range is the control plane's 422).
+fn parse_expiry(text: &str) -> Result<jiff::Timestamp, ApiError> {
+    match parse_timestamp("expires_at", text)? {
+        PointInTime::Timestamp(at) => Ok(at),
+        _ => Err(ApiError::Unprocessable(format!(
+            "`expires_at` {text:?} is more than {} days ahead",
+            crate::control::EXPIRY_AHEAD_MAX_DAYS
         ))),
     }
 }
@@ -101,10 +113,14 @@ pub(crate) async fn create(
         body.parent_timestamp.as_deref(),
     )?
     .unwrap_or(PointInTime::Latest);
-    let (branch, database) = state
-        .control
-        .create_branch(&account, &database_id, body.parent_branch_id, name, point)
-        .await?;
+    let new = NewBranch {
+        name,
+        parent_id: body.parent_branch_id,
+        point,
+        protected: body.protected.unwrap_or(false),
+        expires_at: body.expires_at.as_deref().map(parse_expiry).transpose()?,
+    };
+    let (branch, database) = state.control.create_branch(&account, &database_id, new).await?;
     Ok((
         StatusCode::CREATED,
         Json(BranchEnvelope {
@@ -128,7 +144,7 @@ pub(crate) async fn get(
     }))
 }
 
-/// Renames a branch and/or promotes it to the database's default.
+/// Renames a branch, promotes it to the database's default, protects or unprotects it, sets or clears its expiry.
 #[utoipa::path(patch, path = "/v1/branches/{id}", tag = "branches", params(("id" = String, Path)),
     request_body = UpdateBranch,
     responses((status = 200, body = BranchEnvelope), (status = "4XX", body = ErrorEnvelope)))]
@@ -140,17 +156,24 @@ pub(crate) async fn update(
 ) -> Result<Json<BranchEnvelope>, ApiError> {
     let id = parse_id(id, "br_")?;
     let Json(body) = body?;
-    let name = body.name.map(parse_name).transpose()?;
-    let (branch, database) = state
-        .control
-        .update_branch(&account, &id, name, body.is_default)
-        .await?;
+    let changes = BranchChanges {
+        name: body.name.map(parse_name).transpose()?,
+        is_default: body.is_default,
+        protected: body.protected,
+        expires_at: match body.expires_at {
+            Some(Some(text)) => Some(Some(parse_expiry(&text)?)),
+            Some(None) => Some(None),
+            None => None,
+        },
+    };
+    let (branch, database) = state.control.update_branch(&account, &id, changes).await?;
     Ok(Json(BranchEnvelope {
         branch: BranchView::new(&state.control, branch, &database),
     }))
 }
 
-/// Deletes a branch and every branch forked from it. Irreversible; the default branch cannot be deleted (409).
+/// Deletes a branch and every branch forked from it. Irreversible; the default branch and protected branches
+/// (this one or one forked from it) cannot be deleted (409).
 #[utoipa::path(delete, path = "/v1/branches/{id}", tag = "branches", params(("id" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorEnvelope)))]
 pub(crate) async fn delete(
@@ -186,6 +209,35 @@ pub(crate) async fn restore(
     let operation = state
         .control
         .restore_branch(&account, &id, point, body.preserve.unwrap_or(true))
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(OperationEnvelope {
+            operation: operation.into(),
+        }),
+    ))
+}
+
+/// Resets a branch to its parent's latest state: same id, name and connection string, the parent's data as of
+/// now; the state before is kept as a branch only if `preserve` is true. The body may be empty.
+#[utoipa::path(post, path = "/v1/branches/{id}/reset", tag = "branches", params(("id" = String, Path)),
+    request_body(content = ResetBranch, description = "optional"),
+    responses((status = 202, body = OperationEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn reset(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<OperationEnvelope>), ApiError> {
+    let id = parse_id(id, "br_")?;
+    let body: ResetBranch = if body.iter().all(u8::is_ascii_whitespace) {
+        ResetBranch::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidRequest(format!("malformed body: {e}")))?
+    };
+    let operation = state
+        .control
+        .reset_branch(&account, &id, body.preserve.unwrap_or(false))
         .await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -131,6 +131,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
             get(branches::get).patch(branches::update).delete(branches::delete),
         )
         .route("/v1/branches/{id}/restore", post(branches::restore))
+        .route("/v1/branches/{id}/reset", post(branches::reset))
         .route("/v1/operations/{id}", get(operations::get))
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))

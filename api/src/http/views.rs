@@ -162,6 +162,12 @@ pub(crate) struct BranchView {
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// `true` refuses the branch's deletion (and its database's), restore, reset and expiry with 409 until it is
+    /// unprotected.
+    protected: bool,
+    /// When the expiry sweep deletes the branch (ISO 8601 UTC); absent: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
 }
 
 impl BranchView {
@@ -175,6 +181,8 @@ impl BranchView {
             parent_branch_id: branch.parent_branch_id,
             parent_lsn: branch.parent_lsn.map(|lsn| lsn.to_string()),
             created_at: branch.created_at,
+            protected: branch.protected,
+            expires_at: branch.expires_at,
         }
     }
 }
@@ -202,7 +210,7 @@ pub(crate) struct OperationView {
     database_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     branch_id: Option<String>,
-    /// `create_database` or `restore_branch`.
+    /// `create_database`, `restore_branch`, `reset_branch` or `delete_branch` (the expiry of a branch).
     action: String,
     /// `running`, `finished` or `failed`.
     status: String,
@@ -332,6 +340,11 @@ pub(crate) struct CreateBranch {
     /// the database was created or in the future).
     #[schema(format = DateTime)]
     pub(crate) parent_timestamp: Option<String>,
+    /// Refuse deletion, restore, reset and expiry (default `false`).
+    pub(crate) protected: Option<bool>,
+    /// RFC 3339: when the branch is deleted by the expiry sweep; in the future, at most 365 days ahead (else 422).
+    #[schema(format = DateTime)]
+    pub(crate) expires_at: Option<String>,
 }
 
 /// Renames and/or promotes a branch.
@@ -346,6 +359,31 @@ pub(crate) struct UpdateBranch {
     pub(crate) name: Option<String>,
     /// `true` makes it the database's default branch.
     pub(crate) is_default: Option<bool>,
+    /// Protect (`true`) or unprotect (`false`) the branch.
+    pub(crate) protected: Option<bool>,
+    /// RFC 3339: a new expiry (in the future, at most 365 days ahead); `null` clears it; absent keeps it. The
+    /// default branch cannot expire.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub(crate) expires_at: Option<Option<String>>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value (`Some(Some(_))`).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Resets a branch to its parent's latest state.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResetBranch {
+    /// Keep the state before the reset as a branch `<name>_before_reset_<time>` (default `false`: a preview
+    /// branch is reset often, and each kept state would count against the branch quota).
+    pub(crate) preserve: Option<bool>,
 }
 
 /// Restores a branch to `target_lsn` or `target_timestamp` (exactly one).

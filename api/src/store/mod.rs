@@ -118,6 +118,16 @@ const MIGRATIONS: &[Migration] = &[
     // Passwords at rest (issue 13): each database keeps only the SCRAM-SHA-256 verifier of its password, and
     // stored responses lose the passwords in their connection strings.
     Migration::Code(forget_passwords),
+    // The branch workflow (issue 15): protected branches and branches that expire. `expires_at` is ISO 8601 UTC
+    // text with three fractional digits (as `created_at`), so it sorts as the time and the expiry sweep reads
+    // the index in time order.
+    Migration::Sql(
+        "
+    ALTER TABLE branches ADD COLUMN protected INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE branches ADD COLUMN expires_at TEXT;
+    CREATE INDEX branches_by_expiry ON branches(expires_at) WHERE expires_at IS NOT NULL;
+",
+    ),
 ];
 
 /// The metadata's file name in the data directory.

@@ -28,7 +28,7 @@ use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId
 use branches::insert_branch;
 use timelines::insert_timeline;
 
-pub use branches::Branch;
+pub use branches::{protection_refuses, Branch, BranchUpdate};
 pub use restore::RestoreChange;
 pub use timelines::{LiveTimeline, TimelineRow};
 
@@ -263,6 +263,8 @@ impl Store {
             parent_lsn: None,
             timeline_id: new.timeline.timeline_id,
             created_at,
+            protected: false,
+            expires_at: None,
         };
         tx.execute(
             &format!("INSERT INTO databases ({DATABASE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
