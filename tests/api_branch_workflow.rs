@@ -438,3 +438,163 @@ async fn reset_brings_a_branch_to_its_parents_latest_state_on_the_same_connectio
         .await
         .assert_error(404, "not_found");
 }
+
+/// The ids of the list `field` of the reply to `GET path`.
+async fn listed_ids(up: &Up, path: &str, field: &str) -> Vec<String> {
+    let reply = up.call("GET", path, None).await;
+    assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    reply.json()[field]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: {}", reply.body))
+        .iter()
+        .map(|item| text(item, "id"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_on_projects_databases_and_branches_filter_every_list_and_survive_a_restart() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut up = Up::start_in(&root.path().join("cambium"), &[]);
+    let reply = up
+        .call(
+            "POST",
+            "/v1/projects",
+            Some(r#"{"name":"a","labels":{"team":"web","env":"dev"}}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let project = text(&reply.json()["project"], "id");
+    assert_eq!(
+        reply.json()["project"]["labels"],
+        serde_json::json!({"env": "dev", "team": "web"})
+    );
+    let other = up.create_project("b").await;
+    assert_eq!(
+        listed_ids(&up, "/v1/projects?label=team:web", "projects").await,
+        [project.as_str()]
+    );
+    assert_eq!(
+        listed_ids(&up, "/v1/projects?label=team", "projects").await,
+        [project.as_str()]
+    );
+    assert!(listed_ids(&up, "/v1/projects?label=team:db", "projects")
+        .await
+        .is_empty());
+    assert_eq!(
+        listed_ids(&up, "/v1/projects", "projects").await,
+        [project.as_str(), other.as_str()]
+    );
+
+    let reply = up
+        .call(
+            "POST",
+            &format!("/v1/projects/{project}/databases"),
+            Some(r#"{"name":"shop","labels":{"tier":"gold"}}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let database = text(&reply.json()["database"], "id");
+    up.wait_operation(&text(&reply.json()["operation"], "id")).await;
+    let plain = text(&up.create_database(&project, "plain").await, "id");
+    let databases = format!("/v1/projects/{project}/databases");
+    assert_eq!(
+        listed_ids(&up, &format!("{databases}?label=tier:gold"), "databases").await,
+        [database.as_str()]
+    );
+    assert_eq!(
+        listed_ids(&up, &format!("{databases}?limit=1"), "databases").await,
+        [database.as_str()]
+    );
+
+    let branches = format!("/v1/databases/{database}/branches");
+    let pr = create_branch(
+        &up,
+        &database,
+        r#"{"name":"pr-12","labels":{"pr":"12","kind":"preview"}}"#,
+    )
+    .await;
+    let pr_id = text(&pr, "id");
+    let other_pr = create_branch(
+        &up,
+        &database,
+        r#"{"name":"pr-13","labels":{"pr":"13","kind":"preview"}}"#,
+    )
+    .await;
+    assert_eq!(
+        listed_ids(&up, &format!("{branches}?label=pr:12"), "branches").await,
+        [pr_id.as_str()]
+    );
+    assert_eq!(
+        listed_ids(&up, &format!("{branches}?label=kind:preview&limit=1"), "branches").await,
+        [pr_id.as_str()],
+        "a filter pages like any list"
+    );
+    let reply = up
+        .call("GET", &format!("{branches}?label=kind:preview&limit=1"), None)
+        .await
+        .json();
+    let cursor = text(&reply, "next_cursor");
+    assert_eq!(
+        listed_ids(
+            &up,
+            &format!("{branches}?label=kind:preview&cursor={cursor}"),
+            "branches"
+        )
+        .await,
+        [text(&other_pr, "id")]
+    );
+
+    // PATCH replaces the whole map; `{}` removes every label.
+    for (path, body) in [
+        (format!("/v1/projects/{project}"), r#"{"labels":{"team":"data"}}"#),
+        (format!("/v1/databases/{plain}"), r#"{"labels":{"tier":"gold"}}"#),
+        (format!("/v1/branches/{pr_id}"), r#"{"labels":{}}"#),
+    ] {
+        let reply = up.call("PATCH", &path, Some(body)).await;
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    }
+    assert!(listed_ids(&up, "/v1/projects?label=team:web", "projects")
+        .await
+        .is_empty());
+    assert!(listed_ids(&up, &format!("{branches}?label=pr:12"), "branches")
+        .await
+        .is_empty());
+
+    // Bad labels and bad filters are 400, and nothing changes.
+    let many: serde_json::Map<String, Value> = (0..65).map(|i| (format!("k{i}"), Value::from("v"))).collect();
+    let many = serde_json::json!({ "labels": many }).to_string();
+    let long_value = format!(r#"{{"labels":{{"k":"{}"}}}}"#, "v".repeat(256));
+    for body in [
+        many.as_str(),
+        r#"{"labels":{"bad key":"v"}}"#,
+        r#"{"labels":{"":"v"}}"#,
+        r#"{"labels":{"k":1}}"#,
+        r#"{"labels":["k"]}"#,
+        long_value.as_str(),
+    ] {
+        up.call("PATCH", &format!("/v1/projects/{project}"), Some(body))
+            .await
+            .assert_error(400, "invalid_request");
+    }
+    for filter in ["label=", "label=:x", "label=bad%20key:x"] {
+        up.call("GET", &format!("/v1/projects?{filter}"), None)
+            .await
+            .assert_error(400, "invalid_request");
+    }
+
+    // Labels are in the metadata: a restart keeps them.
+    up.process.kill9();
+    up.process.restart();
+    assert_eq!(
+        listed_ids(&up, "/v1/projects?label=team:data", "projects").await,
+        [project.as_str()]
+    );
+    assert_eq!(
+        listed_ids(&up, &format!("{databases}?label=tier:gold"), "databases").await,
+        [database.as_str(), plain.as_str()]
+    );
+    assert_eq!(
+        listed_ids(&up, &format!("{branches}?label=pr:13"), "branches").await,
+        [text(&other_pr, "id")]
+    );
+}

@@ -43,7 +43,7 @@ async fn call_as(up: &Up, key: &str, method: &str, path: &str, body: Option<&str
 fn assert_project(body: &Value, name: &str) -> Value {
     assert_eq!(keys(body), ["project"], "{body}");
     let project = body["project"].clone();
-    assert_eq!(keys(&project), ["created_at", "id", "name"], "{project}");
+    assert_eq!(keys(&project), ["created_at", "id", "labels", "name"], "{project}");
     assert!(
         project["id"].as_str().is_some_and(|id| id.starts_with("proj_")),
         "{project}"

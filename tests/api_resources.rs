@@ -67,6 +67,7 @@ fn assert_database(database: &Value) {
             "created_at",
             "default_branch_id",
             "id",
+            "labels",
             "name",
             "project_id",
             "region",
@@ -96,6 +97,7 @@ fn assert_branch(branch: &Value, forked: bool) {
         "database_id",
         "id",
         "is_default",
+        "labels",
         "name",
         "protected",
     ];

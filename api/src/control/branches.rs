@@ -10,6 +10,7 @@ use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
 use crate::faults::{self, Step};
 use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
+use crate::store::labels::Labels;
 use crate::store::operations::Action;
 use crate::store::{new_id, timestamp_text, AccountId};
 
@@ -30,6 +31,8 @@ pub struct NewBranch {
     pub protected: bool,
     /// When the expiry sweep deletes it.
     pub expires_at: Option<jiff::Timestamp>,
+    /// Its labels (checked by the caller).
+    pub labels: Labels,
 }
 
 /// What an update of a branch asks; `None` leaves a field as it is.
@@ -43,6 +46,8 @@ pub struct BranchChanges {
     pub protected: Option<bool>,
     /// A new expiry; `Some(None)` clears it.
     pub expires_at: Option<Option<jiff::Timestamp>>,
+    /// New labels, replacing all (checked by the caller).
+    pub labels: Option<Labels>,
 }
 
 /// `expires_at` as stored, if it is in the future and at most [`EXPIRY_AHEAD_MAX_DAYS`] ahead (else 422).
@@ -120,6 +125,7 @@ impl Control {
             created_at: timestamp_text(now),
             protected: new.protected,
             expires_at,
+            labels: new.labels,
         };
         let (row, timeline_row) = (branch.clone(), timeline);
         let inserted = self
@@ -232,6 +238,7 @@ impl Control {
             protected: changes.protected,
             expires_at,
             promote: changes.is_default == Some(true),
+            labels: changes.labels,
         };
         let branch_id = branch.id.clone();
         self.blocking(move |store| store.update_branch(&branch_id, &update))

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use cambium_types::Lsn;
 
+use super::labels::{self, LabelParams};
 use super::views::{
     BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, ResetBranch, RestoreBranch,
     UpdateBranch,
@@ -65,22 +66,24 @@ fn point(
     }
 }
 
-/// Lists a database's branches, oldest first.
+/// Lists a database's branches, oldest first; `?label=` keeps those with a label.
 #[utoipa::path(get, path = "/v1/databases/{id}/branches", tag = "branches",
-    params(("id" = String, Path, description = "database id"), ListParams),
+    params(("id" = String, Path, description = "database id"), ListParams, LabelParams),
     responses((status = 200, body = BranchList), (status = "4XX", body = ErrorEnvelope)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(database_id): Path<String>,
     params: Result<Query<ListParams>, QueryRejection>,
+    label: Result<Query<LabelParams>, QueryRejection>,
 ) -> Result<Json<BranchList>, ApiError> {
     let database_id = parse_id(database_id, "db_")?;
     let (limit, after) = params?.checked()?;
+    let filter = label?.filter()?;
     let database = state.control.get_database(&account, &database_id).await?;
     let page = state
         .control
-        .blocking(move |store| store.list_branches(&account, &database_id, after.as_deref(), limit))
+        .blocking(move |store| store.list_branches(&account, &database_id, after.as_deref(), limit, filter.as_ref()))
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(Json(BranchList {
@@ -119,6 +122,7 @@ pub(crate) async fn create(
         point,
         protected: body.protected.unwrap_or(false),
         expires_at: body.expires_at.as_deref().map(parse_expiry).transpose()?,
+        labels: labels::checked(body.labels.unwrap_or_default())?,
     };
     let (branch, database) = state.control.create_branch(&account, &database_id, new).await?;
     Ok((
@@ -165,6 +169,7 @@ pub(crate) async fn update(
             Some(None) => Some(None),
             None => None,
         },
+        labels: body.labels.map(labels::checked).transpose()?,
     };
     let (branch, database) = state.control.update_branch(&account, &id, changes).await?;
     Ok(Json(BranchEnvelope {

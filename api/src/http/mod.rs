@@ -33,6 +33,7 @@ mod branches;
 mod databases;
 mod health;
 mod idempotency;
+pub mod labels;
 pub mod limits;
 mod metrics;
 pub mod openapi;

@@ -5,23 +5,27 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 
+use super::labels::{self, LabelParams};
 use super::views::{CreateProject, ProjectEnvelope, ProjectList, ProjectView, UpdateProject};
 use super::{parse_id, parse_name, AppState, ListParams};
 use crate::error::ApiError;
+use crate::store::labels::Labelled;
 use crate::store::AccountId;
 
-/// Lists the account's projects, oldest first.
-#[utoipa::path(get, path = "/v1/projects", tag = "projects", params(ListParams),
+/// Lists the account's projects, oldest first; `?label=` keeps those with a label.
+#[utoipa::path(get, path = "/v1/projects", tag = "projects", params(ListParams, LabelParams),
     responses((status = 200, body = ProjectList), (status = "4XX", body = super::views::ErrorEnvelope)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     params: Result<Query<ListParams>, QueryRejection>,
+    label: Result<Query<LabelParams>, QueryRejection>,
 ) -> Result<Json<ProjectList>, ApiError> {
     let (limit, after) = params?.checked()?;
+    let filter = label?.filter()?;
     let page = state
         .control
-        .blocking(move |store| store.list_projects(&account, after.as_deref(), limit))
+        .blocking(move |store| store.list_projects(&account, after.as_deref(), limit, filter.as_ref()))
         .await?;
     Ok(Json(ProjectList {
         projects: page.items.into_iter().map(ProjectView::from).collect(),
@@ -39,10 +43,11 @@ pub(crate) async fn create(
 ) -> Result<(StatusCode, Json<ProjectEnvelope>), ApiError> {
     let Json(body) = body?;
     let name = parse_name(body.name)?;
+    let labels = labels::checked(body.labels.unwrap_or_default())?;
     let projects_max = state.control.config().quotas.projects_per_account_max;
     let project = state
         .control
-        .blocking(move |store| store.create_project(&account, &name, projects_max))
+        .blocking(move |store| store.create_project(&account, &name, projects_max, &labels))
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -71,7 +76,7 @@ pub(crate) async fn get(
     }))
 }
 
-/// Renames a project.
+/// Renames a project and/or replaces its labels.
 #[utoipa::path(patch, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
     request_body = UpdateProject,
     responses((status = 200, body = ProjectEnvelope), (status = "4XX", body = super::views::ErrorEnvelope)))]
@@ -84,11 +89,17 @@ pub(crate) async fn update(
     let id = parse_id(id, "proj_")?;
     let Json(body) = body?;
     let name = body.name.map(parse_name).transpose()?;
+    let labels = body.labels.map(labels::checked).transpose()?;
     let project = state
         .control
-        .blocking(move |store| match name {
-            Some(name) => store.rename_project(&account, &id, &name),
-            None => store.get_project(&account, &id),
+        .blocking(move |store| {
+            if let Some(labels) = labels {
+                store.set_labels(&account, Labelled::Project, &id, &labels)?;
+            }
+            match name {
+                Some(name) => store.rename_project(&account, &id, &name),
+                None => store.get_project(&account, &id),
+            }
         })
         .await?
         .ok_or(ApiError::NotFound)?;

@@ -5,6 +5,7 @@ use utoipa::ToSchema;
 
 use crate::control::{Control, Password};
 use crate::store::databases::{Branch, Database};
+use crate::store::labels::Labels;
 use crate::store::operations::Operation;
 use crate::store::Project;
 
@@ -16,6 +17,8 @@ pub(crate) struct ProjectView {
     name: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl From<Project> for ProjectView {
@@ -24,6 +27,7 @@ impl From<Project> for ProjectView {
             id: project.id,
             name: project.name,
             created_at: project.created_at,
+            labels: project.labels,
         }
     }
 }
@@ -59,6 +63,8 @@ pub(crate) struct DatabaseView {
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl DatabaseView {
@@ -84,6 +90,7 @@ impl DatabaseView {
             region: database.region,
             default_branch_id: database.default_branch_id,
             created_at: database.created_at,
+            labels: database.labels,
         }
     }
 }
@@ -168,6 +175,8 @@ pub(crate) struct BranchView {
     /// When the expiry sweep deletes the branch (ISO 8601 UTC); absent: never.
     #[serde(skip_serializing_if = "Option::is_none")]
     expires_at: Option<String>,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl BranchView {
@@ -183,6 +192,7 @@ impl BranchView {
             created_at: branch.created_at,
             protected: branch.protected,
             expires_at: branch.expires_at,
+            labels: branch.labels,
         }
     }
 }
@@ -279,9 +289,13 @@ pub(crate) struct CreateProject {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: String,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
-/// Renames a project.
+/// Renames a project and/or replaces its labels.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateProject {
@@ -291,6 +305,9 @@ pub(crate) struct UpdateProject {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: Option<String>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Creates a database.
@@ -306,9 +323,13 @@ pub(crate) struct CreateDatabase {
     /// This deployment's region when absent (the only one accepted).
     #[schema(pattern = r"^[a-z0-9-]{1,64}$")]
     pub(crate) region: Option<String>,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
-/// Renames a database.
+/// Renames a database and/or replaces its labels.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateDatabase {
@@ -318,6 +339,9 @@ pub(crate) struct UpdateDatabase {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: Option<String>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Creates a branch: from the parent's latest state, or at `parent_lsn` or `parent_timestamp` (not both).
@@ -345,6 +369,10 @@ pub(crate) struct CreateBranch {
     /// RFC 3339: when the branch is deleted by the expiry sweep; in the future, at most 365 days ahead (else 422).
     #[schema(format = DateTime)]
     pub(crate) expires_at: Option<String>,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Renames and/or promotes a branch.
@@ -366,6 +394,9 @@ pub(crate) struct UpdateBranch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub(crate) expires_at: Option<Option<String>>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a value (`Some(Some(_))`).

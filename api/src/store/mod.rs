@@ -17,7 +17,10 @@ use crate::{files, ids};
 
 pub mod databases;
 pub mod idempotency;
+pub mod labels;
 pub mod operations;
+
+use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 
 /// One schema migration: SQL, or code for what SQL cannot do.
 enum Migration {
@@ -128,7 +131,18 @@ const MIGRATIONS: &[Migration] = &[
     CREATE INDEX branches_by_expiry ON branches(expires_at) WHERE expires_at IS NOT NULL;
 ",
     ),
+    // Labels (issue 15): a JSON object of strings on projects, databases and branches.
+    Migration::Sql(
+        "
+    ALTER TABLE projects ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE databases ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE branches ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+",
+    ),
 ];
+
+/// The columns [`project_row`] reads.
+const PROJECT_COLUMNS: &str = "id, account_id, name, created_at, labels";
 
 /// The metadata's file name in the data directory.
 pub const METADATA_FILE: &str = "metadata.sqlite";
@@ -204,6 +218,8 @@ pub struct Project {
     pub name: String,
     /// ISO 8601 UTC.
     pub created_at: String,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 /// An API key row; the secret itself is never stored.
@@ -407,13 +423,20 @@ impl Store {
 
     /// Creates a project named `name` for `account`, unless it has `projects_max` already
     /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
-    pub fn create_project(&self, account: &AccountId, name: &str, projects_max: u32) -> Result<Project, StoreError> {
+    pub fn create_project(
+        &self,
+        account: &AccountId,
+        name: &str,
+        projects_max: u32,
+        labels: &Labels,
+    ) -> Result<Project, StoreError> {
         let (ms, created_at) = now();
         let project = Project {
             id: new_id("proj_", ms),
             account_id: account.clone(),
             name: name.to_owned(),
             created_at,
+            labels: labels.clone(),
         };
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -424,30 +447,39 @@ impl Store {
         )?;
         check_quota(count, projects_max, "projects", "the account")?;
         tx.execute(
-            "INSERT INTO projects (id, account_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![project.id, account.0, project.name, project.created_at],
+            &format!("INSERT INTO projects ({PROJECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
+            params![
+                project.id,
+                account.0,
+                project.name,
+                project.created_at,
+                labels_to_sql(&project.labels)
+            ],
         )?;
         tx.commit()?;
         Ok(project)
     }
 
-    /// Up to `limit` of `account`'s projects with ids after `after`, in id (creation) order.
+    /// Up to `limit` of `account`'s projects with ids after `after` (and labels matching `filter`, if given), in
+    /// id (creation) order.
     pub fn list_projects(
         &self,
         account: &AccountId,
         after: Option<&str>,
         limit: usize,
+        filter: Option<&LabelFilter>,
     ) -> Result<Page<Project>, StoreError> {
         assert!(limit > 0, "limit {limit}");
         let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, account_id, name, created_at FROM projects
-             WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
-        )?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {PROJECT_COLUMNS} FROM projects
+             WHERE account_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+        ))?;
         // One extra row says whether another page follows.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let (key, value) = filter_params(filter);
         let mut items = stmt
-            .query_map(params![account.0, after.unwrap_or(""), fetch], project_row)?
+            .query_map(params![account.0, after.unwrap_or(""), fetch, key, value], project_row)?
             .collect::<Result<Vec<_>, _>>()?;
         let next_after = if items.len() > limit {
             items.truncate(limit);
@@ -463,8 +495,7 @@ impl Store {
         let conn = self.conn();
         let project = conn
             .query_row(
-                "SELECT id, account_id, name, created_at FROM projects
-                 WHERE account_id = ?1 AND id = ?2",
+                &format!("SELECT {PROJECT_COLUMNS} FROM projects WHERE account_id = ?1 AND id = ?2"),
                 params![account.0, id],
                 project_row,
             )
@@ -482,7 +513,7 @@ impl Store {
         )?;
         let project = if changed == 1 {
             Some(tx.query_row(
-                "SELECT id, account_id, name, created_at FROM projects WHERE id = ?1",
+                &format!("SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?1"),
                 [id],
                 project_row,
             )?)
@@ -580,6 +611,7 @@ fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
         account_id: AccountId(row.get(1)?),
         name: row.get(2)?,
         created_at: row.get(3)?,
+        labels: labels_column(row, 4)?,
     })
 }
 
@@ -594,7 +626,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "a", 10).unwrap();
+        let project = store.create_project(&account, "a", 10, &Labels::new()).unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());

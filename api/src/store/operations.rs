@@ -454,7 +454,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "p", 10).unwrap();
+        let project = store.create_project(&account, "p", 10, &crate::store::labels::Labels::new()).unwrap();
         {
             let conn = store.conn();
             for (id, action, params) in rows {
@@ -507,7 +507,11 @@ mod tests {
     fn reset_and_expiry_actions_round_trip_and_refuse_foreign_parameters() {
         let reset = Action::ResetBranch(restore_params());
         assert_eq!(reset.name(), "reset_branch");
-        assert_eq!(reset.params_json(), RESTORE_PARAMS_V1, "a reset's parameters are a restore's");
+        assert_eq!(
+            reset.params_json(),
+            RESTORE_PARAMS_V1,
+            "a reset's parameters are a restore's"
+        );
         assert_eq!(Action::decode(reset.name(), &reset.params_json()).unwrap(), reset);
         let delete = Action::DeleteBranch(DeleteBranchParams {
             branch_id: "br_01JD0000000000000000000000".to_owned(),

@@ -6,6 +6,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior}
 
 use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
+use crate::store::labels::{labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
 
 /// A branch row.
@@ -30,10 +31,12 @@ pub struct Branch {
     /// When the expiry sweep deletes it (ISO 8601 UTC, three fractional digits, so the text sorts as the time);
     /// `None`: never.
     pub expires_at: Option<String>,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 pub(super) const BRANCH_COLUMNS: &str =
-    "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at, protected, expires_at";
+    "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at, protected, expires_at, labels";
 
 pub(super) fn branch_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -46,12 +49,13 @@ pub(super) fn branch_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         created_at: row.get(6)?,
         protected: row.get(7)?,
         expires_at: row.get(8)?,
+        labels: labels_column(row, 9)?,
     })
 }
 
 pub(super) fn insert_branch(tx: &Transaction<'_>, branch: &Branch) -> Result<(), StoreError> {
     tx.execute(
-        &format!("INSERT INTO branches ({BRANCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+        &format!("INSERT INTO branches ({BRANCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
         params![
             branch.id,
             branch.database_id,
@@ -61,7 +65,8 @@ pub(super) fn insert_branch(tx: &Transaction<'_>, branch: &Branch) -> Result<(),
             branch.timeline_id.to_string(),
             branch.created_at,
             branch.protected,
-            branch.expires_at
+            branch.expires_at,
+            labels_to_sql(&branch.labels)
         ],
     )
     .map_err(|e| conflict_on_unique(e, &format!("a branch named {:?} exists in this database", branch.name)))?;
@@ -79,6 +84,8 @@ pub struct BranchUpdate {
     pub expires_at: Option<Option<String>>,
     /// Make it the database's default branch.
     pub promote: bool,
+    /// New labels, replacing all.
+    pub labels: Option<Labels>,
 }
 
 /// The message of a refusal of `what` (deletion, restore, reset, expiry) because `branch` is protected: it names
@@ -92,24 +99,34 @@ pub fn protection_refuses(branch: &Branch, what: &str) -> String {
 }
 
 impl Store {
-    /// Up to `limit` branches of `account`'s database `database_id` after `after`, in creation order; `None` if
-    /// there is no such database.
+    /// Up to `limit` branches of `account`'s database `database_id` after `after` (and labels matching `filter`,
+    /// if given), in creation order; `None` if there is no such database.
     pub fn list_branches(
         &self,
         account: &AccountId,
         database_id: &str,
         after: Option<&str>,
         limit: usize,
+        filter: Option<&LabelFilter>,
     ) -> Result<Option<Page<Branch>>, StoreError> {
         if self.get_database(account, database_id)?.is_none() {
             return Ok(None);
         }
         let conn = self.conn();
-        let sql =
-            format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
-        Ok(Some(page(&conn, &sql, database_id, after, limit, branch_row, |b| {
-            b.id.clone()
-        })?))
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches
+             WHERE database_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+        );
+        Ok(Some(page(
+            &conn,
+            &sql,
+            database_id,
+            after,
+            limit,
+            filter,
+            branch_row,
+            |b| b.id.clone(),
+        )?))
     }
 
     /// How many branches database `database_id` has, its default branch included.
@@ -191,6 +208,12 @@ impl Store {
             tx.execute(
                 "UPDATE branches SET expires_at = ?2 WHERE id = ?1",
                 params![id, expires_at],
+            )?;
+        }
+        if let Some(labels) = &update.labels {
+            tx.execute(
+                "UPDATE branches SET labels = ?2 WHERE id = ?1",
+                params![id, labels_to_sql(labels)],
             )?;
         }
         if update.promote {

@@ -70,9 +70,11 @@ impl Store {
                     parent_lsn: branch.parent_lsn,
                     timeline_id: change.old_timeline_id,
                     created_at: now().1,
-                    // A backup: neither the protection nor the expiry of the branch it was taken from.
+                    // A backup: neither the protection, the expiry nor the labels of the branch it was taken from (a
+                    // listing by label finds the branches the user made).
                     protected: false,
                     expires_at: None,
+                    labels: crate::store::labels::Labels::new(),
                 };
                 insert_branch(&tx, &preserved)?;
                 // The children forked from the old history: they now hang off the branch that keeps it.
