@@ -252,7 +252,7 @@ async fn missing_wrong_malformed_and_revoked_keys_are_401() {
     let new_lines: Vec<&str> = after.lines().filter(|line| !before.contains(*line)).collect();
     assert_eq!(new_lines.len(), 1, "{after}");
     let fields: Vec<&str> = new_lines[0].split('\t').collect();
-    assert_eq!(fields.len(), 4, "{after}");
+    assert_eq!(fields.len(), 7, "id, account, created, revoked, project, read-only, expires: {after}");
     let (key_id, revoked) = (fields[0], fields[3]);
     assert_eq!(revoked, "-", "{after}");
     let reply = call_as(&up, &key, "GET", &format!("/v1/projects/{project}"), None).await;
@@ -613,6 +613,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/projects/{id}", &["get", "patch", "delete"]),
         ("/v1/projects/{id}/databases", &["get", "post"]),
         ("/v1/projects/{id}/operations", &["get"]),
+        ("/v1/projects/{id}/audit", &["get"]),
         ("/v1/databases/{id}", &["get", "patch", "delete"]),
         ("/v1/databases/{id}/resume", &["post"]),
         ("/v1/databases/{id}/suspend", &["post"]),

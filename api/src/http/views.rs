@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::control::{Control, Password};
+use crate::store::audit::AuditEntry;
 use crate::store::databases::{Branch, Database};
 use crate::store::labels::Labels;
 use crate::store::operations::Operation;
@@ -259,6 +260,48 @@ pub(crate) struct OperationEnvelope {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct OperationList {
     pub(crate) operations: Vec<OperationView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
+/// One audited call.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AuditEntryView {
+    /// `aud_…`.
+    id: String,
+    project_id: String,
+    /// The key that made the call (`key_…`; never its secret).
+    key_id: String,
+    /// `POST`, `PATCH` or `DELETE`.
+    method: String,
+    /// The request path.
+    path: String,
+    /// The response's HTTP status.
+    status: u16,
+    /// The response's `X-Request-Id`.
+    request_id: String,
+    /// ISO 8601 UTC.
+    created_at: String,
+}
+
+impl From<AuditEntry> for AuditEntryView {
+    fn from(entry: AuditEntry) -> AuditEntryView {
+        AuditEntryView {
+            id: entry.id,
+            project_id: entry.project_id,
+            key_id: entry.key_id,
+            method: entry.method,
+            path: entry.path,
+            status: entry.status,
+            request_id: entry.request_id,
+            created_at: entry.created_at,
+        }
+    }
+}
+
+/// `{audit_entries, next_cursor}`, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AuditList {
+    pub(crate) audit_entries: Vec<AuditEntryView>,
     pub(crate) next_cursor: Option<String>,
 }
 

@@ -15,11 +15,14 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 
 use crate::{files, ids};
 
+pub mod audit;
 pub mod databases;
 pub mod idempotency;
+pub mod keys;
 pub mod labels;
 pub mod operations;
 
+pub use keys::{ApiKey, KeyScope};
 use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 
 /// One schema migration: SQL, or code for what SQL cannot do.
@@ -139,6 +142,26 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE branches ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
 ",
     ),
+    // Scoped keys and the audit log (issue 15): a key limited to one project and/or to reading, with an optional
+    // expiry; one row per mutating call, by project.
+    Migration::Sql(
+        "
+    ALTER TABLE api_keys ADD COLUMN project_id TEXT;
+    ALTER TABLE api_keys ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+    CREATE TABLE audit_log (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX audit_by_project ON audit_log(project_id, id);
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -220,19 +243,6 @@ pub struct Project {
     pub created_at: String,
     /// Its labels.
     pub labels: Labels,
-}
-
-/// An API key row; the secret itself is never stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    /// `key_<ULID>`.
-    pub id: String,
-    /// The account the key acts for.
-    pub account_id: AccountId,
-    /// ISO 8601 UTC.
-    pub created_at: String,
-    /// When the key was revoked, if it was.
-    pub revoked_at: Option<String>,
 }
 
 /// One page of a listing.
@@ -378,49 +388,6 @@ impl Store {
         Ok(AccountId(id))
     }
 
-    /// Stores a key for `account` by the hash of its secret; returns the key id.
-    pub fn insert_key(&self, account: &AccountId, hash: &[u8]) -> Result<String, StoreError> {
-        let (ms, created_at) = now();
-        let id = new_id("key_", ms);
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO api_keys (id, account_id, hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, account.0, hash, created_at],
-        )?;
-        Ok(id)
-    }
-
-    /// The key whose secret hashes to `hash`, revoked or not.
-    pub fn key_by_hash(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
-        let conn = self.conn();
-        let key = conn
-            .query_row(
-                "SELECT id, account_id, created_at, revoked_at FROM api_keys WHERE hash = ?1",
-                [hash],
-                |row| {
-                    Ok(ApiKey {
-                        id: row.get(0)?,
-                        account_id: AccountId(row.get(1)?),
-                        created_at: row.get(2)?,
-                        revoked_at: row.get(3)?,
-                    })
-                },
-            )
-            .optional()?;
-        Ok(key)
-    }
-
-    /// Revokes key `id`; returns whether a not-yet-revoked key was revoked.
-    pub fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
-        let (_, revoked_at) = now();
-        let conn = self.conn();
-        let changed = conn.execute(
-            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, revoked_at],
-        )?;
-        Ok(changed == 1)
-    }
-
     /// Creates a project named `name` for `account`, unless it has `projects_max` already
     /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
     pub fn create_project(
@@ -542,6 +509,7 @@ impl Store {
             databases::delete_database_rows(&tx, &database.id)?;
         }
         tx.execute("DELETE FROM operations WHERE project_id = ?1", [id])?;
+        tx.execute("DELETE FROM audit_log WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(Some(deleted))
@@ -563,21 +531,6 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare("SELECT id FROM accounts ORDER BY id")?;
         let rows = stmt.query_map([], |row| Ok(AccountId(row.get(0)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Every key, revoked or not, oldest first.
-    pub fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT id, account_id, created_at, revoked_at FROM api_keys ORDER BY id")?;
-        let rows = stmt.query_map([], |row| {
-            Ok(ApiKey {
-                id: row.get(0)?,
-                account_id: AccountId(row.get(1)?),
-                created_at: row.get(2)?,
-                revoked_at: row.get(3)?,
-            })
-        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }

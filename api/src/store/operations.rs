@@ -454,7 +454,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "p", 10, &crate::store::labels::Labels::new()).unwrap();
+        let project = store
+            .create_project(&account, "p", 10, &crate::store::labels::Labels::new())
+            .unwrap();
         {
             let conn = store.conn();
             for (id, action, params) in rows {
