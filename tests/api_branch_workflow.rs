@@ -598,3 +598,144 @@ async fn labels_on_projects_databases_and_branches_filter_every_list_and_survive
         [text(&other_pr, "id")]
     );
 }
+
+/// The schema diff of branch `id` with `query`, asserting 200; the `schema_diff` object.
+async fn schema_diff(up: &Up, id: &str, query: &str) -> Value {
+    let reply = up
+        .call("GET", &format!("/v1/branches/{id}/schema_diff{query}"), None)
+        .await;
+    assert_eq!(reply.status, 200, "{query}: {}", reply.body);
+    reply.json()["schema_diff"].clone()
+}
+
+/// The `(kind, change, name)` of each change of a schema diff.
+fn change_list(diff: &Value) -> Vec<(String, String, String)> {
+    diff["changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("changes: {diff}"))
+        .iter()
+        .map(|c| (text(c, "kind"), text(c, "change"), text(c, "name")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_diff_compares_each_side_at_its_point() {
+    let up = Up::start();
+    let project = up.create_project("p").await;
+    let database = up.create_database(&project, "app").await;
+    let database_id = text(&database, "id");
+    let main = text(&database, "default_branch_id");
+    let main_uri = up.uri(&database);
+    connect(&main_uri)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE users (id BIGINT PRIMARY KEY, email TEXT NOT NULL)")
+        .await
+        .expect("create table");
+    let dev = create_branch(&up, &database_id, r#"{"name":"dev"}"#).await;
+    let dev_id = text(&dev, "id");
+    let fork = text(&dev, "parent_lsn");
+    // Nothing changed yet: no changes, an empty diff.
+    let same = schema_diff(&up, &dev_id, "").await;
+    assert_eq!(same["changes"], serde_json::json!([]), "{same}");
+    assert_eq!(same["diff"], "");
+    assert_eq!(same["base_branch_id"], main.as_str(), "the parent by default");
+
+    // The migration on the preview branch.
+    connect(&up.uri(&dev))
+        .await
+        .expect("connect")
+        .batch_execute(
+            "ALTER TABLE users ADD COLUMN name VARCHAR(20);
+             CREATE INDEX users_email ON users (email);
+             CREATE TABLE posts (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body TEXT);
+             CREATE VIEW user_ids AS SELECT id FROM users;",
+        )
+        .await
+        .expect("migrate");
+    // And a change on main after the fork.
+    connect(&main_uri)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE audit (at TIMESTAMPTZ)")
+        .await
+        .expect("create table");
+
+    let diff = schema_diff(&up, &dev_id, &format!("?base_branch_id={main}")).await;
+    let expected = |extra: &[(&str, &str, &str)]| {
+        let mut all: Vec<(String, String, String)> = [
+            ("table", "added", "posts"),
+            ("column", "added", "users.name"),
+            ("index", "added", "users_email"),
+            ("view", "added", "user_ids"),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|(k, c, n)| ((*k).to_owned(), (*c).to_owned(), (*n).to_owned()))
+        .collect();
+        all.sort_by_key(|(k, _, n)| {
+            (
+                ["table", "column", "index", "view", "trigger"]
+                    .iter()
+                    .position(|x| x == k),
+                n.clone(),
+            )
+        });
+        all
+    };
+    assert_eq!(change_list(&diff), expected(&[("table", "removed", "audit")]), "{diff}");
+    let column = diff["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["name"] == "users.name")
+        .expect("the column")
+        .clone();
+    assert!(text(&column, "target").contains("20"), "the PostgreSQL type: {column}");
+    assert!(column.get("base").is_none(), "{column}");
+    let unified = text(&diff, "diff");
+    assert!(unified.starts_with(&format!("--- {main}@")), "{unified}");
+    assert!(unified.contains(&format!("+++ {dev_id}@")), "{unified}");
+    assert!(unified.contains("+CREATE TABLE posts ("), "{unified}");
+    assert!(unified.contains("-CREATE TABLE audit ("), "{unified}");
+
+    // Main as it was at the fork: the table made on main since is not in the base.
+    let at_fork = schema_diff(&up, &dev_id, &format!("?base_lsn={fork}")).await;
+    assert_eq!(at_fork["base_lsn"], fork.as_str());
+    assert_eq!(change_list(&at_fork), expected(&[]), "{at_fork}");
+    // The branch as it was at its start against main at the fork: the same schema.
+    let before = schema_diff(&up, &dev_id, &format!("?base_lsn={fork}&lsn={fork}")).await;
+    assert_eq!(before["changes"], serde_json::json!([]), "{before}");
+    // By time: main now, the branch as of now.
+    let now = jiff::Timestamp::now().to_string();
+    let by_time = schema_diff(&up, &dev_id, &format!("?timestamp={now}")).await;
+    assert_eq!(change_list(&by_time), change_list(&diff));
+
+    // Refusals: both points of a side 400; no parent and no base 422; a base of another database 422.
+    up.call(
+        "GET",
+        &format!("/v1/branches/{dev_id}/schema_diff?lsn={fork}&timestamp={now}"),
+        None,
+    )
+    .await
+    .assert_error(400, "invalid_request");
+    up.call("GET", &format!("/v1/branches/{main}/schema_diff"), None)
+        .await
+        .assert_error(422, "unprocessable");
+    let other = up.create_database(&project, "other").await;
+    let other_main = text(&other, "default_branch_id");
+    up.call(
+        "GET",
+        &format!("/v1/branches/{dev_id}/schema_diff?base_branch_id={other_main}"),
+        None,
+    )
+    .await
+    .assert_error(422, "unprocessable");
+    up.call(
+        "GET",
+        &format!("/v1/branches/{dev_id}/schema_diff?base_branch_id=nope"),
+        None,
+    )
+    .await
+    .assert_error(400, "invalid_request");
+}

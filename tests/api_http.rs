@@ -252,7 +252,11 @@ async fn missing_wrong_malformed_and_revoked_keys_are_401() {
     let new_lines: Vec<&str> = after.lines().filter(|line| !before.contains(*line)).collect();
     assert_eq!(new_lines.len(), 1, "{after}");
     let fields: Vec<&str> = new_lines[0].split('\t').collect();
-    assert_eq!(fields.len(), 7, "id, account, created, revoked, project, read-only, expires: {after}");
+    assert_eq!(
+        fields.len(),
+        7,
+        "id, account, created, revoked, project, read-only, expires: {after}"
+    );
     let (key_id, revoked) = (fields[0], fields[3]);
     assert_eq!(revoked, "-", "{after}");
     let reply = call_as(&up, &key, "GET", &format!("/v1/projects/{project}"), None).await;
@@ -624,6 +628,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/branches/{id}", &["get", "patch", "delete"]),
         ("/v1/branches/{id}/restore", &["post"]),
         ("/v1/branches/{id}/reset", &["post"]),
+        ("/v1/branches/{id}/schema_diff", &["get"]),
         ("/v1/operations/{id}", &["get"]),
     ];
     for (path, methods) in routes {

@@ -1,4 +1,4 @@
-//! `/v1/databases/{id}/branches` and `/v1/branches/{id}`, restore included.
+//! `/v1/databases/{id}/branches` and `/v1/branches/{id}`: restore, reset and schema diff included.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -9,10 +9,10 @@ use cambium_types::Lsn;
 use super::labels::{self, LabelParams};
 use super::views::{
     BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, ResetBranch, RestoreBranch,
-    UpdateBranch,
+    SchemaDiffEnvelope, UpdateBranch,
 };
 use super::{parse_id, parse_name, AppState, ListParams};
-use crate::control::{BranchChanges, NewBranch, PointInTime};
+use crate::control::{BranchChanges, NewBranch, PointInTime, SchemaDiffRequest};
 use crate::error::ApiError;
 use crate::store::AccountId;
 
@@ -250,6 +250,64 @@ pub(crate) async fn reset(
             operation: operation.into(),
         }),
     ))
+}
+
+/// `?…` of a schema diff: the base branch and each side's point.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct SchemaDiffParams {
+    /// The branch to compare against (of the same database); the branch's parent when absent.
+    #[param(pattern = r"^br_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    base_branch_id: Option<String>,
+    /// The base at this LSN (`X/Y`); its latest state when neither this nor `base_timestamp` is given.
+    #[param(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")]
+    base_lsn: Option<String>,
+    /// The base as of this RFC 3339 time.
+    #[param(format = DateTime)]
+    base_timestamp: Option<String>,
+    /// The branch at this LSN; its latest state when neither this nor `timestamp` is given.
+    #[param(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")]
+    lsn: Option<String>,
+    /// The branch as of this RFC 3339 time.
+    #[param(format = DateTime)]
+    timestamp: Option<String>,
+}
+
+/// The schema differences (tables, columns, indexes, views, triggers) from a base branch to this branch, each
+/// at its latest state or a point in its history, as a list and as a unified diff of their DDL. Read through
+/// read-only time-travel sessions: nothing is copied.
+#[utoipa::path(get, path = "/v1/branches/{id}/schema_diff", tag = "branches",
+    params(("id" = String, Path), SchemaDiffParams),
+    responses((status = 200, body = SchemaDiffEnvelope), (status = "4XX", body = ErrorEnvelope)))]
+pub(crate) async fn schema_diff(
+    State(state): State<AppState>,
+    Extension(account): Extension<AccountId>,
+    Path(id): Path<String>,
+    params: Result<Query<SchemaDiffParams>, QueryRejection>,
+) -> Result<Json<SchemaDiffEnvelope>, ApiError> {
+    let id = parse_id(id, "br_")?;
+    let Query(params) = params?;
+    let base_branch_id = params
+        .base_branch_id
+        .map(|b| parse_id(b, "br_"))
+        .transpose()
+        .map_err(|_| ApiError::InvalidRequest("`base_branch_id` must be a branch id (br_…)".to_owned()))?;
+    let request = SchemaDiffRequest {
+        base_branch_id,
+        base_point: point(
+            "base_lsn",
+            params.base_lsn.as_deref(),
+            "base_timestamp",
+            params.base_timestamp.as_deref(),
+        )?
+        .unwrap_or(PointInTime::Latest),
+        point: point("lsn", params.lsn.as_deref(), "timestamp", params.timestamp.as_deref())?
+            .unwrap_or(PointInTime::Latest),
+    };
+    let diff = state.control.schema_diff(&account, &id, request).await?;
+    Ok(Json(SchemaDiffEnvelope {
+        schema_diff: diff.into(),
+    }))
 }
 
 #[cfg(test)]

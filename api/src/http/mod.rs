@@ -134,6 +134,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         )
         .route("/v1/branches/{id}/restore", post(branches::restore))
         .route("/v1/branches/{id}/reset", post(branches::reset))
+        .route("/v1/branches/{id}/schema_diff", get(branches::schema_diff))
         .route("/v1/operations/{id}", get(operations::get))
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))

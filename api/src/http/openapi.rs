@@ -16,7 +16,7 @@ use super::{branches, databases, health, operations, projects, views};
         databases::list, databases::create, databases::get, databases::update, databases::delete,
         databases::resume, databases::suspend, databases::reset_password, databases::endpoints, health::get,
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
-        branches::reset,
+        branches::reset, branches::schema_diff,
         operations::list, operations::get,
     ),
     components(schemas(views::ErrorEnvelope)),

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::control::{Control, Password};
+use crate::control::{Control, Password, SchemaDiff};
 use crate::store::audit::AuditEntry;
 use crate::store::databases::{Branch, Database};
 use crate::store::labels::Labels;
@@ -261,6 +261,73 @@ pub(crate) struct OperationEnvelope {
 pub(crate) struct OperationList {
     pub(crate) operations: Vec<OperationView>,
     pub(crate) next_cursor: Option<String>,
+}
+
+/// One difference between two schemas.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaChangeView {
+    /// `table`, `column`, `index`, `view` or `trigger`.
+    kind: String,
+    /// The object's name; a column's is `table.column`.
+    name: String,
+    /// The table it belongs to (a table's own name for a table; a view's for a view).
+    table: String,
+    /// `added`, `removed` or `changed`.
+    change: String,
+    /// Its DDL (a column's definition) in the base; absent when added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<String>,
+    /// Its DDL (a column's definition) in the branch; absent when removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+}
+
+/// The schema differences from a base branch at a point to a branch at a point.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaDiffView {
+    /// The branch diffed.
+    branch_id: String,
+    /// The point of the branch whose schema was read (`X/Y`).
+    lsn: String,
+    /// The base branch.
+    base_branch_id: String,
+    /// The point of the base whose schema was read (`X/Y`).
+    base_lsn: String,
+    /// The differences, by kind then name; empty when the schemas are the same.
+    changes: Vec<SchemaChangeView>,
+    /// A unified diff (`diff -U0`) of the two schemas' DDL, from `<base>@<base_lsn>` to `<branch>@<lsn>`; empty
+    /// when they are the same.
+    diff: String,
+}
+
+impl From<SchemaDiff> for SchemaDiffView {
+    fn from(diff: SchemaDiff) -> SchemaDiffView {
+        SchemaDiffView {
+            branch_id: diff.branch_id,
+            lsn: diff.lsn.to_string(),
+            base_branch_id: diff.base_branch_id,
+            base_lsn: diff.base_lsn.to_string(),
+            changes: diff
+                .changes
+                .into_iter()
+                .map(|c| SchemaChangeView {
+                    kind: c.kind.as_str().to_owned(),
+                    name: c.name,
+                    table: c.table,
+                    change: c.change.as_str().to_owned(),
+                    base: c.base,
+                    target: c.target,
+                })
+                .collect(),
+            diff: diff.diff,
+        }
+    }
+}
+
+/// `{schema_diff}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaDiffEnvelope {
+    pub(crate) schema_diff: SchemaDiffView,
 }
 
 /// One audited call.
