@@ -337,7 +337,7 @@ impl HttpArgs {
     }
 }
 
-/// The reconciler (`up` and `api`).
+/// The reconciler and the branch expiry sweep (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReconcileArgs {
     /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
@@ -345,9 +345,20 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     reconcile_period_ms: u64,
+    /// The wait between sweeps of the branch expiry, which deletes branches whose `expires_at` has passed: how
+    /// late after it a branch may go.
+    #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    branch_expiry_period_ms: u64,
 }
 
 impl ReconcileArgs {
+    pub(crate) fn expiry_config(&self) -> api::control::expiry::ExpiryConfig {
+        api::control::expiry::ExpiryConfig {
+            period_ms: self.branch_expiry_period_ms,
+        }
+    }
+
     pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {
         api::reconcile::ReconcileConfig {
             period_ms: self.reconcile_period_ms,

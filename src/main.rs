@@ -91,6 +91,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
@@ -123,6 +124,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: None,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
