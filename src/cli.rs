@@ -1,7 +1,8 @@
 //! The command line's definitions: the subcommands and their flags (each with its `CAMBIUM_…` variable, which
 //! `--config FILE` fills), the flag groups `up` and `api` share, and the parsers of flag values. What each
 //! subcommand does is elsewhere: `main` dispatches, [`crate::up`] runs `up`, `api` and `keys`, `services` the
-//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory.
+//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory, and the client's
+//! commands (`projects`, `branches`, `psql`, …) are defined and run in [`crate::client`].
 
 use std::path::PathBuf;
 
@@ -14,7 +15,8 @@ use crate::up;
 #[command(
     name = "cambium",
     version,
-    about = "Databases with instant copy-on-write branches and point-in-time restore"
+    about = "Databases with instant copy-on-write branches and point-in-time restore",
+    after_help = crate::client::EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
     /// A TOML file of settings for the command (one key per flag; flags and `CAMBIUM_…` variables win).
@@ -217,6 +219,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// The client of the `/v1` API: `projects`, `databases`, `branches`, `operations`, `endpoints`, `psql`,
+    /// `connection-string`, `request`, `completions`.
+    #[command(flatten)]
+    Client(crate::client::ClientCommand),
 }
 
 /// The compute's page caches and prefetching (`up`, `api` and `compute`).
