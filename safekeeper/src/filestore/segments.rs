@@ -315,21 +315,7 @@ impl FileWal {
     fn assert_frame_boundary(&self, index: usize, lsn: Lsn) -> Result<(), StoreError> {
         let start_lsn = self.segment_starts[index];
         let path = self.segment_path(start_lsn);
-        // The segment appends go to is read through its open descriptor (the tail a pageserver streams after
-        // every commit); any other is opened for this read.
-        let opened;
-        let file = match self
-            .open
-            .as_ref()
-            .filter(|open| open.start_lsn == start_lsn)
-            .and_then(|open| open.file.as_ref())
-        {
-            Some(file) => file,
-            None => {
-                opened = File::open(&path).map_err(io_error(&path))?;
-                &opened
-            }
-        };
+        let file = File::open(&path).map_err(io_error(&path))?;
         let mut reader = BufReader::with_capacity(BOUNDARY_WALK_BUFFER_BYTES, file);
         let mut at = start_lsn;
         while at < lsn {
