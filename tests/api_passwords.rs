@@ -261,7 +261,8 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     up.process.kill9();
 
     // Turn the metadata back into what schema version 3 wrote: the password in the database's row and in the
-    // stored response of its creation, no verifier.
+    // stored response of its creation, no verifier, and none of the later versions' columns and tables (so every
+    // migration since runs again, in order, on it).
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(&format!(
@@ -269,6 +270,16 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
              UPDATE databases SET password = '{password}';
              ALTER TABLE databases DROP COLUMN password_verifier;
              UPDATE idempotency_keys SET body = CAST('{}' AS BLOB);
+             DROP INDEX branches_by_expiry;
+             ALTER TABLE branches DROP COLUMN protected;
+             ALTER TABLE branches DROP COLUMN expires_at;
+             ALTER TABLE branches DROP COLUMN labels;
+             ALTER TABLE projects DROP COLUMN labels;
+             ALTER TABLE databases DROP COLUMN labels;
+             ALTER TABLE api_keys DROP COLUMN project_id;
+             ALTER TABLE api_keys DROP COLUMN read_only;
+             ALTER TABLE api_keys DROP COLUMN expires_at;
+             DROP TABLE audit_log;
              UPDATE schema_version SET version = 3;",
             created.body.replace('\'', "''")
         ))
