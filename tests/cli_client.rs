@@ -22,8 +22,14 @@ struct Client<'a> {
 impl Client<'_> {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cambium"));
+        command.args(args);
+        self.environment(&mut command);
         command
-            .args(args)
+    }
+
+    /// The client's environment on `command` (cambium itself, or a program that runs it).
+    fn environment(&self, command: &mut Command) {
+        command
             .env("CAMBIUM_API_URL", format!("http://{}", self.up.process.address))
             .env("CAMBIUM_API_KEY_FILE", self.up.data_dir.join("api_key"))
             .env("CAMBIUM_CONFIG_DIR", &self.config_dir)
@@ -31,7 +37,6 @@ impl Client<'_> {
             .env_remove("CAMBIUM_OUTPUT")
             .env_remove("CAMBIUM_CONFIG")
             .env_remove("PGPASSWORD");
-        command
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -453,4 +458,28 @@ fn wait_gives_up_with_11_and_operations_wait_follows_to_the_end() {
     ]);
     assert!(output.status.success());
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    // On a terminal (util-linux's `script` gives it one) the spinner names the operation while it runs.
+    if Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let line = format!(
+            "{} databases create f --project {project} --wait --field operation.status",
+            env!("CARGO_BIN_EXE_cambium")
+        );
+        let mut script = Command::new("script");
+        script.args(["-qec", &line, "/dev/null"]);
+        cli.environment(&mut script);
+        let transcript = script.output().expect("run script");
+        let text = String::from_utf8_lossy(&transcript.stdout);
+        assert!(transcript.status.success(), "{text}");
+        assert!(
+            text.contains("create_database op_") && text.contains(" running ("),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("finished"), "{text}");
+    } else {
+        eprintln!("SKIPPED: the terminal check (no `script` on this machine)");
+    }
 }
