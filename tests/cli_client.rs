@@ -206,7 +206,8 @@ fn databases(cli: &Client, project: &str, root: &Path) -> String {
     id
 }
 
-/// `branches create|get|list|update|promote|delete` by id and by name, `--set`; the id of a branch `dev`.
+/// `branches create|get|list|update|promote|reset|delete` by id and by name, `--set` (a field no flag names,
+/// `protected`); the id of a branch `dev`.
 fn branches(cli: &Client, database: &str) -> String {
     let dev = cli.json(&["branches", "create", "dev", "--database", database]);
     let id = str_of(&dev, "id").to_owned();
@@ -256,6 +257,53 @@ fn branches(cli: &Client, database: &str) -> String {
         promoted["id"]
     );
     cli.json(&["branches", "promote", "main", "--database", database]);
+    // Reset `fork` to its parent's latest state, keeping the state before; protect it, and see the refusal.
+    let reset = cli.json(&[
+        "branches",
+        "reset",
+        "fork",
+        "--database",
+        database,
+        "--preserve",
+        "--wait",
+    ]);
+    assert_eq!(reset["status"], "finished", "the operation, unwrapped: {reset}");
+    assert_eq!(reset["action"], "reset_branch");
+    let kept: Vec<String> = cli
+        .json(&["branches", "list", "--database", database])
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|b| str_of(b, "name").to_owned())
+        .collect();
+    assert!(kept.iter().any(|n| n.starts_with("fork_before_reset_")), "{kept:?}");
+    for name in kept.iter().filter(|n| n.starts_with("fork_before_reset_")) {
+        cli.json(&["branches", "delete", name, "--database", database]);
+    }
+    let protected = cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--set",
+        "protected=true",
+    ]);
+    assert_eq!(protected["protected"], true, "a field only --set names: {protected}");
+    assert_api_error(
+        &cli.fails(&["branches", "delete", "fork", "--database", database], 6),
+        409,
+        "conflict",
+    );
+    cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--set",
+        "protected=false",
+    ]);
     let deleted = cli.json(&["branches", "delete", "fork", "--database", database]);
     assert_eq!(deleted["deleted"], true);
     cli.fails(&["branches", "get", str_of(&promoted, "id")], 5);

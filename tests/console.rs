@@ -2,7 +2,8 @@
 //! their types and a same-origin Content-Security-Policy, without a key; `/console/sql` needs a key, runs SQL on a
 //! branch of the key's account through the PostgreSQL listener with the database's password (rows as text, many
 //! statements, a point in time read-only), reports SQL errors with their SQLSTATE (a wrong password is 28P01),
-//! refuses another account's branch (404) and malformed requests (400). The page itself is driven in headless
+//! refuses another account's branch and one outside a project key's project (404), a read-only key's SQL other
+//! than at a point in time (403), and malformed requests (400). The page itself is driven in headless
 //! Chromium by `scripts/console.sh`.
 
 mod common;
@@ -137,6 +138,42 @@ async fn the_console_is_served_and_its_sql_runs_on_the_accounts_branches() {
             "POST",
             "/console/sql",
             Some(&other_key),
+            Some(&sql("SELECT 1", None, &password)),
+        )
+        .await;
+    reply.assert_error(404, "not_found");
+    // A read-only key reads only at a point in time; a key of another project sees no branch here.
+    let read_only = up.keys(&["create", "--read-only"]).trim().to_owned();
+    let reply = up
+        .request(
+            "POST",
+            "/console/sql",
+            Some(&read_only),
+            Some(&sql("SELECT 1", None, &password)),
+        )
+        .await;
+    reply.assert_error(403, "forbidden");
+    let reply = up
+        .request(
+            "POST",
+            "/console/sql",
+            Some(&read_only),
+            Some(&sql("SELECT count(*) FROM t", Some(&then), &password)),
+        )
+        .await;
+    assert_eq!(
+        reply.json()["statements"][0]["rows"],
+        serde_json::json!([["2"]]),
+        "{}",
+        reply.body
+    );
+    let elsewhere = up.create_project("elsewhere").await;
+    let scoped = up.keys(&["create", "--project", &elsewhere]).trim().to_owned();
+    let reply = up
+        .request(
+            "POST",
+            "/console/sql",
+            Some(&scoped),
             Some(&sql("SELECT 1", None, &password)),
         )
         .await;

@@ -108,7 +108,7 @@ pub(crate) enum ClientCommand {
         #[command(subcommand)]
         command: DatabasesCommand,
     },
-    /// Branches: list, get, create, update, promote, restore, delete.
+    /// Branches: list, get, create, update, promote, restore, reset, delete.
     #[command(after_help = EXIT_CODES_HELP)]
     Branches {
         #[command(flatten)]
@@ -348,6 +348,17 @@ pub(crate) enum BranchesCommand {
         /// Keep no branch of the state before the restore.
         #[arg(long)]
         no_preserve: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Resets a branch to its parent's latest state: same id, name and connection string; the state before is
+    /// kept as a branch only with `--preserve`.
+    Reset {
+        #[command(flatten)]
+        branch: BranchRef,
+        /// Keep the state before the reset as a branch `<name>_before_reset_<time>`.
+        #[arg(long)]
+        preserve: bool,
         #[command(flatten)]
         wait: WaitArgs,
     },

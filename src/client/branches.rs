@@ -69,6 +69,12 @@ pub(crate) async fn run(context: &Context, command: BranchesCommand) -> Result<(
             let reply = api.send(Method::POST, &branch_path(&id, "/restore")?, &body).await?;
             context.show_operation_result(reply, &wait).await
         }
+        BranchesCommand::Reset { branch, preserve, wait } => {
+            let id = resolve(context, &branch.branch, branch.database.as_deref()).await?;
+            let body = json!({ "preserve": preserve });
+            let reply = api.send(Method::POST, &branch_path(&id, "/reset")?, &body).await?;
+            context.show_operation_result(reply, &wait).await
+        }
         BranchesCommand::Delete(BranchRef { branch, database }) => {
             let id = resolve(context, &branch, database.as_deref()).await?;
             api.call(Method::DELETE, &branch_path(&id, "")?, None).await?;

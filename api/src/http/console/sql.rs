@@ -1,5 +1,6 @@
-//! `POST /console/sql`: runs the console's SQL on a branch of the key's account, or on a branch as of a point in
-//! time (read-only), as any PostgreSQL client would: through this process's own PostgreSQL listener, with the
+//! `POST /console/sql`: runs the console's SQL on a branch of the key's account (and of its project, for a key
+//! limited to one), or on a branch as of a point in time (read-only; all a read-only key may do), as any
+//! PostgreSQL client would: through this process's own PostgreSQL listener, with the
 //! database's password the user gives (the API keeps only its verifier), in the simple query protocol. So the
 //! console sees exactly what psql sees: the dialect, the types' text, the errors and their SQLSTATEs.
 //!
@@ -75,15 +76,30 @@ struct SqlError {
 
 /// `POST /console/sql` with `Authorization: Bearer <key>`.
 pub(crate) async fn run(State(state): State<AppState>, request: Request) -> Result<Json<SqlResponse>, ApiError> {
-    let account = authenticate(&state, bearer(&request)).await?;
+    let caller = authenticate(&state, bearer(&request)).await?;
     let body = axum::body::to_bytes(request.into_body(), super::super::REQUEST_BODY_BYTES_MAX)
         .await
         .map_err(|_| ApiError::InvalidRequest("the body is malformed or too large".to_owned()))?;
     let parsed: Result<Json<SqlRequest>, JsonRejection> = Json::from_bytes(&body);
     let Json(body) = parsed?;
     let branch_id = parse_id(body.branch_id, "br_")?;
-    // The branch must be the account's (another account's is 404, as everywhere).
-    state.control.get_branch(&account, &branch_id).await?;
+    // The branch must be the account's, and in the key's project if it is limited to one (else 404, as
+    // everywhere); a read-only key reads only at a point in time, which is read-only by construction.
+    let (_, database) = state.control.get_branch(&caller.account, &branch_id).await?;
+    if caller
+        .scope
+        .project_id
+        .as_deref()
+        .is_some_and(|project| project != database.project_id)
+    {
+        return Err(ApiError::NotFound);
+    }
+    if caller.scope.read_only && body.at.is_none() {
+        return Err(ApiError::Forbidden(format!(
+            "key {} is read-only: its SQL runs only at a point in time (`at`)",
+            caller.key_id
+        )));
+    }
     let name = match &body.at {
         Some(point) if point.is_empty() || point.len() > POINT_LEN_MAX || point.chars().any(char::is_control) => {
             return Err(ApiError::InvalidRequest(format!(
