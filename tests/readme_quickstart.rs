@@ -103,3 +103,38 @@ fn the_readme_cli_quickstart_runs_as_written() {
     );
     assert!(after_delete.contains("main_before_restore_"), "{stdout}");
 }
+
+#[test]
+fn the_readme_preview_branch_workflow_runs_as_written() {
+    let missing: Vec<&str> = ["bash", "curl", "psql", "jq"].into_iter().filter(|t| !has(t)).collect();
+    if !missing.is_empty() {
+        eprintln!("SKIPPED: the preview workflow needs {missing:?}, which this machine lacks");
+        return;
+    }
+    let up = Up::start();
+    let script = quickstart("preview")
+        .replace("http://127.0.0.1:8420", &format!("http://{}", up.process.address))
+        .replace(".cambium/api_key", &up.data_dir.join("api_key").display().to_string());
+    let output = Command::new("timeout")
+        .args(["120", "bash", "-euo", "pipefail", "-c", &script])
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the preview workflow failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains(r#"{"name":"main","protected":true}"#), "{stdout}");
+    assert!(
+        stdout.contains("+    name varchar(80)"),
+        "the diff shows the column: {stdout}"
+    );
+    assert!(
+        stdout.contains(r#"+CREATE INDEX "users_email" ON "users""#),
+        "the diff shows the index: {stdout}"
+    );
+    assert!(stdout.contains("finished"), "{stdout}");
+    assert!(stdout.contains("changes against main after the reset: 0"), "{stdout}");
+    assert_eq!(stdout.matches(": 204").count(), 1, "one branch deleted: {stdout}");
+}

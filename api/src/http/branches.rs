@@ -11,7 +11,7 @@ use super::views::{
     BranchEnvelope, BranchList, BranchView, CreateBranch, ErrorEnvelope, OperationEnvelope, ResetBranch, RestoreBranch,
     SchemaDiffEnvelope, UpdateBranch,
 };
-use super::{parse_id, parse_name, AppState, ListParams};
+use super::{object_body, parse_id, parse_name, AppState, ListParams};
 use crate::control::{BranchChanges, NewBranch, PointInTime, SchemaDiffRequest};
 use crate::error::ApiError;
 use crate::store::AccountId;
@@ -104,10 +104,10 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(database_id): Path<String>,
-    body: Result<Json<CreateBranch>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<BranchEnvelope>), ApiError> {
     let database_id = parse_id(database_id, "db_")?;
-    let Json(body) = body?;
+    let body: CreateBranch = object_body(body)?;
     let name = parse_name(body.name)?;
     let point = point(
         "parent_lsn",
@@ -156,10 +156,10 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(id): Path<String>,
-    body: Result<Json<UpdateBranch>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<BranchEnvelope>, ApiError> {
     let id = parse_id(id, "br_")?;
-    let Json(body) = body?;
+    let body: UpdateBranch = object_body(body)?;
     let changes = BranchChanges {
         name: body.name.map(parse_name).transpose()?,
         is_default: body.is_default,
@@ -200,10 +200,10 @@ pub(crate) async fn restore(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(id): Path<String>,
-    body: Result<Json<RestoreBranch>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<OperationEnvelope>), ApiError> {
     let id = parse_id(id, "br_")?;
-    let Json(body) = body?;
+    let body: RestoreBranch = object_body(body)?;
     let point = point(
         "target_lsn",
         body.target_lsn.as_deref(),
@@ -238,7 +238,9 @@ pub(crate) async fn reset(
     let body: ResetBranch = if body.iter().all(u8::is_ascii_whitespace) {
         ResetBranch::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidRequest(format!("malformed body: {e}")))?
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| ApiError::InvalidRequest(format!("malformed body: {e}")))?;
+        object_body(Ok(Json(value)))?
     };
     let operation = state
         .control

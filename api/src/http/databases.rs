@@ -10,7 +10,7 @@ use super::views::{
     CreateDatabase, CreatedDatabaseEnvelope, DatabaseEnvelope, DatabaseList, DatabaseView, EndpointList, EndpointView,
     ErrorEnvelope, UpdateDatabase,
 };
-use super::{parse_id, parse_name, AppState, ListParams};
+use super::{object_body, parse_id, parse_name, AppState, ListParams};
 use crate::error::ApiError;
 use crate::store::labels::Labelled;
 use crate::store::AccountId;
@@ -55,10 +55,10 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(project_id): Path<String>,
-    body: Result<Json<CreateDatabase>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreatedDatabaseEnvelope>), ApiError> {
     let project_id = parse_id(project_id, "proj_")?;
-    let Json(body) = body?;
+    let body: CreateDatabase = object_body(body)?;
     let name = parse_name(body.name)?;
     let labels = labels::checked(body.labels.unwrap_or_default())?;
     let (database, operation, password) = state
@@ -115,10 +115,10 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(id): Path<String>,
-    body: Result<Json<UpdateDatabase>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<DatabaseEnvelope>, ApiError> {
     let id = parse_id(id, "db_")?;
-    let Json(body) = body?;
+    let body: UpdateDatabase = object_body(body)?;
     let name = body.name.map(parse_name).transpose()?;
     let labels = body.labels.map(labels::checked).transpose()?;
     let database = state

@@ -296,6 +296,18 @@ impl ListParams {
     }
 }
 
+/// A JSON request body as `T`: an object only (serde would also read a struct from an array, `[null, null]`, which
+/// the schema does not allow), else 400; unknown fields and wrong types are 400 as `T` says.
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, ApiError> {
+    let Json(value) = body?;
+    if !value.is_object() {
+        return Err(ApiError::InvalidRequest("the body must be a JSON object".to_owned()));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::InvalidRequest(format!("malformed body: {e}")))
+}
+
 /// A name, checked: 1..=256 characters, not blank, no control characters.
 fn parse_name(name: String) -> Result<String, ApiError> {
     if name.trim().is_empty() {

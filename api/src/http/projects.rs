@@ -7,7 +7,7 @@ use axum::{Extension, Json};
 
 use super::labels::{self, LabelParams};
 use super::views::{AuditList, CreateProject, ProjectEnvelope, ProjectList, ProjectView, UpdateProject};
-use super::{parse_id, parse_name, AppState, ListParams};
+use super::{object_body, parse_id, parse_name, AppState, ListParams};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::labels::Labelled;
@@ -59,9 +59,9 @@ pub(crate) async fn list(
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
-    body: Result<Json<CreateProject>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<ProjectEnvelope>), ApiError> {
-    let Json(body) = body?;
+    let body: CreateProject = object_body(body)?;
     let name = parse_name(body.name)?;
     let labels = labels::checked(body.labels.unwrap_or_default())?;
     let projects_max = state.control.config().quotas.projects_per_account_max;
@@ -104,10 +104,10 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(id): Path<String>,
-    body: Result<Json<UpdateProject>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<ProjectEnvelope>, ApiError> {
     let id = parse_id(id, "proj_")?;
-    let Json(body) = body?;
+    let body: UpdateProject = object_body(body)?;
     let name = body.name.map(parse_name).transpose()?;
     let labels = body.labels.map(labels::checked).transpose()?;
     let project = state
