@@ -14,6 +14,10 @@
 # 2. Starts `cambium up` on free ports in a temporary data directory (stopped on exit) and runs
 #    scripts/console/console_check.mjs against it.
 #
+# Every step is bounded (apt 10 min, npm 5 min, the checks 15 min). When chromium or puppeteer-core cannot be
+# downloaded (no network, no apt lists and not root) it prints `console: SKIP: <why>` and exits 0, so CI
+# without a network still passes the rest; any other failure exits non-zero.
+#
 # Environment:
 #   CAMBIUM_BIN       the cambium binary (default: target/debug/cambium under $CARGO_TARGET_DIR when set)
 #   CONSOLE_CHROMIUM  a Chromium binary to use instead of finding or installing one
@@ -27,6 +31,10 @@ say() { echo "console: $*" >&2; }
 die() {
     say "$*"
     exit 2
+}
+skip() {
+    say "SKIP: $* (the console's checks did not run)"
+    exit 0
 }
 
 # ---- 1. chromium and puppeteer-core ----
@@ -55,23 +63,29 @@ resolve_chromium() {
 # Unpacks chromium and the packages it needs that this machine lacks (what `apt-get install` would add) into $1.
 install_chromium() {
     local unpacked=$1 debs=$dir/chromium/debs packages
+    command -v apt-get >/dev/null 2>&1 || skip "no chromium on PATH and no apt to download Debian's"
     if ! apt-cache show chromium >/dev/null 2>&1; then
-        [ "$(id -u)" = 0 ] || die "apt knows no chromium package; run apt-get update (as root) first"
+        [ "$(id -u)" = 0 ] || skip "apt knows no chromium package and only root can run apt-get update"
         say "apt-get update (apt's package lists are missing)"
-        apt-get update -qq >&2
+        timeout 600 apt-get update -qq >&2 || skip "apt-get update failed (no network?)"
+        apt-cache show chromium >/dev/null 2>&1 || skip "apt knows no chromium package even after apt-get update"
     fi
     packages=$(apt-get install --simulate --no-install-recommends chromium 2>/dev/null | awk '/^Inst /{print $2}')
     [ -n "$packages" ] || die "apt would install nothing for chromium, yet no chromium is on PATH"
     say "unpacking Debian's chromium into $unpacked ($(echo "$packages" | wc -w) packages)"
-    rm -rf "$debs" "$unpacked"
-    mkdir -p "$debs" "$unpacked"
+    # Unpacked beside, then moved into place: an interrupted run leaves no half-unpacked chromium behind.
+    rm -rf "$debs" "$unpacked" "$unpacked.partial"
+    mkdir -p "$debs" "$unpacked.partial"
     # shellcheck disable=SC2086  # one word per package
-    (cd "$debs" && apt-get download $packages >&2)
+    (cd "$debs" && timeout 600 apt-get download $packages >&2) ||
+        skip "apt-get download of chromium's $(echo "$packages" | wc -w) packages failed (no network?)"
     local deb
     for deb in "$debs"/*.deb; do
-        dpkg -x "$deb" "$unpacked"
+        dpkg -x "$deb" "$unpacked.partial"
     done
-    [ -x "$unpacked/usr/lib/chromium/chromium" ] || die "no chromium binary in the unpacked packages"
+    [ -x "$unpacked.partial/usr/lib/chromium/chromium" ] || die "no chromium binary in the unpacked packages"
+    mv "$unpacked.partial" "$unpacked"
+    rm -rf "$debs"
 }
 
 install_node() {
@@ -86,10 +100,17 @@ install_node() {
     mkdir -p "$node_dir"
     cp "$here/package.json" "$here/package-lock.json" "$node_dir/"
     # puppeteer-core downloads no browser; the cache stays under target/ too.
-    (cd "$node_dir" && npm_config_cache=$dir/cache/npm npm ci --no-audit --no-fund --loglevel=error >&2)
+    if ! (cd "$node_dir" && npm_config_cache=$dir/cache/npm timeout 300 npm ci --no-audit --no-fund --loglevel=error >&2); then
+        rm -rf "$node_dir"
+        # Skipped only when the registry is out of reach; a registry that answers and an install that fails
+        # anyway is a failure.
+        timeout 30 npm ping >/dev/null 2>&1 || skip "npm ci of puppeteer-core failed and the npm registry does not answer"
+        die "npm ci of puppeteer-core failed"
+    fi
     echo "$digest" >"$stamp"
 }
 
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || die "the console's checks need Node 18+ and npm"
 mkdir -p "$dir"
 resolve_chromium
 install_node
@@ -130,4 +151,4 @@ mkdir -p "$dir/shots"
 cp "$here/console_check.mjs" "$dir/node/"
 CONSOLE_URL=$api_url/console CONSOLE_KEY=$(cat "$work/cambium/api_key") CONSOLE_SHOTS=$dir/shots \
     CONSOLE_CHROMIUM_BIN=$chromium CONSOLE_CHROMIUM_LIBS=$CHROMIUM_LIBS \
-    node "$dir/node/console_check.mjs"
+    timeout --kill-after=10 900 node "$dir/node/console_check.mjs"

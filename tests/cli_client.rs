@@ -206,9 +206,14 @@ fn databases(cli: &Client, project: &str, root: &Path) -> String {
     id
 }
 
-/// `branches create|get|list|update|promote|reset|delete` by id and by name, `--set` (a field no flag names,
-/// `protected`); the id of a branch `dev`.
+/// `branches create|get|list|update|promote|reset|delete` by id and by name, `--set`, the workflow flags
+/// (`--label`, `--expires-at`, `--protected`, `list --label`); the id of a branch `dev`.
 fn branches(cli: &Client, database: &str) -> String {
+    let tomorrow = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(24))
+        .expect("in range")
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let dev = cli.json(&["branches", "create", "dev", "--database", database]);
     let id = str_of(&dev, "id").to_owned();
     assert!(str_of(&dev, "parent_lsn").contains('/'), "{dev}");
@@ -228,9 +233,15 @@ fn branches(cli: &Client, database: &str) -> String {
         "dev",
         "--at",
         str_of(&dev, "parent_lsn"),
+        "--label",
+        "pr=42",
+        "--expires-at",
+        &tomorrow,
     ]);
     assert_eq!(at_lsn["parent_branch_id"], dev["id"]);
     assert_eq!(at_lsn["parent_lsn"], dev["parent_lsn"]);
+    assert_eq!(at_lsn["labels"], serde_json::json!({"pr": "42"}), "{at_lsn}");
+    assert!(at_lsn["expires_at"].is_string(), "{at_lsn}");
     let renamed = cli.json(&[
         "branches",
         "update",
@@ -249,6 +260,19 @@ fn branches(cli: &Client, database: &str) -> String {
         .map(|b| str_of(b, "name"))
         .collect();
     assert_eq!(names, ["main", "dev", "fork"]);
+    let labelled = cli.json(&["branches", "list", "--database", database, "--label", "pr:42"]);
+    assert_eq!(labelled.as_array().map(Vec::len), Some(1), "{labelled}");
+    assert_eq!(labelled[0]["name"], "fork");
+    let kept = cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--expires-at",
+        "none",
+    ]);
+    assert!(kept.get("expires_at").is_none(), "`none` clears the expiry: {kept}");
     // Promote, then back: the database's default branch follows.
     let promoted = cli.json(&["branches", "promote", "fork", "--database", database]);
     assert_eq!(promoted["is_default"], true);
@@ -286,10 +310,10 @@ fn branches(cli: &Client, database: &str) -> String {
         "fork",
         "--database",
         database,
-        "--set",
-        "protected=true",
+        "--protected",
+        "true",
     ]);
-    assert_eq!(protected["protected"], true, "a field only --set names: {protected}");
+    assert_eq!(protected["protected"], true, "{protected}");
     assert_api_error(
         &cli.fails(&["branches", "delete", "fork", "--database", database], 6),
         409,
@@ -340,6 +364,26 @@ fn sql_and_restore(cli: &Client, database: &str, dev: &str) {
     // `dev` was made before the table: it has none.
     let missing = cli.run(&["psql", dev, "--", "-c", "SELECT 1 FROM items"]);
     assert_ne!(missing.status.code(), Some(0), "psql's own exit code");
+    // So its schema diff against main has the table removed, as a list and as a diff of the DDL.
+    let diff = cli.json(&["branches", "schema-diff", dev, "--base", "main", "--database", database]);
+    assert_eq!(diff["changes"].as_array().map(Vec::len), Some(1), "{diff}");
+    let change = &diff["changes"][0];
+    assert!(
+        change["kind"] == "table" && change["name"] == "items" && change["change"] == "removed",
+        "{diff}"
+    );
+    let table = cli.ok(&["branches", "schema-diff", dev, "--base", "main", "--database", database]);
+    assert!(table.contains("removed") && table.contains("-CREATE TABLE"), "{table}");
+    let none = cli.ok(&[
+        "branches",
+        "schema-diff",
+        "main",
+        "--base",
+        "main",
+        "--database",
+        database,
+    ]);
+    assert_eq!(none, "no schema changes\n");
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let before = jiff::Timestamp::now().to_string();
     std::thread::sleep(std::time::Duration::from_millis(1100));

@@ -205,10 +205,84 @@ try {
     await page.screenshot({ path: `${shots}/console.png`, fullPage: true });
   });
 
+  const selectLane = async (name) => {
+    const lane = (await lanes()).find((l) => l.label.startsWith(`branch ${name},`));
+    assert(lane, `a lane for ${name}: ${JSON.stringify(await lanes())}`);
+    await page.click(`#branch-tree g.lane[data-branch-id="${lane.id}"]`);
+    await waitText("#branch-title", `Branch ${name}`);
+    return lane;
+  };
+
+  await check("a branch's labels and expiry are set and shown, in its facts and the tree", async () => {
+    await selectLane("dev");
+    await fill("#branch-labels-input", "pr=42, team=web");
+    await page.click("#labels-form button[type=submit]");
+    await waitText("#branch-labels", "pr=42, team=web");
+    const tomorrow = await page.evaluate(() => localValue(new Date(Date.now() + 86400000)));
+    await setValue("#branch-expires-at", tomorrow);
+    await page.click("#expiry-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#branch-expires").textContent !== "never", { timeout: WAIT_MS });
+    const dev = (await lanes()).find((l) => l.label.startsWith("branch dev,"));
+    assert(dev.label.includes("labels pr=42, team=web") && dev.label.includes("expires "), dev.label);
+    assert(await page.$(`#branch-tree g.lane[data-branch-id="${dev.id}"] line.expiry`), "the expiry is drawn");
+    await page.click("#branch-expiry-clear");
+    await waitText("#branch-expires", "never");
+  });
+
+  const main = async () => (await lanes()).find((l) => l.label.startsWith("branch main,"));
+  const diffAgainstMain = async () => {
+    await page.select("#diff-base", (await main()).id);
+    await page.$eval("#diff-result", (node) => node.replaceChildren());
+    await page.click("#diff-button");
+    await page.waitForFunction(() => document.querySelector("#diff-result").children.length, { timeout: WAIT_MS });
+    return text("#diff-result");
+  };
+
+  await check("a migration on a branch shows in its schema diff against main", async () => {
+    const out = await runSql("ALTER TABLE items ADD COLUMN price INTEGER");
+    assert(out.includes("OK"), `the migration runs on dev: ${out}`);
+    const diff = await diffAgainstMain();
+    const cells = await page.$$eval("#diff-result tbody td", (nodes) => nodes.map((n) => n.textContent));
+    assert(JSON.stringify(cells) === '["added","column","items.price"]', `one added column: ${cells} (${diff})`);
+    const added = await page.$$eval("#diff-result pre.diff span.add", (nodes) => nodes.map((n) => n.textContent));
+    assert(added.some((line) => line.startsWith("+") && !line.startsWith("+++") && line.includes("price")), diff);
+    await page.screenshot({ path: `${shots}/schema-diff.png`, fullPage: true });
+  });
+
+  await check("a reset from the parent finishes live and discards the branch's migration", async () => {
+    await page.click("#branch-reset");
+    await page.waitForSelector("#confirm-dialog[open]", { timeout: WAIT_MS });
+    await page.click("#confirm-ok");
+    await page.waitForFunction(() => [...document.querySelectorAll("#operation-list li")]
+      .some((li) => li.textContent.includes("reset branch") && li.dataset.status === "finished"), { timeout: WAIT_MS });
+    await waitText("#branch-title", "Branch dev");
+    const diff = await diffAgainstMain();
+    assert(diff.includes("No schema changes"), diff);
+  });
+
+  await check("a protected branch shows as protected and cannot be deleted or reset from the page", async () => {
+    await selectLane("dev");
+    await page.click("#branch-protect");
+    await waitText("#branch-protected", "yes");
+    assert(await page.$eval("#branch-delete", (n) => n.disabled), "delete is disabled");
+    assert(await page.$eval("#branch-reset", (n) => n.disabled), "reset is disabled");
+    assert((await text("#branch-protect")) === "Unprotect", "the button now unprotects");
+    const dev = (await lanes()).find((l) => l.label.startsWith("branch dev,"));
+    assert(dev.label.includes("protected"), dev.label);
+    await page.click("#branch-protect");
+    await page.waitForFunction(() => document.querySelector("#branch-protected").textContent === "no", { timeout: WAIT_MS });
+    assert(!(await page.$eval("#branch-delete", (n) => n.disabled)), "delete is enabled again");
+  });
+
   await check("at a phone's width nothing is wider than the screen", async () => {
     await page.setViewport({ width: 390, height: 844 });
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert(overflow <= 1, `the page is ${overflow}px wider than the screen`);
+    // The innermost boxes whose content is wider than they are (and not scrolled), to say what to fix.
+    const wide = await page.evaluate(() => [...document.querySelectorAll("body *")]
+      .filter((n) => n.scrollWidth > n.clientWidth + 1 && getComputedStyle(n).overflowX === "visible")
+      .slice(-3).map((n) => `${n.tagName.toLowerCase()}${n.id ? "#" + n.id : ""}: ${n.scrollWidth}px in ${n.clientWidth}px`)
+      .join(", "));
+    assert(overflow <= 1, `the page is ${overflow}px wider than the screen (${wide})`);
     await page.screenshot({ path: `${shots}/phone.png`, fullPage: true });
   });
 } catch {

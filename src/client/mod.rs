@@ -242,15 +242,21 @@ fn segment(id: &str) -> Result<String, ClientError> {
     if id.is_empty() || id == "." || id == ".." {
         return Err(ClientError::Usage(format!("{id:?} is not an id")));
     }
-    let mut out = String::with_capacity(id.len());
-    for byte in id.bytes() {
+    Ok(encoded(id))
+}
+
+/// `text` with letters, digits, `_`, `-` and `.` as they are and every other byte percent-encoded: safe as a
+/// path segment or a query value (a time's `+` stays a `+`, not a space).
+fn encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.') {
             out.push(char::from(byte));
         } else {
             out.push_str(&format!("%{byte:02X}"));
         }
     }
-    Ok(out)
+    out
 }
 
 /// The request field a point in time goes in: `<prefix>_lsn` for an LSN (`0/16B3748`), `<prefix>_timestamp`

@@ -307,7 +307,8 @@ function drawTree() {
       state.branch && state.branch.id === branch.id ? "selected" : ""].join(" ").trim();
     const described = [`branch ${branch.name}`, branch.is_default ? "default" : "", backup ? "kept by a restore" : "",
       branch.parent_lsn ? `forked at ${branch.parent_lsn}` : "", `created ${when(branch.created_at)}`,
-      branch.protected ? "protected" : "", branch.expires_at ? `expires ${when(branch.expires_at)}` : ""]
+      branch.protected ? "protected" : "", branch.expires_at ? `expires ${when(branch.expires_at)}` : "",
+      labelText(branch.labels) ? `labels ${labelText(branch.labels)}` : ""]
       .filter(Boolean).join(", ");
     const group = svg("g", { class: classes, tabindex: "0", role: "button", "aria-label": described, "data-branch-id": branch.id });
     // The whole row is the target for a pointer, not only the thin line.
@@ -357,6 +358,7 @@ function selectBranch(branch) {
   $("sql-branch").value = branch.id;
   $("restore-preview").replaceChildren();
   $("restore-button").disabled = true;
+  $("diff-result").replaceChildren();
   showBranch();
 }
 
@@ -370,9 +372,81 @@ function showBranch() {
     ? `${parent ? parent.name : branch.parent_branch_id} at ${branch.parent_lsn || "?"}` : "(none: the first branch)";
   $("branch-created").textContent = when(branch.created_at);
   $("branch-uri").textContent = branch.connection_uri;
+  $("branch-protected").textContent = branch.protected ? "yes: cannot be deleted, restored or reset" : "no";
+  $("branch-expires").textContent = branch.expires_at ? when(branch.expires_at) : "never";
+  $("branch-labels").textContent = labelText(branch.labels) || "(none)";
   $("branch-promote").disabled = branch.is_default;
-  $("branch-delete").disabled = branch.is_default;
+  $("branch-protect").textContent = branch.protected ? "Unprotect" : "Protect";
+  $("branch-protect").setAttribute("aria-pressed", String(branch.protected));
+  $("branch-delete").disabled = branch.is_default || branch.protected;
+  $("branch-reset").disabled = !branch.parent_branch_id || branch.protected;
+  $("branch-expires-at").value = branch.expires_at ? localValue(new Date(branch.expires_at)) : "";
+  $("branch-expiry-clear").disabled = !branch.expires_at;
+  $("branch-labels-input").value = labelText(branch.labels);
   if (!$("restore-time").value) $("restore-time").value = localValue(new Date(Date.now() - 60000));
+  const base = $("diff-base");
+  const others = state.branches.filter((b) => b.id !== branch.id);
+  const chosen = base.value;
+  base.replaceChildren(...others.map((b) => el("option", {
+    value: b.id, text: b.id === branch.parent_branch_id ? `${b.name} (parent)` : b.name })));
+  if (others.some((b) => b.id === chosen)) base.value = chosen;
+  else if (branch.parent_branch_id && others.some((b) => b.id === branch.parent_branch_id)) base.value = branch.parent_branch_id;
+  $("diff-button").disabled = !others.length;
+}
+
+// Labels as `key=value, …` (sorted), and back: the text of the labels field as the API's labels object.
+function labelText(labels) {
+  return Object.entries(labels || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`).join(", ");
+}
+
+function parseLabels(text) {
+  const labels = {};
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at <= 0) throw new Error(`a label is key=value: ${part}`);
+    labels[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+  }
+  return labels;
+}
+
+// Updates the current branch with `body` (PATCH) and shows it as it now is.
+async function updateBranch(body, done) {
+  const reply = await api("PATCH", `/v1/branches/${state.branch.id}`, body);
+  state.branch = reply.branch;
+  await loadBranches();
+  say(done(reply.branch));
+}
+
+async function resetBranch() {
+  const branch = state.branch;
+  const parent = state.branches.find((b) => b.id === branch.parent_branch_id);
+  const from = parent ? parent.name : "its parent";
+  if (!(await confirmDialog(`Reset ${branch.name} to ${from}'s latest state? Its changes are discarded.`))) return;
+  const reply = await api("POST", `/v1/branches/${branch.id}/reset`, {});
+  say(`Resetting ${branch.name} from ${from}: operation ${reply.operation.id}.`);
+  wakeOperations();
+}
+
+// The schema differences from the chosen base to this branch: a table of changes and the unified diff.
+async function schemaDiff() {
+  const branch = state.branch;
+  const base = $("diff-base").value;
+  const reply = (await api("GET", `/v1/branches/${branch.id}/schema_diff?base_branch_id=${encodeURIComponent(base)}`))
+    .schema_diff;
+  const baseName = (state.branches.find((b) => b.id === base) || { name: base }).name;
+  if (!reply.changes.length) {
+    $("diff-result").replaceChildren(el("p", { text: `No schema changes from ${baseName} to ${branch.name}.` }));
+    return;
+  }
+  const table = el("table", { class: "result", "aria-label": `Schema changes from ${baseName} to ${branch.name}` },
+    el("thead", {}, el("tr", {}, ...["change", "kind", "name"].map((h) => el("th", { text: h })))),
+    el("tbody", {}, ...reply.changes.map((c) => el("tr", {},
+      el("td", { text: c.change }), el("td", { text: c.kind }), el("td", { text: c.name })))));
+  const diff = el("pre", { class: "diff" }, ...reply.diff.split("\n").map((line) =>
+    el("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "", text: line + "\n" })));
+  $("diff-result").replaceChildren(
+    el("p", { text: `${reply.changes.length} change${reply.changes.length === 1 ? "" : "s"} from ${baseName} ` +
+      `(${reply.base_lsn}) to ${branch.name} (${reply.lsn}).` }), table, diff);
 }
 
 async function preview() {
@@ -397,7 +471,8 @@ async function preview() {
   $("restore-preview").replaceChildren(
     el("p", { text: `${branch.name} at ${when(at)}: ${tables.length} table${tables.length === 1 ? "" : "s"}.` }),
     table);
-  $("restore-button").disabled = false;
+  $("restore-button").disabled = branch.protected;
+  if (branch.protected) say(`${branch.name} is protected: unprotect it to restore it.`);
 }
 
 async function restore() {
@@ -547,6 +622,18 @@ function wire() {
     await loadBranches();
     say(`Branch ${branch.name} deleted.`);
   }));
+  $("branch-protect").addEventListener("click", action(() => updateBranch({ protected: !state.branch.protected },
+    (b) => `${b.name} is ${b.protected ? "protected" : "no longer protected"}.`)));
+  $("branch-reset").addEventListener("click", action(resetBranch));
+  $("expiry-form").addEventListener("submit", action(() => {
+    if (!$("branch-expires-at").value) throw new Error("pick a time, or Never expire");
+    return updateBranch({ expires_at: utc($("branch-expires-at").value) }, (b) => `${b.name} expires ${when(b.expires_at)}.`);
+  }));
+  $("branch-expiry-clear").addEventListener("click", action(() =>
+    updateBranch({ expires_at: null }, (b) => `${b.name} no longer expires.`)));
+  $("labels-form").addEventListener("submit", action(() => updateBranch({ labels: parseLabels($("branch-labels-input").value) },
+    (b) => `${b.name}'s labels: ${labelText(b.labels) || "(none)"}.`)));
+  $("diff-button").addEventListener("click", action(schemaDiff));
   $("child-form").addEventListener("submit", action(async () => {
     const body = { name: $("child-name").value, parent_branch_id: state.branch.id };
     if ($("child-at").value) body.parent_timestamp = utc($("child-at").value);
