@@ -208,3 +208,48 @@ pub(crate) async fn resolve(context: &Context, branch: &str, database: Option<&s
             })
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_key_value_pairs_and_anything_else_is_a_usage_error() {
+        let labels = labels_of(&["pr=42".to_owned(), "query=a=b".to_owned(), "empty=".to_owned()]).expect("labels");
+        assert_eq!(labels, json!({"pr": "42", "query": "a=b", "empty": ""}));
+        for bad in ["pr", "=42"] {
+            assert!(
+                matches!(labels_of(&[bad.to_owned()]), Err(ClientError::Usage(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn none_clears_the_expiry_and_absent_flags_send_nothing() {
+        let cleared = BranchWorkflowArgs {
+            protected: Some(false),
+            expires_at: Some("none".to_owned()),
+        };
+        assert_eq!(
+            workflow_fields(&cleared),
+            [
+                ("protected".to_owned(), json!(false)),
+                ("expires_at".to_owned(), Value::Null)
+            ]
+        );
+        let set = BranchWorkflowArgs {
+            protected: None,
+            expires_at: Some("2026-11-22T13:00:00Z".to_owned()),
+        };
+        assert_eq!(
+            workflow_fields(&set),
+            [("expires_at".to_owned(), json!("2026-11-22T13:00:00Z"))]
+        );
+        let none = BranchWorkflowArgs {
+            protected: None,
+            expires_at: None,
+        };
+        assert!(workflow_fields(&none).is_empty());
+    }
+}

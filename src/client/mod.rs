@@ -280,6 +280,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_query_value_keeps_a_times_plus_and_colons_encoded() {
+        assert_eq!(
+            encoded("2026-11-22T13:00:00.5+01:00"),
+            "2026-11-22T13%3A00%3A00.5%2B01%3A00"
+        );
+        assert_eq!(encoded("pr:42 &x=1"), "pr%3A42%20%26x%3D1");
+    }
+
+    #[test]
     fn set_fields_are_json_or_text_and_named_flags_win() {
         let fields = Fields {
             set: vec![
