@@ -31,7 +31,7 @@ const SCHEMA: &str = "CREATE TABLE blobs (id INTEGER PRIMARY KEY, v BLOB NOT NUL
 async fn size_bytes(client: &tokio_postgres::Client) -> u64 {
     let row = client
         .query_one(
-            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+            "SELECT (page_count * page_size)::bigint FROM pragma_page_count(), pragma_page_size()",
             &[],
         )
         .await
@@ -46,7 +46,7 @@ async fn fill(uri: &str, bytes: u64) -> u64 {
     let started = Instant::now();
     while size < bytes {
         let row = client
-            .query_one("SELECT coalesce(max(id), 0) FROM blobs", &[])
+            .query_one("SELECT coalesce(max(id), 0)::bigint FROM blobs", &[])
             .await
             .expect("max");
         let next: i64 = row.get(0);
