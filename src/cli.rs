@@ -108,6 +108,10 @@ pub(crate) enum Command {
         /// API requests a second per account (0: no limit).
         #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
         rate_limit: u32,
+        /// Stop a branch's compute store after this long with no session (0: never); the next session
+        /// starts it again.
+        #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
+        idle_store_timeout_ms: u64,
         #[command(flatten)]
         cache: CacheArgs,
         #[command(flatten)]

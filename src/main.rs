@@ -44,9 +44,6 @@ fn set_open_files_limit(wanted: Option<u64>) {
     }
 }
 
-/// `cambium api`'s idle-store timeout (as `up`'s default).
-const IDLE_STORE_TIMEOUT_MS_DEFAULT: u64 = 300_000;
-
 fn main() -> Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     config::apply::<Cli>(&args)?;
@@ -103,6 +100,7 @@ fn main() -> Result<()> {
             safekeepers,
             rate_limit,
             cache,
+            idle_store_timeout_ms,
             reconcile,
             http,
             pg,
@@ -118,7 +116,7 @@ fn main() -> Result<()> {
                 prefetch: cache.prefetch(),
                 operation_delay_ms: 0,
                 faults: api::faults::Faults::default(),
-                idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
+                idle_store_timeout_ms,
                 http: http.limits(),
                 pg: pg.options(),
                 quotas: quotas.quotas(),

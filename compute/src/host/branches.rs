@@ -63,6 +63,7 @@ impl HostShared {
             target.start_lsn,
         );
         config.cache = Some(self.cache.clone());
+        config.shared = Some(self.resources.clone());
         config.prefetch = self.config.prefetch;
         config.transactions = self.config.transactions;
         config

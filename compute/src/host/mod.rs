@@ -98,6 +98,8 @@ pub const CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT: usize = crate::pg::CONNECTIONS_MA
 const _: () = assert!(CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT < crate::pg::CONNECTIONS_MAX);
 const _: () = assert!(CONNECTIONS_PER_DATABASE_MAX_DEFAULT <= CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT);
 
+/// The stores' connect timeout (`RemotePageStoreConfig::new`'s default), for the shared pageserver connection.
+const STORE_CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
 const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
 /// Most password verifiers remembered by `set_credentials` (cleared when full).
@@ -148,8 +150,11 @@ impl ComputeHost {
             .local_addr()
             .map_err(|e| ComputeError::Listen(config.listen.clone(), e))?;
         let cache = crate::cache::HostCache::new(&config.cache)?;
+        let resources = crate::remote_store::SharedResources::new(&config.pageserver, STORE_CONNECT_TIMEOUT_MS)
+            .map_err(ComputeError::Resources)?;
         let shared = Arc::new(HostShared {
             cache,
+            resources,
             vfs: VfsSessionFactory::new(config.passwords.clone()),
             config,
             names: RwLock::new(Names::default()),
@@ -367,6 +372,8 @@ struct HostShared {
     config: HostConfig,
     /// The page caches every store of the host shares.
     cache: Arc<crate::cache::HostCache>,
+    /// The runtime and pageserver connection every store of the host shares.
+    resources: Arc<crate::remote_store::SharedResources>,
     names: RwLock<Names>,
     vfs: VfsSessionFactory,
     /// Connection name → (user, password verifier), for names with their own credentials.

@@ -171,7 +171,7 @@ impl Prefetcher {
     /// Requests `blocks` at `lsn` (blocks the caches cannot serve), as many as the bounds allow.
     pub(super) fn request(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         client: &PageServiceClient<Channel>,
         timeline: &pb::TimelineRef,
         blocks: &[u32],
@@ -231,7 +231,7 @@ impl Prefetcher {
     /// Opens the `GetPages` stream on the store's runtime; its responses fill the slots.
     fn open_stream(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         mut client: PageServiceClient<Channel>,
     ) -> mpsc::Sender<pb::GetPageBatch> {
         let (sender, receiver) = mpsc::channel(STREAM_BATCHES_MAX);
