@@ -1,7 +1,8 @@
 //! The command line's definitions: the subcommands and their flags (each with its `CAMBIUM_…` variable, which
 //! `--config FILE` fills), the flag groups `up` and `api` share, and the parsers of flag values. What each
 //! subcommand does is elsewhere: `main` dispatches, [`crate::up`] runs `up`, `api` and `keys`, `services` the
-//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory.
+//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory, and the client's
+//! commands (`projects`, `branches`, `psql`, …) are defined and run in [`crate::client`].
 
 use std::path::PathBuf;
 
@@ -14,7 +15,8 @@ use crate::up;
 #[command(
     name = "cambium",
     version,
-    about = "Databases with instant copy-on-write branches and point-in-time restore"
+    about = "Databases with instant copy-on-write branches and point-in-time restore",
+    after_help = crate::client::EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
     /// A TOML file of settings for the command (one key per flag; flags and `CAMBIUM_…` variables win).
@@ -221,6 +223,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// The client of the `/v1` API: `projects`, `databases`, `branches`, `operations`, `endpoints`, `psql`,
+    /// `connection-string`, `request`, `completions`.
+    #[command(flatten)]
+    Client(crate::client::ClientCommand),
 }
 
 /// The compute's page caches and prefetching (`up`, `api` and `compute`).
@@ -341,7 +347,7 @@ impl HttpArgs {
     }
 }
 
-/// The reconciler (`up` and `api`).
+/// The reconciler and the branch expiry sweep (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReconcileArgs {
     /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
@@ -349,9 +355,20 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     reconcile_period_ms: u64,
+    /// The wait between sweeps of the branch expiry, which deletes branches whose `expires_at` has passed: how
+    /// late after it a branch may go.
+    #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    branch_expiry_period_ms: u64,
 }
 
 impl ReconcileArgs {
+    pub(crate) fn expiry_config(&self) -> api::control::expiry::ExpiryConfig {
+        api::control::expiry::ExpiryConfig {
+            period_ms: self.branch_expiry_period_ms,
+        }
+    }
+
     pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {
         api::reconcile::ReconcileConfig {
             period_ms: self.reconcile_period_ms,

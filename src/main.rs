@@ -2,7 +2,8 @@
 //!
 //! `up` runs the whole service in one process ([`up`]); `api`, `safekeeper`, `pageserver` and `compute` each
 //! run one part. Each prints one stdout line saying where it listens; SIGINT or SIGTERM stops it. `keys` manages
-//! API keys. `demo` drives the storage engine directly (a database's worth of pages on disk, branched, read on
+//! API keys. `projects`, `databases`, `branches`, `operations`, `endpoints`, `psql`, `connection-string`,
+//! `request` and `completions` are the client of the `/v1` API ([`client`]). `demo` drives the storage engine directly (a database's worth of pages on disk, branched, read on
 //! both sides); `inspect` and `verify` examine a tenant directory.
 //!
 //! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
@@ -21,6 +22,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 mod cli;
+mod client;
 mod config;
 mod services;
 mod tenant_dir;
@@ -44,19 +46,36 @@ fn set_open_files_limit(wanted: Option<u64>) {
     }
 }
 
+/// Logs on stderr in `format`, through `filter`.
+fn init_logs(format: LogFormat, filter: tracing_subscriber::EnvFilter) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
 fn main() -> Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     config::apply::<Cli>(&args)?;
     let cli = Cli::parse_from(args);
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Human => logs.init(),
-        LogFormat::Json => logs.json().init(),
+    let is_client = matches!(cli.command, Command::Client(_));
+    let filter = if is_client {
+        // The client prints its own errors; its logs stay off unless RUST_LOG asks.
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"))
+    } else {
+        tracing_subscriber::EnvFilter::from_default_env()
+    };
+    init_logs(cli.log_format, filter);
+    if !is_client {
+        set_open_files_limit(cli.max_open_files);
     }
-    set_open_files_limit(cli.max_open_files);
     match cli.command {
+        // The exit code says what kind of failure it was (a contract with scripts), so the client exits here.
+        Command::Client(command) => std::process::exit(client::run(command)),
         Command::Up {
             data_dir,
             listen,
@@ -88,6 +107,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
@@ -121,6 +141,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: None,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))

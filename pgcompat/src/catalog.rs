@@ -74,7 +74,7 @@ pub struct SequenceEntry {
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     schema_version: i64,
-    tables: HashMap<String, TableTypes>,
+    tables: Arc<HashMap<String, TableTypes>>,
     sequences: Vec<SequenceEntry>,
     enums: Arc<EnumCatalog>,
     /// The schemas other than `public`.
@@ -246,7 +246,7 @@ impl Catalog {
         }
         Ok(Catalog {
             schema_version,
-            tables,
+            tables: Arc::new(tables),
             sequences,
             enums,
             schemas,

@@ -116,7 +116,7 @@ impl Dialect {
         if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
             functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
                 .map_err(TranslateError::Sqlite)?;
-            self.state.set_schemas(self.catalog.schemas().clone());
+            self.state.set_catalog(&self.catalog);
         }
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();

@@ -116,6 +116,9 @@ pub struct BranchTarget {
     pub start_lsn: Lsn,
 }
 
+/// The user the control plane's own reads open sessions as (the factory checks no password for them).
+const CONTROL_PLANE_USER: &str = "cambium";
+
 /// A running host; see the module doc. Methods take `&self`, so it can be shared behind an `Arc`; dropping it
 /// (the last `Arc`) stops serving like [`ComputeHost::stop`] without waiting for the listener task.
 pub struct ComputeHost {
@@ -340,6 +343,16 @@ impl ComputeHost {
         let branch = names.branches.get(name)?;
         let state = branch.state.lock();
         state.store.clone()
+    }
+
+    /// A read-only SQLite connection to `name` as a session would open it — a branch or an alias, or
+    /// `<name>@<LSN>` for its state at that point (time travel) — without credentials or session caps: for the
+    /// control plane's own reads (a schema diff). A refused or unknown name is an error saying why. Blocks (a store
+    /// may start): call it off the async workers.
+    pub fn open_read_only(&self, name: &str) -> Result<rusqlite::Connection, crate::pg::SessionError> {
+        let connection = SessionFactory::open(&*self.shared, CONTROL_PLANE_USER, name)?;
+        connection.pragma_update(None, "query_only", true)?;
+        Ok(connection)
     }
 
     /// Stops serving: shuts the listener and every client connection, then closes and unregisters every

@@ -65,6 +65,10 @@ use resources::{pageserver_endpoint, OwnedRuntime, StoreRuntime};
 /// Pages of one commit put into the cache, at most (the last ones written; the commit holds them meanwhile).
 pub const COMMIT_CACHED_PAGES_MAX: usize = 4096;
 
+/// How many times one page read is asked for when each attempt runs out of time waiting (each attempt
+/// is bounded by `get_page_timeout_ms`): 12 × 10 s by default, what applying a 4 GiB transaction may take.
+pub const GET_PAGE_ATTEMPTS_MAX: u32 = 12;
+
 /// How much longer than an operation's own timeout the caller waits before giving up on it.
 const WAIT_MARGIN: Duration = Duration::from_secs(2);
 

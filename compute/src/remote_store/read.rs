@@ -86,8 +86,31 @@ impl RemotePageStore {
             .request(self.runtime.get(), &self.pages, &self.timeline, &wanted, snapshot.lsn);
     }
 
-    /// One `GetPage` at `read_lsn`, with a deadline; the page is checked before it is returned.
+    /// One `GetPage` at `read_lsn`, with a deadline; the page is checked before it is returned. A read LSN
+    /// is always one this compute saw committed on a quorum, so a pageserver that has not ingested it yet
+    /// will: a read that runs out of time waiting (a large
+    /// transaction's group is applied at its commit, all at once) is asked again, up to
+    /// [`super::GET_PAGE_ATTEMPTS_MAX`] times in all; any other failure ends the read at once.
     pub(super) fn fetch_page(&self, block: u32, read_lsn: Lsn) -> Result<Option<Bytes>, PageStoreError> {
+        let mut attempt = 1;
+        loop {
+            match self.fetch_page_once(block, read_lsn) {
+                Err(FetchError::TimedOut(reason)) if attempt < super::GET_PAGE_ATTEMPTS_MAX => {
+                    tracing::warn!(block, %read_lsn, attempt, %reason, "GetPage timed out; asking again");
+                    attempt += 1;
+                }
+                Err(FetchError::TimedOut(reason) | FetchError::Failed(reason)) => {
+                    return Err(PageStoreError::Unavailable(format!(
+                        "GetPage {block} at {read_lsn}: {reason}"
+                    )))
+                }
+                Err(FetchError::Page(error)) => return Err(error),
+                Ok(page) => return Ok(page),
+            }
+        }
+    }
+
+    fn fetch_page_once(&self, block: u32, read_lsn: Lsn) -> Result<Option<Bytes>, FetchError> {
         let request = pb::GetPageRequest {
             timeline: Some(self.timeline.clone()),
             key: Key::page(block).0,
@@ -104,25 +127,39 @@ impl RemotePageStore {
                 Err(_) => Err(tonic::Status::deadline_exceeded("no GetPage answer in time")),
             }
         };
-        let unavailable = |what: String| PageStoreError::Unavailable(format!("GetPage {block} at {read_lsn}: {what}"));
         match self.run(timeout, work) {
             Ok(Ok(response)) => {
                 let page = response.into_inner().page;
                 // Bytes from a peer are checked before use.
                 if page.len() != PAGE_SIZE_BYTES {
-                    return Err(PageStoreError::InvalidPage {
+                    return Err(FetchError::Page(PageStoreError::InvalidPage {
                         block,
                         len_bytes: page.len(),
-                    });
+                    }));
                 }
                 Ok(Some(page))
             }
             Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(None),
-            Ok(Err(status)) => Err(unavailable(status.to_string())),
-            Err(RecvTimeoutError::Timeout) => Err(unavailable("no answer in time".to_owned())),
-            Err(RecvTimeoutError::Disconnected) => Err(unavailable("the store is shutting down".to_owned())),
+            // A deadline the pageserver reported (its wait for the LSN) or the client's own (`Cancelled`
+            // "Timeout expired").
+            Ok(Err(status)) if matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) => {
+                Err(FetchError::TimedOut(status.to_string()))
+            }
+            Ok(Err(status)) => Err(FetchError::Failed(status.to_string())),
+            Err(RecvTimeoutError::Timeout) => Err(FetchError::TimedOut("no answer in time".to_owned())),
+            Err(RecvTimeoutError::Disconnected) => Err(FetchError::Failed("the store is shutting down".to_owned())),
         }
     }
+}
+
+/// How one GetPage attempt failed.
+enum FetchError {
+    /// It ran out of time (the pageserver still waiting for the read LSN, or no answer): worth asking again.
+    TimedOut(String),
+    /// Any other failure, reported at once.
+    Failed(String),
+    /// The answer was not a page.
+    Page(PageStoreError),
 }
 
 /// Where `timeline` comes from, as the pageserver says (`GetTimelineInfo`, with a deadline). `None` if it does

@@ -39,6 +39,7 @@ pub use strings::like;
 
 use arithmetic::install_arithmetic;
 use cast::install_casts;
+pub(crate) use catalog::viewdef::source_comment as view_source_comment;
 use operators::install_arrays;
 use ordered_set::install_ordered_set;
 use series::install_series;
@@ -105,6 +106,8 @@ pub struct SessionState {
     pub(crate) enums: RwLock<Arc<crate::enums::EnumCatalog>>,
     /// The database's schemas other than `public` as of the session's last catalog read.
     schemas: RwLock<Arc<Vec<crate::schemas::SchemaEntry>>>,
+    /// The session's last catalog snapshot (what deparsed texts name and type columns with).
+    catalog: RwLock<Arc<crate::catalog::Catalog>>,
 }
 
 impl SessionState {
@@ -123,6 +126,7 @@ impl SessionState {
             sequences: parking_lot::Mutex::default(),
             enums: RwLock::default(),
             schemas: RwLock::default(),
+            catalog: RwLock::default(),
         }
     }
 
@@ -176,9 +180,17 @@ impl SessionState {
         result
     }
 
-    /// Records the database's schemas as of a catalog read (what `search_path` may name).
-    pub fn set_schemas(&self, schemas: Arc<Vec<crate::schemas::SchemaEntry>>) {
-        *self.schemas.write() = schemas;
+    /// Records a catalog read: the database's schemas (what `search_path` may name) and the snapshot the
+    /// catalog functions read relations and column types from.
+    pub fn set_catalog(&self, catalog: &crate::catalog::Catalog) {
+        *self.schemas.write() = catalog.schemas().clone();
+        *self.catalog.write() = Arc::new(catalog.clone());
+    }
+
+    /// The session's last catalog snapshot (its `search_path` is not the session's: read
+    /// [`SessionState::effective_search_path`]).
+    pub fn catalog(&self) -> Arc<crate::catalog::Catalog> {
+        self.catalog.read().clone()
     }
 
     /// The database's schemas other than `public`, as of the last catalog read.

@@ -105,7 +105,8 @@ pub(super) const FIXED: &[View] = &[
     View {
         name: "pg_rewrite",
         columns: "oid:oid, rulename:name, ev_class:oid, ev_type:char, ev_enabled:char, is_instead:bool, ev_qual:text, ev_action:text",
-        select: "SELECT 0, NULL, 0, NULL, NULL, 0, NULL, NULL WHERE 0",
+        // Each view's `_RETURN` rule (its definition is the view's: `pg_get_viewdef`).
+        select: "SELECT r.oid + 1, '_RETURN', r.oid, '1', 'O', 1, NULL, NULL FROM _pgc_rel r WHERE r.type = 'view'",
     },
     View {
         name: "pg_extension",

@@ -118,14 +118,20 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
     ),
     (
         "condefs",
-        "SELECT k.oid AS _pgc_oid, replace(k.def0, '{REFCOLS}', \
-         coalesce((SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(k.refcols) e), '')) AS _pgc_def \
+        "SELECT k.oid AS _pgc_oid, CASE WHEN k.contype = 'f' THEN replace(replace(k.def0, '{REFCOLS}', \
+         coalesce((SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(k.refcols) e), '')), \
+         '{REFTABLE}', _pgc_shown_rel(k.reftable)) ELSE k.def0 END AS _pgc_def \
          FROM _pgc_cons k",
     ),
     (
         "viewdefs",
-        "SELECT c.oid AS _pgc_oid, c.relname AS _pgc_name, v.definition AS _pgc_def FROM _pgc_pg_views v \
-         JOIN _pgc_pg_class c ON c.relname = v.viewname AND c.relkind = 'v'",
+        "SELECT r.oid AS _pgc_oid, r.relname AS _pgc_name, r.sql AS _pgc_sql FROM _pgc_rel r WHERE r.type = 'view'",
+    ),
+    (
+        // Every relation's columns in order with their recorded types, one JSON object (`_pgc_viewdef`'s).
+        "viewcols",
+        "SELECT json_group_object(name, json(cols)) AS _pgc_json FROM (SELECT lower(c.relname) AS name, \
+         json_group_array(json_array(c.attname, c.pgtype) ORDER BY c.attnum) AS cols FROM _pgc_cols c GROUP BY c.rid)",
     ),
     (
         "seqnames",

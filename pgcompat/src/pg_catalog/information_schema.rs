@@ -52,7 +52,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
         columns: "table_catalog:name, table_schema:name, table_name:name, view_definition:text, check_option:text, \
                   is_updatable:text, is_insertable_into:text, is_trigger_updatable:text, is_trigger_deletable:text, \
                   is_trigger_insertable_into:text",
-        select: "SELECT pg_current_database(), r.nsp, r.relname, _pgc_view_body(r.sql), 'NONE', 'NO', 'NO', 'NO', 'NO', 'NO' \
+        select: "SELECT pg_current_database(), r.nsp, r.relname, _pgc_viewdef(r.sql, 0, (SELECT _pgc_json FROM _pgc_viewcols)), 'NONE', 'NO', 'NO', 'NO', 'NO', 'NO' \
                  FROM _pgc_rel r WHERE r.type = 'view'",
     },
     View {

@@ -31,9 +31,9 @@
 //! `_cambium_comments` (`pg_description`).
 //!
 //! Not modelled: attached databases (not read), user functions (`pg_proc` lists a few built-ins),
-//! PostgreSQL's deparsed view text (the
-//! SQLite text of the view's query is shown), expression and partial indexes, sequence values
-//! (`last_value` is null), NOT NULL constraints in `information_schema.table_constraints`.
+//! sequence values (`last_value` is null), NOT NULL constraints in `information_schema.table_constraints`,
+//! per-column dependencies in `pg_depend`. A view's definition is PostgreSQL's deparse of the query it was
+//! made with (`functions::catalog::viewdef`).
 
 mod fixed;
 mod helpers;

@@ -92,8 +92,7 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_attrdef",
         columns: "oid:oid, adrelid:oid, adnum:int2, adbin:text",
         select: "SELECT 1073741824 + c.rid * 2048 + c.attnum, c.relid, c.attnum, CASE WHEN c.serial THEN \
-                 'nextval(' || quote(CASE WHEN c.nsp = 'public' THEN '' ELSE _pgc_ident(c.nsp) || '.' END || \
-                 _pgc_ident(c.bare || '_' || c.attname || '_seq')) || '::regclass)' \
+                 'nextval(' || quote(_pgc_shown_rel(c.relname || '_' || c.attname || '_seq')) || '::regclass)' \
                  ELSE _pgc_default(c.dflt, c.pgtype) END FROM _pgc_cols c \
                  WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR c.serial) AND c.identity = ''",
     },
@@ -112,7 +111,8 @@ pub(super) const RELATIONS: &[View] = &[
     View {
         name: "pg_views",
         columns: "schemaname:name, viewname:name, viewowner:name, definition:text",
-        select: "SELECT r.nsp, r.relname, pg_current_user(), _pgc_view_body(r.sql) FROM _pgc_rel r WHERE r.type = 'view'",
+        select: "SELECT r.nsp, r.relname, pg_current_user(), _pgc_viewdef(r.sql, 0, (SELECT _pgc_json FROM _pgc_viewcols)) \
+                 FROM _pgc_rel r WHERE r.type = 'view'",
     },
     View {
         name: "pg_sequence",
@@ -143,7 +143,16 @@ pub(super) const RELATIONS: &[View] = &[
     View {
         name: "pg_depend",
         columns: "classid:oid, objid:oid, objsubid:int4, refclassid:oid, refobjid:oid, refobjsubid:int4, deptype:char",
+        // Sequences on their columns, constraint indexes on their constraints, a view's `_RETURN` rule on
+        // the view and on what it reads, a default on the sequence it reads (what pg_dump orders by).
         select: "SELECT 1259, s.oid, 0, 1259, s.relid, s.attnum, CASE WHEN s.identity = '' THEN 'a' ELSE 'i' END FROM _pgc_seq s WHERE s.relid IS NOT NULL \
-                 UNION ALL SELECT 1259, x.oid, 0, 2606, x.oid + 30, 0, 'i' FROM _pgc_idx x WHERE x.iscon",
+                 UNION ALL SELECT 1259, x.oid, 0, 2606, x.oid + 30, 0, 'i' FROM _pgc_idx x WHERE x.iscon \
+                 UNION ALL SELECT 2618, r.oid + 1, 0, 1259, r.oid, 0, 'i' FROM _pgc_rel r WHERE r.type = 'view' \
+                 UNION ALL SELECT 2618, r.oid + 1, 0, 1259, r.oid, 0, 'n' FROM _pgc_rel r WHERE r.type = 'view' \
+                 UNION ALL SELECT 2618, r.oid + 1, 0, 1259, t.oid, 0, 'n' FROM _pgc_rel r, json_each(_pgc_view_refs(r.sql)) j \
+                 JOIN _pgc_rel t ON t.name = j.value COLLATE NOCASE AND t.type <> 'index' WHERE r.type = 'view' \
+                 UNION ALL SELECT 2604, 1073741824 + c.rid * 2048 + c.attnum, 0, 1259, q.oid, 0, 'n' FROM _pgc_cols c \
+                 JOIN _pgc_rel q ON q.type = 'sequence' AND q.name = _pgc_default_seq(c.dflt) COLLATE NOCASE \
+                 WHERE c.reltype = 'table' AND c.dflt IS NOT NULL AND c.identity = ''",
     },
 ];

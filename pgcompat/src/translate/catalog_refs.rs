@@ -203,7 +203,12 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
             format!("(SELECT _pgc_def FROM _pgc_condefs WHERE _pgc_oid = {oid})")
         }
         ("pg_get_viewdef", [view] | [view, _]) => {
-            format!("(SELECT _pgc_def FROM _pgc_viewdefs WHERE _pgc_oid = {view} OR _pgc_name = _pgc_relname({view}))")
+            // A second argument is `pretty` (a wrap column, with it, is pretty too).
+            let pretty = args.get(1).map_or_else(|| "0".to_owned(), |p| format!("{p}"));
+            format!(
+                "(SELECT _pgc_viewdef(_pgc_sql, {pretty}, (SELECT _pgc_json FROM _pgc_viewcols)) FROM _pgc_viewdefs \
+                 WHERE _pgc_oid = {view} OR _pgc_name = _pgc_relname({view}))"
+            )
         }
         // A built-in type by any of its names, else a type of the database (an enum) by its name; NULL if none.
         ("to_regtype", [text]) => format!(

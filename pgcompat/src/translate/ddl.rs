@@ -722,23 +722,26 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
     }
     let name = super::schema::created(catalog, &view.name)?;
     super::names::name_columns(&mut view.query);
+    let written = view.query.as_ref().clone();
     let mut rewriter = Rewriter::new(catalog);
     rewriter.rewrite_query(view.query.as_mut())?;
-    let columns = if view.columns.is_empty() {
+    let column_names: Vec<String> = view.columns.iter().map(|c| fold(&c.name)).collect();
+    let columns = if column_names.is_empty() {
         String::new()
     } else {
-        let names: Vec<String> = view.columns.iter().map(|c| quote_ident(&fold(&c.name))).collect();
+        let names: Vec<String> = column_names.iter().map(|c| quote_ident(c)).collect();
         format!(" ({})", names.join(", "))
     };
+    let body = view.query.to_string();
+    let source = super::view_source::source_comment(catalog, &written, &column_names, &body).unwrap_or_default();
     let mut steps = Vec::new();
     if view.or_replace {
         steps.push(format!("DROP VIEW IF EXISTS {}", quote_ident(&name)));
     }
     steps.push(format!(
-        "CREATE VIEW {}{}{columns} AS {}",
+        "CREATE VIEW {}{}{columns} AS {body}{source}",
         if view.if_not_exists { "IF NOT EXISTS " } else { "" },
         quote_ident(&name),
-        view.query
     ));
     let primary = steps.len() - 1;
     Ok(Translation {

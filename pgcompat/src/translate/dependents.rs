@@ -111,7 +111,7 @@ fn dependent_views(conn: &Connection, tables: &[String]) -> Result<Vec<String>, 
 }
 
 /// The relations a view's definition names (empty if SQLite's text does not parse).
-fn relations_of_view(sql: &str) -> Vec<String> {
+pub(crate) fn relations_of_view(sql: &str) -> Vec<String> {
     let Ok(mut parsed) = Parser::parse_sql(&SQLiteDialect {}, sql) else {
         return Vec::new();
     };

@@ -29,6 +29,7 @@ pub(crate) mod token_forms;
 pub(crate) mod unparsed;
 pub(crate) mod upsert;
 mod vectors;
+mod view_source;
 pub(crate) mod walk;
 
 #[cfg(test)]

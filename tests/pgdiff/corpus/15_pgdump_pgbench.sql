@@ -423,3 +423,17 @@ SELECT pg_get_serial_sequence('customers', 'id'), pg_get_serial_sequence('tags',
 SELECT table_name, column_name, column_default, is_identity, identity_generation FROM information_schema.columns WHERE table_name IN ('orders', 'tags', 'products') AND column_name = 'id' ORDER BY table_name;
 SELECT t.typname, e.enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid ORDER BY t.typname, e.enumsortorder;
 SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = 'tickets'::regclass AND a.attname IN ('prio', 'labels', 'meta') ORDER BY a.attnum;
+-- What pg_dump reads under its empty search_path: every name the path does not reach is qualified, so the
+-- dump's restore finds it.
+SELECT pg_catalog.set_config('search_path', '', false);
+SELECT conname, pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint WHERE contype = 'f' ORDER BY conname;
+SELECT a.attname, pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS adsrc FROM pg_catalog.pg_attrdef d JOIN pg_catalog.pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'public.tickets'::pg_catalog.regclass ORDER BY a.attnum;
+SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS adsrc FROM pg_catalog.pg_attrdef d WHERE d.adrelid = 'public.orders'::pg_catalog.regclass ORDER BY d.adnum;
+SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a WHERE a.attrelid = 'public.orders'::pg_catalog.regclass AND a.attnum > 0 ORDER BY a.attnum;
+SELECT pg_catalog.pg_get_viewdef('public.order_totals'::pg_catalog.regclass) AS viewdef;
+SELECT pg_catalog.pg_get_viewdef('public.open_tickets'::pg_catalog.regclass, true) AS viewdef;
+SELECT DISTINCT r.rulename, d.deptype, d.refobjid = 'public.orders'::pg_catalog.regclass AS on_orders FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = r.oid WHERE r.ev_class = 'public.order_totals'::pg_catalog.regclass AND d.refobjid IN ('public.orders'::pg_catalog.regclass, 'public.order_totals'::pg_catalog.regclass) ORDER BY 3, 2;
+SELECT count(*) FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_attrdef a ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = a.oid WHERE a.adrelid = 'public.tickets'::pg_catalog.regclass AND d.refobjid = 'public.tickets_id_seq'::pg_catalog.regclass;
+SELECT pg_catalog.set_config('search_path', 'public', false);
+SELECT conname, pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint WHERE contype = 'f' AND conrelid = 'orders'::regclass;
+SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS adsrc FROM pg_catalog.pg_attrdef d WHERE d.adrelid = 'orders'::regclass ORDER BY d.adnum;

@@ -82,7 +82,8 @@ struct Constraint {
 /// The constraints of a `CREATE TABLE` text as a JSON array (`[]` when the text does not parse): each with
 /// its PostgreSQL name (given, else made as PostgreSQL makes it), kind (`p u f c`), columns, referenced
 /// table and columns, actions and `pg_get_constraintdef` text (`{REFCOLS}` standing for referenced columns
-/// left implicit, which the view fills from the referenced table's key).
+/// left implicit, which the view fills from the referenced table's key, and `{REFTABLE}` for the referenced
+/// table, which the view names as the session's `search_path` shows it).
 pub(super) fn constraints(table: &str, sql: &str) -> String {
     let Some(create) = parse_create_table(sql) else {
         return "[]".to_owned();
@@ -219,9 +220,8 @@ impl Constraint {
                     cols_text(&self.ref_cols)
                 };
                 let mut def = format!(
-                    "FOREIGN KEY ({}) REFERENCES {}({refs})",
-                    cols_text(&self.cols),
-                    crate::schemas::display_name(self.ref_table.as_deref().unwrap_or_default())
+                    "FOREIGN KEY ({}) REFERENCES {{REFTABLE}}({refs})",
+                    cols_text(&self.cols)
                 );
                 if self.on_update != "a" {
                     def.push_str(&format!(" ON UPDATE {}", action_text(self.on_update)));

@@ -84,7 +84,11 @@ pub(crate) fn quote_ident(name: &str) -> String {
 /// An integer compared with a numeric column reads `0::numeric`, as PostgreSQL prints the cast it added.
 pub(super) fn expression_text(expr: &Expr, numeric_columns: &[String]) -> String {
     let mut expr = expr.clone();
-    undo(&mut expr, &|t: PgType| t.sql_name());
+    let names = Names {
+        types: &|t: PgType| t.sql_name(),
+        relation: &crate::schemas::display_name,
+    };
+    undo(&mut expr, &names);
     cast_integers(&mut expr, numeric_columns);
     expr.to_string()
 }
@@ -119,10 +123,15 @@ fn cast_integers(expr: &mut Expr, numeric_columns: &[String]) {
     }
 }
 
-/// A type's name as printed (`names`: the database's names for its enum types).
-pub(super) type TypeNames<'a> = &'a dyn Fn(PgType) -> String;
+/// How a deparsed text names types and relations.
+pub(super) struct Names<'a> {
+    /// A type's name as printed (the database's names for its enum types).
+    pub(super) types: &'a dyn Fn(PgType) -> String,
+    /// A relation's name as printed, from its SQLite name.
+    pub(super) relation: &'a dyn Fn(&str) -> String,
+}
 
-fn undo(expr: &mut Expr, names: TypeNames<'_>) {
+fn undo(expr: &mut Expr, names: &Names<'_>) {
     let replacement = match expr {
         Expr::Nested(inner) => {
             undo(inner, names);
@@ -180,11 +189,8 @@ fn undo(expr: &mut Expr, names: TypeNames<'_>) {
                             value: Value::SingleQuotedString(text),
                             ..
                         }) => {
-                            let mut parts = super::helpers::split_qualified(text);
-                            let sqlite = parts.pop().unwrap_or_default();
-                            parts.push(sqlite);
-                            let name = parts.join(".");
-                            format!("'{}'", crate::schemas::display_name(&name).replace('\'', "''"))
+                            let name = super::helpers::split_qualified(text).join(".");
+                            format!("'{}'", (names.relation)(&name).replace('\'', "''"))
                         }
                         other => other.to_string(),
                     };
@@ -212,7 +218,7 @@ fn undo(expr: &mut Expr, names: TypeNames<'_>) {
                         Expr::Value(v) => v.value.clone().into_string().unwrap_or_default(),
                         _ => String::new(),
                     };
-                    let target = PgType::from_catalog(&target).map_or(target, names);
+                    let target = PgType::from_catalog(&target).map_or(target, names.types);
                     Some(Expr::Identifier(Ident::new(format!("{}::{target}", args[0]))))
                 }
                 _ => {
@@ -243,7 +249,7 @@ fn undo(expr: &mut Expr, names: TypeNames<'_>) {
 }
 
 /// A column default as stored by the layer, as PostgreSQL prints it (`pg_get_expr`).
-pub(super) fn default_text(stored: &str, ty: Option<PgType>, names: TypeNames<'_>) -> String {
+pub(super) fn default_text(stored: &str, ty: Option<PgType>, names: &Names<'_>) -> String {
     let parsed = Parser::new(&SQLiteDialect {})
         .try_with_sql(stored)
         .and_then(|mut p| p.parse_expr());
@@ -258,7 +264,7 @@ pub(super) fn default_text(stored: &str, ty: Option<PgType>, names: TypeNames<'_
                 format!(
                     "'{}'::{}",
                     s.replace('\'', "''"),
-                    names(ty.element().with_modifier(Modifier::None))
+                    (names.types)(ty.element().with_modifier(Modifier::None))
                 )
             }
             sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
@@ -269,5 +275,47 @@ pub(super) fn default_text(stored: &str, ty: Option<PgType>, names: TypeNames<'_
             _ => expr.to_string(),
         },
         _ => expr.to_string(),
+    }
+}
+
+/// The SQLite name of the sequence the first `nextval` of a stored default reads, if it has one.
+pub(super) fn default_sequence(stored: &str) -> Option<String> {
+    let expr = Parser::new(&SQLiteDialect {})
+        .try_with_sql(stored)
+        .and_then(|mut p| p.parse_expr())
+        .ok()?;
+    first_nextval(&expr)
+}
+
+fn first_nextval(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Nested(inner) | Expr::Collate { expr: inner, .. } | Expr::UnaryOp { expr: inner, .. } => {
+            first_nextval(inner)
+        }
+        Expr::BinaryOp { left, right, .. } => first_nextval(left).or_else(|| first_nextval(right)),
+        Expr::Function(f) => {
+            let sqlparser::ast::FunctionArguments::List(list) = &f.args else {
+                return None;
+            };
+            let args: Vec<&Expr> = list
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e)) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            if f.name.to_string().eq_ignore_ascii_case("pg_nextval") {
+                if let [Expr::Value(ValueWithSpan {
+                    value: Value::SingleQuotedString(text),
+                    ..
+                })] = args.as_slice()
+                {
+                    return Some(super::helpers::split_qualified(text).join("."));
+                }
+            }
+            args.into_iter().find_map(first_nextval)
+        }
+        _ => None,
     }
 }

@@ -8,10 +8,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 use super::constraints::{constraints, serial_column};
-use super::deparse::{default_text, quote_ident};
+use super::deparse::{default_text, quote_ident, Names};
+use super::names::Namer;
 use super::{column_info, column_type, typmod};
 use crate::error::PgError;
-use crate::functions::{flags_pure, raise};
+use crate::functions::{flags_pure, flags_session, raise};
 use crate::types::PgType;
 
 /// Most `CREATE TABLE` texts whose readings are remembered; the memo is emptied when it is full.
@@ -72,18 +73,28 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         let ty = ctx.get::<Option<String>>(0)?.and_then(|t| PgType::from_catalog(&t));
         Ok(ty.map_or(-1, typmod))
     })?;
-    conn.create_scalar_function("_pgc_default", 2, flags, move |ctx| {
+    // A stored default as PostgreSQL prints it, its names as the session's `search_path` shows them.
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_default", 2, flags_session(), move |ctx| {
         let Some(stored) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
         };
         let ty = ctx.get::<Option<String>>(1)?.and_then(|t| PgType::from_catalog(&t));
-        let names = |t: PgType| match t.base() {
-            crate::types::Base::Enum(oid) => {
-                crate::functions::enums::type_name(&state, oid).unwrap_or_else(|| t.sql_name())
-            }
-            _ => t.sql_name(),
+        let namer = Namer::of(&s);
+        let types = |t: PgType| type_shown(&s, &namer, t);
+        let relation = |sqlite: &str| namer.relation(sqlite);
+        let names = Names {
+            types: &types,
+            relation: &relation,
         };
         Ok(Some(default_text(&stored, ty, &names)))
+    })?;
+    // A relation's SQLite name as deparsed texts print it (`pg_get_constraintdef`'s referenced table).
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_shown_rel", 1, flags_session(), move |ctx| {
+        Ok(ctx
+            .get::<Option<String>>(0)?
+            .map(|sqlite| Namer::of(&s).relation(&sqlite)))
     })?;
     conn.create_scalar_function("_pgc_ident", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|s| quote_ident(&s)))
@@ -91,8 +102,38 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     conn.create_scalar_function("_pgc_index_keys", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.and_then(|sql| index_keys(&sql)))
     })?;
-    conn.create_scalar_function("_pgc_view_body", 1, flags, |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.map(|sql| view_body(&sql)))
+    // A view's definition as PostgreSQL prints it: its SQLite text, whether pretty, the columns' JSON.
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_viewdef", 3, flags_session(), move |ctx| {
+        let Some(sql) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let pretty = ctx.get::<Option<bool>>(1)?.unwrap_or(false);
+        let columns = ctx
+            .get::<Option<String>>(2)?
+            .and_then(|json| super::viewdef::columns_of(&json))
+            .unwrap_or_default();
+        let namer = Namer::of(&s);
+        let env = super::viewdef::Env {
+            columns: &columns,
+            namer: &namer,
+            state: &s,
+        };
+        Ok(Some(super::viewdef::definition(&sql, pretty, &env)))
+    })?;
+    // The relations a view reads (SQLite names, a JSON array), for `pg_depend`.
+    conn.create_scalar_function("_pgc_view_refs", 1, flags, |ctx| {
+        let refs = ctx
+            .get::<Option<String>>(0)?
+            .map(|sql| crate::translate::dependents::relations_of_view(&sql))
+            .unwrap_or_default();
+        Ok(serde_json::Value::from(refs).to_string())
+    })?;
+    // The sequence a stored default's `nextval` reads (its SQLite name), for `pg_depend`.
+    conn.create_scalar_function("_pgc_default_seq", 1, flags, |ctx| {
+        Ok(ctx
+            .get::<Option<String>>(0)?
+            .and_then(|stored| super::deparse::default_sequence(&stored)))
     })?;
     conn.create_scalar_function("_pgc_rule", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|code| {
@@ -166,6 +207,18 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         ))),
     })?;
     Ok(())
+}
+
+/// A type's name as PostgreSQL prints it in a deparsed text: an enum type's as the path shows it.
+pub(super) fn type_shown(state: &crate::functions::SessionState, namer: &Namer, ty: PgType) -> String {
+    match ty.base() {
+        crate::types::Base::Enum(oid) => match crate::functions::enums::type_name(state, oid) {
+            Some(name) if ty.is_array() => format!("{}[]", namer.enum_type(&name)),
+            Some(name) => namer.enum_type(&name),
+            None => ty.sql_name(),
+        },
+        _ => ty.sql_name(),
+    }
 }
 
 /// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, an OID as text).
@@ -251,7 +304,6 @@ fn catalog_relation_oid(name: &str) -> Option<i64> {
     })
 }
 
-/// The body of a `CREATE VIEW … AS body` text.
 /// What follows `USING btree (` in PostgreSQL's text of an index made by `CREATE INDEX`: its keys (a column,
 /// a function call, any other expression in parentheses; `DESC` where given), `)`, and its `WHERE`.
 /// `None` if the text does not parse.
@@ -285,12 +337,4 @@ fn index_keys(sql: &str) -> Option<String> {
         out.push_str(&format!(" WHERE ({})", super::deparse::expression_text(predicate, &[])));
     }
     Some(out)
-}
-
-fn view_body(sql: &str) -> String {
-    let upper = sql.to_ascii_uppercase();
-    upper
-        .find(" AS ")
-        .and_then(|i| sql.get(i + 4..))
-        .map_or_else(|| sql.to_owned(), |body| format!(" {};", body.trim()))
 }

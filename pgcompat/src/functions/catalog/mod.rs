@@ -8,8 +8,10 @@
 mod constraints;
 mod deparse;
 pub(super) mod helpers;
+pub(crate) mod names;
 #[cfg(test)]
 mod tests;
+pub(crate) mod viewdef;
 
 use std::sync::Arc;
 
@@ -38,14 +40,15 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
             return Ok(None);
         };
         let typmod = ctx.get::<Option<i64>>(1)?.unwrap_or(-1);
-        // An enum type (or its array) of the database's: its name.
+        // An enum type (or its array) of the database's: its name, qualified where the path does not reach it.
         let enum_name = u32::try_from(oid).ok().and_then(|oid| {
             let is_array = oid % crate::enums::ENUM_OID_STRIDE == 1;
             super::enums::type_name(&s, if is_array { oid - 1 } else { oid }).map(|name| {
+                let shown = names::Namer::of(&s).enum_type(&name);
                 if is_array {
-                    format!("{name}[]")
+                    format!("{shown}[]")
                 } else {
-                    name
+                    shown
                 }
             })
         });
