@@ -341,6 +341,8 @@ struct Bench {
     cluster: Cluster,
     cache_dir: tempfile::TempDir,
     report: Vec<(String, Duration, String)>,
+    /// A new branch's first query, step by step: (step, median, p99, samples).
+    first_query: Vec<(&'static str, Duration, Duration, usize)>,
 }
 
 /// A compute on one timeline: its host cache, store, and a connection registered as `name`.
@@ -458,6 +460,78 @@ impl Bench {
         self.note("Cambium second scan on the branch", second, Sources::default());
     }
 
+    /// What a new branch's first query waits for (issue 12 item 6), `SCAN_BRANCH_STARTS` times (default 20): the
+    /// branch's timelines made on the pageserver and the safekeepers (the storage part of `POST …/branches`), then
+    /// what the compute host does on the branch's first session: the store's start (the proposer's election,
+    /// then `GetDbSize`), a connection, and a point read (schema and B-tree pages from the parent's cached pages).
+    fn branch_first_query(&mut self) {
+        let count = if cambium_benches::is_test_mode() {
+            2
+        } else {
+            env_or("SCAN_BRANCH_STARTS", 20)
+        };
+        let cache = self.cache(self.sizes.budget_bytes, true);
+        let parent = self.compute("scan_root", ROOT, START, &cache);
+        point_reads(&parent.connection, self.sizes.rows, 100); // the parent's upper B-tree pages in memory
+        let mut steps: [Vec<Duration>; 7] = Default::default();
+        let us = |v: u64| Duration::from_micros(v);
+        for i in 0..count {
+            let branch_lsn = parent.store.read_lsn();
+            let branch_id = TimelineId(BRANCH_FIRST + 0x100 + i as u128);
+            let started = Instant::now();
+            self.runtime
+                .block_on(create_timeline(&self.cluster, branch_id, Some(branch_lsn)));
+            steps[0].push(started.elapsed());
+            let (election, db_size) = (
+                METRICS.store_start_election_us_total.load(Ordering::Relaxed),
+                METRICS.store_start_db_size_us_total.load(Ordering::Relaxed),
+            );
+            let started = Instant::now();
+            let config = store_config(&self.cluster, branch_id, branch_lsn, &cache);
+            let store = self
+                .runtime
+                .block_on(RemotePageStore::start(config))
+                .expect("start the branch's store");
+            steps[1].push(started.elapsed());
+            steps[2].push(us(
+                METRICS.store_start_election_us_total.load(Ordering::Relaxed) - election
+            ));
+            steps[3].push(us(
+                METRICS.store_start_db_size_us_total.load(Ordering::Relaxed) - db_size
+            ));
+            let opened = Instant::now();
+            register_database("scan_first", store.clone()).expect("register");
+            let connection = open_connection("scan_first").expect("open");
+            steps[4].push(opened.elapsed());
+            let read = Instant::now();
+            let key = (i as i64 * 7919) % self.sizes.rows;
+            let length: i64 = connection
+                .query_row("SELECT length(b) FROM big WHERE a = ?1", [key], |row| row.get(0))
+                .expect("first read");
+            assert_eq!(length, ROW_BYTES);
+            steps[5].push(read.elapsed());
+            steps[6].push(started.elapsed());
+            drop(connection);
+            unregister_database("scan_first");
+            store.close("bench");
+        }
+        let names = [
+            "timelines made (pageserver + 3 safekeepers), the storage part of POST …/branches",
+            "store start",
+            "  of which the election (ancestry asked meanwhile)",
+            "  of which GetDbSize",
+            "register + open a SQLite connection",
+            "first point read (schema + B-tree pages)",
+            "total: store start to the first row",
+        ];
+        for (name, mut samples) in names.into_iter().zip(steps) {
+            samples.sort();
+            let p99 = samples[((samples.len() - 1) as f64 * 0.99) as usize];
+            self.first_query
+                .push((name, samples[samples.len() / 2], p99, samples.len()));
+        }
+    }
+
     /// Random point reads with a budget of 10 % of the data: without a file cache, with one holding the table.
     fn point_reads(&self) -> Vec<(String, f64, Duration, Duration, String)> {
         let budget = (self.sizes.rows * 4096 / 10) as usize;
@@ -507,6 +581,7 @@ fn main() {
             local_scan,
             String::new(),
         )],
+        first_query: Vec::new(),
     };
     // Load through the compute.
     let cache = bench.cache(bench.sizes.budget_bytes, true);
@@ -519,6 +594,7 @@ fn main() {
 
     bench.cold(loaded_lsn);
     bench.warm_restart_and_branches();
+    bench.branch_first_query();
     let mut points = bench.point_reads();
     point_reads(&local, bench.sizes.rows, bench.sizes.point_reads / 10);
     let (rate, p50, p99) = point_reads(&local, bench.sizes.rows, bench.sizes.point_reads);
@@ -575,6 +651,22 @@ fn print_report(
         (sizes.rows * 4096 / 10) >> 20,
         sizes.point_reads
     );
+    print_points(points);
+    println!(
+        "\nA new branch's first query, in process ({} branches of the warm parent at its latest LSN)\n\
+         | step | median | p99 |\n|---|---|---|",
+        bench.first_query.first().map_or(0, |step| step.3)
+    );
+    for (step, p50, p99, _) in &bench.first_query {
+        println!(
+            "| {step} | {:.2} ms | {:.2} ms |",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn print_points(points: &[(String, f64, Duration, Duration, String)]) {
     for (what, rate, p50, p99, reads) in points {
         println!(
             "| {what} | {rate:.0} | {:.1} µs | {:.1} µs | {reads} |",

@@ -41,7 +41,7 @@ mod resources;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use cambium_types::{Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
@@ -314,12 +314,17 @@ impl RemotePageStore {
                 let pages = PageServiceClient::new(channel.clone());
                 // Where the timeline comes from, asked while the proposer campaigns.
                 let ancestry = read::timeline_ancestry(channel, timeline.clone(), get_page_timeout);
+                let started = Instant::now();
                 let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
                 let (proposer, epoch_start_lsn) = elected?;
+                let elected_us = started.elapsed().as_micros();
                 let db_size_pages = get_db_size(pages.clone(), timeline, epoch_start_lsn, get_page_timeout)
                     .await
                     .map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
-                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, "remote page store started");
+                let db_size_us = started.elapsed().as_micros() - elected_us;
+                crate::metrics::METRICS.record_store_start(elected_us, db_size_us);
+                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, elected_us, db_size_us,
+                    "remote page store started");
                 Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages, ancestry))
             }
         };
