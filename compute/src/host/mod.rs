@@ -88,7 +88,23 @@ pub struct HostConfig {
     pub connections_per_account_max: usize,
     /// How every branch's store carries large transactions (the limit, parts, the memory of dirty pages).
     pub transactions: crate::remote_store::TransactionConfig,
+    /// When a branch's store starts: on its first session, or in the background as soon as the branch is
+    /// defined (so a new branch's first session finds it running).
+    pub branch_stores: BranchStoreStart,
 }
+
+/// When the store of a branch defined with [`ComputeHost::define`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BranchStoreStart {
+    /// On the branch's first session (which waits for the election and the database size).
+    FirstSession,
+    /// In the background when the branch is defined (at most [`BACKGROUND_STARTS_MAX`] at once; a branch
+    /// defined meanwhile starts on its first session), so the first session of a new branch rarely waits.
+    WhenDefined,
+}
+
+/// Stores starting in the background at once, at most (each is a thread waiting on the network).
+pub const BACKGROUND_STARTS_MAX: usize = 4;
 
 /// The default [`HostConfig::connections_per_database_max`].
 pub const CONNECTIONS_PER_DATABASE_MAX_DEFAULT: usize = 256;
@@ -167,6 +183,7 @@ impl ComputeHost {
             sessions_per_tenant: Arc::default(),
             owners: RwLock::new(HashMap::new()),
             sessions_per_account: Arc::default(),
+            background_starts: std::sync::atomic::AtomicUsize::new(0),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -270,10 +287,16 @@ impl ComputeHost {
             .map_err(|e| ComputeError::Task(e.to_string()))?
     }
 
-    /// Like [`ComputeHost::attach`] but lazy: the store starts when the first session for `name` opens (on that
-    /// session's blocking thread). Replacing another target closes its store now, as attach does.
+    /// Like [`ComputeHost::attach`] but without waiting: the store starts in the background now
+    /// ([`BranchStoreStart::WhenDefined`]) or when the first session for `name` opens (on that session's blocking
+    /// thread; also when the background starts are at their bound or the start failed). Replacing another target
+    /// closes its store now, as attach does.
     pub fn define(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        self.shared.define(name, target).map(drop)
+        let branch = self.shared.define(name, target)?;
+        if self.shared.config.branch_stores == BranchStoreStart::WhenDefined {
+            HostShared::start_in_background(&self.shared, branch);
+        }
+        Ok(())
     }
 
     /// Stops serving branch `name` and its time-travel names: closes its stores (open sessions fail with a
@@ -401,4 +424,6 @@ struct HostShared {
     owners: RwLock<HashMap<TenantId, Arc<str>>>,
     /// Sessions open per account, for [`HostConfig::connections_per_account_max`].
     sessions_per_account: Arc<parking_lot::Mutex<HashMap<Arc<str>, usize>>>,
+    /// Stores starting in the background now (at most [`BACKGROUND_STARTS_MAX`]).
+    background_starts: std::sync::atomic::AtomicUsize,
 }
