@@ -4,9 +4,9 @@
 //! Three `cambium safekeeper`s and a `cambium pageserver`, and `cambium api` (the `/v1` API and the compute
 //! host, whose RSS is measured: the storage processes are not the compute's memory) with a 64 MiB page cache
 //! budget and the default file cache. A database, then a table of ~8 MiB in it, then
-//! `COMPUTE_MEMORY_BRANCHES` (default 300, about a minute; 1000 for the target's count, about four) branches
-//! made through `/v1`, each connected to once: its store starts and campaigns, and a
-//! query reads the whole table (through the parent's cached pages: warm branches). With one memory budget per
+//! `COMPUTE_MEMORY_BRANCHES` (default 300, about a minute and a half; 1000 for the target's count, 4–13
+//! minutes with the machine's load) branches made through `/v1`, each connected to once: its store starts (in
+//! the background when the branch is made) and campaigns, and a query reads the whole table (through the parent's cached pages: warm branches). With one memory budget per
 //! host, no branch holds pages of its own: the cache's gauge stays within the budget however many branches
 //! there are (before issue 12, each branch had 32 MiB).
 //!
