@@ -110,6 +110,10 @@ pub(crate) enum Command {
         /// API requests a second per account (0: no limit).
         #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
         rate_limit: u32,
+        /// Stop a branch's compute store after this long with no session (0: never); the next session
+        /// starts it again.
+        #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
+        idle_store_timeout_ms: u64,
         #[command(flatten)]
         cache: CacheArgs,
         #[command(flatten)]
@@ -245,6 +249,11 @@ pub(crate) struct CacheArgs {
     #[arg(long, env = "CAMBIUM_PREFETCH_WINDOW_PAGES",
         default_value_t = compute::remote_store::PrefetchConfig::default().window_pages)]
     prefetch_window_pages: u32,
+    /// Start a new (or restored) branch's store on its first session instead of in the background as soon as
+    /// the branch is made (which lets the first query skip the store's start: the election and the database
+    /// size).
+    #[arg(long, env = "CAMBIUM_LAZY_BRANCH_STORES")]
+    lazy_branch_stores: bool,
 }
 
 impl CacheArgs {
@@ -264,6 +273,15 @@ impl CacheArgs {
                     path,
                     size_bytes: self.file_cache_bytes,
                 }),
+        }
+    }
+
+    /// When a defined branch's store starts.
+    pub(crate) fn branch_stores(&self) -> compute::host::BranchStoreStart {
+        if self.lazy_branch_stores {
+            compute::host::BranchStoreStart::FirstSession
+        } else {
+            compute::host::BranchStoreStart::WhenDefined
         }
     }
 

@@ -57,9 +57,6 @@ fn init_logs(format: LogFormat, filter: tracing_subscriber::EnvFilter) {
     }
 }
 
-/// `cambium api`'s idle-store timeout (as `up`'s default).
-const IDLE_STORE_TIMEOUT_MS_DEFAULT: u64 = 300_000;
-
 fn main() -> Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     config::apply::<Cli>(&args)?;
@@ -103,6 +100,7 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 cache: cache_config,
                 prefetch: cache.prefetch(),
+                branch_stores: cache.branch_stores(),
                 operation_delay_ms,
                 faults,
                 idle_store_timeout_ms,
@@ -123,6 +121,7 @@ fn main() -> Result<()> {
             safekeepers,
             rate_limit,
             cache,
+            idle_store_timeout_ms,
             reconcile,
             http,
             pg,
@@ -136,9 +135,10 @@ fn main() -> Result<()> {
                 rate_limit_per_s: rate_limit,
                 cache: cache_config,
                 prefetch: cache.prefetch(),
+                branch_stores: cache.branch_stores(),
                 operation_delay_ms: 0,
                 faults: api::faults::Faults::default(),
-                idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
+                idle_store_timeout_ms,
                 http: http.limits(),
                 pg: pg.options(),
                 quotas: quotas.quotas(),

@@ -60,6 +60,8 @@ pub struct ApiOptions {
     pub quotas: api::control::Quotas,
     /// A branch's store with no session for this long is stopped (0: never).
     pub idle_store_timeout_ms: u64,
+    /// When a defined branch's store starts (in the background at once, or on its first session).
+    pub branch_stores: compute::host::BranchStoreStart,
     /// The API's connection limits.
     pub http: HttpLimits,
     /// The PostgreSQL listener's session defaults and TLS.
@@ -293,6 +295,7 @@ async fn serve_api(
         connections_per_database_max: options.pg.connections_per_database_max,
         connections_per_account_max: options.pg.connections_per_account_max,
         transactions: options.pg.transactions,
+        branch_stores: options.branch_stores,
     })
     .await
     .context("starting the PostgreSQL listener")?;

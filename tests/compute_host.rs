@@ -8,14 +8,15 @@
 //! (a restore) fails the old store's open sessions with the close reason (SQLSTATE 57P01, admin_shutdown) and
 //! refuses its commits, while new
 //! sessions see the new timeline's data and write to it; an idle branch's store is stopped (never while a session
-//! is open) and the next session starts it again with the data intact.
+//! is open) and the next session starts it again with the data intact; with `BranchStoreStart::WhenDefined` a
+//! defined branch's store starts before any session, and the first session uses it.
 
 mod common;
 
 use std::collections::HashMap;
 
 use common::cluster::{Cluster, TestResult};
-use compute::host::{BranchTarget, ComputeHost, HostConfig};
+use compute::host::{BranchStoreStart, BranchTarget, ComputeHost, HostConfig};
 use proto::pageserver as ps;
 use proto::safekeeper as sk;
 use storage::{Lsn, TenantId, TimelineId};
@@ -41,6 +42,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         connections_per_database_max: compute::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
         connections_per_account_max: compute::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
         transactions: Default::default(),
+        branch_stores: BranchStoreStart::FirstSession,
     }
 }
 
@@ -372,6 +374,43 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
     session.execute("INSERT INTO t VALUES (2, 'two')", &[]).await?;
     assert_eq!(values(&session).await?, ["one", "two"]);
     assert!(host.store("br_idle").is_some());
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_starts_in_the_background_when_its_branch_is_defined() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xF5), TimelineId(0xF6), START).await?;
+    let host = ComputeHost::start(HostConfig {
+        branch_stores: BranchStoreStart::WhenDefined,
+        ..host_config(&cluster)
+    })
+    .await?;
+    let target = BranchTarget {
+        tenant_id: cluster.tenant,
+        timeline_id: cluster.timeline,
+        start_lsn: START,
+    };
+    host.define("br_early", target)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while host.store("br_early").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store did not start in the background"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let started = host.store("br_early").expect("started in the background");
+    let session = connect(&host, "br_early").await?;
+    session
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
+        .await?;
+    assert_eq!(values(&session).await?, ["one"]);
+    let running = host.store("br_early").expect("running");
+    assert!(
+        std::sync::Arc::ptr_eq(&started, &running),
+        "the first session used the store started in the background"
+    );
     host.stop().await;
     Ok(())
 }

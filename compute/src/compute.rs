@@ -84,6 +84,8 @@ impl Compute {
             connections_per_database_max: crate::host::CONNECTIONS_PER_DATABASE_MAX_DEFAULT,
             connections_per_account_max: crate::host::CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT,
             transactions: Default::default(),
+            // Attached (started) below, not defined.
+            branch_stores: crate::host::BranchStoreStart::FirstSession,
         })
         .await?;
         for branch in &config.branches {

@@ -19,6 +19,9 @@ pub enum ComputeError {
         /// Why.
         source: RemoteStoreError,
     },
+    /// The runtime or the pageserver connection the host's stores share could not be made.
+    #[error("starting the stores' shared runtime: {0}")]
+    Resources(RemoteStoreError),
     /// A name could not be registered with the VFS.
     #[error("registering with the VFS: {0}")]
     Register(#[from] VfsError),

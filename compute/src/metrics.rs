@@ -12,6 +12,9 @@
 //! - `cambium_compute_cache_evictions_total`, `cambium_compute_file_cache_writes_total`,
 //!   `cambium_compute_file_cache_corrupt_total` (entries that failed their check and were dropped, never
 //!   served), `cambium_compute_file_cache_write_errors_total`.
+//! - `cambium_compute_store_starts_total`, `cambium_compute_store_start_election_microseconds_total` (the
+//!   proposer's campaign, with the timeline's ancestry asked meanwhile), `cambium_compute_store_start_db_size_microseconds_total`
+//!   (the `GetDbSize` after it): what a branch's first session waits for before its first query (issue 12 item 6).
 //! - Gauges: `cambium_compute_cache_memory_bytes`, `cambium_compute_cache_memory_budget_bytes`,
 //!   `cambium_compute_file_cache_bytes`.
 
@@ -41,6 +44,12 @@ pub struct Metrics {
     pub file_cache_corrupt_total: AtomicU64,
     /// File cache writes that failed (the file cache is then off).
     pub file_cache_write_errors_total: AtomicU64,
+    /// Stores started (a branch's first session, or one after its store stopped).
+    pub store_starts_total: AtomicU64,
+    /// Microseconds the stores' starts spent campaigning (and asking for the timeline's ancestry meanwhile).
+    pub store_start_election_us_total: AtomicU64,
+    /// Microseconds the stores' starts spent on `GetDbSize` after the election.
+    pub store_start_db_size_us_total: AtomicU64,
     cache_memory_bytes: AtomicU64,
     cache_memory_budget_bytes: AtomicU64,
     file_cache_bytes: AtomicU64,
@@ -58,12 +67,25 @@ pub static METRICS: Metrics = Metrics {
     file_cache_writes_total: AtomicU64::new(0),
     file_cache_corrupt_total: AtomicU64::new(0),
     file_cache_write_errors_total: AtomicU64::new(0),
+    store_starts_total: AtomicU64::new(0),
+    store_start_election_us_total: AtomicU64::new(0),
+    store_start_db_size_us_total: AtomicU64::new(0),
     cache_memory_bytes: AtomicU64::new(0),
     cache_memory_budget_bytes: AtomicU64::new(0),
     file_cache_bytes: AtomicU64::new(0),
 };
 
 impl Metrics {
+    /// Counts one store start that spent `election_us` campaigning and `db_size_us` on `GetDbSize`.
+    pub fn record_store_start(&self, election_us: u128, db_size_us: u128) {
+        self.store_starts_total.fetch_add(1, Ordering::Relaxed);
+        let saturated = |us: u128| u64::try_from(us).unwrap_or(u64::MAX);
+        self.store_start_election_us_total
+            .fetch_add(saturated(election_us), Ordering::Relaxed);
+        self.store_start_db_size_us_total
+            .fetch_add(saturated(db_size_us), Ordering::Relaxed);
+    }
+
     /// A host cache's memory use changed from `before` to `after` bytes.
     pub fn set_cache_memory_bytes(&self, before: usize, after: usize) {
         adjust(&self.cache_memory_bytes, before as u64, after as u64);
@@ -155,6 +177,24 @@ pub fn render() -> String {
             "counter",
             "Local file cache writes that failed (the file cache is then off).",
             load(&m.file_cache_write_errors_total),
+        ),
+        (
+            "cambium_compute_store_starts_total",
+            "counter",
+            "Branch stores started (a first session, or one after the store stopped).",
+            load(&m.store_starts_total),
+        ),
+        (
+            "cambium_compute_store_start_election_microseconds_total",
+            "counter",
+            "Time store starts spent campaigning for the branch's WAL (ancestry asked meanwhile).",
+            load(&m.store_start_election_us_total),
+        ),
+        (
+            "cambium_compute_store_start_db_size_microseconds_total",
+            "counter",
+            "Time store starts spent asking the pageserver for the database size after the election.",
+            load(&m.store_start_db_size_us_total),
         ),
         (
             "cambium_compute_cache_memory_bytes",

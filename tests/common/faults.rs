@@ -114,11 +114,11 @@ impl Deployment {
             pageserver.address.clone(),
             "--safekeepers".into(),
             addresses.join(","),
-            "--page-cache-bytes".into(),
-            PAGE_CACHE_BYTES.into(),
-            "--file-cache-bytes".into(),
-            "0".into(),
         ];
+        if !config.api_args.iter().any(|arg| arg == "--page-cache-bytes") {
+            api_args.extend(["--page-cache-bytes".into(), PAGE_CACHE_BYTES.into()]);
+            api_args.extend(["--file-cache-bytes".into(), "0".into()]);
+        }
         api_args.extend(config.api_args.iter().cloned());
         let api = Process::start(api_args);
         let key = std::fs::read_to_string(data_dir.join("api_key"))

@@ -54,6 +54,11 @@ impl MemoryTier {
         self.used_bytes
     }
 
+    /// Whether one more entry fits without an eviction.
+    pub fn has_room(&self) -> bool {
+        self.used_bytes + ENTRY_BYTES <= self.budget_bytes
+    }
+
     /// Entries held.
     pub fn entry_count(&self) -> usize {
         self.slots.len() - self.free.len()

@@ -55,6 +55,17 @@ pub fn memory_budget_bytes_default() -> usize {
     })
 }
 
+/// How a page a store read enters the host cache (scan resistance, as PostgreSQL's ring buffers for bulk reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// A read of its own (a point read): into memory, the coldest page going to the file cache.
+    Memory,
+    /// A read in a scan: into memory while the budget has room, else straight into the file cache (from the
+    /// file cache: left there), so a scan larger than the budget neither flushes memory nor pays an eviction
+    /// per page.
+    Scan,
+}
+
 /// How a host caches pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostCacheConfig {
@@ -220,14 +231,30 @@ impl HostCache {
         }
     }
 
-    /// A page of the file cache that serves `block` of `timeline` at `lsn` (as [`TimelineCache::get`]), which is
-    /// then kept in memory too. Reads the file: call it without a store's lock.
-    pub fn get_from_file(&self, timeline: TimelineId, block: u32, lsn: Lsn) -> Option<Bytes> {
+    /// A page of the file cache that serves `block` of `timeline` at `lsn` (as [`TimelineCache::get`]), then
+    /// kept in memory as `admission` says. Reads the file: call it without a store's lock.
+    pub fn get_from_file(&self, timeline: TimelineId, block: u32, lsn: Lsn, admission: Admission) -> Option<Bytes> {
         let file = self.file.as_ref()?;
         let links = self.inner.lock().links(timeline, block, lsn);
         let (fact, page) = file.lookup(&links, block)?;
         METRICS.reads_file_total.fetch_add(1, Ordering::Relaxed);
-        self.insert(fact, &page);
+        match admission {
+            // The page is a buffer of its own: no copy.
+            Admission::Memory => self.insert_owned(fact, page.clone()),
+            Admission::Scan => {
+                let mut inner = self.inner.lock();
+                if inner.memory.has_room() {
+                    let before = inner.memory.used_bytes();
+                    let evicted = inner.memory.insert(fact, page.clone());
+                    assert!(
+                        evicted.is_empty(),
+                        "an insert with room evicted {} pages",
+                        evicted.len()
+                    );
+                    METRICS.set_cache_memory_bytes(before, inner.memory.used_bytes());
+                }
+            }
+        }
         Some(page)
     }
 
@@ -247,16 +274,32 @@ impl HostCache {
         self.file.as_ref().is_some_and(|file| file.contains(&links, block))
     }
 
-    /// Keeps a page of `timeline` read from the pageserver at `lsn`.
-    pub fn insert_read(&self, timeline: TimelineId, block: u32, page: &Bytes, lsn: Lsn) {
-        self.insert(Fact::at(timeline, block, lsn), page);
+    /// Keeps a page of `timeline` read from the pageserver at `lsn`: in the file cache (which so holds what
+    /// memory holds too, and keeps it across a restart; a later eviction from memory then writes nothing), and
+    /// in memory as `admission` says.
+    pub fn insert_read(&self, timeline: TimelineId, block: u32, page: &Bytes, lsn: Lsn, admission: Admission) {
+        let fact = Fact::at(timeline, block, lsn);
+        let Some(file) = &self.file else {
+            return self.insert(fact, page);
+        };
+        file.insert(fact, page);
+        match admission {
+            Admission::Memory => self.insert(fact, page),
+            Admission::Scan if self.inner.lock().memory.has_room() => self.insert(fact, page),
+            Admission::Scan => {}
+        }
     }
 
     /// Adds `fact` to memory; what that evicts goes to the file cache (after the lock is released).
     fn insert(&self, fact: Fact, page: &Bytes) {
         assert!(page.len() == PAGE_SIZE_BYTES, "a page of {} bytes", page.len());
         // A copy: a page may be a slice of a large receive buffer, which the budget does not count.
-        let page = Bytes::copy_from_slice(page);
+        self.insert_owned(fact, Bytes::copy_from_slice(page));
+    }
+
+    /// [`HostCache::insert`] of a page that is a buffer of its own (counted as it is by the budget).
+    fn insert_owned(&self, fact: Fact, page: Bytes) {
+        assert!(page.len() == PAGE_SIZE_BYTES, "a page of {} bytes", page.len());
         let evicted = {
             let mut inner = self.inner.lock();
             let before = inner.memory.used_bytes();

@@ -3,11 +3,12 @@
 //! stopped when idle; and what a requested name resolves to.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{BranchTarget, HostShared, IDLE_SCAN_INTERVAL_MAX_MS};
+use super::{BranchTarget, HostShared, BACKGROUND_STARTS_MAX, IDLE_SCAN_INTERVAL_MAX_MS};
 use crate::error::ComputeError;
 use crate::remote_store::{RemotePageStore, RemotePageStoreConfig};
 use crate::vfs;
@@ -64,6 +65,7 @@ impl HostShared {
         );
         config.local_safekeepers = self.config.local_safekeepers.clone();
         config.cache = Some(self.cache.clone());
+        config.shared = Some(self.resources.clone());
         config.prefetch = self.config.prefetch;
         config.transactions = self.config.transactions;
         config
@@ -98,6 +100,31 @@ impl HostShared {
             retire(&old, &reason);
         }
         Ok(branch)
+    }
+
+    /// Starts `branch`'s store on a thread of its own unless it has one or [`BACKGROUND_STARTS_MAX`] starts are
+    /// under way (then its first session starts it). A failed start is logged; the first session tries again.
+    pub(super) fn start_in_background(shared: &Arc<HostShared>, branch: Arc<Branch>) {
+        if branch.state.lock().store.is_some() {
+            return;
+        }
+        if shared.background_starts.fetch_add(1, Ordering::SeqCst) >= BACKGROUND_STARTS_MAX {
+            shared.background_starts.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let host = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name("compute-store-start".into())
+            .spawn(move || {
+                if let Err(error) = host.ensure_started(&branch) {
+                    tracing::warn!(branch = %branch.name, %error, "a background store start failed");
+                }
+                host.background_starts.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(error) = spawned {
+            shared.background_starts.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(%error, "no thread for a background store start");
+        }
     }
 
     /// Closes and unregisters every branch.

@@ -90,7 +90,23 @@ pub struct HostConfig {
     pub connections_per_account_max: usize,
     /// How every branch's store carries large transactions (the limit, parts, the memory of dirty pages).
     pub transactions: crate::remote_store::TransactionConfig,
+    /// When a branch's store starts: on its first session, or in the background as soon as the branch is
+    /// defined (so a new branch's first session finds it running).
+    pub branch_stores: BranchStoreStart,
 }
+
+/// When the store of a branch defined with [`ComputeHost::define`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BranchStoreStart {
+    /// On the branch's first session (which waits for the election and the database size).
+    FirstSession,
+    /// In the background when the branch is defined (at most [`BACKGROUND_STARTS_MAX`] at once; a branch
+    /// defined meanwhile starts on its first session), so the first session of a new branch rarely waits.
+    WhenDefined,
+}
+
+/// Stores starting in the background at once, at most (each is a thread waiting on the network).
+pub const BACKGROUND_STARTS_MAX: usize = 4;
 
 /// The default [`HostConfig::connections_per_database_max`].
 pub const CONNECTIONS_PER_DATABASE_MAX_DEFAULT: usize = 256;
@@ -100,6 +116,8 @@ pub const CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT: usize = crate::pg::CONNECTIONS_MA
 const _: () = assert!(CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT < crate::pg::CONNECTIONS_MAX);
 const _: () = assert!(CONNECTIONS_PER_DATABASE_MAX_DEFAULT <= CONNECTIONS_PER_ACCOUNT_MAX_DEFAULT);
 
+/// The stores' connect timeout (`RemotePageStoreConfig::new`'s default), for the shared pageserver connection.
+const STORE_CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// How often the idle-store reaper looks, at most (it looks at least twice per idle timeout).
 const IDLE_SCAN_INTERVAL_MAX_MS: u64 = 10_000;
 /// Most password verifiers remembered by `set_credentials` (cleared when full).
@@ -153,8 +171,11 @@ impl ComputeHost {
             .local_addr()
             .map_err(|e| ComputeError::Listen(config.listen.clone(), e))?;
         let cache = crate::cache::HostCache::new(&config.cache)?;
+        let resources = crate::remote_store::SharedResources::new(&config.pageserver, STORE_CONNECT_TIMEOUT_MS)
+            .map_err(ComputeError::Resources)?;
         let shared = Arc::new(HostShared {
             cache,
+            resources,
             vfs: VfsSessionFactory::new(config.passwords.clone()),
             config,
             names: RwLock::new(Names::default()),
@@ -164,6 +185,7 @@ impl ComputeHost {
             sessions_per_tenant: Arc::default(),
             owners: RwLock::new(HashMap::new()),
             sessions_per_account: Arc::default(),
+            background_starts: std::sync::atomic::AtomicUsize::new(0),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -267,10 +289,16 @@ impl ComputeHost {
             .map_err(|e| ComputeError::Task(e.to_string()))?
     }
 
-    /// Like [`ComputeHost::attach`] but lazy: the store starts when the first session for `name` opens (on that
-    /// session's blocking thread). Replacing another target closes its store now, as attach does.
+    /// Like [`ComputeHost::attach`] but without waiting: the store starts in the background now
+    /// ([`BranchStoreStart::WhenDefined`]) or when the first session for `name` opens (on that session's blocking
+    /// thread; also when the background starts are at their bound or the start failed). Replacing another target
+    /// closes its store now, as attach does.
     pub fn define(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        self.shared.define(name, target).map(drop)
+        let branch = self.shared.define(name, target)?;
+        if self.shared.config.branch_stores == BranchStoreStart::WhenDefined {
+            HostShared::start_in_background(&self.shared, branch);
+        }
+        Ok(())
     }
 
     /// Stops serving branch `name` and its time-travel names: closes its stores (open sessions fail with a
@@ -382,6 +410,8 @@ struct HostShared {
     config: HostConfig,
     /// The page caches every store of the host shares.
     cache: Arc<crate::cache::HostCache>,
+    /// The runtime and pageserver connection every store of the host shares.
+    resources: Arc<crate::remote_store::SharedResources>,
     names: RwLock<Names>,
     vfs: VfsSessionFactory,
     /// Connection name → (user, password verifier), for names with their own credentials.
@@ -396,4 +426,6 @@ struct HostShared {
     owners: RwLock<HashMap<TenantId, Arc<str>>>,
     /// Sessions open per account, for [`HostConfig::connections_per_account_max`].
     sessions_per_account: Arc<parking_lot::Mutex<HashMap<Arc<str>, usize>>>,
+    /// Stores starting in the background now (at most [`BACKGROUND_STARTS_MAX`]).
+    background_starts: std::sync::atomic::AtomicUsize,
 }

@@ -37,18 +37,19 @@ mod commit;
 mod delta;
 mod prefetch;
 mod read;
+mod resources;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use cambium_types::{Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
-use tokio::runtime::{Runtime, RuntimeFlavor};
-use tonic::transport::{Channel, Endpoint};
+use tokio::runtime::RuntimeFlavor;
+use tonic::transport::Channel;
 use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
 use crate::cache::{HostCache, TimelineCache, ENTRY_BYTES};
@@ -58,12 +59,12 @@ use prefetch::Prefetcher;
 
 pub use delta::page_delta;
 pub use prefetch::PrefetchConfig;
+pub use resources::SharedResources;
+use resources::{pageserver_endpoint, OwnedRuntime, StoreRuntime};
 
 /// Pages of one commit put into the cache, at most (the last ones written; the commit holds them meanwhile).
 pub const COMMIT_CACHED_PAGES_MAX: usize = 4096;
 
-/// Worker threads of the store's runtime: the work is waiting on the network.
-const WORKER_THREADS: usize = 2;
 /// How many times one page read is asked for when each attempt runs out of time waiting (each attempt
 /// is bounded by `get_page_timeout_ms`): 12 × 10 s by default, what applying a 4 GiB transaction may take.
 pub const GET_PAGE_ATTEMPTS_MAX: u32 = 12;
@@ -101,6 +102,9 @@ pub struct RemotePageStoreConfig {
     pub page_cache_capacity_pages: usize,
     /// How far ahead reads in order are prefetched.
     pub prefetch: PrefetchConfig,
+    /// The runtime and pageserver connection of the host's stores; `None`: a runtime (two threads) and a
+    /// connection of the store's own.
+    pub shared: Option<Arc<SharedResources>>,
     /// How large transactions are carried.
     pub transactions: TransactionConfig,
     /// Those of `safekeepers` served in this process, called directly rather than over TCP.
@@ -165,6 +169,7 @@ impl RemotePageStoreConfig {
             cache: None,
             page_cache_capacity_pages: 4096,
             prefetch: PrefetchConfig::default(),
+            shared: None,
             transactions: TransactionConfig::default(),
             local_safekeepers: walproposer::LocalSafekeepers::none(),
         }
@@ -237,7 +242,7 @@ pub struct RemotePageStore {
     /// Held for the whole of a commit: commits are one at a time, in order.
     committing: Mutex<()>,
     /// Last field: dropped after the proposer and the channel that live on it.
-    runtime: OwnedRuntime,
+    runtime: StoreRuntime,
 }
 
 impl std::fmt::Debug for RemotePageStore {
@@ -294,23 +299,12 @@ impl RemotePageStore {
     }
 
     async fn start_mode(config: RemotePageStoreConfig, mode: Mode) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(WORKER_THREADS)
-            .max_blocking_threads(1)
-            .thread_name("compute-remote")
-            .enable_all()
-            .build()
-            .map_err(|e| RemoteStoreError::Runtime(e.to_string()))?;
-        let runtime = OwnedRuntime(Some(runtime));
-        let uri = if config.pageserver.contains("://") {
-            config.pageserver.clone()
-        } else {
-            format!("http://{}", config.pageserver)
+        let runtime = match &config.shared {
+            Some(shared) => StoreRuntime::Shared(Arc::clone(shared)),
+            None => StoreRuntime::Own(OwnedRuntime::new("compute-remote")?),
         };
-        let endpoint = Endpoint::from_shared(uri)
-            .map_err(|_| RemoteStoreError::BadAddress(config.pageserver.clone()))?
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .tcp_nodelay(true);
+        let endpoint = pageserver_endpoint(&config.pageserver, config.connect_timeout_ms)?;
+        let shared_channel = runtime.shared_channel(&config.pageserver);
         let timeline = pb::TimelineRef {
             tenant_id: config.tenant_id.to_string(),
             timeline_id: config.timeline_id.to_string(),
@@ -320,16 +314,21 @@ impl RemotePageStore {
             let (config, timeline) = (config.clone(), timeline.clone());
             async move {
                 // Inside the store's runtime: the proposer's tasks and the channel's worker are spawned on it.
-                let channel = endpoint.connect_lazy();
+                let channel = shared_channel.unwrap_or_else(|| endpoint.connect_lazy());
                 let pages = PageServiceClient::new(channel.clone());
                 // Where the timeline comes from, asked while the proposer campaigns.
                 let ancestry = read::timeline_ancestry(channel, timeline.clone(), get_page_timeout);
+                let started = Instant::now();
                 let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
                 let (proposer, epoch_start_lsn) = elected?;
+                let elected_us = started.elapsed().as_micros();
                 let db_size_pages = get_db_size(pages.clone(), timeline, epoch_start_lsn, get_page_timeout)
                     .await
                     .map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
-                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, "remote page store started");
+                let db_size_us = started.elapsed().as_micros() - elected_us;
+                crate::metrics::METRICS.record_store_start(elected_us, db_size_us);
+                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, elected_us, db_size_us,
+                    "remote page store started");
                 Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages, ancestry))
             }
         };
@@ -589,26 +588,5 @@ fn wait_blocking<T>(wait: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
         _ => wait(),
-    }
-}
-
-/// The store's runtime, shut down without waiting when dropped (dropping a runtime blocks, which panics
-/// inside an async context, and the store may well be dropped there).
-struct OwnedRuntime(Option<Runtime>);
-
-impl OwnedRuntime {
-    fn get(&self) -> &Runtime {
-        match &self.0 {
-            Some(runtime) => runtime,
-            None => unreachable!("the runtime is taken only in drop"),
-        }
-    }
-}
-
-impl Drop for OwnedRuntime {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.0.take() {
-            runtime.shutdown_background();
-        }
     }
 }

@@ -11,7 +11,7 @@
 //! at most [`STREAM_BATCHES_MAX`] request batches queued for the stream. The stream is opened on first use
 //! and again after it fails.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -71,6 +71,9 @@ struct Slots {
     order: VecDeque<(u32, u64)>,
     next_id: u64,
     stream: Option<mpsc::Sender<pb::GetPageBatch>>,
+    /// Blocks the VFS hinted at and not read since (at most `hints_max`), oldest first: reads of a scan.
+    hints: HashSet<u32>,
+    hint_order: VecDeque<u32>,
 }
 
 impl Slots {
@@ -122,6 +125,7 @@ pub(super) struct Prefetcher {
     arrived: Condvar,
     slots_max: usize,
     window_pages: u32,
+    hints_max: usize,
 }
 
 impl Prefetcher {
@@ -130,6 +134,7 @@ impl Prefetcher {
             slots: Mutex::new(Slots::default()),
             arrived: Condvar::new(),
             slots_max: config.bytes_max / PAGE_SIZE_BYTES,
+            hints_max: 4 * config.window_pages as usize,
             window_pages: if config.bytes_max >= PAGE_SIZE_BYTES {
                 config.window_pages
             } else {
@@ -143,10 +148,30 @@ impl Prefetcher {
         self.window_pages
     }
 
+    /// Notes that the VFS hinted at `blocks` (read-ahead of a scan), whether they are cached or not.
+    pub(super) fn note_hints(&self, blocks: &[u32]) {
+        let mut slots = self.slots.lock();
+        for &block in blocks {
+            if slots.hints.insert(block) {
+                slots.hint_order.push_back(block);
+            }
+        }
+        while slots.hint_order.len() > self.hints_max {
+            if let Some(old) = slots.hint_order.pop_front() {
+                slots.hints.remove(&old);
+            }
+        }
+    }
+
+    /// Whether `block` was hinted at (and not read since): its read is part of a scan.
+    pub(super) fn take_hint(&self, block: u32) -> bool {
+        self.slots.lock().hints.remove(&block)
+    }
+
     /// Requests `blocks` at `lsn` (blocks the caches cannot serve), as many as the bounds allow.
     pub(super) fn request(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         client: &PageServiceClient<Channel>,
         timeline: &pb::TimelineRef,
         blocks: &[u32],
@@ -206,7 +231,7 @@ impl Prefetcher {
     /// Opens the `GetPages` stream on the store's runtime; its responses fill the slots.
     fn open_stream(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         mut client: PageServiceClient<Channel>,
     ) -> mpsc::Sender<pb::GetPageBatch> {
         let (sender, receiver) = mpsc::channel(STREAM_BATCHES_MAX);

@@ -12,7 +12,7 @@ use proto::pageserver::management_client::ManagementClient;
 use tonic::transport::Channel;
 
 use super::{check_state, RemotePageStore};
-use crate::cache::Ancestry;
+use crate::cache::{Admission, Ancestry};
 use crate::metrics::METRICS;
 use crate::page_store::{PageStoreError, Snapshot};
 
@@ -37,17 +37,28 @@ impl RemotePageStore {
                 return Ok(Some(page));
             }
         }
+        // A block the VFS hinted at is read by a scan: it must not flush memory (`Admission`).
+        let admission = if self.prefetcher.take_hint(block) {
+            Admission::Scan
+        } else {
+            Admission::Memory
+        };
         if let Some(page) = self.prefetcher.take(block, snapshot.lsn, self.get_page_timeout) {
-            self.cache.insert_read(self.timeline_id, block, &page, snapshot.lsn);
+            self.cache
+                .insert_read(self.timeline_id, block, &page, snapshot.lsn, Admission::Scan);
             return Ok(Some(page));
         }
-        if let Some(page) = self.cache.get_from_file(self.timeline_id, block, snapshot.lsn) {
+        if let Some(page) = self
+            .cache
+            .get_from_file(self.timeline_id, block, snapshot.lsn, admission)
+        {
             return Ok(Some(page));
         }
         let page = self.fetch_page(block, snapshot.lsn)?;
         METRICS.reads_pageserver_total.fetch_add(1, Ordering::Relaxed);
         if let Some(page) = &page {
-            self.cache.insert_read(self.timeline_id, block, page, snapshot.lsn);
+            self.cache
+                .insert_read(self.timeline_id, block, page, snapshot.lsn, admission);
         }
         Ok(page)
     }
@@ -64,6 +75,7 @@ impl RemotePageStore {
             }
             state.cache.observe(state.read_lsn);
         }
+        self.prefetcher.note_hints(blocks);
         let wanted: Vec<u32> = blocks
             .iter()
             .copied()

@@ -1,0 +1,174 @@
+//! What the first query on a new branch waits for after `POST /v1/databases/{id}/branches` returns (issue 12
+//! item 6: the target is ≤ 1 ms), through a release `cambium up`.
+//!
+//! A database with a table of 1000 short rows; then, `FIRST_QUERY_BRANCHES` times (default 30, after 3 untimed):
+//! the branch is made (timed to the `201`), a connection to it is opened (TCP, startup, SCRAM, the session: the
+//! compute host starts the branch's store here, the first session of the branch), a point read runs on it (timed),
+//! and then a second connection and its first read (the store already running), to tell the store's start
+//! from what every connection costs. The host's `/metrics` says how long the stores' starts spent electing and
+//! asking for the database size. Prints medians and p99s.
+//!
+//! `cargo build --release --bin cambium && cargo bench -p cambium-benches --bench first_query` (`CAMBIUM_BIN`
+//! overrides the binary). In `cargo test`'s bench mode (`--bench` absent) it does nothing.
+
+#[path = "common/service.rs"]
+mod service;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); \
+     INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g";
+const READ: &str = "SELECT v FROM t WHERE id = 500";
+
+/// Connects to `branch` with the password of `database`'s connection string (a branch's string has none).
+async fn connect_branch(database: &Value, branch: &Value) -> tokio_postgres::Client {
+    let mut config =
+        tokio_postgres::Config::from_str(database["connection_uri"].as_str().expect("uri")).expect("database uri");
+    let branch_config =
+        tokio_postgres::Config::from_str(branch["connection_uri"].as_str().expect("uri")).expect("branch uri");
+    config.dbname(branch_config.get_dbname().expect("the branch's name"));
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect to the branch");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Median and p99 of `samples`, in ms.
+fn summary(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
+/// The value of counter `name` in the Prometheus text `metrics`.
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// One timed read: the row must be there.
+async fn read(client: &tokio_postgres::Client) -> Duration {
+    let started = Instant::now();
+    let row = client.query_one(READ, &[]).await.expect("read");
+    let elapsed = started.elapsed();
+    assert_eq!(row.get::<_, String>(0), "row 500");
+    elapsed
+}
+
+/// Branches, their connections and reads; the samples of each step.
+async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<(&'static str, Vec<Duration>)> {
+    let id = database["id"].as_str().expect("id");
+    let mut steps: [Vec<Duration>; 6] = Default::default();
+    let mut made = Vec::with_capacity(count + 3);
+    let run = jiff::Timestamp::now().as_millisecond();
+    for i in 0..count + 3 {
+        let started = Instant::now();
+        let reply = service
+            .post(
+                &format!("/v1/databases/{id}/branches"),
+                json!({ "name": format!("f{run}_{i}") }),
+            )
+            .await;
+        let post = started.elapsed();
+        let branch = &reply["branch"];
+        made.push(branch["id"].as_str().expect("id").to_owned());
+        let opened = Instant::now();
+        let first = connect_branch(database, branch).await;
+        let connect = opened.elapsed();
+        let first_read = read(&first).await;
+        let ready = started.elapsed() - post;
+        let opened = Instant::now();
+        let second = connect_branch(database, branch).await;
+        let connect_again = opened.elapsed();
+        let second_read = read(&second).await;
+        drop((first, second));
+        if i >= 3 {
+            for (step, sample) in steps
+                .iter_mut()
+                .zip([post, connect, first_read, ready, connect_again, second_read])
+            {
+                step.push(sample);
+            }
+        }
+    }
+    for branch in made {
+        service.delete(&format!("/v1/branches/{branch}")).await;
+    }
+    let names = [
+        "POST …/branches, to the 201",
+        "first connection (the branch's store starts)",
+        "its first read",
+        "from the 201 to the first row",
+        "a second connection (the store running)",
+        "its first read",
+    ];
+    names.into_iter().zip(steps).collect()
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = std::env::var_os("CAMBIUM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/release/cambium"));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --release` first",
+        bin.display()
+    );
+    let count: usize = std::env::var("FIRST_QUERY_BRANCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let data_dir = cambium_benches::scratch_dir("first-query");
+    // reqwest is built with rustls and no bundled provider (keeping aws-lc out): ring it is (plain HTTP here).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let service = service::start(&bin, data_dir.path());
+        let project = service.post("/v1/projects", json!({"name": "first"})).await["project"]["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let database = service.database(&project, "first", SCHEMA).await;
+        let steps = run(&service, &database, count).await;
+        let metrics = reqwest::Client::new()
+            .get(format!("{}/metrics", service.url))
+            .bearer_auth(&service.key)
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        let starts = counter(&metrics, "cambium_compute_store_starts_total");
+        let election_ms = counter(&metrics, "cambium_compute_store_start_election_microseconds_total") / 1e3;
+        let db_size_ms = counter(&metrics, "cambium_compute_store_start_db_size_microseconds_total") / 1e3;
+        println!("cambium up (release), {count} new branches of a database with 1000 rows, 2-core machine");
+        println!("| step | median | p99 |\n|---|---|---|");
+        for (step, samples) in steps {
+            let (p50, p99) = summary(samples);
+            println!("| {step} | {p50:.2} ms | {p99:.2} ms |");
+        }
+        println!(
+            "store starts: {starts:.0}, mean election {:.2} ms, mean GetDbSize {:.2} ms (from /metrics)",
+            election_ms / starts.max(1.0),
+            db_size_ms / starts.max(1.0)
+        );
+    });
+}

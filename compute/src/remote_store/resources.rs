@@ -1,0 +1,112 @@
+//! Where a store's network work runs: a runtime of its own (a store started alone), or the runtime and the
+//! pageserver connection every store of a host shares ([`SharedResources`]), so that a store costs no threads and
+//! no pageserver connection of its own (a host with a thousand branches would otherwise run two thousand threads).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::{Handle, Runtime};
+use tonic::transport::{Channel, Endpoint};
+
+use super::RemoteStoreError;
+
+/// Worker threads of a store's own runtime, and of a host's shared one: the work is waiting on the network.
+pub const WORKER_THREADS: usize = 2;
+
+/// A runtime, shut down without waiting when dropped (dropping a runtime blocks, which panics inside an async
+/// context, and a store may well be dropped there).
+#[derive(Debug)]
+pub(crate) struct OwnedRuntime(Option<Runtime>);
+
+impl OwnedRuntime {
+    pub(crate) fn new(thread_name: &str) -> Result<OwnedRuntime, RemoteStoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKER_THREADS)
+            .max_blocking_threads(1)
+            .thread_name(thread_name)
+            .enable_all()
+            .build()
+            .map_err(|e| RemoteStoreError::Runtime(e.to_string()))?;
+        Ok(OwnedRuntime(Some(runtime)))
+    }
+
+    fn handle(&self) -> &Handle {
+        match &self.0 {
+            Some(runtime) => runtime.handle(),
+            None => unreachable!("the runtime is taken only in drop"),
+        }
+    }
+}
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The runtime and the pageserver connection the stores of one host share.
+#[derive(Debug)]
+pub struct SharedResources {
+    pageserver: String,
+    channel: Channel,
+    /// Last field: dropped after the channel that lives on it.
+    runtime: OwnedRuntime,
+}
+
+impl SharedResources {
+    /// A runtime of [`WORKER_THREADS`] threads and a (lazy) connection to `pageserver` (`host:port` or a URI).
+    pub fn new(pageserver: &str, connect_timeout_ms: u64) -> Result<Arc<SharedResources>, RemoteStoreError> {
+        let runtime = OwnedRuntime::new("compute-stores")?;
+        let endpoint = pageserver_endpoint(pageserver, connect_timeout_ms)?;
+        // `connect_lazy` spawns the connection's worker on the current runtime: this one.
+        let channel = {
+            let _entered = runtime.handle().enter();
+            endpoint.connect_lazy()
+        };
+        Ok(Arc::new(SharedResources {
+            pageserver: pageserver.to_owned(),
+            channel,
+            runtime,
+        }))
+    }
+}
+
+/// Where one store's network work runs (see the module doc).
+#[derive(Debug)]
+pub(crate) enum StoreRuntime {
+    Own(OwnedRuntime),
+    Shared(Arc<SharedResources>),
+}
+
+impl StoreRuntime {
+    /// The runtime's handle (what `spawn` is called on).
+    pub(crate) fn get(&self) -> &Handle {
+        match self {
+            StoreRuntime::Own(runtime) => runtime.handle(),
+            StoreRuntime::Shared(shared) => shared.runtime.handle(),
+        }
+    }
+
+    /// The shared pageserver connection, if it is to `pageserver`.
+    pub(crate) fn shared_channel(&self, pageserver: &str) -> Option<Channel> {
+        match self {
+            StoreRuntime::Shared(shared) if shared.pageserver == pageserver => Some(shared.channel.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The pageserver's endpoint: `host:port` or a URI, with a connect timeout and no Nagle delay.
+pub(crate) fn pageserver_endpoint(pageserver: &str, connect_timeout_ms: u64) -> Result<Endpoint, RemoteStoreError> {
+    let uri = if pageserver.contains("://") {
+        pageserver.to_owned()
+    } else {
+        format!("http://{pageserver}")
+    };
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|_| RemoteStoreError::BadAddress(pageserver.to_owned()))?
+        .connect_timeout(Duration::from_millis(connect_timeout_ms))
+        .tcp_nodelay(true))
+}
