@@ -5,7 +5,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{branches, databases, health, operations, projects, views};
+use super::{branches, databases, health, operations, projects, views, webhooks};
 
 /// The document.
 #[derive(OpenApi)]
@@ -18,6 +18,7 @@ use super::{branches, databases, health, operations, projects, views};
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
         branches::reset, branches::schema_diff,
         operations::list, operations::get,
+        webhooks::list, webhooks::create, webhooks::get, webhooks::delete, webhooks::deliveries,
     ),
     components(schemas(views::ErrorEnvelope)),
     modifiers(&Common),
