@@ -343,7 +343,7 @@ impl HttpArgs {
     }
 }
 
-/// The reconciler, the branch expiry sweep and the webhook sender (`up` and `api`).
+/// The reconciler, the branch expiry sweep, the webhook sender and the consumption sampler (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReconcileArgs {
     /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
@@ -365,12 +365,23 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_WEBHOOK_ATTEMPTS_MAX", default_value_t = api::webhooks::WebhookConfig::default().attempts_max,
         value_parser = clap::value_parser!(u32).range(1..=i64::from(api::store::webhooks::ATTEMPTS_PER_DELIVERY_MAX)))]
     webhook_attempts_max: u32,
+    /// The wait between consumption samples (each branch's logical size, WAL written and compute time, added to
+    /// hourly buckets): how finely compute time is measured.
+    #[arg(long, env = "CAMBIUM_CONSUMPTION_PERIOD_MS", default_value_t = api::consumption::CONSUMPTION_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    consumption_period_ms: u64,
 }
 
 impl ReconcileArgs {
     pub(crate) fn expiry_config(&self) -> api::control::expiry::ExpiryConfig {
         api::control::expiry::ExpiryConfig {
             period_ms: self.branch_expiry_period_ms,
+        }
+    }
+
+    pub(crate) fn consumption_config(&self) -> api::consumption::ConsumptionConfig {
+        api::consumption::ConsumptionConfig {
+            period_ms: self.consumption_period_ms,
         }
     }
 

@@ -618,6 +618,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/projects/{id}/databases", &["get", "post"]),
         ("/v1/projects/{id}/operations", &["get"]),
         ("/v1/projects/{id}/audit", &["get"]),
+        ("/v1/projects/{id}/consumption", &["get"]),
         ("/v1/projects/{id}/webhooks", &["get", "post"]),
         ("/v1/projects/{id}/webhooks/{webhook_id}", &["get", "delete"]),
         ("/v1/projects/{id}/webhooks/{webhook_id}/deliveries", &["get"]),

@@ -29,6 +29,7 @@ use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
 
 mod branches;
+mod consumption;
 mod databases;
 mod health;
 mod idempotency;
@@ -116,6 +117,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         )
         .route("/v1/projects/{id}/operations", get(operations::list))
         .route("/v1/projects/{id}/audit", get(projects::audit))
+        .route("/v1/projects/{id}/consumption", get(consumption::get))
         .route("/v1/projects/{id}/webhooks", get(webhooks::list).post(webhooks::create))
         .route(
             "/v1/projects/{id}/webhooks/{webhook_id}",

@@ -1,6 +1,6 @@
 //! Control metadata in SQLite: accounts, API keys, projects ([`mod@self`]); databases, branches and timelines
 //! ([`databases`]); operations ([`operations`]); idempotent responses ([`idempotency`]); webhooks and their
-//! deliveries ([`webhooks`]).
+//! deliveries ([`webhooks`]); consumption buckets ([`consumption`]).
 //!
 //! The schema is versioned by a `schema_version` table; each migration runs in its own transaction
 //! together with the version bump, so a crash leaves the schema at a whole version. Every state change
@@ -17,6 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use crate::{files, ids};
 
 pub mod audit;
+pub mod consumption;
 pub mod databases;
 pub mod idempotency;
 pub mod keys;
@@ -192,6 +193,29 @@ const MIGRATIONS: &[Migration] = &[
     );
     CREATE INDEX deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
     CREATE INDEX deliveries_due ON webhook_deliveries(next_attempt_at) WHERE status = 'pending';
+",
+    ),
+    // Consumption (issue 15): hourly buckets per branch (logical size, WAL written, compute time), and each
+    // branch's cursor (its timeline and last record LSN at the previous sample) that WAL written is measured from.
+    Migration::Sql(
+        "
+    CREATE TABLE consumption (
+        branch_id TEXT NOT NULL,
+        hour TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        database_id TEXT NOT NULL,
+        logical_size_bytes INTEGER NOT NULL,
+        written_bytes INTEGER NOT NULL,
+        compute_active_ms INTEGER NOT NULL,
+        PRIMARY KEY (branch_id, hour)
+    );
+    CREATE INDEX consumption_by_project ON consumption(project_id, hour);
+    CREATE INDEX consumption_by_hour ON consumption(hour);
+    CREATE TABLE consumption_cursors (
+        branch_id TEXT PRIMARY KEY,
+        timeline_id TEXT NOT NULL,
+        last_lsn INTEGER NOT NULL
+    );
 ",
     ),
 ];
@@ -543,6 +567,7 @@ impl Store {
         tx.execute("DELETE FROM operations WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM audit_log WHERE project_id = ?1", [id])?;
         webhooks::delete_project_webhooks(&tx, id)?;
+        tx.execute("DELETE FROM consumption WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(Some(deleted))
