@@ -132,6 +132,8 @@ pub struct HttpLimits {
 struct LocalStorage {
     safekeepers: Vec<(Arc<SafekeeperNode>, tokio::task::JoinHandle<()>)>,
     safekeeper_addresses: Vec<String>,
+    /// The same safekeepers' services, for the compute to call without TCP.
+    local_safekeepers: walproposer::LocalSafekeepers,
     pageserver: tokio::task::JoinHandle<()>,
     pageserver_address: String,
     stop: tokio::sync::watch::Sender<bool>,
@@ -146,6 +148,7 @@ impl LocalStorage {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut safekeepers = Vec::new();
         let mut safekeeper_addresses = Vec::new();
+        let mut local_services = Vec::new();
         for id in 1..=SAFEKEEPERS {
             let dir = data_dir.join(format!("safekeeper-{id}"));
             api::files::private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -165,7 +168,12 @@ impl LocalStorage {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .context("listening for a safekeeper")?;
-            safekeeper_addresses.push(listener.local_addr().context("reading the bound address")?.to_string());
+            let address = listener.local_addr().context("reading the bound address")?.to_string();
+            local_services.push((
+                address.clone(),
+                safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_server(),
+            ));
+            safekeeper_addresses.push(address);
             let served = Arc::clone(&node);
             let shutdown = stopped(stop_rx.clone());
             let task = tokio::spawn(async move {
@@ -199,6 +207,7 @@ impl LocalStorage {
         Ok(LocalStorage {
             safekeepers,
             safekeeper_addresses,
+            local_safekeepers: walproposer::LocalSafekeepers::new(local_services),
             pageserver,
             pageserver_address,
             stop,
@@ -207,6 +216,8 @@ impl LocalStorage {
 
     /// Stops the pageserver (it checkpoints), then the safekeepers.
     async fn stop(self) {
+        // The in-process services hold the nodes: let go of them so `close` sees the nodes free.
+        drop(self.local_safekeepers);
         let _ = self.stop.send(true);
         let _ = self.pageserver.await;
         for (node, task) in self.safekeepers {
@@ -267,6 +278,7 @@ async fn serve_api(
     options: &ApiOptions,
     pageserver: String,
     safekeepers: Vec<String>,
+    local_safekeepers: walproposer::LocalSafekeepers,
     shutdown: impl Future<Output = ()> + Send + 'static,
     what: &str,
 ) -> Result<()> {
@@ -274,6 +286,7 @@ async fn serve_api(
     let host = ComputeHost::start(HostConfig {
         listen: options.pg_listen.clone(),
         safekeepers: safekeepers.clone(),
+        local_safekeepers,
         pageserver: pageserver.clone(),
         passwords: Default::default(),
         cache: options.cache.clone(),
@@ -384,6 +397,7 @@ pub async fn up(
         &options,
         storage.pageserver_address.clone(),
         storage.safekeeper_addresses.clone(),
+        storage.local_safekeepers.clone(),
         shutdown,
         "up",
     )
@@ -401,7 +415,8 @@ pub async fn api(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     anyhow::ensure!(!safekeepers.is_empty(), "--safekeepers names no safekeeper");
-    serve_api(&options, pageserver, safekeepers, shutdown, "api").await
+    let remote_only = walproposer::LocalSafekeepers::none();
+    serve_api(&options, pageserver, safekeepers, remote_only, shutdown, "api").await
 }
 
 /// What `cambium keys` does.

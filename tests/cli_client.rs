@@ -22,8 +22,14 @@ struct Client<'a> {
 impl Client<'_> {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cambium"));
+        command.args(args);
+        self.environment(&mut command);
         command
-            .args(args)
+    }
+
+    /// The client's environment on `command` (cambium itself, or a program that runs it).
+    fn environment(&self, command: &mut Command) {
+        command
             .env("CAMBIUM_API_URL", format!("http://{}", self.up.process.address))
             .env("CAMBIUM_API_KEY_FILE", self.up.data_dir.join("api_key"))
             .env("CAMBIUM_CONFIG_DIR", &self.config_dir)
@@ -31,7 +37,6 @@ impl Client<'_> {
             .env_remove("CAMBIUM_OUTPUT")
             .env_remove("CAMBIUM_CONFIG")
             .env_remove("PGPASSWORD");
-        command
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -201,8 +206,14 @@ fn databases(cli: &Client, project: &str, root: &Path) -> String {
     id
 }
 
-/// `branches create|get|list|update|promote|delete` by id and by name, `--set`; the id of a branch `dev`.
+/// `branches create|get|list|update|promote|reset|delete` by id and by name, `--set`, the workflow flags
+/// (`--label`, `--expires-at`, `--protected`, `list --label`); the id of a branch `dev`.
 fn branches(cli: &Client, database: &str) -> String {
+    let tomorrow = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(24))
+        .expect("in range")
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let dev = cli.json(&["branches", "create", "dev", "--database", database]);
     let id = str_of(&dev, "id").to_owned();
     assert!(str_of(&dev, "parent_lsn").contains('/'), "{dev}");
@@ -222,9 +233,15 @@ fn branches(cli: &Client, database: &str) -> String {
         "dev",
         "--at",
         str_of(&dev, "parent_lsn"),
+        "--label",
+        "pr=42",
+        "--expires-at",
+        &tomorrow,
     ]);
     assert_eq!(at_lsn["parent_branch_id"], dev["id"]);
     assert_eq!(at_lsn["parent_lsn"], dev["parent_lsn"]);
+    assert_eq!(at_lsn["labels"], serde_json::json!({"pr": "42"}), "{at_lsn}");
+    assert!(at_lsn["expires_at"].is_string(), "{at_lsn}");
     let renamed = cli.json(&[
         "branches",
         "update",
@@ -243,6 +260,19 @@ fn branches(cli: &Client, database: &str) -> String {
         .map(|b| str_of(b, "name"))
         .collect();
     assert_eq!(names, ["main", "dev", "fork"]);
+    let labelled = cli.json(&["branches", "list", "--database", database, "--label", "pr:42"]);
+    assert_eq!(labelled.as_array().map(Vec::len), Some(1), "{labelled}");
+    assert_eq!(labelled[0]["name"], "fork");
+    let kept = cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--expires-at",
+        "none",
+    ]);
+    assert!(kept.get("expires_at").is_none(), "`none` clears the expiry: {kept}");
     // Promote, then back: the database's default branch follows.
     let promoted = cli.json(&["branches", "promote", "fork", "--database", database]);
     assert_eq!(promoted["is_default"], true);
@@ -251,6 +281,53 @@ fn branches(cli: &Client, database: &str) -> String {
         promoted["id"]
     );
     cli.json(&["branches", "promote", "main", "--database", database]);
+    // Reset `fork` to its parent's latest state, keeping the state before; protect it, and see the refusal.
+    let reset = cli.json(&[
+        "branches",
+        "reset",
+        "fork",
+        "--database",
+        database,
+        "--preserve",
+        "--wait",
+    ]);
+    assert_eq!(reset["status"], "finished", "the operation, unwrapped: {reset}");
+    assert_eq!(reset["action"], "reset_branch");
+    let kept: Vec<String> = cli
+        .json(&["branches", "list", "--database", database])
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|b| str_of(b, "name").to_owned())
+        .collect();
+    assert!(kept.iter().any(|n| n.starts_with("fork_before_reset_")), "{kept:?}");
+    for name in kept.iter().filter(|n| n.starts_with("fork_before_reset_")) {
+        cli.json(&["branches", "delete", name, "--database", database]);
+    }
+    let protected = cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--protected",
+        "true",
+    ]);
+    assert_eq!(protected["protected"], true, "{protected}");
+    assert_api_error(
+        &cli.fails(&["branches", "delete", "fork", "--database", database], 6),
+        409,
+        "conflict",
+    );
+    cli.json(&[
+        "branches",
+        "update",
+        "fork",
+        "--database",
+        database,
+        "--set",
+        "protected=false",
+    ]);
     let deleted = cli.json(&["branches", "delete", "fork", "--database", database]);
     assert_eq!(deleted["deleted"], true);
     cli.fails(&["branches", "get", str_of(&promoted, "id")], 5);
@@ -287,6 +364,26 @@ fn sql_and_restore(cli: &Client, database: &str, dev: &str) {
     // `dev` was made before the table: it has none.
     let missing = cli.run(&["psql", dev, "--", "-c", "SELECT 1 FROM items"]);
     assert_ne!(missing.status.code(), Some(0), "psql's own exit code");
+    // So its schema diff against main has the table removed, as a list and as a diff of the DDL.
+    let diff = cli.json(&["branches", "schema-diff", dev, "--base", "main", "--database", database]);
+    assert_eq!(diff["changes"].as_array().map(Vec::len), Some(1), "{diff}");
+    let change = &diff["changes"][0];
+    assert!(
+        change["kind"] == "table" && change["name"] == "items" && change["change"] == "removed",
+        "{diff}"
+    );
+    let table = cli.ok(&["branches", "schema-diff", dev, "--base", "main", "--database", database]);
+    assert!(table.contains("removed") && table.contains("-CREATE TABLE"), "{table}");
+    let none = cli.ok(&[
+        "branches",
+        "schema-diff",
+        "main",
+        "--base",
+        "main",
+        "--database",
+        database,
+    ]);
+    assert_eq!(none, "no schema changes\n");
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let before = jiff::Timestamp::now().to_string();
     std::thread::sleep(std::time::Duration::from_millis(1100));
@@ -453,4 +550,28 @@ fn wait_gives_up_with_11_and_operations_wait_follows_to_the_end() {
     ]);
     assert!(output.status.success());
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    // On a terminal (util-linux's `script` gives it one) the spinner names the operation while it runs.
+    if Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let line = format!(
+            "{} databases create f --project {project} --wait --field operation.status",
+            env!("CARGO_BIN_EXE_cambium")
+        );
+        let mut script = Command::new("script");
+        script.args(["-qec", &line, "/dev/null"]);
+        cli.environment(&mut script);
+        let transcript = script.output().expect("run script");
+        let text = String::from_utf8_lossy(&transcript.stdout);
+        assert!(transcript.status.success(), "{text}");
+        assert!(
+            text.contains("create_database op_") && text.contains(" running ("),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("finished"), "{text}");
+    } else {
+        eprintln!("SKIPPED: the terminal check (no `script` on this machine)");
+    }
 }

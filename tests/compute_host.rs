@@ -27,6 +27,7 @@ fn host_config(cluster: &Cluster) -> HostConfig {
     HostConfig {
         listen: "127.0.0.1:0".into(),
         safekeepers: cluster.safekeepers.iter().map(|s| s.address.clone()).collect(),
+        local_safekeepers: Default::default(),
         pageserver: cluster.pageserver.address.clone(),
         passwords: HashMap::from([("alice".to_string(), "secret".to_string())]),
         cache: compute::cache::HostCacheConfig {

@@ -1,5 +1,5 @@
-//! Commit latency and throughput through three safekeepers on loopback gRPC, side by side with a bare
-//! `fdatasync` loop on the same disk, in one run.
+//! Commit latency and throughput through three safekeepers, on loopback gRPC and with the same service called
+//! in process (as `cambium up` does), side by side with a bare `fdatasync` loop on the same disk, in one run.
 //!
 //! Three `SafekeeperNode`s serve real gRPC on 127.0.0.1 (in this process, each with its own data directory);
 //! a `WalProposer` commits records through them. Reports:
@@ -116,12 +116,15 @@ fn fdatasync_loop(dir: &std::path::Path, count: usize) -> Vec<Duration> {
 struct Cluster {
     _dirs: Vec<tempfile::TempDir>,
     addresses: Vec<String>,
+    /// The same safekeepers' services, for a proposer that calls them in process.
+    local: walproposer::LocalSafekeepers,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 async fn start_cluster(base: &std::path::Path) -> Cluster {
     let mut dirs = Vec::new();
     let mut addresses = Vec::new();
+    let mut services = Vec::new();
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     for id in 1..=3u64 {
         let dir = tempfile::tempdir_in(base).expect("tempdir");
@@ -136,10 +139,17 @@ async fn start_cluster(base: &std::path::Path) -> Cluster {
                 .expect("join")
                 .expect("node"),
         );
-        node.create_timeline_blocking((TenantId(1), TimelineId(1)), START)
-            .expect("timeline");
+        for timeline in [TimelineId(1), TimelineId(2)] {
+            node.create_timeline_blocking((TenantId(1), timeline), START)
+                .expect("timeline");
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        addresses.push(listener.local_addr().expect("address").to_string());
+        let address = listener.local_addr().expect("address").to_string();
+        services.push((
+            address.clone(),
+            safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_server(),
+        ));
+        addresses.push(address);
         let mut stop = shutdown_rx.clone();
         tokio::spawn(safekeeper::service::serve(node, listener, async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -149,6 +159,7 @@ async fn start_cluster(base: &std::path::Path) -> Cluster {
     Cluster {
         _dirs: dirs,
         addresses,
+        local: walproposer::LocalSafekeepers::new(services),
         shutdown,
     }
 }
@@ -176,72 +187,95 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async move {
         let cluster = start_cluster(&base).await;
-        let mut config = WalProposerConfig::new(cluster.addresses.clone(), TenantId(1), TimelineId(1), START);
-        config.commit_timeout_ms = 30_000;
-        let proposer = Arc::new(WalProposer::start(config).expect("proposer"));
-        proposer.elect().await.expect("elected");
-
-        // One writer: the latency of a commit.
-        let mut latencies = Vec::with_capacity(latency_count);
-        for tag in 0..latency_count as u64 {
-            let frame = record(100, tag);
-            let started = Instant::now();
-            proposer.append(frame).await.expect("commit");
-            latencies.push(started.elapsed());
-        }
-        latencies.sort();
-
-        // 64 writers: throughput.
-        let (commits, concurrent_latencies) = run_writers(&proposer, 64, 100, window).await;
-        let (large_commits, _) = run_writers(&proposer, 8, 256 * 1024, window).await;
-        let large_frame_bytes = record(256 * 1024, 0).len();
+        let over_grpc = measure(&cluster, TimelineId(1), false, latency_count, window).await;
+        let in_process = measure(&cluster, TimelineId(2), true, latency_count, window).await;
         let _ = cluster.shutdown.send(true);
 
-        println!("commit through 3 safekeepers on loopback gRPC vs a bare fdatasync (same disk, same run)");
-        println!("{:<44} {:>10} {:>10}", "", "p50 µs", "p99 µs");
+        println!("commit through 3 safekeepers (loopback gRPC, and the same service called in process) vs a bare");
+        println!("fdatasync (same disk, same run)");
+        println!("{:<52} {:>10} {:>10}", "", "p50 µs", "p99 µs");
+        let row = |name: &str, sorted: &[Duration]| {
+            println!(
+                "{:<52} {:>10.1} {:>10.1}",
+                name,
+                micros(percentile(sorted, 0.5)),
+                micros(percentile(sorted, 0.99))
+            )
+        };
+        row("fdatasync of a 100-byte append", &fsync);
+        row("two concurrent fdatasyncs (2 files, 1 disk)", &two_fsyncs);
+        for (transport, m) in [("gRPC", &over_grpc), ("in-process", &in_process)] {
+            row(
+                &format!("commit, 1 writer, 100-byte records, {transport}"),
+                &m.latencies,
+            );
+            row(&format!("commit, 64 writers, {transport}"), &m.concurrent_latencies);
+        }
+        for (transport, m) in [("gRPC", &over_grpc), ("in-process", &in_process)] {
+            println!(
+                "{transport}: commit p50 / fdatasync p50 {:.2}; / two concurrent fdatasyncs p50 {:.2}; \
+                 64 writers {:.0} commits/s; 8 writers of 256 KiB records {:.1} MB/s",
+                percentile(&m.latencies, 0.5).as_secs_f64() / percentile(&fsync, 0.5).as_secs_f64(),
+                percentile(&m.latencies, 0.5).as_secs_f64() / percentile(&two_fsyncs, 0.5).as_secs_f64(),
+                m.commits as f64 / window.as_secs_f64(),
+                (m.large_commits * m.large_frame_bytes) as f64 / window.as_secs_f64() / 1e6,
+            );
+        }
         println!(
-            "{:<44} {:>10.1} {:>10.1}",
-            "fdatasync of a 100-byte append",
-            micros(percentile(&fsync, 0.5)),
-            micros(percentile(&fsync, 0.99))
-        );
-        println!(
-            "{:<44} {:>10.1} {:>10.1}",
-            "two concurrent fdatasyncs (2 files, 1 disk)",
-            micros(percentile(&two_fsyncs, 0.5)),
-            micros(percentile(&two_fsyncs, 0.99))
-        );
-        println!(
-            "{:<44} {:>10.1} {:>10.1}",
-            "commit, 1 writer, 100-byte records",
-            micros(percentile(&latencies, 0.5)),
-            micros(percentile(&latencies, 0.99))
-        );
-        println!(
-            "{:<44} {:>10.1} {:>10.1}",
-            "commit, 64 writers",
-            micros(percentile(&concurrent_latencies, 0.5)),
-            micros(percentile(&concurrent_latencies, 0.99))
-        );
-        println!(
-            "ratio commit p50 / fdatasync p50: {:.2}",
-            percentile(&latencies, 0.5).as_secs_f64() / percentile(&fsync, 0.5).as_secs_f64()
-        );
-        println!(
-            "ratio commit p50 / two concurrent fdatasyncs p50: {:.2}",
-            percentile(&latencies, 0.5).as_secs_f64() / percentile(&two_fsyncs, 0.5).as_secs_f64()
-        );
-        println!(
-            "throughput, 64 writers: {:.0} commits/s",
-            commits as f64 / window.as_secs_f64()
-        );
-        println!(
-            "WAL ingest, 8 writers of 256 KiB records: {:.1} MB/s ({} records in {:?})",
-            (large_commits * large_frame_bytes) as f64 / window.as_secs_f64() / 1e6,
-            large_commits,
-            window
+            "ratio in-process / gRPC commit p50: {:.2}",
+            percentile(&in_process.latencies, 0.5).as_secs_f64() / percentile(&over_grpc.latencies, 0.5).as_secs_f64()
         );
     });
+}
+
+/// What one transport gave.
+struct Measured {
+    /// One writer's commit latencies, sorted.
+    latencies: Vec<Duration>,
+    /// Commits by 64 writers in the window, and their sorted latencies.
+    commits: usize,
+    concurrent_latencies: Vec<Duration>,
+    /// Commits of 256 KiB records by 8 writers in the window, and the frame size.
+    large_commits: usize,
+    large_frame_bytes: usize,
+}
+
+/// Commits through a proposer on `timeline` (over gRPC, or calling the services in process).
+async fn measure(
+    cluster: &Cluster,
+    timeline: TimelineId,
+    in_process: bool,
+    latency_count: usize,
+    window: Duration,
+) -> Measured {
+    let mut config = WalProposerConfig::new(cluster.addresses.clone(), TenantId(1), timeline, START);
+    config.commit_timeout_ms = 30_000;
+    if in_process {
+        config.local = cluster.local.clone();
+    }
+    let proposer = Arc::new(WalProposer::start(config).expect("proposer"));
+    proposer.elect().await.expect("elected");
+
+    // One writer: the latency of a commit.
+    let mut latencies = Vec::with_capacity(latency_count);
+    for tag in 0..latency_count as u64 {
+        let frame = record(100, tag);
+        let started = Instant::now();
+        proposer.append(frame).await.expect("commit");
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+
+    // 64 writers: throughput.
+    let (commits, concurrent_latencies) = run_writers(&proposer, 64, 100, window).await;
+    let (large_commits, _) = run_writers(&proposer, 8, 256 * 1024, window).await;
+    Measured {
+        latencies,
+        commits,
+        concurrent_latencies,
+        large_commits,
+        large_frame_bytes: record(256 * 1024, 0).len(),
+    }
 }
 
 /// `writers` tasks commit records of `payload_bytes` for `window`; returns commits and sorted latencies.

@@ -72,6 +72,7 @@ impl Compute {
         let host = ComputeHost::start(HostConfig {
             listen: config.listen.clone(),
             safekeepers: config.safekeepers.clone(),
+            local_safekeepers: walproposer::LocalSafekeepers::none(),
             pageserver: config.pageserver.clone(),
             passwords: config.passwords.clone(),
             cache: config.cache.clone(),

@@ -1745,3 +1745,74 @@ async fn a_proposer_takes_in_a_replica_pulled_mid_run() {
         assert!(server.stop().await);
     }
 }
+
+/// The in-process transport carries the same contract as gRPC: a proposer calling three safekeepers' services
+/// in this process commits, and its records are the ones a gRPC client reads back; a newer proposer over gRPC
+/// fences it (the refusal's term travels as the same status metadata); a safekeeper whose node shuts down is
+/// lost to it and the other two still commit for the newer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposer_calling_its_safekeepers_in_process_keeps_the_contract() {
+    use walproposer::client::{WalProposer, WalProposerConfig, WalProposerError};
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let mut servers = Vec::new();
+    for dir in &dirs {
+        servers.push(start(dir.path()).await);
+    }
+    let mut clients = Vec::new();
+    for server in &servers {
+        let mut client = server.client().await;
+        create(&mut client).await;
+        clients.push(client);
+    }
+    let addresses: Vec<String> = servers.iter().map(address_of).collect();
+    let local = walproposer::LocalSafekeepers::new(servers.iter().map(|server| {
+        (
+            address_of(server),
+            safekeeper::service::SafekeeperService::new(Arc::clone(&server.node)).into_server(),
+        )
+    }));
+    assert_eq!(local.len(), 3);
+    assert!(local.get(&format!("http://{}", addresses[0])).is_some());
+    let mut config = WalProposerConfig::new(addresses.clone(), TENANT, TIMELINE, START);
+    config.proposer.request_timeout_ms = 200;
+    config.local = local;
+    let in_process = WalProposer::start(config).expect("start");
+    let (term, _) = in_process.elect().await.expect("elected in process");
+    let mut end = START;
+    for i in 0..20u8 {
+        end = in_process.append(frame(i)).await.expect("committed in process");
+    }
+    // What was committed in process is what the safekeepers serve over gRPC.
+    let written = copy_all(&mut clients[0], START.0, end.0).await;
+    assert_eq!(written, copy_all(&mut clients[1], START.0, end.0).await);
+    assert!(!written.is_empty());
+
+    let mut config = WalProposerConfig::new(addresses, TENANT, TIMELINE, START);
+    config.proposer.request_timeout_ms = 200;
+    let over_grpc = WalProposer::start(config).expect("start");
+    let (newer, newer_start) = over_grpc.elect().await.expect("elected over gRPC");
+    assert!(newer > term);
+    assert_eq!(
+        newer_start, end,
+        "the newer proposer builds on what was committed in process"
+    );
+    match in_process.append(frame(200)).await {
+        Err(WalProposerError::Fenced { term }) => assert_eq!(term, newer),
+        other => panic!("the older proposer should be fenced, got {other:?}"),
+    }
+    // Its in-process services hold the nodes; they go with it.
+    drop(in_process);
+
+    // A node that shuts down is lost; the other two commit.
+    let first = servers.remove(0);
+    drop(clients.remove(0));
+    assert!(first.stop().await);
+    for i in 20..25u8 {
+        end = over_grpc.append(frame(i)).await.expect("committed on two");
+    }
+    assert_eq!(state(&mut clients[0]).await.flush_lsn, end.0);
+    drop(over_grpc);
+    for server in servers {
+        assert!(server.stop().await);
+    }
+}

@@ -89,6 +89,17 @@ pub(crate) struct BranchRef {
     pub(crate) database: Option<String>,
 }
 
+/// A branch's workflow fields, on create and update.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct BranchWorkflowArgs {
+    /// Protect the branch (`true`): it cannot be deleted, restored or reset until `--protected false`.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub(crate) protected: Option<bool>,
+    /// When the branch deletes itself: an RFC 3339 time at most 365 days ahead, or `none` to keep it.
+    #[arg(long, value_name = "TIME|none")]
+    pub(crate) expires_at: Option<String>,
+}
+
 /// The client's subcommands, flattened into `cambium`'s.
 #[derive(Subcommand, Debug)]
 pub(crate) enum ClientCommand {
@@ -108,7 +119,7 @@ pub(crate) enum ClientCommand {
         #[command(subcommand)]
         command: DatabasesCommand,
     },
-    /// Branches: list, get, create, update, promote, restore, delete.
+    /// Branches: list, get, create, update, promote, restore, reset, schema-diff, delete.
     #[command(after_help = EXIT_CODES_HELP)]
     Branches {
         #[command(flatten)]
@@ -304,6 +315,9 @@ pub(crate) enum BranchesCommand {
         /// `db_…`.
         #[arg(long)]
         database: String,
+        /// Only those with this label: `KEY` (any value) or `KEY:VALUE`.
+        #[arg(long, value_name = "KEY[:VALUE]")]
+        label: Option<String>,
         #[command(flatten)]
         list: ListArgs,
     },
@@ -323,9 +337,15 @@ pub(crate) enum BranchesCommand {
         #[arg(long)]
         at: Option<String>,
         #[command(flatten)]
+        workflow: BranchWorkflowArgs,
+        /// A label `KEY=VALUE`, repeatable (`--label pr=42`): lists filter on them (`--label pr:42`).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        #[command(flatten)]
         fields: Fields,
     },
-    /// Renames a branch (or sets other fields with `--set`).
+    /// Renames a branch, protects it, sets its expiry (or other fields with `--set`; `--set labels={…}` replaces
+    /// its labels).
     Update {
         #[command(flatten)]
         branch: BranchRef,
@@ -333,7 +353,24 @@ pub(crate) enum BranchesCommand {
         #[arg(long)]
         name: Option<String>,
         #[command(flatten)]
+        workflow: BranchWorkflowArgs,
+        #[command(flatten)]
         fields: Fields,
+    },
+    /// What changed in a branch's schema (tables, columns, indexes, views, triggers) against its parent or
+    /// `--base`, each side at its latest state or a point: the changes, then a unified diff of their DDL.
+    SchemaDiff {
+        #[command(flatten)]
+        branch: BranchRef,
+        /// The branch to compare against (`br_…` or a name with `--database`); the branch's parent when absent.
+        #[arg(long)]
+        base: Option<String>,
+        /// The branch as of this point: an RFC 3339 time or an LSN; its latest state when absent.
+        #[arg(long)]
+        at: Option<String>,
+        /// The base as of this point: an RFC 3339 time or an LSN; its latest state when absent.
+        #[arg(long)]
+        base_at: Option<String>,
     },
     /// Makes a branch its database's default branch (what the `db_…` connection string serves).
     Promote(BranchRef),
@@ -348,6 +385,17 @@ pub(crate) enum BranchesCommand {
         /// Keep no branch of the state before the restore.
         #[arg(long)]
         no_preserve: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Resets a branch to its parent's latest state: same id, name and connection string; the state before is
+    /// kept as a branch only with `--preserve`.
+    Reset {
+        #[command(flatten)]
+        branch: BranchRef,
+        /// Keep the state before the reset as a branch `<name>_before_reset_<time>`.
+        #[arg(long)]
+        preserve: bool,
         #[command(flatten)]
         wait: WaitArgs,
     },

@@ -132,7 +132,9 @@ impl Api {
         let mut cursor: Option<String> = None;
         loop {
             let page_max = (items_max - items.len()).clamp(1, PAGE_ITEMS_MAX);
-            let mut page_path = format!("{path}?limit={page_max}");
+            // `path` may carry a query of its own (`?label=…`).
+            let separator = if path.contains('?') { '&' } else { '?' };
+            let mut page_path = format!("{path}{separator}limit={page_max}");
             if let Some(cursor) = &cursor {
                 // A cursor is `[A-Za-z0-9_]`, nothing to encode.
                 page_path.push_str(&format!("&cursor={cursor}"));

@@ -242,15 +242,21 @@ fn segment(id: &str) -> Result<String, ClientError> {
     if id.is_empty() || id == "." || id == ".." {
         return Err(ClientError::Usage(format!("{id:?} is not an id")));
     }
-    let mut out = String::with_capacity(id.len());
-    for byte in id.bytes() {
+    Ok(encoded(id))
+}
+
+/// `text` with letters, digits, `_`, `-` and `.` as they are and every other byte percent-encoded: safe as a
+/// path segment or a query value (a time's `+` stays a `+`, not a space).
+fn encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.') {
             out.push(char::from(byte));
         } else {
             out.push_str(&format!("%{byte:02X}"));
         }
     }
-    Ok(out)
+    out
 }
 
 /// The request field a point in time goes in: `<prefix>_lsn` for an LSN (`0/16B3748`), `<prefix>_timestamp`
@@ -272,6 +278,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_query_value_keeps_a_times_plus_and_colons_encoded() {
+        assert_eq!(
+            encoded("2026-11-22T13:00:00.5+01:00"),
+            "2026-11-22T13%3A00%3A00.5%2B01%3A00"
+        );
+        assert_eq!(encoded("pr:42 &x=1"), "pr%3A42%20%26x%3D1");
+    }
 
     #[test]
     fn set_fields_are_json_or_text_and_named_flags_win() {

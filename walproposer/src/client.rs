@@ -26,8 +26,9 @@ use parking_lot::Mutex;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
 use tokio::sync::{mpsc, oneshot, watch};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
+use crate::transport::{self, LocalSafekeepers, PeerService};
 use crate::wire;
 use safekeeper_core::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Request, Status};
 use safekeeper_core::protocol::{AppendResponse, Term, VoteResponse};
@@ -72,6 +73,8 @@ pub struct WalProposerConfig {
     pub queued_appends_max: usize,
     /// Requests queued for one safekeeper connection, at most.
     pub peer_queue_max: usize,
+    /// Safekeepers served in this process: those among `safekeepers` are called directly, not over TCP.
+    pub local: LocalSafekeepers,
 }
 
 impl WalProposerConfig {
@@ -97,6 +100,7 @@ impl WalProposerConfig {
             tick_interval_ms: 20,
             queued_appends_max: 4096,
             peer_queue_max: 4096,
+            local: LocalSafekeepers::none(),
         }
     }
 }
@@ -161,19 +165,7 @@ impl WalProposer {
     pub fn start(config: WalProposerConfig) -> Result<WalProposer, WalProposerError> {
         let mut endpoints = Vec::with_capacity(config.safekeepers.len());
         for address in &config.safekeepers {
-            let uri = if address.contains("://") {
-                address.clone()
-            } else {
-                format!("http://{address}")
-            };
-            let endpoint = Endpoint::from_shared(uri)
-                .map_err(|_| WalProposerError::BadAddress(address.clone()))?
-                .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-                .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
-                .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
-                .keep_alive_while_idle(true)
-                .tcp_nodelay(true);
-            endpoints.push(endpoint);
+            endpoints.push(peer_service(address, &config)?);
         }
         let mut proposer_config = config.proposer.clone();
         proposer_config.acceptor_count = endpoints.len();
@@ -188,13 +180,7 @@ impl WalProposer {
             .enumerate()
             .map(|(index, endpoint)| {
                 let (tx, rx) = mpsc::channel(config.peer_queue_max);
-                let peer = PeerConnection::new(
-                    index,
-                    endpoint.connect_lazy(),
-                    timeline.clone(),
-                    reply_tx.clone(),
-                    request_timeout,
-                );
+                let peer = PeerConnection::new(index, endpoint, timeline.clone(), reply_tx.clone(), request_timeout);
                 tokio::spawn(peer.run(rx));
                 tx
             })
@@ -439,11 +425,32 @@ impl Driver {
     }
 }
 
+/// How to reach the safekeeper at `address`: its service in this process if [`WalProposerConfig::local`] has
+/// it, else a lazily connected gRPC channel with keepalive.
+fn peer_service(address: &str, config: &WalProposerConfig) -> Result<PeerService, WalProposerError> {
+    if let Some(local) = config.local.get(address) {
+        return Ok(local);
+    }
+    let uri = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("http://{address}")
+    };
+    let endpoint = Endpoint::from_shared(uri)
+        .map_err(|_| WalProposerError::BadAddress(address.to_owned()))?
+        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+        .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+        .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true);
+    Ok(transport::over_grpc(endpoint.connect_lazy()))
+}
+
 /// One safekeeper connection: unary calls in their own tasks, appends on one long-lived stream.
 struct PeerConnection {
     /// Its index among the safekeepers.
     index: usize,
-    client: SafekeeperClient<Channel>,
+    client: SafekeeperClient<PeerService>,
     timeline: pb::TimelineRef,
     replies: mpsc::Sender<Incoming>,
     request_timeout: Duration,
@@ -459,7 +466,7 @@ struct AppendStream {
 impl PeerConnection {
     fn new(
         index: usize,
-        channel: Channel,
+        channel: PeerService,
         timeline: pb::TimelineRef,
         replies: mpsc::Sender<Incoming>,
         request_timeout: Duration,
@@ -608,7 +615,11 @@ pub fn refusal_from_status(status: &tonic::Status) -> Refusal {
 }
 
 /// One unary call; `None` when the connection failed (the proposer resends after its timeout).
-async fn unary(client: &mut SafekeeperClient<Channel>, timeline: pb::TimelineRef, request: Request) -> Option<Reply> {
+async fn unary(
+    client: &mut SafekeeperClient<PeerService>,
+    timeline: pb::TimelineRef,
+    request: Request,
+) -> Option<Reply> {
     let result = match request {
         Request::GetState => client
             .get_state(timeline)

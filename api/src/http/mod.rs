@@ -29,6 +29,7 @@ use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
 
 mod branches;
+mod console;
 mod consumption;
 mod databases;
 mod health;
@@ -159,6 +160,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
             get(metrics::serve).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
         )
         .merge(v1)
+        .merge(console::routes())
         .fallback(|| async { ApiError::NotFound })
         // Without this, axum answers a known path's missing method with a bare 405 and no envelope.
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -62,6 +62,7 @@ impl HostShared {
             target.timeline_id,
             target.start_lsn,
         );
+        config.local_safekeepers = self.config.local_safekeepers.clone();
         config.cache = Some(self.cache.clone());
         config.prefetch = self.config.prefetch;
         config.transactions = self.config.transactions;

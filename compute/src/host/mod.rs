@@ -64,6 +64,8 @@ pub struct HostConfig {
     pub listen: String,
     /// Safekeeper addresses, shared by every branch.
     pub safekeepers: Vec<String>,
+    /// Those of `safekeepers` served in this process, called directly rather than over TCP.
+    pub local_safekeepers: walproposer::LocalSafekeepers,
     /// The pageserver's address, shared by every branch.
     pub pageserver: String,
     /// Users and their passwords (user → password), for every name served.

@@ -103,6 +103,8 @@ pub struct RemotePageStoreConfig {
     pub prefetch: PrefetchConfig,
     /// How large transactions are carried.
     pub transactions: TransactionConfig,
+    /// Those of `safekeepers` served in this process, called directly rather than over TCP.
+    pub local_safekeepers: walproposer::LocalSafekeepers,
 }
 
 /// How a store carries transactions of any size (`commit`).
@@ -164,6 +166,7 @@ impl RemotePageStoreConfig {
             page_cache_capacity_pages: 4096,
             prefetch: PrefetchConfig::default(),
             transactions: TransactionConfig::default(),
+            local_safekeepers: walproposer::LocalSafekeepers::none(),
         }
     }
 
@@ -179,6 +182,7 @@ impl RemotePageStoreConfig {
         config.connect_timeout_ms = self.connect_timeout_ms;
         config.commit_timeout_ms = self.commit_timeout_ms;
         config.election_timeout_ms = self.election_timeout_ms;
+        config.local = self.local_safekeepers.clone();
         // Room for the parts of one transaction in flight to each safekeeper at once (and one more waiting), so
         // their transfer and the safekeepers' writes overlap instead of taking turns.
         let parts_bytes = self
