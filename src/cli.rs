@@ -361,7 +361,7 @@ impl HttpArgs {
     }
 }
 
-/// The reconciler and the branch expiry sweep (`up` and `api`).
+/// The reconciler, the branch expiry sweep, the webhook sender and the consumption sampler (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReconcileArgs {
     /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
@@ -374,12 +374,40 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     branch_expiry_period_ms: u64,
+    /// The wait after a webhook delivery's first failed attempt; it doubles after each failed one (at most an
+    /// hour).
+    #[arg(long, env = "CAMBIUM_WEBHOOK_FIRST_RETRY_MS", default_value_t = api::webhooks::WebhookConfig::default().first_retry_wait_ms,
+        value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    webhook_first_retry_ms: u64,
+    /// Attempts a webhook delivery makes before it is `failed`.
+    #[arg(long, env = "CAMBIUM_WEBHOOK_ATTEMPTS_MAX", default_value_t = api::webhooks::WebhookConfig::default().attempts_max,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(api::store::webhooks::ATTEMPTS_PER_DELIVERY_MAX)))]
+    webhook_attempts_max: u32,
+    /// The wait between consumption samples (each branch's logical size, WAL written and compute time, added to
+    /// hourly buckets): how finely compute time is measured.
+    #[arg(long, env = "CAMBIUM_CONSUMPTION_PERIOD_MS", default_value_t = api::consumption::CONSUMPTION_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    consumption_period_ms: u64,
 }
 
 impl ReconcileArgs {
     pub(crate) fn expiry_config(&self) -> api::control::expiry::ExpiryConfig {
         api::control::expiry::ExpiryConfig {
             period_ms: self.branch_expiry_period_ms,
+        }
+    }
+
+    pub(crate) fn consumption_config(&self) -> api::consumption::ConsumptionConfig {
+        api::consumption::ConsumptionConfig {
+            period_ms: self.consumption_period_ms,
+        }
+    }
+
+    pub(crate) fn webhook_config(&self) -> api::webhooks::WebhookConfig {
+        api::webhooks::WebhookConfig {
+            first_retry_wait_ms: self.webhook_first_retry_ms,
+            attempts_max: self.webhook_attempts_max,
+            ..api::webhooks::WebhookConfig::default()
         }
     }
 

@@ -109,6 +109,8 @@ fn main() -> Result<()> {
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
                 expiry: reconcile.expiry_config(),
+                webhooks: reconcile.webhook_config(),
+                consumption: reconcile.consumption_config(),
                 pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
@@ -144,6 +146,8 @@ fn main() -> Result<()> {
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
                 expiry: reconcile.expiry_config(),
+                webhooks: reconcile.webhook_config(),
+                consumption: reconcile.consumption_config(),
                 pull_quiet_period_ms: None,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))

@@ -70,6 +70,10 @@ pub struct ApiOptions {
     pub reconcile: api::reconcile::ReconcileConfig,
     /// The branch expiry sweep.
     pub expiry: api::control::expiry::ExpiryConfig,
+    /// The webhook sender's retries.
+    pub webhooks: api::webhooks::WebhookConfig,
+    /// The consumption sampler.
+    pub consumption: api::consumption::ConsumptionConfig,
     /// `up` only, for tests: the safekeepers' pull quiet period instead of the default
     /// (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
     pub pull_quiet_period_ms: Option<u64>,
@@ -328,6 +332,8 @@ async fn serve_api(
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
     let expiry = api::control::expiry::spawn(&control, options.expiry);
+    let webhooks = api::webhooks::spawn(&control, options.webhooks).context("starting the webhook sender")?;
+    let consumption = api::consumption::spawn(&control, options.consumption);
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
@@ -370,6 +376,10 @@ async fn serve_api(
     let _ = reconciler.await;
     expiry.abort();
     let _ = expiry.await;
+    webhooks.abort();
+    let _ = webhooks.await;
+    consumption.abort();
+    let _ = consumption.await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,

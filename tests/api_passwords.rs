@@ -266,7 +266,11 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "DROP INDEX audit_by_project;
+            "DROP TABLE consumption_cursors;
+             DROP TABLE consumption;
+             DROP TABLE webhook_deliveries;
+             DROP TABLE webhooks;
+             DROP INDEX audit_by_project;
              DROP TABLE audit_log;
              ALTER TABLE api_keys DROP COLUMN expires_at;
              ALTER TABLE api_keys DROP COLUMN read_only;

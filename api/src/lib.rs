@@ -7,6 +7,8 @@
 //! - [`control`]: what each call does to the metadata, the storage and the computes.
 //! - `worker`: runs operations in the background, bounded.
 //! - [`reconcile`]: the reconciler: replica repair on the safekeepers, half-done deletions finished.
+//! - [`webhooks`]: the webhook sender: signed deliveries from the durable queue, retried with backoff.
+//! - [`consumption`]: the consumption sampler: each branch's size, WAL written and compute time, hourly.
 //! - [`schema_diff`]: a branch's schema read at a point, and the differences between two.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
 //! - [`files`]: the modes of the files that hold secrets.
@@ -16,6 +18,7 @@
 
 pub mod auth;
 pub mod backend;
+pub mod consumption;
 pub mod control;
 pub mod error;
 pub mod faults;
@@ -25,4 +28,5 @@ mod ids;
 pub mod reconcile;
 pub mod schema_diff;
 pub mod store;
+pub mod webhooks;
 mod worker;

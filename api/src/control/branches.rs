@@ -12,6 +12,7 @@ use crate::faults::{self, Step};
 use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
 use crate::store::labels::Labels;
 use crate::store::operations::Action;
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{new_id, timestamp_text, AccountId};
 
 /// How far ahead a branch's `expires_at` may be: a preview branch lives for days or weeks, and a year bounds how
@@ -160,6 +161,8 @@ impl Control {
             self.host
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
+        self.emit_branch(WebhookEvent::BranchCreated, branch.clone(), database)
+            .await;
         Ok((branch, database.clone()))
     }
 
@@ -285,6 +288,9 @@ impl Control {
         // A crash from here on leaves timeline rows nothing needs: the reconciler sweeps them as below.
         self.config.faults.pause_at(Step::BranchStorage).await;
         self.forget_branches(&database, &deleted).await;
+        for branch in deleted {
+            self.emit_branch(WebhookEvent::BranchDeleted, branch, &database).await;
+        }
         Ok(())
     }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::Control;
 use crate::store::databases::{protection_refuses, Branch, Database};
 use crate::store::operations::{Action, DeleteBranchParams, NewOperation, Operation};
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{timestamp_text, StoreError};
 
 /// The default wait between sweeps.
@@ -170,6 +171,14 @@ impl Control {
             .map_err(|e| e.to_string())?;
         tracing::info!(branch = %branch.id, name = %branch.name, database = %database.id, expires_at = %params.expires_at, "an expired branch was deleted");
         self.forget_branches(&database, &deleted).await;
+        for gone in deleted {
+            let event = if gone.id == branch.id {
+                WebhookEvent::BranchExpired
+            } else {
+                WebhookEvent::BranchDeleted
+            };
+            self.emit_branch(event, gone, &database).await;
+        }
         Ok(())
     }
 }

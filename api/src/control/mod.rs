@@ -13,13 +13,14 @@
 //! One job per file: this one holds the [`Control`] itself (its state, locks, store calls and connection
 //! strings); `serving` what the compute host serves; `databases` databases and projects; `branches` branches;
 //! `resolution` points in time resolved to a timeline and an LSN; `restore` restores; `operations` the runner
-//! the worker calls, the end of operations and waiting for it.
+//! the worker calls, the end of operations and waiting for it; `events` the events queued for webhooks.
 //!
 //! [`worker`]: crate::worker
 //! [`Action`]: crate::store::operations::Action
 
 mod branches;
 mod databases;
+mod events;
 pub mod expiry;
 mod operations;
 mod resolution;
@@ -146,6 +147,8 @@ pub struct Control {
     worker: Worker<Control>,
     /// What the reconciler last found of the timelines' copies.
     pub(crate) replicas: ReplicaHealth,
+    /// Woken when an event queued webhook deliveries (`events`), so the sender sends them at once.
+    webhook_wake: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Control {
@@ -179,6 +182,7 @@ impl Control {
             operation_ended: Notify::new(),
             worker: Worker::new(weak.clone()),
             replicas: ReplicaHealth::default(),
+            webhook_wake: crate::webhooks::new_wake(),
         })
     }
 
@@ -200,6 +204,11 @@ impl Control {
     /// What the reconciler last found of the timelines' copies on the safekeepers.
     pub fn replicas(&self) -> &ReplicaHealth {
         &self.replicas
+    }
+
+    /// What wakes the webhook sender when deliveries were queued.
+    pub(crate) fn webhook_wake(&self) -> Arc<Notify> {
+        Arc::clone(&self.webhook_wake)
     }
 
     /// The compute host serving the databases.

@@ -92,6 +92,12 @@ impl Control {
             tracing::error!(operation = %operation.id, ?error, "an operation's end could not be recorded");
         }
         self.operation_ended.notify_waiters();
+        let id = operation.id.clone();
+        match self.blocking(move |store| store.operation(&id)).await {
+            Ok(Some(ended)) => self.emit_operation(ended).await,
+            Ok(None) => {} // deleted with its project
+            Err(error) => tracing::error!(operation = %operation.id, ?error, "an ended operation could not be read"),
+        }
     }
 
     /// `account`'s operation `id`, once it has ended or `wait` has passed, whichever is first.

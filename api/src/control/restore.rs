@@ -10,6 +10,7 @@ use super::{random_u128, retry, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
 use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
 use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{new_id, AccountId};
 
 /// Which of the two moves of a branch onto a new timeline an operation is.
@@ -196,6 +197,19 @@ impl Control {
         }
         if params.preserved_name.is_none() {
             self.sweep_timelines(&database).await;
+        }
+        if kind == Move::Restore {
+            let id = params.branch_id.clone();
+            match self.blocking(move |store| store.branch(&id)).await {
+                Ok(Some(restored)) => {
+                    self.emit_branch(WebhookEvent::BranchRestored, restored, &database)
+                        .await
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(branch = %params.branch_id, ?error, "a restored branch could not be read")
+                }
+            }
         }
         Ok(())
     }

@@ -30,6 +30,7 @@ use crate::ids;
 
 mod branches;
 mod console;
+mod consumption;
 mod databases;
 mod health;
 mod idempotency;
@@ -42,7 +43,8 @@ mod projects;
 mod scope;
 pub mod serve;
 pub mod tls;
-mod views;
+pub(crate) mod views;
+mod webhooks;
 
 pub use serve::{serve, ServeConfig};
 pub use tls::ApiTls;
@@ -116,6 +118,16 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         )
         .route("/v1/projects/{id}/operations", get(operations::list))
         .route("/v1/projects/{id}/audit", get(projects::audit))
+        .route("/v1/projects/{id}/consumption", get(consumption::get))
+        .route("/v1/projects/{id}/webhooks", get(webhooks::list).post(webhooks::create))
+        .route(
+            "/v1/projects/{id}/webhooks/{webhook_id}",
+            get(webhooks::get).delete(webhooks::delete),
+        )
+        .route(
+            "/v1/projects/{id}/webhooks/{webhook_id}/deliveries",
+            get(webhooks::deliveries),
+        )
         .route(
             "/v1/databases/{id}",
             get(databases::get).patch(databases::update).delete(databases::delete),

@@ -5,7 +5,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{branches, databases, health, operations, projects, views};
+use super::{branches, consumption, databases, health, operations, projects, views, webhooks};
 
 /// The document.
 #[derive(OpenApi)]
@@ -13,11 +13,13 @@ use super::{branches, databases, health, operations, projects, views};
     info(title = "Cambium", description = "Databases with instant copy-on-write branches and point-in-time restore."),
     paths(
         projects::list, projects::create, projects::get, projects::update, projects::delete, projects::audit,
+        consumption::get,
         databases::list, databases::create, databases::get, databases::update, databases::delete,
         databases::resume, databases::suspend, databases::reset_password, databases::endpoints, health::get,
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
         branches::reset, branches::schema_diff,
         operations::list, operations::get,
+        webhooks::list, webhooks::create, webhooks::get, webhooks::delete, webhooks::deliveries,
     ),
     components(schemas(views::ErrorEnvelope)),
     modifiers(&Common),

@@ -1,5 +1,6 @@
 //! Control metadata in SQLite: accounts, API keys, projects ([`mod@self`]); databases, branches and timelines
-//! ([`databases`]); operations ([`operations`]); idempotent responses ([`idempotency`]).
+//! ([`databases`]); operations ([`operations`]); idempotent responses ([`idempotency`]); webhooks and their
+//! deliveries ([`webhooks`]); consumption buckets ([`consumption`]).
 //!
 //! The schema is versioned by a `schema_version` table; each migration runs in its own transaction
 //! together with the version bump, so a crash leaves the schema at a whole version. Every state change
@@ -16,11 +17,13 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use crate::{files, ids};
 
 pub mod audit;
+pub mod consumption;
 pub mod databases;
 pub mod idempotency;
 pub mod keys;
 pub mod labels;
 pub mod operations;
+pub mod webhooks;
 
 pub use keys::{ApiKey, KeyScope};
 use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
@@ -160,6 +163,59 @@ const MIGRATIONS: &[Migration] = &[
         created_at TEXT NOT NULL
     );
     CREATE INDEX audit_by_project ON audit_log(project_id, id);
+",
+    ),
+    // Webhooks (issue 15): subscriptions per project, and their deliveries, which are both the durable queue
+    // (`pending` with the next attempt's time) and the log (every attempt's status code, as JSON).
+    Migration::Sql(
+        "
+    CREATE TABLE webhooks (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        events TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX webhooks_by_project ON webhooks(project_id, id);
+    CREATE TABLE webhook_deliveries (
+        id TEXT PRIMARY KEY,
+        webhook_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        event TEXT NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts TEXT NOT NULL,
+        next_attempt_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
+    CREATE INDEX deliveries_due ON webhook_deliveries(next_attempt_at) WHERE status = 'pending';
+",
+    ),
+    // Consumption (issue 15): hourly buckets per branch (logical size, WAL written, compute time), and each
+    // branch's cursor (its timeline and last record LSN at the previous sample) that WAL written is measured from.
+    Migration::Sql(
+        "
+    CREATE TABLE consumption (
+        branch_id TEXT NOT NULL,
+        hour TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        database_id TEXT NOT NULL,
+        logical_size_bytes INTEGER NOT NULL,
+        written_bytes INTEGER NOT NULL,
+        compute_active_ms INTEGER NOT NULL,
+        PRIMARY KEY (branch_id, hour)
+    );
+    CREATE INDEX consumption_by_project ON consumption(project_id, hour);
+    CREATE INDEX consumption_by_hour ON consumption(hour);
+    CREATE TABLE consumption_cursors (
+        branch_id TEXT PRIMARY KEY,
+        timeline_id TEXT NOT NULL,
+        last_lsn INTEGER NOT NULL
+    );
 ",
     ),
 ];
@@ -510,6 +566,8 @@ impl Store {
         }
         tx.execute("DELETE FROM operations WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM audit_log WHERE project_id = ?1", [id])?;
+        webhooks::delete_project_webhooks(&tx, id)?;
+        tx.execute("DELETE FROM consumption WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(Some(deleted))
