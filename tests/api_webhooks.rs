@@ -35,6 +35,14 @@ struct Received {
     status: u16,
 }
 
+/// The value of header `name` (any case), if there is one.
+fn headers_value(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+}
+
 impl Received {
     fn header(&self, name: &str) -> &str {
         self.headers
@@ -49,12 +57,13 @@ impl Received {
     }
 }
 
-/// An HTTP receiver on a loopback port: records every request and answers with the next scripted status, or 204
-/// once the script is empty.
+/// An HTTP receiver on a loopback port: records every request and answers with the next scripted status (to
+/// the next request of the scripted event, when one is named), or 204 once the script is empty. Taking the
+/// status and recording the request happen under one lock, so the record's order is the script's.
 #[derive(Clone, Default)]
 struct Receiver {
     received: Arc<Mutex<Vec<Received>>>,
-    script: Arc<Mutex<VecDeque<u16>>>,
+    script: Arc<Mutex<VecDeque<(Option<&'static str>, u16)>>>,
 }
 
 impl Receiver {
@@ -100,18 +109,27 @@ impl Receiver {
             raw.extend_from_slice(&chunk[..n]);
         }
         let head = String::from_utf8_lossy(&raw[..head_len - 4]).to_string();
-        let headers = head
+        let headers: Vec<(String, String)> = head
             .split("\r\n")
             .skip(1)
             .filter_map(|l| l.split_once(':'))
             .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
             .collect();
         let body = String::from_utf8_lossy(&raw[head_len..head_len + content_length]).to_string();
-        let status = self.script.lock().expect("script").pop_front().unwrap_or(204);
-        self.received
-            .lock()
-            .expect("received")
-            .push(Received { headers, body, status });
+        let status = {
+            let mut script = self.script.lock().expect("script");
+            let event = headers_value(&headers, "cambium-event");
+            let status = match script.front() {
+                Some((Some(scripted), _)) if Some(*scripted) != event.as_deref() => 204,
+                Some(_) => script.pop_front().map_or(204, |(_, status)| status),
+                None => 204,
+            };
+            self.received
+                .lock()
+                .expect("received")
+                .push(Received { headers, body, status });
+            status
+        };
         let answer = format!("HTTP/1.1 {status} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         let _ = stream.write_all(answer.as_bytes()).await;
         let _ = stream.shutdown().await;
@@ -216,7 +234,11 @@ async fn signed_events_arrive_retried_logged_and_across_a_restart() {
     assert_eq!(got.json()["webhook"]["url"], url.as_str());
 
     // The first delivery is refused once (500), then delivered by its retry.
-    receiver.script.lock().expect("script").push_back(500);
+    receiver
+        .script
+        .lock()
+        .expect("script")
+        .push_back((Some("operation.finished"), 500));
     let database = up.create_database(&project, "shop").await;
     let database_id = text(&database, "id");
     let created = receiver
@@ -314,7 +336,11 @@ async fn signed_events_arrive_retried_logged_and_across_a_restart() {
     // A delivery refused just before the service is killed is still pending in the metadata: the restarted
     // service delivers it (the same delivery id).
     let before = receiver.received().len();
-    receiver.script.lock().expect("script").push_back(503);
+    receiver
+        .script
+        .lock()
+        .expect("script")
+        .push_back((Some("branch.created"), 503));
     let last = up
         .call(
             "POST",
@@ -324,14 +350,37 @@ async fn signed_events_arrive_retried_logged_and_across_a_restart() {
         .await;
     assert_eq!(last.status, 201, "{}", last.body);
     let late_id = text(&last.json()["branch"], "id");
-    for _ in 0..100 {
-        if receiver.received().len() > before {
+    let is_late_creation =
+        |r: &Received| r.header("cambium-event") == "branch.created" && r.json()["branch"]["id"] == late_id.as_str();
+    let mut refused = None;
+    for _ in 0..250 {
+        refused = receiver.received()[before..]
+            .iter()
+            .find(|r| is_late_creation(r))
+            .cloned();
+        if refused.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let refused = receiver.received()[before].clone();
+    let refused = refused.expect("the late branch's creation was delivered");
+    assert_eq!(refused.status, 503);
     assert_eq!(refused.json()["branch"]["id"], late_id.as_str());
+    // The refusal is logged (the delivery pending its retry) before the kill: what the log must show after.
+    let mut logged_refusal = false;
+    for _ in 0..250 {
+        let log = deliveries(&up, &project, &webhook_id).await;
+        logged_refusal = log.iter().any(|d| {
+            d["id"] == refused.header("cambium-delivery")
+                && d["status"] == "pending"
+                && d["attempts"][0]["status_code"] == 503
+        });
+        if logged_refusal {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logged_refusal, "the refused attempt is logged, the delivery pending");
     up.process.kill9();
     up.process.restart();
     let mut after = Vec::new();
