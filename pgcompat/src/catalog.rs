@@ -76,6 +76,8 @@ pub struct Catalog {
     schema_version: i64,
     tables: Arc<HashMap<String, TableTypes>>,
     sequences: Vec<SequenceEntry>,
+    /// The SQL functions of `CREATE FUNCTION`.
+    routines: Arc<Vec<crate::routines::Routine>>,
     enums: Arc<EnumCatalog>,
     /// The schemas other than `public`.
     schemas: Arc<Vec<crate::schemas::SchemaEntry>>,
@@ -137,6 +139,11 @@ impl Catalog {
     /// The database's enum types.
     pub fn enums(&self) -> &Arc<EnumCatalog> {
         &self.enums
+    }
+
+    /// The SQL functions of `CREATE FUNCTION`.
+    pub fn routines(&self) -> &[crate::routines::Routine] {
+        &self.routines
     }
 
     /// Whether any sequence exists (so `_cambium_sequences` does).
@@ -234,6 +241,7 @@ impl Catalog {
             }
         }
         let sequences = load_sequences(conn)?;
+        let routines = Arc::new(crate::routines::load(conn)?);
         let enums = Arc::new(EnumCatalog::load(conn)?);
         let schemas = Arc::new(crate::schemas::load(conn)?);
         let mut relations = HashMap::new();
@@ -248,6 +256,7 @@ impl Catalog {
             schema_version,
             tables: Arc::new(tables),
             sequences,
+            routines,
             enums,
             schemas,
             relations: Arc::new(relations),

@@ -22,6 +22,7 @@ pub mod error;
 pub mod functions;
 pub mod notify;
 pub mod pg_catalog;
+pub mod routines;
 pub mod schemas;
 pub mod sequence;
 pub mod settings;

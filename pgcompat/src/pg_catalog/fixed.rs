@@ -56,11 +56,17 @@ pub(super) const FIXED: &[View] = &[
                   prorettype:oid, proargtypes:text, proallargtypes:oid[], proargmodes:text[], proargnames:text[], \
                   proargdefaults:text, protrftypes:oid[], prosrc:text, probin:text, prosqlbody:text, proconfig:text[], \
                   proacl:text[]",
-        // A few built-in functions tools look up by name; every column PostgreSQL 15 has (pg_dump, pgcli).
+        // A few built-in functions tools look up by name, and the database's SQL functions (`routines`);
+        // every column PostgreSQL 15 has (pg_dump, pgcli).
         select: "VALUES (1299, 'now', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 1184, '', NULL, NULL, NULL, NULL, NULL, 'now', NULL, NULL, NULL, NULL), \
                  (89, 'version', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 25, '', NULL, NULL, NULL, NULL, NULL, 'pgsql_version', NULL, NULL, NULL, NULL), \
                  (861, 'current_database', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_database', NULL, NULL, NULL, NULL), \
-                 (1402, 'current_schema', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_schema', NULL, NULL, NULL, NULL)",
+                 (1402, 'current_schema', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_schema', NULL, NULL, NULL, NULL) \
+                 UNION ALL SELECT 1577058304 + f.id, CASE WHEN n.name IS NULL THEN f.name ELSE substr(f.name, length(n.name) + 2) END, \
+                 coalesce(1593835520 + n.id, 2200), 10, 14, 100, 0, 0, 0, 'f', 0, 0, 0, 0, f.volatility, 'u', \
+                 _pgc_fn_info(f.args, 'count'), 0, _pgc_type_oid(f.returns, ''), _pgc_fn_info(f.args, 'types'), NULL, NULL, \
+                 _pgc_fn_info(f.args, 'names'), NULL, NULL, f.body, NULL, NULL, NULL, NULL \
+                 FROM _pgc_fndefs f LEFT JOIN _pgc_nspdefs n ON n.name = substr(f.name, 1, max(instr(f.name, '.') - 1, 0))",
     },
     View {
         name: "pg_settings",

@@ -140,6 +140,13 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
          FROM _pgc_seq WHERE tbl IS NOT NULL",
     ),
     (
+        // `pg_get_function_result`/`_arguments` of every function of `pg_proc`.
+        "fnlookups",
+        "SELECT p.oid AS _pgc_oid, format_type(p.prorettype, NULL) AS _pgc_result, \
+         coalesce((SELECT _pgc_fn_info(f.args, 'identity') FROM _pgc_fndefs f WHERE 1577058304 + f.id = p.oid), '') \
+         AS _pgc_args FROM _pgc_pg_proc p",
+    ),
+    (
         "typnames",
         "SELECT oid AS _pgc_oid, typname AS _pgc_name FROM _pgc_pg_type",
     ),

@@ -227,6 +227,11 @@ const SOURCES: &[(&str, &str, &str)] = &[
     ("nspdefs", "_cambium_schemas", "id, name, owner"),
     ("descdefs", "_cambium_comments", "kind, object, sub, comment"),
     (
+        "fndefs",
+        "_cambium_functions",
+        "id, name, args, returns, volatility, body",
+    ),
+    (
         "seqdefs",
         "_cambium_sequences",
         "id, name, type, start_value, increment_by, min_value, max_value, cache_size, cycle, last_value, is_called, \

@@ -199,6 +199,10 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
             "(SELECT CASE WHEN {column} = 0 THEN replace(_pgc_def, ' ON public.', ' ON ') END \
              FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"
         ),
+        ("pg_get_function_result", [oid]) => format!("(SELECT _pgc_result FROM _pgc_fnlookups WHERE _pgc_oid = {oid})"),
+        ("pg_get_function_arguments" | "pg_get_function_identity_arguments", [oid]) => {
+            format!("(SELECT _pgc_args FROM _pgc_fnlookups WHERE _pgc_oid = {oid})")
+        }
         ("pg_get_constraintdef", [oid] | [oid, _]) => {
             format!("(SELECT _pgc_def FROM _pgc_condefs WHERE _pgc_oid = {oid})")
         }

@@ -20,6 +20,7 @@ pub mod modifying_cte;
 pub(crate) mod names;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
+pub(crate) mod routines;
 pub(crate) mod schema;
 mod schema_move;
 pub(crate) mod sequence;
@@ -745,7 +746,8 @@ fn translate_statement(
             // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
             return Err(PgError::unsupported("EXPLAIN"));
         }
-        Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
+        Statement::CreateFunction(create) => routines::create(catalog, create)?,
+        Statement::DropFunction(drop) => routines::drop(catalog, drop)?,
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {
             source,

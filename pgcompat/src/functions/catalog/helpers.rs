@@ -89,6 +89,19 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         };
         Ok(Some(default_text(&stored, ty, &names)))
     })?;
+    // What `pg_proc` shows of a function's arguments (their JSON as `_cambium_functions` keeps them):
+    // `count`, `types` (an oidvector's text), `names` (a text[], NULL when none is named), `identity`
+    // (`a integer, b text`, as `pg_get_function_arguments` prints them).
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_fn_info", 2, flags_session(), move |ctx| {
+        let (Some(json), Some(field)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let Some(args) = crate::routines::args_from_json(&json) else {
+            return Ok(None);
+        };
+        Ok(routine_args(&s, &args, &field))
+    })?;
     // A relation's SQLite name as deparsed texts print it (`pg_get_constraintdef`'s referenced table).
     let s = state.clone();
     conn.create_scalar_function("_pgc_shown_rel", 1, flags_session(), move |ctx| {
@@ -207,6 +220,47 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         ))),
     })?;
     Ok(())
+}
+
+/// A field of `pg_proc` about a function's arguments (see `_pgc_fn_info`).
+fn routine_args(
+    state: &crate::functions::SessionState,
+    args: &[(String, PgType)],
+    field: &str,
+) -> Option<rusqlite::types::Value> {
+    use rusqlite::types::Value;
+    let namer = Namer::of(state);
+    Some(match field {
+        "count" => Value::Integer(i64::try_from(args.len()).unwrap_or(i64::MAX)),
+        "types" => Value::Text(
+            args.iter()
+                .map(|(_, t)| t.oid().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "names" if args.iter().all(|(n, _)| n.is_empty()) => return None,
+        "names" => {
+            let names: Vec<String> = args
+                .iter()
+                .map(|(n, _)| if n.is_empty() { "\"\"".to_owned() } else { n.clone() })
+                .collect();
+            Value::Text(format!("{{{}}}", names.join(",")))
+        }
+        "identity" => Value::Text(
+            args.iter()
+                .map(|(n, t)| {
+                    let ty = type_shown(state, &namer, *t);
+                    if n.is_empty() {
+                        ty
+                    } else {
+                        format!("{} {ty}", quote_ident(n))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => return None,
+    })
 }
 
 /// A type's name as PostgreSQL prints it in a deparsed text: an enum type's as the path shows it.

@@ -59,22 +59,26 @@ impl<'a> Rewriter<'a> {
 
     /// Rewrites every expression of a query.
     pub(crate) fn rewrite_query(&mut self, query: &mut Query) -> Result<(), PgError> {
+        super::routines::inline_query(self.typer.catalog, query)?;
         super::walk::query(self, query)
     }
 
     /// Rewrites an expression.
     pub(crate) fn rewrite_expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
+        super::routines::inline_expr(self.typer.catalog, expr)?;
         super::walk::expr(self, expr)
     }
 
     /// Rewrites select items (RETURNING).
     pub(crate) fn rewrite_items(&mut self, items: &mut [SelectItem]) -> Result<(), PgError> {
+        super::routines::inline_items(self.typer.catalog, items)?;
         super::walk::items(self, items)
     }
 
     /// Rewrites a RETURNING list of a statement on the table SQLite knows as `target` (its alias or name):
     /// SQLite's RETURNING names the table's columns unqualified, so `t.col` becomes `col`.
     pub(crate) fn rewrite_returning(&mut self, items: &mut [SelectItem], target: &str) -> Result<(), PgError> {
+        super::routines::inline_items(self.typer.catalog, items)?;
         self.returning_target = Some(target.to_owned());
         let result = super::walk::items(self, items);
         self.returning_target = None;
