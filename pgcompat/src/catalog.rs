@@ -78,6 +78,8 @@ pub struct Catalog {
     sequences: Vec<SequenceEntry>,
     /// The SQL functions of `CREATE FUNCTION`.
     routines: Arc<Vec<crate::routines::Routine>>,
+    /// The deferrable UNIQUE constraints.
+    deferrable: Arc<Vec<crate::deferrable::DeferrableUnique>>,
     enums: Arc<EnumCatalog>,
     /// The schemas other than `public`.
     schemas: Arc<Vec<crate::schemas::SchemaEntry>>,
@@ -144,6 +146,11 @@ impl Catalog {
     /// The SQL functions of `CREATE FUNCTION`.
     pub fn routines(&self) -> &[crate::routines::Routine] {
         &self.routines
+    }
+
+    /// The deferrable UNIQUE constraints.
+    pub fn deferrable_uniques(&self) -> &[crate::deferrable::DeferrableUnique] {
+        &self.deferrable
     }
 
     /// Whether any sequence exists (so `_cambium_sequences` does).
@@ -242,6 +249,7 @@ impl Catalog {
         }
         let sequences = load_sequences(conn)?;
         let routines = Arc::new(crate::routines::load(conn)?);
+        let deferrable = Arc::new(crate::deferrable::load(conn)?);
         let enums = Arc::new(EnumCatalog::load(conn)?);
         let schemas = Arc::new(crate::schemas::load(conn)?);
         let mut relations = HashMap::new();
@@ -257,6 +265,7 @@ impl Catalog {
             tables: Arc::new(tables),
             sequences,
             routines,
+            deferrable,
             enums,
             schemas,
             relations: Arc::new(relations),

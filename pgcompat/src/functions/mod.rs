@@ -19,6 +19,7 @@ use rusqlite::Connection;
 mod arithmetic;
 mod cast;
 mod catalog;
+mod constraints;
 pub(crate) mod enums;
 mod extra;
 mod operators;
@@ -108,6 +109,8 @@ pub struct SessionState {
     schemas: RwLock<Arc<Vec<crate::schemas::SchemaEntry>>>,
     /// The session's last catalog snapshot (what deparsed texts name and type columns with).
     catalog: RwLock<Arc<crate::catalog::Catalog>>,
+    /// The open transaction's constraint modes and deferred violations.
+    constraints: parking_lot::Mutex<crate::deferrable::Modes>,
 }
 
 impl SessionState {
@@ -127,6 +130,7 @@ impl SessionState {
             enums: RwLock::default(),
             schemas: RwLock::default(),
             catalog: RwLock::default(),
+            constraints: parking_lot::Mutex::default(),
         }
     }
 
@@ -185,6 +189,18 @@ impl SessionState {
     pub fn set_catalog(&self, catalog: &crate::catalog::Catalog) {
         *self.schemas.write() = catalog.schemas().clone();
         *self.catalog.write() = Arc::new(catalog.clone());
+    }
+
+    /// The open transaction's constraint modes (`SET CONSTRAINTS`) and the deferrable constraints it saw
+    /// violated while deferred (`crate::deferrable`).
+    pub fn constraint_modes(&self) -> parking_lot::MutexGuard<'_, crate::deferrable::Modes> {
+        self.constraints.lock()
+    }
+
+    /// Whether a transaction block is open, as the caller knows it after each statement: deferred
+    /// constraints are deferred only inside one, and leaving one forgets its constraint modes.
+    pub fn set_in_block(&self, in_block: bool) {
+        self.constraints.lock().set_in_block(in_block);
     }
 
     /// The session's last catalog snapshot (its `search_path` is not the session's: read
@@ -284,6 +300,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     enums::install(conn, &state)?;
     catalog::install(conn, state.clone())?;
     schemas::install(conn, state.clone())?;
+    constraints::install(conn, state.clone())?;
     crate::settings::install_functions(conn, state.clone())?;
     crate::advisory::install(conn, state.clone())?;
     crate::notify::install(conn, state)?;

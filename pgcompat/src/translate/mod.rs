@@ -7,6 +7,7 @@ pub(crate) mod comment;
 pub(crate) mod create_as;
 pub mod cursor;
 pub(crate) mod ddl;
+mod deferrable;
 pub(crate) mod dependents;
 pub(crate) mod distinct_on;
 pub(crate) mod enums;

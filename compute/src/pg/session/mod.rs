@@ -531,6 +531,7 @@ impl Session {
             // now() is the time its transaction began: this statement's own, or the BEGIN's.
             self.dialect.state().start_transaction();
         }
+        self.sync_block();
         let fresh = std::mem::take(&mut self.block_fresh);
         if fresh && is_write(translation) {
             self.start_block_as_writer(translation)?;
@@ -568,6 +569,11 @@ impl Session {
             style: &style,
         };
         let was_failed = self.tx == TxState::Failed;
+        if kind == Kind::Commit && self.tx == TxState::InBlock && !self.conn.is_autocommit() {
+            drop(stmt);
+            self.check_deferred_constraints()?;
+            stmt = self.conn.prepare(&translation.steps[0])?;
+        }
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
         if outcome.is_ok() {
