@@ -179,9 +179,19 @@ impl SessionState {
             .raw(crate::settings::TIME_ZONE)
             .and_then(crate::settings::zone_of)
             .unwrap_or(TimeZone::UTC);
+        let order = crate::value::datetime::DateOrder::of_datestyle(settings.raw("DateStyle").unwrap_or_default());
         drop(settings);
         *self.time_zone.write() = zone;
+        crate::value::datetime::set_date_order(order);
         result
+    }
+
+    /// Makes this session's `DateStyle` field order the one dates are read with on the calling thread (call
+    /// when a session's call starts on a thread that may have run another session's).
+    pub fn enter_thread(&self) {
+        let order = self
+            .read_settings(|s| crate::value::datetime::DateOrder::of_datestyle(s.raw("DateStyle").unwrap_or_default()));
+        crate::value::datetime::set_date_order(order);
     }
 
     /// Records a catalog read: the database's schemas (what `search_path` may name) and the snapshot the

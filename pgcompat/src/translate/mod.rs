@@ -19,6 +19,7 @@ mod lock;
 mod maintenance;
 pub mod modifying_cte;
 pub(crate) mod names;
+mod prepare;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
 pub(crate) mod routines;
@@ -675,7 +676,7 @@ fn translate_statement(
                 String::new(),
                 Kind::Prepare {
                     name: name.value.to_ascii_lowercase(),
-                    statement: inner.to_string(),
+                    statement: prepare::typed_statement(inner, data_types),
                     types,
                 },
             );

@@ -85,6 +85,12 @@ impl Session {
         });
     }
 
+    /// Prepares the calling thread for this session's statements (its `DateStyle` field order, which date
+    /// input reads per thread).
+    pub(crate) fn enter_thread(&self) {
+        self.dialect.state().enter_thread();
+    }
+
     /// Tells the dialect whether a transaction block is open (deferred constraints are deferred only inside
     /// one; leaving one forgets its `SET CONSTRAINTS`).
     pub(super) fn sync_block(&self) {
