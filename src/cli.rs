@@ -1,7 +1,8 @@
 //! The command line's definitions: the subcommands and their flags (each with its `CAMBIUM_…` variable, which
 //! `--config FILE` fills), the flag groups `up` and `api` share, and the parsers of flag values. What each
 //! subcommand does is elsewhere: `main` dispatches, [`crate::up`] runs `up`, `api` and `keys`, `services` the
-//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory.
+//! storage and compute parts alone, `tenant_dir` the engine commands over a tenant directory, and the client's
+//! commands (`projects`, `branches`, `psql`, …) are defined and run in [`crate::client`].
 
 use std::path::PathBuf;
 
@@ -14,7 +15,8 @@ use crate::up;
 #[command(
     name = "cambium",
     version,
-    about = "Databases with instant copy-on-write branches and point-in-time restore"
+    about = "Databases with instant copy-on-write branches and point-in-time restore",
+    after_help = crate::client::EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
     /// A TOML file of settings for the command (one key per flag; flags and `CAMBIUM_…` variables win).
@@ -61,9 +63,8 @@ pub(crate) enum Command {
         /// API requests a second per account (0: no limit).
         #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
         rate_limit: u32,
-        /// Pages cached per branch, at most (8 KiB each).
-        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
-        page_cache_pages: usize,
+        #[command(flatten)]
+        cache: CacheArgs,
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
@@ -109,9 +110,8 @@ pub(crate) enum Command {
         /// API requests a second per account (0: no limit).
         #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
         rate_limit: u32,
-        /// Pages cached per branch, at most (8 KiB each).
-        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
-        page_cache_pages: usize,
+        #[command(flatten)]
+        cache: CacheArgs,
         #[command(flatten)]
         reconcile: ReconcileArgs,
         #[command(flatten)]
@@ -216,10 +216,64 @@ pub(crate) enum Command {
         /// A user: `USER=PASSWORD`; repeat for more (comma-separated in the environment variable).
         #[arg(long = "password", env = "CAMBIUM_PASSWORDS", value_delimiter = ',', required = true, value_parser = parse_password)]
         passwords: Vec<(String, String)>,
-        /// Pages cached per branch, at most (8 KiB each).
-        #[arg(long, env = "CAMBIUM_PAGE_CACHE_PAGES", default_value_t = 4096)]
-        page_cache_pages: usize,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
+    /// The client of the `/v1` API: `projects`, `databases`, `branches`, `operations`, `endpoints`, `psql`,
+    /// `connection-string`, `request`, `completions`.
+    #[command(flatten)]
+    Client(crate::client::ClientCommand),
+}
+
+/// The compute's page caches and prefetching (`up`, `api` and `compute`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CacheArgs {
+    /// Bytes of pages the compute keeps in memory for all its branches together (default: an eighth of the
+    /// machine's memory, between 64 MiB and 8 GiB); past it pages are evicted across branches, least
+    /// recently used first (CLOCK), to the file cache.
+    #[arg(long, env = "CAMBIUM_PAGE_CACHE_BYTES")]
+    page_cache_bytes: Option<usize>,
+    /// Bytes of the local file cache, where pages evicted from memory go (0: none). Sparse: disk is used as it
+    /// fills.
+    #[arg(long, env = "CAMBIUM_FILE_CACHE_BYTES", default_value_t = compute::cache::FILE_CACHE_BYTES_DEFAULT)]
+    file_cache_bytes: u64,
+    /// The local file cache's file (default: `<data dir>/compute/file_cache`; `compute`, which has no data
+    /// directory, keeps no file cache without it). It outlives restarts: its pages stay valid.
+    #[arg(long, env = "CAMBIUM_FILE_CACHE_PATH")]
+    file_cache_path: Option<PathBuf>,
+    /// Pages requested ahead of a reader that reads in order (a scan), on the pageserver stream (0: none).
+    #[arg(long, env = "CAMBIUM_PREFETCH_WINDOW_PAGES",
+        default_value_t = compute::remote_store::PrefetchConfig::default().window_pages)]
+    prefetch_window_pages: u32,
+}
+
+impl CacheArgs {
+    /// The host's cache configuration; the file cache in `data_dir` unless a path was given.
+    pub(crate) fn config(&self, data_dir: Option<&std::path::Path>) -> compute::cache::HostCacheConfig {
+        let path = self
+            .file_cache_path
+            .clone()
+            .or_else(|| data_dir.map(|dir| dir.join("compute").join("file_cache")));
+        compute::cache::HostCacheConfig {
+            memory_budget_bytes: self
+                .page_cache_bytes
+                .unwrap_or_else(compute::cache::memory_budget_bytes_default),
+            file: path
+                .filter(|_| self.file_cache_bytes > 0)
+                .map(|path| compute::cache::FileCacheConfig {
+                    path,
+                    size_bytes: self.file_cache_bytes,
+                }),
+        }
+    }
+
+    /// How far ahead stores prefetch.
+    pub(crate) fn prefetch(&self) -> compute::remote_store::PrefetchConfig {
+        compute::remote_store::PrefetchConfig {
+            window_pages: self.prefetch_window_pages,
+            ..Default::default()
+        }
+    }
 }
 
 /// The API's limits against clients that hold connections, and its optional TLS (`up` and `api`).
@@ -289,7 +343,7 @@ impl HttpArgs {
     }
 }
 
-/// The reconciler (`up` and `api`).
+/// The reconciler and the branch expiry sweep (`up` and `api`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReconcileArgs {
     /// The wait between rounds of the reconciler, which rebuilds safekeeper copies of timelines that are
@@ -297,9 +351,20 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     reconcile_period_ms: u64,
+    /// The wait between sweeps of the branch expiry, which deletes branches whose `expires_at` has passed: how
+    /// late after it a branch may go.
+    #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    branch_expiry_period_ms: u64,
 }
 
 impl ReconcileArgs {
+    pub(crate) fn expiry_config(&self) -> api::control::expiry::ExpiryConfig {
+        api::control::expiry::ExpiryConfig {
+            period_ms: self.branch_expiry_period_ms,
+        }
+    }
+
     pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {
         api::reconcile::ReconcileConfig {
             period_ms: self.reconcile_period_ms,

@@ -2,7 +2,8 @@
 //!
 //! `up` runs the whole service in one process ([`up`]); `api`, `safekeeper`, `pageserver` and `compute` each
 //! run one part. Each prints one stdout line saying where it listens; SIGINT or SIGTERM stops it. `keys` manages
-//! API keys. `demo` drives the storage engine directly (a database's worth of pages on disk, branched, read on
+//! API keys. `projects`, `databases`, `branches`, `operations`, `endpoints`, `psql`, `connection-string`,
+//! `request` and `completions` are the client of the `/v1` API ([`client`]). `demo` drives the storage engine directly (a database's worth of pages on disk, branched, read on
 //! both sides); `inspect` and `verify` examine a tenant directory.
 //!
 //! Logs go to stderr (filtered by `RUST_LOG`); stdout carries only what a command reports.
@@ -21,6 +22,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 mod cli;
+mod client;
 mod config;
 mod services;
 mod tenant_dir;
@@ -44,6 +46,17 @@ fn set_open_files_limit(wanted: Option<u64>) {
     }
 }
 
+/// Logs on stderr in `format`, through `filter`.
+fn init_logs(format: LogFormat, filter: tracing_subscriber::EnvFilter) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
 /// `cambium api`'s idle-store timeout (as `up`'s default).
 const IDLE_STORE_TIMEOUT_MS_DEFAULT: u64 = 300_000;
 
@@ -51,22 +64,28 @@ fn main() -> Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     config::apply::<Cli>(&args)?;
     let cli = Cli::parse_from(args);
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Human => logs.init(),
-        LogFormat::Json => logs.json().init(),
+    let is_client = matches!(cli.command, Command::Client(_));
+    let filter = if is_client {
+        // The client prints its own errors; its logs stay off unless RUST_LOG asks.
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"))
+    } else {
+        tracing_subscriber::EnvFilter::from_default_env()
+    };
+    init_logs(cli.log_format, filter);
+    if !is_client {
+        set_open_files_limit(cli.max_open_files);
     }
-    set_open_files_limit(cli.max_open_files);
     match cli.command {
+        // The exit code says what kind of failure it was (a contract with scripts), so the client exits here.
+        Command::Client(command) => std::process::exit(client::run(command)),
         Command::Up {
             data_dir,
             listen,
             pg_listen,
             remote,
             rate_limit,
-            page_cache_pages,
+            cache,
             operation_delay_ms,
             faults,
             idle_store_timeout_ms,
@@ -76,12 +95,14 @@ fn main() -> Result<()> {
             pg,
             quotas,
         } => {
+            let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
-                page_cache_pages,
+                cache: cache_config,
+                prefetch: cache.prefetch(),
                 operation_delay_ms,
                 faults,
                 idle_store_timeout_ms,
@@ -89,6 +110,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
@@ -100,18 +122,20 @@ fn main() -> Result<()> {
             pageserver,
             safekeepers,
             rate_limit,
-            page_cache_pages,
+            cache,
             reconcile,
             http,
             pg,
             quotas,
         } => {
+            let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
-                page_cache_pages,
+                cache: cache_config,
+                prefetch: cache.prefetch(),
                 operation_delay_ms: 0,
                 faults: api::faults::Faults::default(),
                 idle_store_timeout_ms: IDLE_STORE_TIMEOUT_MS_DEFAULT,
@@ -119,6 +143,7 @@ fn main() -> Result<()> {
                 pg: pg.options(),
                 quotas: quotas.quotas(),
                 reconcile: reconcile.config(),
+                expiry: reconcile.expiry_config(),
                 pull_quiet_period_ms: None,
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
@@ -157,7 +182,7 @@ fn main() -> Result<()> {
             tenant,
             branches,
             passwords,
-            page_cache_pages,
+            cache,
         } => services::run_compute(compute::compute::ComputeConfig {
             listen,
             safekeepers,
@@ -165,7 +190,7 @@ fn main() -> Result<()> {
             tenant_id: tenant,
             branches,
             passwords: passwords.into_iter().collect(),
-            page_cache_capacity_pages: page_cache_pages,
+            cache: cache.config(None),
         }),
     }
 }

@@ -48,8 +48,10 @@ pub struct ApiOptions {
     pub pg_listen: String,
     /// Requests a second per account (0: no limit).
     pub rate_limit_per_s: u32,
-    /// Pages cached per branch.
-    pub page_cache_pages: usize,
+    /// The compute host's page caches.
+    pub cache: compute::cache::HostCacheConfig,
+    /// How far ahead the compute's stores prefetch.
+    pub prefetch: compute::remote_store::PrefetchConfig,
     /// Fault injection for tests: the worker waits this long before each operation.
     pub operation_delay_ms: u64,
     /// Fault injection for tests (`api::faults`).
@@ -64,6 +66,8 @@ pub struct ApiOptions {
     pub pg: PgOptions,
     /// The reconciler (replica repair, half-done deletions).
     pub reconcile: api::reconcile::ReconcileConfig,
+    /// The branch expiry sweep.
+    pub expiry: api::control::expiry::ExpiryConfig,
     /// `up` only, for tests: the safekeepers' pull quiet period instead of the default
     /// (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
     pub pull_quiet_period_ms: Option<u64>,
@@ -219,7 +223,8 @@ fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
     api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
     if store.accounts().context("reading accounts")?.is_empty() {
         let account = store.create_account().context("creating the admin account")?;
-        let key = api::auth::create_key(&store, &account).context("creating the admin key")?;
+        let key = api::auth::create_key(&store, &account, &api::store::KeyScope::default())
+            .context("creating the admin key")?;
         write_secret(&key_path, &key.secret)?;
     }
     Ok((Arc::new(store), key_path))
@@ -267,7 +272,8 @@ async fn serve_api(
         safekeepers: safekeepers.clone(),
         pageserver: pageserver.clone(),
         passwords: Default::default(),
-        page_cache_capacity_pages: options.page_cache_pages,
+        cache: options.cache.clone(),
+        prefetch: options.prefetch,
         idle_store_timeout_ms: options.idle_store_timeout_ms,
         session_defaults: options.pg.session_defaults,
         tls: Some(pg_tls(options)?),
@@ -305,6 +311,7 @@ async fn serve_api(
         .await
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
+    let expiry = api::control::expiry::spawn(&control, options.expiry);
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
@@ -345,6 +352,8 @@ async fn serve_api(
     api::http::serve(listener, router, &serve_config, shutdown).await;
     reconciler.abort();
     let _ = reconciler.await;
+    expiry.abort();
+    let _ = expiry.await;
     drop(control);
     match Arc::try_unwrap(host) {
         Ok(host) => host.stop().await,
@@ -397,8 +406,19 @@ pub enum KeysCommand {
         /// For this account (`acct_…`).
         #[arg(long, conflicts_with = "new_account")]
         account: Option<String>,
+        /// Limited to this project (`proj_…`, of the key's account): it sees nothing else (404) and cannot create
+        /// projects.
+        #[arg(long, conflicts_with = "new_account")]
+        project: Option<String>,
+        /// Only reads: every mutating call is 403.
+        #[arg(long)]
+        read_only: bool,
+        /// Stops working after this long: a number and a unit, `s`, `m`, `h` or `d` (`30d`, `12h`); at most 3650
+        /// days.
+        #[arg(long, value_parser = parse_expires_in)]
+        expires_in: Option<std::time::Duration>,
     },
-    /// Lists the keys: id, account, created, revoked.
+    /// Lists the keys: id, account, created, revoked, project, read-only, expires.
     List,
     /// Revokes a key by id (`key_…`); requests with it get 401 from then on.
     Revoke {
@@ -417,7 +437,13 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
     let store = Store::open(data_dir).context("opening the control metadata")?;
     let mut stdout = std::io::stdout().lock();
     match command {
-        KeysCommand::Create { new_account, account } => {
+        KeysCommand::Create {
+            new_account,
+            account,
+            project,
+            read_only,
+            expires_in,
+        } => {
             let account = if new_account {
                 store.create_account()?
             } else if let Some(account) = account {
@@ -429,7 +455,23 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
                     .admin_account()?
                     .context("no account yet: run `cambium up` first")?
             };
-            let key = api::auth::create_key(&store, &account)?;
+            if let Some(project) = &project {
+                anyhow::ensure!(
+                    store.get_project(&account, project)?.is_some(),
+                    "account {} has no project {project}",
+                    account.0
+                );
+            }
+            let expires_at = match expires_in {
+                Some(after) => Some(api::store::keys::expiry_after(after).context("the expiry is out of range")?),
+                None => None,
+            };
+            let scope = api::store::KeyScope {
+                project_id: project,
+                read_only,
+                expires_at,
+            };
+            let key = api::auth::create_key(&store, &account, &scope)?;
             writeln!(stdout, "{}", key.secret)?;
             eprintln!("created key {} for account {}", key.id, account.0);
         }
@@ -437,11 +479,14 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
             for key in store.keys()? {
                 writeln!(
                     stdout,
-                    "{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     key.id,
                     key.account_id.0,
                     key.created_at,
-                    key.revoked_at.as_deref().unwrap_or("-")
+                    key.revoked_at.as_deref().unwrap_or("-"),
+                    key.scope.project_id.as_deref().unwrap_or("-"),
+                    if key.scope.read_only { "read-only" } else { "read-write" },
+                    key.scope.expires_at.as_deref().unwrap_or("-")
                 )?;
             }
         }
@@ -451,4 +496,31 @@ pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The longest `--expires-in`.
+const KEY_EXPIRY_DAYS_MAX: u64 = 3_650;
+
+/// `--expires-in`: a positive number and a unit (`s`, `m`, `h`, `d`), at most [`KEY_EXPIRY_DAYS_MAX`] days.
+fn parse_expires_in(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("expected a number and a unit like 30d, 12h, 90m or 3600s, not {text:?}");
+    let unit_s = match text.chars().last() {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3_600,
+        Some('d') => 86_400,
+        _ => return Err(bad()),
+    };
+    let digits = &text[..text.len() - 1];
+    if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let count: u64 = digits.parse().map_err(|_| bad())?;
+    let seconds = count * unit_s;
+    if seconds == 0 || seconds > KEY_EXPIRY_DAYS_MAX * 86_400 {
+        return Err(format!(
+            "{text:?} must be more than 0 and at most {KEY_EXPIRY_DAYS_MAX} days"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
 }

@@ -43,7 +43,7 @@ async fn call_as(up: &Up, key: &str, method: &str, path: &str, body: Option<&str
 fn assert_project(body: &Value, name: &str) -> Value {
     assert_eq!(keys(body), ["project"], "{body}");
     let project = body["project"].clone();
-    assert_eq!(keys(&project), ["created_at", "id", "name"], "{project}");
+    assert_eq!(keys(&project), ["created_at", "id", "labels", "name"], "{project}");
     assert!(
         project["id"].as_str().is_some_and(|id| id.starts_with("proj_")),
         "{project}"
@@ -252,7 +252,11 @@ async fn missing_wrong_malformed_and_revoked_keys_are_401() {
     let new_lines: Vec<&str> = after.lines().filter(|line| !before.contains(*line)).collect();
     assert_eq!(new_lines.len(), 1, "{after}");
     let fields: Vec<&str> = new_lines[0].split('\t').collect();
-    assert_eq!(fields.len(), 4, "{after}");
+    assert_eq!(
+        fields.len(),
+        7,
+        "id, account, created, revoked, project, read-only, expires: {after}"
+    );
     let (key_id, revoked) = (fields[0], fields[3]);
     assert_eq!(revoked, "-", "{after}");
     let reply = call_as(&up, &key, "GET", &format!("/v1/projects/{project}"), None).await;
@@ -613,6 +617,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/projects/{id}", &["get", "patch", "delete"]),
         ("/v1/projects/{id}/databases", &["get", "post"]),
         ("/v1/projects/{id}/operations", &["get"]),
+        ("/v1/projects/{id}/audit", &["get"]),
         ("/v1/databases/{id}", &["get", "patch", "delete"]),
         ("/v1/databases/{id}/resume", &["post"]),
         ("/v1/databases/{id}/suspend", &["post"]),
@@ -622,6 +627,8 @@ async fn the_openapi_document_describes_every_route() {
         ("/v1/databases/{id}/branches", &["get", "post"]),
         ("/v1/branches/{id}", &["get", "patch", "delete"]),
         ("/v1/branches/{id}/restore", &["post"]),
+        ("/v1/branches/{id}/reset", &["post"]),
+        ("/v1/branches/{id}/schema_diff", &["get"]),
         ("/v1/operations/{id}", &["get"]),
     ];
     for (path, methods) in routes {

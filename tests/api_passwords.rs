@@ -261,9 +261,24 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     up.process.kill9();
 
     // Turn the metadata back into what schema version 3 wrote: the password in the database's row and in the
-    // stored response of its creation, no verifier.
+    // stored response of its creation, no verifier, and nothing of the migrations after the passwords' (each
+    // new migration is undone here too, last first).
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
+        conn.execute_batch(
+            "DROP INDEX audit_by_project;
+             DROP TABLE audit_log;
+             ALTER TABLE api_keys DROP COLUMN expires_at;
+             ALTER TABLE api_keys DROP COLUMN read_only;
+             ALTER TABLE api_keys DROP COLUMN project_id;
+             ALTER TABLE branches DROP COLUMN labels;
+             ALTER TABLE databases DROP COLUMN labels;
+             ALTER TABLE projects DROP COLUMN labels;
+             DROP INDEX branches_by_expiry;
+             ALTER TABLE branches DROP COLUMN expires_at;
+             ALTER TABLE branches DROP COLUMN protected;",
+        )
+        .expect("undo the migrations after version 4");
         conn.execute_batch(&format!(
             "ALTER TABLE databases ADD COLUMN password TEXT NOT NULL DEFAULT '';
              UPDATE databases SET password = '{password}';

@@ -67,6 +67,7 @@ fn assert_database(database: &Value) {
             "created_at",
             "default_branch_id",
             "id",
+            "labels",
             "name",
             "project_id",
             "region",
@@ -96,7 +97,9 @@ fn assert_branch(branch: &Value, forked: bool) {
         "database_id",
         "id",
         "is_default",
+        "labels",
         "name",
+        "protected",
     ];
     if forked {
         expected.extend(["parent_branch_id", "parent_lsn"]);
@@ -108,6 +111,7 @@ fn assert_branch(branch: &Value, forked: bool) {
     assert!(text(branch, "id").starts_with("br_"), "{branch}");
     assert!(text(branch, "database_id").starts_with("db_"), "{branch}");
     assert!(branch["is_default"].is_boolean(), "{branch}");
+    assert_eq!(branch["protected"], false, "{branch}");
     assert!(
         text(branch, "connection_uri").contains(&format!("/{}?", text(branch, "id"))),
         "the branch id names it: {branch}"

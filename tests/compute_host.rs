@@ -29,7 +29,11 @@ fn host_config(cluster: &Cluster) -> HostConfig {
         safekeepers: cluster.safekeepers.iter().map(|s| s.address.clone()).collect(),
         pageserver: cluster.pageserver.address.clone(),
         passwords: HashMap::from([("alice".to_string(), "secret".to_string())]),
-        page_cache_capacity_pages: 64,
+        cache: compute::cache::HostCacheConfig {
+            memory_budget_bytes: 64 * compute::cache::ENTRY_BYTES,
+            file: None,
+        },
+        prefetch: Default::default(),
         idle_store_timeout_ms: 0,
         session_defaults: compute::pg::SessionDefaults::default(),
         tls: None,

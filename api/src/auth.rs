@@ -1,11 +1,12 @@
 //! API keys: `cmb_` and 43 base64url characters (256 random bits), shown once at creation and stored
 //! only as a SHA-256 hash. A plain hash is enough: the secret has full entropy, so there is nothing to
-//! guess or precompute, and a lookup by hash needs no per-key salt.
+//! guess or precompute, and a lookup by hash needs no per-key salt. A key may be scoped (one project,
+//! read-only, an expiry: [`KeyScope`]); an expired key is refused like a revoked one.
 
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::store::{AccountId, Store, StoreError};
+use crate::store::{timestamp_text, AccountId, KeyScope, Store, StoreError};
 
 /// The prefix of every key secret.
 pub const KEY_PREFIX: &str = "cmb_";
@@ -30,25 +31,47 @@ pub fn hash_secret(secret: &str) -> Vec<u8> {
     digest::digest(&digest::SHA256, secret.as_bytes()).as_ref().to_vec()
 }
 
-/// Creates a key for `account`.
-pub fn create_key(store: &Store, account: &AccountId) -> Result<NewKey, StoreError> {
+/// Who a request's key is: its account, its id (what the audit log names) and its scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The account it acts for.
+    pub account: AccountId,
+    /// `key_…`.
+    pub key_id: String,
+    /// What it may do.
+    pub scope: KeyScope,
+}
+
+/// Creates a key for `account` limited to `scope`.
+pub fn create_key(store: &Store, account: &AccountId, scope: &KeyScope) -> Result<NewKey, StoreError> {
     let mut random = [0u8; KEY_RANDOM_BYTES];
     // SystemRandom fails only if the OS has no randomness source: nothing can run then.
     SystemRandom::new()
         .fill(&mut random)
         .unwrap_or_else(|_| panic!("the OS random source failed"));
     let secret = format!("{KEY_PREFIX}{}", base64url(&random));
-    let id = store.insert_key(account, &hash_secret(&secret))?;
+    let id = store.insert_key(account, &hash_secret(&secret), scope)?;
     Ok(NewKey { id, secret })
 }
 
-/// The account `secret` acts for, or `None` if the key is malformed, unknown or revoked.
-pub fn authenticate(store: &Store, secret: &str) -> Result<Option<AccountId>, StoreError> {
+/// Who `secret` is, or `None` if the key is malformed, unknown, revoked or expired.
+pub fn authenticate(store: &Store, secret: &str) -> Result<Option<Caller>, StoreError> {
     if !secret.starts_with(KEY_PREFIX) || secret.len() > KEY_LEN_MAX {
         return Ok(None);
     }
-    let key = store.key_by_hash(&hash_secret(secret))?;
-    Ok(key.filter(|key| key.revoked_at.is_none()).map(|key| key.account_id))
+    let Some(key) = store.key_by_hash(&hash_secret(secret))? else {
+        return Ok(None);
+    };
+    let now = timestamp_text(jiff::Timestamp::now());
+    let expired = key.scope.expires_at.as_deref().is_some_and(|at| at <= now.as_str());
+    if key.revoked_at.is_some() || expired {
+        return Ok(None);
+    }
+    Ok(Some(Caller {
+        account: key.account_id,
+        key_id: key.id,
+        scope: key.scope,
+    }))
 }
 
 /// Unpadded base64url.
@@ -79,15 +102,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let account = store.create_account().unwrap();
-        let key = create_key(&store, &account).unwrap();
+        let key = create_key(&store, &account, &KeyScope::default()).unwrap();
         assert!(key.secret.starts_with("cmb_"));
         assert_eq!(key.secret.len(), 4 + 43);
-        assert_eq!(authenticate(&store, &key.secret).unwrap(), Some(account));
+        let caller = authenticate(&store, &key.secret).unwrap().unwrap();
+        assert_eq!((caller.account, caller.key_id), (account.clone(), key.id.clone()));
         assert_eq!(authenticate(&store, "cmb_nope").unwrap(), None);
         assert_eq!(authenticate(&store, "nope").unwrap(), None);
         assert!(store.revoke_key(&key.id).unwrap());
         assert!(!store.revoke_key(&key.id).unwrap());
         assert_eq!(authenticate(&store, &key.secret).unwrap(), None);
+    }
+
+    #[test]
+    fn a_scoped_key_carries_its_scope_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let account = store.create_account().unwrap();
+        let in_an_hour = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(1))
+            .unwrap();
+        let scope = KeyScope {
+            project_id: Some("proj_1".to_owned()),
+            read_only: true,
+            expires_at: Some(timestamp_text(in_an_hour)),
+        };
+        let key = create_key(&store, &account, &scope).unwrap();
+        assert_eq!(authenticate(&store, &key.secret).unwrap().unwrap().scope, scope);
+        let expired = KeyScope {
+            expires_at: Some("2000-01-01T00:00:00.000Z".to_owned()),
+            ..KeyScope::default()
+        };
+        let key = create_key(&store, &account, &expired).unwrap();
+        assert_eq!(authenticate(&store, &key.secret).unwrap(), None);
+        assert_eq!(store.keys().unwrap()[1].scope, expired);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`control`]: what each call does to the metadata, the storage and the computes.
 //! - `worker`: runs operations in the background, bounded.
 //! - [`reconcile`]: the reconciler: replica repair on the safekeepers, half-done deletions finished.
+//! - [`schema_diff`]: a branch's schema read at a point, and the differences between two.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
 //! - [`files`]: the modes of the files that hold secrets.
 //! - [`faults`]: fault injection for tests.
@@ -22,5 +23,6 @@ pub mod files;
 pub mod http;
 mod ids;
 pub mod reconcile;
+pub mod schema_diff;
 pub mod store;
 mod worker;

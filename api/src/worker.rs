@@ -1,4 +1,5 @@
-//! The operations worker: runs `create_database` and `restore_branch` operations in the background.
+//! The operations worker: runs `create_database`, `restore_branch`, `reset_branch` and `delete_branch`
+//! operations in the background.
 //!
 //! The worker knows operations, not the control plane: it reads an operation's row, decodes its [`Action`] and
 //! hands the work to an [`OperationRunner`] (the control plane implements it), then has the runner record the
@@ -17,7 +18,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
-use crate::store::operations::{Action, Operation, RestoreParams};
+use crate::store::operations::{Action, DeleteBranchParams, Operation, RestoreParams};
 
 /// Operations waiting or running, at most.
 pub const QUEUED_MAX: usize = 256;
@@ -42,6 +43,22 @@ pub(crate) trait OperationRunner: Send + Sync + 'static {
         &self,
         operation: &Operation,
         params: RestoreParams,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// The work of `reset_branch` `operation`: a restore onto the parent's latest state (`params`), which also
+    /// moves the branch's `parent_lsn`. Idempotent, like a restore.
+    fn run_reset_branch(
+        &self,
+        operation: &Operation,
+        params: RestoreParams,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// The work of `delete_branch` `operation` (an expired branch); `Err` says why it was not deleted.
+    /// Idempotent: a branch already gone is a success.
+    fn run_delete_branch(
+        &self,
+        operation: &Operation,
+        params: DeleteBranchParams,
     ) -> impl Future<Output = Result<(), String>> + Send;
 
     /// Records the end of `operation`: `finished` on `Ok`, `failed` with the message on `Err`.
@@ -150,6 +167,8 @@ async fn run<R: OperationRunner>(runner: &R, id: &str) {
     let outcome = match operation.work() {
         Ok(Action::CreateDatabase) => runner.run_create_database(&operation).await,
         Ok(Action::RestoreBranch(params)) => runner.run_restore_branch(&operation, params).await,
+        Ok(Action::ResetBranch(params)) => runner.run_reset_branch(&operation, params).await,
+        Ok(Action::DeleteBranch(params)) => runner.run_delete_branch(&operation, params).await,
         Err(error) => Err(error.to_string()),
     };
     runner.finish_operation(&operation, outcome).await;

@@ -48,8 +48,8 @@ pub struct ComputeConfig {
     pub branches: Vec<BranchConfig>,
     /// Users and their passwords.
     pub passwords: HashMap<String, String>,
-    /// Pages cached per store, at most.
-    pub page_cache_capacity_pages: usize,
+    /// The compute's page caches (one memory budget for every branch, the local file cache).
+    pub cache: crate::cache::HostCacheConfig,
 }
 
 /// A running compute; see the module doc.
@@ -74,7 +74,8 @@ impl Compute {
             safekeepers: config.safekeepers.clone(),
             pageserver: config.pageserver.clone(),
             passwords: config.passwords.clone(),
-            page_cache_capacity_pages: config.page_cache_capacity_pages,
+            cache: config.cache.clone(),
+            prefetch: Default::default(),
             // A fixed set of branches, each started eagerly: they stay running.
             idle_store_timeout_ms: 0,
             session_defaults: crate::pg::SessionDefaults::default(),

@@ -31,6 +31,9 @@ pub enum ComputeError {
     /// The branch was detached or replaced (with the reason its store was closed): it serves no more.
     #[error("branch {0:?} is no longer served: {1}")]
     Detached(String, String),
+    /// The local file cache could not be opened.
+    #[error("opening the file cache: {0}")]
+    Cache(#[from] crate::cache::FileCacheError),
     /// The blocking task that started a store ended without an answer.
     #[error("the store start task failed: {0}")]
     Task(String),

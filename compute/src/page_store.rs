@@ -113,6 +113,16 @@ pub trait PageStore: Send + Sync {
     fn dirty_memory_bytes_max(&self) -> usize {
         DIRTY_MEMORY_BYTES_MAX_DEFAULT
     }
+
+    /// A hint that `blocks` will be read at `snapshot` soon (a reader reading in order, see
+    /// `vfs::readahead`): a store may start fetching them. Best effort: it never fails and changes no result.
+    fn prefetch(&self, _blocks: &[u32], _snapshot: &Snapshot) {}
+
+    /// How many pages ahead of a reader reading in order the VFS should hint at with
+    /// [`PageStore::prefetch`] (0: none, the default).
+    fn prefetch_window_pages(&self) -> u32 {
+        0
+    }
 }
 
 /// Checks a transaction's pages before they are applied: whole pages, all inside the new size.

@@ -26,6 +26,7 @@
 mod ffi;
 mod file;
 mod lock;
+mod readahead;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

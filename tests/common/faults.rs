@@ -20,9 +20,10 @@ static PASSWORDS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(|| Mu
 /// remote storage holds layers within a test's run.
 const CHECKPOINT_TIMEOUT_MS: &str = "1000";
 
-/// Pages each compute caches: fewer than the test databases have, so reads reach the pageserver while the load
-/// runs and a pageserver fault hits transactions.
-const PAGE_CACHE_PAGES: &str = "4";
+/// Bytes of pages the compute caches (4 pages of `compute::cache::ENTRY_BYTES`), and no file cache:
+/// fewer than the test databases have, so reads reach the pageserver while the load runs and a pageserver fault
+/// hits transactions.
+const PAGE_CACHE_BYTES: &str = "33536";
 
 /// What may differ from the default deployment (everything under one temporary directory, stderr to
 /// /dev/null).
@@ -113,8 +114,10 @@ impl Deployment {
             pageserver.address.clone(),
             "--safekeepers".into(),
             addresses.join(","),
-            "--page-cache-pages".into(),
-            PAGE_CACHE_PAGES.into(),
+            "--page-cache-bytes".into(),
+            PAGE_CACHE_BYTES.into(),
+            "--file-cache-bytes".into(),
+            "0".into(),
         ];
         api_args.extend(config.api_args.iter().cloned());
         let api = Process::start(api_args);

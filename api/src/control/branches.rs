@@ -9,9 +9,65 @@ use compute::host::BranchTarget;
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
 use crate::faults::{self, Step};
-use crate::store::databases::{Branch, Database, DatabaseStatus, TimelineRow};
+use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
+use crate::store::labels::Labels;
 use crate::store::operations::Action;
-use crate::store::{new_id, AccountId};
+use crate::store::{new_id, timestamp_text, AccountId};
+
+/// How far ahead a branch's `expires_at` may be: a preview branch lives for days or weeks, and a year bounds how
+/// long a forgotten one holds its storage.
+pub const EXPIRY_AHEAD_MAX_DAYS: i64 = 365;
+
+/// What a new branch is: its name and parent point, and how it is kept.
+#[derive(Debug, Clone)]
+pub struct NewBranch {
+    /// Its name, unique in the database.
+    pub name: String,
+    /// The branch it forks (the database's default branch when `None`).
+    pub parent_id: Option<String>,
+    /// Where in the parent's history.
+    pub point: PointInTime,
+    /// Refuse deletion, restore, reset and expiry.
+    pub protected: bool,
+    /// When the expiry sweep deletes it.
+    pub expires_at: Option<jiff::Timestamp>,
+    /// Its labels (checked by the caller).
+    pub labels: Labels,
+}
+
+/// What an update of a branch asks; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct BranchChanges {
+    /// A new name.
+    pub name: Option<String>,
+    /// `Some(true)` promotes it to the database's default branch (`Some(false)` on the default is refused).
+    pub is_default: Option<bool>,
+    /// Protect or unprotect it.
+    pub protected: Option<bool>,
+    /// A new expiry; `Some(None)` clears it.
+    pub expires_at: Option<Option<jiff::Timestamp>>,
+    /// New labels, replacing all (checked by the caller).
+    pub labels: Option<Labels>,
+}
+
+/// `expires_at` as stored, if it is in the future and at most [`EXPIRY_AHEAD_MAX_DAYS`] ahead (else 422).
+pub(crate) fn checked_expiry(expires_at: jiff::Timestamp) -> Result<String, ApiError> {
+    let now = jiff::Timestamp::now();
+    if expires_at <= now {
+        return Err(ApiError::Unprocessable(format!(
+            "`expires_at` {expires_at} is not in the future (it is {now} now)"
+        )));
+    }
+    let max = now
+        .checked_add(jiff::SignedDuration::from_hours(EXPIRY_AHEAD_MAX_DAYS * 24))
+        .map_err(|_| ApiError::Internal)?;
+    if expires_at > max {
+        return Err(ApiError::Unprocessable(format!(
+            "`expires_at` {expires_at} is more than {EXPIRY_AHEAD_MAX_DAYS} days ahead"
+        )));
+    }
+    Ok(timestamp_text(expires_at))
+}
 
 impl Control {
     /// Creates branch `name` of `parent` at `point`: a timeline on the storage, then the row, then the compute.
@@ -23,10 +79,9 @@ impl Control {
         &self,
         account: &AccountId,
         database_id: &str,
-        parent_id: Option<String>,
-        name: String,
-        point: PointInTime,
+        new: NewBranch,
     ) -> Result<(Branch, Database), ApiError> {
+        let expires_at = new.expires_at.map(checked_expiry).transpose()?;
         faults::pause(self.config.faults.branch_create_pause_ms).await;
         let _held = self.locked(database_id).await;
         let database = self.get_database(account, database_id).await?;
@@ -36,7 +91,7 @@ impl Control {
             }
             DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
-        let parent_id = parent_id.unwrap_or_else(|| database.default_branch_id.clone());
+        let parent_id = new.parent_id.unwrap_or_else(|| database.default_branch_id.clone());
         let parent = match self.get_branch(account, &parent_id).await {
             Ok((parent, _)) if parent.database_id == database.id => parent,
             Ok(_) | Err(ApiError::NotFound) => {
@@ -51,7 +106,7 @@ impl Control {
         // Under the lock, which every change of the database's branches holds: the count cannot move.
         self.check_branch_quota(&database.id).await?;
         check_descriptors()?;
-        let (holder, lsn) = self.resolve(database, parent, &point).await?;
+        let (holder, lsn) = self.resolve(database, parent, &new.point).await?;
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),
             ancestor_timeline_id: Some(holder.timeline_id),
@@ -63,11 +118,14 @@ impl Control {
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
             database_id: database.id.clone(),
-            name,
+            name: new.name,
             parent_branch_id: Some(parent.id.clone()),
             parent_lsn: Some(lsn),
             timeline_id: timeline.timeline_id,
-            created_at: crate::store::timestamp_text(now),
+            created_at: timestamp_text(now),
+            protected: new.protected,
+            expires_at,
+            labels: new.labels,
         };
         let (row, timeline_row) = (branch.clone(), timeline);
         let inserted = self
@@ -113,7 +171,8 @@ impl Control {
             .blocking(move |store| {
                 Ok((
                     store.branch_count(&id)?,
-                    store.running_operations_on_database(&id, Action::RESTORE_BRANCH)?,
+                    store.running_operations_on_database(&id, Action::RESTORE_BRANCH)?
+                        + store.running_operations_on_database(&id, Action::RESET_BRANCH)?,
                 ))
             })
             .await?;
@@ -139,40 +198,79 @@ impl Control {
             .ok_or(ApiError::NotFound)
     }
 
-    /// Renames and/or promotes a branch.
+    /// Renames, promotes, protects or unprotects a branch, or sets or clears its expiry; all or nothing.
+    ///
+    /// The default branch cannot expire (it cannot be deleted), so an expiry on it, or a promotion of a branch
+    /// that keeps one, is 422.
     pub async fn update_branch(
         &self,
         account: &AccountId,
         id: &str,
-        name: Option<String>,
-        is_default: Option<bool>,
+        changes: BranchChanges,
     ) -> Result<(Branch, Database), ApiError> {
+        let expires_at = match changes.expires_at {
+            Some(Some(at)) => Some(Some(checked_expiry(at)?)),
+            Some(None) => Some(None),
+            None => None,
+        };
         let (_, database) = self.get_branch(account, id).await?;
         let _held = self.locked(&database.id).await;
         let (branch, database) = self.get_branch(account, id).await?;
-        if is_default == Some(false) && database.default_branch_id == branch.id {
+        let is_default = database.default_branch_id == branch.id;
+        if changes.is_default == Some(false) && is_default {
             return Err(ApiError::Unprocessable(
                 "a database always has a default branch: promote another branch instead".to_owned(),
             ));
         }
+        let will_be_default = is_default || changes.is_default == Some(true);
+        let will_expire = match &expires_at {
+            Some(at) => at.is_some(),
+            None => branch.expires_at.is_some(),
+        };
+        if will_be_default && will_expire {
+            return Err(ApiError::Unprocessable(
+                "the default branch cannot be deleted, so it cannot expire: clear `expires_at` (null) to promote it"
+                    .to_owned(),
+            ));
+        }
+        let update = BranchUpdate {
+            name: changes.name,
+            protected: changes.protected,
+            expires_at,
+            promote: changes.is_default == Some(true),
+            labels: changes.labels,
+        };
         let branch_id = branch.id.clone();
-        self.blocking(move |store| {
-            if let Some(name) = name {
-                store.rename_branch(&branch_id, &name)?;
-            }
-            if is_default == Some(true) {
-                store.promote_branch(&branch_id)?;
-            }
-            Ok(())
-        })
-        .await?;
+        self.blocking(move |store| store.update_branch(&branch_id, &update))
+            .await?;
         let (branch, database) = self.get_branch(account, id).await?;
-        if is_default == Some(true) && database.status == DatabaseStatus::Active {
+        if changes.is_default == Some(true) && database.status == DatabaseStatus::Active {
             self.host
                 .set_alias(&database.id, &branch.id)
                 .map_err(|e| ApiError::Unavailable(e.to_string()))?;
         }
         Ok((branch, database))
+    }
+
+    /// 409 naming the protection if `branch` is protected and so refuses `what` (restore, reset).
+    pub(super) fn refuse_if_protected(branch: &Branch, what: &str) -> Result<(), ApiError> {
+        if branch.protected {
+            return Err(ApiError::Conflict(protection_refuses(branch, what)));
+        }
+        Ok(())
+    }
+
+    /// 409 naming the branch if database `database_id` has a protected branch, which refuses the database's
+    /// deletion (that would delete the branch). Called under the database's lock.
+    pub(super) async fn refuse_if_database_protected(&self, database_id: &str) -> Result<(), ApiError> {
+        let id = database_id.to_owned();
+        if let Some(branch) = self.blocking(move |store| store.protected_branch(&id)).await? {
+            return Err(ApiError::Conflict(format!(
+                "database {database_id} has a protected branch, {}",
+                protection_refuses(&branch, "deletion with the database")
+            )));
+        }
+        Ok(())
     }
 
     /// Deletes a branch and its subtree: rows, computes, then the timelines nothing needs any more.
@@ -186,13 +284,19 @@ impl Control {
             .await?;
         // A crash from here on leaves timeline rows nothing needs: the reconciler sweeps them as below.
         self.config.faults.pause_at(Step::BranchStorage).await;
-        for branch in &deleted {
+        self.forget_branches(&database, &deleted).await;
+        Ok(())
+    }
+
+    /// After `deleted` branches' rows are gone: the compute host forgets them, then the timelines nothing needs
+    /// any more are deleted.
+    pub(super) async fn forget_branches(&self, database: &Database, deleted: &[Branch]) {
+        for branch in deleted {
             self.host.detach(&branch.id);
             self.host.clear_refusal(&branch.id);
             self.host.remove_credentials(&branch.id);
         }
-        self.sweep_timelines(&database).await;
-        Ok(())
+        self.sweep_timelines(database).await;
     }
 
     /// Deletes the timelines of `database` that nothing needs any more, children first; failures are logged.

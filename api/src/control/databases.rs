@@ -10,6 +10,7 @@ use super::{check_descriptors, random_u128, retry, Control, DEFAULT_BRANCH_NAME,
 use crate::error::ApiError;
 use crate::faults::{self, Step};
 use crate::store::databases::{Database, DatabaseStatus, NewDatabase, TimelineRow};
+use crate::store::labels::Labels;
 use crate::store::operations::Operation;
 use crate::store::AccountId;
 
@@ -64,6 +65,7 @@ impl Control {
         project_id: &str,
         name: String,
         region: Option<String>,
+        labels: Labels,
     ) -> Result<(Database, Operation, Password), ApiError> {
         let region = region.unwrap_or_else(|| self.config.region.clone());
         if region != self.config.region {
@@ -90,6 +92,7 @@ impl Control {
             },
             branch_name: DEFAULT_BRANCH_NAME.to_owned(),
             password_verifier,
+            labels,
         };
         check_descriptors()?;
         let account = account.clone();
@@ -259,6 +262,7 @@ impl Control {
         let _held = self.locked(&database.id).await;
         let database = self.get_database(account, id).await?;
         self.refuse_while_operation_runs(&database.id).await?;
+        self.refuse_if_database_protected(&database.id).await?;
         self.retire(&database).await?;
         // A crash from here until the row is deleted leaves the database as it was: served again at the restart.
         self.config.faults.pause_at(Step::DatabaseRow).await;
@@ -283,7 +287,7 @@ impl Control {
         let _project = self.locked(id).await;
         let (account_id, project_id) = (account.clone(), id.to_owned());
         let page = self
-            .blocking(move |store| store.list_databases(&account_id, &project_id, None, usize::MAX / 2))
+            .blocking(move |store| store.list_databases(&account_id, &project_id, None, usize::MAX / 2, None))
             .await?
             .ok_or(ApiError::NotFound)?;
         // Listed in id order.
@@ -293,6 +297,7 @@ impl Control {
         }
         for database in &page.items {
             self.refuse_while_operation_runs(&database.id).await?;
+            self.refuse_if_database_protected(&database.id).await?;
         }
         for database in &page.items {
             self.retire(database).await?;

@@ -20,9 +20,11 @@
 
 mod branches;
 mod databases;
+pub mod expiry;
 mod operations;
 mod resolution;
 mod restore;
+mod schema_diff;
 mod serving;
 
 use std::collections::HashMap;
@@ -43,8 +45,10 @@ use crate::store::databases::DatabaseStatus;
 use crate::store::{Store, StoreError};
 use crate::worker::Worker;
 
+pub use branches::{BranchChanges, NewBranch, EXPIRY_AHEAD_MAX_DAYS};
 pub use databases::Password;
 pub use resolution::PointInTime;
+pub use schema_diff::{SchemaDiff, SchemaDiffRequest};
 
 /// Where a database's root timeline starts its WAL.
 pub const ROOT_START_LSN: Lsn = Lsn(0x100_0000);

@@ -5,10 +5,11 @@
 use std::future::Future;
 use std::time::Duration;
 
+use super::restore::Move;
 use super::Control;
 use crate::error::ApiError;
 use crate::store::databases::{Database, DatabaseStatus};
-use crate::store::operations::{Action, Operation, OperationStatus, RestoreParams};
+use crate::store::operations::{Action, DeleteBranchParams, Operation, OperationStatus, RestoreParams};
 use crate::store::AccountId;
 use crate::worker::OperationRunner;
 
@@ -31,7 +32,23 @@ impl OperationRunner for Control {
         operation: &Operation,
         params: RestoreParams,
     ) -> impl Future<Output = Result<(), String>> + Send {
-        self.restore_work(operation, params)
+        self.restore_work(operation, params, Move::Restore)
+    }
+
+    fn run_reset_branch(
+        &self,
+        operation: &Operation,
+        params: RestoreParams,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.restore_work(operation, params, Move::Reset)
+    }
+
+    fn run_delete_branch(
+        &self,
+        operation: &Operation,
+        params: DeleteBranchParams,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.delete_expired_work(operation, params)
     }
 
     fn finish_operation(&self, operation: &Operation, outcome: Result<(), String>) -> impl Future<Output = ()> + Send {

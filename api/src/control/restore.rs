@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cambium_types::TimelineId;
+use cambium_types::{Lsn, TimelineId};
 use compute::host::BranchTarget;
 
 use super::{random_u128, retry, Control, PointInTime, PG_USER};
@@ -11,6 +11,25 @@ use crate::error::ApiError;
 use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
 use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
 use crate::store::{new_id, AccountId};
+
+/// Which of the two moves of a branch onto a new timeline an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Move {
+    /// `restore_branch`: to a point of its own history.
+    Restore,
+    /// `reset_branch`: to its parent's latest state (its `parent_lsn` moves there).
+    Reset,
+}
+
+impl Move {
+    /// What a refusal calls it.
+    fn noun(self) -> &'static str {
+        match self {
+            Move::Restore => "restore",
+            Move::Reset => "reset",
+        }
+    }
+}
 
 impl Control {
     /// Validates a restore of `branch` to `point` and starts its `restore_branch` operation.
@@ -22,35 +41,81 @@ impl Control {
         preserve: bool,
     ) -> Result<Operation, ApiError> {
         let (branch, database) = self.get_branch(account, id).await?;
-        if database.status == DatabaseStatus::Provisioning || database.status == DatabaseStatus::Failed {
-            return Err(ApiError::Conflict(format!(
-                "the database is {}",
-                database.status.as_str()
-            )));
-        }
+        check_movable(&branch, &database, Move::Restore)?;
         let (holder, lsn) = self.resolve(&database, &branch, &point).await?;
+        self.start_move(account, &branch, (holder.timeline_id, lsn), preserve, Move::Restore)
+            .await
+    }
+
+    /// Validates a reset of `branch` to its parent's latest state and starts its `reset_branch` operation: same
+    /// id, name and connection string, the parent's data as of now; the state before is kept as a branch
+    /// `<name>_before_reset_<time>` if `preserve`.
+    pub async fn reset_branch(
+        self: &Arc<Self>,
+        account: &AccountId,
+        id: &str,
+        preserve: bool,
+    ) -> Result<Operation, ApiError> {
+        let (branch, database) = self.get_branch(account, id).await?;
+        check_movable(&branch, &database, Move::Reset)?;
+        let parent_id = branch.parent_branch_id.clone().ok_or_else(|| {
+            ApiError::Unprocessable(format!(
+                "branch {} ({:?}) has no parent to reset from: it is the database's first branch",
+                branch.id, branch.name
+            ))
+        })?;
+        let (parent, _) = self.get_branch(account, &parent_id).await?;
+        let (holder, lsn) = self.resolve(&database, &parent, &PointInTime::Latest).await?;
+        self.start_move(account, &branch, (holder.timeline_id, lsn), preserve, Move::Reset)
+            .await
+    }
+
+    /// Queues the operation moving `branch` onto a new timeline branched from `source` (a timeline and an LSN on
+    /// it): the row written under the database's lock, after the branch is read again there (its protection and
+    /// timeline as of now) and the branch quota checked if a branch is kept.
+    async fn start_move(
+        self: &Arc<Self>,
+        account: &AccountId,
+        branch: &Branch,
+        source: (TimelineId, Lsn),
+        preserve: bool,
+        kind: Move,
+    ) -> Result<Operation, ApiError> {
         let now = jiff::Timestamp::now();
         let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
-        let action = Action::RestoreBranch(RestoreParams {
-            branch_id: branch.id.clone(),
-            old_timeline_id: branch.timeline_id,
-            source_timeline_id: holder.timeline_id,
-            target_lsn: lsn,
-            new_timeline_id: TimelineId(random_u128()),
-            preserved_name: preserve
-                .then(|| format!("{}_before_restore_{}", branch.name, now.strftime("%Y%m%dT%H%M%SZ"))),
-            preserved_id: new_id("br_", now_ms),
-        });
         let slot = self.worker.reserve()?;
         // The quota's count and the operation's row under the lock, so branch creations and other restores
         // count this one.
-        let _held = self.locked(&database.id).await;
+        let _held = self.locked(&branch.database_id).await;
+        let (branch, database) = self.get_branch(account, &branch.id).await?;
+        check_movable(&branch, &database, kind)?;
+        let params = RestoreParams {
+            branch_id: branch.id.clone(),
+            old_timeline_id: branch.timeline_id,
+            source_timeline_id: source.0,
+            target_lsn: source.1,
+            new_timeline_id: TimelineId(random_u128()),
+            preserved_name: preserve.then(|| {
+                format!(
+                    "{}_before_{}_{}",
+                    branch.name,
+                    kind.noun(),
+                    now.strftime("%Y%m%dT%H%M%SZ")
+                )
+            }),
+            preserved_id: new_id("br_", now_ms),
+        };
+        let action = match kind {
+            Move::Restore => Action::RestoreBranch(params),
+            Move::Reset => Action::ResetBranch(params),
+        };
         if preserve {
             self.check_branch_quota(&database.id)
                 .await
                 .map_err(|error| match error {
                     ApiError::QuotaExceeded(message) => ApiError::QuotaExceeded(format!(
-                        "{message} (or restore with \"preserve\": false, which keeps no branch)"
+                        "{message} (or {} with \"preserve\": false, which keeps no branch)",
+                        kind.noun()
                     )),
                     other => other,
                 })?;
@@ -76,7 +141,7 @@ impl Control {
         Ok(operation)
     }
 
-    /// The `restore_branch` work: the new timeline at the point, the rows, then the compute.
+    /// The `restore_branch` and `reset_branch` work: the new timeline at the point, the rows, then the compute.
     ///
     /// The outcome is that of the rows' change (one transaction): before it, a failure leaves the branch as it
     /// was and the operation `failed` (a new restore may be asked); after it, the restore has happened, and the
@@ -84,7 +149,12 @@ impl Control {
     /// stays defined on its new timeline and starts with its next session. So `failed` never hides an applied
     /// restore (whose retry would keep the old state a second time). A run resumed after a crash redoes every
     /// step: the timeline creation and the rows' change are idempotent.
-    pub(super) async fn restore_work(&self, operation: &Operation, params: RestoreParams) -> Result<(), String> {
+    pub(super) async fn restore_work(
+        &self,
+        operation: &Operation,
+        params: RestoreParams,
+        kind: Move,
+    ) -> Result<(), String> {
         let (old_timeline_id, source, new_timeline_id, lsn) = (
             params.old_timeline_id,
             params.source_timeline_id,
@@ -106,6 +176,7 @@ impl Control {
             new_timeline,
             preserved_name: params.preserved_name.clone(),
             preserved_id: params.preserved_id.clone(),
+            new_parent_lsn: (kind == Move::Reset).then_some(lsn),
         };
         let preserved = self
             .blocking(move |store| store.apply_restore(&change))
@@ -173,4 +244,15 @@ impl Control {
         }
         attached
     }
+}
+
+/// 409 if `branch` cannot be moved by a restore or reset now: it is protected, or its database is not made.
+fn check_movable(branch: &Branch, database: &Database, kind: Move) -> Result<(), ApiError> {
+    if database.status == DatabaseStatus::Provisioning || database.status == DatabaseStatus::Failed {
+        return Err(ApiError::Conflict(format!(
+            "the database is {}",
+            database.status.as_str()
+        )));
+    }
+    Control::refuse_if_protected(branch, kind.noun())
 }

@@ -5,29 +5,33 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 
+use super::labels::{self, LabelParams};
 use super::views::{
     CreateDatabase, CreatedDatabaseEnvelope, DatabaseEnvelope, DatabaseList, DatabaseView, EndpointList, EndpointView,
     ErrorEnvelope, UpdateDatabase,
 };
-use super::{parse_id, parse_name, AppState, ListParams};
+use super::{object_body, parse_id, parse_name, AppState, ListParams};
 use crate::error::ApiError;
+use crate::store::labels::Labelled;
 use crate::store::AccountId;
 
-/// Lists a project's databases, oldest first.
+/// Lists a project's databases, oldest first; `?label=` keeps those with a label.
 #[utoipa::path(get, path = "/v1/projects/{id}/databases", tag = "databases",
-    params(("id" = String, Path, description = "project id"), ListParams),
+    params(("id" = String, Path, description = "project id"), ListParams, LabelParams),
     responses((status = 200, body = DatabaseList), (status = "4XX", body = ErrorEnvelope)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(project_id): Path<String>,
     params: Result<Query<ListParams>, QueryRejection>,
+    label: Result<Query<LabelParams>, QueryRejection>,
 ) -> Result<Json<DatabaseList>, ApiError> {
     let project_id = parse_id(project_id, "proj_")?;
     let (limit, after) = params?.checked()?;
+    let filter = label?.filter()?;
     let page = state
         .control
-        .blocking(move |store| store.list_databases(&account, &project_id, after.as_deref(), limit))
+        .blocking(move |store| store.list_databases(&account, &project_id, after.as_deref(), limit, filter.as_ref()))
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(Json(DatabaseList {
@@ -51,14 +55,15 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(project_id): Path<String>,
-    body: Result<Json<CreateDatabase>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreatedDatabaseEnvelope>), ApiError> {
     let project_id = parse_id(project_id, "proj_")?;
-    let Json(body) = body?;
+    let body: CreateDatabase = object_body(body)?;
     let name = parse_name(body.name)?;
+    let labels = labels::checked(body.labels.unwrap_or_default())?;
     let (database, operation, password) = state
         .control
-        .create_database(&account, &project_id, name, body.region)
+        .create_database(&account, &project_id, name, body.region, labels)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -102,7 +107,7 @@ pub(crate) async fn get(
     }))
 }
 
-/// Renames a database (also: update endpoint).
+/// Renames a database and/or replaces its labels (also: update endpoint).
 #[utoipa::path(patch, path = "/v1/databases/{id}", tag = "databases", params(("id" = String, Path)),
     request_body = UpdateDatabase,
     responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
@@ -110,16 +115,22 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(account): Extension<AccountId>,
     Path(id): Path<String>,
-    body: Result<Json<UpdateDatabase>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<DatabaseEnvelope>, ApiError> {
     let id = parse_id(id, "db_")?;
-    let Json(body) = body?;
+    let body: UpdateDatabase = object_body(body)?;
     let name = body.name.map(parse_name).transpose()?;
+    let labels = body.labels.map(labels::checked).transpose()?;
     let database = state
         .control
-        .blocking(move |store| match name {
-            Some(name) => store.rename_database(&account, &id, &name),
-            None => store.get_database(&account, &id),
+        .blocking(move |store| {
+            if let Some(labels) = labels {
+                store.set_labels(&account, Labelled::Database, &id, &labels)?;
+            }
+            match name {
+                Some(name) => store.rename_database(&account, &id, &name),
+                None => store.get_database(&account, &id),
+            }
         })
         .await?
         .ok_or(ApiError::NotFound)?;

@@ -13,6 +13,8 @@
 //!   reconciler's last round (`crate::reconcile`); `cambium_reconcile_rounds_total`,
 //!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
 //!   `cambium_orphan_timelines_deleted_total`.
+//! - The compute host's metrics (`compute::metrics`: page reads by source, prefetch hits and wasted prefetches,
+//!   the caches' sizes), since it runs in the same process.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -176,5 +178,7 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
         let _ = writeln!(out, "# TYPE {name} counter");
         let _ = writeln!(out, "{name} {value}");
     }
+    // The compute host runs in this process: its page reads, prefetching and caches.
+    out.push_str(&compute::metrics::render());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
 }

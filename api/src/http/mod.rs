@@ -23,21 +23,22 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use crate::auth;
+use crate::auth::{self, Caller};
 use crate::control::Control;
 use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
-use crate::store::AccountId;
 
 mod branches;
 mod databases;
 mod health;
 mod idempotency;
+pub mod labels;
 pub mod limits;
 mod metrics;
 pub mod openapi;
 mod operations;
 mod projects;
+mod scope;
 pub mod serve;
 pub mod tls;
 mod views;
@@ -113,6 +114,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
             get(databases::list).post(databases::create),
         )
         .route("/v1/projects/{id}/operations", get(operations::list))
+        .route("/v1/projects/{id}/audit", get(projects::audit))
         .route(
             "/v1/databases/{id}",
             get(databases::get).patch(databases::update).delete(databases::delete),
@@ -131,8 +133,11 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
             get(branches::get).patch(branches::update).delete(branches::delete),
         )
         .route("/v1/branches/{id}/restore", post(branches::restore))
+        .route("/v1/branches/{id}/reset", post(branches::reset))
+        .route("/v1/branches/{id}/schema_diff", get(branches::schema_diff))
         .route("/v1/operations/{id}", get(operations::get))
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
         .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer));
     Router::new()
@@ -175,10 +180,15 @@ async fn read_body(State(timeout): State<Duration>, request: Request, next: Next
     Ok(next.run(Request::from_parts(parts, Body::from(body))).await)
 }
 
+/// A request's id (`req_…`), in its extensions for the layers that record it.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestId(pub(crate) String);
+
 /// Assigns the request id, sets `X-Request-Id` and writes error envelopes.
-async fn request_id(request: Request, next: Next) -> Response {
+async fn request_id(mut request: Request, next: Next) -> Response {
     let now_ms = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0);
     let id = format!("req_{}", ids::new_ulid(now_ms));
+    request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).await;
     if let Some(info) = response.extensions_mut().remove::<ErrorInfo>() {
         let body = serde_json::json!({
@@ -202,16 +212,16 @@ async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// The account of the request's bearer key (401 if there is none that is valid), within its rate limit (429).
-async fn authenticate(state: &AppState, secret: Option<String>) -> Result<AccountId, ApiError> {
+/// The request's bearer key (401 if there is none that is valid), within its account's rate limit (429).
+async fn authenticate(state: &AppState, secret: Option<String>) -> Result<Caller, ApiError> {
     let secret = secret.ok_or(ApiError::Unauthenticated)?;
-    let account = state
+    let caller = state
         .control
         .blocking(move |store| auth::authenticate(store, &secret))
         .await?
         .ok_or(ApiError::Unauthenticated)?;
-    state.limiter.check(&account)?;
-    Ok(account)
+    state.limiter.check(&caller.account)?;
+    Ok(caller)
 }
 
 /// The secret of the `Authorization: Bearer` header (owned: a request is not `Sync`, so no reference to it may
@@ -225,20 +235,23 @@ fn bearer(request: &Request) -> Option<String> {
         .map(|secret| secret.trim().to_owned())
 }
 
-/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit.
+/// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit; the
+/// handlers get the account, the scope layer the whole [`Caller`].
 async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
-    let account = authenticate(&state, bearer(&request)).await?;
-    request.extensions_mut().insert(account);
+    let caller = authenticate(&state, bearer(&request)).await?;
+    request.extensions_mut().insert(caller.account.clone());
+    request.extensions_mut().insert(caller);
     Ok(next.run(request).await)
 }
 
 /// As [`require_key`], and the key must be the admin account's (403 otherwise): what it guards spans accounts.
 async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
-    let account = authenticate(&state, bearer(&request)).await?;
+    let caller = authenticate(&state, bearer(&request)).await?;
     let admin = state.control.blocking(|store| store.admin_account()).await?;
-    if admin.as_ref() != Some(&account) {
+    if admin.as_ref() != Some(&caller.account) || caller.scope.project_id.is_some() {
         return Err(ApiError::Forbidden(
-            "this needs a key of the admin account (the one `cambium up` created first; `cambium keys create`)"
+            "this needs a key of the admin account not limited to a project (the one `cambium up` created first; \
+             `cambium keys create`)"
                 .to_owned(),
         ));
     }
@@ -279,6 +292,18 @@ impl ListParams {
         };
         Ok((limit, cursor))
     }
+}
+
+/// A JSON request body as `T`: an object only (serde would also read a struct from an array, `[null, null]`, which
+/// the schema does not allow), else 400; unknown fields and wrong types are 400 as `T` says.
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, ApiError> {
+    let Json(value) = body?;
+    if !value.is_object() {
+        return Err(ApiError::InvalidRequest("the body must be a JSON object".to_owned()));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::InvalidRequest(format!("malformed body: {e}")))
 }
 
 /// A name, checked: 1..=256 characters, not blank, no control characters.

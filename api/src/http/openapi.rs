@@ -12,10 +12,11 @@ use super::{branches, databases, health, operations, projects, views};
 #[openapi(
     info(title = "Cambium", description = "Databases with instant copy-on-write branches and point-in-time restore."),
     paths(
-        projects::list, projects::create, projects::get, projects::update, projects::delete,
+        projects::list, projects::create, projects::get, projects::update, projects::delete, projects::audit,
         databases::list, databases::create, databases::get, databases::update, databases::delete,
         databases::resume, databases::suspend, databases::reset_password, databases::endpoints, health::get,
         branches::list, branches::create, branches::get, branches::update, branches::delete, branches::restore,
+        branches::reset, branches::schema_diff,
         operations::list, operations::get,
     ),
     components(schemas(views::ErrorEnvelope)),

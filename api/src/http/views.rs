@@ -3,8 +3,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::control::{Control, Password};
+use crate::control::{Control, Password, SchemaDiff};
+use crate::store::audit::AuditEntry;
 use crate::store::databases::{Branch, Database};
+use crate::store::labels::Labels;
 use crate::store::operations::Operation;
 use crate::store::Project;
 
@@ -16,6 +18,8 @@ pub(crate) struct ProjectView {
     name: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl From<Project> for ProjectView {
@@ -24,6 +28,7 @@ impl From<Project> for ProjectView {
             id: project.id,
             name: project.name,
             created_at: project.created_at,
+            labels: project.labels,
         }
     }
 }
@@ -59,6 +64,8 @@ pub(crate) struct DatabaseView {
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl DatabaseView {
@@ -84,6 +91,7 @@ impl DatabaseView {
             region: database.region,
             default_branch_id: database.default_branch_id,
             created_at: database.created_at,
+            labels: database.labels,
         }
     }
 }
@@ -162,6 +170,14 @@ pub(crate) struct BranchView {
     connection_uri: String,
     /// ISO 8601 UTC.
     created_at: String,
+    /// `true` refuses the branch's deletion (and its database's), restore, reset and expiry with 409 until it is
+    /// unprotected.
+    protected: bool,
+    /// When the expiry sweep deletes the branch (ISO 8601 UTC); absent: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    /// String labels (at most 64); `?label=key:value` filters listings on them.
+    labels: Labels,
 }
 
 impl BranchView {
@@ -175,6 +191,9 @@ impl BranchView {
             parent_branch_id: branch.parent_branch_id,
             parent_lsn: branch.parent_lsn.map(|lsn| lsn.to_string()),
             created_at: branch.created_at,
+            protected: branch.protected,
+            expires_at: branch.expires_at,
+            labels: branch.labels,
         }
     }
 }
@@ -202,7 +221,7 @@ pub(crate) struct OperationView {
     database_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     branch_id: Option<String>,
-    /// `create_database` or `restore_branch`.
+    /// `create_database`, `restore_branch`, `reset_branch` or `delete_branch` (the expiry of a branch).
     action: String,
     /// `running`, `finished` or `failed`.
     status: String,
@@ -244,6 +263,115 @@ pub(crate) struct OperationList {
     pub(crate) next_cursor: Option<String>,
 }
 
+/// One difference between two schemas.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaChangeView {
+    /// `table`, `column`, `index`, `view` or `trigger`.
+    kind: String,
+    /// The object's name; a column's is `table.column`.
+    name: String,
+    /// The table it belongs to (a table's own name for a table; a view's for a view).
+    table: String,
+    /// `added`, `removed` or `changed`.
+    change: String,
+    /// Its DDL (a column's definition) in the base; absent when added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<String>,
+    /// Its DDL (a column's definition) in the branch; absent when removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+}
+
+/// The schema differences from a base branch at a point to a branch at a point.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaDiffView {
+    /// The branch diffed.
+    branch_id: String,
+    /// The point of the branch whose schema was read (`X/Y`).
+    lsn: String,
+    /// The base branch.
+    base_branch_id: String,
+    /// The point of the base whose schema was read (`X/Y`).
+    base_lsn: String,
+    /// The differences, by kind then name; empty when the schemas are the same.
+    changes: Vec<SchemaChangeView>,
+    /// A unified diff (`diff -U0`) of the two schemas' DDL, from `<base>@<base_lsn>` to `<branch>@<lsn>`; empty
+    /// when they are the same.
+    diff: String,
+}
+
+impl From<SchemaDiff> for SchemaDiffView {
+    fn from(diff: SchemaDiff) -> SchemaDiffView {
+        SchemaDiffView {
+            branch_id: diff.branch_id,
+            lsn: diff.lsn.to_string(),
+            base_branch_id: diff.base_branch_id,
+            base_lsn: diff.base_lsn.to_string(),
+            changes: diff
+                .changes
+                .into_iter()
+                .map(|c| SchemaChangeView {
+                    kind: c.kind.as_str().to_owned(),
+                    name: c.name,
+                    table: c.table,
+                    change: c.change.as_str().to_owned(),
+                    base: c.base,
+                    target: c.target,
+                })
+                .collect(),
+            diff: diff.diff,
+        }
+    }
+}
+
+/// `{schema_diff}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SchemaDiffEnvelope {
+    pub(crate) schema_diff: SchemaDiffView,
+}
+
+/// One audited call.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AuditEntryView {
+    /// `aud_…`.
+    id: String,
+    project_id: String,
+    /// The key that made the call (`key_…`; never its secret).
+    key_id: String,
+    /// `POST`, `PATCH` or `DELETE`.
+    method: String,
+    /// The request path.
+    path: String,
+    /// The response's HTTP status.
+    status: u16,
+    /// The response's `X-Request-Id`.
+    request_id: String,
+    /// ISO 8601 UTC.
+    created_at: String,
+}
+
+impl From<AuditEntry> for AuditEntryView {
+    fn from(entry: AuditEntry) -> AuditEntryView {
+        AuditEntryView {
+            id: entry.id,
+            project_id: entry.project_id,
+            key_id: entry.key_id,
+            method: entry.method,
+            path: entry.path,
+            status: entry.status,
+            request_id: entry.request_id,
+            created_at: entry.created_at,
+        }
+    }
+}
+
+/// `{audit_entries, next_cursor}`, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AuditList {
+    pub(crate) audit_entries: Vec<AuditEntryView>,
+    pub(crate) next_cursor: Option<String>,
+}
+
 /// The error envelope.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorEnvelope {
@@ -271,9 +399,13 @@ pub(crate) struct CreateProject {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: String,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
-/// Renames a project.
+/// Renames a project and/or replaces its labels.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateProject {
@@ -283,6 +415,9 @@ pub(crate) struct UpdateProject {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: Option<String>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Creates a database.
@@ -298,9 +433,13 @@ pub(crate) struct CreateDatabase {
     /// This deployment's region when absent (the only one accepted).
     #[schema(pattern = r"^[a-z0-9-]{1,64}$")]
     pub(crate) region: Option<String>,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
-/// Renames a database.
+/// Renames a database and/or replaces its labels.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateDatabase {
@@ -310,6 +449,9 @@ pub(crate) struct UpdateDatabase {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub(crate) name: Option<String>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Creates a branch: from the parent's latest state, or at `parent_lsn` or `parent_timestamp` (not both).
@@ -332,6 +474,15 @@ pub(crate) struct CreateBranch {
     /// the database was created or in the future).
     #[schema(format = DateTime)]
     pub(crate) parent_timestamp: Option<String>,
+    /// Refuse deletion, restore, reset and expiry (default `false`).
+    pub(crate) protected: Option<bool>,
+    /// RFC 3339: when the branch is deleted by the expiry sweep; in the future, at most 365 days ahead (else 422).
+    #[schema(format = DateTime)]
+    pub(crate) expires_at: Option<String>,
+    /// String labels: at most 64; keys of 1 to 63 ASCII letters, digits, `_ . - /` starting with a letter or
+    /// digit; values of at most 255 characters.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
 }
 
 /// Renames and/or promotes a branch.
@@ -346,6 +497,34 @@ pub(crate) struct UpdateBranch {
     pub(crate) name: Option<String>,
     /// `true` makes it the database's default branch.
     pub(crate) is_default: Option<bool>,
+    /// Protect (`true`) or unprotect (`false`) the branch.
+    pub(crate) protected: Option<bool>,
+    /// RFC 3339: a new expiry (in the future, at most 365 days ahead); `null` clears it; absent keeps it. The
+    /// default branch cannot expire.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub(crate) expires_at: Option<Option<String>>,
+    /// Replaces all the labels (an empty object removes them); bounds as on create.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub(crate) labels: Option<Labels>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value (`Some(Some(_))`).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Resets a branch to its parent's latest state.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResetBranch {
+    /// Keep the state before the reset as a branch `<name>_before_reset_<time>` (default `false`: a preview
+    /// branch is reset often, and each kept state would count against the branch quota).
+    pub(crate) preserve: Option<bool>,
 }
 
 /// Restores a branch to `target_lsn` or `target_timestamp` (exactly one).

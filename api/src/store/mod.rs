@@ -15,9 +15,15 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 
 use crate::{files, ids};
 
+pub mod audit;
 pub mod databases;
 pub mod idempotency;
+pub mod keys;
+pub mod labels;
 pub mod operations;
+
+pub use keys::{ApiKey, KeyScope};
+use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 
 /// One schema migration: SQL, or code for what SQL cannot do.
 enum Migration {
@@ -118,7 +124,48 @@ const MIGRATIONS: &[Migration] = &[
     // Passwords at rest (issue 13): each database keeps only the SCRAM-SHA-256 verifier of its password, and
     // stored responses lose the passwords in their connection strings.
     Migration::Code(forget_passwords),
+    // The branch workflow (issue 15): protected branches and branches that expire. `expires_at` is ISO 8601 UTC
+    // text with three fractional digits (as `created_at`), so it sorts as the time and the expiry sweep reads
+    // the index in time order.
+    Migration::Sql(
+        "
+    ALTER TABLE branches ADD COLUMN protected INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE branches ADD COLUMN expires_at TEXT;
+    CREATE INDEX branches_by_expiry ON branches(expires_at) WHERE expires_at IS NOT NULL;
+",
+    ),
+    // Labels (issue 15): a JSON object of strings on projects, databases and branches.
+    Migration::Sql(
+        "
+    ALTER TABLE projects ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE databases ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE branches ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+",
+    ),
+    // Scoped keys and the audit log (issue 15): a key limited to one project and/or to reading, with an optional
+    // expiry; one row per mutating call, by project.
+    Migration::Sql(
+        "
+    ALTER TABLE api_keys ADD COLUMN project_id TEXT;
+    ALTER TABLE api_keys ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+    CREATE TABLE audit_log (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX audit_by_project ON audit_log(project_id, id);
+",
+    ),
 ];
+
+/// The columns [`project_row`] reads.
+const PROJECT_COLUMNS: &str = "id, account_id, name, created_at, labels";
 
 /// The metadata's file name in the data directory.
 pub const METADATA_FILE: &str = "metadata.sqlite";
@@ -194,19 +241,8 @@ pub struct Project {
     pub name: String,
     /// ISO 8601 UTC.
     pub created_at: String,
-}
-
-/// An API key row; the secret itself is never stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    /// `key_<ULID>`.
-    pub id: String,
-    /// The account the key acts for.
-    pub account_id: AccountId,
-    /// ISO 8601 UTC.
-    pub created_at: String,
-    /// When the key was revoked, if it was.
-    pub revoked_at: Option<String>,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 /// One page of a listing.
@@ -352,58 +388,22 @@ impl Store {
         Ok(AccountId(id))
     }
 
-    /// Stores a key for `account` by the hash of its secret; returns the key id.
-    pub fn insert_key(&self, account: &AccountId, hash: &[u8]) -> Result<String, StoreError> {
-        let (ms, created_at) = now();
-        let id = new_id("key_", ms);
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO api_keys (id, account_id, hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, account.0, hash, created_at],
-        )?;
-        Ok(id)
-    }
-
-    /// The key whose secret hashes to `hash`, revoked or not.
-    pub fn key_by_hash(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
-        let conn = self.conn();
-        let key = conn
-            .query_row(
-                "SELECT id, account_id, created_at, revoked_at FROM api_keys WHERE hash = ?1",
-                [hash],
-                |row| {
-                    Ok(ApiKey {
-                        id: row.get(0)?,
-                        account_id: AccountId(row.get(1)?),
-                        created_at: row.get(2)?,
-                        revoked_at: row.get(3)?,
-                    })
-                },
-            )
-            .optional()?;
-        Ok(key)
-    }
-
-    /// Revokes key `id`; returns whether a not-yet-revoked key was revoked.
-    pub fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
-        let (_, revoked_at) = now();
-        let conn = self.conn();
-        let changed = conn.execute(
-            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, revoked_at],
-        )?;
-        Ok(changed == 1)
-    }
-
     /// Creates a project named `name` for `account`, unless it has `projects_max` already
     /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
-    pub fn create_project(&self, account: &AccountId, name: &str, projects_max: u32) -> Result<Project, StoreError> {
+    pub fn create_project(
+        &self,
+        account: &AccountId,
+        name: &str,
+        projects_max: u32,
+        labels: &Labels,
+    ) -> Result<Project, StoreError> {
         let (ms, created_at) = now();
         let project = Project {
             id: new_id("proj_", ms),
             account_id: account.clone(),
             name: name.to_owned(),
             created_at,
+            labels: labels.clone(),
         };
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -414,30 +414,39 @@ impl Store {
         )?;
         check_quota(count, projects_max, "projects", "the account")?;
         tx.execute(
-            "INSERT INTO projects (id, account_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![project.id, account.0, project.name, project.created_at],
+            &format!("INSERT INTO projects ({PROJECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
+            params![
+                project.id,
+                account.0,
+                project.name,
+                project.created_at,
+                labels_to_sql(&project.labels)
+            ],
         )?;
         tx.commit()?;
         Ok(project)
     }
 
-    /// Up to `limit` of `account`'s projects with ids after `after`, in id (creation) order.
+    /// Up to `limit` of `account`'s projects with ids after `after` (and labels matching `filter`, if given), in
+    /// id (creation) order.
     pub fn list_projects(
         &self,
         account: &AccountId,
         after: Option<&str>,
         limit: usize,
+        filter: Option<&LabelFilter>,
     ) -> Result<Page<Project>, StoreError> {
         assert!(limit > 0, "limit {limit}");
         let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, account_id, name, created_at FROM projects
-             WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
-        )?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {PROJECT_COLUMNS} FROM projects
+             WHERE account_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+        ))?;
         // One extra row says whether another page follows.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let (key, value) = filter_params(filter);
         let mut items = stmt
-            .query_map(params![account.0, after.unwrap_or(""), fetch], project_row)?
+            .query_map(params![account.0, after.unwrap_or(""), fetch, key, value], project_row)?
             .collect::<Result<Vec<_>, _>>()?;
         let next_after = if items.len() > limit {
             items.truncate(limit);
@@ -453,8 +462,7 @@ impl Store {
         let conn = self.conn();
         let project = conn
             .query_row(
-                "SELECT id, account_id, name, created_at FROM projects
-                 WHERE account_id = ?1 AND id = ?2",
+                &format!("SELECT {PROJECT_COLUMNS} FROM projects WHERE account_id = ?1 AND id = ?2"),
                 params![account.0, id],
                 project_row,
             )
@@ -472,7 +480,7 @@ impl Store {
         )?;
         let project = if changed == 1 {
             Some(tx.query_row(
-                "SELECT id, account_id, name, created_at FROM projects WHERE id = ?1",
+                &format!("SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?1"),
                 [id],
                 project_row,
             )?)
@@ -501,6 +509,7 @@ impl Store {
             databases::delete_database_rows(&tx, &database.id)?;
         }
         tx.execute("DELETE FROM operations WHERE project_id = ?1", [id])?;
+        tx.execute("DELETE FROM audit_log WHERE project_id = ?1", [id])?;
         tx.execute("DELETE FROM projects WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(Some(deleted))
@@ -522,21 +531,6 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare("SELECT id FROM accounts ORDER BY id")?;
         let rows = stmt.query_map([], |row| Ok(AccountId(row.get(0)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Every key, revoked or not, oldest first.
-    pub fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT id, account_id, created_at, revoked_at FROM api_keys ORDER BY id")?;
-        let rows = stmt.query_map([], |row| {
-            Ok(ApiKey {
-                id: row.get(0)?,
-                account_id: AccountId(row.get(1)?),
-                created_at: row.get(2)?,
-                revoked_at: row.get(3)?,
-            })
-        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -570,6 +564,7 @@ fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
         account_id: AccountId(row.get(1)?),
         name: row.get(2)?,
         created_at: row.get(3)?,
+        labels: labels_column(row, 4)?,
     })
 }
 
@@ -584,7 +579,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "a", 10).unwrap();
+        let project = store.create_project(&account, "a", 10, &Labels::new()).unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());

@@ -26,6 +26,21 @@ pub enum Action {
     CreateDatabase,
     /// `restore_branch`: the branch moved to a new timeline at a point of its history.
     RestoreBranch(RestoreParams),
+    /// `reset_branch`: the branch moved to a new timeline at its parent's latest state (the parameters are a
+    /// restore's, the source being the parent's timeline); its `parent_lsn` becomes that point.
+    ResetBranch(RestoreParams),
+    /// `delete_branch`: the expiry sweep deleting a branch whose `expires_at` has passed.
+    DeleteBranch(DeleteBranchParams),
+}
+
+/// The parameters of a `delete_branch` operation (the expiry sweep's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBranchParams {
+    /// The branch to delete.
+    pub branch_id: String,
+    /// Its `expires_at` when the sweep found it expired: a branch whose expiry changed since is not deleted.
+    pub expires_at: String,
 }
 
 /// The parameters of a `restore_branch` operation. Serialized as the JSON object its rows have always held
@@ -66,12 +81,18 @@ impl Action {
     pub const CREATE_DATABASE: &'static str = "create_database";
     /// The name of [`Action::RestoreBranch`] in the `action` column and the API.
     pub const RESTORE_BRANCH: &'static str = "restore_branch";
+    /// The name of [`Action::ResetBranch`] in the `action` column and the API.
+    pub const RESET_BRANCH: &'static str = "reset_branch";
+    /// The name of [`Action::DeleteBranch`] in the `action` column and the API.
+    pub const DELETE_BRANCH: &'static str = "delete_branch";
 
     /// Its name, as the `action` column and the API spell it.
     pub fn name(&self) -> &'static str {
         match self {
             Action::CreateDatabase => Action::CREATE_DATABASE,
             Action::RestoreBranch(_) => Action::RESTORE_BRANCH,
+            Action::ResetBranch(_) => Action::RESET_BRANCH,
+            Action::DeleteBranch(_) => Action::DELETE_BRANCH,
         }
     }
 
@@ -83,9 +104,11 @@ impl Action {
             // Serializing a struct of strings, ids and an LSN (each written as a string) cannot fail: serde_json
             // fails only on non-string map keys and on `Serialize` impls that report errors, and these have
             // neither.
-            Action::RestoreBranch(params) => {
+            Action::RestoreBranch(params) | Action::ResetBranch(params) => {
                 serde_json::to_string(params).expect("restore parameters always serialize")
             }
+            // Two strings: as above.
+            Action::DeleteBranch(params) => serde_json::to_string(params).expect("delete parameters always serialize"),
         }
     }
 
@@ -98,6 +121,8 @@ impl Action {
                 Ok(Action::CreateDatabase)
             }
             Action::RESTORE_BRANCH => Ok(Action::RestoreBranch(serde_json::from_str(params)?)),
+            Action::RESET_BRANCH => Ok(Action::ResetBranch(serde_json::from_str(params)?)),
+            Action::DELETE_BRANCH => Ok(Action::DeleteBranch(serde_json::from_str(params)?)),
             other => Err(ActionError::Unknown(other.to_owned())),
         }
     }
@@ -147,7 +172,7 @@ pub struct Operation {
     pub database_id: Option<String>,
     /// The branch it works on.
     pub branch_id: Option<String>,
-    /// `create_database` or `restore_branch`: the name of its [`Action`], as the row holds it (see
+    /// `create_database`, `restore_branch`, `reset_branch` or `delete_branch`: the name of its [`Action`], as the row holds it (see
     /// [`Operation::work`]).
     pub action: String,
     /// Where it is.
@@ -351,6 +376,22 @@ impl Store {
             .optional()?)
     }
 
+    /// A running operation on database `database_id` other than `operation_id`, if any.
+    pub fn other_running_operation_on_database(
+        &self,
+        database_id: &str,
+        operation_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT id FROM operations WHERE database_id = ?1 AND status = 'running' AND id != ?2 LIMIT 1",
+                params![database_id, operation_id],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
     /// How many operations of the action named `action` ([`Action::name`]) run on database `database_id`.
     pub fn running_operations_on_database(&self, database_id: &str, action: &str) -> Result<i64, StoreError> {
         let conn = self.conn();
@@ -413,7 +454,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let account = store.create_account().unwrap();
-        let project = store.create_project(&account, "p", 10).unwrap();
+        let project = store
+            .create_project(&account, "p", 10, &crate::store::labels::Labels::new())
+            .unwrap();
         {
             let conn = store.conn();
             for (id, action, params) in rows {
@@ -460,6 +503,36 @@ mod tests {
         assert_eq!(restore.name(), "restore_branch");
         assert_eq!(restore.params_json(), RESTORE_PARAMS_V1);
         assert_eq!(Action::decode(restore.name(), &restore.params_json()).unwrap(), restore);
+    }
+
+    #[test]
+    fn reset_and_expiry_actions_round_trip_and_refuse_foreign_parameters() {
+        let reset = Action::ResetBranch(restore_params());
+        assert_eq!(reset.name(), "reset_branch");
+        assert_eq!(
+            reset.params_json(),
+            RESTORE_PARAMS_V1,
+            "a reset's parameters are a restore's"
+        );
+        assert_eq!(Action::decode(reset.name(), &reset.params_json()).unwrap(), reset);
+        let delete = Action::DeleteBranch(DeleteBranchParams {
+            branch_id: "br_01JD0000000000000000000000".to_owned(),
+            expires_at: "2026-01-01T00:00:00.000Z".to_owned(),
+        });
+        assert_eq!(delete.name(), "delete_branch");
+        assert_eq!(
+            delete.params_json(),
+            r#"{"branch_id":"br_01JD0000000000000000000000","expires_at":"2026-01-01T00:00:00.000Z"}"#
+        );
+        assert_eq!(Action::decode(delete.name(), &delete.params_json()).unwrap(), delete);
+        assert!(matches!(
+            Action::decode(Action::DELETE_BRANCH, RESTORE_PARAMS_V1),
+            Err(ActionError::Params(_))
+        ));
+        assert!(matches!(
+            Action::decode(Action::RESET_BRANCH, "{}"),
+            Err(ActionError::Params(_))
+        ));
     }
 
     #[test]

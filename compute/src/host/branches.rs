@@ -62,7 +62,8 @@ impl HostShared {
             target.timeline_id,
             target.start_lsn,
         );
-        config.page_cache_capacity_pages = self.config.page_cache_capacity_pages;
+        config.cache = Some(self.cache.clone());
+        config.prefetch = self.config.prefetch;
         config.transactions = self.config.transactions;
         config
     }

@@ -68,8 +68,10 @@ pub struct HostConfig {
     pub pageserver: String,
     /// Users and their passwords (user → password), for every name served.
     pub passwords: HashMap<String, String>,
-    /// Pages cached per store, at most.
-    pub page_cache_capacity_pages: usize,
+    /// The host's page caches: one memory budget for every branch, and the local file cache.
+    pub cache: crate::cache::HostCacheConfig,
+    /// How far ahead every store prefetches reads in order.
+    pub prefetch: crate::remote_store::PrefetchConfig,
     /// A branch's store with no session open for this long is stopped (its runtime, threads, connections
     /// and cache go); the next session starts it again. 0 keeps every started store running.
     pub idle_store_timeout_ms: u64,
@@ -112,6 +114,9 @@ pub struct BranchTarget {
     pub start_lsn: Lsn,
 }
 
+/// The user the control plane's own reads open sessions as (the factory checks no password for them).
+const CONTROL_PLANE_USER: &str = "cambium";
+
 /// A running host; see the module doc. Methods take `&self`, so it can be shared behind an `Arc`; dropping it
 /// (the last `Arc`) stops serving like [`ComputeHost::stop`] without waiting for the listener task.
 pub struct ComputeHost {
@@ -145,7 +150,9 @@ impl ComputeHost {
         let address = listener
             .local_addr()
             .map_err(|e| ComputeError::Listen(config.listen.clone(), e))?;
+        let cache = crate::cache::HostCache::new(&config.cache)?;
         let shared = Arc::new(HostShared {
+            cache,
             vfs: VfsSessionFactory::new(config.passwords.clone()),
             config,
             names: RwLock::new(Names::default()),
@@ -319,6 +326,11 @@ impl ComputeHost {
         self.shared.names.write().refusals.remove(name);
     }
 
+    /// The host's page caches (shared by every branch's store).
+    pub fn cache(&self) -> &Arc<crate::cache::HostCache> {
+        &self.shared.cache
+    }
+
     /// The running store of branch `name` (not an alias); `None` if `name` is not served or its store has not
     /// started yet.
     pub fn store(&self, name: &str) -> Option<Arc<RemotePageStore>> {
@@ -326,6 +338,16 @@ impl ComputeHost {
         let branch = names.branches.get(name)?;
         let state = branch.state.lock();
         state.store.clone()
+    }
+
+    /// A read-only SQLite connection to `name` as a session would open it — a branch or an alias, or
+    /// `<name>@<LSN>` for its state at that point (time travel) — without credentials or session caps: for the
+    /// control plane's own reads (a schema diff). A refused or unknown name is an error saying why. Blocks (a store
+    /// may start): call it off the async workers.
+    pub fn open_read_only(&self, name: &str) -> Result<rusqlite::Connection, crate::pg::SessionError> {
+        let connection = SessionFactory::open(&*self.shared, CONTROL_PLANE_USER, name)?;
+        connection.pragma_update(None, "query_only", true)?;
+        Ok(connection)
     }
 
     /// Stops serving: shuts the listener and every client connection, then closes and unregisters every
@@ -356,6 +378,8 @@ impl Drop for ComputeHost {
 /// The host's [`SessionFactory`] and the state it shares with [`ComputeHost`].
 struct HostShared {
     config: HostConfig,
+    /// The page caches every store of the host shares.
+    cache: Arc<crate::cache::HostCache>,
     names: RwLock<Names>,
     vfs: VfsSessionFactory,
     /// Connection name → (user, password verifier), for names with their own credentials.

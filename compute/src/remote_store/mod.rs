@@ -4,12 +4,14 @@
 //! - **Start.** [`RemotePageStore::start`] starts a [`WalProposer`] and campaigns: the epoch start LSN it wins
 //!   with is where this compute's history begins, so it is the first read LSN. The database size at that LSN
 //!   comes from `GetDbSize` and is kept in memory from then on.
-//! - **Reads** are at a [`Snapshot`]: an LSN this store committed (or its epoch start). The compute page cache
-//!   first; else `GetPage` at the snapshot's LSN, with a deadline. One compute writes a branch, so a page
-//!   changes only by this store's own commits, which update the cache: a cached page holds the branch's latest
-//!   version together with the LSN it is known valid from (the commit that wrote it, or the latest LSN when it
-//!   was fetched), and serves a read at any snapshot at or after that LSN. A read at an older snapshot (a long
-//!   reader while the writer went on) goes to the pageserver, which keeps every version.
+//! - **Reads** are at a [`Snapshot`]: an LSN this store committed (or its epoch start). The host's memory
+//!   cache first, then a page prefetched for this read, then the host's local file cache, else `GetPage` at
+//!   the snapshot's LSN, with a deadline (`crate::cache`: cached pages are facts keyed by timeline, block and
+//!   LSN range; this store, the branch's only writer, tells the cache which blocks its commits change, which
+//!   lets a cached page serve later snapshots, and reads of a new or restored branch fall through to its
+//!   ancestor's pages at the branch point). The ancestry comes from the pageserver's `GetTimelineInfo`, asked
+//!   while the store campaigns. Reads in order are prefetched on one `GetPages` stream (`prefetch`), asked for
+//!   by the VFS ([`PageStore::prefetch`]).
 //! - **Commits.** One [`WalRecord`] of pages (byte-range deltas where little changed), appended through the
 //!   proposer, or for a transaction past one part (`part_bytes_max`) a group of parts and a commit record, each
 //!   with its own deadline (`commit`). On success its end LSN becomes the read LSN and the cache and size are updated. On any error
@@ -33,14 +35,15 @@
 
 mod commit;
 mod delta;
-mod page_cache;
+mod prefetch;
+mod read;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cambium_types::{Key, Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
+use cambium_types::{Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
 use parking_lot::Mutex;
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
@@ -48,14 +51,23 @@ use tokio::runtime::{Runtime, RuntimeFlavor};
 use tonic::transport::{Channel, Endpoint};
 use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 
+use crate::cache::{HostCache, TimelineCache, ENTRY_BYTES};
 use crate::dirty_pages::DirtyPages;
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
-use page_cache::PageLru;
+use prefetch::Prefetcher;
 
 pub use delta::page_delta;
+pub use prefetch::PrefetchConfig;
+
+/// Pages of one commit put into the cache, at most (the last ones written; the commit holds them meanwhile).
+pub const COMMIT_CACHED_PAGES_MAX: usize = 4096;
 
 /// Worker threads of the store's runtime: the work is waiting on the network.
 const WORKER_THREADS: usize = 2;
+/// How many times one page read is asked for when each attempt runs out of time waiting (each attempt
+/// is bounded by `get_page_timeout_ms`): 12 × 10 s by default, what applying a 4 GiB transaction may take.
+pub const GET_PAGE_ATTEMPTS_MAX: u32 = 12;
+
 /// How much longer than an operation's own timeout the caller waits before giving up on it.
 const WAIT_MARGIN: Duration = Duration::from_secs(2);
 
@@ -82,8 +94,13 @@ pub struct RemotePageStoreConfig {
     pub commit_timeout_ms: u64,
     /// The deadline of one `GetPage` or `GetDbSize` (including the pageserver's wait for the read LSN).
     pub get_page_timeout_ms: u64,
-    /// Pages kept in the compute page cache, at most.
+    /// The host's page caches, shared with the host's other stores; `None`: a cache of its own, in memory, of
+    /// `page_cache_capacity_pages`.
+    pub cache: Option<Arc<HostCache>>,
+    /// Pages cached in memory when the store has a cache of its own (`cache` is `None`).
     pub page_cache_capacity_pages: usize,
+    /// How far ahead reads in order are prefetched.
+    pub prefetch: PrefetchConfig,
     /// How large transactions are carried.
     pub transactions: TransactionConfig,
 }
@@ -124,7 +141,7 @@ pub const PART_BYTES_MAX_DEFAULT: usize = 8 << 20;
 impl RemotePageStoreConfig {
     /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit (per append: each part of a
     /// large transaction has its own), 10 s `GetPage`, 4096 cached pages (32 MiB), transactions up to 4 GiB in
-    /// parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory.
+    /// parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory; prefetching 128 pages ahead.
     pub fn new(
         safekeepers: Vec<String>,
         pageserver: String,
@@ -143,7 +160,9 @@ impl RemotePageStoreConfig {
             election_timeout_ms: 10_000,
             commit_timeout_ms: 5_000,
             get_page_timeout_ms: 10_000,
+            cache: None,
             page_cache_capacity_pages: 4096,
+            prefetch: PrefetchConfig::default(),
             transactions: TransactionConfig::default(),
         }
     }
@@ -196,6 +215,8 @@ pub enum RemoteStoreError {
 /// A [`PageStore`] over the pageserver (reads) and the safekeepers (commits); see the module doc.
 pub struct RemotePageStore {
     timeline: pb::TimelineRef,
+    timeline_id: TimelineId,
+    prefetcher: Arc<Prefetcher>,
     pages: PageServiceClient<Channel>,
     /// `Arc` so the runtime's tasks can hold it while the caller waits. `None`: read-only at a fixed LSN.
     proposer: Option<Arc<WalProposer>>,
@@ -205,7 +226,9 @@ pub struct RemotePageStore {
     part_bytes_max: usize,
     appends_in_flight_max: usize,
     dirty_memory_bytes_max: usize,
+    /// Pages of one commit put into the cache, at most.
     cache_capacity_pages: usize,
+    cache: Arc<HostCache>,
     state: Mutex<State>,
     /// Held for the whole of a commit: commits are one at a time, in order.
     committing: Mutex<()>,
@@ -230,7 +253,8 @@ struct State {
     /// Reads are at this LSN: the end of this compute's last commit, or the epoch start.
     read_lsn: Lsn,
     db_size_pages: u32,
-    cache: PageLru,
+    /// This store's view of the host cache (the commit path updates it: `commit`).
+    cache: TimelineCache,
     /// Why the store failed, once it has: every later call fails with it.
     failed: Option<String>,
     /// Whether the failure is a [`RemotePageStore::close`] by its owner rather than one of its own.
@@ -292,31 +316,42 @@ impl RemotePageStore {
             let (config, timeline) = (config.clone(), timeline.clone());
             async move {
                 // Inside the store's runtime: the proposer's tasks and the channel's worker are spawned on it.
-                let pages = PageServiceClient::new(endpoint.connect_lazy());
-                let (proposer, epoch_start_lsn) = match mode {
-                    Mode::Write => {
-                        let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
-                        let (term, epoch_start_lsn) = proposer.elect().await?;
-                        tracing::info!(term, epoch_start = %epoch_start_lsn, "elected");
-                        (Some(proposer), epoch_start_lsn)
-                    }
-                    Mode::ReadOnlyAt(read_lsn) => (None, read_lsn),
-                };
+                let channel = endpoint.connect_lazy();
+                let pages = PageServiceClient::new(channel.clone());
+                // Where the timeline comes from, asked while the proposer campaigns.
+                let ancestry = read::timeline_ancestry(channel, timeline.clone(), get_page_timeout);
+                let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
+                let (proposer, epoch_start_lsn) = elected?;
                 let db_size_pages = get_db_size(pages.clone(), timeline, epoch_start_lsn, get_page_timeout)
                     .await
                     .map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
-                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, "remote page store started");
-                Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages))
+                tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, "remote page store started");
+                Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages, ancestry))
             }
         };
-        // Every step of `init` is bounded (election timeout, GetDbSize deadline).
-        let (pages, proposer, epoch_start_lsn, db_size_pages) = runtime
+        // Every step of `init` is bounded (election timeout, GetDbSize and GetTimelineInfo deadlines).
+        let (pages, proposer, epoch_start_lsn, db_size_pages, ancestry) = runtime
             .get()
             .spawn(init)
             .await
             .map_err(|e| RemoteStoreError::Runtime(format!("start task: {e}")))??;
+        let cache = config
+            .cache
+            .clone()
+            .unwrap_or_else(|| HostCache::in_memory(config.page_cache_capacity_pages.saturating_mul(ENTRY_BYTES)));
+        if let Some(ancestry) = ancestry {
+            cache.record_ancestry(config.timeline_id, ancestry);
+        }
+        let view = match mode {
+            Mode::Write => cache.writer_view(config.timeline_id, epoch_start_lsn, db_size_pages),
+            Mode::ReadOnlyAt(_) => cache.reader_view(config.timeline_id),
+        };
         Ok(Arc::new(RemotePageStore {
             timeline,
+            timeline_id: config.timeline_id,
+            prefetcher: Prefetcher::new(config.prefetch),
+            cache_capacity_pages: (cache.memory_budget_bytes() / ENTRY_BYTES).min(COMMIT_CACHED_PAGES_MAX),
+            cache,
             pages,
             proposer,
             get_page_timeout,
@@ -325,11 +360,10 @@ impl RemotePageStore {
             part_bytes_max: config.transactions.part_bytes_max.max(PAGE_SIZE_BYTES),
             appends_in_flight_max: config.transactions.appends_in_flight_max.max(1),
             dirty_memory_bytes_max: config.transactions.dirty_memory_bytes_max,
-            cache_capacity_pages: config.page_cache_capacity_pages,
             state: Mutex::new(State {
                 read_lsn: epoch_start_lsn,
                 db_size_pages,
-                cache: PageLru::new(config.page_cache_capacity_pages),
+                cache: view,
                 failed: None,
                 closed: false,
             }),
@@ -422,43 +456,6 @@ impl RemotePageStore {
         }
     }
 
-    fn fetch_page(&self, block: u32, read_lsn: Lsn) -> Result<Option<Bytes>, PageStoreError> {
-        let request = pb::GetPageRequest {
-            timeline: Some(self.timeline.clone()),
-            key: Key::page(block).0,
-            read_lsn: read_lsn.0,
-            not_modified_since: 0,
-            request_id: 0,
-        };
-        let (mut client, timeout) = (self.pages.clone(), self.get_page_timeout);
-        let work = async move {
-            let mut request = tonic::Request::new(request);
-            request.set_timeout(timeout);
-            match tokio::time::timeout(timeout, client.get_page(request)).await {
-                Ok(result) => result,
-                Err(_) => Err(tonic::Status::deadline_exceeded("no GetPage answer in time")),
-            }
-        };
-        let unavailable = |what: String| PageStoreError::Unavailable(format!("GetPage {block} at {read_lsn}: {what}"));
-        match self.run(timeout, work) {
-            Ok(Ok(response)) => {
-                let page = response.into_inner().page;
-                // Bytes from a peer are checked before use.
-                if page.len() != PAGE_SIZE_BYTES {
-                    return Err(PageStoreError::InvalidPage {
-                        block,
-                        len_bytes: page.len(),
-                    });
-                }
-                Ok(Some(page))
-            }
-            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(None),
-            Ok(Err(status)) => Err(unavailable(status.to_string())),
-            Err(RecvTimeoutError::Timeout) => Err(unavailable("no answer in time".to_owned())),
-            Err(RecvTimeoutError::Disconnected) => Err(unavailable("the store is shutting down".to_owned())),
-        }
-    }
-
     /// Marks the store failed and returns the error for this call: `Failed` with the first failure's reason,
     /// or `Closed` if the store was closed meanwhile.
     fn fail(&self, reason: String) -> PageStoreError {
@@ -483,32 +480,15 @@ impl PageStore for RemotePageStore {
     }
 
     fn read_page(&self, block: u32, snapshot: &Snapshot) -> Result<Option<Bytes>, PageStoreError> {
-        {
-            let mut state = self.state.lock();
-            check_state(&state)?;
-            if snapshot.lsn > state.read_lsn {
-                return Err(PageStoreError::Unavailable(format!(
-                    "read at {} is past this store's latest commit {}",
-                    snapshot.lsn, state.read_lsn
-                )));
-            }
-            if block >= snapshot.db_size_pages {
-                return Ok(None);
-            }
-            if let Some(page) = state.cache.get(block, snapshot.lsn) {
-                return Ok(Some(page));
-            }
-        }
-        let page = self.fetch_page(block, snapshot.lsn)?;
-        if let Some(page) = &page {
-            let mut state = self.state.lock();
-            // Only a read at the latest LSN is the latest version; and only if no commit moved the latest
-            // meanwhile (else the page may be older than what the commit put in the cache).
-            if state.read_lsn == snapshot.lsn {
-                state.cache.insert(block, page.clone(), snapshot.lsn);
-            }
-        }
-        Ok(page)
+        self.read_page_at(block, snapshot)
+    }
+
+    fn prefetch(&self, blocks: &[u32], snapshot: &Snapshot) {
+        self.prefetch_at(blocks, snapshot);
+    }
+
+    fn prefetch_window_pages(&self) -> u32 {
+        self.prefetcher.window_pages()
     }
 
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
@@ -545,6 +525,23 @@ impl RemotePageStore {
         self.proposer.as_ref().ok_or_else(|| {
             PageStoreError::Unavailable(format!("read-only at LSN {}: commits are refused", self.read_lsn()))
         })
+    }
+}
+
+/// Starts the proposer and campaigns (a writing store), or takes the fixed LSN (a read-only one): the proposer
+/// and the LSN reads start at.
+async fn elect(
+    config: &RemotePageStoreConfig,
+    mode: Mode,
+) -> Result<(Option<Arc<WalProposer>>, Lsn), RemoteStoreError> {
+    match mode {
+        Mode::Write => {
+            let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
+            let (term, epoch_start_lsn) = proposer.elect().await?;
+            tracing::info!(term, epoch_start = %epoch_start_lsn, "elected");
+            Ok((Some(proposer), epoch_start_lsn))
+        }
+        Mode::ReadOnlyAt(read_lsn) => Ok((None, read_lsn)),
     }
 }
 

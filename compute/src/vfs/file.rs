@@ -19,6 +19,7 @@ use bytes::Bytes;
 use cambium_types::PAGE_SIZE_BYTES;
 
 use super::lock::{Busy, LockLevel};
+use super::readahead::ReadAhead;
 use super::{BusyReason, Database};
 use crate::dirty_pages::{DirtyPages, SpillError};
 use crate::page_store::{PageStoreError, Snapshot};
@@ -77,12 +78,16 @@ pub(crate) struct MainFile {
     rolling_back_failed_commit: bool,
     /// The snapshot this handle reads at while it holds SHARED or above (see the module doc).
     snapshot: Option<Snapshot>,
+    /// What this connection is likely to read next, hinted to the store (`PageStore::prefetch`).
+    readahead: ReadAhead,
 }
 
 impl MainFile {
     pub(crate) fn new(database: Arc<Database>) -> Self {
         let dirty = DirtyPages::new(database.store.dirty_memory_bytes_max());
+        let readahead = ReadAhead::new(database.store.prefetch_window_pages());
         Self {
+            readahead,
             database,
             handle: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             lock_level: LockLevel::None,
@@ -116,7 +121,7 @@ impl MainFile {
     }
 
     /// Fills `buf` from `offset`; bytes beyond the file (or in a page never written) are zeros.
-    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<ReadOutcome, FileError> {
+    pub(crate) fn read(&mut self, buf: &mut [u8], offset: u64) -> Result<ReadOutcome, FileError> {
         let size_bytes = self.size_bytes()?;
         let mut done = 0;
         while done < buf.len() {
@@ -140,8 +145,9 @@ impl MainFile {
         Ok(ReadOutcome::Full)
     }
 
-    /// The page at `page_index`, from the buffer or the store; `None` if there is none.
-    fn page(&self, page_index: u64) -> Result<Option<Bytes>, FileError> {
+    /// The page at `page_index`, from the buffer or the store; `None` if there is none. A page from the store
+    /// may hint the store at the pages to read next.
+    fn page(&mut self, page_index: u64) -> Result<Option<Bytes>, FileError> {
         let Ok(block) = u32::try_from(page_index) else {
             return Ok(None);
         };
@@ -157,6 +163,12 @@ impl MainFile {
         // Bytes from the store are checked after they are read, as before they were written.
         if let Some(len_bytes) = page.as_ref().map(Bytes::len).filter(|len| *len != PAGE_SIZE_BYTES) {
             return Err(PageStoreError::InvalidPage { block, len_bytes }.into());
+        }
+        if let Some(page) = &page {
+            let ahead = self.readahead.observe(block, page);
+            if !ahead.is_empty() {
+                self.database.store.prefetch(&ahead, &snapshot);
+            }
         }
         Ok(page)
     }

@@ -84,8 +84,19 @@ pub struct Settings {
     session: BTreeMap<String, String>,
     /// The values `RESET` returns to: the defaults, the server's and the client's startup choices.
     reset: BTreeMap<String, String>,
-    /// `session` as the transaction found it, restored on rollback; `None` outside a transaction.
-    at_begin: Option<BTreeMap<String, String>>,
+    /// What the open transaction changed, to undo it at its end; `None` outside a transaction. Kept as the
+    /// changes only (not a copy of every parameter): a transaction begins and ends with every statement.
+    tx: Option<TxChanges>,
+    /// Keys whose current value may differ from `session` (`SET LOCAL`, a transaction's own parameters);
+    /// made equal again when a transaction ends.
+    diverged: std::collections::BTreeSet<String>,
+}
+
+/// The changes of the open transaction.
+#[derive(Debug, Clone, Default)]
+struct TxChanges {
+    /// The `session` values of the keys the transaction changed there, as it found them (restored on rollback).
+    session_before: BTreeMap<String, String>,
 }
 
 impl Default for Settings {
@@ -105,7 +116,8 @@ impl Settings {
             session: values.clone(),
             reset: values.clone(),
             values,
-            at_begin: None,
+            tx: None,
+            diverged: std::collections::BTreeSet::new(),
         }
     }
 
@@ -162,15 +174,23 @@ impl Settings {
             // back (as PostgreSQL's placeholder does).
             self.session.insert(key.clone(), String::new());
             self.reset.insert(key.clone(), String::new());
-            if let Some(at_begin) = &mut self.at_begin {
-                at_begin.insert(key.clone(), String::new());
-            }
         }
         if scope == Scope::Session {
-            self.session.insert(key.clone(), normalized.clone());
+            self.set_session(&key, normalized.clone());
+        }
+        if scope == Scope::Local {
+            self.diverged.insert(key.clone());
         }
         self.values.insert(key, normalized);
         Ok(())
+    }
+
+    /// `session`'s value of `key` set, its value before noted for a rollback of the open transaction.
+    fn set_session(&mut self, key: &str, value: String) {
+        let before = self.session.insert(key.to_owned(), value).unwrap_or_default();
+        if let Some(tx) = &mut self.tx {
+            tx.session_before.entry(key.to_owned()).or_insert(before);
+        }
     }
 
     /// `RESET name`, or `RESET ALL` (`None`).
@@ -186,7 +206,7 @@ impl Settings {
                     .collect();
                 for key in settable {
                     let value = self.reset[&key].clone();
-                    self.session.insert(key.clone(), value.clone());
+                    self.set_session(&key, value.clone());
                     self.values.insert(key, value);
                 }
                 Ok(())
@@ -197,10 +217,9 @@ impl Settings {
     /// Starts a transaction (explicit, or the implicit one of a statement outside a block); does nothing if
     /// one is open. The transaction's own parameters start from their defaults.
     pub fn begin(&mut self) {
-        if self.at_begin.is_some() {
+        if self.tx.is_some() {
             return;
         }
-        self.at_begin = Some(self.session.clone());
         for (own, default) in [
             (TRANSACTION_READ_ONLY, DEFAULT_TRANSACTION_READ_ONLY),
             (TRANSACTION_ISOLATION, "default_transaction_isolation"),
@@ -208,24 +227,34 @@ impl Settings {
         ] {
             if let Some(value) = self.values.get(default).cloned() {
                 self.values.insert(own.to_owned(), value);
+                self.diverged.insert(own.to_owned());
             }
         }
+        self.tx = Some(TxChanges::default());
     }
 
     /// Whether a transaction is open.
     pub fn in_transaction(&self) -> bool {
-        self.at_begin.is_some()
+        self.tx.is_some()
     }
 
     /// Ends the open transaction (nothing if none is open).
     pub fn end(&mut self, end: TxEnd) {
-        let Some(at_begin) = self.at_begin.take() else {
+        let Some(tx) = self.tx.take() else {
             return;
         };
+        let mut diverged = std::mem::take(&mut self.diverged);
         if end == TxEnd::Rollback {
-            self.session = at_begin;
+            diverged.extend(tx.session_before.keys().cloned());
+            self.session.extend(tx.session_before);
         }
-        self.values = self.session.clone();
+        // Every other key's value is the session's already.
+        for key in diverged {
+            match self.session.get(&key) {
+                Some(value) => self.values.insert(key, value.clone()),
+                None => self.values.remove(&key),
+            };
+        }
     }
 
     /// Every parameter, by name, for `pg_settings` and `SHOW ALL`.
@@ -342,6 +371,109 @@ fn unrecognized(name: &str) -> PgError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The semantics the change tracking must keep, as plainly as they can be written: a copy of the
+    /// session's values when a transaction begins, put back on rollback; the current values become the
+    /// session's at the end.
+    #[derive(Debug)]
+    struct Model {
+        values: BTreeMap<String, String>,
+        session: BTreeMap<String, String>,
+        reset: BTreeMap<String, String>,
+        at_begin: Option<BTreeMap<String, String>>,
+    }
+
+    impl Model {
+        fn new() -> Model {
+            let s = Settings::new();
+            Model {
+                values: s.values.clone(),
+                session: s.session.clone(),
+                reset: s.reset.clone(),
+                at_begin: None,
+            }
+        }
+
+        fn set(&mut self, key: &str, value: &str, scope: Scope) {
+            if !self.session.contains_key(key) {
+                self.session.insert(key.to_owned(), String::new());
+                self.reset.insert(key.to_owned(), String::new());
+                if let Some(at_begin) = &mut self.at_begin {
+                    at_begin.insert(key.to_owned(), String::new());
+                }
+            }
+            if scope == Scope::Session {
+                self.session.insert(key.to_owned(), value.to_owned());
+            }
+            self.values.insert(key.to_owned(), value.to_owned());
+        }
+
+        fn begin(&mut self) {
+            if self.at_begin.is_none() {
+                self.at_begin = Some(self.session.clone());
+                for (own, default) in [
+                    (TRANSACTION_READ_ONLY, DEFAULT_TRANSACTION_READ_ONLY),
+                    (TRANSACTION_ISOLATION, "default_transaction_isolation"),
+                    ("transaction_deferrable", "default_transaction_deferrable"),
+                ] {
+                    if let Some(value) = self.values.get(default).cloned() {
+                        self.values.insert(own.to_owned(), value);
+                    }
+                }
+            }
+        }
+
+        fn end(&mut self, end: TxEnd) {
+            if let Some(at_begin) = self.at_begin.take() {
+                if end == TxEnd::Rollback {
+                    self.session = at_begin;
+                }
+                self.values = self.session.clone();
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Random transactions of SET, SET LOCAL, RESET and RESET ALL, committed or rolled back, leave the
+        /// same values as the model after every step.
+        #[test]
+        fn change_tracking_matches_the_copying_model(ops in proptest::collection::vec((0u8..6, 0usize..4, 0usize..3), 1..60)) {
+            const KEYS: [&str; 4] = ["application_name", "myapp.tenant", DEFAULT_TRANSACTION_READ_ONLY, "search_path"];
+            const VALUES: [[&str; 3]; 4] = [["a", "b", "c"], ["1", "2", "3"], ["on", "off", "on"], ["public", "app", "x, y"]];
+            let mut settings = Settings::new();
+            let mut model = Model::new();
+            for (op, key, value) in ops {
+                match op {
+                    0 => { settings.begin(); model.begin(); }
+                    1 => { settings.end(TxEnd::Commit); model.end(TxEnd::Commit); }
+                    2 => { settings.end(TxEnd::Rollback); model.end(TxEnd::Rollback); }
+                    3 | 4 => {
+                        let scope = if op == 3 { Scope::Session } else { Scope::Local };
+                        let stored = settings.set(KEYS[key], Some(VALUES[key][value]), scope).map(|()| settings.values[KEYS[key]].clone());
+                        proptest::prop_assert!(stored.is_ok(), "{:?}", stored);
+                        model.set(KEYS[key], &stored.unwrap_or_default(), scope);
+                    }
+                    _ if key == 0 => {
+                        settings.reset(None).map_err(|e| proptest::test_runner::TestCaseError::fail(e.message))?;
+                        let keys: Vec<String> = model.reset.keys().filter(|k| registry::find(k).is_none_or(|g| g.normalize(g.default).is_ok())).cloned().collect();
+                        for k in keys {
+                            let v = model.reset[&k].clone();
+                            model.session.insert(k.clone(), v.clone());
+                            model.values.insert(k, v);
+                        }
+                    }
+                    _ => {
+                        settings.reset(Some(KEYS[key])).map_err(|e| proptest::test_runner::TestCaseError::fail(e.message))?;
+                        let default = settings.values[KEYS[key]].clone();
+                        model.set(KEYS[key], &default, Scope::Session);
+                    }
+                }
+                proptest::prop_assert_eq!(&settings.values, &model.values);
+                proptest::prop_assert_eq!(&settings.session, &model.session);
+                proptest::prop_assert_eq!(settings.in_transaction(), model.at_begin.is_some());
+            }
+        }
+    }
 
     #[test]
     fn a_rolled_back_set_is_undone_and_set_local_ends_with_its_transaction() -> Result<(), PgError> {

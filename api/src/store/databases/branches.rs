@@ -6,6 +6,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior}
 
 use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
+use crate::store::labels::{labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
 
 /// A branch row.
@@ -25,9 +26,17 @@ pub struct Branch {
     pub timeline_id: TimelineId,
     /// ISO 8601 UTC.
     pub created_at: String,
+    /// Whether deletion, restore, reset and expiry are refused (until it is unprotected).
+    pub protected: bool,
+    /// When the expiry sweep deletes it (ISO 8601 UTC, three fractional digits, so the text sorts as the time);
+    /// `None`: never.
+    pub expires_at: Option<String>,
+    /// Its labels.
+    pub labels: Labels,
 }
 
-pub(super) const BRANCH_COLUMNS: &str = "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at";
+pub(super) const BRANCH_COLUMNS: &str =
+    "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at, protected, expires_at, labels";
 
 pub(super) fn branch_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -38,12 +47,15 @@ pub(super) fn branch_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         parent_lsn: row.get::<_, Option<i64>>(4)?.map(lsn_from_sql).transpose()?,
         timeline_id: parse_column(row, 5)?,
         created_at: row.get(6)?,
+        protected: row.get(7)?,
+        expires_at: row.get(8)?,
+        labels: labels_column(row, 9)?,
     })
 }
 
 pub(super) fn insert_branch(tx: &Transaction<'_>, branch: &Branch) -> Result<(), StoreError> {
     tx.execute(
-        &format!("INSERT INTO branches ({BRANCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        &format!("INSERT INTO branches ({BRANCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
         params![
             branch.id,
             branch.database_id,
@@ -51,32 +63,70 @@ pub(super) fn insert_branch(tx: &Transaction<'_>, branch: &Branch) -> Result<(),
             branch.parent_branch_id,
             branch.parent_lsn.map(lsn_to_sql).transpose()?,
             branch.timeline_id.to_string(),
-            branch.created_at
+            branch.created_at,
+            branch.protected,
+            branch.expires_at,
+            labels_to_sql(&branch.labels)
         ],
     )
     .map_err(|e| conflict_on_unique(e, &format!("a branch named {:?} exists in this database", branch.name)))?;
     Ok(())
 }
 
+/// What [`Store::update_branch`] changes; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BranchUpdate {
+    /// A new name.
+    pub name: Option<String>,
+    /// Protect or unprotect.
+    pub protected: Option<bool>,
+    /// A new expiry (`Some(None)` clears it), as stored text.
+    pub expires_at: Option<Option<String>>,
+    /// Make it the database's default branch.
+    pub promote: bool,
+    /// New labels, replacing all.
+    pub labels: Option<Labels>,
+}
+
+/// The message of a refusal of `what` (deletion, restore, reset, expiry) because `branch` is protected: it names
+/// the protection and how to lift it.
+pub fn protection_refuses(branch: &Branch, what: &str) -> String {
+    format!(
+        "branch {} ({:?}) is protected, which refuses its {what}: unprotect it first (PATCH /v1/branches/{} with \
+         {{\"protected\": false}})",
+        branch.id, branch.name, branch.id
+    )
+}
+
 impl Store {
-    /// Up to `limit` branches of `account`'s database `database_id` after `after`, in creation order; `None` if
-    /// there is no such database.
+    /// Up to `limit` branches of `account`'s database `database_id` after `after` (and labels matching `filter`,
+    /// if given), in creation order; `None` if there is no such database.
     pub fn list_branches(
         &self,
         account: &AccountId,
         database_id: &str,
         after: Option<&str>,
         limit: usize,
+        filter: Option<&LabelFilter>,
     ) -> Result<Option<Page<Branch>>, StoreError> {
         if self.get_database(account, database_id)?.is_none() {
             return Ok(None);
         }
         let conn = self.conn();
-        let sql =
-            format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
-        Ok(Some(page(&conn, &sql, database_id, after, limit, branch_row, |b| {
-            b.id.clone()
-        })?))
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches
+             WHERE database_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+        );
+        Ok(Some(page(
+            &conn,
+            &sql,
+            database_id,
+            after,
+            limit,
+            filter,
+            branch_row,
+            |b| b.id.clone(),
+        )?))
     }
 
     /// How many branches database `database_id` has, its default branch included.
@@ -140,23 +190,87 @@ impl Store {
         Ok(())
     }
 
-    /// Renames branch `id`; [`StoreError::Conflict`] for a duplicate name.
-    pub fn rename_branch(&self, id: &str, name: &str) -> Result<(), StoreError> {
-        let conn = self.conn();
-        conn.execute("UPDATE branches SET name = ?2 WHERE id = ?1", params![id, name])
-            .map_err(|e| conflict_on_unique(e, &format!("a branch named {name:?} exists in this database")))?;
+    /// Applies `update` to branch `id` in one transaction; [`StoreError::Conflict`] for a duplicate name.
+    pub fn update_branch(&self, id: &str, update: &BranchUpdate) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(name) = &update.name {
+            tx.execute("UPDATE branches SET name = ?2 WHERE id = ?1", params![id, name])
+                .map_err(|e| conflict_on_unique(e, &format!("a branch named {name:?} exists in this database")))?;
+        }
+        if let Some(protected) = update.protected {
+            tx.execute(
+                "UPDATE branches SET protected = ?2 WHERE id = ?1",
+                params![id, protected],
+            )?;
+        }
+        if let Some(expires_at) = &update.expires_at {
+            tx.execute(
+                "UPDATE branches SET expires_at = ?2 WHERE id = ?1",
+                params![id, expires_at],
+            )?;
+        }
+        if let Some(labels) = &update.labels {
+            tx.execute(
+                "UPDATE branches SET labels = ?2 WHERE id = ?1",
+                params![id, labels_to_sql(labels)],
+            )?;
+        }
+        if update.promote {
+            tx.execute(
+                "UPDATE databases SET default_branch_id = ?1
+                 WHERE id = (SELECT database_id FROM branches WHERE id = ?1)",
+                [id],
+            )?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
-    /// Makes branch `id` the default of its database.
-    pub fn promote_branch(&self, id: &str) -> Result<(), StoreError> {
+    /// Clears branch `id`'s expiry if it is still `expires_at` (the expiry sweep gave up on it: protected, or
+    /// with children); returns whether it changed.
+    pub fn clear_expiry(&self, id: &str, expires_at: &str) -> Result<bool, StoreError> {
         let conn = self.conn();
-        conn.execute(
-            "UPDATE databases SET default_branch_id = ?1
-             WHERE id = (SELECT database_id FROM branches WHERE id = ?1)",
-            [id],
+        let changed = conn.execute(
+            "UPDATE branches SET expires_at = NULL WHERE id = ?1 AND expires_at = ?2",
+            params![id, expires_at],
         )?;
-        Ok(())
+        Ok(changed == 1)
+    }
+
+    /// Up to `limit` branches, of every database, whose `expires_at` is at or before `now` (stored text), the
+    /// longest expired first.
+    pub fn expired_branches(&self, now: &str, limit: usize) -> Result<Vec<Branch>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches
+             WHERE expires_at IS NOT NULL AND expires_at <= ?1 ORDER BY expires_at, id LIMIT ?2"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![now, limit], branch_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The branches forked from branch `id` (its children, not their descendants), in creation order.
+    pub fn children_of(&self, id: &str) -> Result<Vec<Branch>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches WHERE parent_branch_id = ?1 ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([id], branch_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The first protected branch of database `database_id`, if it has one.
+    pub fn protected_branch(&self, database_id: &str) -> Result<Option<Branch>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND protected ORDER BY id"),
+                [database_id],
+                branch_row,
+            )
+            .optional()?)
     }
 
     /// Deletes branch `id` and every branch forked from it (transitively), in one transaction; returns the
@@ -172,6 +286,17 @@ impl Store {
         ))?;
         let subtree = stmt.query_map([id], branch_row)?.collect::<Result<Vec<_>, _>>()?;
         drop(stmt);
+        if let Some(protected) = subtree.iter().find(|b| b.protected) {
+            return Err(StoreError::Conflict(if protected.id == id {
+                protection_refuses(protected, "deletion")
+            } else {
+                format!(
+                    "branch {} ({:?}), forked from this one, is protected, which refuses its deletion: unprotect it \
+                     first (PATCH /v1/branches/{} with {{\"protected\": false}})",
+                    protected.id, protected.name, protected.id
+                )
+            }));
+        }
         for branch in &subtree {
             let default = tx
                 .query_row(

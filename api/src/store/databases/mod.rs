@@ -23,12 +23,13 @@ use cambium_types::{Lsn, TenantId};
 use compute::pg::ScramVerifier;
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 
+use super::labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
 use super::operations::{insert_operation, Action, NewOperation, Operation};
 use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId, Page, Store, StoreError};
 use branches::insert_branch;
 use timelines::insert_timeline;
 
-pub use branches::Branch;
+pub use branches::{protection_refuses, Branch, BranchUpdate};
 pub use restore::RestoreChange;
 pub use timelines::{LiveTimeline, TimelineRow};
 
@@ -90,6 +91,8 @@ pub struct Database {
     pub password_verifier: Arc<ScramVerifier>,
     /// ISO 8601 UTC.
     pub created_at: String,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 /// What [`Store::create_database`] made.
@@ -120,6 +123,8 @@ pub struct NewDatabase {
     pub branch_name: String,
     /// The SCRAM-SHA-256 verifier of its password.
     pub password_verifier: Arc<ScramVerifier>,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 /// `INTEGER` column value of an LSN.
@@ -144,8 +149,8 @@ fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> rusqlite::
     })
 }
 
-const DATABASE_COLUMNS: &str =
-    "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, password_verifier, created_at";
+const DATABASE_COLUMNS: &str = "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, \
+     password_verifier, created_at, labels";
 
 fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
     let status: String = row.get(5)?;
@@ -161,6 +166,7 @@ fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
             default_branch_id: row.get(7)?,
             password_verifier: Arc::new(verifier_column(row, 8)?),
             created_at: row.get(9)?,
+            labels: labels_column(row, 10)?,
         },
         status,
     ))
@@ -195,13 +201,16 @@ pub(crate) fn delete_database_rows(tx: &Transaction<'_>, id: &str) -> Result<(),
     Ok(())
 }
 
-/// Up to `limit` rows after `after` from `sql`, which selects with `?1` = scope, `?2` = after, `?3` = limit.
+/// Up to `limit` rows after `after` from `sql`, which selects with `?1` = scope, `?2` = after, `?3` = limit, and
+/// `?4`, `?5` the label filter of [`LABEL_CONDITION`].
+#[allow(clippy::too_many_arguments)] // the query's parameters, its row reader and its cursor, each needed
 fn page<T>(
     tx: &rusqlite::Connection,
     sql: &str,
     scope: &str,
     after: Option<&str>,
     limit: usize,
+    filter: Option<&LabelFilter>,
     row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
     id: impl Fn(&T) -> String,
 ) -> Result<Page<T>, StoreError> {
@@ -209,8 +218,9 @@ fn page<T>(
     let mut stmt = tx.prepare(sql)?;
     // One extra row says whether another page follows.
     let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let (key, value) = filter_params(filter);
     let mut items = stmt
-        .query_map(params![scope, after.unwrap_or(""), fetch], row)?
+        .query_map(params![scope, after.unwrap_or(""), fetch, key, value], row)?
         .collect::<Result<Vec<_>, _>>()?;
     let next_after = if items.len() > limit {
         items.truncate(limit);
@@ -254,6 +264,7 @@ impl Store {
             default_branch_id: new_id("br_", ms),
             password_verifier: Arc::clone(&new.password_verifier),
             created_at: created_at.clone(),
+            labels: new.labels.clone(),
         };
         let branch = Branch {
             id: database.default_branch_id.clone(),
@@ -263,9 +274,14 @@ impl Store {
             parent_lsn: None,
             timeline_id: new.timeline.timeline_id,
             created_at,
+            protected: false,
+            expires_at: None,
+            labels: Labels::new(),
         };
         tx.execute(
-            &format!("INSERT INTO databases ({DATABASE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            &format!(
+                "INSERT INTO databases ({DATABASE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ),
             params![
                 database.id,
                 database.project_id,
@@ -276,7 +292,8 @@ impl Store {
                 database.tenant_id.to_string(),
                 database.default_branch_id,
                 database.password_verifier.to_string(),
-                database.created_at
+                database.created_at,
+                labels_to_sql(&database.labels)
             ],
         )
         .map_err(|e| conflict_on_unique(e, &format!("a database named {:?} exists in this project", new.name)))?;
@@ -300,22 +317,25 @@ impl Store {
         }))
     }
 
-    /// Up to `limit` databases of `account`'s project `project_id` after `after`, in creation order; `None` if
-    /// there is no such project.
+    /// Up to `limit` databases of `account`'s project `project_id` after `after` (and labels matching `filter`, if
+    /// given), in creation order; `None` if there is no such project.
     pub fn list_databases(
         &self,
         account: &AccountId,
         project_id: &str,
         after: Option<&str>,
         limit: usize,
+        filter: Option<&LabelFilter>,
     ) -> Result<Option<Page<Database>>, StoreError> {
         let conn = self.conn();
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
-        let sql =
-            format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE project_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
-        let raw = page(&conn, &sql, project_id, after, limit, database_row, |(d, _)| {
+        let sql = format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases
+             WHERE project_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+        );
+        let raw = page(&conn, &sql, project_id, after, limit, filter, database_row, |(d, _)| {
             d.id.clone()
         })?;
         let items = raw.items.into_iter().map(finish_database).collect::<Result<_, _>>()?;

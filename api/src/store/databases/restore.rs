@@ -1,10 +1,11 @@
 //! The rows' change of a restore: the branch moved onto its new timeline, and its old state kept as a branch
 //! that takes over its children when asked; one transaction, idempotent.
 
-use cambium_types::TimelineId;
+use cambium_types::{Lsn, TimelineId};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::branches::{branch_row, insert_branch, Branch, BRANCH_COLUMNS};
+use super::lsn_to_sql;
 use super::timelines::{insert_timeline, TimelineRow};
 use crate::store::{now, Store, StoreError};
 
@@ -21,6 +22,8 @@ pub struct RestoreChange {
     pub preserved_name: Option<String>,
     /// The preserved branch's id (fixed up front so a retried restore makes the same one).
     pub preserved_id: String,
+    /// The branch's new `parent_lsn` (a reset: the parent's point it now starts from); `None` keeps it.
+    pub new_parent_lsn: Option<Lsn>,
 }
 
 impl Store {
@@ -49,6 +52,12 @@ impl Store {
             "UPDATE branches SET timeline_id = ?2 WHERE id = ?1",
             params![branch.id, change.new_timeline.timeline_id.to_string()],
         )?;
+        if let Some(lsn) = change.new_parent_lsn {
+            tx.execute(
+                "UPDATE branches SET parent_lsn = ?2 WHERE id = ?1",
+                params![branch.id, lsn_to_sql(lsn)?],
+            )?;
+        }
         let preserved = match &change.preserved_name {
             None => None,
             Some(base) => {
@@ -61,6 +70,11 @@ impl Store {
                     parent_lsn: branch.parent_lsn,
                     timeline_id: change.old_timeline_id,
                     created_at: now().1,
+                    // A backup: neither the protection, the expiry nor the labels of the branch it was taken from (a
+                    // listing by label finds the branches the user made).
+                    protected: false,
+                    expires_at: None,
+                    labels: crate::store::labels::Labels::new(),
                 };
                 insert_branch(&tx, &preserved)?;
                 // The children forked from the old history: they now hang off the branch that keeps it.

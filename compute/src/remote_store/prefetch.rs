@@ -1,0 +1,309 @@
+//! Prefetching: pages the VFS expects a reader to need next (`vfs::readahead`) requested on one `GetPages`
+//! stream per store, so they are in flight while SQLite works on the pages before them.
+//!
+//! A prefetched page waits in a slot (block, snapshot LSN) until a read at exactly that snapshot takes it (a
+//! prefetch hit; the page then goes into the host cache like any page read) or the slot is dropped unread (a
+//! wasted prefetch: the window moved on, the slots were needed for newer requests, the store stopped). A read
+//! that finds its block still in flight waits for it, at most the `GetPage` deadline; a failed or missing
+//! prefetch is never an error, only a miss: the read then makes its own `GetPage` round trip.
+//!
+//! Bounds: at most [`PrefetchConfig::bytes_max`] of pages requested or held per store (slots of one page each);
+//! at most [`STREAM_BATCHES_MAX`] request batches queued for the stream. The stream is opened on first use
+//! and again after it fails.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cambium_types::{Key, Lsn, PAGE_SIZE_BYTES};
+use parking_lot::{Condvar, Mutex};
+use proto::pageserver as pb;
+use proto::pageserver::page_service_client::PageServiceClient;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use crate::metrics::METRICS;
+
+/// Request batches queued for a store's `GetPages` stream, at most; past it new prefetches are skipped.
+pub const STREAM_BATCHES_MAX: usize = 16;
+
+/// How far ahead a store prefetches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefetchConfig {
+    /// Pages the VFS asks for ahead of a reader reading in order (0: no prefetching).
+    pub window_pages: u32,
+    /// Bytes of prefetched pages a store has requested or holds unread, at most.
+    pub bytes_max: usize,
+}
+
+impl Default for PrefetchConfig {
+    /// 128 pages (1 MiB) ahead, at most 4 MiB requested or held per store.
+    fn default() -> Self {
+        PrefetchConfig {
+            window_pages: 128,
+            bytes_max: 4 << 20,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum SlotState {
+    InFlight,
+    Arrived(Bytes),
+    Failed,
+}
+
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    lsn: Lsn,
+    state: SlotState,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    by_block: HashMap<u32, Slot>,
+    /// Request id → block, for the slots in flight.
+    by_id: HashMap<u64, u32>,
+    /// Blocks in the order their slots were made (may hold blocks whose slot is gone or newer).
+    order: VecDeque<(u32, u64)>,
+    next_id: u64,
+    stream: Option<mpsc::Sender<pb::GetPageBatch>>,
+}
+
+impl Slots {
+    /// Drops `block`'s slot; counts it wasted unless it was taken.
+    fn drop_slot(&mut self, block: u32, wasted: bool) {
+        if let Some(slot) = self.by_block.remove(&block) {
+            self.by_id.remove(&slot.id);
+            if wasted && !matches!(slot.state, SlotState::Failed) {
+                METRICS.prefetch_wasted_pages_total.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Frees the oldest slot that is not in flight, if any (its page was never read).
+    fn free_oldest(&mut self) -> bool {
+        while let Some(&(block, id)) = self.order.front() {
+            match self.by_block.get(&block) {
+                Some(slot) if slot.id == id => {
+                    if matches!(slot.state, SlotState::InFlight) {
+                        return false; // the window is all in flight
+                    }
+                    self.order.pop_front();
+                    self.drop_slot(block, true);
+                    return true;
+                }
+                _ => {
+                    self.order.pop_front(); // stale entry
+                }
+            }
+        }
+        false
+    }
+
+    fn fail_in_flight(&mut self) {
+        for slot in self.by_block.values_mut() {
+            if matches!(slot.state, SlotState::InFlight) {
+                slot.state = SlotState::Failed;
+            }
+        }
+        self.by_id.clear();
+        self.stream = None;
+    }
+}
+
+/// A store's prefetched pages; see the module doc.
+#[derive(Debug)]
+pub(super) struct Prefetcher {
+    slots: Mutex<Slots>,
+    arrived: Condvar,
+    slots_max: usize,
+    window_pages: u32,
+}
+
+impl Prefetcher {
+    pub(super) fn new(config: PrefetchConfig) -> Arc<Prefetcher> {
+        Arc::new(Prefetcher {
+            slots: Mutex::new(Slots::default()),
+            arrived: Condvar::new(),
+            slots_max: config.bytes_max / PAGE_SIZE_BYTES,
+            window_pages: if config.bytes_max >= PAGE_SIZE_BYTES {
+                config.window_pages
+            } else {
+                0
+            },
+        })
+    }
+
+    /// Pages the VFS should ask for ahead of a reader (0: none).
+    pub(super) fn window_pages(&self) -> u32 {
+        self.window_pages
+    }
+
+    /// Requests `blocks` at `lsn` (blocks the caches cannot serve), as many as the bounds allow.
+    pub(super) fn request(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Runtime,
+        client: &PageServiceClient<Channel>,
+        timeline: &pb::TimelineRef,
+        blocks: &[u32],
+        lsn: Lsn,
+    ) {
+        let mut slots = self.slots.lock();
+        let mut requests = Vec::new();
+        let mut requested = Vec::new();
+        for &block in blocks {
+            match slots.by_block.get(&block) {
+                Some(slot) if slot.lsn == lsn => continue,
+                Some(_) => slots.drop_slot(block, true),
+                None => {}
+            }
+            if slots.by_block.len() >= self.slots_max && !slots.free_oldest() {
+                break;
+            }
+            let id = slots.next_id;
+            slots.next_id += 1;
+            let state = SlotState::InFlight;
+            slots.by_block.insert(block, Slot { id, lsn, state });
+            slots.by_id.insert(id, block);
+            slots.order.push_back((block, id));
+            requested.push(block);
+            requests.push(pb::GetPageRequest {
+                timeline: Some(timeline.clone()),
+                key: Key::page(block).0,
+                read_lsn: lsn.0,
+                not_modified_since: 0,
+                request_id: id,
+            });
+        }
+        if requests.is_empty() {
+            return;
+        }
+        let count = requests.len();
+        let sender = match &slots.stream {
+            Some(sender) if !sender.is_closed() => sender.clone(),
+            _ => {
+                let sender = self.open_stream(runtime, client.clone());
+                slots.stream = Some(sender.clone());
+                sender
+            }
+        };
+        if sender.try_send(pb::GetPageBatch { requests }).is_err() {
+            // The stream is full or gone: these are not in flight after all.
+            for block in requested {
+                slots.drop_slot(block, false);
+            }
+            return;
+        }
+        METRICS
+            .prefetch_requested_pages_total
+            .fetch_add(count as u64, Ordering::Relaxed);
+    }
+
+    /// Opens the `GetPages` stream on the store's runtime; its responses fill the slots.
+    fn open_stream(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Runtime,
+        mut client: PageServiceClient<Channel>,
+    ) -> mpsc::Sender<pb::GetPageBatch> {
+        let (sender, receiver) = mpsc::channel(STREAM_BATCHES_MAX);
+        let prefetcher = Arc::downgrade(self);
+        runtime.spawn(async move {
+            let requests = futures::stream::unfold(receiver, |mut receiver| async move {
+                receiver.recv().await.map(|batch| (batch, receiver))
+            });
+            match client.get_pages(requests).await {
+                Ok(response) => receive(&prefetcher, response.into_inner()).await,
+                Err(status) => tracing::debug!(%status, "prefetch stream refused"),
+            }
+            if let Some(prefetcher) = prefetcher.upgrade() {
+                prefetcher.slots.lock().fail_in_flight();
+                prefetcher.arrived.notify_all();
+            }
+        });
+        sender
+    }
+
+    fn deliver(&self, results: Vec<pb::GetPageResult>) {
+        let mut slots = self.slots.lock();
+        for result in results {
+            let Some(block) = slots.by_id.remove(&result.request_id) else {
+                continue; // dropped meanwhile (counted then)
+            };
+            let Some(slot) = slots.by_block.get_mut(&block) else {
+                continue;
+            };
+            slot.state = match result.result {
+                // Bytes from a peer are checked before use.
+                Some(pb::get_page_result::Result::Page(page)) if page.len() == PAGE_SIZE_BYTES => {
+                    SlotState::Arrived(page)
+                }
+                _ => SlotState::Failed,
+            };
+        }
+        drop(slots);
+        self.arrived.notify_all();
+    }
+
+    /// The prefetched page of `block` at `lsn`, waiting (at most `timeout`) if it is in flight; `None` if there
+    /// is none or it failed (the caller reads it itself).
+    pub(super) fn take(&self, block: u32, lsn: Lsn, timeout: Duration) -> Option<Bytes> {
+        let deadline = Instant::now() + timeout;
+        let mut slots = self.slots.lock();
+        loop {
+            let slot = slots.by_block.get(&block).filter(|slot| slot.lsn == lsn)?;
+            match &slot.state {
+                SlotState::InFlight => {
+                    if self.arrived.wait_until(&mut slots, deadline).timed_out() {
+                        slots.drop_slot(block, true);
+                        return None;
+                    }
+                }
+                SlotState::Arrived(page) => {
+                    let page = page.clone();
+                    slots.drop_slot(block, false);
+                    METRICS.reads_prefetch_total.fetch_add(1, Ordering::Relaxed);
+                    return Some(page);
+                }
+                SlotState::Failed => {
+                    slots.drop_slot(block, false);
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Prefetcher {
+    fn drop(&mut self) {
+        let slots = self.slots.get_mut();
+        let unread = slots
+            .by_block
+            .values()
+            .filter(|slot| !matches!(slot.state, SlotState::Failed))
+            .count();
+        METRICS
+            .prefetch_wasted_pages_total
+            .fetch_add(unread as u64, Ordering::Relaxed);
+    }
+}
+
+/// Hands every response batch of the stream to the prefetcher while it exists.
+async fn receive(prefetcher: &Weak<Prefetcher>, mut responses: tonic::Streaming<pb::GetPageResponseBatch>) {
+    loop {
+        match responses.message().await {
+            Ok(Some(batch)) => match prefetcher.upgrade() {
+                Some(prefetcher) => prefetcher.deliver(batch.results),
+                None => return,
+            },
+            Ok(None) => return,
+            Err(status) => {
+                tracing::debug!(%status, "prefetch stream ended");
+                return;
+            }
+        }
+    }
+}
