@@ -33,6 +33,7 @@ mod temporal;
 
 pub use cast::cast;
 pub(crate) use catalog::pg_quote_ident as quote_ident_pg;
+pub use catalog::session_objects::{CursorRow, PreparedStatementRow};
 #[cfg(test)]
 pub(crate) use extra::testing;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
@@ -111,6 +112,9 @@ pub struct SessionState {
     catalog: RwLock<Arc<crate::catalog::Catalog>>,
     /// The open transaction's constraint modes and deferred violations.
     constraints: parking_lot::Mutex<crate::deferrable::Modes>,
+    /// The prepared statements and cursors the session last published (`pg_prepared_statements`,
+    /// `pg_cursors`).
+    objects: parking_lot::Mutex<catalog::session_objects::SessionObjects>,
 }
 
 impl SessionState {
@@ -131,6 +135,7 @@ impl SessionState {
             schemas: RwLock::default(),
             catalog: RwLock::default(),
             constraints: parking_lot::Mutex::default(),
+            objects: parking_lot::Mutex::default(),
         }
     }
 

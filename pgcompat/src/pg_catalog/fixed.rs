@@ -77,6 +77,22 @@ pub(super) const FIXED: &[View] = &[
                  s.value ->> 'min_val', s.value ->> 'max_val', s.value ->> 'boot_val', s.value ->> 'reset_val' \
                  FROM json_each(pg_settings_json()) s",
     },
+    // The session's SQL-level prepared statements and cursors, as it published them
+    // (`functions::catalog::session_objects`); statements prepared through the protocol are not listed.
+    View {
+        name: "pg_prepared_statements",
+        columns: "name:text, statement:text, prepare_time:timestamptz, parameter_types:text[], from_sql:bool, \
+                  generic_plans:int8, custom_plans:int8",
+        select: "SELECT s.value ->> 'name', s.value ->> 'statement', s.value ->> 'prepare_time', \
+                 s.value ->> 'parameter_types', 1, 0, 0 FROM json_each(pg_prepared_statements_json()) s",
+    },
+    View {
+        name: "pg_cursors",
+        columns: "name:text, statement:text, is_holdable:bool, is_binary:bool, is_scrollable:bool, \
+                  creation_time:timestamptz",
+        select: "SELECT s.value ->> 'name', s.value ->> 'statement', s.value ->> 'is_holdable', 0, \
+                 s.value ->> 'is_scrollable', s.value ->> 'creation_time' FROM json_each(pg_cursors_json()) s",
+    },
     View {
         name: "pg_matviews",
         columns: "schemaname:name, matviewname:name, matviewowner:name, tablespace:name, hasindexes:bool, \

@@ -78,6 +78,8 @@ const PG_CATALOG: &[&str] = &[
     "pg_auth_members",
     "pg_proc",
     "pg_settings",
+    "pg_prepared_statements",
+    "pg_cursors",
     "pg_tables",
     "pg_indexes",
     "pg_views",

@@ -258,8 +258,13 @@ pub(crate) fn create_table(
     if create.query.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … AS"));
     }
-    if create.like.is_some() {
-        return Err(PgError::unsupported("CREATE TABLE … LIKE"));
+    // `(id int, LIKE source)`: sqlparser reads the `LIKE` item as a column of that name.
+    let like_item = create
+        .columns
+        .iter()
+        .any(|c| c.name.quote_style.is_none() && c.name.value.eq_ignore_ascii_case("like"));
+    if create.like.is_some() || like_item {
+        return Err(PgError::unsupported("CREATE TABLE (LIKE …)"));
     }
     let table = if create.temporary {
         temporary_name(&create.name)?

@@ -87,6 +87,8 @@ pub enum Kind {
         statement: String,
         /// The parameter types given.
         types: Vec<PgType>,
+        /// The `PREPARE` statement as Cambium's parser prints it (what `pg_prepared_statements` shows).
+        source: String,
     },
     /// `EXECUTE name [(args)]`: the caller evaluates the arguments (PostgreSQL expressions) and runs the
     /// prepared statement with them.
@@ -672,12 +674,20 @@ fn translate_statement(
                 .iter()
                 .map(expr::written_type)
                 .collect::<Result<Vec<_>, _>>()?;
+            let source = match data_types.as_slice() {
+                [] => format!("PREPARE {name} AS {inner}"),
+                declared => {
+                    let declared: Vec<String> = declared.iter().map(ToString::to_string).collect();
+                    format!("PREPARE {name} ({}) AS {inner}", declared.join(", "))
+                }
+            };
             let mut t = Translation::single(
                 String::new(),
                 Kind::Prepare {
                     name: name.value.to_ascii_lowercase(),
                     statement: prepare::typed_statement(inner, data_types),
                     types,
+                    source,
                 },
             );
             t.steps.clear();

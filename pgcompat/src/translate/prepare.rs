@@ -1,6 +1,7 @@
 //! `PREPARE name (types) AS statement`: the statement kept with each `$n` cast to its declared type, so it
 //! is translated as PostgreSQL types it (`$3 + 1` on a `date` parameter is date arithmetic), whatever the
-//! arguments of a later `EXECUTE` look like.
+//! arguments of a later `EXECUTE` look like. Result columns are named first, from the statement as written:
+//! the casts are not the client's and do not name a column (`$1` stays `?column?`, not `int4`).
 
 use sqlparser::ast::{CastKind, DataType, Expr, Statement, Value};
 
@@ -15,12 +16,23 @@ pub(crate) fn typed_statement(statement: &Statement, types: &[DataType]) -> Stri
     let mut casts = Casts { types };
     // Only casts are added: the walk cannot fail.
     let _ = match &mut statement {
-        Statement::Query(query) => super::walk::query(&mut casts, query),
-        Statement::Insert(insert) => match insert.source.as_mut() {
-            Some(source) => super::walk::query(&mut casts, source),
-            None => Ok(()),
-        },
+        Statement::Query(query) => {
+            super::names::name_columns(query);
+            super::walk::query(&mut casts, query)
+        }
+        Statement::Insert(insert) => {
+            if let Some(returning) = &mut insert.returning {
+                super::names::name_items(returning);
+            }
+            match insert.source.as_mut() {
+                Some(source) => super::walk::query(&mut casts, source),
+                None => Ok(()),
+            }
+        }
         Statement::Update(update) => {
+            if let Some(returning) = &mut update.returning {
+                super::names::name_items(returning);
+            }
             let mut result = Ok(());
             for assignment in &mut update.assignments {
                 result = result.and(super::walk::expr(&mut casts, &mut assignment.value));
@@ -30,10 +42,15 @@ pub(crate) fn typed_statement(statement: &Statement, types: &[DataType]) -> Stri
                 None => result,
             }
         }
-        Statement::Delete(delete) => match &mut delete.selection {
-            Some(selection) => super::walk::expr(&mut casts, selection),
-            None => Ok(()),
-        },
+        Statement::Delete(delete) => {
+            if let Some(returning) = &mut delete.returning {
+                super::names::name_items(returning);
+            }
+            match &mut delete.selection {
+                Some(selection) => super::walk::expr(&mut casts, selection),
+                None => Ok(()),
+            }
+        }
         _ => Ok(()),
     };
     statement.to_string()

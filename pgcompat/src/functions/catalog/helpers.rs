@@ -275,9 +275,42 @@ pub(super) fn type_shown(state: &crate::functions::SessionState, namer: &Namer, 
     }
 }
 
-/// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, an OID as text).
+/// PostgreSQL 15's pseudo-types and their OIDs: no column has one, but function signatures do, and tools
+/// compare with them (`prorettype::regtype != 'trigger'::regtype`, pgcli).
+pub(super) const PSEUDO_TYPES: &[(&str, i64)] = &[
+    ("record", 2249),
+    ("cstring", 2275),
+    ("any", 2276),
+    ("anyarray", 2277),
+    ("void", 2278),
+    ("trigger", 2279),
+    ("language_handler", 2280),
+    ("internal", 2281),
+    ("anyelement", 2283),
+    ("anynonarray", 2776),
+    ("anyenum", 3500),
+    ("fdw_handler", 3115),
+    ("index_am_handler", 325),
+    ("tsm_handler", 3310),
+    ("table_am_handler", 269),
+    ("anyrange", 3831),
+    ("event_trigger", 3838),
+    ("anycompatible", 5077),
+    ("anycompatiblearray", 5078),
+    ("anycompatiblenonarray", 5079),
+    ("anycompatiblerange", 5080),
+    ("anymultirange", 4537),
+    ("anycompatiblemultirange", 4538),
+];
+
+/// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, `trigger`, an OID as
+/// text).
 pub(super) fn builtin_type_oid(text: &str) -> Option<i64> {
     let text = text.trim();
+    let bare = text.trim_matches('"');
+    if let Some((_, oid)) = PSEUDO_TYPES.iter().find(|(name, _)| name.eq_ignore_ascii_case(bare)) {
+        return Some(*oid);
+    }
     if let Some(element) = text.strip_suffix("[]") {
         let element = element.trim().trim_matches('"');
         return PgType::from_name(element).map(|ty| i64::from(ty.array().oid()));

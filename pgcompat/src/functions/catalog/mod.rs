@@ -9,6 +9,7 @@ mod constraints;
 mod deparse;
 pub(super) mod helpers;
 pub(crate) mod names;
+pub(crate) mod session_objects;
 #[cfg(test)]
 mod tests;
 pub(crate) mod viewdef;
@@ -34,6 +35,7 @@ const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
 /// Registers the catalog functions on `conn`.
 pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
     helpers::install(conn, state.clone())?;
+    session_objects::install(conn, state.clone())?;
     let s = state.clone();
     conn.create_scalar_function("format_type", 2, flags_session(), move |ctx| {
         let Some(oid) = ctx.get::<Option<i64>>(0)? else {
@@ -224,6 +226,9 @@ fn modifier_of(base: Base, typmod: i64) -> Modifier {
 pub(crate) fn format_type(oid: i64, typmod: i64) -> String {
     if oid == 18 {
         return "\"char\"".to_owned();
+    }
+    if let Some((name, _)) = helpers::PSEUDO_TYPES.iter().find(|(_, o)| *o == oid) {
+        return (*name).to_owned();
     }
     let Some(ty) = u32::try_from(oid).ok().and_then(PgType::from_oid) else {
         return "???".to_owned();

@@ -19,6 +19,9 @@ fn format_type_reads_type_modifiers() {
     assert_eq!(format_type(1700, 655_366), "numeric(10,2)");
     assert_eq!(format_type(1184, -1), "timestamp with time zone");
     assert_eq!(format_type(1009, -1), "text[]");
+    assert_eq!(format_type(2279, -1), "trigger");
+    assert_eq!(super::helpers::builtin_type_oid("trigger"), Some(2279));
+    assert_eq!(super::helpers::builtin_type_oid("\"void\""), Some(2278));
 }
 
 #[test]

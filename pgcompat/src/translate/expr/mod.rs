@@ -241,6 +241,17 @@ impl super::walk::Hooks for Rewriter<'_> {
     }
 
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
+        // `EXISTS (SELECT FROM t …)`: PostgreSQL allows an empty SELECT list, SQLite does not; EXISTS
+        // reads no column, so one NULL stands in.
+        if let Expr::Exists { subquery, .. } = expr {
+            if let sqlparser::ast::SetExpr::Select(select) = subquery.body.as_mut() {
+                if select.projection.is_empty() {
+                    select
+                        .projection
+                        .push(SelectItem::UnnamedExpr(Expr::value(sqlparser::ast::Value::Null)));
+                }
+            }
+        }
         self.rewrite_node(expr)
     }
 
