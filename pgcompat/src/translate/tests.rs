@@ -690,3 +690,16 @@ fn a_ctes_columns_are_named_as_postgresql_names_them() {
         [[Some("1".to_owned()), Some("1".to_owned()), Some("1".to_owned())]]
     );
 }
+
+#[test]
+fn regtype_arrays_hold_oids_and_print_names() {
+    check(&[
+        ("23::oid = ANY ('{int,int8,int2}'::regtype[])", Some("t")),
+        ("25::oid = ANY ('{int,int8,int2}'::regtype[])", Some("f")),
+        ("'{int,text}'::regtype[]::text[]", Some("{integer,text}")),
+        (
+            "COALESCE(NULL::regtype[], '23 1043'::regtype[])::text[]",
+            Some("{integer,\"character varying\"}"),
+        ),
+    ]);
+}

@@ -201,6 +201,11 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     conn.create_scalar_function("_pgc_builtin_type_oid", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.as_deref().and_then(builtin_type_oid))
     })?;
+    conn.create_scalar_function("_pgc_regtype_array", 1, flags, |ctx| {
+        ctx.get::<Option<String>>(0)?
+            .map(|text| regtype_array(&text).map_err(raise))
+            .transpose()
+    })?;
     conn.create_scalar_function("_pgc_regtype", 1, flags, |ctx| match ctx.get_raw(0) {
         ValueRef::Null => Ok(None),
         ValueRef::Integer(oid) => Ok(Some(oid)),
@@ -322,6 +327,42 @@ pub(super) fn builtin_type_oid(text: &str) -> Option<i64> {
     PgType::from_name(name)
         .or_else(|| name.parse::<u32>().ok().and_then(PgType::from_oid))
         .map(|ty| i64::from(ty.oid()))
+}
+
+/// A `regtype[]` from text: an array literal of type names or OIDs (`{int,int8}`), or an `oidvector`'s
+/// space-separated OIDs (`pg_proc.proargtypes`); the OIDs as an array literal.
+pub(super) fn regtype_array(text: &str) -> Result<String, PgError> {
+    let undefined = |name: &str| {
+        PgError::new(
+            crate::error::UNDEFINED_OBJECT,
+            format!("type \"{name}\" does not exist"),
+        )
+    };
+    let elements: Vec<Option<String>> = if text.trim_start().starts_with('{') {
+        let Some(names) = crate::value::array::parse(text) else {
+            return Err(PgError::new(
+                crate::error::INVALID_TEXT_REPRESENTATION,
+                format!("malformed array literal: \"{text}\""),
+            ));
+        };
+        names
+            .into_iter()
+            .map(|name| match name {
+                None => Ok(None),
+                Some(name) => builtin_type_oid(&name)
+                    .map(|oid| Some(oid.to_string()))
+                    .ok_or_else(|| undefined(&name)),
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        text.split_whitespace()
+            .map(|oid| match oid.parse::<u32>() {
+                Ok(oid) => Ok(Some(oid.to_string())),
+                Err(_) => Err(undefined(oid)),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok(crate::value::array::format(&elements))
 }
 
 /// The relation a regclass text names: schema dropped, quotes removed (else folded to lower case).
