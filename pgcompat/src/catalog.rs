@@ -76,6 +76,10 @@ pub struct Catalog {
     schema_version: i64,
     tables: Arc<HashMap<String, TableTypes>>,
     sequences: Vec<SequenceEntry>,
+    /// The SQL functions of `CREATE FUNCTION`.
+    routines: Arc<Vec<crate::routines::Routine>>,
+    /// The deferrable UNIQUE constraints.
+    deferrable: Arc<Vec<crate::deferrable::DeferrableUnique>>,
     enums: Arc<EnumCatalog>,
     /// The schemas other than `public`.
     schemas: Arc<Vec<crate::schemas::SchemaEntry>>,
@@ -137,6 +141,16 @@ impl Catalog {
     /// The database's enum types.
     pub fn enums(&self) -> &Arc<EnumCatalog> {
         &self.enums
+    }
+
+    /// The SQL functions of `CREATE FUNCTION`.
+    pub fn routines(&self) -> &[crate::routines::Routine] {
+        &self.routines
+    }
+
+    /// The deferrable UNIQUE constraints.
+    pub fn deferrable_uniques(&self) -> &[crate::deferrable::DeferrableUnique] {
+        &self.deferrable
     }
 
     /// Whether any sequence exists (so `_cambium_sequences` does).
@@ -234,6 +248,8 @@ impl Catalog {
             }
         }
         let sequences = load_sequences(conn)?;
+        let routines = Arc::new(crate::routines::load(conn)?);
+        let deferrable = Arc::new(crate::deferrable::load(conn)?);
         let enums = Arc::new(EnumCatalog::load(conn)?);
         let schemas = Arc::new(crate::schemas::load(conn)?);
         let mut relations = HashMap::new();
@@ -248,6 +264,8 @@ impl Catalog {
             schema_version,
             tables: Arc::new(tables),
             sequences,
+            routines,
+            deferrable,
             enums,
             schemas,
             relations: Arc::new(relations),

@@ -17,11 +17,13 @@
 pub mod advisory;
 pub mod catalog;
 pub mod copy;
+pub mod deferrable;
 pub mod enums;
 pub mod error;
 pub mod functions;
 pub mod notify;
 pub mod pg_catalog;
+pub mod routines;
 pub mod schemas;
 pub mod sequence;
 pub mod settings;
@@ -211,6 +213,59 @@ impl Dialect {
             return Ok(());
         }
         functions::sequence::settle(conn, &self.state)
+    }
+
+    /// The statements to run before the open transaction block commits: the checks of the deferrable
+    /// UNIQUE constraints it violated while they were deferred (`deferrable`), each failing with 23505 when
+    /// a duplicate is left. A failure rolls the block back, as PostgreSQL's failing COMMIT does.
+    pub fn commit_checks(&mut self, conn: &Connection) -> Result<Vec<String>, TranslateError> {
+        self.refresh(conn)?;
+        let modes = self.state.constraint_modes();
+        Ok(self
+            .catalog
+            .deferrable_uniques()
+            .iter()
+            .filter(|c| modes.is_noted(&c.name))
+            .map(deferrable::DeferrableUnique::check_sql)
+            .collect())
+    }
+
+    /// `SET CONSTRAINTS {ALL | names} {DEFERRED | IMMEDIATE}` (names without their schema): the modes set
+    /// for the open block (nothing outside one, as PostgreSQL only warns there), and the statements to run
+    /// now, the checks of the constraints made immediate that were violated while deferred. Names of other
+    /// constraints (deferrable foreign keys, which SQLite checks as it declares them) are accepted and
+    /// change nothing.
+    pub fn set_constraints(
+        &mut self,
+        conn: &Connection,
+        names: Option<&[String]>,
+        deferred: bool,
+    ) -> Result<Vec<String>, TranslateError> {
+        self.refresh(conn)?;
+        let schemas = self.catalog.schemas().clone();
+        let bare = |c: &deferrable::DeferrableUnique| schemas::split_sqlite_name(&c.name, &schemas).1.to_owned();
+        let affected: Vec<&deferrable::DeferrableUnique> = self
+            .catalog
+            .deferrable_uniques()
+            .iter()
+            .filter(|c| names.is_none_or(|names| names.contains(&bare(c))))
+            .collect();
+        let mut modes = self.state.constraint_modes();
+        match names {
+            None => modes.set(None, deferred),
+            Some(_) => {
+                let sqlite: Vec<String> = affected.iter().map(|c| c.name.clone()).collect();
+                modes.set(Some(&sqlite), deferred);
+            }
+        }
+        if deferred {
+            return Ok(Vec::new());
+        }
+        Ok(affected
+            .into_iter()
+            .filter(|c| modes.is_noted(&c.name))
+            .map(deferrable::DeferrableUnique::check_sql)
+            .collect())
     }
 
     /// The PostgreSQL type of each result column of a prepared statement: the translation's inferred

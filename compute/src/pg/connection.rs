@@ -49,7 +49,11 @@ impl Connection {
             let done = done.clone();
             tokio::task::spawn_blocking(move || {
                 let mut guard = slot.lock();
-                let value = guard.as_mut().map(f);
+                let value = guard.as_mut().map(|session| {
+                    // This pool thread may have run another session's call: the date order is this one's.
+                    session.enter_thread();
+                    f(session)
+                });
                 done.store(true, Ordering::SeqCst);
                 value
             })

@@ -34,6 +34,10 @@ pub(crate) struct Cursor {
     hold: bool,
     /// Declared in the open transaction: dropped if it rolls back, even with `WITH HOLD`.
     declared_in_open_transaction: bool,
+    /// The `DECLARE` that opened it (for `pg_cursors`; empty until [`Cursor::declared_by`]).
+    statement: String,
+    /// When it was opened.
+    created_at: std::time::SystemTime,
 }
 
 impl Cursor {
@@ -56,7 +60,15 @@ impl Cursor {
             no_scroll: scroll == Some(false),
             hold,
             declared_in_open_transaction: true,
+            statement: String::new(),
+            created_at: std::time::SystemTime::now(),
         }
+    }
+
+    /// The cursor, with the `DECLARE` statement that opened it (what `pg_cursors` shows).
+    pub(crate) fn declared_by(mut self, statement: String) -> Cursor {
+        self.statement = statement;
+        self
     }
 
     /// Moves as `direction` says and returns the rows passed over (what `FETCH` returns, in order).
@@ -175,6 +187,28 @@ impl Cursors {
             }
         }
         Ok(())
+    }
+
+    /// Whether no cursor is open.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// The open cursors as `pg_cursors` shows them, by name.
+    pub(crate) fn rows(&self) -> Vec<pgcompat::functions::CursorRow> {
+        let mut rows: Vec<_> = self
+            .open
+            .iter()
+            .map(|(name, cursor)| pgcompat::functions::CursorRow {
+                name: name.clone(),
+                statement: cursor.statement.clone(),
+                holdable: cursor.hold,
+                scrollable: !cursor.no_scroll,
+                created_at: cursor.created_at,
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        rows
     }
 
     /// The open transaction ended: cursors without `WITH HOLD` close; on rollback, so do the ones it

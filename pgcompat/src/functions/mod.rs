@@ -19,6 +19,7 @@ use rusqlite::Connection;
 mod arithmetic;
 mod cast;
 mod catalog;
+mod constraints;
 pub(crate) mod enums;
 mod extra;
 mod operators;
@@ -32,6 +33,7 @@ mod temporal;
 
 pub use cast::cast;
 pub(crate) use catalog::pg_quote_ident as quote_ident_pg;
+pub use catalog::session_objects::{CursorRow, PreparedStatementRow};
 #[cfg(test)]
 pub(crate) use extra::testing;
 pub(crate) use extra::{takes_types, typed_call, typed_expr};
@@ -108,6 +110,11 @@ pub struct SessionState {
     schemas: RwLock<Arc<Vec<crate::schemas::SchemaEntry>>>,
     /// The session's last catalog snapshot (what deparsed texts name and type columns with).
     catalog: RwLock<Arc<crate::catalog::Catalog>>,
+    /// The open transaction's constraint modes and deferred violations.
+    constraints: parking_lot::Mutex<crate::deferrable::Modes>,
+    /// The prepared statements and cursors the session last published (`pg_prepared_statements`,
+    /// `pg_cursors`).
+    objects: parking_lot::Mutex<catalog::session_objects::SessionObjects>,
 }
 
 impl SessionState {
@@ -127,6 +134,8 @@ impl SessionState {
             enums: RwLock::default(),
             schemas: RwLock::default(),
             catalog: RwLock::default(),
+            constraints: parking_lot::Mutex::default(),
+            objects: parking_lot::Mutex::default(),
         }
     }
 
@@ -175,9 +184,19 @@ impl SessionState {
             .raw(crate::settings::TIME_ZONE)
             .and_then(crate::settings::zone_of)
             .unwrap_or(TimeZone::UTC);
+        let order = crate::value::datetime::DateOrder::of_datestyle(settings.raw("DateStyle").unwrap_or_default());
         drop(settings);
         *self.time_zone.write() = zone;
+        crate::value::datetime::set_date_order(order);
         result
+    }
+
+    /// Makes this session's `DateStyle` field order the one dates are read with on the calling thread (call
+    /// when a session's call starts on a thread that may have run another session's).
+    pub fn enter_thread(&self) {
+        let order = self
+            .read_settings(|s| crate::value::datetime::DateOrder::of_datestyle(s.raw("DateStyle").unwrap_or_default()));
+        crate::value::datetime::set_date_order(order);
     }
 
     /// Records a catalog read: the database's schemas (what `search_path` may name) and the snapshot the
@@ -185,6 +204,18 @@ impl SessionState {
     pub fn set_catalog(&self, catalog: &crate::catalog::Catalog) {
         *self.schemas.write() = catalog.schemas().clone();
         *self.catalog.write() = Arc::new(catalog.clone());
+    }
+
+    /// The open transaction's constraint modes (`SET CONSTRAINTS`) and the deferrable constraints it saw
+    /// violated while deferred (`crate::deferrable`).
+    pub fn constraint_modes(&self) -> parking_lot::MutexGuard<'_, crate::deferrable::Modes> {
+        self.constraints.lock()
+    }
+
+    /// Whether a transaction block is open, as the caller knows it after each statement: deferred
+    /// constraints are deferred only inside one, and leaving one forgets its constraint modes.
+    pub fn set_in_block(&self, in_block: bool) {
+        self.constraints.lock().set_in_block(in_block);
     }
 
     /// The session's last catalog snapshot (its `search_path` is not the session's: read
@@ -284,6 +315,7 @@ pub fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<
     enums::install(conn, &state)?;
     catalog::install(conn, state.clone())?;
     schemas::install(conn, state.clone())?;
+    constraints::install(conn, state.clone())?;
     crate::settings::install_functions(conn, state.clone())?;
     crate::advisory::install(conn, state.clone())?;
     crate::notify::install(conn, state)?;

@@ -56,11 +56,17 @@ pub(super) const FIXED: &[View] = &[
                   prorettype:oid, proargtypes:text, proallargtypes:oid[], proargmodes:text[], proargnames:text[], \
                   proargdefaults:text, protrftypes:oid[], prosrc:text, probin:text, prosqlbody:text, proconfig:text[], \
                   proacl:text[]",
-        // A few built-in functions tools look up by name; every column PostgreSQL 15 has (pg_dump, pgcli).
+        // A few built-in functions tools look up by name, and the database's SQL functions (`routines`);
+        // every column PostgreSQL 15 has (pg_dump, pgcli).
         select: "VALUES (1299, 'now', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 1184, '', NULL, NULL, NULL, NULL, NULL, 'now', NULL, NULL, NULL, NULL), \
                  (89, 'version', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 25, '', NULL, NULL, NULL, NULL, NULL, 'pgsql_version', NULL, NULL, NULL, NULL), \
                  (861, 'current_database', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_database', NULL, NULL, NULL, NULL), \
-                 (1402, 'current_schema', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_schema', NULL, NULL, NULL, NULL)",
+                 (1402, 'current_schema', 11, 10, 12, 1, 0, 0, 0, 'f', 0, 0, 1, 0, 's', 's', 0, 0, 19, '', NULL, NULL, NULL, NULL, NULL, 'current_schema', NULL, NULL, NULL, NULL) \
+                 UNION ALL SELECT 1577058304 + f.id, CASE WHEN n.name IS NULL THEN f.name ELSE substr(f.name, length(n.name) + 2) END, \
+                 coalesce(1593835520 + n.id, 2200), 10, 14, 100, 0, 0, 0, 'f', 0, 0, 0, 0, f.volatility, 'u', \
+                 _pgc_fn_info(f.args, 'count'), 0, _pgc_type_oid(f.returns, ''), _pgc_fn_info(f.args, 'types'), NULL, NULL, \
+                 _pgc_fn_info(f.args, 'names'), NULL, NULL, f.body, NULL, NULL, NULL, NULL \
+                 FROM _pgc_fndefs f LEFT JOIN _pgc_nspdefs n ON n.name = substr(f.name, 1, max(instr(f.name, '.') - 1, 0))",
     },
     View {
         name: "pg_settings",
@@ -70,6 +76,22 @@ pub(super) const FIXED: &[View] = &[
                  s.value ->> 'short_desc', s.value ->> 'context', s.value ->> 'vartype', s.value ->> 'source', \
                  s.value ->> 'min_val', s.value ->> 'max_val', s.value ->> 'boot_val', s.value ->> 'reset_val' \
                  FROM json_each(pg_settings_json()) s",
+    },
+    // The session's SQL-level prepared statements and cursors, as it published them
+    // (`functions::catalog::session_objects`); statements prepared through the protocol are not listed.
+    View {
+        name: "pg_prepared_statements",
+        columns: "name:text, statement:text, prepare_time:timestamptz, parameter_types:text[], from_sql:bool, \
+                  generic_plans:int8, custom_plans:int8",
+        select: "SELECT s.value ->> 'name', s.value ->> 'statement', s.value ->> 'prepare_time', \
+                 s.value ->> 'parameter_types', 1, 0, 0 FROM json_each(pg_prepared_statements_json()) s",
+    },
+    View {
+        name: "pg_cursors",
+        columns: "name:text, statement:text, is_holdable:bool, is_binary:bool, is_scrollable:bool, \
+                  creation_time:timestamptz",
+        select: "SELECT s.value ->> 'name', s.value ->> 'statement', s.value ->> 'is_holdable', 0, \
+                 s.value ->> 'is_scrollable', s.value ->> 'creation_time' FROM json_each(pg_cursors_json()) s",
     },
     View {
         name: "pg_matviews",

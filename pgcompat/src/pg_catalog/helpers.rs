@@ -46,6 +46,13 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          FROM _pgc_cols WHERE serial",
     ),
     (
+        // The deferrable UNIQUE constraints (`crate::deferrable`): their indexes, by their triggers' names.
+        "dfr",
+        "SELECT i.name AS name, i.tbl_name AS tbl, substr(t.name, 17, 1) = 'd' AS deferred \
+         FROM main.sqlite_schema t JOIN main.sqlite_schema i ON i.type = 'index' AND i.name = substr(t.name, 23) \
+         WHERE t.type = 'trigger' AND t.name LIKE '\\_cambium\\_unique\\__\\_ins:%' ESCAPE '\\'",
+    ),
+    (
         "cons0",
         "SELECT r.rid AS rid, r.oid AS conrelid, r.name AS relname, r.nsp AS nsp, r.relname AS bare, \
          r.nspoid AS nspoid, CAST(j.key AS INTEGER) AS ord, \
@@ -53,8 +60,16 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          json_extract(j.value, '$.name') AS conname, json_extract(j.value, '$.type') AS contype, \
          json_extract(j.value, '$.cols') AS cols, json_extract(j.value, '$.ref_table') AS reftable, \
          json_extract(j.value, '$.ref_cols') AS refcols0, json_extract(j.value, '$.upd') AS upd, \
-         json_extract(j.value, '$.del') AS del, json_extract(j.value, '$.def') AS def0 \
-         FROM _pgc_rel r, json_each(_pgc_constraints(r.relname, r.sql)) j WHERE r.type = 'table'",
+         json_extract(j.value, '$.del') AS del, json_extract(j.value, '$.def') AS def0, \
+         coalesce(json_extract(j.value, '$.dfr'), 0) AS dfr, coalesce(json_extract(j.value, '$.dfd'), 0) AS dfd, \
+         0 AS own_index \
+         FROM _pgc_rel r, json_each(_pgc_constraints(r.relname, r.sql)) j WHERE r.type = 'table' \
+         UNION ALL SELECT r.rid, r.oid, r.name, r.nsp, r.relname, r.nspoid, 1000 + i.rid, i.oid + 30, i.oid, i.relname, 'u', \
+         (SELECT json_group_array(p.name ORDER BY p.seqno) FROM pragma_index_info(i.name, 'main') p), NULL, NULL, NULL, NULL, \
+         'UNIQUE (' || (SELECT group_concat(_pgc_ident(p.name), ', ' ORDER BY p.seqno) FROM pragma_index_info(i.name, 'main') p) \
+         || ') DEFERRABLE' || CASE WHEN d.deferred THEN ' INITIALLY DEFERRED' ELSE '' END, 1, d.deferred, 1 \
+         FROM _pgc_dfr d JOIN _pgc_rel i ON i.name = d.name AND i.type = 'index' \
+         JOIN _pgc_rel r ON r.name = d.tbl AND r.type = 'table'",
     ),
     (
         "cons",
@@ -68,11 +83,14 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "idx",
         "SELECT k.idxoid AS oid, k.conname AS name, k.conrelid AS relid, k.rid AS rid, k.relname AS tbl, 1 AS isunique, \
          k.contype = 'p' AS isprimary, k.cols AS cols, 1 AS iscon, k.nsp AS nsp, k.conname AS bare, k.bare AS tblbare, \
-         k.nspoid AS nspoid, NULL AS sql FROM _pgc_cons k WHERE k.contype IN ('p', 'u') \
+         k.nspoid AS nspoid, NULL AS sql, 0 AS dfr FROM _pgc_cons k WHERE k.contype IN ('p', 'u') AND NOT k.own_index \
          UNION ALL SELECT r.oid, r.name, t.oid, t.rid, t.name, \
-         coalesce((SELECT l.\"unique\" FROM pragma_index_list(t.name, 'main') l WHERE l.name = r.name), 0), 0, \
-         (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), 0, \
-         t.nsp, CASE WHEN r.nsp = t.nsp THEN r.relname ELSE r.name END, t.relname, t.nspoid, r.sql \
+         coalesce((SELECT l.\"unique\" FROM pragma_index_list(t.name, 'main') l WHERE l.name = r.name), 0) \
+         OR EXISTS (SELECT 1 FROM _pgc_dfr d WHERE d.name = r.name), 0, \
+         (SELECT json_group_array(name) FROM (SELECT i.name AS name FROM pragma_index_info(r.name, 'main') i ORDER BY i.seqno)), \
+         EXISTS (SELECT 1 FROM _pgc_dfr d WHERE d.name = r.name), \
+         t.nsp, CASE WHEN r.nsp = t.nsp THEN r.relname ELSE r.name END, t.relname, t.nspoid, r.sql, \
+         EXISTS (SELECT 1 FROM _pgc_dfr d WHERE d.name = r.name) \
          FROM _pgc_rel r JOIN _pgc_rel t ON t.name = r.tbl AND t.type = 'table' WHERE r.type = 'index'",
     ),
     (
@@ -138,6 +156,13 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
         "SELECT tbl AS _pgc_tbl, relid AS _pgc_tbloid, col AS _pgc_col, seqname AS _pgc_name, nsp AS _pgc_nsp, \
          bare AS _pgc_bare \
          FROM _pgc_seq WHERE tbl IS NOT NULL",
+    ),
+    (
+        // `pg_get_function_result`/`_arguments` of every function of `pg_proc`.
+        "fnlookups",
+        "SELECT p.oid AS _pgc_oid, format_type(p.prorettype, NULL) AS _pgc_result, \
+         coalesce((SELECT _pgc_fn_info(f.args, 'identity') FROM _pgc_fndefs f WHERE 1577058304 + f.id = p.oid), '') \
+         AS _pgc_args FROM _pgc_pg_proc p",
     ),
     (
         "typnames",

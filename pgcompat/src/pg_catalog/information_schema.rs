@@ -62,7 +62,8 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   initially_deferred:text, enforced:text, nulls_distinct:text",
         select: "SELECT pg_current_database(), k.nsp, k.conname, pg_current_database(), k.nsp, k.bare, \
                  CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' WHEN 'u' THEN 'UNIQUE' WHEN 'f' THEN 'FOREIGN KEY' ELSE 'CHECK' END, \
-                 'NO', 'NO', 'YES', CASE WHEN k.contype = 'u' THEN 'YES' END FROM _pgc_cons k",
+                 CASE WHEN k.dfr THEN 'YES' ELSE 'NO' END, CASE WHEN k.dfd THEN 'YES' ELSE 'NO' END, 'YES', \
+                 CASE WHEN k.contype = 'u' THEN 'YES' END FROM _pgc_cons k",
     },
     View {
         name: "is_key_column_usage",

@@ -78,6 +78,8 @@ const PG_CATALOG: &[&str] = &[
     "pg_auth_members",
     "pg_proc",
     "pg_settings",
+    "pg_prepared_statements",
+    "pg_cursors",
     "pg_tables",
     "pg_indexes",
     "pg_views",
@@ -226,6 +228,11 @@ const SOURCES: &[(&str, &str, &str)] = &[
     ("enumdefs", "_cambium_enums", "id, name, labels"),
     ("nspdefs", "_cambium_schemas", "id, name, owner"),
     ("descdefs", "_cambium_comments", "kind, object, sub, comment"),
+    (
+        "fndefs",
+        "_cambium_functions",
+        "id, name, args, returns, volatility, body",
+    ),
     (
         "seqdefs",
         "_cambium_sequences",

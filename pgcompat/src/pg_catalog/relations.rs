@@ -72,7 +72,7 @@ pub(super) const RELATIONS: &[View] = &[
                   indisreplident:bool, indkey:text, indcollation:text, indclass:text, indoption:text, \
                   indexprs:text, indpred:text",
         select: "SELECT x.oid, x.relid, json_array_length(x.cols), json_array_length(x.cols), x.isunique, 0, x.isprimary, \
-                 0, 1, 0, 1, 0, 1, 1, 0, x.indkey, '0', '0', '0', NULL, NULL FROM _pgc_idx2 x",
+                 0, NOT x.dfr, 0, 1, 0, 1, 1, 0, x.indkey, '0', '0', '0', NULL, NULL FROM _pgc_idx2 x",
     },
     View {
         name: "pg_constraint",
@@ -80,7 +80,7 @@ pub(super) const RELATIONS: &[View] = &[
                   convalidated:bool, conrelid:oid, contypid:oid, conindid:oid, conparentid:oid, confrelid:oid, \
                   confupdtype:char, confdeltype:char, confmatchtype:char, conislocal:bool, coninhcount:int4, \
                   connoinherit:bool, conkey:int2[], confkey:int2[], conbin:text",
-        select: "SELECT k.oid, k.conname, k.nspoid, k.contype, 0, 0, 1, k.conrelid, 0, \
+        select: "SELECT k.oid, k.conname, k.nspoid, k.contype, k.dfr, k.dfd, 1, k.conrelid, 0, \
                  CASE WHEN k.contype IN ('p', 'u') THEN k.idxoid WHEN k.contype = 'f' THEN coalesce((SELECT x.oid FROM _pgc_idx x \
                  WHERE x.rid = k.refrid AND x.cols = k.refcols), 0) ELSE 0 END, 0, coalesce(k.refoid, 0), k.upd, k.del, \
                  CASE WHEN k.contype = 'f' THEN 's' ELSE ' ' END, 1, 0, 0, \

@@ -28,6 +28,13 @@ pub enum Command {
     ShowAll,
     /// `RESET name`, or `RESET ALL` (`None`).
     Reset(Option<String>),
+    /// `SET CONSTRAINTS {ALL | names} {DEFERRED | IMMEDIATE}` (`None`: ALL).
+    SetConstraints {
+        /// The constraints named (without their schema), or `None` for ALL.
+        names: Option<Vec<String>>,
+        /// DEFERRED (else IMMEDIATE).
+        deferred: bool,
+    },
 }
 
 /// Whether a statement starting with `first_word` (uppercase) is one [`parse`] takes.
@@ -35,34 +42,69 @@ pub fn is_setting_statement(first_word: &str) -> bool {
     matches!(first_word, "SET" | "SHOW" | "RESET")
 }
 
-/// `SET CONSTRAINTS …` (which sqlparser does not read): SQLite checks UNIQUE and PRIMARY KEY constraints
-/// row by row and has no deferred checking to switch, so it is refused (0A000) rather than ignored.
-fn refuse_set_constraints(sql: &str) -> Result<(), PgError> {
+/// `SET CONSTRAINTS {ALL | name, …} {DEFERRED | IMMEDIATE}` (which sqlparser does not read), read with its
+/// tokenizer: `None` when the statement is not one; names folded, their schema dropped.
+fn set_constraints(sql: &str) -> Option<Result<Command, PgError>> {
     use sqlparser::tokenizer::{Token, Tokenizer};
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
-        return Ok(());
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let mut tokens = tokens
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon));
+    let keyword = |t: Option<Token>| match t {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
+        _ => None,
     };
-    let words: Vec<String> = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .take(2)
-        .map(|t| match t {
-            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
-            _ => String::new(),
-        })
-        .collect();
-    if words == ["SET", "CONSTRAINTS"] {
-        return Err(PgError::new(
-            FEATURE_NOT_SUPPORTED,
-            "SET CONSTRAINTS (deferred constraint checking) is not supported by Cambium",
-        ));
+    if keyword(tokens.next()).as_deref() != Some("SET") || keyword(tokens.next()).as_deref() != Some("CONSTRAINTS") {
+        return None;
     }
-    Ok(())
+    let rest: Vec<Token> = tokens.collect();
+    let syntax = || Some(Err(PgError::new(SYNTAX_ERROR, "syntax error in SET CONSTRAINTS")));
+    let Some((mode, list)) = rest.split_last() else {
+        return syntax();
+    };
+    let deferred = match keyword(Some(mode.clone())).as_deref() {
+        Some("DEFERRED") => true,
+        Some("IMMEDIATE") => false,
+        _ => return syntax(),
+    };
+    if matches!(list, [Token::Word(w)] if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("all")) {
+        return Some(Ok(Command::SetConstraints { names: None, deferred }));
+    }
+    let mut names = Vec::new();
+    let mut expect_name = true;
+    for token in list {
+        match (token, expect_name) {
+            (Token::Word(w), true) => {
+                names.push(if w.quote_style.is_some() {
+                    w.value.clone()
+                } else {
+                    w.value.to_ascii_lowercase()
+                });
+                expect_name = false;
+            }
+            // `schema.name`: the name is what follows the dot.
+            (Token::Period, false) => {
+                names.pop();
+                expect_name = true;
+            }
+            (Token::Comma, false) => expect_name = true,
+            _ => return syntax(),
+        }
+    }
+    if expect_name || names.is_empty() {
+        return syntax();
+    }
+    Some(Ok(Command::SetConstraints {
+        names: Some(names),
+        deferred,
+    }))
 }
 
 /// Parses one `SET`, `SHOW` or `RESET` statement.
 pub fn parse(sql: &str) -> Result<Command, PgError> {
-    refuse_set_constraints(sql)?;
+    if let Some(command) = set_constraints(sql) {
+        return command;
+    }
     let statements =
         Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|error| PgError::new(SYNTAX_ERROR, error.to_string()))?;
     let [statement] = statements.as_slice() else {

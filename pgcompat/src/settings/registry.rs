@@ -237,7 +237,7 @@ pub static GUCS: &[Guc] = &[
         .range(0.0, 1.79769e308)
         .about(COSTS, "Sets the planner's estimate of the cost of processing each tuple (row)."),
     guc("DateStyle", "ISO, MDY", Text, User)
-        .effect(Effect::Only(&["ISO, MDY"]))
+        .effect(Effect::Only(&["ISO, MDY", "ISO, DMY", "ISO, YMD"]))
         .about(LOCALE, "Sets the display format for date and time values."),
     guc("deadlock_timeout", "1000", Integer, Superuser)
         .unit(Unit::Ms, 1.0, INT_MAX)

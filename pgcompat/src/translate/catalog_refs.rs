@@ -15,6 +15,8 @@ use crate::pg_catalog;
 const REGCLASS: &str = "_pgc_regclass";
 /// The name of the function a `::regtype` cast becomes.
 const REGTYPE: &str = "_pgc_regtype";
+/// The name of the function a `::regtype[]` cast becomes (an array of the types' OIDs).
+const REGTYPE_ARRAY: &str = "_pgc_regtype_array";
 
 /// Whether a schema name is one of the catalog schemas.
 fn is_catalog_schema(name: &str) -> bool {
@@ -166,12 +168,35 @@ fn is_call(expr: &Expr, name: &str) -> bool {
     matches!(expr, Expr::Function(Function { name: n, .. }) if n.to_string() == name)
 }
 
+/// Whether an expression is a regtype array: a cast to one, or a `coalesce` of such casts.
+fn is_regtype_array(expr: &Expr) -> bool {
+    match expr {
+        Expr::Function(Function { name, args, .. }) if name.to_string().eq_ignore_ascii_case("coalesce") => {
+            let sqlparser::ast::FunctionArguments::List(list) = args else {
+                return false;
+            };
+            !list.args.is_empty()
+                && list.args.iter().all(|arg| {
+                    matches!(arg, sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e))
+                        if is_regtype_array(e))
+                })
+        }
+        Expr::Nested(inner) => is_regtype_array(inner),
+        other => is_call(other, REGTYPE_ARRAY),
+    }
+}
+
 /// A cast the catalog gives meaning to, rewritten; `None` when the cast is not one. `written` is the
 /// target type as written, lower case, without `pg_catalog.`.
 pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
     match written {
         "regclass" => parse(&format!("{REGCLASS}({inner}, {})", relation_oid(inner))),
         "regtype" => parse(&format!("{REGTYPE}({inner})")),
+        "regtype[]" | "_regtype" => parse(&format!("{REGTYPE_ARRAY}({inner})")),
+        // An array of regtypes as text is the types' names (`{integer,text}`).
+        "text" | "text[]" | "varchar[]" | "name[]" if is_regtype_array(inner) => {
+            parse(&format!("_pgc_regtype_names({inner})"))
+        }
         "regproc" | "regprocedure" => Some(inner.clone()),
         "regnamespace" => parse(&format!(
             "coalesce((SELECT _pgc_oid FROM _pgc_nspnames WHERE _pgc_name = {inner}), {inner})"
@@ -199,6 +224,10 @@ pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
             "(SELECT CASE WHEN {column} = 0 THEN replace(_pgc_def, ' ON public.', ' ON ') END \
              FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"
         ),
+        ("pg_get_function_result", [oid]) => format!("(SELECT _pgc_result FROM _pgc_fnlookups WHERE _pgc_oid = {oid})"),
+        ("pg_get_function_arguments" | "pg_get_function_identity_arguments", [oid]) => {
+            format!("(SELECT _pgc_args FROM _pgc_fnlookups WHERE _pgc_oid = {oid})")
+        }
         ("pg_get_constraintdef", [oid] | [oid, _]) => {
             format!("(SELECT _pgc_def FROM _pgc_condefs WHERE _pgc_oid = {oid})")
         }

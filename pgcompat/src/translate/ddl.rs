@@ -258,8 +258,13 @@ pub(crate) fn create_table(
     if create.query.is_some() {
         return Err(PgError::unsupported("CREATE TABLE … AS"));
     }
-    if create.like.is_some() {
-        return Err(PgError::unsupported("CREATE TABLE … LIKE"));
+    // `(id int, LIKE source)`: sqlparser reads the `LIKE` item as a column of that name.
+    let like_item = create
+        .columns
+        .iter()
+        .any(|c| c.name.quote_style.is_none() && c.name.value.eq_ignore_ascii_case("like"));
+    if create.like.is_some() || like_item {
+        return Err(PgError::unsupported("CREATE TABLE (LIKE …)"));
     }
     let table = if create.temporary {
         temporary_name(&create.name)?
@@ -272,6 +277,7 @@ pub(crate) fn create_table(
             format!("the name \"{table}\" is reserved for Cambium's catalog"),
         ));
     }
+    let deferrable = super::deferrable::extract(catalog, &table, create)?;
     // The table exists: nothing is made (no sequences either), and its recorded types stay.
     let exists = create.if_not_exists && table_exists(conn, &table);
     let mut rewriter = Rewriter::new(catalog);
@@ -332,6 +338,11 @@ pub(crate) fn create_table(
     }
     steps.extend(records);
     steps.extend(sequence_steps);
+    steps.extend(
+        deferrable
+            .iter()
+            .flat_map(crate::deferrable::DeferrableUnique::create_sql),
+    );
     Ok(ddl("CREATE TABLE", steps))
 }
 
@@ -484,6 +495,9 @@ pub(crate) fn alter_table(
             crate::error::UNDEFINED_TABLE,
             format!("relation \"{table}\" does not exist"),
         ));
+    }
+    if let Some(steps) = super::deferrable::alter(catalog, &table, &alter.operations) {
+        return Ok(ddl("ALTER TABLE", steps?));
     }
     if alter.operations.iter().any(super::rebuild::needs_rebuild) {
         if !alter.operations.iter().all(super::rebuild::needs_rebuild) {

@@ -7,6 +7,7 @@ pub(crate) mod comment;
 pub(crate) mod create_as;
 pub mod cursor;
 pub(crate) mod ddl;
+mod deferrable;
 pub(crate) mod dependents;
 pub(crate) mod distinct_on;
 pub(crate) mod enums;
@@ -18,8 +19,10 @@ mod lock;
 mod maintenance;
 pub mod modifying_cte;
 pub(crate) mod names;
+mod prepare;
 pub(crate) mod query_rules;
 pub(crate) mod rebuild;
+pub(crate) mod routines;
 pub(crate) mod schema;
 mod schema_move;
 pub(crate) mod sequence;
@@ -84,6 +87,8 @@ pub enum Kind {
         statement: String,
         /// The parameter types given.
         types: Vec<PgType>,
+        /// The `PREPARE` statement as Cambium's parser prints it (what `pg_prepared_statements` shows).
+        source: String,
     },
     /// `EXECUTE name [(args)]`: the caller evaluates the arguments (PostgreSQL expressions) and runs the
     /// prepared statement with them.
@@ -669,12 +674,20 @@ fn translate_statement(
                 .iter()
                 .map(expr::written_type)
                 .collect::<Result<Vec<_>, _>>()?;
+            let source = match data_types.as_slice() {
+                [] => format!("PREPARE {name} AS {inner}"),
+                declared => {
+                    let declared: Vec<String> = declared.iter().map(ToString::to_string).collect();
+                    format!("PREPARE {name} ({}) AS {inner}", declared.join(", "))
+                }
+            };
             let mut t = Translation::single(
                 String::new(),
                 Kind::Prepare {
                     name: name.value.to_ascii_lowercase(),
-                    statement: inner.to_string(),
+                    statement: prepare::typed_statement(inner, data_types),
                     types,
+                    source,
                 },
             );
             t.steps.clear();
@@ -745,7 +758,8 @@ fn translate_statement(
             // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
             return Err(PgError::unsupported("EXPLAIN"));
         }
-        Statement::CreateFunction(_) => return Err(PgError::unsupported("CREATE FUNCTION")),
+        Statement::CreateFunction(create) => routines::create(catalog, create)?,
+        Statement::DropFunction(drop) => routines::drop(catalog, drop)?,
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
         Statement::Copy {
             source,

@@ -7,8 +7,16 @@ use sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, Value};
 
 use super::expr::{last_part, written_type};
 
-/// Names the result columns of a query.
+/// Names the result columns of a query, and of its CTEs without a column list (a later part reads a CTE's
+/// `count(1)` as `count`, as PostgreSQL names it).
 pub(crate) fn name_columns(query: &mut Query) {
+    if let Some(with) = &mut query.with {
+        for cte in &mut with.cte_tables {
+            if cte.alias.columns.is_empty() {
+                name_columns(&mut cte.query);
+            }
+        }
+    }
     let mut body = query.body.as_mut();
     loop {
         match body {

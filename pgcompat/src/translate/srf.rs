@@ -19,6 +19,8 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use super::expr::{last_part, Rewriter, Typer};
+
+mod grouping;
 use crate::catalog::quote_ident;
 use crate::error::PgError;
 use crate::types::{Base, PgType};
@@ -539,7 +541,9 @@ fn move_list_functions(rewriter: &mut Rewriter<'_>, select: &mut Select) -> Resu
     if count == 0 {
         return Ok(());
     }
-    if !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || select.having.is_some() {
+    let grouped =
+        !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || select.having.is_some();
+    if grouped && !grouping::functions_are_grouping_keys(rewriter, select, |item| list_function(item).is_some()) {
         return Err(PgError::unsupported(
             "a set-returning function in the SELECT list of a grouped query",
         ));

@@ -588,3 +588,118 @@ fn encodings_are_named_and_numbered_as_postgresql_does() {
         ("pg_char_to_encoding('nonsense')", Some("-1")),
     ]);
 }
+
+#[test]
+fn what_cannot_be_answered_is_refused_by_name() {
+    check_errors(&[
+        ("txid_current()", "0A000"),
+        ("pg_current_xact_id()", "0A000"),
+        ("inet_server_port()", "0A000"),
+    ]);
+    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+    for sql in [
+        "CREATE TABLE copy (LIKE source INCLUDING ALL)",
+        "CREATE TEMP TABLE copy (id int, LIKE source)",
+    ] {
+        let error = dialect.translate(&conn, sql).expect_err(sql);
+        assert!(error.to_string().contains("LIKE"), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn prepared_statements_keep_their_column_names_and_are_listed() {
+    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+    let translated = dialect
+        .translate(&conn, "PREPARE p (int, text[]) AS SELECT $1 + 1, $2[1], $1 AS one")
+        .expect("translates");
+    let crate::Translated::Statements(list) = &*translated else {
+        panic!("not a statement");
+    };
+    let crate::Kind::Prepare { statement, source, .. } = &list[0].kind else {
+        panic!("not a PREPARE: {:?}", list[0].kind);
+    };
+    assert_eq!(source, "PREPARE p (INT, TEXT[]) AS SELECT $1 + 1, $2[1], $1 AS one");
+    let mut names = |sql: &str| {
+        let translated = dialect.translate(&conn, sql).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {sql}");
+        };
+        let stmt = conn.prepare(&list[0].steps[0]).expect("prepares");
+        stmt.column_names().iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let executed = statement.replace("$1", "1").replace("$2", "'{a}'");
+    assert_eq!(names(&executed), ["?column?", "?column?", "one"], "{statement}");
+    dialect
+        .state()
+        .set_prepared_statements(vec![crate::functions::PreparedStatementRow {
+            name: "p".to_owned(),
+            statement: source.clone(),
+            prepared_at: std::time::SystemTime::UNIX_EPOCH,
+            parameter_types: vec![
+                Some(crate::PgType::INT4),
+                Some(crate::PgType::new(crate::Base::Varchar)),
+                None,
+            ],
+        }]);
+    let sql = "SELECT name, parameter_types::text, prepare_time FROM pg_prepared_statements";
+    let translated = dialect.translate(&conn, sql).expect("translates");
+    let crate::Translated::Statements(list) = &*translated else {
+        panic!("not a statement: {sql}");
+    };
+    let row = conn
+        .query_row(&list[0].steps[0], [], |row| {
+            Ok([
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ])
+        })
+        .expect("one row");
+    assert_eq!(
+        row,
+        ["p", "{integer,\"character varying\",unknown}", "1970-01-01 00:00:00+00"]
+    );
+}
+
+#[test]
+fn exists_without_columns_and_grouping_by_a_set_returning_function() {
+    check(&[("EXISTS (SELECT FROM (VALUES (1)) AS v(x) WHERE x = 1)", Some("t"))]);
+    assert_eq!(
+        rows_after(
+            &[],
+            "SELECT regexp_split_to_table('a b a', ' ') AS w, count(1) FROM (VALUES (1)) AS v(x) GROUP BY w ORDER BY w"
+        ),
+        [
+            [Some("a".to_owned()), Some("2".to_owned())],
+            [Some("b".to_owned()), Some("1".to_owned())]
+        ]
+    );
+    check_errors(&[("unnest(array_agg(x)) FROM (VALUES (1)) AS v(x) GROUP BY x", "0A000")]);
+}
+
+#[test]
+fn a_ctes_columns_are_named_as_postgresql_names_them() {
+    assert_eq!(
+        rows_after(
+            &[],
+            "WITH w AS (SELECT x, count(1), row_number() OVER (ORDER BY x) FROM (VALUES (1)) AS v(x) GROUP BY x) \
+             SELECT x, count, row_number FROM w"
+        ),
+        [[Some("1".to_owned()), Some("1".to_owned()), Some("1".to_owned())]]
+    );
+}
+
+#[test]
+fn regtype_arrays_hold_oids_and_print_names() {
+    check(&[
+        ("23::oid = ANY ('{int,int8,int2}'::regtype[])", Some("t")),
+        ("25::oid = ANY ('{int,int8,int2}'::regtype[])", Some("f")),
+        ("'{int,text}'::regtype[]::text[]", Some("{integer,text}")),
+        (
+            "COALESCE(NULL::regtype[], '23 1043'::regtype[])::text[]",
+            Some("{integer,\"character varying\"}"),
+        ),
+    ]);
+}

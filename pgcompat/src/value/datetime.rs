@@ -48,7 +48,8 @@ pub fn parse_timestamp(text: &str, type_name: &str) -> Result<(DateTime, Option<
             Some(Zone::Offset(Offset::UTC)),
         ));
     }
-    let (date, rest) = split_date(trimmed)
+    let (date, rest) = split_ordered_date(trimmed)
+        .or_else(|| split_date(trimmed))
         .or_else(|| split_compact_date(trimmed))
         .or_else(|| split_named_month_date(trimmed))
         .ok_or_else(|| bad(type_name, text))?;
@@ -89,6 +90,85 @@ pub fn parse_timestamp(text: &str, type_name: &str) -> Result<(DateTime, Option<
         Some(parse_zone(zone_text).ok_or_else(|| bad(type_name, text))?)
     };
     Ok((date.to_datetime(time), zone))
+}
+
+/// The order of a date's numeric fields when the first has at most two digits (`DateStyle`'s `MDY`,
+/// `DMY`, `YMD`); a first field of three or more digits is always the year.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DateOrder {
+    /// `01/02/2024` is January 2 (PostgreSQL's default).
+    #[default]
+    Mdy,
+    /// `01/02/2024` is February 1.
+    Dmy,
+    /// `24/01/02` is 2024-01-02.
+    Ymd,
+}
+
+impl DateOrder {
+    /// The order a `DateStyle` value (`ISO, DMY`) names.
+    pub fn of_datestyle(value: &str) -> DateOrder {
+        let upper = value.to_ascii_uppercase();
+        if upper.contains("DMY") {
+            DateOrder::Dmy
+        } else if upper.contains("YMD") {
+            DateOrder::Ymd
+        } else {
+            DateOrder::Mdy
+        }
+    }
+}
+
+thread_local! {
+    /// The `DateStyle` field order of the session whose statement runs on this thread (see
+    /// [`set_date_order`]).
+    static DATE_ORDER: std::cell::Cell<DateOrder> = const { std::cell::Cell::new(DateOrder::Mdy) };
+}
+
+/// Sets the field order dates are read with on this thread: the session's `DateStyle`, set by its
+/// `SessionState` whenever its settings change and by the caller when a session's call starts on a thread.
+/// Date input is a pure function of its text and this order; nothing else reads it.
+pub fn set_date_order(order: DateOrder) {
+    DATE_ORDER.with(|cell| cell.set(order));
+}
+
+/// A leading date of three numeric fields separated by `/`, `-` or `.` whose first field has at most two
+/// digits (`01/02/2024`, `1-2-24`), read in the session's `DateStyle` order; a two-digit year is 1970–2069,
+/// as PostgreSQL reads it.
+fn split_ordered_date(text: &str) -> Option<((i64, i64, i64), &str)> {
+    let mut fields = [(0i64, 0usize); 3];
+    let mut rest = text;
+    let mut separator = None;
+    for (i, field) in fields.iter_mut().enumerate() {
+        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if end == 0 || end > 4 {
+            return None;
+        }
+        *field = (rest[..end].parse().ok()?, end);
+        rest = &rest[end..];
+        if i < 2 {
+            let sep = rest.chars().next().filter(|c| matches!(c, '/' | '-' | '.'))?;
+            if separator.is_some_and(|s| s != sep) {
+                return None;
+            }
+            separator = Some(sep);
+            rest = &rest[1..];
+        }
+    }
+    if fields[0].1 > 2 {
+        return None;
+    }
+    let year = |(value, digits): (i64, usize)| match digits {
+        1 | 2 if value < 70 => value + 2000,
+        1 | 2 => value + 1900,
+        _ => value,
+    };
+    let date = match DATE_ORDER.with(std::cell::Cell::get) {
+        DateOrder::Mdy => (year(fields[2]), fields[0].0, fields[1].0),
+        DateOrder::Dmy => (year(fields[2]), fields[1].0, fields[0].0),
+        DateOrder::Ymd => (year(fields[0]), fields[1].0, fields[2].0),
+    };
+    Some((date, rest))
 }
 
 /// Splits a leading `Y-M-D` into its fields and the rest.
@@ -616,6 +696,28 @@ fn parse_iso_interval(text: &str) -> Option<Interval> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numeric_dates_follow_the_date_order() {
+        let date = |text: &str| parse_date(text).map(format_date).map_err(|e| e.code);
+        set_date_order(DateOrder::Mdy);
+        assert_eq!(date("01/02/2024"), Ok("2024-01-02".to_owned()));
+        assert_eq!(date("1-2-24"), Ok("2024-01-02".to_owned()));
+        assert_eq!(date("12.31.99"), Ok("1999-12-31".to_owned()));
+        assert_eq!(date("2024-01-02"), Ok("2024-01-02".to_owned()));
+        assert!(date("13/01/2024").is_err());
+        set_date_order(DateOrder::Dmy);
+        assert_eq!(date("01/02/2024"), Ok("2024-02-01".to_owned()));
+        assert_eq!(
+            date("2024-01-02"),
+            Ok("2024-01-02".to_owned()),
+            "a long first field is the year"
+        );
+        set_date_order(DateOrder::Ymd);
+        assert_eq!(date("24/01/02"), Ok("2024-01-02".to_owned()));
+        set_date_order(DateOrder::Mdy);
+        assert!(date("01/02-2024").is_err(), "one separator");
+    }
+
     use super::*;
 
     #[test]

@@ -55,8 +55,10 @@ impl Session {
                 };
                 exec::query_values(&mut stmt, &typing)
             });
-        let declared =
-            read.and_then(|(columns, rows)| self.cursors.declare(name, Cursor::new(columns, rows, scroll, hold)));
+        let declared = read.and_then(|(columns, rows)| {
+            let cursor = Cursor::new(columns, rows, scroll, hold).declared_by(declare_text(name, query, scroll, hold));
+            self.cursors.declare(name, cursor)
+        });
         match declared {
             Ok(()) => Ok(Outcome::Command("DECLARE CURSOR".to_owned())),
             Err(error) => self.fail(error),
@@ -93,4 +95,15 @@ impl Session {
             Err(error) => self.fail(error),
         }
     }
+}
+
+/// The `DECLARE` statement of a cursor, as Cambium's parser prints it (what `pg_cursors` shows).
+fn declare_text(name: &str, query: &str, scroll: Option<bool>, hold: bool) -> String {
+    let scroll = match scroll {
+        Some(true) => " SCROLL",
+        Some(false) => " NO SCROLL",
+        None => "",
+    };
+    let hold = if hold { " WITH HOLD" } else { "" };
+    format!("DECLARE {name}{scroll} CURSOR{hold} FOR {query}")
 }

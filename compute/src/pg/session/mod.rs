@@ -186,8 +186,11 @@ pub(crate) struct Session {
     dialect: Dialect,
     /// Column types given to the client when it described a statement, so execution agrees.
     described: HashMap<String, Vec<PgType>>,
-    /// SQL-level prepared statements (`PREPARE name AS …`): their PostgreSQL text and parameter types.
-    prepared: HashMap<String, (String, Vec<PgType>)>,
+    /// SQL-level prepared statements (`PREPARE name AS …`).
+    prepared: HashMap<String, prepared::PreparedSql>,
+    /// Whether prepared statements or cursors were published to the dialect (`pg_prepared_statements`,
+    /// `pg_cursors`) and may need to be taken back.
+    objects_published: bool,
     /// Open cursors (`DECLARE … CURSOR`).
     cursors: Cursors,
     /// The `COPY … FROM STDIN` under way, between its statement and the client's `CopyDone`.
@@ -268,6 +271,7 @@ impl Session {
             dialect,
             described: HashMap::new(),
             prepared: HashMap::new(),
+            objects_published: false,
             cursors: Cursors::default(),
             copy_in: None,
             store_gone: None,
@@ -431,7 +435,12 @@ impl Session {
             return Err(aborted());
         }
         match &translation.kind {
-            pgcompat::Kind::Prepare { name, statement, types } => {
+            pgcompat::Kind::Prepare {
+                name,
+                statement,
+                types,
+                source,
+            } => {
                 if self.prepared.contains_key(name) {
                     return self.fail(SqlError::new(
                         DUPLICATE_PREPARED_STATEMENT,
@@ -444,7 +453,9 @@ impl Session {
                         format!("more than {PREPARED_STATEMENTS_MAX} prepared statements; DEALLOCATE some"),
                     ));
                 }
-                self.prepared.insert(name.clone(), (statement.clone(), types.clone()));
+                let listed = self.listed_parameter_types(statement, types);
+                let prepared = prepared::PreparedSql::new(statement, types, source, listed);
+                self.prepared.insert(name.clone(), prepared);
                 return Ok(Outcome::Command("PREPARE".to_owned()));
             }
             pgcompat::Kind::Execute { name, args } => return self.execute_prepared(name, args, format),
@@ -531,6 +542,8 @@ impl Session {
             // now() is the time its transaction began: this statement's own, or the BEGIN's.
             self.dialect.state().start_transaction();
         }
+        self.sync_block();
+        self.publish_session_objects();
         let fresh = std::mem::take(&mut self.block_fresh);
         if fresh && is_write(translation) {
             self.start_block_as_writer(translation)?;
@@ -568,6 +581,11 @@ impl Session {
             style: &style,
         };
         let was_failed = self.tx == TxState::Failed;
+        if kind == Kind::Commit && self.tx == TxState::InBlock && !self.conn.is_autocommit() {
+            drop(stmt);
+            self.check_deferred_constraints()?;
+            stmt = self.conn.prepare(&translation.steps[0])?;
+        }
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
         if outcome.is_ok() {

@@ -15,6 +15,7 @@ impl Session {
     /// (`SET LOCAL`s end), rolled back if it failed (its `SET`s are undone).
     pub(super) fn after_statement(&mut self, succeeded: bool) {
         let in_transaction = self.tx != TxState::Idle || !self.conn.is_autocommit();
+        self.dialect.state().set_in_block(in_transaction);
         if !in_transaction {
             self.cursors.end_transaction(succeeded);
             // Sequence values a rolled-back transaction took stay taken, as in PostgreSQL.
@@ -84,11 +85,66 @@ impl Session {
         });
     }
 
+    /// Prepares the calling thread for this session's statements (its `DateStyle` field order, which date
+    /// input reads per thread).
+    pub(crate) fn enter_thread(&self) {
+        self.dialect.state().enter_thread();
+    }
+
+    /// Tells the dialect whether a transaction block is open (deferred constraints are deferred only inside
+    /// one; leaving one forgets its `SET CONSTRAINTS`).
+    pub(super) fn sync_block(&self) {
+        let in_block = self.tx != TxState::Idle || !self.conn.is_autocommit();
+        self.dialect.state().set_in_block(in_block);
+    }
+
+    /// `SET CONSTRAINTS`: the modes set, and the deferrable constraints it makes immediate checked now.
+    fn set_constraints(&mut self, names: Option<&[String]>, deferred: bool) -> Result<Outcome, SqlError> {
+        let checks = match self.dialect.set_constraints(&self.conn, names, deferred) {
+            Ok(checks) => checks,
+            Err(pgcompat::TranslateError::Sql(error)) => return Err(SqlError::from(error)),
+            Err(pgcompat::TranslateError::Sqlite(error)) => return Err(SqlError::from(error)),
+        };
+        for check in checks {
+            self.conn.execute_batch(&check)?;
+        }
+        Ok(Outcome::Command("SET CONSTRAINTS".to_owned()))
+    }
+
+    /// Before a COMMIT of a transaction block: the deferrable constraints the block violated while they
+    /// were deferred checked. A violation fails the COMMIT and rolls the block back, as in PostgreSQL.
+    pub(super) fn check_deferred_constraints(&mut self) -> Result<(), SqlError> {
+        let checks = match self.dialect.commit_checks(&self.conn) {
+            Ok(checks) => Ok(checks),
+            Err(pgcompat::TranslateError::Sql(error)) => Err(SqlError::from(error)),
+            Err(pgcompat::TranslateError::Sqlite(error)) => Err(SqlError::from(error)),
+        };
+        let failed = match checks {
+            Ok(checks) => checks
+                .iter()
+                .find_map(|check| self.conn.execute_batch(check).err().map(SqlError::from)),
+            Err(error) => Some(error),
+        };
+        let Some(error) = failed else {
+            return Ok(());
+        };
+        if !self.conn.is_autocommit() {
+            if let Err(undo) = self.conn.execute_batch("ROLLBACK") {
+                tracing::warn!(%undo, "rolling back after a failed deferred check failed");
+            }
+        }
+        self.tx = TxState::Idle;
+        self.after_transaction_statement(&pgcompat::Kind::Rollback, true);
+        self.sync_block();
+        Err(error)
+    }
+
     /// `SET`, `SHOW` or `RESET` (see `settings`).
     pub(super) fn run_setting(&mut self, sql: &str, format: &Format) -> Result<Outcome, SqlError> {
         if self.tx == TxState::Failed {
             return Err(aborted());
         }
+        self.sync_block();
         let state = self.dialect.state().clone();
         let result = match settings::parse(sql)? {
             Command::Set { assignments, scope } => state
@@ -99,6 +155,7 @@ impl Session {
                 })
                 .map(|()| Outcome::Command("SET".to_owned()))
                 .map_err(SqlError::from),
+            Command::SetConstraints { names, deferred } => self.set_constraints(names.as_deref(), deferred),
             Command::Reset(name) => state
                 .update_settings(|settings| settings.reset(name.as_deref()))
                 .map(|()| Outcome::Command("RESET".to_owned()))

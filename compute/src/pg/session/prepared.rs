@@ -2,7 +2,71 @@
 
 use super::*;
 
+/// A statement `PREPARE`d on the session.
+#[derive(Clone, Debug)]
+pub(super) struct PreparedSql {
+    /// Its PostgreSQL text, each parameter cast to its declared type.
+    sql: String,
+    /// The declared parameter types.
+    types: Vec<PgType>,
+    /// The `PREPARE` statement (what `pg_prepared_statements` shows).
+    source: String,
+    /// The parameter types `pg_prepared_statements` shows (see [`Session::listed_parameter_types`]).
+    listed_types: Vec<Option<PgType>>,
+    prepared_at: std::time::SystemTime,
+}
+
+impl PreparedSql {
+    /// A statement prepared now.
+    pub(super) fn new(sql: &str, types: &[PgType], source: &str, listed_types: Vec<Option<PgType>>) -> PreparedSql {
+        PreparedSql {
+            sql: sql.to_owned(),
+            types: types.to_vec(),
+            source: source.to_owned(),
+            listed_types,
+            prepared_at: std::time::SystemTime::now(),
+        }
+    }
+}
+
 impl Session {
+    /// The parameter types of a prepared statement as `pg_prepared_statements` shows them: the declared
+    /// ones, then those the statement's use of its parameters implies (PostgreSQL infers undeclared types
+    /// when it prepares), `None` (`unknown`) where nothing does.
+    pub(super) fn listed_parameter_types(&mut self, sql: &str, declared: &[PgType]) -> Vec<Option<PgType>> {
+        let inferred = match self.dialect.translate(&self.conn, sql).as_deref() {
+            Ok(Translated::Statements(list)) => list.first().map(|t| t.params.clone()).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        (0..declared.len().max(inferred.len()))
+            .map(|i| declared.get(i).copied().or_else(|| inferred.get(i).copied().flatten()))
+            .collect()
+    }
+
+    /// Publishes the session's prepared statements and cursors to the dialect, for `pg_prepared_statements`
+    /// and `pg_cursors` (nothing to do while there are none and none were published).
+    pub(super) fn publish_session_objects(&mut self) {
+        let none = self.prepared.is_empty() && self.cursors.is_empty();
+        if none && !self.objects_published {
+            return;
+        }
+        self.objects_published = !none;
+        let mut prepared: Vec<_> = self
+            .prepared
+            .iter()
+            .map(|(name, p)| pgcompat::functions::PreparedStatementRow {
+                name: name.clone(),
+                statement: p.source.clone(),
+                prepared_at: p.prepared_at,
+                parameter_types: p.listed_types.clone(),
+            })
+            .collect();
+        prepared.sort_by(|a, b| a.name.cmp(&b.name));
+        let state = self.dialect.state();
+        state.set_prepared_statements(prepared);
+        state.set_cursors(self.cursors.rows());
+    }
+
     /// `EXECUTE name (args)`: the arguments evaluated (as a `SELECT` of them), made the declared parameter
     /// types, and the prepared statement run with them.
     pub(super) fn execute_prepared(
@@ -11,7 +75,7 @@ impl Session {
         args: &[String],
         format: &Format,
     ) -> Result<Outcome, SqlError> {
-        let Some((sql, types)) = self.prepared.get(name).cloned() else {
+        let Some(PreparedSql { sql, types, .. }) = self.prepared.get(name).cloned() else {
             return self.fail(SqlError::new(
                 INVALID_SQL_STATEMENT_NAME,
                 format!("prepared statement \"{name}\" does not exist"),

@@ -53,6 +53,11 @@ fn action_code(action: Option<&ReferentialAction>) -> &'static str {
     }
 }
 
+fn initially_deferred(characteristics: Option<&sqlparser::ast::ConstraintCharacteristics>) -> bool {
+    characteristics
+        .is_some_and(|c| c.deferrable == Some(true) && c.initially == Some(sqlparser::ast::DeferrableInitial::Deferred))
+}
+
 fn action_text(code: &str) -> &'static str {
     match code {
         "r" => "RESTRICT",
@@ -77,6 +82,8 @@ struct Constraint {
     on_update: &'static str,
     on_delete: &'static str,
     check: Option<String>,
+    /// `DEFERRABLE INITIALLY DEFERRED` (the one deferrable form SQLite's text keeps: a foreign key's).
+    deferred: bool,
 }
 
 /// The constraints of a `CREATE TABLE` text as a JSON array (`[]` when the text does not parse): each with
@@ -123,6 +130,7 @@ pub(super) fn constraints(table: &str, sql: &str) -> String {
                     on_update: action_code(fk.on_update.as_ref()),
                     on_delete: action_code(fk.on_delete.as_ref()),
                     check: None,
+                    deferred: initially_deferred(fk.characteristics.as_ref()),
                 }),
                 ColumnOption::Check(check) => {
                     let mut c = Constraint::keyed(name, 'c', single);
@@ -162,6 +170,7 @@ pub(super) fn constraints(table: &str, sql: &str) -> String {
                 on_update: action_code(fk.on_update.as_ref()),
                 on_delete: action_code(fk.on_delete.as_ref()),
                 check: None,
+                deferred: initially_deferred(fk.characteristics.as_ref()),
             }),
             TableConstraint::Check(check) => {
                 let text = expression_text(&check.expr);
@@ -195,6 +204,7 @@ impl Constraint {
             on_update: " ",
             on_delete: " ",
             check: None,
+            deferred: false,
         }
     }
 
@@ -229,6 +239,9 @@ impl Constraint {
                 if self.on_delete != "a" {
                     def.push_str(&format!(" ON DELETE {}", action_text(self.on_delete)));
                 }
+                if self.deferred {
+                    def.push_str(" DEFERRABLE INITIALLY DEFERRED");
+                }
                 def
             }
             _ => format!("CHECK ({})", self.check.as_deref().unwrap_or_default()),
@@ -242,6 +255,8 @@ impl Constraint {
             "upd": self.on_update,
             "del": self.on_delete,
             "def": def,
+            "dfr": self.deferred,
+            "dfd": self.deferred,
         })
     }
 }

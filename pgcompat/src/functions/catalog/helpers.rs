@@ -89,6 +89,19 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         };
         Ok(Some(default_text(&stored, ty, &names)))
     })?;
+    // What `pg_proc` shows of a function's arguments (their JSON as `_cambium_functions` keeps them):
+    // `count`, `types` (an oidvector's text), `names` (a text[], NULL when none is named), `identity`
+    // (`a integer, b text`, as `pg_get_function_arguments` prints them).
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_fn_info", 2, flags_session(), move |ctx| {
+        let (Some(json), Some(field)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        let Some(args) = crate::routines::args_from_json(&json) else {
+            return Ok(None);
+        };
+        Ok(routine_args(&s, &args, &field))
+    })?;
     // A relation's SQLite name as deparsed texts print it (`pg_get_constraintdef`'s referenced table).
     let s = state.clone();
     conn.create_scalar_function("_pgc_shown_rel", 1, flags_session(), move |ctx| {
@@ -188,6 +201,11 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     conn.create_scalar_function("_pgc_builtin_type_oid", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.as_deref().and_then(builtin_type_oid))
     })?;
+    conn.create_scalar_function("_pgc_regtype_array", 1, flags, |ctx| {
+        ctx.get::<Option<String>>(0)?
+            .map(|text| regtype_array(&text).map_err(raise))
+            .transpose()
+    })?;
     conn.create_scalar_function("_pgc_regtype", 1, flags, |ctx| match ctx.get_raw(0) {
         ValueRef::Null => Ok(None),
         ValueRef::Integer(oid) => Ok(Some(oid)),
@@ -209,6 +227,47 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     Ok(())
 }
 
+/// A field of `pg_proc` about a function's arguments (see `_pgc_fn_info`).
+fn routine_args(
+    state: &crate::functions::SessionState,
+    args: &[(String, PgType)],
+    field: &str,
+) -> Option<rusqlite::types::Value> {
+    use rusqlite::types::Value;
+    let namer = Namer::of(state);
+    Some(match field {
+        "count" => Value::Integer(i64::try_from(args.len()).unwrap_or(i64::MAX)),
+        "types" => Value::Text(
+            args.iter()
+                .map(|(_, t)| t.oid().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "names" if args.iter().all(|(n, _)| n.is_empty()) => return None,
+        "names" => {
+            let names: Vec<String> = args
+                .iter()
+                .map(|(n, _)| if n.is_empty() { "\"\"".to_owned() } else { n.clone() })
+                .collect();
+            Value::Text(format!("{{{}}}", names.join(",")))
+        }
+        "identity" => Value::Text(
+            args.iter()
+                .map(|(n, t)| {
+                    let ty = type_shown(state, &namer, *t);
+                    if n.is_empty() {
+                        ty
+                    } else {
+                        format!("{} {ty}", quote_ident(n))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => return None,
+    })
+}
+
 /// A type's name as PostgreSQL prints it in a deparsed text: an enum type's as the path shows it.
 pub(super) fn type_shown(state: &crate::functions::SessionState, namer: &Namer, ty: PgType) -> String {
     match ty.base() {
@@ -221,9 +280,42 @@ pub(super) fn type_shown(state: &crate::functions::SessionState, namer: &Namer, 
     }
 }
 
-/// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, an OID as text).
+/// PostgreSQL 15's pseudo-types and their OIDs: no column has one, but function signatures do, and tools
+/// compare with them (`prorettype::regtype != 'trigger'::regtype`, pgcli).
+pub(super) const PSEUDO_TYPES: &[(&str, i64)] = &[
+    ("record", 2249),
+    ("cstring", 2275),
+    ("any", 2276),
+    ("anyarray", 2277),
+    ("void", 2278),
+    ("trigger", 2279),
+    ("language_handler", 2280),
+    ("internal", 2281),
+    ("anyelement", 2283),
+    ("anynonarray", 2776),
+    ("anyenum", 3500),
+    ("fdw_handler", 3115),
+    ("index_am_handler", 325),
+    ("tsm_handler", 3310),
+    ("table_am_handler", 269),
+    ("anyrange", 3831),
+    ("event_trigger", 3838),
+    ("anycompatible", 5077),
+    ("anycompatiblearray", 5078),
+    ("anycompatiblenonarray", 5079),
+    ("anycompatiblerange", 5080),
+    ("anymultirange", 4537),
+    ("anycompatiblemultirange", 4538),
+];
+
+/// The OID of the built-in type a regtype text names (`int4`, `integer`, `"char"`, `trigger`, an OID as
+/// text).
 pub(super) fn builtin_type_oid(text: &str) -> Option<i64> {
     let text = text.trim();
+    let bare = text.trim_matches('"');
+    if let Some((_, oid)) = PSEUDO_TYPES.iter().find(|(name, _)| name.eq_ignore_ascii_case(bare)) {
+        return Some(*oid);
+    }
     if let Some(element) = text.strip_suffix("[]") {
         let element = element.trim().trim_matches('"');
         return PgType::from_name(element).map(|ty| i64::from(ty.array().oid()));
@@ -235,6 +327,42 @@ pub(super) fn builtin_type_oid(text: &str) -> Option<i64> {
     PgType::from_name(name)
         .or_else(|| name.parse::<u32>().ok().and_then(PgType::from_oid))
         .map(|ty| i64::from(ty.oid()))
+}
+
+/// A `regtype[]` from text: an array literal of type names or OIDs (`{int,int8}`), or an `oidvector`'s
+/// space-separated OIDs (`pg_proc.proargtypes`); the OIDs as an array literal.
+pub(super) fn regtype_array(text: &str) -> Result<String, PgError> {
+    let undefined = |name: &str| {
+        PgError::new(
+            crate::error::UNDEFINED_OBJECT,
+            format!("type \"{name}\" does not exist"),
+        )
+    };
+    let elements: Vec<Option<String>> = if text.trim_start().starts_with('{') {
+        let Some(names) = crate::value::array::parse(text) else {
+            return Err(PgError::new(
+                crate::error::INVALID_TEXT_REPRESENTATION,
+                format!("malformed array literal: \"{text}\""),
+            ));
+        };
+        names
+            .into_iter()
+            .map(|name| match name {
+                None => Ok(None),
+                Some(name) => builtin_type_oid(&name)
+                    .map(|oid| Some(oid.to_string()))
+                    .ok_or_else(|| undefined(&name)),
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        text.split_whitespace()
+            .map(|oid| match oid.parse::<u32>() {
+                Ok(oid) => Ok(Some(oid.to_string())),
+                Err(_) => Err(undefined(oid)),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok(crate::value::array::format(&elements))
 }
 
 /// The relation a regclass text names: schema dropped, quotes removed (else folded to lower case).

@@ -9,6 +9,7 @@ mod constraints;
 mod deparse;
 pub(super) mod helpers;
 pub(crate) mod names;
+pub(crate) mod session_objects;
 #[cfg(test)]
 mod tests;
 pub(crate) mod viewdef;
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use rusqlite::types::Value;
 use rusqlite::Connection;
 
-use super::{flags_pure, flags_session, SessionState};
+use super::{flags_pure, flags_session, raise, SessionState};
+use crate::error::PgError;
 use crate::types::{Base, Modifier, PgType};
 
 pub(crate) use deparse::quote_ident as pg_quote_ident;
@@ -34,25 +36,35 @@ const RELATION_SIZE_ESTIMATE_BYTES: i64 = 8192;
 /// Registers the catalog functions on `conn`.
 pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
     helpers::install(conn, state.clone())?;
+    session_objects::install(conn, state.clone())?;
     let s = state.clone();
     conn.create_scalar_function("format_type", 2, flags_session(), move |ctx| {
         let Some(oid) = ctx.get::<Option<i64>>(0)? else {
             return Ok(None);
         };
         let typmod = ctx.get::<Option<i64>>(1)?.unwrap_or(-1);
-        // An enum type (or its array) of the database's: its name, qualified where the path does not reach it.
-        let enum_name = u32::try_from(oid).ok().and_then(|oid| {
-            let is_array = oid % crate::enums::ENUM_OID_STRIDE == 1;
-            super::enums::type_name(&s, if is_array { oid - 1 } else { oid }).map(|name| {
-                let shown = names::Namer::of(&s).enum_type(&name);
-                if is_array {
-                    format!("{shown}[]")
-                } else {
-                    shown
-                }
+        Ok(Some(session_format_type(&s, oid, typmod)))
+    })?;
+    // A regtype array (OIDs) as the types' names, as PostgreSQL prints one.
+    let s = state.clone();
+    conn.create_scalar_function("_pgc_regtype_names", 1, flags_session(), move |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        let Some(oids) = crate::value::array::parse(&text) else {
+            return Err(raise(PgError::new(
+                crate::error::INVALID_TEXT_REPRESENTATION,
+                format!("malformed array literal: \"{text}\""),
+            )));
+        };
+        let names: Vec<Option<String>> = oids
+            .into_iter()
+            .map(|oid| {
+                oid.and_then(|oid| oid.parse::<i64>().ok())
+                    .map(|oid| session_format_type(&s, oid, -1))
             })
-        });
-        Ok(Some(enum_name.unwrap_or_else(|| format_type(oid, typmod))))
+            .collect();
+        Ok(Some(crate::value::array::format(&names)))
     })?;
     let s = state.clone();
     conn.create_scalar_function("pg_get_userbyid", 1, flags_session(), move |ctx| {
@@ -221,9 +233,29 @@ fn modifier_of(base: Base, typmod: i64) -> Modifier {
 }
 
 /// `format_type(oid, typmod)`.
+/// `format_type(oid, typmod)` in a session: an enum type (or its array) of the database's by its name,
+/// qualified where the path does not reach it; a built-in one as [`format_type`] names it.
+fn session_format_type(s: &SessionState, oid: i64, typmod: i64) -> String {
+    let enum_name = u32::try_from(oid).ok().and_then(|oid| {
+        let is_array = oid % crate::enums::ENUM_OID_STRIDE == 1;
+        super::enums::type_name(s, if is_array { oid - 1 } else { oid }).map(|name| {
+            let shown = names::Namer::of(s).enum_type(&name);
+            if is_array {
+                format!("{shown}[]")
+            } else {
+                shown
+            }
+        })
+    });
+    enum_name.unwrap_or_else(|| format_type(oid, typmod))
+}
+
 pub(crate) fn format_type(oid: i64, typmod: i64) -> String {
     if oid == 18 {
         return "\"char\"".to_owned();
+    }
+    if let Some((name, _)) = helpers::PSEUDO_TYPES.iter().find(|(_, o)| *o == oid) {
+        return (*name).to_owned();
     }
     let Some(ty) = u32::try_from(oid).ok().and_then(PgType::from_oid) else {
         return "???".to_owned();

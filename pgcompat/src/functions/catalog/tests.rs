@@ -19,6 +19,25 @@ fn format_type_reads_type_modifiers() {
     assert_eq!(format_type(1700, 655_366), "numeric(10,2)");
     assert_eq!(format_type(1184, -1), "timestamp with time zone");
     assert_eq!(format_type(1009, -1), "text[]");
+    assert_eq!(format_type(2279, -1), "trigger");
+    assert_eq!(super::helpers::builtin_type_oid("trigger"), Some(2279));
+    assert_eq!(super::helpers::builtin_type_oid("\"void\""), Some(2278));
+    assert_eq!(
+        super::helpers::regtype_array("{int,int8,int2}").map_err(|e| e.code),
+        Ok("{23,20,21}".to_owned())
+    );
+    assert_eq!(
+        super::helpers::regtype_array("23 25").map_err(|e| e.code),
+        Ok("{23,25}".to_owned())
+    );
+    assert_eq!(
+        super::helpers::regtype_array("").map_err(|e| e.code),
+        Ok("{}".to_owned())
+    );
+    assert_eq!(
+        super::helpers::regtype_array("{nosuch}").map_err(|e| e.code),
+        Err("42704")
+    );
 }
 
 #[test]

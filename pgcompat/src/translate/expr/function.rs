@@ -65,6 +65,26 @@ impl Rewriter<'_> {
         ) {
             return Err(PgError::unsupported(format!("full-text search ({name})")));
         }
+        // Transactions have no ids under SQLite (one writer at a time, readers on a snapshot): no value would
+        // be one PostgreSQL could give.
+        if matches!(
+            name.as_str(),
+            "txid_current"
+                | "txid_current_if_assigned"
+                | "txid_current_snapshot"
+                | "pg_current_xact_id"
+                | "pg_current_xact_id_if_assigned"
+                | "pg_current_snapshot"
+        ) {
+            return Err(PgError::unsupported(format!("transaction ids ({name})")));
+        }
+        // The session does not see the socket its client connected through.
+        if matches!(
+            name.as_str(),
+            "inet_server_addr" | "inet_server_port" | "inet_client_addr" | "inet_client_port"
+        ) {
+            return Err(PgError::unsupported(format!("the connection's addresses ({name})")));
+        }
         if let Some(replacement) = ordered_set(&name, function)? {
             return Ok(Some(replacement));
         }

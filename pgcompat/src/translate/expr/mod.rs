@@ -59,22 +59,26 @@ impl<'a> Rewriter<'a> {
 
     /// Rewrites every expression of a query.
     pub(crate) fn rewrite_query(&mut self, query: &mut Query) -> Result<(), PgError> {
+        super::routines::inline_query(self.typer.catalog, query)?;
         super::walk::query(self, query)
     }
 
     /// Rewrites an expression.
     pub(crate) fn rewrite_expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
+        super::routines::inline_expr(self.typer.catalog, expr)?;
         super::walk::expr(self, expr)
     }
 
     /// Rewrites select items (RETURNING).
     pub(crate) fn rewrite_items(&mut self, items: &mut [SelectItem]) -> Result<(), PgError> {
+        super::routines::inline_items(self.typer.catalog, items)?;
         super::walk::items(self, items)
     }
 
     /// Rewrites a RETURNING list of a statement on the table SQLite knows as `target` (its alias or name):
     /// SQLite's RETURNING names the table's columns unqualified, so `t.col` becomes `col`.
     pub(crate) fn rewrite_returning(&mut self, items: &mut [SelectItem], target: &str) -> Result<(), PgError> {
+        super::routines::inline_items(self.typer.catalog, items)?;
         self.returning_target = Some(target.to_owned());
         let result = super::walk::items(self, items);
         self.returning_target = None;
@@ -237,6 +241,17 @@ impl super::walk::Hooks for Rewriter<'_> {
     }
 
     fn expr(&mut self, expr: &mut Expr) -> Result<(), PgError> {
+        // `EXISTS (SELECT FROM t …)`: PostgreSQL allows an empty SELECT list, SQLite does not; EXISTS
+        // reads no column, so one NULL stands in.
+        if let Expr::Exists { subquery, .. } = expr {
+            if let sqlparser::ast::SetExpr::Select(select) = subquery.body.as_mut() {
+                if select.projection.is_empty() {
+                    select
+                        .projection
+                        .push(SelectItem::UnnamedExpr(Expr::value(sqlparser::ast::Value::Null)));
+                }
+            }
+        }
         self.rewrite_node(expr)
     }
 
