@@ -63,8 +63,11 @@ impl Received {
 #[derive(Clone, Default)]
 struct Receiver {
     received: Arc<Mutex<Vec<Received>>>,
-    script: Arc<Mutex<VecDeque<(Option<&'static str>, u16)>>>,
+    script: Arc<Mutex<VecDeque<Scripted>>>,
 }
+
+/// A status to answer with, to the next request of the named event (any request if `None`).
+type Scripted = (Option<&'static str>, u16);
 
 impl Receiver {
     /// Starts it; its URL.
