@@ -1,0 +1,389 @@
+//! The DML half of statement translation: INSERT's column defaults and coercions, UPDATE's assignments,
+//! `DELETE … USING`, and the parameter and output types a DML statement's query implies.
+
+use super::*;
+
+/// `DELETE FROM t USING u WHERE c` as SQLite can run it: `DELETE FROM t WHERE rowid IN (SELECT t.rowid FROM
+/// t, u WHERE c)` (the subquery is rewritten with the rest of the statement).
+pub(super) fn delete_using(
+    table: &str,
+    alias: Option<&str>,
+    using: &[sqlparser::ast::TableWithJoins],
+    selection: Option<Expr>,
+) -> Result<Expr, PgError> {
+    let key = quote_ident(alias.unwrap_or(table));
+    let target = match alias {
+        Some(alias) => format!("{} AS {}", quote_ident(table), quote_ident(alias)),
+        None => quote_ident(table),
+    };
+    let using: Vec<String> = using.iter().map(ToString::to_string).collect();
+    let condition = selection.map_or_else(|| "true".to_owned(), |s| s.to_string());
+    let sql = format!(
+        "rowid IN (SELECT {key}.rowid FROM {target}, {} WHERE {condition})",
+        using.join(", ")
+    );
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| PgError::new(crate::error::INTERNAL_ERROR, format!("rewriting DELETE … USING: {e}")))
+}
+
+pub(super) fn translate_insert(
+    conn: &Connection,
+    catalog: &Catalog,
+    insert: &mut Insert,
+    overriding: Option<sqlparser::ast::InsertOverriding>,
+) -> Result<Translation, PgError> {
+    let table = match &mut insert.table {
+        TableObject::TableName(name) => {
+            let mut alias = None;
+            schema::rewrite_relation(catalog, name, &mut alias, &[])?;
+            if insert.table_alias.is_none() {
+                insert.table_alias = alias.map(|a| sqlparser::ast::TableAliasWithoutColumns {
+                    explicit: true,
+                    alias: a.name,
+                });
+            }
+            last_part(name)
+        }
+        TableObject::TableFunction(_) | TableObject::TableQuery(_) => {
+            return Err(PgError::unsupported("INSERT into a function"))
+        }
+    };
+    if let Some(returning) = &mut insert.returning {
+        names::name_items(returning);
+    }
+    let mut rewriter = Rewriter::new(catalog);
+    let alias = insert.table_alias.as_ref().map(|a| a.alias.value.clone());
+    rewriter
+        .typer
+        .scopes
+        .push(Scope::of_target(&table, alias.as_deref(), &[]));
+    if let Some(source) = &mut insert.source {
+        rewriter.rewrite_query(source.as_mut())?;
+    }
+    if let Some(returning) = &mut insert.returning {
+        rewriter.rewrite_items(returning)?;
+    }
+    if let Some(sqlparser::ast::OnInsert::OnConflict(conflict)) = &mut insert.on {
+        if let sqlparser::ast::OnConflictAction::DoUpdate(update) = &mut conflict.action {
+            for assignment in &mut update.assignments {
+                rewriter.rewrite_expr(&mut assignment.value)?;
+            }
+            if let Some(selection) = &mut update.selection {
+                rewriter.rewrite_expr(selection)?;
+            }
+        }
+    }
+    let mut columns: Vec<String> = if insert.columns.is_empty() {
+        table_columns(conn, &table)
+    } else {
+        insert.columns.iter().map(last_part).collect()
+    };
+    check_values_width(insert, columns.len())?;
+    // VALUES shorter than the table fill its first columns, the rest take their defaults (PostgreSQL's
+    // rule); SQLite wants every column, so the list is made explicit.
+    if insert.columns.is_empty() {
+        if let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) {
+            let width = values.rows.first().map_or(0, |r| r.content.len());
+            if width > 0 && width < columns.len() {
+                columns.truncate(width);
+                insert.columns = columns
+                    .iter()
+                    .map(|c| sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::with_quote('"', c.clone())]))
+                    .collect();
+            }
+        }
+    }
+    identity::check_identity(catalog, &table, &columns, insert, overriding)?;
+    upsert::prepare(conn, &table, &columns, insert)?;
+    let types: Vec<Option<PgType>> = columns.iter().map(|c| catalog.column_type(&table, c)).collect();
+    if let Some(source) = &mut insert.source {
+        substitute_defaults(conn, &table, source, &columns);
+        coerce_source(&mut rewriter, source, &types);
+    }
+    identity::fill_omitted(conn, &table, insert, &columns)?;
+    let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+    Ok(Translation {
+        steps: vec![Statement::Insert(insert.clone()).to_string()],
+        primary: 0,
+        columns: columns_out,
+        params: rewriter.params,
+        kind: Kind::Insert,
+        uses_now: rewriter.uses_now,
+        foreign_keys_off: false,
+        param_columns: Vec::new(),
+        captures: Vec::new(),
+    })
+}
+
+/// 42601 for VALUES rows wider than the target columns, or narrower than a column list given.
+pub(super) fn check_values_width(insert: &Insert, columns: usize) -> Result<(), PgError> {
+    let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) else {
+        return Ok(());
+    };
+    for row in &values.rows {
+        if row.content.len() > columns && columns > 0 {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more expressions than target columns",
+            ));
+        }
+        if row.content.len() < columns && !insert.columns.is_empty() {
+            return Err(PgError::new(
+                crate::error::SYNTAX_ERROR,
+                "INSERT has more target columns than expressions",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn rewrite_update(rewriter: &mut Rewriter<'_>, update: &mut sqlparser::ast::Update) -> Result<(), PgError> {
+    for assignment in &mut update.assignments {
+        rewriter.rewrite_expr(&mut assignment.value)?;
+    }
+    if let Some(selection) = &mut update.selection {
+        rewriter.rewrite_expr(selection)?;
+    }
+    if let Some(returning) = &mut update.returning {
+        let target = match &update.table.relation {
+            TableFactor::Table { name, alias, .. } => {
+                alias.as_ref().map_or_else(|| last_part(name), |a| a.name.value.clone())
+            }
+            _ => String::new(),
+        };
+        rewriter.rewrite_returning(returning, &target)?;
+    }
+    Ok(())
+}
+
+/// `VALUES (DEFAULT, …)`: SQLite has no `DEFAULT` inside VALUES, so each `DEFAULT` becomes the column's
+/// default expression (SQLite's text of it, from the table's definition), or NULL where it has none (which a
+/// serial key turns into the next id, as SQLite's rowid does).
+pub(super) fn substitute_defaults(conn: &Connection, table: &str, source: &mut Query, columns: &[String]) {
+    let SetExpr::Values(values) = source.body.as_mut() else {
+        return;
+    };
+    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    for row in &mut values.rows {
+        for (value, column) in row.content.iter_mut().zip(columns) {
+            if is_default(value) {
+                *value = column_default(conn, table, column);
+            }
+        }
+    }
+}
+
+/// A column's default as an expression (NULL if it has none).
+pub(super) fn column_default(conn: &Connection, table: &str, column: &str) -> Expr {
+    let default: Option<String> = conn
+        .prepare_cached("SELECT dflt_value FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
+        .and_then(|mut s| s.query_row([table, column], |r| r.get(0)))
+        .ok()
+        .flatten();
+    default
+        .and_then(|text| {
+            Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+                .ok()
+        })
+        .unwrap_or_else(|| Expr::value(Value::Null))
+}
+
+/// The values an INSERT gives each column made that column's stored form.
+pub(super) fn coerce_source(rewriter: &mut Rewriter<'_>, source: &mut Query, types: &[Option<PgType>]) {
+    match source.body.as_mut() {
+        SetExpr::Values(values) => {
+            for row in &mut values.rows {
+                for (value, ty) in row.content.iter_mut().zip(types) {
+                    rewriter.learn_param(value, *ty);
+                    if let Some(ty) = ty {
+                        if !matches!(value, Expr::Value(ValueWithSpan { value: Value::Null, .. })) {
+                            let inner = std::mem::replace(value, Expr::value(Value::Null));
+                            *value = coerce_call(inner, *ty);
+                        }
+                    }
+                }
+            }
+        }
+        SetExpr::Select(select) => {
+            for (item, ty) in select.projection.iter_mut().zip(types) {
+                let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+                    return;
+                };
+                if let Some(ty) = ty {
+                    let inner = std::mem::replace(e, Expr::value(Value::Null));
+                    *e = coerce_call(inner, *ty);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `SET col = DEFAULT`: SQLite has no DEFAULT there, so the column's default expression (SQLite's text of
+/// it, from the table's definition) takes its place, or NULL.
+pub(super) fn defaults_of_assignments(conn: &Connection, table: &str, assignments: &mut [Assignment]) {
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(name) = &assignment.target else {
+            continue;
+        };
+        let is_default = matches!(&assignment.value, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+        if !is_default {
+            continue;
+        }
+        let column = last_part(name);
+        let default: Option<String> = conn
+            .prepare_cached("SELECT dflt_value FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
+            .and_then(|mut s| s.query_row([table, column.as_str()], |r| r.get(0)))
+            .ok()
+            .flatten();
+        assignment.value = match default.and_then(|text| {
+            Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+                .ok()
+        }) {
+            Some(expr) => expr,
+            None => Expr::value(Value::Null),
+        };
+    }
+}
+
+pub(super) fn coerce_assignments(
+    rewriter: &mut Rewriter<'_>,
+    catalog: &Catalog,
+    table: &str,
+    assignments: &mut [Assignment],
+) {
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(name) = &assignment.target else {
+            continue;
+        };
+        let ty = catalog.column_type(table, &last_part(name));
+        rewriter.learn_param(&assignment.value, ty);
+        if let Some(ty) = ty {
+            let is_default = matches!(&assignment.value, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+            if is_default {
+                continue;
+            }
+            let inner = std::mem::replace(&mut assignment.value, Expr::value(Value::Null));
+            assignment.value = coerce_call(inner, ty);
+        }
+    }
+}
+
+/// The columns of a table in order (PRAGMA table_info), for an INSERT without a column list.
+pub(super) fn table_columns(conn: &Connection, table: &str) -> Vec<String> {
+    let Ok(mut stmt) = conn.prepare_cached("SELECT name FROM pragma_table_info(?1)") else {
+        return Vec::new();
+    };
+    stmt.query_map([table], |row| row.get::<_, String>(0))
+        .map(|rows| rows.filter_map(Result::ok).collect())
+        .unwrap_or_default()
+}
+
+pub(super) fn item_types(typer: &Typer<'_>, items: &[SelectItem]) -> Vec<Option<PgType>> {
+    items
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => typer.infer(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The statically known types of a query's result columns.
+/// The result columns of a query that are a bare `$n` (of its first branch, which names and types a set
+/// operation's columns), with the parameter's index from 0.
+pub(super) fn param_columns(query: &Query) -> Vec<(usize, usize)> {
+    let mut body = query.body.as_ref();
+    let select = loop {
+        match body {
+            SetExpr::Select(select) => break select,
+            SetExpr::SetOperation { left, .. } => body = left.as_ref(),
+            SetExpr::Query(inner) => body = inner.body.as_ref(),
+            _ => return Vec::new(),
+        }
+    };
+    let parameter = |expr: &Expr| match expr {
+        Expr::Value(sqlparser::ast::ValueWithSpan {
+            value: sqlparser::ast::Value::Placeholder(name),
+            ..
+        }) => name
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| (1..=crate::PARAMS_MAX).contains(n))
+            .map(|n| n - 1),
+        _ => None,
+    };
+    if select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+    {
+        // A wildcard's width is the table's: the items' positions are not the columns'.
+        return Vec::new();
+    }
+    select
+        .projection
+        .iter()
+        .enumerate()
+        .filter_map(|(column, item)| match item {
+            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                parameter(expr).map(|p| (column, p))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+pub(super) fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>> {
+    let mut body = query.body.as_ref();
+    loop {
+        match body {
+            SetExpr::Select(select) => {
+                // `SELECT * FROM pg_class`: the view's columns, typed (SQLite's metadata cannot type them).
+                if let ([SelectItem::Wildcard(_)], [from]) = (select.projection.as_slice(), select.from.as_slice()) {
+                    if let (TableFactor::Table { name, .. }, true) = (&from.relation, from.joins.is_empty()) {
+                        return crate::pg_catalog::column_types(&last_part(name));
+                    }
+                }
+                if select
+                    .projection
+                    .iter()
+                    .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+                {
+                    return None;
+                }
+                let typer = Typer {
+                    catalog,
+                    scopes: vec![Scope::of_select(select)],
+                    ctes: Vec::new(),
+                };
+                return Some(item_types(&typer, &select.projection));
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                // A column's type is the first branch's that knows it (a branch may give NULL there).
+                let query_of = |body: &SetExpr| Query {
+                    body: Box::new(body.clone()),
+                    ..query.clone()
+                };
+                let (l, r) = (
+                    output_types(catalog, &query_of(left))?,
+                    output_types(catalog, &query_of(right))?,
+                );
+                return Some(
+                    l.iter()
+                        .zip(r.iter().chain(std::iter::repeat(&None)))
+                        .map(|(a, b)| a.or(*b))
+                        .collect(),
+                );
+            }
+            SetExpr::Query(q) => body = q.body.as_ref(),
+            _ => return None,
+        }
+    }
+}

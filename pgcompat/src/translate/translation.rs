@@ -1,0 +1,180 @@
+//! What translation gives: a statement's kind, its SQLite text and parameters, captured steps.
+
+use super::*;
+
+/// What a statement is, for its command tag and the transaction rules the caller applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `SELECT` (or anything returning rows that is not DML).
+    Select,
+    /// `INSERT`
+    Insert,
+    /// `UPDATE`
+    Update,
+    /// `DELETE`
+    Delete,
+    /// `LOCK TABLE …`.
+    Lock {
+        /// Its mode keeps other writers out: it takes the writer lock.
+        writers_out: bool,
+    },
+    /// `BEGIN` / `START TRANSACTION` with the transaction parameters its modes set
+    /// (`transaction_read_only`, `transaction_isolation`), for the session's settings.
+    Begin {
+        /// `(parameter, value)` per mode given, in order.
+        modes: Vec<(&'static str, &'static str)>,
+    },
+    /// `COMMIT` / `END`
+    Commit,
+    /// `ROLLBACK` / `ABORT`
+    Rollback,
+    /// `ROLLBACK TO SAVEPOINT`
+    RollbackTo,
+    /// `PREPARE name [(types)] AS statement`: the caller keeps the statement's PostgreSQL text.
+    Prepare {
+        /// The prepared statement's name.
+        name: String,
+        /// Its PostgreSQL text.
+        statement: String,
+        /// The parameter types given.
+        types: Vec<PgType>,
+        /// The `PREPARE` statement as Cambium's parser prints it (what `pg_prepared_statements` shows).
+        source: String,
+    },
+    /// `EXECUTE name [(args)]`: the caller evaluates the arguments (PostgreSQL expressions) and runs the
+    /// prepared statement with them.
+    Execute {
+        /// The prepared statement's name.
+        name: String,
+        /// Each argument's PostgreSQL text.
+        args: Vec<String>,
+    },
+    /// `DEALLOCATE [PREPARE] name | ALL` (`None`: all).
+    Deallocate(Option<String>),
+    /// `DISCARD ALL`: settings reset, prepared statements deallocated.
+    DiscardAll,
+    /// `DECLARE name CURSOR FOR query`: the session runs the query (its PostgreSQL text) and keeps the
+    /// cursor.
+    Declare {
+        /// The cursor's name.
+        name: String,
+        /// The query's PostgreSQL text.
+        query: String,
+        /// `SCROLL` (`Some(true)`), `NO SCROLL` (`Some(false)`), or neither.
+        scroll: Option<bool>,
+        /// `WITH HOLD`: the cursor outlives its transaction's commit.
+        hold: bool,
+    },
+    /// `FETCH` (or `MOVE`, `move_only`) on a cursor.
+    Fetch {
+        /// The cursor's name.
+        name: String,
+        /// Where to go.
+        direction: cursor::CursorMove,
+        /// `MOVE`: position only, no rows.
+        move_only: bool,
+    },
+    /// `CLOSE name`, or `CLOSE ALL` (`None`).
+    Close(Option<String>),
+    /// `LISTEN channel`.
+    Listen(String),
+    /// `UNLISTEN channel`, or `UNLISTEN *` (`None`).
+    Unlisten(Option<String>),
+    /// `NOTIFY channel [, payload]`.
+    Notify {
+        /// The channel.
+        channel: String,
+        /// The payload (empty if none).
+        payload: String,
+    },
+    /// `COPY table [(columns)] FROM STDIN`: the session reads the rows the client streams.
+    CopyFrom {
+        /// The table as written (PostgreSQL text).
+        table: String,
+        /// The columns given (PostgreSQL text each); empty: every column, in order.
+        columns: Vec<String>,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
+    /// `COPY table|(query) TO STDOUT`: the session runs the query and streams its rows.
+    CopyTo {
+        /// The query (PostgreSQL text).
+        query: String,
+        /// Format and its options.
+        options: crate::copy::Options,
+    },
+    /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
+    Other(String),
+}
+
+/// One PostgreSQL statement as SQLite runs it.
+#[derive(Clone, Debug)]
+pub struct Translation {
+    /// The SQLite statements, in order; more than one only for DDL that also records types (run them in
+    /// one savepoint).
+    pub steps: Vec<String>,
+    /// The step whose outcome (rows or count) is the statement's.
+    pub primary: usize,
+    /// The PostgreSQL type of each result column the layer could infer, `None` where the value or the
+    /// column's origin decides; `None` as a whole when the columns are not known statically (`SELECT *`).
+    pub columns: Option<Vec<Option<PgType>>>,
+    /// The types of parameters `$1…` learned from where they are used.
+    pub params: Vec<Option<PgType>>,
+    /// What the statement is.
+    pub kind: Kind,
+    /// Whether the statement reads the transaction timestamp.
+    pub uses_now: bool,
+    /// The steps rebuild a table other tables reference: they must run with foreign keys off (which
+    /// SQLite allows only outside a transaction block), or the old table's drop would run their
+    /// `ON DELETE` actions.
+    pub foreign_keys_off: bool,
+    /// Result columns that are a bare parameter (`SELECT $1`), as (column, parameter) indexes from 0: such a
+    /// column has the type the client gave the parameter, as in PostgreSQL (text when it gave none).
+    pub param_columns: Vec<(usize, usize)>,
+    /// Steps whose rows the caller keeps in a TEMP table before the next step runs (data-modifying CTEs,
+    /// `modifying_cte`); the steps after the primary one drop those tables.
+    pub captures: Vec<Capture>,
+}
+
+/// A step whose rows (an INSERT, UPDATE or DELETE with RETURNING) go into a TEMP table: the caller makes
+/// the table (`DROP TABLE IF EXISTS`, then one untyped column per result column, named as the step names
+/// them), runs the step and inserts each row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capture {
+    /// The step's index in `steps`.
+    pub step: usize,
+    /// The TEMP table's name (unquoted).
+    pub table: String,
+}
+
+impl Translation {
+    /// Whether a step reads the catalog views, which live in the connection's temp schema (a rollback of
+    /// the transaction that made them takes them away: `pg_catalog::ensure` makes them again).
+    pub fn reads_catalog(&self) -> bool {
+        self.steps.iter().any(|s| catalog_refs::reads_catalog(s))
+    }
+
+    pub(super) fn single(sql: String, kind: Kind) -> Translation {
+        Translation {
+            steps: vec![sql],
+            primary: 0,
+            columns: None,
+            params: Vec::new(),
+            kind,
+            uses_now: false,
+            foreign_keys_off: false,
+            param_columns: Vec::new(),
+            captures: Vec::new(),
+        }
+    }
+}
+
+/// A query text translated: its statements, or the text to give SQLite as it is.
+#[derive(Clone, Debug)]
+pub enum Translated {
+    /// Each statement translated.
+    Statements(Vec<Translation>),
+    /// Not PostgreSQL the parser knows: SQLite's own dialect, run as written (SQLite's extensions, PRAGMAs
+    /// the defensive policy allows). Errors then come from SQLite.
+    Passthrough,
+}
