@@ -115,10 +115,14 @@ pub fn create_timeline(
         }
         return Ok((state, wal, control));
     }
+    let existed = dir.is_dir();
+    // A new directory's entry is synced by `create_dir_durable`; one found here may have been created by an
+    // attempt that crashed before syncing its parent, so its parent is synced now.
     fsio::create_dir_durable(dir, config.durability).map_err(from_fsio)?;
-    // The directory may have been created by an attempt that crashed before syncing its parent.
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent, config.durability)?;
+    if existed {
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent, config.durability)?;
+        }
     }
     let wal = FileWal::open(dir, timeline_start_lsn, config)?;
     if wal.write_lsn() != timeline_start_lsn || !wal.segment_starts().is_empty() {
