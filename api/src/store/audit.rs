@@ -128,16 +128,10 @@ impl Store {
         ))?;
         // One extra row says whether another page follows; `~` sorts after every id character.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-        let mut items = stmt
+        let items = stmt
             .query_map(params![project_id, before.unwrap_or("~"), fetch], audit_row)?
             .collect::<Result<Vec<_>, _>>()?;
-        let next_after = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|e| e.id.clone())
-        } else {
-            None
-        };
-        Ok(Some(Page { items, next_after }))
+        Ok(Some(Page::from_one_extra(items, limit, |e| e.id.clone())))
     }
 }
 

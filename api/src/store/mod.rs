@@ -310,6 +310,20 @@ pub struct Page<T> {
     pub next_after: Option<String>,
 }
 
+impl<T> Page<T> {
+    /// The page made from up to `limit + 1` rows read in listing order: the extra row, if it came, only says
+    /// that another page follows, which starts after the last row kept (named by `id`).
+    pub(crate) fn from_one_extra(mut items: Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Page<T> {
+        let next_after = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(id)
+        } else {
+            None
+        };
+        Page { items, next_after }
+    }
+}
+
 /// The metadata store: one SQLite connection behind a mutex.
 #[derive(Debug)]
 pub struct Store {
@@ -501,16 +515,10 @@ impl Store {
         // One extra row says whether another page follows.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
         let (key, value) = filter_params(filter);
-        let mut items = stmt
+        let items = stmt
             .query_map(params![account.0, after.unwrap_or(""), fetch, key, value], project_row)?
             .collect::<Result<Vec<_>, _>>()?;
-        let next_after = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|p| p.id.clone())
-        } else {
-            None
-        };
-        Ok(Page { items, next_after })
+        Ok(Page::from_one_extra(items, limit, |p| p.id.clone()))
     }
 
     /// `account`'s project `id`.

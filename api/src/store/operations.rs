@@ -328,17 +328,11 @@ impl Store {
         ))?;
         // One extra row says whether another page follows; `~` sorts after every id character.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-        let mut items = stmt
+        let items = stmt
             .query_map(params![project_id, before.unwrap_or("~"), fetch], operation_row)?
             .map(|row| finish_row(row?))
             .collect::<Result<Vec<_>, _>>()?;
-        let next_after = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|o| o.id.clone())
-        } else {
-            None
-        };
-        Ok(Some(Page { items, next_after }))
+        Ok(Some(Page::from_one_extra(items, limit, |o| o.id.clone())))
     }
 
     /// Operation `id`, whoever owns it.

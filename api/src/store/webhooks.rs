@@ -452,16 +452,10 @@ impl Store {
         ))?;
         // One extra row says whether another page follows; `~` sorts after every id character.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-        let mut items = stmt
+        let items = stmt
             .query_map(params![webhook_id, before.unwrap_or("~"), fetch], delivery_row)?
             .collect::<Result<Vec<_>, _>>()?;
-        let next_after = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|d| d.id.clone())
-        } else {
-            None
-        };
-        Ok(Some(Page { items, next_after }))
+        Ok(Some(Page::from_one_extra(items, limit, |d| d.id.clone())))
     }
 }
 

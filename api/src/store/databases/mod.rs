@@ -219,16 +219,10 @@ fn page<T>(
     // One extra row says whether another page follows.
     let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
     let (key, value) = filter_params(filter);
-    let mut items = stmt
+    let items = stmt
         .query_map(params![scope, after.unwrap_or(""), fetch, key, value], row)?
         .collect::<Result<Vec<_>, _>>()?;
-    let next_after = if items.len() > limit {
-        items.truncate(limit);
-        items.last().map(id)
-    } else {
-        None
-    };
-    Ok(Page { items, next_after })
+    Ok(Page::from_one_extra(items, limit, id))
 }
 
 impl Store {
