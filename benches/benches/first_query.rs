@@ -14,7 +14,6 @@
 #[path = "common/service.rs"]
 mod service;
 
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -119,15 +118,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let bin = std::env::var_os("CAMBIUM_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/release/cambium"));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --release` first",
-        bin.display()
-    );
+    let bin = service::cambium_binary();
     let count: usize = std::env::var("FIRST_QUERY_BRANCHES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -1162,14 +1162,7 @@ fn main() {
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let bin = std::env::var_os("CAMBIUM_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/release/cambium"));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --release` first",
-        bin.display()
-    );
+    let bin = service::cambium_binary();
     let runs: usize = std::env::var("PEERS_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())

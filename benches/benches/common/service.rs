@@ -2,7 +2,7 @@
 //! (`#[path = "common/service.rs"] mod service;` in each).
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,20 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `cambium` binary a bench runs: `CAMBIUM_BIN`, else the workspace's release build, which must exist.
+pub fn cambium_binary() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = std::env::var_os("CAMBIUM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/release/cambium"));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --release` first",
+        bin.display()
+    );
+    bin
 }
 
 /// A free loopback port.
