@@ -65,6 +65,14 @@ pub fn sync_dir(dir: &Path, durability: Durability) -> Result<()> {
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync of the directory. After a crash the
 /// path holds either the old content or the new, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
+    write_then_rename(path, bytes, durability)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")), durability)
+}
+
+/// [`write_atomic`] without its last step: temp file, fsync, rename. The new content is whole wherever the
+/// rename is seen, but the rename itself is durable only once the caller fsyncs the directory (one fsync for
+/// several files made in it, as a directory being created needs).
+pub fn write_then_rename(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let temp = temp_path(path);
     let mut file = OpenOptions::new()
         .write(true)
@@ -75,7 +83,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> Result
     file.write_all(bytes).map_err(io_err(&temp))?;
     sync_file(&file, &temp, durability)?;
     drop(file);
-    rename_durable(&temp, path, durability)
+    fs::rename(&temp, path).map_err(io_err(path))
 }
 
 /// Renames `from` to `to` and syncs the directory of `to`.

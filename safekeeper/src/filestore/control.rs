@@ -57,6 +57,20 @@ impl FileControl {
     }
 }
 
+impl FileControl {
+    /// Writes the first control file of a timeline directory being created: whole wherever it is seen, but
+    /// durable only once the caller fsyncs the directory (which it does once for this file and the first
+    /// segment: see `create_timeline`).
+    pub(super) fn persist_first(&mut self, state: &ControlState) -> Result<(), StoreError> {
+        assert!(!self.poisoned, "a new control file's store is not poisoned");
+        let bytes = encode_control(state);
+        fsio::write_then_rename(&self.path, &bytes, self.durability).map_err(|error| {
+            self.poisoned = true;
+            from_fsio(error)
+        })
+    }
+}
+
 impl ControlStore for FileControl {
     fn persist(&mut self, state: &ControlState) -> Result<(), StoreError> {
         if self.poisoned {

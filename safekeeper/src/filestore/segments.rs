@@ -157,6 +157,23 @@ impl FileWal {
         Ok(wal)
     }
 
+    /// An empty WAL in `dir`, a directory this process has just created and written nothing into: nothing to
+    /// list, recover or sync (the creator syncs the directory).
+    pub(super) fn open_new(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreConfig) -> FileWal {
+        assert!(config.segment_size_bytes > 0, "segment_size_bytes must be positive");
+        FileWal {
+            dir: dir.to_path_buf(),
+            config: *config,
+            segment_starts: Vec::new(),
+            open: None,
+            oldest_lsn: timeline_start_lsn,
+            flush_lsn: timeline_start_lsn,
+            write_lsn: timeline_start_lsn,
+            dir_dirty: false,
+            poisoned: false,
+        }
+    }
+
     /// The timeline directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -603,6 +603,54 @@ fn control_file_round_trip_and_corruption() {
     assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state));
 }
 
+/// Every state a crash may leave a creation in (the directory alone, with a temp control file, with the empty
+/// first segment alone, with the control file alone) is taken over by the next creation, and the timeline it
+/// makes takes appends.
+#[test]
+fn creation_cut_short_anywhere_is_taken_over() {
+    let cfg = config(SMALL_SEGMENT_BYTES);
+    let control_bytes = {
+        let made = tempfile::tempdir().expect("tempdir");
+        let dir = made.path().join("timeline");
+        drop(create_timeline(&dir, START, &cfg).expect("create"));
+        assert!(
+            dir.join(segment_file_name(START)).is_file(),
+            "the first segment is made at creation"
+        );
+        fs::read(dir.join(CONTROL_FILE_NAME)).expect("control")
+    };
+    type Leave = fn(&Path, &[u8]);
+    let cases: [(&str, Leave); 4] = [
+        ("empty directory", |_, _| {}),
+        ("temp control file", |dir, bytes| {
+            fs::write(fsio::temp_path(&dir.join(CONTROL_FILE_NAME)), &bytes[..bytes.len() / 2]).expect("write")
+        }),
+        ("empty first segment", |dir, _| {
+            fs::write(dir.join(segment_file_name(START)), b"").expect("write")
+        }),
+        ("control file alone", |dir, bytes| {
+            fs::write(dir.join(CONTROL_FILE_NAME), bytes).expect("write")
+        }),
+    ];
+    for (what, leave) in cases {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("timeline");
+        fs::create_dir(&dir).expect("mkdir");
+        leave(&dir, &control_bytes);
+        let (state, mut wal, _) = create_timeline(&dir, START, &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(state, ControlState::new(START), "{what}");
+        assert!(
+            !fsio::temp_path(&dir.join(CONTROL_FILE_NAME)).exists(),
+            "{what}: temp file left"
+        );
+        wal.write(START, &frames(2, 10, 1)).expect("write");
+        let end = wal.sync().expect("sync");
+        drop(wal);
+        let (_, wal, _) = open_timeline(&dir, &cfg).expect("open").expect("exists");
+        assert_eq!(wal.flush_lsn(), end, "{what}");
+    }
+}
+
 #[test]
 fn create_and_open_timeline() {
     let root = tempfile::tempdir().expect("tempdir");

@@ -4,11 +4,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cambium_types::fsio::{self, Durability};
+use cambium_types::fsio::Durability;
 use cambium_types::Lsn;
 use safekeeper_core::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
-use super::{corrupt, from_fsio, io_error, sync_dir, FileControl, FileStoreConfig, FileWal};
+use super::{corrupt, io_error, sync_dir, FileControl, FileStoreConfig, FileWal};
 
 /// Opens the timeline in `dir`: its control state, WAL and control store. `None` if it has no control file.
 pub fn open_timeline(
@@ -92,9 +92,17 @@ impl ReplicaWriter {
     }
 }
 
-/// Creates the timeline in `dir` (durably: directory, then the control file of `ControlState::new`).
-/// Idempotent: an existing timeline with the same start LSN is opened; one with another start LSN is an
-/// `AlreadyExists` I/O error.
+/// Creates the timeline in `dir` durably: the directory, its control file (of `ControlState::new`) and its
+/// first (empty) segment, with three fsyncs (the control file's data, the directory, its parent). Idempotent:
+/// an existing timeline with the same start LSN is opened; one with another start LSN is an `AlreadyExists`
+/// I/O error.
+///
+/// Crash argument: nothing is durable until the parent's fsync, and by then the directory's fsync has made
+/// the control file and the segment durable in it. A crash before leaves the directory absent or holding
+/// any subset of {control file, empty first segment, control temp file}: a control file is whole (written
+/// to a temp file, fsynced, renamed) and makes the timeline exist, possibly without its segment (the first
+/// append creates it); without one, an empty first segment at the start LSN is a creation cut short, taken
+/// over by the next creation. Any other WAL without a control file is refused.
 pub fn create_timeline(
     dir: &Path,
     timeline_start_lsn: Lsn,
@@ -115,29 +123,34 @@ pub fn create_timeline(
         }
         return Ok((state, wal, control));
     }
-    let existed = dir.is_dir();
-    // A new directory's entry is synced by `create_dir_durable`; one found here may have been created by an
-    // attempt that crashed before syncing its parent, so its parent is synced now.
-    fsio::create_dir_durable(dir, config.durability).map_err(from_fsio)?;
-    if existed {
-        if let Some(parent) = dir.parent() {
-            sync_dir(parent, config.durability)?;
+    let mut wal = if dir.is_dir() {
+        // Left by a creation cut short: opening it removes a stray temp file and checks what it holds.
+        let wal = FileWal::open(dir, timeline_start_lsn, config)?;
+        let cut_short = wal.write_lsn() == timeline_start_lsn
+            && (wal.segment_starts().is_empty() || wal.segment_starts() == [timeline_start_lsn]);
+        if !cut_short {
+            return Err(corrupt(
+                dir,
+                0,
+                "WAL segments without a control file: refusing to create a timeline over them",
+            ));
         }
-    }
-    let wal = FileWal::open(dir, timeline_start_lsn, config)?;
-    if wal.write_lsn() != timeline_start_lsn || !wal.segment_starts().is_empty() {
-        return Err(corrupt(
-            dir,
-            0,
-            "WAL segments without a control file: refusing to create a timeline over them",
-        ));
-    }
+        wal
+    } else {
+        fs::create_dir_all(dir).map_err(io_error(dir))?;
+        FileWal::open_new(dir, timeline_start_lsn, config)
+    };
     let state = ControlState::new(timeline_start_lsn);
     let mut control = FileControl::new(dir, config.durability);
-    control.persist(&state)?;
-    // After the control file: a crash before this leaves a timeline with no segment, which the first append
-    // creates; after it, an empty segment, which opens as an empty WAL.
-    let mut wal = wal;
-    wal.create_first_segment()?;
+    control.persist_first(&state)?;
+    if wal.segment_starts().is_empty() {
+        // Creates the segment and fsyncs the directory: that one fsync covers the control file's rename too.
+        wal.create_first_segment()?;
+    } else {
+        sync_dir(dir, config.durability)?;
+    }
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent, config.durability)?;
+    }
     Ok((state, wal, control))
 }
