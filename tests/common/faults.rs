@@ -18,12 +18,12 @@ static PASSWORDS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(|| Mu
 
 /// How often the pageserver freezes and flushes an in-memory layer (and so uploads it): short, so the
 /// remote storage holds layers within a test's run.
-const CHECKPOINT_TIMEOUT_MS: &str = "1000";
+pub const CHECKPOINT_TIMEOUT_MS: &str = "1000";
 
 /// Bytes of pages the compute caches (4 pages of `compute::cache::ENTRY_BYTES`), and no file cache:
 /// fewer than the test databases have, so reads reach the pageserver while the load runs and a pageserver fault
 /// hits transactions.
-const PAGE_CACHE_BYTES: &str = "33536";
+pub const PAGE_CACHE_BYTES: &str = "33536";
 
 /// What may differ from the default deployment (everything under one temporary directory, stderr to
 /// /dev/null).

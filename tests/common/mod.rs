@@ -5,6 +5,7 @@ pub mod api;
 pub mod bank;
 pub mod cluster;
 pub mod faults;
+pub mod netns;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,11 +20,20 @@ pub struct Process {
     stderr_log: Option<PathBuf>,
     /// Where it listens (read from its one stdout line).
     pub address: String,
+    /// The network namespace it runs in (`common::netns`); `None`: the test's own.
+    netns: Option<String>,
     child: Option<Child>,
 }
 
-/// Spawns `cambium <args> --listen <address>` and waits for the line that says where it listens.
-fn spawn(args: &[String], envs: &[(String, String)], address: &str, stderr_log: Option<&Path>) -> (Child, String) {
+/// Spawns `cambium <args> --listen <address>` (in network namespace `netns`, if given, through `ip netns exec`,
+/// which execs it: the child is the `cambium` process itself) and waits for the line that says where it listens.
+fn spawn(
+    netns: Option<&str>,
+    args: &[String],
+    envs: &[(String, String)],
+    address: &str,
+    stderr_log: Option<&Path>,
+) -> (Child, String) {
     let stderr = match stderr_log {
         Some(path) => Stdio::from(
             std::fs::OpenOptions::new()
@@ -34,7 +44,16 @@ fn spawn(args: &[String], envs: &[(String, String)], address: &str, stderr_log: 
         ),
         None => Stdio::null(),
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cambium"))
+    let cambium = env!("CARGO_BIN_EXE_cambium");
+    let mut command = match netns {
+        Some(netns) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", netns, cambium]);
+            command
+        }
+        None => Command::new(cambium),
+    };
+    let mut child = command
         .args(args)
         .args(["--listen", address])
         .envs(envs.iter().map(|(name, value)| (name, value)))
@@ -64,12 +83,27 @@ fn spawn(args: &[String], envs: &[(String, String)], address: &str, stderr_log: 
 impl Process {
     /// Starts `cambium <args>` on a free loopback port.
     pub fn start(args: Vec<String>) -> Process {
-        let (child, address) = spawn(&args, &[], "127.0.0.1:0", None);
+        let (child, address) = spawn(None, &args, &[], "127.0.0.1:0", None);
         Process {
             args,
             envs: Vec::new(),
             stderr_log: None,
             address,
+            netns: None,
+            child: Some(child),
+        }
+    }
+
+    /// Starts `cambium <args>` in network namespace `netns` on a free port of `ip` (an address of that namespace),
+    /// its stderr appended to `stderr_log` if given.
+    pub fn start_in(netns: &str, ip: &str, args: Vec<String>, stderr_log: Option<&Path>) -> Process {
+        let (child, address) = spawn(Some(netns), &args, &[], &format!("{ip}:0"), stderr_log);
+        Process {
+            args,
+            envs: Vec::new(),
+            stderr_log: stderr_log.map(Path::to_path_buf),
+            address,
+            netns: Some(netns.to_owned()),
             child: Some(child),
         }
     }
@@ -82,12 +116,13 @@ impl Process {
 
     /// [`Process::start_logged`] with environment variables `envs` set (`RUST_LOG`, say), for its restarts too.
     pub fn start_logged_with_env(args: Vec<String>, stderr_log: &Path, envs: Vec<(String, String)>) -> Process {
-        let (child, address) = spawn(&args, &envs, "127.0.0.1:0", Some(stderr_log));
+        let (child, address) = spawn(None, &args, &envs, "127.0.0.1:0", Some(stderr_log));
         Process {
             args,
             envs,
             stderr_log: Some(stderr_log.to_path_buf()),
             address,
+            netns: None,
             child: Some(child),
         }
     }
@@ -141,7 +176,13 @@ impl Process {
     /// Starts it again with the same arguments on the same address.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "restart a killed process");
-        let (child, address) = spawn(&self.args, &self.envs, &self.address, self.stderr_log.as_deref());
+        let (child, address) = spawn(
+            self.netns.as_deref(),
+            &self.args,
+            &self.envs,
+            &self.address,
+            self.stderr_log.as_deref(),
+        );
         assert_eq!(address, self.address);
         self.child = Some(child);
     }
