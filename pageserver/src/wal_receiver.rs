@@ -47,6 +47,29 @@ pub struct WalReceiverConfig {
     pub remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
     /// How often `remote_consistent_lsn` is checked and, if it advanced, reported.
     pub horizons_report_interval_ms: u64,
+    /// The channels every timeline's short calls share (clones of this config share them).
+    pub channels: SharedChannels,
+}
+
+/// One lazily connected channel per safekeeper, shared by every timeline's short calls (state queries, horizon
+/// reports), so an idle timeline's periodic checks cost a request on a connection already open, not a TCP and
+/// HTTP/2 handshake each (3 connects every 2 s per idle timeline before). HTTP/2 keepalive finds a connection
+/// that went silent (a partition) and the channel connects again. A WAL stream, which stays open for as long as
+/// the timeline is followed, gets a channel of its own (a server bounds the streams of one connection).
+#[derive(Clone, Debug, Default)]
+pub struct SharedChannels(Arc<parking_lot::Mutex<HashMap<String, Channel>>>);
+
+impl SharedChannels {
+    /// The shared channel to `address`, made on first use.
+    fn get(&self, address: &str, timeout: Duration) -> Result<Channel, ReceiveError> {
+        let mut channels = self.0.lock();
+        if let Some(channel) = channels.get(address) {
+            return Ok(channel.clone());
+        }
+        let channel = endpoint(address, timeout)?.connect_lazy();
+        channels.insert(address.to_owned(), channel.clone());
+        Ok(channel)
+    }
 }
 
 impl WalReceiverConfig {
@@ -59,6 +82,7 @@ impl WalReceiverConfig {
             frozen_layers_max: 4,
             remote_consistent_lsns: None,
             horizons_report_interval_ms: 1_000,
+            channels: SharedChannels::default(),
         }
     }
 }
@@ -85,28 +109,37 @@ enum ReceiveError {
     },
 }
 
+/// How often an HTTP/2 connection to a safekeeper is pinged, and how long a ping may go unanswered before the
+/// connection counts as broken (a silent partition) and the channel connects again.
+const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+const HTTP2_KEEPALIVE_TIMEOUT_MS: u64 = 10_000;
+
 /// How often a stream that brings nothing new is checked against the other safekeepers.
 const STALL_CHECK_INTERVAL_MS: u64 = 500;
 /// How long a stream may bring nothing new before the other safekeepers are asked whether they are ahead.
 const STALL_AFTER_MS: u64 = 2_000;
 
-/// Every safekeeper that answered the state query (bounded by the request timeout each): its address, a client,
-/// and its commit LSN for the timeline.
+/// Every safekeeper that answered the state query (all asked at once, each bounded by the request timeout): its
+/// address and its commit LSN for the timeline.
 async fn commit_lsns(
     config: &WalReceiverConfig,
     timeline_ref: &pb::TimelineRef,
-) -> Result<Vec<(String, SafekeeperClient<Channel>, Lsn)>, ReceiveError> {
+) -> Result<Vec<(String, Lsn)>, ReceiveError> {
     let timeout = Duration::from_millis(config.request_timeout_ms);
-    let mut answers = Vec::with_capacity(config.safekeepers.len());
+    let mut calls = Vec::with_capacity(config.safekeepers.len());
     for address in &config.safekeepers {
-        let channel = endpoint(address, timeout)?.connect_lazy();
-        let mut client = SafekeeperClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
-        let state = tokio::time::timeout(timeout, client.get_state(timeline_ref.clone())).await;
-        if let Ok(Ok(state)) = state {
-            answers.push((address.clone(), client, Lsn(state.into_inner().commit_lsn)));
-        }
+        let channel = config.channels.get(address, timeout)?;
+        let request = timeline_ref.clone();
+        calls.push(async move {
+            let mut client = SafekeeperClient::new(channel);
+            let state = tokio::time::timeout(timeout, client.get_state(request)).await;
+            match state {
+                Ok(Ok(state)) => Some((address.clone(), Lsn(state.into_inner().commit_lsn))),
+                _ => None,
+            }
+        });
     }
-    Ok(answers)
+    Ok(futures::future::join_all(calls).await.into_iter().flatten().collect())
 }
 
 fn endpoint(address: &str, timeout: Duration) -> Result<Endpoint, ReceiveError> {
@@ -118,6 +151,9 @@ fn endpoint(address: &str, timeout: Duration) -> Result<Endpoint, ReceiveError> 
     Ok(Endpoint::from_shared(uri)
         .map_err(|_| ReceiveError::BadAddress(address.to_string()))?
         .connect_timeout(timeout)
+        .http2_keep_alive_interval(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS))
+        .keep_alive_timeout(Duration::from_millis(HTTP2_KEEPALIVE_TIMEOUT_MS))
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true))
 }
 
@@ -189,18 +225,18 @@ async fn receive_once(
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), ReceiveError> {
     let timeout = Duration::from_millis(config.request_timeout_ms);
-    let mut best: Option<(Lsn, String, SafekeeperClient<Channel>)> = None;
-    for (address, client, commit_lsn) in commit_lsns(config, timeline_ref).await? {
-        if best
-            .as_ref()
-            .is_none_or(|(best_commit, _, _)| commit_lsn > *best_commit)
-        {
-            best = Some((commit_lsn, address, client));
+    let mut best: Option<(Lsn, String)> = None;
+    for (address, commit_lsn) in commit_lsns(config, timeline_ref).await? {
+        if best.as_ref().is_none_or(|(best_commit, _)| commit_lsn > *best_commit) {
+            best = Some((commit_lsn, address));
         }
     }
-    let Some((commit_lsn, address, mut client)) = best else {
+    let Some((commit_lsn, address)) = best else {
         return Err(ReceiveError::NoSafekeeper);
     };
+    // The stream's own connection (see `SharedChannels`).
+    let mut client =
+        SafekeeperClient::new(endpoint(&address, timeout)?.connect_lazy()).max_decoding_message_size(MESSAGE_BYTES_MAX);
     // Past a pending group's parts (kept across reconnects: committed WAL never changes); after a restart there
     // is none, and `last_record_lsn` is at or before the first part of any group cut short.
     let start_lsn = timeline.wal_end_lsn();
@@ -238,9 +274,9 @@ async fn receive_once(
                     let ahead = commit_lsns(config, timeline_ref)
                         .await?
                         .into_iter()
-                        .filter(|(other, _, commit_lsn)| *other != address && *commit_lsn > ingested)
-                        .max_by_key(|(_, _, commit_lsn)| *commit_lsn);
-                    if let Some((other, _, commit_lsn)) = ahead {
+                        .filter(|(other, commit_lsn)| *other != address && *commit_lsn > ingested)
+                        .max_by_key(|(_, commit_lsn)| *commit_lsn);
+                    if let Some((other, commit_lsn)) = ahead {
                         return Err(ReceiveError::Stalled { address, other, commit_lsn, ingested });
                     }
                     progress.1 = tokio::time::Instant::now();
@@ -290,7 +326,6 @@ async fn report_horizons(
     mut stop: watch::Receiver<bool>,
 ) {
     let timeout = Duration::from_millis(config.request_timeout_ms);
-    let mut clients: HashMap<String, SafekeeperClient<Channel>> = HashMap::new();
     let mut acknowledged: HashMap<String, Lsn> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(config.horizons_report_interval_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -313,19 +348,12 @@ async fn report_horizons(
             if acknowledged.get(address).is_some_and(|&done| done >= lsn) {
                 continue;
             }
-            let client = match clients.get(address) {
-                Some(client) => client.clone(),
-                None => match endpoint(address, timeout) {
-                    Ok(endpoint) => {
-                        let client = SafekeeperClient::new(endpoint.connect_lazy());
-                        clients.insert(address.clone(), client.clone());
-                        client
-                    }
-                    Err(e) => {
-                        tracing::warn!(%address, error = %e, "cannot report horizons");
-                        continue;
-                    }
-                },
+            let client = match config.channels.get(address, timeout) {
+                Ok(channel) => SafekeeperClient::new(channel),
+                Err(e) => {
+                    tracing::warn!(%address, error = %e, "cannot report horizons");
+                    continue;
+                }
             };
             let request = pb::HorizonsRequest {
                 timeline: Some(timeline_ref.clone()),

@@ -277,6 +277,8 @@ impl Driver {
         let mut tick = tokio::time::interval(tick_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // A quiescent proposer's tick would do nothing: an idle branch sleeps until a command or a reply.
+            let ticking = !self.proposer.is_quiescent();
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(command) => self.on_command(command),
@@ -289,7 +291,7 @@ impl Driver {
                     };
                     self.route(out);
                 }
-                _ = tick.tick() => {
+                _ = tick.tick(), if ticking => {
                     let out = self.proposer.tick(self.now_ms());
                     self.route(out);
                 }

@@ -167,6 +167,24 @@ impl Proposer {
         }
     }
 
+    /// Whether [`Proposer::tick`] would do nothing now or at any later time until the next reply, connection loss
+    /// or proposal: no request in flight, no campaign, and (as leader) every acceptor streaming and none stuck
+    /// waiting for WAL. A driver may stop ticking while this holds (a thousand idle branches are not fifty
+    /// thousand wake-ups a second); it must tick again once it does not.
+    pub fn is_quiescent(&self) -> bool {
+        if !self.outstanding.is_empty() {
+            return false;
+        }
+        match &self.phase {
+            Phase::Campaign(_) => false,
+            Phase::Leader(leader) => leader
+                .peers
+                .iter()
+                .all(|p| p.stage == leader::Stage::Streaming && p.stuck_since_ms.is_none()),
+            Phase::Idle | Phase::Fenced(_) | Phase::Failed(_) => true,
+        }
+    }
+
     /// The highest LSN known committed (durable on a majority in this term).
     pub fn commit_lsn(&self) -> Lsn {
         self.commit_lsn

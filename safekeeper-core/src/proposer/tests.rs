@@ -330,3 +330,50 @@ fn a_lost_connection_stops_counting_what_the_peer_acknowledged() {
     net.run(&mut proposer, out, 2 * TIMEOUT_MS + 4);
     assert_eq!(proposer.commit_lsn(), record_end, "{}", proposer.describe());
 }
+
+/// A leader with nothing in flight and every acceptor streaming is quiescent, and then a tick at any later time
+/// sends nothing; anything in flight, a campaign or an acceptor down makes it not quiescent, and its ticks then do
+/// the work they exist for.
+#[test]
+fn quiescent_means_a_tick_would_do_nothing() {
+    let (bytes, ends) = wal();
+    let end = ends[9];
+    let mut net = Net {
+        nodes: (0..3).map(|_| acceptor(&bytes, START, end, end)).collect(),
+        sent: Vec::new(),
+    };
+    let mut proposer = proposer();
+    assert!(proposer.is_quiescent(), "idle before the campaign");
+    let out = proposer.start_campaign(0);
+    assert!(!proposer.is_quiescent(), "campaigning");
+    net.run(&mut proposer, out, 0);
+    assert!(proposer.is_quiescent(), "elected and settled: {}", proposer.describe());
+    let (record_end, out) = proposer.propose(frame(7)).expect("propose");
+    assert!(!proposer.is_quiescent(), "an append in flight");
+    net.run(&mut proposer, out, 1);
+    assert_eq!(proposer.commit_lsn(), record_end);
+    assert!(proposer.is_quiescent(), "committed everywhere: {}", proposer.describe());
+    let sent = net.sent.len();
+    for later_ms in [2, TIMEOUT_MS * 10, TIMEOUT_MS * 1000] {
+        let out = proposer.tick(later_ms);
+        assert!(
+            out.is_empty(),
+            "a quiescent proposer's tick at {later_ms} ms sent {out:?}"
+        );
+        assert!(proposer.is_quiescent());
+    }
+    assert_eq!(net.sent.len(), sent);
+    // An acceptor down: the append to it stays unanswered, so it is not quiescent, and its tick does the work of
+    // a timeout (here a catch-up read for the acceptor that did not answer).
+    net.nodes[2] = Node::Down;
+    let now_ms = TIMEOUT_MS * 1000 + 1;
+    let (_, out) = proposer.propose(frame(8)).expect("propose");
+    net.run(&mut proposer, out, now_ms);
+    assert!(
+        !proposer.is_quiescent(),
+        "an append unanswered: {}",
+        proposer.describe()
+    );
+    let out = proposer.tick(now_ms + TIMEOUT_MS);
+    assert!(!out.is_empty(), "the tick after the timeout sent nothing");
+}
