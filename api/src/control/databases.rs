@@ -200,8 +200,9 @@ impl Control {
             .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Suspended))
             .await
         {
-            if database.status == DatabaseStatus::Active {
-                // Back to what the status says: served (lazily; its stores start with their next sessions).
+            if database.serves_sessions() {
+                // Back to what the status says: served (lazily; its stores start with their next sessions; one
+                // suspended for idleness is recorded woken by the idle sweep, as it is no longer parked).
                 if let Err(served) = self.serve(&database, false).await {
                     tracing::error!(database = %database.id, ?served, "a database whose suspend failed could not be served again");
                 }
