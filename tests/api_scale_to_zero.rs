@@ -151,8 +151,7 @@ async fn a_suspension_by_the_api_still_refuses_sessions_until_resumed() {
     for _ in 0..2 {
         let refused = connect(&uri)
             .await
-            .err()
-            .expect("a database suspended by the API refuses sessions");
+            .expect_err("a database suspended by the API refuses sessions");
         let message = refused
             .as_db_error()
             .map(|e| e.message().to_owned())

@@ -457,7 +457,10 @@ async fn a_parked_database_stops_its_stores_and_its_next_session_wakes_it() -> T
     assert!(host.store("br_park").is_none(), "parking stopped the store");
     host.define("br_park", target)?;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(host.store("br_park").is_none(), "no background start for a parked database");
+    assert!(
+        host.store("br_park").is_none(),
+        "no background start for a parked database"
+    );
 
     // The next session answers and wakes it.
     let woken = host.wakes();
