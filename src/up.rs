@@ -332,6 +332,7 @@ async fn serve_api(
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
     let expiry = api::control::expiry::spawn(&control, options.expiry);
+    let scale_to_zero = api::control::scale_to_zero::spawn(&control);
     let webhooks = api::webhooks::spawn(&control, options.webhooks).context("starting the webhook sender")?;
     let consumption = api::consumption::spawn(&control, options.consumption);
     let listener = tokio::net::TcpListener::bind(&options.listen)
@@ -376,6 +377,8 @@ async fn serve_api(
     let _ = reconciler.await;
     expiry.abort();
     let _ = expiry.await;
+    scale_to_zero.abort();
+    let _ = scale_to_zero.await;
     webhooks.abort();
     let _ = webhooks.await;
     consumption.abort();

@@ -9,7 +9,9 @@
 //! refuses its commits, while new
 //! sessions see the new timeline's data and write to it; an idle branch's store is stopped (never while a session
 //! is open) and the next session starts it again with the data intact; with `BranchStoreStart::WhenDefined` a
-//! defined branch's store starts before any session, and the first session uses it.
+//! defined branch's store starts before any session, and the first session uses it; parking a database (scale to
+//! zero) is refused while a session is open, stops its stores and starts none in the background, and its next
+//! session answers and wakes it.
 
 mod common;
 
@@ -412,5 +414,65 @@ async fn a_store_starts_in_the_background_when_its_branch_is_defined() -> TestRe
         "the first session used the store started in the background"
     );
     host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_database_stops_its_stores_and_its_next_session_wakes_it() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xF9), TimelineId(0xFA), START).await?;
+    let host = ComputeHost::start(HostConfig {
+        branch_stores: BranchStoreStart::WhenDefined,
+        ..host_config(&cluster)
+    })
+    .await?;
+    let tenant = cluster.tenant;
+    let target = BranchTarget {
+        tenant_id: tenant,
+        timeline_id: cluster.timeline,
+        start_lsn: START,
+    };
+    host.attach("br_park", target.clone()).await?;
+    host.touch(tenant);
+    let session = connect(&host, "br_park").await?;
+    session
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT NOT NULL); INSERT INTO t VALUES (1, 'one')")
+        .await?;
+    // A session is open: not idle, and parking refuses.
+    assert_eq!(host.idle_for(tenant), None, "a session is open");
+    assert!(!host.park(tenant), "a database with a session open is not parked");
+    assert!(!host.is_parked(tenant));
+    assert!(host.store("br_park").is_some());
+    drop(session);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while host.idle_for(tenant).is_none() {
+        assert!(std::time::Instant::now() < deadline, "the session never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // Parked: the store is stopped, and a define (as a restore or a new branch does) starts nothing.
+    let parking = std::sync::Arc::new(host);
+    let host = std::sync::Arc::clone(&parking);
+    assert!(tokio::task::spawn_blocking(move || parking.park(tenant)).await?);
+    assert!(host.is_parked(tenant));
+    assert!(host.store("br_park").is_none(), "parking stopped the store");
+    host.define("br_park", target)?;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        host.store("br_park").is_none(),
+        "no background start for a parked database"
+    );
+
+    // The next session answers and wakes it.
+    let woken = host.wakes();
+    let session = connect(&host, "br_park").await?;
+    assert_eq!(values(&session).await?, ["one"]);
+    tokio::time::timeout(std::time::Duration::from_secs(5), woken).await?;
+    assert!(!host.is_parked(tenant), "a session woke it");
+    assert!(host.store("br_park").is_some());
+    drop(session);
+    match std::sync::Arc::try_unwrap(host) {
+        Ok(host) => host.stop().await,
+        Err(_) => panic!("the host is still shared"),
+    }
     Ok(())
 }

@@ -143,8 +143,8 @@ impl Control {
             }
             return Err(error);
         }
-        // The status cannot change under the lock.
-        let served = database.status == DatabaseStatus::Active;
+        // The status cannot change under the lock (a wake from idleness can, but the names are served either way).
+        let served = database.serves_sessions();
         // Served or refused, the branch checks the database's password (see `refuse`).
         self.host
             .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
@@ -247,7 +247,7 @@ impl Control {
         self.blocking(move |store| store.update_branch(&branch_id, &update))
             .await?;
         let (branch, database) = self.get_branch(account, id).await?;
-        if changes.is_default == Some(true) && database.status == DatabaseStatus::Active {
+        if changes.is_default == Some(true) && database.serves_sessions() {
             self.host
                 .set_alias(&database.id, &branch.id)
                 .map_err(|e| ApiError::Unavailable(e.to_string()))?;

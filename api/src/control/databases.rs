@@ -9,7 +9,9 @@ use ring::rand::{SecureRandom, SystemRandom};
 use super::{check_descriptors, random_u128, retry, Control, DEFAULT_BRANCH_NAME, PG_USER, ROOT_START_LSN};
 use crate::error::ApiError;
 use crate::faults::{self, Step};
-use crate::store::databases::{Database, DatabaseStatus, NewDatabase, TimelineRow};
+use crate::store::databases::{
+    Database, DatabaseStatus, NewDatabase, SuspendReason, TimelineRow, SUSPEND_TIMEOUT_SECONDS_MAX,
+};
 use crate::store::labels::Labels;
 use crate::store::operations::Operation;
 use crate::store::AccountId;
@@ -58,7 +60,8 @@ fn random_password() -> String {
 }
 
 impl Control {
-    /// Creates a database in `account`'s project and starts its `create_database` operation.
+    /// Creates a database in `account`'s project and starts its `create_database` operation. `suspend_timeout_seconds`
+    /// is at most [`SUSPEND_TIMEOUT_SECONDS_MAX`] (the caller checked it).
     pub async fn create_database(
         self: &Arc<Self>,
         account: &AccountId,
@@ -66,7 +69,12 @@ impl Control {
         name: String,
         region: Option<String>,
         labels: Labels,
+        suspend_timeout_seconds: u32,
     ) -> Result<(Database, Operation, Password), ApiError> {
+        assert!(
+            suspend_timeout_seconds <= SUSPEND_TIMEOUT_SECONDS_MAX,
+            "suspend timeout {suspend_timeout_seconds} s is above {SUSPEND_TIMEOUT_SECONDS_MAX}"
+        );
         let region = region.unwrap_or_else(|| self.config.region.clone());
         if region != self.config.region {
             return Err(ApiError::InvalidRequest(format!(
@@ -93,6 +101,7 @@ impl Control {
             branch_name: DEFAULT_BRANCH_NAME.to_owned(),
             password_verifier,
             labels,
+            suspend_timeout_seconds,
         };
         check_descriptors()?;
         let account = account.clone();
@@ -181,6 +190,7 @@ impl Control {
             }
             return Ok(Database {
                 status: DatabaseStatus::Active,
+                suspend_reason: None,
                 ..database
             });
         }
@@ -190,8 +200,9 @@ impl Control {
             .blocking(move |store| store.set_database_status(&id, DatabaseStatus::Suspended))
             .await
         {
-            if database.status == DatabaseStatus::Active {
-                // Back to what the status says: served (lazily; its stores start with their next sessions).
+            if database.serves_sessions() {
+                // Back to what the status says: served (lazily; its stores start with their next sessions; one
+                // suspended for idleness is recorded woken by the idle sweep, as it is no longer parked).
                 if let Err(served) = self.serve(&database, false).await {
                     tracing::error!(database = %database.id, ?served, "a database whose suspend failed could not be served again");
                 }
@@ -200,6 +211,7 @@ impl Control {
         }
         Ok(Database {
             status: DatabaseStatus::Suspended,
+            suspend_reason: Some(SuspendReason::Api),
             ..database
         })
     }

@@ -13,7 +13,8 @@
 //! One job per file: this one holds the [`Control`] itself (its state, locks, store calls and connection
 //! strings); `serving` what the compute host serves; `databases` databases and projects; `branches` branches;
 //! `resolution` points in time resolved to a timeline and an LSN; `restore` restores; `operations` the runner
-//! the worker calls, the end of operations and waiting for it; `events` the events queued for webhooks.
+//! the worker calls, the end of operations and waiting for it; `events` the events queued for webhooks;
+//! `scale_to_zero` the idle sweep that suspends databases without sessions and records their wakes.
 //!
 //! [`worker`]: crate::worker
 //! [`Action`]: crate::store::operations::Action
@@ -25,6 +26,7 @@ pub mod expiry;
 mod operations;
 mod resolution;
 mod restore;
+pub mod scale_to_zero;
 mod schema_diff;
 mod serving;
 
@@ -224,8 +226,13 @@ impl Control {
             .await
             .map_err(|_| ApiError::Internal)??;
         for database in &databases {
+            if database.status == DatabaseStatus::Suspended && database.serves_sessions() {
+                // Suspended for idleness: parked before it is served, so none of its stores starts until a
+                // session wakes it.
+                self.park(database.tenant_id).await;
+            }
             match database.status {
-                DatabaseStatus::Active => self.serve(database, false).await?,
+                _ if database.serves_sessions() => self.serve(database, false).await?,
                 status => self.refuse(database, status).await?,
             }
         }

@@ -228,10 +228,23 @@ impl Control {
             self.host
                 .set_credentials_verifier(&preserved.id, PG_USER, Arc::clone(&database.password_verifier));
         }
-        if database.status != DatabaseStatus::Active {
+        if !database.serves_sessions() {
             if let Some(preserved) = preserved {
                 self.host
                     .refuse(&preserved.id, &format!("database {} is not active", database.id));
+            }
+            return Ok(());
+        }
+        if database.status != DatabaseStatus::Active {
+            // Suspended for idleness: re-pointed but not started (it stays parked until a session wakes it).
+            self.host
+                .define(branch_id, target)
+                .map_err(|e| format!("serving the restored branch: {e}"))?;
+            if let Some(preserved) = preserved {
+                let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
+                self.host
+                    .define(&preserved.id, preserved_target)
+                    .map_err(|e| format!("serving the preserved branch: {e}"))?;
             }
             return Ok(());
         }

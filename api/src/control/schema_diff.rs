@@ -8,7 +8,7 @@ use cambium_types::Lsn;
 use super::{Control, PointInTime};
 use crate::error::ApiError;
 use crate::schema_diff::{changes, read_schema, unified_diff, Change, Schema, SchemaDiffError};
-use crate::store::databases::{Branch, Database, DatabaseStatus};
+use crate::store::databases::{Branch, Database};
 use crate::store::AccountId;
 
 /// What a schema diff compares: the branch at `point` against `base_branch_id` (its parent when `None`) at
@@ -42,7 +42,8 @@ pub struct SchemaDiff {
 
 impl Control {
     /// The differences between the schema of `account`'s branch `id` and its base's, each at its point. Both
-    /// branches are of one database, which must be active (the schemas are read through its compute).
+    /// branches are of one database, which must be active or suspended for idleness (the schemas are read through
+    /// its compute, which wakes it).
     pub async fn schema_diff(
         &self,
         account: &AccountId,
@@ -50,7 +51,8 @@ impl Control {
         request: SchemaDiffRequest,
     ) -> Result<SchemaDiff, ApiError> {
         let (branch, database) = self.get_branch(account, id).await?;
-        if database.status != DatabaseStatus::Active {
+        // Suspended for idleness still serves: reading the schemas starts a store, which wakes it.
+        if !database.serves_sessions() {
             return Err(ApiError::Conflict(format!(
                 "the database is {}: a schema diff reads through its compute (resume it first)",
                 database.status.as_str()

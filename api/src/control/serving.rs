@@ -26,9 +26,11 @@ impl Control {
     /// Serves every branch of `database` (the default one started now if `eager`), its id as an alias of the
     /// default branch, with its password, telling the host the account it belongs to (for the per-account
     /// session cap).
+    /// Its idle clock (scale to zero) starts now.
     pub(super) async fn serve(&self, database: &Database, eager: bool) -> Result<(), ApiError> {
         // Its sessions count against its account's cap from the first one on.
         self.host.set_owner(database.tenant_id, &database.account_id.0);
+        self.host.touch(database.tenant_id);
         let database_id = database.id.clone();
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         for branch in &branches {
@@ -79,13 +81,15 @@ impl Control {
         }
         self.host.remove_credentials(&database.id);
         self.host.remove_owner(database.tenant_id);
+        self.host.forget_tenant(database.tenant_id);
         Ok(())
     }
 
-    /// Stops serving `database` and forgets its names; returns its branches.
+    /// Stops serving `database` and forgets its names (and that it was parked); returns its branches.
     async fn unserve(&self, database: &Database) -> Result<Vec<Branch>, ApiError> {
         let database_id = database.id.clone();
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
+        self.host.unpark(database.tenant_id);
         self.host.remove_alias(&database.id);
         self.host.clear_refusal(&database.id);
         for branch in &branches {

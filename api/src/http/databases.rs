@@ -12,6 +12,7 @@ use super::views::{
 };
 use super::{object_body, parse_id, parse_name, AppState, ListParams};
 use crate::error::ApiError;
+use crate::store::databases::{SUSPEND_TIMEOUT_SECONDS_DEFAULT, SUSPEND_TIMEOUT_SECONDS_MAX};
 use crate::store::labels::Labelled;
 use crate::store::AccountId;
 
@@ -47,7 +48,8 @@ pub(crate) async fn list(
 /// Creates a database with a default branch `main`; its `create_database` operation provisions the storage and
 /// the compute, and finishes once a SQL session works. The response's `connection_uri` holds the database's
 /// password: the only time it is shown (a retry with the same `Idempotency-Key` gets it without; see
-/// `reset_password`).
+/// `reset_password`). With no session for `suspend_timeout_seconds` (default 300, 0 never) the database is
+/// suspended (`suspend_reason` `idle`, a `suspend_database` operation) and its next connection resumes it.
 #[utoipa::path(post, path = "/v1/projects/{id}/databases", tag = "databases",
     params(("id" = String, Path, description = "project id")), request_body = CreateDatabase,
     responses((status = 201, body = CreatedDatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
@@ -61,9 +63,18 @@ pub(crate) async fn create(
     let body: CreateDatabase = object_body(body)?;
     let name = parse_name(body.name)?;
     let labels = labels::checked(body.labels.unwrap_or_default())?;
+    let suspend_timeout_seconds =
+        checked_suspend_timeout(body.suspend_timeout_seconds)?.unwrap_or(SUSPEND_TIMEOUT_SECONDS_DEFAULT);
     let (database, operation, password) = state
         .control
-        .create_database(&account, &project_id, name, body.region, labels)
+        .create_database(
+            &account,
+            &project_id,
+            name,
+            body.region,
+            labels,
+            suspend_timeout_seconds,
+        )
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -107,7 +118,7 @@ pub(crate) async fn get(
     }))
 }
 
-/// Renames a database and/or replaces its labels (also: update endpoint).
+/// Renames a database, replaces its labels and/or sets its `suspend_timeout_seconds` (also: update endpoint).
 #[utoipa::path(patch, path = "/v1/databases/{id}", tag = "databases", params(("id" = String, Path)),
     request_body = UpdateDatabase,
     responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
@@ -121,11 +132,15 @@ pub(crate) async fn update(
     let body: UpdateDatabase = object_body(body)?;
     let name = body.name.map(parse_name).transpose()?;
     let labels = body.labels.map(labels::checked).transpose()?;
+    let suspend_timeout_seconds = checked_suspend_timeout(body.suspend_timeout_seconds)?;
     let database = state
         .control
         .blocking(move |store| {
             if let Some(labels) = labels {
                 store.set_labels(&account, Labelled::Database, &id, &labels)?;
+            }
+            if let Some(seconds) = suspend_timeout_seconds {
+                store.set_suspend_timeout(&account, &id, seconds)?;
             }
             match name {
                 Some(name) => store.rename_database(&account, &id, &name),
@@ -152,7 +167,7 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Starts the database's compute (also: start endpoint).
+/// Starts the database's compute, whichever way it was suspended (also: start endpoint).
 #[utoipa::path(post, path = "/v1/databases/{id}/resume", tag = "databases", params(("id" = String, Path)),
     responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
 pub(crate) async fn resume(
@@ -167,7 +182,8 @@ pub(crate) async fn resume(
     }))
 }
 
-/// Stops the database's compute; the data is kept (also: suspend endpoint).
+/// Stops the database's compute; the data is kept, and its names refuse sessions saying so until resumed
+/// (`suspend_reason` `api`), even if it was suspended for idleness before (also: suspend endpoint).
 #[utoipa::path(post, path = "/v1/databases/{id}/suspend", tag = "databases", params(("id" = String, Path)),
     responses((status = 200, body = DatabaseEnvelope), (status = "4XX", body = ErrorEnvelope)))]
 pub(crate) async fn suspend(
@@ -195,4 +211,14 @@ pub(crate) async fn endpoints(
     Ok(Json(EndpointList {
         endpoints: vec![EndpointView::new(&state.control, &database)],
     }))
+}
+
+/// `seconds` if it is a suspend timeout the API accepts (at most [`SUSPEND_TIMEOUT_SECONDS_MAX`]); else 400.
+fn checked_suspend_timeout(seconds: Option<u32>) -> Result<Option<u32>, ApiError> {
+    match seconds {
+        Some(seconds) if seconds > SUSPEND_TIMEOUT_SECONDS_MAX => Err(ApiError::InvalidRequest(format!(
+            "suspend_timeout_seconds {seconds} is above {SUSPEND_TIMEOUT_SECONDS_MAX} (7 days); 0 never suspends"
+        ))),
+        seconds => Ok(seconds),
+    }
 }

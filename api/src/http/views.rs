@@ -5,9 +5,9 @@ use utoipa::ToSchema;
 
 use crate::control::{Control, Password, SchemaDiff};
 use crate::store::audit::AuditEntry;
-use crate::store::databases::{Branch, Database};
+use crate::store::databases::{Branch, Database, SuspendReason};
 use crate::store::labels::Labels;
-use crate::store::operations::Operation;
+use crate::store::operations::{Action, Operation};
 use crate::store::Project;
 
 /// A project.
@@ -66,6 +66,14 @@ pub(crate) struct DatabaseView {
     created_at: String,
     /// String labels (at most 64); `?label=key:value` filters listings on them.
     labels: Labels,
+    /// Seconds without a session after which the database is suspended (scale to zero; the next connection
+    /// resumes it); 0: never.
+    suspend_timeout_seconds: u32,
+    /// Why it is suspended, when it is: `idle` (no session for `suspend_timeout_seconds`; a connection wakes
+    /// it) or `api` (`POST …/suspend`; it refuses sessions until `POST …/resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "idle")]
+    suspend_reason: Option<&'static str>,
 }
 
 impl DatabaseView {
@@ -92,6 +100,8 @@ impl DatabaseView {
             default_branch_id: database.default_branch_id,
             created_at: database.created_at,
             labels: database.labels,
+            suspend_timeout_seconds: database.suspend_timeout_seconds,
+            suspend_reason: database.suspend_reason.map(SuspendReason::as_str),
         }
     }
 }
@@ -221,13 +231,19 @@ pub(crate) struct OperationView {
     database_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     branch_id: Option<String>,
-    /// `create_database`, `restore_branch`, `reset_branch` or `delete_branch` (the expiry of a branch).
+    /// `create_database`, `restore_branch`, `reset_branch`, `delete_branch` (the expiry of a branch),
+    /// `suspend_database` (no session for the database's `suspend_timeout_seconds`) or `resume_database` (a
+    /// session woke a database suspended that way).
     action: String,
     /// `running`, `finished` or `failed`.
     status: String,
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Why it happened, for `suspend_database` (how long the database was idle) and `resume_database` (what
+    /// woke it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     /// ISO 8601 UTC.
     created_at: String,
     /// ISO 8601 UTC: the last status change.
@@ -236,7 +252,12 @@ pub(crate) struct OperationView {
 
 impl From<Operation> for OperationView {
     fn from(operation: Operation) -> OperationView {
+        let reason = match operation.work() {
+            Ok(Action::SuspendDatabase(params) | Action::ResumeDatabase(params)) => Some(params.reason),
+            _ => None,
+        };
         OperationView {
+            reason,
             id: operation.id,
             project_id: operation.project_id,
             database_id: operation.database_id,
@@ -437,9 +458,13 @@ pub(crate) struct CreateDatabase {
     /// digit; values of at most 255 characters.
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub(crate) labels: Option<Labels>,
+    /// Seconds without a session before the database is suspended (the next connection resumes it): 300 when
+    /// absent, 0 never, at most 604800 (7 days).
+    #[schema(minimum = 0, maximum = 604800)]
+    pub(crate) suspend_timeout_seconds: Option<u32>,
 }
 
-/// Renames a database and/or replaces its labels.
+/// Renames a database, replaces its labels and/or sets its suspend timeout.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateDatabase {
@@ -452,6 +477,10 @@ pub(crate) struct UpdateDatabase {
     /// Replaces all the labels (an empty object removes them); bounds as on create.
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub(crate) labels: Option<Labels>,
+    /// Seconds without a session before the database is suspended; bounds as on create. A database suspended
+    /// for idleness stays so until a connection or `POST …/resume`.
+    #[schema(minimum = 0, maximum = 604800)]
+    pub(crate) suspend_timeout_seconds: Option<u32>,
 }
 
 /// Creates a branch: from the parent's latest state, or at `parent_lsn` or `parent_timestamp` (not both).

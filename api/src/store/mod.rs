@@ -218,6 +218,14 @@ const MIGRATIONS: &[Migration] = &[
     );
 ",
     ),
+    // Scale to zero (`databases::suspension`): every database, existing ones included, is suspended after five
+    // minutes without a session unless told otherwise; a suspension from before this reads as the API's.
+    Migration::Sql(
+        "
+    ALTER TABLE databases ADD COLUMN suspend_timeout_seconds INTEGER NOT NULL DEFAULT 300;
+    ALTER TABLE databases ADD COLUMN suspended_reason TEXT;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.

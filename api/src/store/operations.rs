@@ -31,6 +31,20 @@ pub enum Action {
     ResetBranch(RestoreParams),
     /// `delete_branch`: the expiry sweep deleting a branch whose `expires_at` has passed.
     DeleteBranch(DeleteBranchParams),
+    /// `suspend_database`: the idle sweep suspended the database (no session for its timeout). Recorded
+    /// `finished` with the change it reports, so never run by the worker.
+    SuspendDatabase(DatabaseStateParams),
+    /// `resume_database`: a session woke a database suspended for idleness. Recorded `finished`, like
+    /// [`Action::SuspendDatabase`].
+    ResumeDatabase(DatabaseStateParams),
+}
+
+/// The parameters of a `suspend_database` or `resume_database` operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseStateParams {
+    /// Why, for people: how long it was idle, or what woke it.
+    pub reason: String,
 }
 
 /// The parameters of a `delete_branch` operation (the expiry sweep's).
@@ -85,6 +99,10 @@ impl Action {
     pub const RESET_BRANCH: &'static str = "reset_branch";
     /// The name of [`Action::DeleteBranch`] in the `action` column and the API.
     pub const DELETE_BRANCH: &'static str = "delete_branch";
+    /// The name of [`Action::SuspendDatabase`] in the `action` column and the API.
+    pub const SUSPEND_DATABASE: &'static str = "suspend_database";
+    /// The name of [`Action::ResumeDatabase`] in the `action` column and the API.
+    pub const RESUME_DATABASE: &'static str = "resume_database";
 
     /// Its name, as the `action` column and the API spell it.
     pub fn name(&self) -> &'static str {
@@ -93,6 +111,8 @@ impl Action {
             Action::RestoreBranch(_) => Action::RESTORE_BRANCH,
             Action::ResetBranch(_) => Action::RESET_BRANCH,
             Action::DeleteBranch(_) => Action::DELETE_BRANCH,
+            Action::SuspendDatabase(_) => Action::SUSPEND_DATABASE,
+            Action::ResumeDatabase(_) => Action::RESUME_DATABASE,
         }
     }
 
@@ -109,6 +129,10 @@ impl Action {
             }
             // Two strings: as above.
             Action::DeleteBranch(params) => serde_json::to_string(params).expect("delete parameters always serialize"),
+            // One string: as above.
+            Action::SuspendDatabase(params) | Action::ResumeDatabase(params) => {
+                serde_json::to_string(params).expect("suspension parameters always serialize")
+            }
         }
     }
 
@@ -123,6 +147,8 @@ impl Action {
             Action::RESTORE_BRANCH => Ok(Action::RestoreBranch(serde_json::from_str(params)?)),
             Action::RESET_BRANCH => Ok(Action::ResetBranch(serde_json::from_str(params)?)),
             Action::DELETE_BRANCH => Ok(Action::DeleteBranch(serde_json::from_str(params)?)),
+            Action::SUSPEND_DATABASE => Ok(Action::SuspendDatabase(serde_json::from_str(params)?)),
+            Action::RESUME_DATABASE => Ok(Action::ResumeDatabase(serde_json::from_str(params)?)),
             other => Err(ActionError::Unknown(other.to_owned())),
         }
     }
@@ -172,8 +198,8 @@ pub struct Operation {
     pub database_id: Option<String>,
     /// The branch it works on.
     pub branch_id: Option<String>,
-    /// `create_database`, `restore_branch`, `reset_branch` or `delete_branch`: the name of its [`Action`], as the row holds it (see
-    /// [`Operation::work`]).
+    /// `create_database`, `restore_branch`, `reset_branch`, `delete_branch`, `suspend_database` or
+    /// `resume_database`: the name of its [`Action`], as the row holds it (see [`Operation::work`]).
     pub action: String,
     /// Where it is.
     pub status: OperationStatus,
@@ -525,6 +551,31 @@ mod tests {
         ));
         assert!(matches!(
             Action::decode(Action::RESET_BRANCH, "{}"),
+            Err(ActionError::Params(_))
+        ));
+    }
+
+    #[test]
+    fn suspension_actions_round_trip_with_their_reason() {
+        for action in [
+            Action::SuspendDatabase(DatabaseStateParams {
+                reason: "idle: no session for 301 s".to_owned(),
+            }),
+            Action::ResumeDatabase(DatabaseStateParams {
+                reason: "a session woke it".to_owned(),
+            }),
+        ] {
+            assert!(
+                action.params_json().starts_with(r#"{"reason":"#),
+                "{}",
+                action.params_json()
+            );
+            assert_eq!(Action::decode(action.name(), &action.params_json()).unwrap(), action);
+        }
+        assert_eq!(Action::SUSPEND_DATABASE, "suspend_database");
+        assert_eq!(Action::RESUME_DATABASE, "resume_database");
+        assert!(matches!(
+            Action::decode(Action::SUSPEND_DATABASE, "{}"),
             Err(ActionError::Params(_))
         ));
     }

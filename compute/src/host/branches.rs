@@ -1,6 +1,7 @@
 //! The served branches: each under its connection name with one store, started now or by its first session,
 //! restarted after it failed by itself, retired (closed and unregistered) when replaced or detached, and
-//! stopped when idle; and what a requested name resolves to.
+//! stopped when idle; and what a requested name resolves to. A store start wakes a parked database
+//! (`tenants`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -105,7 +106,8 @@ impl HostShared {
     /// Starts `branch`'s store on a thread of its own unless it has one or [`BACKGROUND_STARTS_MAX`] starts are
     /// under way (then its first session starts it). A failed start is logged; the first session tries again.
     pub(super) fn start_in_background(shared: &Arc<HostShared>, branch: Arc<Branch>) {
-        if branch.state.lock().store.is_some() {
+        // A parked database's stores start with its sessions, not before (that would wake it).
+        if branch.state.lock().store.is_some() || shared.is_parked(branch.target.tenant_id) {
             return;
         }
         if shared.background_starts.fetch_add(1, Ordering::SeqCst) >= BACKGROUND_STARTS_MAX {
@@ -231,24 +233,29 @@ impl HostShared {
                 source,
             },
         )?;
-        let names = self.names.read();
-        let mut state = branch.state.lock();
-        if let Some(reason) = &state.closed {
-            // Retired while the store started: it must never serve.
-            fresh.close(reason);
-            return Err(ComputeError::Detached(branch.name.clone(), reason.clone()));
+        {
+            let names = self.names.read();
+            let mut state = branch.state.lock();
+            if let Some(reason) = &state.closed {
+                // Retired while the store started: it must never serve.
+                fresh.close(reason);
+                return Err(ComputeError::Detached(branch.name.clone(), reason.clone()));
+            }
+            assert!(
+                HostShared::is_current(&names, branch),
+                "branch {} is not closed but not current",
+                branch.name
+            );
+            if state.store.take().is_some() {
+                vfs::unregister_database(&branch.name);
+            }
+            vfs::register_database(&branch.name, fresh.clone())?;
+            state.store = Some(fresh.clone());
+            state.idle_since = None;
         }
-        assert!(
-            HostShared::is_current(&names, branch),
-            "branch {} is not closed but not current",
-            branch.name
-        );
-        if state.store.take().is_some() {
-            vfs::unregister_database(&branch.name);
-        }
-        vfs::register_database(&branch.name, fresh.clone())?;
-        state.store = Some(fresh.clone());
-        state.idle_since = None;
+        // A store of a parked database runs again: it is awake (still under `starting`, so parking cannot
+        // stop this store before the mark goes).
+        self.wake(branch.target.tenant_id);
         Ok(fresh)
     }
 }

@@ -31,10 +31,12 @@
 //! One job per file: this one holds the host's public calls and the state they share; `branches` the served
 //! branches, their stores (start, restart, retirement, the idle-store reaper) and how a name resolves;
 //! `time_travel` the read-only stores of `name@…`; `sessions` the [`SessionFactory`] the listener opens
-//! sessions through (credentials, the per-database and per-account session caps, opening a name).
+//! sessions through (credentials, the per-database and per-account session caps, opening a name); `tenants`
+//! each database's idle clock and parking (scale to zero: its stores stopped, woken by its next session).
 
 mod branches;
 mod sessions;
+mod tenants;
 mod time_travel;
 
 use std::collections::HashMap;
@@ -186,6 +188,8 @@ impl ComputeHost {
             owners: RwLock::new(HashMap::new()),
             sessions_per_account: Arc::default(),
             background_starts: std::sync::atomic::AtomicUsize::new(0),
+            tenants: Arc::default(),
+            woken: tokio::sync::Notify::new(),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let factory: Arc<dyn SessionFactory> = shared.clone();
@@ -291,8 +295,9 @@ impl ComputeHost {
 
     /// Like [`ComputeHost::attach`] but without waiting: the store starts in the background now
     /// ([`BranchStoreStart::WhenDefined`]) or when the first session for `name` opens (on that session's blocking
-    /// thread; also when the background starts are at their bound or the start failed). Replacing another target
-    /// closes its store now, as attach does.
+    /// thread; also when the background starts are at their bound or the start failed). A parked database's
+    /// branch starts on its first session only ([`ComputeHost::park`]). Replacing another target closes its
+    /// store now, as attach does.
     pub fn define(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
         let branch = self.shared.define(name, target)?;
         if self.shared.config.branch_stores == BranchStoreStart::WhenDefined {
@@ -428,4 +433,8 @@ struct HostShared {
     sessions_per_account: Arc<parking_lot::Mutex<HashMap<Arc<str>, usize>>>,
     /// Stores starting in the background now (at most [`BACKGROUND_STARTS_MAX`]).
     background_starts: std::sync::atomic::AtomicUsize,
+    /// Every database's sessions and idle clock, and which are parked (`tenants`).
+    tenants: tenants::SharedTenants,
+    /// Notified when a parked database wakes.
+    woken: tokio::sync::Notify,
 }

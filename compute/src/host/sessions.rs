@@ -6,6 +6,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::branches::Resolved;
+use super::tenants::SessionActivity;
 use super::HostShared;
 use crate::pg::{Admission, ScramVerifier, SessionError, SessionFactory};
 use crate::vfs;
@@ -97,10 +98,9 @@ impl SessionFactory for HostShared {
                 }
             })?),
         };
-        if per_database.is_none() && per_account.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Admission::new((per_database, per_account))))
+        // Always: the tenant's idle clock stops while the session is open.
+        let activity = SessionActivity::begin(&self.tenants, tenant);
+        Ok(Some(Admission::new((per_database, per_account, activity))))
     }
 
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {

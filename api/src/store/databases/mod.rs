@@ -15,6 +15,7 @@
 
 mod branches;
 mod restore;
+mod suspension;
 mod timelines;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use timelines::insert_timeline;
 
 pub use branches::{protection_refuses, Branch, BranchUpdate};
 pub use restore::RestoreChange;
+pub use suspension::{SuspendReason, SUSPEND_TIMEOUT_SECONDS_DEFAULT, SUSPEND_TIMEOUT_SECONDS_MAX};
 pub use timelines::{LiveTimeline, TimelineRow};
 
 /// Where a database is in its life.
@@ -93,6 +95,22 @@ pub struct Database {
     pub created_at: String,
     /// Its labels.
     pub labels: Labels,
+    /// Seconds without a session after which it is suspended for idleness (0: never).
+    pub suspend_timeout_seconds: u32,
+    /// Why it is suspended; `None` unless its status is [`DatabaseStatus::Suspended`].
+    pub suspend_reason: Option<SuspendReason>,
+}
+
+impl Database {
+    /// Whether its names serve sessions: it is active, or suspended for idleness (a session wakes it). A database
+    /// suspended by the API, or not made, refuses them.
+    pub fn serves_sessions(&self) -> bool {
+        match self.status {
+            DatabaseStatus::Active => true,
+            DatabaseStatus::Suspended => self.suspend_reason == Some(SuspendReason::Idle),
+            DatabaseStatus::Provisioning | DatabaseStatus::Failed => false,
+        }
+    }
 }
 
 /// What [`Store::create_database`] made.
@@ -125,6 +143,8 @@ pub struct NewDatabase {
     pub password_verifier: Arc<ScramVerifier>,
     /// Its labels.
     pub labels: Labels,
+    /// Seconds without a session after which it is suspended for idleness (0: never).
+    pub suspend_timeout_seconds: u32,
 }
 
 /// `INTEGER` column value of an LSN.
@@ -150,9 +170,12 @@ fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> rusqlite::
 }
 
 const DATABASE_COLUMNS: &str = "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, \
-     password_verifier, created_at, labels";
+     password_verifier, created_at, labels, suspend_timeout_seconds, suspended_reason";
 
-fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
+/// A database row, its `status` and `suspended_reason` columns still to be read by [`finish_database`].
+type RawDatabase = (Database, (String, Option<String>));
+
+fn database_row(row: &Row<'_>) -> rusqlite::Result<RawDatabase> {
     let status: String = row.get(5)?;
     Ok((
         Database {
@@ -167,8 +190,10 @@ fn database_row(row: &Row<'_>) -> rusqlite::Result<(Database, String)> {
             password_verifier: Arc::new(verifier_column(row, 8)?),
             created_at: row.get(9)?,
             labels: labels_column(row, 10)?,
+            suspend_timeout_seconds: row.get(11)?,
+            suspend_reason: None,
         },
-        status,
+        (status, row.get(12)?),
     ))
 }
 
@@ -179,8 +204,9 @@ fn verifier_column(row: &Row<'_>, index: usize) -> rusqlite::Result<ScramVerifie
         .map_err(|error| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(error)))
 }
 
-fn finish_database((mut database, status): (Database, String)) -> Result<Database, StoreError> {
+fn finish_database((mut database, (status, reason)): RawDatabase) -> Result<Database, StoreError> {
     database.status = DatabaseStatus::parse(&status)?;
+    database.suspend_reason = SuspendReason::of_row(database.status, reason.as_deref())?;
     Ok(database)
 }
 
@@ -259,6 +285,8 @@ impl Store {
             password_verifier: Arc::clone(&new.password_verifier),
             created_at: created_at.clone(),
             labels: new.labels.clone(),
+            suspend_timeout_seconds: new.suspend_timeout_seconds,
+            suspend_reason: None,
         };
         let branch = Branch {
             id: database.default_branch_id.clone(),
@@ -274,7 +302,8 @@ impl Store {
         };
         tx.execute(
             &format!(
-                "INSERT INTO databases ({DATABASE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                "INSERT INTO databases ({DATABASE_COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL)"
             ),
             params![
                 database.id,
@@ -287,7 +316,8 @@ impl Store {
                 database.default_branch_id,
                 database.password_verifier.to_string(),
                 database.created_at,
-                labels_to_sql(&database.labels)
+                labels_to_sql(&database.labels),
+                database.suspend_timeout_seconds
             ],
         )
         .map_err(|e| conflict_on_unique(e, &format!("a database named {:?} exists in this project", new.name)))?;
@@ -396,12 +426,14 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// Sets database `id`'s status; returns whether it exists.
+    /// Sets database `id`'s status; returns whether it exists. `Suspended` here is a suspension by the API
+    /// ([`SuspendReason::Api`]); any other status clears the reason.
     pub fn set_database_status(&self, id: &str, status: DatabaseStatus) -> Result<bool, StoreError> {
         let conn = self.conn();
+        let reason = (status == DatabaseStatus::Suspended).then_some(SuspendReason::Api.as_str());
         let changed = conn.execute(
-            "UPDATE databases SET status = ?2 WHERE id = ?1",
-            params![id, status.as_str()],
+            "UPDATE databases SET status = ?2, suspended_reason = ?3 WHERE id = ?1",
+            params![id, status.as_str(), reason],
         )?;
         Ok(changed == 1)
     }
