@@ -2,6 +2,7 @@
 //! statement timeout or the client going, and the idle-in-transaction timer.
 
 use super::*;
+use std::time::Instant;
 
 /// The session of one connection: empty until authentication opens it.
 pub(super) type SessionSlot = Arc<Mutex<Option<Session>>>;
@@ -41,6 +42,7 @@ impl Connection {
         T: Send + 'static,
     {
         let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
+        let run_started = Instant::now();
         self.activity.fetch_add(1, Ordering::SeqCst);
         shared.begin_query();
         let slot = self.slot.clone();
@@ -49,13 +51,14 @@ impl Connection {
             let done = done.clone();
             tokio::task::spawn_blocking(move || {
                 let mut guard = slot.lock();
+                let started = Instant::now();
                 let value = guard.as_mut().map(|session| {
                     // This pool thread may have run another session's call: the date order is this one's.
                     session.enter_thread();
                     f(session)
                 });
                 done.store(true, Ordering::SeqCst);
-                value
+                (value, started.elapsed())
             })
         };
         // pgwire drops this future on a cancel request: then the statement is stopped (see the module doc).
@@ -106,9 +109,9 @@ impl Connection {
         };
         drop(cancel_on_drop);
         self.activity.fetch_add(1, Ordering::SeqCst);
-        let value = result
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
-            .ok_or(PgWireError::NotReadyForQuery)?;
+        let (value, call_time) = result.map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        crate::metrics::METRICS.record_session_call(call_time, run_started.elapsed());
+        let value = value.ok_or(PgWireError::NotReadyForQuery)?;
         self.arm_idle_timer(&shared);
         Ok(value)
     }

@@ -22,6 +22,8 @@ use cambium_types::wal::WalPart;
 use cambium_types::{Key, Lsn, Value, WalRecord, PAGE_SIZE_BYTES};
 use walproposer::{WalProposer, WalProposerError};
 
+use crate::metrics::{Metrics, METRICS};
+
 use super::{now_us, page_delta, wait_blocking, RemotePageStore, WAIT_MARGIN};
 use crate::page_store::{PageStoreError, Snapshot};
 
@@ -234,8 +236,11 @@ impl RemotePageStore {
         let (tx, rx) = mpsc::sync_channel(1);
         let proposer = Arc::clone(proposer);
         self.runtime.get().spawn(async move {
+            let started = std::time::Instant::now();
+            let appended = proposer.append(frame).await;
+            Metrics::add_micros(&METRICS.commit_quorum_us_total, started.elapsed());
             // The caller may have stopped waiting; then nobody needs the answer.
-            let _ = tx.send(proposer.append(frame).await);
+            let _ = tx.send(appended);
         });
         rx
     }
@@ -244,7 +249,10 @@ impl RemotePageStore {
     /// own timeout first).
     fn wait_append(&self, reply: AppendReply) -> Result<Lsn, WalProposerError> {
         let timeout_ms = self.commit_timeout.as_millis() as u64;
-        match wait_blocking(|| reply.recv_timeout(self.commit_timeout + WAIT_MARGIN)) {
+        let started = std::time::Instant::now();
+        let received = wait_blocking(|| reply.recv_timeout(self.commit_timeout + WAIT_MARGIN));
+        Metrics::add_micros(&METRICS.commit_append_wait_us_total, started.elapsed());
+        match received {
             Ok(result) => result,
             Err(_) => Err(WalProposerError::CommitTimeout { timeout_ms }),
         }

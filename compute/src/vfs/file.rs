@@ -242,7 +242,10 @@ impl MainFile {
             size_pages,
             "committing a transaction"
         );
-        match self.database.store.commit_dirty(&dirty, size_pages) {
+        let started = std::time::Instant::now();
+        let committed = self.database.store.commit_dirty(&dirty, size_pages);
+        crate::metrics::METRICS.record_commit_sync(started.elapsed());
+        match committed {
             Ok(snapshot) => {
                 // The writer's own commit is the latest: its next reads see it.
                 assert!(
