@@ -20,9 +20,12 @@
 //!   call from the wire: a simple query, an Execute, a Describe) and `…_session_run_microseconds_total` (the
 //!   same calls seen from the connection's async side: the difference is the hand-off to the SQLite thread
 //!   and back); `cambium_compute_commits_total` with `…_commit_sync_microseconds_total` (the VFS's xSync: the
-//!   whole store commit), `…_commit_append_wait_microseconds_total` (the store's wait for the proposer's
-//!   answer, on SQLite's thread) and `…_commit_quorum_microseconds_total` (the proposer's append alone, on
-//!   the store's runtime: the safekeepers' writes and a majority's acknowledgement).
+//!   store's commit: with early lock release only its hand-over to the proposer),
+//!   `…_commit_append_wait_microseconds_total` (SQLite threads waiting for acknowledgements, inside the
+//!   commit or after the call), `…_session_durable_wait_microseconds_total` (a session call's wait, after its
+//!   SQLite work, until what it read or wrote is durable: `vfs::with_deferred_durability`) and
+//!   `…_commit_quorum_microseconds_total` (the proposer's appends, on the store's runtime: the safekeepers'
+//!   writes and a majority's acknowledgement).
 //! - Gauges: `cambium_compute_cache_memory_bytes`, `cambium_compute_cache_memory_budget_bytes`,
 //!   `cambium_compute_file_cache_bytes`.
 
@@ -64,6 +67,8 @@ pub struct Metrics {
     pub session_call_us_total: AtomicU64,
     /// Microseconds those calls took as the connection's async side saw them (hand-offs included).
     pub session_run_us_total: AtomicU64,
+    /// Microseconds session calls waited, after their SQLite work, for durability.
+    pub session_durable_wait_us_total: AtomicU64,
     /// Commits of the VFS (xSync with pages to commit).
     pub commits_total: AtomicU64,
     /// Microseconds of those commits, the whole store commit.
@@ -95,6 +100,7 @@ pub static METRICS: Metrics = Metrics {
     session_calls_total: AtomicU64::new(0),
     session_call_us_total: AtomicU64::new(0),
     session_run_us_total: AtomicU64::new(0),
+    session_durable_wait_us_total: AtomicU64::new(0),
     commits_total: AtomicU64::new(0),
     commit_sync_us_total: AtomicU64::new(0),
     commit_append_wait_us_total: AtomicU64::new(0),
@@ -267,6 +273,12 @@ pub fn render() -> String {
             load(&m.session_run_us_total),
         ),
         (
+            "cambium_compute_session_durable_wait_microseconds_total",
+            "counter",
+            "Time session calls waited after their SQLite work until what they read or wrote was durable.",
+            load(&m.session_durable_wait_us_total),
+        ),
+        (
             "cambium_compute_commits_total",
             "counter",
             "Commits of the VFS (an xSync with pages to commit).",
@@ -275,13 +287,13 @@ pub fn render() -> String {
         (
             "cambium_compute_commit_sync_microseconds_total",
             "counter",
-            "Time of those commits in all (the store's commit, from the VFS's xSync).",
+            "Time of those commits (the store's commit from the VFS's xSync; with early lock release, its hand-over).",
             load(&m.commit_sync_us_total),
         ),
         (
             "cambium_compute_commit_append_wait_microseconds_total",
             "counter",
-            "Time the commits' SQLite threads waited for the proposer's answer.",
+            "Time SQLite threads waited for commits' acknowledgements (in the commit or after the call).",
             load(&m.commit_append_wait_us_total),
         ),
         (
