@@ -15,6 +15,17 @@
 //! - `cambium_compute_store_starts_total`, `cambium_compute_store_start_election_microseconds_total` (the
 //!   proposer's campaign, with the timeline's ancestry asked meanwhile), `cambium_compute_store_start_db_size_microseconds_total`
 //!   (the `GetDbSize` after it): what a branch's first session waits for before its first query (issue 12 item 6).
+//! - Where a statement's time goes (issue 12 item 8; `scripts/bench-commit-stages.sh` reads them):
+//!   `cambium_compute_session_calls_total` with `…_session_call_microseconds_total` (SQLite's work for one
+//!   call from the wire: a simple query, an Execute, a Describe) and `…_session_run_microseconds_total` (the
+//!   same calls seen from the connection's async side: the difference is the hand-off to the SQLite thread
+//!   and back); `cambium_compute_commits_total` with `…_commit_sync_microseconds_total` (the VFS's xSync: the
+//!   store's commit: with early lock release only its hand-over to the proposer),
+//!   `…_commit_append_wait_microseconds_total` (SQLite threads waiting for acknowledgements, inside the
+//!   commit or after the call), `…_session_durable_wait_microseconds_total` (a session call's wait, after its
+//!   SQLite work, until what it read or wrote is durable: `vfs::with_deferred_durability`) and
+//!   `…_commit_quorum_microseconds_total` (the proposer's appends, on the store's runtime: the safekeepers'
+//!   writes and a majority's acknowledgement).
 //! - Gauges: `cambium_compute_cache_memory_bytes`, `cambium_compute_cache_memory_budget_bytes`,
 //!   `cambium_compute_file_cache_bytes`.
 
@@ -50,6 +61,22 @@ pub struct Metrics {
     pub store_start_election_us_total: AtomicU64,
     /// Microseconds the stores' starts spent on `GetDbSize` after the election.
     pub store_start_db_size_us_total: AtomicU64,
+    /// Calls from the wire into a session (simple query, Execute, Describe, COPY messages).
+    pub session_calls_total: AtomicU64,
+    /// Microseconds those calls ran on the session's SQLite thread.
+    pub session_call_us_total: AtomicU64,
+    /// Microseconds those calls took as the connection's async side saw them (hand-offs included).
+    pub session_run_us_total: AtomicU64,
+    /// Microseconds session calls waited, after their SQLite work, for durability.
+    pub session_durable_wait_us_total: AtomicU64,
+    /// Commits of the VFS (xSync with pages to commit).
+    pub commits_total: AtomicU64,
+    /// Microseconds of those commits, the whole store commit.
+    pub commit_sync_us_total: AtomicU64,
+    /// Microseconds the commits' SQLite threads waited for the proposer's answer.
+    pub commit_append_wait_us_total: AtomicU64,
+    /// Microseconds of the proposer's appends of commit records (one per record or part), on the runtime.
+    pub commit_quorum_us_total: AtomicU64,
     cache_memory_bytes: AtomicU64,
     cache_memory_budget_bytes: AtomicU64,
     file_cache_bytes: AtomicU64,
@@ -70,6 +97,14 @@ pub static METRICS: Metrics = Metrics {
     store_starts_total: AtomicU64::new(0),
     store_start_election_us_total: AtomicU64::new(0),
     store_start_db_size_us_total: AtomicU64::new(0),
+    session_calls_total: AtomicU64::new(0),
+    session_call_us_total: AtomicU64::new(0),
+    session_run_us_total: AtomicU64::new(0),
+    session_durable_wait_us_total: AtomicU64::new(0),
+    commits_total: AtomicU64::new(0),
+    commit_sync_us_total: AtomicU64::new(0),
+    commit_append_wait_us_total: AtomicU64::new(0),
+    commit_quorum_us_total: AtomicU64::new(0),
     cache_memory_bytes: AtomicU64::new(0),
     cache_memory_budget_bytes: AtomicU64::new(0),
     file_cache_bytes: AtomicU64::new(0),
@@ -84,6 +119,24 @@ impl Metrics {
             .fetch_add(saturated(election_us), Ordering::Relaxed);
         self.store_start_db_size_us_total
             .fetch_add(saturated(db_size_us), Ordering::Relaxed);
+    }
+
+    /// Counts one call into a session that ran `call` on its SQLite thread and took `run` in all.
+    pub fn record_session_call(&self, call: std::time::Duration, run: std::time::Duration) {
+        self.session_calls_total.fetch_add(1, Ordering::Relaxed);
+        self.session_call_us_total.fetch_add(micros(call), Ordering::Relaxed);
+        self.session_run_us_total.fetch_add(micros(run), Ordering::Relaxed);
+    }
+
+    /// Counts one VFS commit that took `sync` in all.
+    pub fn record_commit_sync(&self, sync: std::time::Duration) {
+        self.commits_total.fetch_add(1, Ordering::Relaxed);
+        self.commit_sync_us_total.fetch_add(micros(sync), Ordering::Relaxed);
+    }
+
+    /// Adds `elapsed` to the counter `total` (one of the `…_us_total` fields).
+    pub fn add_micros(total: &AtomicU64, elapsed: std::time::Duration) {
+        total.fetch_add(micros(elapsed), Ordering::Relaxed);
     }
 
     /// A host cache's memory use changed from `before` to `after` bytes.
@@ -110,6 +163,11 @@ impl Metrics {
     pub fn cache_memory_bytes(&self) -> u64 {
         self.cache_memory_bytes.load(Ordering::Relaxed)
     }
+}
+
+/// `elapsed` in whole microseconds, saturated.
+fn micros(elapsed: std::time::Duration) -> u64 {
+    u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)
 }
 
 fn adjust(gauge: &AtomicU64, before: u64, after: u64) {
@@ -195,6 +253,54 @@ pub fn render() -> String {
             "counter",
             "Time store starts spent asking the pageserver for the database size after the election.",
             load(&m.store_start_db_size_us_total),
+        ),
+        (
+            "cambium_compute_session_calls_total",
+            "counter",
+            "Calls from the wire into a session (simple query, Execute, Describe, COPY messages).",
+            load(&m.session_calls_total),
+        ),
+        (
+            "cambium_compute_session_call_microseconds_total",
+            "counter",
+            "Time those calls ran on the session's SQLite thread.",
+            load(&m.session_call_us_total),
+        ),
+        (
+            "cambium_compute_session_run_microseconds_total",
+            "counter",
+            "Time those calls took seen from the connection's async side (the hand-offs included).",
+            load(&m.session_run_us_total),
+        ),
+        (
+            "cambium_compute_session_durable_wait_microseconds_total",
+            "counter",
+            "Time session calls waited after their SQLite work until what they read or wrote was durable.",
+            load(&m.session_durable_wait_us_total),
+        ),
+        (
+            "cambium_compute_commits_total",
+            "counter",
+            "Commits of the VFS (an xSync with pages to commit).",
+            load(&m.commits_total),
+        ),
+        (
+            "cambium_compute_commit_sync_microseconds_total",
+            "counter",
+            "Time of those commits (the store's commit from the VFS's xSync; with early lock release, its hand-over).",
+            load(&m.commit_sync_us_total),
+        ),
+        (
+            "cambium_compute_commit_append_wait_microseconds_total",
+            "counter",
+            "Time SQLite threads waited for commits' acknowledgements (in the commit or after the call).",
+            load(&m.commit_append_wait_us_total),
+        ),
+        (
+            "cambium_compute_commit_quorum_microseconds_total",
+            "counter",
+            "Time of the proposer's appends of commit records on the store's runtime (safekeepers and quorum).",
+            load(&m.commit_quorum_us_total),
         ),
         (
             "cambium_compute_cache_memory_bytes",

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::dirty_pages::{DirtyPages, DIRTY_MEMORY_BYTES_MAX_DEFAULT};
 
 /// A page of zeros: what a block inside the database that was never written holds.
-static ZERO_PAGE: [u8; PAGE_SIZE_BYTES] = [0; PAGE_SIZE_BYTES];
+pub(crate) static ZERO_PAGE: [u8; PAGE_SIZE_BYTES] = [0; PAGE_SIZE_BYTES];
 
 /// Why a `PageStore` could not read or commit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,7 +86,8 @@ pub struct Snapshot {
 
 /// The pages of one database: read at a [`Snapshot`], committed one transaction at a time.
 pub trait PageStore: Send + Sync {
-    /// The latest snapshot: every commit acknowledged so far.
+    /// The latest snapshot: every commit so far, including those `commit_dirty` handed over and that are not
+    /// durable yet (what is read at it is durable once [`PageStore::wait_durable`] for its LSN returns).
     fn snapshot(&self) -> Result<Snapshot, PageStoreError>;
     /// The page `block` (page number - 1) as of `snapshot`; `None` if beyond the database at that point.
     /// A snapshot older than the store keeps versions for fails with [`PageStoreError::SnapshotTooOld`].
@@ -96,16 +97,27 @@ pub trait PageStore: Send + Sync {
     /// includes it once durable, or fails (then nothing of it is there).
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError>;
 
-    /// Makes one transaction durable from the pages the VFS buffered (all below `db_size_pages`), as
-    /// [`PageStore::commit`] does. The default reads them all into memory and calls `commit`; a store that can
-    /// stream them (`RemotePageStore`) overrides it so that the transaction's size is bounded by its
-    /// `transaction_bytes_max`, not by memory.
+    /// Commits one transaction from the pages the VFS buffered (all below `db_size_pages`), as
+    /// [`PageStore::commit`] does, except that a store may return once the transaction is handed over for
+    /// good, before it is durable (`RemotePageStore`: early lock release, DESIGN §5): it is durable once
+    /// [`PageStore::wait_durable`] for the returned snapshot's LSN returns `Ok`, and later commits build on it
+    /// meanwhile. On an error nothing of it is there, or the store failed (then the outcome is unknown). The
+    /// default reads them all into memory and calls `commit`; a store that can stream them (`RemotePageStore`)
+    /// overrides it so that the transaction's size is bounded by its `transaction_bytes_max`, not by memory.
     fn commit_dirty(&self, pages: &DirtyPages, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
         let pages = pages
             .iter()
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| PageStoreError::Unavailable(e.to_string()))?;
         self.commit(pages, db_size_pages)
+    }
+
+    /// Waits until every commit up to the snapshot LSN `lsn` is durable (`Ok` at once if it is; the default,
+    /// for stores whose commits are durable when they return). An error means a commit up to `lsn` failed or
+    /// its outcome is unknown: the store has failed, and nothing read or written at `lsn` may be reported as
+    /// done.
+    fn wait_durable(&self, _lsn: Lsn) -> Result<(), PageStoreError> {
+        Ok(())
     }
 
     /// How many bytes of a transaction's pages the VFS keeps in memory before it spills them to a temporary

@@ -23,6 +23,7 @@
 //!
 //! The `unsafe` is all in `ffi`; `file` and `lock` are safe code.
 
+mod durability;
 mod ffi;
 mod file;
 mod lock;
@@ -37,6 +38,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::page_store::{PageStore, PageStoreError};
+pub use durability::with_deferred_durability;
 use lock::LockTable;
 
 /// The name the VFS is registered under with SQLite.

@@ -238,6 +238,37 @@ impl WalProposer {
         }
     }
 
+    /// Hands one record (a single WAL frame) to the driver at once, without waiting: records handed over one
+    /// after another get consecutive LSNs in that order (the driver takes commands in order; concurrent
+    /// [`WalProposer::append`] calls promise no order), so a caller that hands over in order knows each
+    /// record's end LSN. The returned future resolves as `append` does: the record's end LSN once committed,
+    /// or why not, within `commit_timeout_ms` counted from this call. Refused with
+    /// [`WalProposerError::Overloaded`] when the command queue is full and [`WalProposerError::Shutdown`] when
+    /// the driver stopped: then nothing was handed over. Callable from any thread; the future needs a tokio
+    /// runtime with timers.
+    pub fn submit(
+        &self,
+        frame: Bytes,
+    ) -> Result<impl std::future::Future<Output = Result<Lsn, WalProposerError>> + Send + 'static, WalProposerError>
+    {
+        let (respond, response) = oneshot::channel();
+        self.commands
+            .try_send(Command::Append { frame, respond })
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => WalProposerError::Overloaded,
+                mpsc::error::TrySendError::Closed(_) => WalProposerError::Shutdown,
+            })?;
+        let timeout_ms = self.commit_timeout_ms;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        Ok(async move {
+            match tokio::time::timeout_at(deadline, response).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => Err(WalProposerError::Shutdown),
+                Err(_) => Err(WalProposerError::CommitTimeout { timeout_ms }),
+            }
+        })
+    }
+
     /// The highest LSN known committed.
     pub fn commit_lsn(&self) -> Lsn {
         *self.commit_lsn.borrow()

@@ -1,7 +1,12 @@
-//! One connection's side of its session: calls run on the blocking pool, stopped by cancel requests, the
-//! statement timeout or the client going, and the idle-in-transaction timer.
+//! One connection's side of its session: calls run on the connection's own SQLite thread
+//! ([`SessionThread`]), stopped by cancel requests, the statement timeout or the client going, and answered
+//! only once what they read or wrote is durable (`vfs::with_deferred_durability`: a commit releases the writer's
+//! lock when it is handed to the proposer, DESIGN §5); and the idle-in-transaction timer.
 
 use super::*;
+use std::time::Instant;
+
+use super::error::{INTERNAL_ERROR, IO_ERROR, OBJECT_NOT_IN_PREREQUISITE_STATE};
 
 /// The session of one connection: empty until authentication opens it.
 pub(super) type SessionSlot = Arc<Mutex<Option<Session>>>;
@@ -17,6 +22,63 @@ pub(super) struct Connection {
     /// Counts calls into the session: the idle-transaction timer fires only if none came since it was set.
     pub(super) activity: Arc<AtomicU64>,
     pub(super) config: ServeConfig,
+    /// The thread the session's calls run on, started by the first call.
+    pub(super) thread: std::sync::OnceLock<Option<SessionThread>>,
+}
+
+/// A job for a [`SessionThread`].
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Calls handed to a session's thread and not yet taken, at most (one runs at a time; a call whose future
+/// was dropped may still run while the next is handed over).
+const SESSION_JOBS_MAX: usize = 4;
+
+/// The stack of a session's thread: what tokio gives its blocking pool's threads, where calls ran before.
+const SESSION_STACK_BYTES: usize = 2 << 20;
+
+/// One connection's own thread for its SQLite work. A call wakes this one parked thread and its answer
+/// wakes the connection's task, where `spawn_blocking` per call also went through the blocking pool's
+/// queue and lock and ran on whichever thread was free. The thread ends once the connection (the only
+/// sender) is gone and its last call has run.
+pub(super) struct SessionThread {
+    jobs: std::sync::mpsc::SyncSender<Job>,
+}
+
+impl SessionThread {
+    fn start() -> std::io::Result<SessionThread> {
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(SESSION_JOBS_MAX);
+        std::thread::Builder::new()
+            .name("pg-session".to_owned())
+            .stack_size(SESSION_STACK_BYTES)
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    job();
+                }
+            })?;
+        Ok(SessionThread { jobs })
+    }
+
+    /// Runs `f` on the thread; the answer comes on the returned channel (dropped unanswered if `f`
+    /// panicked, which the thread survives).
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<tokio::sync::oneshot::Receiver<T>, PgWireError> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            if let Ok(value) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                let _ = answer.send(value);
+            }
+        });
+        self.jobs.try_send(job).map_err(|_| {
+            SqlError::new(
+                OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "the session is still running a cancelled statement",
+            )
+            .into_pgwire()
+        })?;
+        Ok(answered)
+    }
 }
 
 impl Connection {
@@ -41,22 +103,34 @@ impl Connection {
         T: Send + 'static,
     {
         let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
+        let run_started = Instant::now();
         self.activity.fetch_add(1, Ordering::SeqCst);
         shared.begin_query();
         let slot = self.slot.clone();
         let done = Arc::new(AtomicBool::new(false));
+        let thread = self
+            .thread
+            .get_or_init(|| {
+                SessionThread::start()
+                    .inspect_err(|error| tracing::error!(%error, "starting a session's thread"))
+                    .ok()
+            })
+            .as_ref()
+            .ok_or_else(|| SqlError::new(INTERNAL_ERROR, "could not start the session's thread").into_pgwire())?;
         let mut task = {
             let done = done.clone();
-            tokio::task::spawn_blocking(move || {
+            thread.call(move || {
                 let mut guard = slot.lock();
+                let started = Instant::now();
                 let value = guard.as_mut().map(|session| {
-                    // This pool thread may have run another session's call: the date order is this one's.
+                    // Other threads run the session's rare calls (its opening, the idle timer).
                     session.enter_thread();
-                    f(session)
+                    // Answers wait until what the call read or wrote is durable (see the module doc).
+                    crate::vfs::with_deferred_durability(|| f(session))
                 });
                 done.store(true, Ordering::SeqCst);
-                value
-            })
+                (value, started.elapsed())
+            })?
         };
         // pgwire drops this future on a cancel request: then the statement is stopped (see the module doc).
         let cancel_on_drop = CancelOnDrop {
@@ -106,9 +180,14 @@ impl Connection {
         };
         drop(cancel_on_drop);
         self.activity.fetch_add(1, Ordering::SeqCst);
-        let value = result
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
-            .ok_or(PgWireError::NotReadyForQuery)?;
+        let (value, call_time) = result.map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        crate::metrics::METRICS.record_session_call(call_time, run_started.elapsed());
+        let (value, durable) = value.ok_or(PgWireError::NotReadyForQuery)?;
+        if let Err(error) = durable {
+            // SQLite took the commit, the store did not make it durable (or what was read at it): the
+            // outcome is unknown and the store has failed, as for a commit that failed in SQLite's sync.
+            return Err(SqlError::new(IO_ERROR, format!("{error}: the statement's outcome is unknown")).into_pgwire());
+        }
         self.arm_idle_timer(&shared);
         Ok(value)
     }

@@ -568,6 +568,7 @@ impl ConnectionHandlers {
             watch,
             activity: Arc::new(AtomicU64::new(0)),
             config,
+            thread: std::sync::OnceLock::new(),
         });
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("15.0 (Cambium, SQLite {})", rusqlite::version());

@@ -13,7 +13,7 @@
 //! never sent the transaction is certainly not there, but the proposer's WAL now ends past parts this store
 //! did not see acknowledged, so the store restarts from what the safekeepers hold.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
@@ -22,6 +22,9 @@ use cambium_types::wal::WalPart;
 use cambium_types::{Key, Lsn, Value, WalRecord, PAGE_SIZE_BYTES};
 use walproposer::{WalProposer, WalProposerError};
 
+use crate::metrics::{Metrics, METRICS};
+
+use super::in_flight::PendingCommit;
 use super::{now_us, page_delta, wait_blocking, RemotePageStore, WAIT_MARGIN};
 use crate::page_store::{PageStoreError, Snapshot};
 
@@ -38,12 +41,16 @@ struct Chunks<'a, I: Iterator<Item = Result<(u32, Bytes), PageStoreError>>> {
     blocks: Vec<u32>,
     /// The last pages sent (up to the cache's capacity), cached once committed.
     recent: VecDeque<(u32, Bytes)>,
+    /// The pages of the chunk taken last: all of a transaction of one part, kept for reads until it is
+    /// acknowledged (`in_flight`).
+    chunk_pages: BTreeMap<u32, Bytes>,
 }
 
 impl<I: Iterator<Item = Result<(u32, Bytes), PageStoreError>>> Chunks<'_, I> {
     /// The next chunk's entries, or `None` when every page was taken.
     fn next_chunk(&mut self) -> Result<Option<Vec<(Key, Value)>>, PageStoreError> {
         let part_bytes_max = self.store.part_bytes_max;
+        self.chunk_pages.clear();
         let mut entries = Vec::new();
         let mut bytes = 0usize;
         while bytes < part_bytes_max {
@@ -65,6 +72,7 @@ impl<I: Iterator<Item = Result<(u32, Bytes), PageStoreError>>> Chunks<'_, I> {
             bytes += 8 + value.encoded_len();
             entries.push((Key::page(block), value));
             self.blocks.push(block);
+            self.chunk_pages.insert(block, page.clone());
             if self.store.cache_capacity_pages > 0 {
                 if self.recent.len() == self.store.cache_capacity_pages {
                     self.recent.pop_front();
@@ -75,12 +83,18 @@ impl<I: Iterator<Item = Result<(u32, Bytes), PageStoreError>>> Chunks<'_, I> {
         Ok((!entries.is_empty()).then_some(entries))
     }
 
-    /// A page inside the committed database whose current version is cached goes as the byte ranges that
-    /// changed: the pageserver holds exactly that version at the read LSN, since this compute is the branch's
-    /// only writer. Anything else goes whole.
+    /// A page inside the committed database whose current version is known goes as the byte ranges that
+    /// changed: the version of a commit in flight, else the cached one (the pageserver holds exactly that
+    /// version at the read LSN, since this compute is the branch's only writer). Anything else goes whole.
     fn value(&self, block: u32, page: &Bytes) -> Value {
         let previous = (block < self.committed_size_pages)
-            .then(|| self.store.state.lock().cache.latest(block))
+            .then(|| {
+                let state = self.store.state.lock();
+                match state.pending_version(block, state.head_lsn) {
+                    Some(in_flight) => in_flight,
+                    None => state.cache.latest(block),
+                }
+            })
             .flatten();
         previous
             .and_then(|old| page_delta(&old, page))
@@ -110,9 +124,9 @@ impl RemotePageStore {
                 max_bytes: self.transaction_bytes_max,
             });
         }
-        let (read_lsn, committed_size_pages) = {
+        let (head_lsn, committed_size_pages) = {
             let state = self.state.lock();
-            (state.read_lsn, state.db_size_pages)
+            (state.head_lsn, state.head_db_size_pages)
         };
         let mut chunks = Chunks {
             store: self,
@@ -121,6 +135,7 @@ impl RemotePageStore {
             committed_size_pages,
             blocks: Vec::with_capacity(page_count),
             recent: VecDeque::new(),
+            chunk_pages: BTreeMap::new(),
         };
         let first = chunks.next_chunk()?.unwrap_or_default();
         let record = |entries| WalRecord {
@@ -128,10 +143,15 @@ impl RemotePageStore {
             db_size_pages,
             entries,
         };
-        let end_lsn = if chunks.is_done() {
+        if chunks.is_done() {
             let frame = record(first).to_frame().map_err(|e| encoding_failed(&e))?;
-            self.append_one(proposer, frame)?
-        } else {
+            let commit = PendingCommit::new(db_size_pages, chunks.blocks, chunks.recent, chunks.chunk_pages);
+            return self.hand_off(proposer, frame, commit);
+        }
+        // A group is appended after every commit before it is acknowledged: it starts at the read LSN.
+        self.wait_acknowledged(head_lsn)?;
+        let read_lsn = head_lsn;
+        let end_lsn = {
             self.append_group(proposer, &mut chunks, first, read_lsn)?;
             let frame = record(Vec::new())
                 .to_group_commit_frame(read_lsn)
@@ -143,37 +163,14 @@ impl RemotePageStore {
             }
         };
         let mut state = self.state.lock();
-        assert!(
-            end_lsn > state.read_lsn,
-            "commit end LSN {end_lsn} is not past the read LSN {}",
-            state.read_lsn
-        );
-        state.read_lsn = end_lsn;
-        state.db_size_pages = db_size_pages;
-        state.cache.truncate(db_size_pages);
-        for block in &chunks.blocks {
-            state.cache.remove(*block);
-        }
-        for (block, page) in chunks.recent {
-            state.cache.insert(block, page, end_lsn);
-        }
+        assert!(state.pending.is_empty(), "a commit was handed over during a group");
+        state.acknowledge_group(end_lsn, db_size_pages, &chunks.blocks, chunks.recent);
+        drop(state);
+        self.acknowledged.notify_all();
         Ok(Snapshot {
             lsn: end_lsn,
             db_size_pages,
         })
-    }
-
-    /// Appends one frame and waits for it: the record of a transaction of one part.
-    fn append_one(&self, proposer: &Arc<WalProposer>, frame: Bytes) -> Result<Lsn, PageStoreError> {
-        match self.wait_append(self.send_append(proposer, frame)) {
-            Ok(end_lsn) => Ok(end_lsn),
-            // Refused before it was sent: nothing of it is there, and the store can go on.
-            Err(e @ (WalProposerError::BadRecord | WalProposerError::Overloaded)) => {
-                Err(PageStoreError::Unavailable(format!("commit refused: {e}")))
-            }
-            // Timeout (ambiguous), fenced, shut down: never guess (DESIGN §5).
-            Err(e) => Err(self.fail(format!("commit failed: {e}"))),
-        }
     }
 
     /// Sends every chunk as a part of the group that starts at `group_lsn`, at most `appends_in_flight_max` at
@@ -234,8 +231,11 @@ impl RemotePageStore {
         let (tx, rx) = mpsc::sync_channel(1);
         let proposer = Arc::clone(proposer);
         self.runtime.get().spawn(async move {
+            let started = std::time::Instant::now();
+            let appended = proposer.append(frame).await;
+            Metrics::add_micros(&METRICS.commit_quorum_us_total, started.elapsed());
             // The caller may have stopped waiting; then nobody needs the answer.
-            let _ = tx.send(proposer.append(frame).await);
+            let _ = tx.send(appended);
         });
         rx
     }
@@ -244,7 +244,10 @@ impl RemotePageStore {
     /// own timeout first).
     fn wait_append(&self, reply: AppendReply) -> Result<Lsn, WalProposerError> {
         let timeout_ms = self.commit_timeout.as_millis() as u64;
-        match wait_blocking(|| reply.recv_timeout(self.commit_timeout + WAIT_MARGIN)) {
+        let started = std::time::Instant::now();
+        let received = wait_blocking(|| reply.recv_timeout(self.commit_timeout + WAIT_MARGIN));
+        Metrics::add_micros(&METRICS.commit_append_wait_us_total, started.elapsed());
+        match received {
             Ok(result) => result,
             Err(_) => Err(WalProposerError::CommitTimeout { timeout_ms }),
         }

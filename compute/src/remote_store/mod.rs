@@ -12,9 +12,10 @@
 //!   ancestor's pages at the branch point). The ancestry comes from the pageserver's `GetTimelineInfo`, asked
 //!   while the store campaigns. Reads in order are prefetched on one `GetPages` stream (`prefetch`), asked for
 //!   by the VFS ([`PageStore::prefetch`]).
-//! - **Commits.** One [`WalRecord`] of pages (byte-range deltas where little changed), appended through the
-//!   proposer, or for a transaction past one part (`part_bytes_max`) a group of parts and a commit record, each
-//!   with its own deadline (`commit`). On success its end LSN becomes the read LSN and the cache and size are updated. On any error
+//! - **Commits.** One [`WalRecord`] of pages (byte-range deltas where little changed), handed to the proposer
+//!   and acknowledged after the commit lock is released (`in_flight`: commits overlap, DESIGN §5 early lock
+//!   release), or for a transaction past one part (`part_bytes_max`) a group of parts and a commit record, each
+//!   with its own deadline (`commit`). Once acknowledged its end LSN becomes the read LSN and the cache and size are updated. On any error
 //!   after the record may have been sent (a timeout is ambiguous, a newer proposer fenced this one) the store
 //!   is failed: every later call fails too, because guessing whether the record is there would be a lie
 //!   (DESIGN §5). The caller restarts the compute from what the safekeepers committed.
@@ -35,6 +36,7 @@
 
 mod commit;
 mod delta;
+mod in_flight;
 mod prefetch;
 mod read;
 mod resources;
@@ -45,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use cambium_types::{Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
 use tokio::runtime::RuntimeFlavor;
@@ -238,8 +240,12 @@ pub struct RemotePageStore {
     /// Pages of one commit put into the cache, at most.
     cache_capacity_pages: usize,
     cache: Arc<HostCache>,
-    state: Mutex<State>,
-    /// Held for the whole of a commit: commits are one at a time, in order.
+    /// `Arc`: the tasks that take the proposer's acknowledgements update it (`in_flight`).
+    state: Arc<Mutex<State>>,
+    /// Notified whenever `state`'s acknowledged LSN moves or the store fails.
+    acknowledged: Arc<Condvar>,
+    /// Held while a commit is built and handed to the proposer: commits are handed over one at a time, in
+    /// LSN order (a commit of one record is acknowledged after the lock is released: `in_flight`).
     committing: Mutex<()>,
     /// Last field: dropped after the proposer and the channel that live on it.
     runtime: StoreRuntime,
@@ -259,9 +265,18 @@ impl std::fmt::Debug for RemotePageStore {
 
 /// What reads and commits share, under one lock (never held while waiting on the network).
 struct State {
-    /// Reads are at this LSN: the end of this compute's last commit, or the epoch start.
+    /// The end of this compute's last commit a quorum acknowledged, or the epoch start.
     read_lsn: Lsn,
     db_size_pages: u32,
+    /// The end of the last commit handed to the proposer (`read_lsn` or past it): the latest snapshot.
+    head_lsn: Lsn,
+    head_db_size_pages: u32,
+    /// Commits handed to the proposer and not acknowledged yet, oldest first, with their pages.
+    pending: std::collections::VecDeque<in_flight::PendingCommit>,
+    /// The page bytes `pending` holds (at most `in_flight::PENDING_BYTES_MAX` past one commit).
+    pending_bytes: usize,
+    /// Pages of one commit put into the cache at its acknowledgement, at most.
+    cache_capacity_pages: usize,
     /// This store's view of the host cache (the commit path updates it: `commit`).
     cache: TimelineCache,
     /// Why the store failed, once it has: every later call fails with it.
@@ -349,11 +364,12 @@ impl RemotePageStore {
             Mode::Write => cache.writer_view(config.timeline_id, epoch_start_lsn, db_size_pages),
             Mode::ReadOnlyAt(_) => cache.reader_view(config.timeline_id),
         };
+        let cache_capacity_pages = (cache.memory_budget_bytes() / ENTRY_BYTES).min(COMMIT_CACHED_PAGES_MAX);
         Ok(Arc::new(RemotePageStore {
             timeline,
             timeline_id: config.timeline_id,
             prefetcher: Prefetcher::new(config.prefetch),
-            cache_capacity_pages: (cache.memory_budget_bytes() / ENTRY_BYTES).min(COMMIT_CACHED_PAGES_MAX),
+            cache_capacity_pages,
             cache,
             pages,
             proposer,
@@ -363,19 +379,26 @@ impl RemotePageStore {
             part_bytes_max: config.transactions.part_bytes_max.max(PAGE_SIZE_BYTES),
             appends_in_flight_max: config.transactions.appends_in_flight_max.max(1),
             dirty_memory_bytes_max: config.transactions.dirty_memory_bytes_max,
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 read_lsn: epoch_start_lsn,
                 db_size_pages,
+                head_lsn: epoch_start_lsn,
+                head_db_size_pages: db_size_pages,
+                pending: std::collections::VecDeque::new(),
+                pending_bytes: 0,
+                cache_capacity_pages,
                 cache: view,
                 failed: None,
                 closed: false,
-            }),
+            })),
+            acknowledged: Arc::new(Condvar::new()),
             committing: Mutex::new(()),
             runtime,
         }))
     }
 
-    /// The LSN reads are at: the end LSN of this store's last commit, or the epoch start.
+    /// The end LSN of this store's last commit a quorum acknowledged, or the epoch start (commits handed to
+    /// the proposer and not acknowledged yet are past it).
     pub fn read_lsn(&self) -> Lsn {
         self.state.lock().read_lsn
     }
@@ -392,6 +415,8 @@ impl RemotePageStore {
         let mut state = self.state.lock();
         state.failed = Some(reason.to_owned());
         state.closed = true;
+        drop(state);
+        self.acknowledged.notify_all();
         tracing::info!(timeline = %self.timeline.timeline_id, %reason, "remote page store closed");
     }
 
@@ -465,6 +490,7 @@ impl RemotePageStore {
         tracing::error!(%reason, "remote page store failed");
         let mut state = self.state.lock();
         state.failed.get_or_insert(reason.clone());
+        self.acknowledged.notify_all();
         match check_state(&state) {
             Err(error) => error,
             Ok(()) => unreachable!("the failure was just recorded"),
@@ -473,12 +499,14 @@ impl RemotePageStore {
 }
 
 impl PageStore for RemotePageStore {
+    /// The latest snapshot: every commit handed to the proposer, acknowledged or not (see `in_flight`: what
+    /// was read at it may leave only after [`PageStore::wait_durable`]).
     fn snapshot(&self) -> Result<Snapshot, PageStoreError> {
         let state = self.state.lock();
         check_state(&state)?;
         Ok(Snapshot {
-            lsn: state.read_lsn,
-            db_size_pages: state.db_size_pages,
+            lsn: state.head_lsn,
+            db_size_pages: state.head_db_size_pages,
         })
     }
 
@@ -496,12 +524,16 @@ impl PageStore for RemotePageStore {
 
     fn commit(&self, pages: Vec<(u32, Bytes)>, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
         let proposer = self.writer()?;
-        let _committing = self.committing.lock();
+        let committing = self.committing.lock();
         self.check_not_failed()?;
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
         validate_commit(&pages, db_size_pages)?;
         let page_count = pages.len();
-        self.commit_pages(proposer, pages.into_iter().map(Ok), page_count, db_size_pages)
+        let snapshot = self.commit_pages(proposer, pages.into_iter().map(Ok), page_count, db_size_pages)?;
+        drop(committing);
+        // `commit` returns once durable.
+        self.wait_acknowledged(snapshot.lsn)?;
+        Ok(snapshot)
     }
 
     fn commit_dirty(&self, pages: &DirtyPages, db_size_pages: u32) -> Result<Snapshot, PageStoreError> {
@@ -515,6 +547,10 @@ impl PageStore for RemotePageStore {
             pages.len(),
             db_size_pages,
         )
+    }
+
+    fn wait_durable(&self, lsn: Lsn) -> Result<(), PageStoreError> {
+        self.wait_acknowledged(lsn)
     }
 
     fn dirty_memory_bytes_max(&self) -> usize {

@@ -19,46 +19,51 @@ use crate::page_store::{PageStoreError, Snapshot};
 impl RemotePageStore {
     /// [`crate::page_store::PageStore::read_page`]: see the module doc.
     pub(super) fn read_page_at(&self, block: u32, snapshot: &Snapshot) -> Result<Option<Bytes>, PageStoreError> {
-        {
+        let lsn = {
             let state = self.state.lock();
             check_state(&state)?;
-            if snapshot.lsn > state.read_lsn {
+            if snapshot.lsn > state.head_lsn {
                 return Err(PageStoreError::Unavailable(format!(
                     "read at {} is past this store's latest commit {}",
-                    snapshot.lsn, state.read_lsn
+                    snapshot.lsn, state.head_lsn
                 )));
             }
             if block >= snapshot.db_size_pages {
                 return Ok(None);
             }
+            // A commit in flight up to the snapshot decides the page, else its version at the acknowledged
+            // LSN is the snapshot's (`in_flight`).
+            if snapshot.lsn > state.read_lsn {
+                if let Some(page) = state.pending_page(block, snapshot.lsn) {
+                    return Ok(Some(page));
+                }
+            }
+            let lsn = snapshot.lsn.min(state.read_lsn);
             // Commits' writes get their LSN before anything is looked up.
             state.cache.observe(state.read_lsn);
-            if let Some(page) = state.cache.get(block, snapshot.lsn) {
+            if let Some(page) = state.cache.get(block, lsn) {
                 return Ok(Some(page));
             }
-        }
+            lsn
+        };
         // A block the VFS hinted at is read by a scan: it must not flush memory (`Admission`).
         let admission = if self.prefetcher.take_hint(block) {
             Admission::Scan
         } else {
             Admission::Memory
         };
-        if let Some(page) = self.prefetcher.take(block, snapshot.lsn, self.get_page_timeout) {
+        if let Some(page) = self.prefetcher.take(block, lsn, self.get_page_timeout) {
             self.cache
-                .insert_read(self.timeline_id, block, &page, snapshot.lsn, Admission::Scan);
+                .insert_read(self.timeline_id, block, &page, lsn, Admission::Scan);
             return Ok(Some(page));
         }
-        if let Some(page) = self
-            .cache
-            .get_from_file(self.timeline_id, block, snapshot.lsn, admission)
-        {
+        if let Some(page) = self.cache.get_from_file(self.timeline_id, block, lsn, admission) {
             return Ok(Some(page));
         }
-        let page = self.fetch_page(block, snapshot.lsn)?;
+        let page = self.fetch_page(block, lsn)?;
         METRICS.reads_pageserver_total.fetch_add(1, Ordering::Relaxed);
         if let Some(page) = &page {
-            self.cache
-                .insert_read(self.timeline_id, block, page, snapshot.lsn, admission);
+            self.cache.insert_read(self.timeline_id, block, page, lsn, admission);
         }
         Ok(page)
     }

@@ -11,6 +11,11 @@
 //! passed is refused ([`BusyReason::StaleSnapshot`]; its transaction must start again, SQLSTATE 40001), since
 //! its writes were computed from pages that are no longer current. Once it holds RESERVED nobody else commits,
 //! so its snapshot stays the latest until its own commit, which becomes its new snapshot.
+//!
+//! **Commits in flight.** A store may return from a commit once it is handed over and include it in its latest
+//! snapshot before it is durable (early lock release, `remote_store`): each snapshot taken and each commit is
+//! given to `durability`, which has the caller wait for it now or, in a pg session's deferred call, before the
+//! call answers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use cambium_types::PAGE_SIZE_BYTES;
 
+use super::durability::{self, Dependency};
 use super::lock::{Busy, LockLevel};
 use super::readahead::ReadAhead;
 use super::{BusyReason, Database};
@@ -242,7 +248,18 @@ impl MainFile {
             size_pages,
             "committing a transaction"
         );
-        match self.database.store.commit_dirty(&dirty, size_pages) {
+        let started = std::time::Instant::now();
+        let committed = self
+            .database
+            .store
+            .commit_dirty(&dirty, size_pages)
+            .and_then(|snapshot| {
+                // Handed over: durable at the end of a deferred call (`durability`), else now.
+                durability::depend_on(self.handle, &self.database.store, snapshot.lsn, Dependency::Commit)
+                    .map(|()| snapshot)
+            });
+        crate::metrics::METRICS.record_commit_sync(started.elapsed());
+        match committed {
             Ok(snapshot) => {
                 // The writer's own commit is the latest: its next reads see it.
                 assert!(
@@ -266,6 +283,9 @@ impl MainFile {
             // Taken before the lock: a commit between the two is invisible to this handle, which is the same
             // as this handle having locked just before it.
             let snapshot = self.database.store.snapshot().map_err(FileError::from)?;
+            // The snapshot may hold commits in flight: nothing read at it leaves before they are durable.
+            durability::depend_on(self.handle, &self.database.store, snapshot.lsn, Dependency::Read)
+                .map_err(FileError::from)?;
             let (level, result) = self
                 .database
                 .locks
@@ -300,6 +320,8 @@ impl MainFile {
                 latest?;
                 return Err(LockError::Busy(BusyReason::StaleSnapshot));
             }
+            // The writer's transaction answers for what it read at its end (`durability`).
+            durability::forgive(self.handle);
         }
         Ok(())
     }
@@ -322,6 +344,11 @@ impl MainFile {
         self.lock_level = self.database.locks.lock().unlock(self.handle, self.lock_level, wanted);
         if was_writer && self.lock_level < LockLevel::Reserved {
             self.database.writer_released.notify_all();
+            // A write transaction ended: committed (its commit is noted already) or not, what it read
+            // depends on its snapshot.
+            if let Some(snapshot) = self.snapshot {
+                durability::note(self.handle, &self.database.store, snapshot.lsn, Dependency::Read);
+            }
         }
         if self.lock_level == LockLevel::None {
             self.snapshot = None;
