@@ -190,7 +190,8 @@ program_command() {
     esac
 }
 
-# Runs PROGRAM on TARGET: its databases' connection strings in CLIENTS_URI, CLIENTS_URI2, …; its result lines
+# Runs PROGRAM on TARGET: its databases' connection strings in CLIENTS_URI, CLIENTS_URI2, …, the server's CA
+# certificate in CLIENTS_PG_ROOT_CERT (empty without TLS); its result lines
 # printed and collected with the target in front; a crash or a timeout is a failed check `<target>/<program>`.
 run_program() {
     local target=$1 program=$2
@@ -203,6 +204,8 @@ run_program() {
         env+=("$var=$(uri_of "$target" "$slot")")
         n=$((n + 1))
     done
+    # The CA certificate of the server's TLS, as a user is given it (node-postgres verifies by default).
+    env+=("CLIENTS_PG_ROOT_CERT=$pg_root_cert")
     mkdir -p "$dir" "$logs/$target"
     [[ $program == node_pg || $program == drizzle ]] && node_work "$dir"
     [ "$program" = pgbench ] && timeout_s=$((PROGRAM_TIMEOUT_S + ${CLIENTS_PGBENCH_SECONDS:-30} + 60 * ${CLIENTS_PGBENCH_SCALE:-10}))

@@ -95,8 +95,10 @@ pub struct PgOptions {
 }
 
 /// The TLS of the PostgreSQL listener: the configured certificate, or the self-signed one of `data_dir`
-/// (made on first start for `localhost` and the listen host).
-fn pg_tls(options: &ApiOptions) -> Result<compute::pg::tls::ServerTls> {
+/// (made on first start for `localhost` and the listen host), with that self-signed certificate's path: the
+/// CA certificate clients verify the server with (`sslrootcert`).
+fn pg_tls(options: &ApiOptions) -> Result<(compute::pg::tls::ServerTls, Option<PathBuf>)> {
+    let self_signed = options.pg.tls_cert_and_key.is_none();
     let (cert, key) = match &options.pg.tls_cert_and_key {
         Some((cert, key)) => (cert.clone(), key.clone()),
         None => {
@@ -111,7 +113,8 @@ fn pg_tls(options: &ApiOptions) -> Result<compute::pg::tls::ServerTls> {
                 .context("making the PostgreSQL listener's self-signed certificate")?
         }
     };
-    compute::pg::tls::acceptor(&cert, &key).context("loading the PostgreSQL listener's certificate")
+    let tls = compute::pg::tls::acceptor(&cert, &key).context("loading the PostgreSQL listener's certificate")?;
+    Ok((tls, self_signed.then_some(cert)))
 }
 
 /// The API's connection settings: its limits against clients that hold connections (see `api::http::serve`)
@@ -285,6 +288,7 @@ async fn serve_api(
     what: &str,
 ) -> Result<()> {
     let (store, key_path) = open_store(&options.data_dir)?;
+    let (pg_tls, pg_ca_cert) = pg_tls(options)?;
     let host = ComputeHost::start(HostConfig {
         listen: options.pg_listen.clone(),
         safekeepers: safekeepers.clone(),
@@ -295,7 +299,7 @@ async fn serve_api(
         prefetch: options.prefetch,
         idle_store_timeout_ms: options.idle_store_timeout_ms,
         session_defaults: options.pg.session_defaults,
-        tls: Some(pg_tls(options)?),
+        tls: Some(pg_tls),
         connections_per_database_max: options.pg.connections_per_database_max,
         connections_per_account_max: options.pg.connections_per_account_max,
         transactions: options.pg.transactions,
@@ -363,10 +367,19 @@ async fn serve_api(
         tls,
     };
     {
+        // A client verifies the self-signed certificate with it as its CA (libpq and node-postgres:
+        // `sslrootcert=<path>`) rather than turning verification off. One line: readers take the first
+        // line and may close the pipe.
+        let ca_note = pg_ca_cert.as_ref().map_or_else(String::new, |cert| {
+            format!(
+                "; PostgreSQL TLS certificate (self-signed, for sslrootcert) in {}",
+                cert.display()
+            )
+        });
         let mut stdout = std::io::stdout().lock();
         writeln!(
             stdout,
-            "cambium {what} listening on {scheme}://{api_address} (PostgreSQL on {pg_address}); API key in {}",
+            "cambium {what} listening on {scheme}://{api_address} (PostgreSQL on {pg_address}); API key in {}{ca_note}",
             key_path.display()
         )
         .context("writing to stdout")?;

@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # shares variables with clients.sh, which sources it
 # The server side of scripts/clients.sh, sourced by it: `cambium up` driven over its /v1 API with curl, or, with
 # CLIENTS_POSTGRES=1, a throwaway PostgreSQL 15 cluster. Both give the same functions:
-#   start_server              start it (clients.sh stops it on exit: server_pid, pg_stop)
+#   start_server              start it (clients.sh stops it on exit: server_pid, pg_stop); pg_root_cert is the CA
+#                             certificate clients verify the server with (empty: the server has no TLS)
 #   create_database SLOT      an empty database for SLOT; its connection string with the password in URI[SLOT]
 #   uri_of TARGET SLOT        the connection string of SLOT on TARGET (main, branch, restored, postgres)
 #   after_databases           once every database exists: note the restore time, and make a branch of every
@@ -60,6 +61,9 @@ if [ -z "${CLIENTS_POSTGRES:-}" ]; then
         api_url=$(grep -o 'http://[0-9.:]*' "$work/up.out" | head -1)
         [ -n "$api_url" ] || die "cambium up did not start within 60 s: $(tail -5 "$work/up.err")"
         api_key=$(cat "$work/cambium/api_key")
+        # The CA certificate a client verifies the server's self-signed one with, as `cambium up` names it.
+        pg_root_cert=$(sed -n 's/.*PostgreSQL TLS certificate (self-signed, for sslrootcert) in //p' "$work/up.out" | head -1)
+        [ -f "$pg_root_cert" ] || die "cambium up did not name its PostgreSQL TLS certificate: $(head -1 "$work/up.out")"
         project=$(api POST /v1/projects '{"name":"clients"}' | json_get project.id)
     }
 
@@ -158,6 +162,7 @@ else
         fi
     }
 
+    pg_root_cert=
     create_database() {
         local slot=$1
         URI[$slot]="postgresql://cambium:$pg_password@127.0.0.1:$pg_port/$slot"

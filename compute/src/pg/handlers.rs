@@ -18,9 +18,12 @@ pub(super) fn outcome_response(outcome: Outcome) -> Response {
         Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
         Outcome::TxStart(tag) => Response::TransactionStart(Tag::new(&tag)),
         Outcome::TxEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
-        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(0, columns, stream::empty())),
-        Outcome::CopyOut { columns, data } => Response::CopyOut(CopyResponse::new(
-            0,
+        // The copy's format code: 0 text (and CSV), 1 binary (pgwire then appends the binary end marker).
+        Outcome::CopyIn { columns, binary } => {
+            Response::CopyIn(CopyResponse::new(i8::from(binary), columns, stream::empty()))
+        }
+        Outcome::CopyOut { columns, binary, data } => Response::CopyOut(CopyResponse::new(
+            i8::from(binary),
             columns,
             stream::iter(data.into_iter().map(|chunk| Ok(CopyData::new(chunk)))),
         )),

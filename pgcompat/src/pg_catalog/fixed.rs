@@ -219,13 +219,27 @@ pub(super) const FIXED: &[View] = &[
                   provider:text, label:text",
         select: "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
     },
-    // Every index is a b-tree over its columns' default operator classes, which no query needs listed;
-    // SQLAlchemy's inspector reads the non-default ones to name them in an index's definition.
+    // Every index is a b-tree over its columns' default operator classes (`pg_index.indclass` names them):
+    // PostgreSQL 15's default b-tree classes, with their OIDs (drizzle-kit joins them on `indclass`).
+    // SQLAlchemy's inspector reads the non-default ones (none) to name them in an index's definition.
     View {
         name: "pg_opclass",
         columns: "oid:oid, opcmethod:oid, opcname:name, opcnamespace:oid, opcowner:oid, opcfamily:oid, \
                   opcintype:oid, opcdefault:bool, opckeytype:oid",
-        select: "SELECT 0, 0, NULL, 0, 0, 0, 0, 0, 0 WHERE 0",
+        select: "SELECT o.column1, 403, o.column2, 11, 10, 0, o.column3, 1, 0 FROM (VALUES \
+                 (1978, 'int4_ops', 23), (1979, 'int2_ops', 21), (1981, 'oid_ops', 26), (3122, 'date_ops', 1082), \
+                 (3123, 'float8_ops', 701), (3124, 'int8_ops', 20), (3125, 'numeric_ops', 1700), \
+                 (3126, 'text_ops', 25), (3127, 'timestamptz_ops', 1184), (3128, 'timestamp_ops', 1114), \
+                 (10000, 'array_ops', 2277), (10002, 'bit_ops', 1560), (10003, 'bool_ops', 16), \
+                 (10004, 'bpchar_ops', 1042), (10006, 'bytea_ops', 17), (10007, 'char_ops', 18), \
+                 (10012, 'float4_ops', 700), (10015, 'inet_ops', 869), (10022, 'interval_ops', 1186), \
+                 (10024, 'macaddr_ops', 829), (10026, 'macaddr8_ops', 774), (10028, 'name_ops', 19), \
+                 (10032, 'oidvector_ops', 30), (10034, 'record_ops', 2249), (10038, 'time_ops', 1083), \
+                 (10041, 'timetz_ops', 1266), (10043, 'varbit_ops', 1562), (10047, 'money_ops', 790), \
+                 (10050, 'tid_ops', 27), (10053, 'xid8_ops', 5069), (10065, 'uuid_ops', 2950), \
+                 (10067, 'pg_lsn_ops', 3220), (10069, 'enum_ops', 3500), (10071, 'tsvector_ops', 3614), \
+                 (10074, 'tsquery_ops', 3615), (10076, 'range_ops', 3831), (10080, 'multirange_ops', 4537), \
+                 (10088, 'jsonb_ops', 3802)) o",
     },
     // No row-level security policies exist (drizzle-kit reads them).
     View {

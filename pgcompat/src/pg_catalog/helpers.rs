@@ -98,7 +98,11 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.bare) || \
          ' ON ' || _pgc_ident(x.nsp) || '.' || _pgc_ident(x.tblbare) || ' USING btree (' || \
          coalesce(_pgc_index_keys(x.sql), (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')') AS indexdef, \
-         (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey \
+         (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey, \
+         (SELECT group_concat(_pgc_key_opclass(c.typid), ' ' ORDER BY e.key) FROM json_each(x.cols) e LEFT JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indclass, \
+         (SELECT group_concat(CASE WHEN c.typid IN (25, 1042, 1043) THEN 100 WHEN c.typid = 19 THEN 950 ELSE 0 END, ' ' ORDER BY e.key) FROM json_each(x.cols) e LEFT JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indcollation, \
+         coalesce((SELECT group_concat(CASE WHEN xi.\"desc\" THEN 3 ELSE 0 END, ' ' ORDER BY xi.seqno) FROM pragma_index_xinfo(x.name, 'main') xi WHERE xi.key), \
+         (SELECT group_concat('0', ' ') FROM json_each(x.cols))) AS indoption \
          FROM _pgc_idx x",
     ),
 ];

@@ -117,6 +117,8 @@ const PG_CATALOG: &[&str] = &[
     "pg_publication_rel",
     "pg_publication_namespace",
     "pg_stat_activity",
+    "pg_stat_user_indexes",
+    "pg_stat_all_indexes",
     "pg_tablespace",
     "pg_partitioned_table",
     "pg_language",

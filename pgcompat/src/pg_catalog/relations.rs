@@ -72,7 +72,7 @@ pub(super) const RELATIONS: &[View] = &[
                   indisreplident:bool, indkey:text, indcollation:text, indclass:text, indoption:text, \
                   indexprs:text, indpred:text",
         select: "SELECT x.oid, x.relid, json_array_length(x.cols), json_array_length(x.cols), x.isunique, 0, x.isprimary, \
-                 0, NOT x.dfr, 0, 1, 0, 1, 1, 0, x.indkey, '0', '0', '0', NULL, NULL FROM _pgc_idx2 x",
+                 0, NOT x.dfr, 0, 1, 0, 1, 1, 0, x.indkey, x.indcollation, x.indclass, x.indoption, NULL, NULL FROM _pgc_idx2 x",
     },
     View {
         name: "pg_constraint",
@@ -107,6 +107,19 @@ pub(super) const RELATIONS: &[View] = &[
         name: "pg_indexes",
         columns: "schemaname:name, tablename:name, indexname:name, tablespace:name, indexdef:text",
         select: "SELECT x.nsp, x.tblbare, x.bare, NULL, x.indexdef FROM _pgc_idx2 x",
+    },
+    // Every index, with no statistics kept (SQLite counts no scans): drizzle-kit reads the names.
+    View {
+        name: "pg_stat_user_indexes",
+        columns: "relid:oid, indexrelid:oid, schemaname:name, relname:name, indexrelname:name, idx_scan:int8, \
+                  idx_tup_read:int8, idx_tup_fetch:int8",
+        select: "SELECT x.relid, x.oid, x.nsp, x.tblbare, x.bare, 0, 0, 0 FROM _pgc_idx2 x",
+    },
+    View {
+        name: "pg_stat_all_indexes",
+        columns: "relid:oid, indexrelid:oid, schemaname:name, relname:name, indexrelname:name, idx_scan:int8, \
+                  idx_tup_read:int8, idx_tup_fetch:int8",
+        select: "SELECT x.relid, x.oid, x.nsp, x.tblbare, x.bare, 0, 0, 0 FROM _pgc_idx2 x",
     },
     View {
         name: "pg_views",

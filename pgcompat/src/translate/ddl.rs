@@ -4,8 +4,7 @@
 
 use rusqlite::Connection;
 use sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateView, Expr, GeneratedAs, Ident,
-    ObjectName, ObjectType, RenameTableNameKind, TableConstraint,
+    ColumnDef, ColumnOption, CreateTable, CreateView, Expr, GeneratedAs, Ident, ObjectName, ObjectType, TableConstraint,
 };
 
 use super::expr::{coerce_call, last_part, Rewriter, Scope};
@@ -49,19 +48,19 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
 }
 
 /// A column's PostgreSQL type and, for a serial or identity column, the sequence that fills it.
-struct ColumnType {
-    ty: PgType,
-    generator: Option<Generator>,
+pub(super) struct ColumnType {
+    pub(super) ty: PgType,
+    pub(super) generator: Option<Generator>,
 }
 
 /// How a serial or identity column is filled: its sequence's options and kind.
-struct Generator {
+pub(super) struct Generator {
     /// `a` (GENERATED ALWAYS AS IDENTITY), `d` (BY DEFAULT), empty for serial.
     identity: &'static str,
     options: Vec<sqlparser::ast::SequenceOptions>,
 }
 
-fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError> {
+pub(super) fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError> {
     let identity = def.options.iter().find_map(|o| match &o.option {
         ColumnOption::Generated {
             generated_as,
@@ -113,7 +112,7 @@ fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError
 /// this column, `sequence` the sequence a serial or identity column takes its values from. A primary key
 /// carries its name (PostgreSQL's `<table>_pkey` unless one is given), so it keeps it when the table is
 /// renamed, as PostgreSQL's does.
-fn render_column(
+pub(super) fn render_column(
     rewriter: &mut Rewriter<'_>,
     table: &str,
     def: &mut ColumnDef,
@@ -468,220 +467,6 @@ fn render_constraints(
         parts.push(text);
     }
     Ok(parts)
-}
-
-/// `ALTER TABLE`: the forms SQLite can do in place, the others by a rebuild. `identity_sequence` is the
-/// `SEQUENCE NAME` of an `ADD GENERATED … AS IDENTITY` (read before sqlparser, which does not know it).
-pub(crate) fn alter_table(
-    conn: &Connection,
-    catalog: &Catalog,
-    alter: &mut AlterTable,
-    identity_sequence: Option<&str>,
-) -> Result<Translation, PgError> {
-    let table = table_name(catalog, &alter.name)?;
-    if !table_exists(conn, &table) {
-        let only_owner = alter
-            .operations
-            .iter()
-            .all(|o| matches!(o, AlterTableOperation::OwnerTo { .. }));
-        // pg_dump gives views and sequences their owner with ALTER TABLE: one role owns everything.
-        if only_owner && relation_exists(conn, &table) {
-            return Ok(ddl("ALTER TABLE", vec!["SELECT NULL WHERE 0".to_owned()]));
-        }
-        if alter.if_exists {
-            return Ok(ddl("ALTER TABLE", Vec::new()));
-        }
-        return Err(PgError::new(
-            crate::error::UNDEFINED_TABLE,
-            format!("relation \"{table}\" does not exist"),
-        ));
-    }
-    if let Some(steps) = super::deferrable::alter(catalog, &table, &alter.operations) {
-        return Ok(ddl("ALTER TABLE", steps?));
-    }
-    if alter.operations.iter().any(super::rebuild::needs_rebuild) {
-        if !alter.operations.iter().all(super::rebuild::needs_rebuild) {
-            return Err(PgError::unsupported(
-                "ALTER TABLE mixing ALTER COLUMN or constraints with other changes (run them as separate statements)",
-            ));
-        }
-        let mut steps = Vec::new();
-        for operation in &mut alter.operations {
-            steps.extend(super::identity::add_identity(
-                conn,
-                catalog,
-                &table,
-                operation,
-                identity_sequence,
-            )?);
-        }
-        let plan = super::rebuild::rebuild(conn, catalog, &table, &mut alter.operations)?;
-        steps.extend(plan.steps);
-        let mut translation = ddl("ALTER TABLE", steps);
-        translation.foreign_keys_off = plan.referenced;
-        return Ok(translation);
-    }
-    let mut steps = alter_in_place(conn, catalog, &table, &mut alter.operations)?;
-    if steps.is_empty() {
-        steps.push("SELECT NULL WHERE 0".to_owned());
-    }
-    Ok(ddl("ALTER TABLE", steps))
-}
-
-/// Whether a relation of any kind has this name.
-fn relation_exists(conn: &Connection, name: &str) -> bool {
-    conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?1 COLLATE NOCASE)",
-        [name],
-        |row| row.get(0),
-    )
-    .unwrap_or(false)
-}
-
-/// `RENAME COLUMN a TO b` and `RENAME TO t`: SQLite's rename, the recorded types and the owners of the
-/// table's sequences following it.
-fn rename(catalog: &Catalog, table: &str, operation: &AlterTableOperation) -> Vec<String> {
-    let mut steps = Vec::new();
-    match operation {
-        AlterTableOperation::RenameColumn {
-            old_column_name,
-            new_column_name,
-        } => {
-            let (from, to) = (fold(old_column_name), fold(new_column_name));
-            steps.push(format!(
-                "ALTER TABLE {} RENAME COLUMN {} TO {}",
-                quote_ident(table),
-                quote_ident(&from),
-                quote_ident(&to)
-            ));
-            steps.push(catalog::rename_column(table, &from, &to));
-            steps.extend(super::sequence::rename_owner(catalog, table, Some((&from, &to)), table));
-        }
-        AlterTableOperation::RenameTable { table_name } => {
-            let (RenameTableNameKind::As(name) | RenameTableNameKind::To(name)) = table_name;
-            // The table stays in its schema.
-            let to = crate::schemas::sqlite_name(&super::schema::schema_of(catalog, table).0, &fold_name(name));
-            steps.push(format!(
-                "ALTER TABLE {} RENAME TO {}",
-                quote_ident(table),
-                quote_ident(&to)
-            ));
-            steps.push(catalog::rename_table(table, &to));
-            steps.extend(super::comment::rename_relation(catalog, table, &to));
-            steps.extend(super::sequence::rename_owner(catalog, table, None, &to));
-        }
-        _ => {}
-    }
-    steps
-}
-
-/// A column's `DEFAULT` when it is a literal (`7`, `'dd'`, `-1.5`, `NULL`, `'x'::text`): taken out of the
-/// definition and given back as the SQLite literal of its value converted to the column's type.
-fn constant_default(
-    conn: &Connection,
-    rewriter: &mut Rewriter<'_>,
-    def: &mut ColumnDef,
-    ty: PgType,
-) -> Result<Option<String>, PgError> {
-    let literal = |e: &Expr| match e {
-        Expr::Value(_) => true,
-        Expr::UnaryOp { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
-        Expr::Cast { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
-        _ => false,
-    };
-    let Some(position) = def
-        .options
-        .iter()
-        .position(|o| matches!(&o.option, ColumnOption::Default(e) if literal(e)))
-    else {
-        return Ok(None);
-    };
-    let ColumnOption::Default(mut expr) = def.options.remove(position).option else {
-        return Ok(None);
-    };
-    rewriter.rewrite_expr(&mut expr)?;
-    let value: rusqlite::types::Value = conn
-        .query_row(&format!("SELECT {}", coerce_call(expr, ty)), [], |row| row.get(0))
-        .map_err(|e| {
-            crate::functions::error_of(&e.to_string())
-                .unwrap_or_else(|| PgError::new(crate::error::INVALID_TEXT_REPRESENTATION, e.to_string()))
-        })?;
-    Ok(Some(match value {
-        rusqlite::types::Value::Null => "NULL".to_owned(),
-        rusqlite::types::Value::Integer(i) => i.to_string(),
-        rusqlite::types::Value::Real(f) => format!("{f:?}"),
-        rusqlite::types::Value::Text(t) => catalog::quote_literal(&t),
-        rusqlite::types::Value::Blob(b) => format!("X'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
-    }))
-}
-
-/// The `ALTER TABLE` operations SQLite does in place (columns added, dropped, renamed; the table renamed).
-fn alter_in_place(
-    conn: &Connection,
-    catalog: &Catalog,
-    table: &str,
-    operations: &mut [AlterTableOperation],
-) -> Result<Vec<String>, PgError> {
-    let mut steps = Vec::new();
-    let mut rewriter = Rewriter::new(catalog);
-    rewriter.typer.scopes.push(Scope::of_table(table));
-    let exists = |column: &str| -> bool {
-        conn.prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
-            .and_then(|mut s| s.exists([table, column]))
-            .unwrap_or(false)
-    };
-    for operation in operations {
-        match operation {
-            AlterTableOperation::AddColumn {
-                if_not_exists,
-                column_def,
-                ..
-            } => {
-                let name = fold(&column_def.name);
-                if *if_not_exists && exists(&name) {
-                    continue;
-                }
-                let column = column_type(catalog, column_def)?;
-                if column.generator.is_some() {
-                    return Err(PgError::unsupported("adding a serial or identity column"));
-                }
-                // SQLite adds a column to a table with rows only with a constant default: a literal one is
-                // converted now and written as its stored value (the rows take it, as in PostgreSQL).
-                let constant = constant_default(conn, &mut rewriter, column_def, column.ty)?;
-                let mut rendered = render_column(&mut rewriter, table, column_def, &column, false, None)?;
-                if let Some(literal) = constant {
-                    rendered.push_str(&format!(" DEFAULT {literal}"));
-                }
-                steps.push(format!("ALTER TABLE {} ADD COLUMN {rendered}", quote_ident(table)));
-                steps.push(catalog::record_column(table, &name, column.ty));
-            }
-            AlterTableOperation::DropColumn {
-                column_names,
-                if_exists,
-                ..
-            } => {
-                for column in column_names.iter() {
-                    let name = fold(column);
-                    if *if_exists && !exists(&name) {
-                        continue;
-                    }
-                    steps.push(format!(
-                        "ALTER TABLE {} DROP COLUMN {}",
-                        quote_ident(table),
-                        quote_ident(&name)
-                    ));
-                    steps.push(catalog::forget_column(table, &name));
-                    steps.extend(super::sequence::drop_owned(catalog, table, Some(&name)));
-                }
-            }
-            AlterTableOperation::RenameColumn { .. } | AlterTableOperation::RenameTable { .. } => {
-                steps.extend(rename(catalog, table, operation));
-            }
-            AlterTableOperation::OwnerTo { .. } => {}
-            other => return Err(PgError::unsupported(format!("ALTER TABLE … {other}"))),
-        }
-    }
-    Ok(steps)
 }
 
 /// `DROP TABLE|VIEW|INDEX|SEQUENCE a, b [CASCADE]`. A table takes the sequences its columns own with it.

@@ -340,7 +340,7 @@ pub(super) fn param_columns(query: &Query) -> Vec<(usize, usize)> {
         .collect()
 }
 
-pub(super) fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Option<PgType>>> {
+pub(super) fn output_types(catalog: &Catalog, query: &Query, ctes: &[expr::CteTable]) -> Option<Vec<Option<PgType>>> {
     let mut body = query.body.as_ref();
     loop {
         match body {
@@ -361,7 +361,7 @@ pub(super) fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Optio
                 let typer = Typer {
                     catalog,
                     scopes: vec![Scope::of_select(select)],
-                    ctes: Vec::new(),
+                    ctes: ctes.to_vec(),
                 };
                 return Some(item_types(&typer, &select.projection));
             }
@@ -372,8 +372,8 @@ pub(super) fn output_types(catalog: &Catalog, query: &Query) -> Option<Vec<Optio
                     ..query.clone()
                 };
                 let (l, r) = (
-                    output_types(catalog, &query_of(left))?,
-                    output_types(catalog, &query_of(right))?,
+                    output_types(catalog, &query_of(left), ctes)?,
+                    output_types(catalog, &query_of(right), ctes)?,
                 );
                 return Some(
                     l.iter()

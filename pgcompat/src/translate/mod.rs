@@ -2,9 +2,11 @@
 //! each statement rewritten (expressions in `expr`, DDL in `ddl`, names in `names`), with what the
 //! caller needs to run it and type its results.
 
+mod alter;
 pub(crate) mod catalog_refs;
 pub(crate) mod comment;
 pub(crate) mod create_as;
+mod cte_columns;
 pub mod cursor;
 pub(crate) mod ddl;
 mod deferrable;
@@ -16,6 +18,8 @@ pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
 mod indexes;
+mod lateral;
+mod lateral_srf;
 mod lock;
 mod maintenance;
 pub mod modifying_cte;
@@ -240,17 +244,22 @@ fn translate_statement(
             // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
             query.locks.clear();
             check_query_grouping(conn, query.body.as_ref())?;
+            cte_columns::complete_column_lists(query)?;
             names::name_columns(query);
+            // After naming: a lateral's column keeps its name when its reference becomes a subquery.
+            lateral::rewrite(query)?;
             distinct_on::rewrite(query)?;
             grouping_sets::rewrite(query)?;
             names::name_columns(query);
+            cte_columns::expand_repeated_names(query);
             let mut rewriter = Rewriter::new(catalog);
             rewriter.rewrite_query(query.as_mut())?;
             query_rules::type_set_operation_literals(catalog, query);
             if rewriter.uses_catalog {
                 catalog_refs::name_outputs(query);
             }
-            let columns = output_types(catalog, query);
+            // The derived tables' and CTEs' column types, as the rewrite found them.
+            let columns = output_types(catalog, query, &rewriter.typer.ctes);
             Translation {
                 steps: vec![query.to_string()],
                 primary: 0,
@@ -378,7 +387,7 @@ fn translate_statement(
         }
         Statement::CreateTable(create) if create.query.is_some() => create_as::create_table_as(conn, catalog, create)?,
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
-        Statement::AlterTable(alter) => ddl::alter_table(conn, catalog, alter, None)?,
+        Statement::AlterTable(alter) => alter::alter_table(conn, catalog, alter, None)?,
         Statement::Drop {
             object_type,
             if_exists,

@@ -135,11 +135,23 @@ pub(crate) fn check_grouping(conn: &Connection, select: &Select) -> Result<(), P
     }
     // A GROUP BY by position or output name, or over an expression, is not second-guessed here; neither
     // is one holding a primary-key column (functional dependency).
+    // The output names (`GROUP BY index_name` for `… AS index_name`, drizzle-kit's form).
+    let outputs: Vec<String> = select
+        .projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect();
     let mut grouped_names = Vec::with_capacity(grouped.len());
     for g in grouped {
         let Some(name) = column_name(g) else {
             return Ok(());
         };
+        if matches!(g, Expr::Identifier(_)) && outputs.contains(&name.to_ascii_lowercase()) {
+            return Ok(());
+        }
         grouped_names.push(name);
     }
     let tables: Vec<String> = select

@@ -351,7 +351,7 @@ fn identity_with_sequence_name(
     let Statement::AlterTable(mut alter) = statement else {
         return Ok(None);
     };
-    super::ddl::alter_table(conn, catalog, &mut alter, Some(&name)).map(Some)
+    super::alter::alter_table(conn, catalog, &mut alter, Some(&name)).map(Some)
 }
 
 #[cfg(test)]

@@ -411,9 +411,12 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
             }
         }
         Expr::CompoundFieldAccess { root, access_chain } => {
+            merge_dotted_root(root, access_chain);
             expr(hooks, root)?;
             for access in access_chain {
                 match access {
+                    // A field's name is not a column.
+                    sqlparser::ast::AccessExpr::Dot(Expr::Identifier(_)) => {}
                     sqlparser::ast::AccessExpr::Dot(e) => expr(hooks, e)?,
                     sqlparser::ast::AccessExpr::Subscript(sqlparser::ast::Subscript::Index { index }) => {
                         expr(hooks, index)?
@@ -425,6 +428,28 @@ pub(crate) fn expr<H: Hooks>(hooks: &mut H, e: &mut Expr) -> Result<(), PgError>
         _ => {}
     }
     hooks.expr(e)
+}
+
+/// `c.conkey[1]` parses as `c` with `.conkey` and `[1]`: the column is `c.conkey`. Merged before the walk
+/// enters the root, so `c` is not read as a column of its own (a column `c` of another FROM item would
+/// replace it).
+pub(crate) fn merge_dotted_root(root: &mut Expr, access_chain: &mut Vec<sqlparser::ast::AccessExpr>) {
+    while let (Some(sqlparser::ast::AccessExpr::Dot(Expr::Identifier(field))), [_, _, ..]) =
+        (access_chain.first(), access_chain.as_slice())
+    {
+        let field = field.clone();
+        let parts = match &*root {
+            Expr::Identifier(ident) => vec![ident.clone(), field],
+            Expr::CompoundIdentifier(parts) => {
+                let mut parts = parts.clone();
+                parts.push(field);
+                parts
+            }
+            _ => break,
+        };
+        *root = Expr::CompoundIdentifier(parts);
+        access_chain.remove(0);
+    }
 }
 
 /// `-<number>` is one literal, as PostgreSQL's grammar makes it (`-9223372036854775808` is the smallest

@@ -2,15 +2,22 @@
 // parameter into a typed column and back: int4 as a number, int8 as a string (pg's default: no precision lost),
 // booleans, a Buffer as bytea, a Date as timestamptz; also text, numeric (a string) and json.
 //
-// pg reads `sslmode=prefer` (which Cambium's connection strings carry) as "TLS, and verify the certificate",
-// which Cambium's self-signed one fails: `connect_as_given` checks the string as the API gives it, the others
-// use `sslmode=no-verify` (TLS without verification) so that they check the types whatever that one says.
+// pg reads `sslmode=prefer` (which Cambium's connection strings carry) as "TLS, and verify the certificate".
+// Cambium's certificate is self-signed: a user verifies it with that certificate as the CA (`cambium up` names
+// its file; CLIENTS_PG_ROOT_CERT), so `connect_as_given` uses the string as the API gives it plus
+// `sslrootcert=<that file>`, verification on (hostname included). The others use `sslmode=no-verify` (TLS
+// without verification) so that they check the types whatever that one says.
 import pg from "pg";
 
 import { Checks, expectEqual, uriFromEnv } from "./harness.mjs";
 
 const URI_AS_GIVEN = uriFromEnv();
 const URI = URI_AS_GIVEN.replace("sslmode=prefer", "sslmode=no-verify");
+const ROOT_CERT = process.env.CLIENTS_PG_ROOT_CERT ?? "";
+/** The string as given, with the server's CA certificate when it has one. */
+const URI_VERIFIED = ROOT_CERT
+  ? `${URI_AS_GIVEN}${URI_AS_GIVEN.includes("?") ? "&" : "?"}sslrootcert=${encodeURIComponent(ROOT_CERT)}`
+  : URI_AS_GIVEN;
 
 async function withClient(fn, connectionString = URI) {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 10000 });
@@ -57,7 +64,7 @@ const checks = new Checks("node_pg");
 await checks.run("connect_as_given", () =>
   withClient(async (client) => {
     expectEqual("SELECT 1", (await client.query("SELECT 1 AS one")).rows[0].one, 1);
-  }, URI_AS_GIVEN),
+  }, URI_VERIFIED),
 );
 await checks.run("connect", () =>
   withClient(async (client) => {

@@ -8,9 +8,13 @@
 //! is reported and everything rolled back, as PostgreSQL reports it then.
 //!
 //! **TO STDOUT** runs the query (within the result limits of any query) and formats each row.
+//!
+//! In the binary format (`FORMAT BINARY`) each field is its column type's binary form, read with
+//! `pgcompat::value::decode_binary` and written with `encode_binary`, as binary parameters and results are.
 
 use bytes::Bytes;
-use pgcompat::copy::{self, Options, RecordReader};
+use pgcompat::copy::binary::BinaryReader;
+use pgcompat::copy::{self, Format, Options, RecordReader};
 use pgcompat::{PgType, Translated};
 use rusqlite::types::Value;
 
@@ -18,9 +22,17 @@ use super::{Outcome, Session};
 use crate::pg::error::{SqlError, BAD_COPY_FILE_FORMAT, FEATURE_NOT_SUPPORTED, QUERY_CANCELED};
 use crate::pg::exec::{self, aborted, tx_after_error, TxState, Typing};
 
+/// The reader of a copy's format.
+enum Reader {
+    /// Text or CSV.
+    Text(RecordReader),
+    /// Binary.
+    Binary(BinaryReader),
+}
+
 /// A `COPY FROM STDIN` under way.
 pub(super) struct CopyIn {
-    reader: RecordReader,
+    reader: Reader,
     /// The SQLite `INSERT` each record runs.
     insert: String,
     /// The PostgreSQL type of each field, in order.
@@ -94,15 +106,21 @@ impl Session {
         if own_transaction {
             self.dialect.state().start_transaction();
         }
+        let binary = options.format == Format::Binary;
+        let reader = if binary {
+            Reader::Binary(BinaryReader::new())
+        } else {
+            Reader::Text(RecordReader::new(options.clone()))
+        };
         self.copy_in = Some(CopyIn {
-            reader: RecordReader::new(options.clone()),
+            reader,
             insert,
             types,
             rows: 0,
             error: None,
             own_transaction,
         });
-        Ok(Outcome::CopyIn { columns: width })
+        Ok(Outcome::CopyIn { columns: width, binary })
     }
 
     /// How many columns `table` has (a `COPY` without a column list fills them all, in order).
@@ -125,7 +143,11 @@ impl Session {
             return;
         };
         if copy.error.is_none() {
-            if let Err(error) = copy.reader.push(data).map_err(SqlError::from) {
+            let pushed = match &mut copy.reader {
+                Reader::Text(reader) => reader.push(data),
+                Reader::Binary(reader) => reader.push(data),
+            };
+            if let Err(error) = pushed.map_err(SqlError::from) {
                 copy.error = Some(error);
             } else {
                 copy.error = self.insert_records(&mut copy, false).err();
@@ -212,24 +234,7 @@ impl Session {
     fn insert_records(&mut self, copy: &mut CopyIn, at_end: bool) -> Result<(), SqlError> {
         let tz = self.dialect.state().time_zone();
         let mut stmt = self.conn.prepare_cached(&copy.insert)?;
-        while let Some(record) = copy.reader.next_record(at_end)? {
-            let line = copy.reader.line() - 1;
-            if record.len() != copy.types.len() {
-                let message = if record.len() < copy.types.len() {
-                    format!("missing data for a column (COPY line {line})")
-                } else {
-                    format!("extra data after last expected column (COPY line {line})")
-                };
-                return Err(SqlError::new(BAD_COPY_FILE_FORMAT, message));
-            }
-            let values = record
-                .into_iter()
-                .zip(&copy.types)
-                .map(|(field, ty)| match field {
-                    None => Ok(Value::Null),
-                    Some(text) => pgcompat::value::input(*ty, &text, &tz).map_err(SqlError::from),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+        while let Some(values) = next_values(&mut copy.reader, &copy.types, &tz, at_end)? {
             exec::bind(&mut stmt, &values)?;
             stmt.raw_execute()?;
             copy.rows += 1;
@@ -270,6 +275,18 @@ impl Session {
             Ok(read) => read,
             Err(error) => return self.fail(error),
         };
+        if options.format == Format::Binary {
+            let tz = self.dialect.state().time_zone();
+            let data = match binary_rows(&columns, &rows, &tz) {
+                Ok(data) => data,
+                Err(error) => return self.fail(error),
+            };
+            return Ok(Outcome::CopyOut {
+                columns: columns.len(),
+                binary: true,
+                data,
+            });
+        }
         let mut data: Vec<Bytes> = Vec::with_capacity(rows.len() + 1);
         let mut header = options.header.then(|| {
             let names: Vec<String> = columns.iter().map(|(name, _)| name.clone()).collect();
@@ -300,7 +317,101 @@ impl Session {
         }
         Ok(Outcome::CopyOut {
             columns: columns.len(),
+            binary: false,
             data,
         })
     }
+}
+
+/// The next complete record's values, typed for the insert; `None` when the reader holds no whole record.
+fn next_values(
+    reader: &mut Reader,
+    types: &[PgType],
+    tz: &jiff::tz::TimeZone,
+    at_end: bool,
+) -> Result<Option<Vec<Value>>, SqlError> {
+    match reader {
+        Reader::Text(reader) => {
+            let Some(record) = reader.next_record(at_end)? else {
+                return Ok(None);
+            };
+            let line = reader.line() - 1;
+            if record.len() != types.len() {
+                let message = if record.len() < types.len() {
+                    format!("missing data for a column (COPY line {line})")
+                } else {
+                    format!("extra data after last expected column (COPY line {line})")
+                };
+                return Err(SqlError::new(BAD_COPY_FILE_FORMAT, message));
+            }
+            let values = record
+                .into_iter()
+                .zip(types)
+                .map(|(field, ty)| match field {
+                    None => Ok(Value::Null),
+                    Some(text) => pgcompat::value::input(*ty, &text, tz).map_err(SqlError::from),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(values))
+        }
+        Reader::Binary(reader) => {
+            let number = reader.tuple_number();
+            let Some(tuple) = reader.next_tuple(at_end)? else {
+                return Ok(None);
+            };
+            if tuple.len() != types.len() {
+                return Err(SqlError::new(
+                    BAD_COPY_FILE_FORMAT,
+                    format!(
+                        "row field count is {}, expected {} (COPY tuple {number})",
+                        tuple.len(),
+                        types.len()
+                    ),
+                ));
+            }
+            let values = tuple
+                .into_iter()
+                .zip(types)
+                .map(|(field, ty)| match field {
+                    None => Ok(Value::Null),
+                    Some(bytes) => pgcompat::value::decode_binary(*ty, &bytes, tz).map_err(SqlError::from),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(values))
+        }
+    }
+}
+
+/// A query's rows in the binary format: the header with the first row (or alone), one chunk per row; the
+/// end marker is pgwire's (`CopyResponse` in binary appends it).
+fn binary_rows(
+    columns: &[(String, PgType)],
+    rows: &[Vec<Value>],
+    tz: &jiff::tz::TimeZone,
+) -> Result<Vec<Bytes>, SqlError> {
+    let mut data: Vec<Bytes> = Vec::with_capacity(rows.len() + 1);
+    let mut header = Some(copy::binary::header());
+    for row in rows {
+        let fields = row
+            .iter()
+            .zip(columns)
+            .map(|(value, (_, ty))| match value {
+                Value::Null => Ok(None),
+                value => pgcompat::value::encode_binary(*ty, value, tz).map(Some),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let tuple = copy::binary::write_tuple(&fields)?;
+        let chunk = match header.take() {
+            Some(mut header) => {
+                header.extend_from_slice(&tuple);
+                header
+            }
+            None => tuple,
+        };
+        data.push(Bytes::from(chunk));
+    }
+    if let Some(header) = header {
+        data.push(Bytes::from(header));
+    }
+    Ok(data)
 }

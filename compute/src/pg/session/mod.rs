@@ -19,7 +19,7 @@ use pgwire::api::Type;
 use pgwire::messages::data::DataRow;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::Value;
-use rusqlite::{Batch, Connection, InterruptHandle};
+use rusqlite::{Batch, Connection};
 
 mod captured;
 mod copy;
@@ -29,7 +29,11 @@ mod explain;
 mod parameters;
 mod passthrough;
 mod prepared;
+mod shared;
 mod steps;
+
+pub use shared::SessionDefaults;
+pub(crate) use shared::{SessionShared, StopReason};
 
 use super::cursor::{Cursor, Cursors};
 use super::defend;
@@ -64,112 +68,21 @@ pub(crate) enum Outcome {
     TxStart(String),
     /// COMMIT or ROLLBACK.
     TxEnd(String),
-    /// `COPY … FROM STDIN` began: the client now sends the rows (`columns` per row).
-    CopyIn { columns: usize },
-    /// `COPY … TO STDOUT`: the rows, formatted, one chunk per row.
-    CopyOut { columns: usize, data: Vec<bytes::Bytes> },
+    /// `COPY … FROM STDIN` began: the client now sends the rows (`columns` per row, in the binary format
+    /// when `binary`).
+    CopyIn { columns: usize, binary: bool },
+    /// `COPY … TO STDOUT`: the rows, formatted, one chunk per row (binary: the end marker is not in `data`).
+    CopyOut {
+        columns: usize,
+        binary: bool,
+        data: Vec<bytes::Bytes>,
+    },
 }
 
 /// A statement's parameter types (PostgreSQL numbering) and result columns.
 pub(crate) struct Described {
     pub(crate) params: Vec<Type>,
     pub(crate) columns: Vec<(String, PgType)>,
-}
-
-/// Why the running statement was stopped from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum StopReason {
-    /// A cancel request (psql's Ctrl-C).
-    Cancel = 1,
-    /// `statement_timeout` passed.
-    Timeout = 2,
-    /// The client's connection closed.
-    ClientGone = 3,
-}
-
-/// What the connection's async side shares with its session without taking the session's lock: how to stop
-/// the running statement and why, and the settings that side enforces.
-pub(crate) struct SessionShared {
-    interrupt: InterruptHandle,
-    /// A `StopReason` as its number, 0 for none: set before the interrupt, cleared when a statement starts.
-    stop: AtomicU8,
-    statement_timeout_ms: AtomicU64,
-    idle_in_transaction_timeout_ms: AtomicU64,
-    in_transaction: AtomicBool,
-    /// The session's queue of notifications (`LISTEN`), drained by the connection.
-    listener: Arc<pgcompat::notify::Listener>,
-    /// Woken when a notification arrives for the session.
-    notified: tokio::sync::Notify,
-}
-
-impl SessionShared {
-    /// Stops the running statement (SQLite's interrupt) for `reason`; the first reason given wins. Also stops
-    /// the statements still to come of the same query.
-    pub(crate) fn stop(&self, reason: StopReason) {
-        let _first = self
-            .stop
-            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
-        self.interrupt.interrupt();
-    }
-
-    /// The notifications waiting for the client, if it may have them now (outside a transaction).
-    pub(crate) fn take_notifications(&self) -> Vec<pgcompat::notify::Notification> {
-        if self.in_transaction() || !self.listener.has_pending() {
-            return Vec::new();
-        }
-        let dropped = self.listener.take_dropped();
-        if dropped > 0 {
-            tracing::warn!(
-                dropped,
-                "a client's notification queue was full: its oldest notifications were dropped"
-            );
-        }
-        self.listener.take()
-    }
-
-    /// Resolves when a notification arrives (or arrived since the last call).
-    pub(crate) async fn notification_arrived(&self) {
-        self.notified.notified().await;
-    }
-
-    /// Forgets an earlier stop: called by the connection before it hands the session a new query.
-    pub(crate) fn begin_query(&self) {
-        self.stop.store(0, Ordering::SeqCst);
-    }
-
-    fn stopped(&self) -> Option<StopReason> {
-        match self.stop.load(Ordering::SeqCst) {
-            1 => Some(StopReason::Cancel),
-            2 => Some(StopReason::Timeout),
-            3 => Some(StopReason::ClientGone),
-            _ => None,
-        }
-    }
-
-    /// The session's `statement_timeout` in milliseconds (0: none).
-    pub(crate) fn statement_timeout_ms(&self) -> u64 {
-        self.statement_timeout_ms.load(Ordering::SeqCst)
-    }
-
-    /// The session's `idle_in_transaction_session_timeout` in milliseconds (0: none).
-    pub(crate) fn idle_in_transaction_timeout_ms(&self) -> u64 {
-        self.idle_in_transaction_timeout_ms.load(Ordering::SeqCst)
-    }
-
-    /// Whether the session is inside a transaction block (as of its last statement).
-    pub(crate) fn in_transaction(&self) -> bool {
-        self.in_transaction.load(Ordering::SeqCst)
-    }
-}
-
-/// The server's defaults for a new session's timeouts, in milliseconds (0: none).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SessionDefaults {
-    /// `statement_timeout`.
-    pub statement_timeout_ms: u64,
-    /// `idle_in_transaction_session_timeout`.
-    pub idle_in_transaction_timeout_ms: u64,
 }
 
 /// A client's session: a SQLite connection with PostgreSQL transaction semantics on top.

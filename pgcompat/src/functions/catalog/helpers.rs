@@ -69,6 +69,12 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         let declared = ctx.get::<Option<String>>(1)?.unwrap_or_default();
         Ok(i64::from(column_type(pg.as_deref(), &declared).oid()))
     })?;
+    // The default b-tree operator class of an index key of this type (`pg_index.indclass`; `pg_opclass`
+    // lists them): a `varchar` key takes `text_ops`, as in PostgreSQL; 0 for a type without one here.
+    conn.create_scalar_function("_pgc_key_opclass", 1, flags, |ctx| {
+        let oid = ctx.get::<Option<i64>>(0)?.unwrap_or(0);
+        Ok(default_btree_opclass(oid))
+    })?;
     conn.create_scalar_function("_pgc_typmod", 1, flags, |ctx| {
         let ty = ctx.get::<Option<String>>(0)?.and_then(|t| PgType::from_catalog(&t));
         Ok(ty.map_or(-1, typmod))
@@ -465,4 +471,32 @@ fn index_keys(sql: &str) -> Option<String> {
         out.push_str(&format!(" WHERE ({})", super::deparse::expression_text(predicate, &[])));
     }
     Some(out)
+}
+
+/// PostgreSQL 15's default b-tree operator class for keys of the type `oid` (the rows of `pg_opclass`).
+fn default_btree_opclass(oid: i64) -> i64 {
+    match oid {
+        23 => 1978,
+        21 => 1979,
+        26 => 1981,
+        1082 => 3122,
+        701 => 3123,
+        20 => 3124,
+        1700 => 3125,
+        25 | 1043 => 3126,
+        1184 => 3127,
+        1114 => 3128,
+        16 => 10003,
+        1042 => 10004,
+        17 => 10006,
+        18 => 10007,
+        700 => 10012,
+        1186 => 10022,
+        19 => 10028,
+        1083 => 10038,
+        1266 => 10041,
+        2950 => 10065,
+        3802 => 10088,
+        _ => 0,
+    }
 }

@@ -10,6 +10,7 @@ mod binary;
 mod build;
 mod function;
 mod node;
+mod quantified;
 mod typer;
 
 use sqlparser::ast::{Expr, Query, Select, SelectItem, TableFactor, Value, ValueWithSpan};
@@ -20,7 +21,7 @@ use crate::types::PgType;
 
 pub(crate) use build::{call, cast_call, coerce_call, plain_args, string, strip_public, written_type};
 use build::{coerce_literals, field_unit, is_string_literal, negate_if, number, take};
-pub(crate) use typer::{arithmetic_type, datetime_result, last_part, number_type, Scope, Typer};
+pub(crate) use typer::{arithmetic_type, datetime_result, last_part, number_type, CteTable, Scope, Typer};
 
 /// Rewrites every expression of a statement (and the queries inside it), keeping the scopes of SELECTs for
 /// typing; stops at the first error.
@@ -196,10 +197,13 @@ impl super::walk::Hooks for Rewriter<'_> {
             .flat_map(|f| std::iter::once(&f.relation).chain(f.joins.iter().map(|j| &j.relation)))
             .filter_map(|factor| match factor {
                 TableFactor::Table { alias: Some(a), .. } if a.name.value.starts_with(super::srf::ALIAS_PREFIX) => {
-                    Some(a.name.value.clone())
+                    Some(vec![a.name.value.clone()])
                 }
+                // A flattened lateral (`lateral_srf`): the items it holds.
+                TableFactor::NestedJoin { .. } => Some(super::lateral_srf::aliases_inside(factor)),
                 _ => None,
             })
+            .flatten()
             .collect();
         for alias in aliases {
             if let Some(at) = self.pending_functions.iter().position(|f| f.sqlite_alias == alias) {
@@ -300,6 +304,7 @@ impl super::walk::Hooks for Rewriter<'_> {
     }
 
     fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
+        super::lateral_srf::splice(&mut select.from);
         // A numeric computed in a SELECT list is text to SQLite: it carries the `pg_numeric` collation, so
         // a query reading it through a CTE or derived table sorts and compares it by value (a column keeps
         // its own collation).
@@ -361,6 +366,14 @@ impl super::walk::Hooks for Rewriter<'_> {
             }
         }
         if let Some((replacement, function)) = super::srf::from_item(&self.typer, factor)? {
+            *factor = replacement;
+            self.pending_functions.push(function);
+            return Ok(());
+        }
+        // Its subquery was rewritten just before: `left_scope` is its SELECT's.
+        if let Some((replacement, function)) =
+            super::lateral_srf::flatten(&self.typer, self.left_scope.as_ref(), factor)
+        {
             *factor = replacement;
             self.pending_functions.push(function);
             return Ok(());
