@@ -5,7 +5,7 @@
 //! [`AUDIT_RETENTION_DAYS`] days; both are enforced when an entry is added (so a quiet project's old entries go
 //! with its next call), and a project's entries go with the project.
 
-use rusqlite::{params, Row};
+use crate::store::sql::{params, Row};
 
 use super::{has_project, new_id, now, timestamp_text, AccountId, Page, Store, StoreError};
 
@@ -54,7 +54,7 @@ pub struct NewAuditEntry {
 
 const AUDIT_COLUMNS: &str = "id, project_id, key_id, method, path, status, request_id, created_at";
 
-fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+fn audit_row(row: &Row<'_>) -> crate::store::sql::Result<AuditEntry> {
     Ok(AuditEntry {
         id: row.get(0)?,
         project_id: row.get(1)?,
@@ -86,7 +86,7 @@ impl Store {
             .map(timestamp_text)
             .unwrap_or_default();
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         tx.execute(
             &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
             params![

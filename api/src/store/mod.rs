@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use sql::{params, Connection, OptionalExtension, SqlError, Transaction, TransactionBehavior};
 
 use crate::{files, ids};
 
@@ -23,10 +23,11 @@ pub mod idempotency;
 pub mod keys;
 pub mod labels;
 pub mod operations;
+pub mod sql;
 pub mod webhooks;
 
 pub use keys::{ApiKey, KeyScope};
-use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
+use labels::{filter_params, label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 
 /// One schema migration: SQL, or code for what SQL cannot do.
 enum Migration {
@@ -233,9 +234,9 @@ const BUSY_TIMEOUT_MS: u64 = 5_000;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// SQLite failed.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The metadata database (SQLite or PostgreSQL) failed, or held a value of the wrong kind.
+    #[error("metadata database: {0}")]
+    Sql(#[from] SqlError),
     /// The database holds something this code cannot have written.
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
@@ -273,12 +274,17 @@ pub(crate) fn has_project(conn: &Connection, account: &AccountId, project_id: &s
 }
 
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
-pub(crate) fn conflict_on_unique(error: rusqlite::Error, message: &str) -> StoreError {
-    match &error {
-        rusqlite::Error::SqliteFailure(code, _) if code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => {
-            StoreError::Conflict(message.to_owned())
-        }
-        _ => StoreError::Sqlite(error),
+pub(crate) fn conflict_on_unique(error: SqlError, message: &str) -> StoreError {
+    if error.is_unique_violation() {
+        StoreError::Conflict(message.to_owned())
+    } else {
+        StoreError::Sql(error)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> StoreError {
+        StoreError::Sql(SqlError::Sqlite(error))
     }
 }
 
@@ -324,7 +330,16 @@ impl<T> Page<T> {
     }
 }
 
-/// The metadata store: one SQLite connection behind a mutex.
+/// Where the metadata is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataLocation {
+    /// `metadata.sqlite` in this data directory (the default).
+    DataDir(std::path::PathBuf),
+    /// A PostgreSQL database, by its URL, which several processes may share.
+    Postgres(String),
+}
+
+/// The metadata store: one connection (SQLite or PostgreSQL) behind a mutex.
 #[derive(Debug)]
 pub struct Store {
     conn: Mutex<Connection>,
@@ -364,7 +379,7 @@ impl Store {
             .truncate(false)
             .mode(0o600)
             .open(&path)?;
-        let conn = Connection::open(&path)?;
+        let conn = rusqlite::Connection::open(&path)?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // After the journal mode, so the `-wal` and `-shm` files exist if they ever will.
@@ -376,11 +391,33 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "secure_delete", "ON")?;
-        let store = Store { conn: Mutex::new(conn) };
+        let store = Store {
+            conn: Mutex::new(Connection::sqlite(conn)),
+        };
         if store.migrate()? {
             store.checkpoint()?;
         }
         Ok(store)
+    }
+
+    /// Opens the metadata in the PostgreSQL database at `url` (`postgresql://user@host:port/database`, no TLS)
+    /// and brings its schema up to date: the same migrations as SQLite's, translated, each in a transaction that
+    /// holds the writer lock, so processes that start together migrate once. Several processes may use one
+    /// database at once (see [`sql`]'s invariant).
+    pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        let store = Store {
+            conn: Mutex::new(Connection::postgres(url)?),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens the metadata where `location` says.
+    pub fn open_at(location: &MetadataLocation) -> Result<Store, StoreError> {
+        match location {
+            MetadataLocation::DataDir(dir) => Store::open(dir),
+            MetadataLocation::Postgres(url) => Store::open_postgres(url),
+        }
     }
 
     pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -400,6 +437,9 @@ impl Store {
     /// from finishing: that is logged, and the next migration or SQLite's own checkpoints finish it.
     fn checkpoint(&self) -> Result<(), StoreError> {
         let conn = self.conn();
+        let Some(conn) = conn.as_sqlite() else {
+            return Ok(());
+        };
         let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
         if busy != 0 {
             tracing::warn!("the metadata's WAL could not be truncated after a migration: another connection reads it");
@@ -510,7 +550,8 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {PROJECT_COLUMNS} FROM projects
-             WHERE account_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+             WHERE account_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
+            label_condition(conn.dialect())
         ))?;
         // One extra row says whether another page follows.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
@@ -624,7 +665,7 @@ fn forget_passwords(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
+fn project_row(row: &sql::Row<'_>) -> crate::store::sql::Result<Project> {
     Ok(Project {
         id: row.get(0)?,
         account_id: AccountId(row.get(1)?),
@@ -674,7 +715,7 @@ mod tests {
         {
             // A metadata file as version 3 left it, with a database's password in its row and in a stored
             // response, and its content partly in the WAL.
-            let conn = Connection::open(dir.path().join(METADATA_FILE)).unwrap();
+            let conn = rusqlite::Connection::open(dir.path().join(METADATA_FILE)).unwrap();
             conn.pragma_update(None, "journal_mode", "WAL").unwrap();
             conn.execute_batch(
                 "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3);",

@@ -11,8 +11,8 @@
 //! migration was needed; a row whose action or parameters cannot be read fails its operation with
 //! [`ActionError`], never the listing or the resume that reads it.
 
+use crate::store::sql::{params, OptionalExtension, Row, Transaction};
 use cambium_types::{Lsn, TimelineId};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
@@ -212,7 +212,7 @@ pub struct NewOperation<'a> {
 const COLUMNS: &str =
     "id, project_id, account_id, database_id, branch_id, action, status, error, params, created_at, updated_at";
 
-fn operation_row(row: &Row<'_>) -> rusqlite::Result<(Operation, String)> {
+fn operation_row(row: &Row<'_>) -> crate::store::sql::Result<(Operation, String)> {
     Ok((
         Operation {
             id: row.get(0)?,
@@ -276,7 +276,7 @@ impl Store {
     /// [`StoreError::Conflict`]): one transaction, so two concurrent requests cannot both start one.
     pub fn start_operation(&self, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         if let Some(branch_id) = new.branch_id {
             let running = tx
                 .query_row(
