@@ -137,7 +137,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -154,8 +154,12 @@ mod tests {
 
     #[test]
     fn entries_list_newest_first_by_project_and_old_ones_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(entries_list_newest_first_by_project_and_old_ones_go_on);
+    }
+
+    /// [`entries_list_newest_first_by_project_and_old_ones_go`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn entries_list_newest_first_by_project_and_old_ones_go_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let other = store.create_project(&account, "q", 10, &Labels::new()).unwrap();

@@ -153,7 +153,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -172,8 +172,14 @@ mod tests {
 
     #[test]
     fn buckets_add_wal_growth_and_compute_time_and_keep_the_last_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(buckets_add_wal_growth_and_compute_time_and_keep_the_last_size_on);
+    }
+
+    /// [`buckets_add_wal_growth_and_compute_time_and_keep_the_last_size`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn buckets_add_wal_growth_and_compute_time_and_keep_the_last_size_on(
+        open: crate::store::scenarios::Open<'_>,
+    ) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let p = project.id.as_str();

@@ -94,13 +94,17 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
     fn listings_filter_on_a_key_or_a_key_and_value() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(listings_filter_on_a_key_or_a_key_and_value_on);
+    }
+
+    /// [`listings_filter_on_a_key_or_a_key_and_value`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn listings_filter_on_a_key_or_a_key_and_value_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let mut ids = Vec::new();
         for (name, labels) in [
@@ -145,7 +149,7 @@ mod tests {
             .set_labels(&stranger, Labelled::Project, &ids[2], &Labels::new())
             .unwrap());
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open();
         assert_eq!(
             store.get_project(&account, &ids[2]).unwrap().unwrap().labels,
             relabelled

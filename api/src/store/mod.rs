@@ -24,6 +24,9 @@ pub mod keys;
 pub mod labels;
 pub mod operations;
 pub mod sql;
+
+#[cfg(test)]
+mod scenarios;
 pub mod webhooks;
 
 pub use keys::{ApiKey, KeyScope};
@@ -677,18 +680,22 @@ fn project_row(row: &sql::Row<'_>) -> crate::store::sql::Result<Project> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
     fn migrations_apply_once_and_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(migrations_apply_once_and_reopen_on);
+    }
+
+    /// [`migrations_apply_once_and_reopen`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn migrations_apply_once_and_reopen_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "a", 10, &Labels::new()).unwrap();
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
     }

@@ -415,7 +415,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     //! The typed actions against the rows the store has always held: rows written as the code before
     //! [`Action`] wrote them (literal text below) load and decode to the same work, the typed actions write
     //! that very text, and a row that cannot be read fails its own operation only.
@@ -444,9 +444,11 @@ mod tests {
     }
 
     /// A store with an account and a project, and a running operation row inserted as old code inserted it.
-    fn store_with_rows(rows: &[(&str, &str, &str)]) -> (tempfile::TempDir, Store, AccountId, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn store_with_rows(
+        open: crate::store::scenarios::Open<'_>,
+        rows: &[(&str, &str, &str)],
+    ) -> (Store, AccountId, String) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store
             .create_project(&account, "p", 10, &crate::store::labels::Labels::new())
@@ -461,20 +463,28 @@ mod tests {
                 .unwrap();
             }
         }
-        (dir, store, account, project.id)
+        (store, account, project.id)
     }
 
     #[test]
     fn rows_written_before_the_typed_action_run_as_they_are() {
-        let (_dir, store, _, _) = store_with_rows(&[
-            ("op_1", "create_database", "{}"),
-            ("op_2", "restore_branch", RESTORE_PARAMS_V1),
-            (
-                "op_3",
-                "restore_branch",
-                &RESTORE_PARAMS_V1.replace("\"main_before_restore_20260101T000000Z\"", "null"),
-            ),
-        ]);
+        crate::store::scenarios::on_sqlite(rows_written_before_the_typed_action_run_as_they_are_on);
+    }
+
+    /// [`rows_written_before_the_typed_action_run_as_they_are`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn rows_written_before_the_typed_action_run_as_they_are_on(open: crate::store::scenarios::Open<'_>) {
+        let (store, _, _) = store_with_rows(
+            open,
+            &[
+                ("op_1", "create_database", "{}"),
+                ("op_2", "restore_branch", RESTORE_PARAMS_V1),
+                (
+                    "op_3",
+                    "restore_branch",
+                    &RESTORE_PARAMS_V1.replace("\"main_before_restore_20260101T000000Z\"", "null"),
+                ),
+            ],
+        );
         let running = store.running_operations().unwrap();
         let work: Vec<Action> = running.iter().map(|operation| operation.work().unwrap()).collect();
         let mut unpreserved = restore_params();
@@ -531,7 +541,12 @@ mod tests {
 
     #[test]
     fn a_new_operation_is_stored_as_its_action_says() {
-        let (_dir, store, account, project_id) = store_with_rows(&[]);
+        crate::store::scenarios::on_sqlite(a_new_operation_is_stored_as_its_action_says_on);
+    }
+
+    /// [`a_new_operation_is_stored_as_its_action_says`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_new_operation_is_stored_as_its_action_says_on(open: crate::store::scenarios::Open<'_>) {
+        let (store, account, project_id) = store_with_rows(open, &[]);
         let action = Action::RestoreBranch(restore_params());
         let started = store
             .start_operation(&NewOperation {
@@ -562,16 +577,26 @@ mod tests {
 
     #[test]
     fn a_row_that_cannot_be_read_fails_its_operation_not_the_listing() {
-        let (_dir, store, account, project_id) = store_with_rows(&[
-            ("op_1", "drop_everything", "{}"),
-            ("op_2", "restore_branch", "{\"branch_id\":\"br_1\"}"),
-            (
-                "op_3",
-                "restore_branch",
-                &RESTORE_PARAMS_V1.replace("0/1000A28", "not an LSN"),
-            ),
-            ("op_4", "create_database", "[]"),
-        ]);
+        crate::store::scenarios::on_sqlite(a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on);
+    }
+
+    /// [`a_row_that_cannot_be_read_fails_its_operation_not_the_listing`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on(
+        open: crate::store::scenarios::Open<'_>,
+    ) {
+        let (store, account, project_id) = store_with_rows(
+            open,
+            &[
+                ("op_1", "drop_everything", "{}"),
+                ("op_2", "restore_branch", "{\"branch_id\":\"br_1\"}"),
+                (
+                    "op_3",
+                    "restore_branch",
+                    &RESTORE_PARAMS_V1.replace("0/1000A28", "not an LSN"),
+                ),
+                ("op_4", "create_database", "[]"),
+            ],
+        );
         let listed = store.list_operations(&account, &project_id, None, 10).unwrap().unwrap();
         assert_eq!(listed.items.len(), 4, "every row is listed");
         let errors: Vec<String> = store

@@ -461,7 +461,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -476,8 +476,12 @@ mod tests {
 
     #[test]
     fn deliveries_queue_by_subscription_and_log_their_attempts() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(deliveries_queue_by_subscription_and_log_their_attempts_on);
+    }
+
+    /// [`deliveries_queue_by_subscription_and_log_their_attempts`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn deliveries_queue_by_subscription_and_log_their_attempts_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let branches = store
@@ -557,8 +561,12 @@ mod tests {
 
     #[test]
     fn a_project_has_a_bounded_number_of_webhooks() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(a_project_has_a_bounded_number_of_webhooks_on);
+    }
+
+    /// [`a_project_has_a_bounded_number_of_webhooks`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_project_has_a_bounded_number_of_webhooks_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         for _ in 0..WEBHOOKS_PER_PROJECT_MAX {

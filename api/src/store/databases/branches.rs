@@ -281,7 +281,7 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stmt = tx.prepare(&format!(
             "WITH RECURSIVE subtree(id) AS (
-                 SELECT CAST(?1 AS TEXT) UNION SELECT b.id FROM branches b JOIN subtree s ON b.parent_branch_id = s.id
+                 SELECT id FROM branches WHERE id = ?1 UNION SELECT b.id FROM branches b JOIN subtree s ON b.parent_branch_id = s.id
              )
              SELECT {BRANCH_COLUMNS} FROM branches WHERE id IN (SELECT id FROM subtree) ORDER BY id"
         ))?;
