@@ -78,6 +78,7 @@ fn main() -> Result<()> {
         Command::Client(command) => std::process::exit(client::run(command)),
         Command::Up {
             data_dir,
+            metadata,
             listen,
             pg_listen,
             remote,
@@ -95,6 +96,7 @@ fn main() -> Result<()> {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
+                metadata,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
@@ -117,6 +119,7 @@ fn main() -> Result<()> {
         }
         Command::Api {
             data_dir,
+            metadata,
             listen,
             pg_listen,
             pageserver,
@@ -124,6 +127,7 @@ fn main() -> Result<()> {
             rate_limit,
             cache,
             idle_store_timeout_ms,
+            operation_delay_ms,
             reconcile,
             http,
             pg,
@@ -132,13 +136,14 @@ fn main() -> Result<()> {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
+                metadata,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
                 cache: cache_config,
                 prefetch: cache.prefetch(),
                 branch_stores: cache.branch_stores(),
-                operation_delay_ms: 0,
+                operation_delay_ms,
                 faults: api::faults::Faults::default(),
                 idle_store_timeout_ms,
                 http: http.limits(),

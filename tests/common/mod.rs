@@ -5,6 +5,8 @@ pub mod api;
 pub mod bank;
 pub mod cluster;
 pub mod faults;
+#[path = "../../api/src/testing_postgres.rs"]
+pub mod postgres;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -22,6 +22,7 @@ pub mod databases;
 pub mod idempotency;
 pub mod keys;
 pub mod labels;
+pub mod leases;
 pub mod operations;
 pub mod sql;
 
@@ -222,6 +223,14 @@ const MIGRATIONS: &[Migration] = &[
     );
 ",
     ),
+    // Operation leases (issue 17, `leases`): the API process running each operation and until when, so processes
+    // sharing PostgreSQL metadata run an operation once and take over a dead one's.
+    Migration::Sql(
+        "
+    ALTER TABLE operations ADD COLUMN lease_owner TEXT;
+    ALTER TABLE operations ADD COLUMN lease_expires_at TEXT;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -346,6 +355,8 @@ pub enum MetadataLocation {
 #[derive(Debug)]
 pub struct Store {
     conn: Mutex<Connection>,
+    /// This process's lease owner id ([`leases`]).
+    owner: String,
 }
 
 /// Now, as the ISO 8601 UTC string stored in `created_at` columns.
@@ -358,6 +369,11 @@ pub(crate) fn now() -> (u64, String) {
 /// `timestamp` as stored: ISO 8601 UTC with exactly three fractional digits, so the text sorts as the time.
 pub(crate) fn timestamp_text(timestamp: jiff::Timestamp) -> String {
     format!("{timestamp:.3}")
+}
+
+/// A new lease owner id: one per opened store (one per process).
+fn new_owner() -> String {
+    new_id("api_", now().0)
 }
 
 /// A new id with `prefix`.
@@ -396,6 +412,7 @@ impl Store {
         conn.pragma_update(None, "secure_delete", "ON")?;
         let store = Store {
             conn: Mutex::new(Connection::sqlite(conn)),
+            owner: new_owner(),
         };
         if store.migrate()? {
             store.checkpoint()?;
@@ -410,6 +427,7 @@ impl Store {
     pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
         let store = Store {
             conn: Mutex::new(Connection::postgres(url)?),
+            owner: new_owner(),
         };
         store.migrate()?;
         Ok(store)

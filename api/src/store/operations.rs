@@ -15,6 +15,7 @@ use crate::store::sql::{params, OptionalExtension, Row, Transaction};
 use cambium_types::{Lsn, TimelineId};
 use serde::{Deserialize, Serialize};
 
+use super::leases::Lease;
 use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
 
 /// What an operation does, with the parameters fixed when it was created (so a run resumed after a crash does
@@ -236,8 +237,12 @@ fn finish_row((mut operation, status): (Operation, String)) -> Result<Operation,
     Ok(operation)
 }
 
-/// Inserts a `running` operation inside `tx`.
-pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
+/// Inserts a `running` operation inside `tx`, leased to the inserting process (`lease`).
+pub(crate) fn insert_operation(
+    tx: &Transaction<'_>,
+    new: &NewOperation<'_>,
+    lease: &Lease,
+) -> Result<Operation, StoreError> {
     let (ms, created_at) = now();
     let operation = Operation {
         id: new_id("op_", ms),
@@ -253,7 +258,10 @@ pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> 
         created_at,
     };
     tx.execute(
-        &format!("INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        &format!(
+            "INSERT INTO operations ({COLUMNS}, lease_owner, lease_expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+        ),
         params![
             operation.id,
             operation.project_id,
@@ -265,7 +273,9 @@ pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> 
             operation.error,
             operation.params,
             operation.created_at,
-            operation.updated_at
+            operation.updated_at,
+            lease.owner,
+            lease.expires_at
         ],
     )?;
     Ok(operation)
@@ -291,7 +301,7 @@ impl Store {
                 )));
             }
         }
-        let operation = insert_operation(&tx, new)?;
+        let operation = insert_operation(&tx, new, &self.new_lease())?;
         tx.commit()?;
         Ok(operation)
     }

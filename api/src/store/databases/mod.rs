@@ -296,6 +296,7 @@ impl Store {
                 branch_id: Some(&branch.id),
                 action: &Action::CreateDatabase,
             },
+            &self.new_lease(),
         )?;
         tx.commit()?;
         Ok(Some(CreatedDatabase {
