@@ -141,6 +141,9 @@ pub(crate) enum Command {
         /// Data directory.
         #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
         data_dir: PathBuf,
+        /// The control metadata in a PostgreSQL database (`postgresql://…`), as `up`/`api --metadata` gave it.
+        #[arg(long, env = "CAMBIUM_METADATA")]
+        metadata: Option<String>,
         #[command(subcommand)]
         command: up::KeysCommand,
     },

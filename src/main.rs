@@ -157,7 +157,11 @@ fn main() -> Result<()> {
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }
-        Command::Keys { data_dir, command } => up::keys(&data_dir, command),
+        Command::Keys {
+            data_dir,
+            metadata,
+            command,
+        } => up::keys(&data_dir, metadata.as_deref(), command),
         Command::Demo { data_dir, pages } => {
             let data_dir = data_dir.unwrap_or_else(|| {
                 let seconds = std::time::SystemTime::now()

@@ -466,14 +466,20 @@ pub enum KeysCommand {
     },
 }
 
-/// `cambium keys`, on the metadata in `data_dir` (also while `up` runs: SQLite serializes the writers).
-pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
-    anyhow::ensure!(
-        data_dir.join(api::store::METADATA_FILE).exists(),
-        "no Cambium metadata in {} (run `cambium up` there first)",
-        data_dir.display()
-    );
-    let store = Store::open(data_dir).context("opening the control metadata")?;
+/// `cambium keys`, on the metadata in `data_dir`, or in the PostgreSQL database `metadata` (also while `up` runs:
+/// either backend serializes the writers).
+pub fn keys(data_dir: &Path, metadata: Option<&str>, command: KeysCommand) -> Result<()> {
+    let store = match metadata {
+        Some(url) => Store::open_postgres(url).context("opening the control metadata")?,
+        None => {
+            anyhow::ensure!(
+                data_dir.join(api::store::METADATA_FILE).exists(),
+                "no Cambium metadata in {} (run `cambium up` there first)",
+                data_dir.display()
+            );
+            Store::open(data_dir).context("opening the control metadata")?
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     match command {
         KeysCommand::Create {

@@ -266,7 +266,9 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "DROP TABLE consumption_cursors;
+            "ALTER TABLE operations DROP COLUMN lease_expires_at;
+             ALTER TABLE operations DROP COLUMN lease_owner;
+             DROP TABLE consumption_cursors;
              DROP TABLE consumption;
              DROP TABLE webhook_deliveries;
              DROP TABLE webhooks;

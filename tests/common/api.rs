@@ -23,6 +23,8 @@ pub struct Up {
     pub data_dir: PathBuf,
     /// Database id → its password, as its creation (or a reset) returned it: the API shows it only then.
     passwords: Mutex<HashMap<String, String>>,
+    /// The URL of the PostgreSQL metadata, if it is there (`cambium keys` gets it too).
+    metadata_url: Option<String>,
     /// The PostgreSQL server holding the metadata, if it is there (after the process: stopped once it is killed).
     _metadata: Option<TestPostgres>,
     _root: Option<tempfile::TempDir>,
@@ -56,10 +58,18 @@ impl Up {
                 let url = server.create_database("metadata");
                 let mut args = vec!["--metadata", url.as_str()];
                 args.extend_from_slice(extra);
-                Up::start_in(&data_dir, &args)
+                let mut up = Up::start_in(&data_dir, &args);
+                up.metadata_url = Some(url);
+                up
             }
             None => Up::start_in(&data_dir, extra),
         };
+        if up._metadata.is_none() && server.is_some() {
+            assert!(
+                !data_dir.join("metadata.sqlite").exists(),
+                "--metadata was given, yet the metadata went to SQLite"
+            );
+        }
         up._metadata = server;
         up._root = Some(root);
         up
@@ -71,6 +81,7 @@ impl Up {
         args.extend_from_slice(extra);
         let root = tempfile::tempdir().expect("tempdir");
         let mut up = Up::start_in(&root.path().join("cambium"), &args);
+        up.metadata_url = Some(url.to_owned());
         up._root = Some(root);
         up
     }
@@ -109,6 +120,7 @@ impl Up {
             key,
             data_dir: data_dir.to_owned(),
             passwords: Mutex::new(HashMap::new()),
+            metadata_url: None,
             _metadata: None,
             _root: None,
         }
@@ -120,6 +132,7 @@ impl Up {
             .arg("keys")
             .arg("--data-dir")
             .arg(&self.data_dir)
+            .args(self.metadata_url.iter().flat_map(|url| ["--metadata", url.as_str()]))
             .args(args)
             .output()
             .expect("run cambium keys");
