@@ -51,6 +51,10 @@ pub(crate) enum Command {
         /// Data directory (made if missing).
         #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
         data_dir: PathBuf,
+        /// The control metadata in a PostgreSQL database (`postgresql://user@host:port/database`, no TLS) instead
+        /// of `metadata.sqlite` in the data directory; several `cambium api` processes may share one.
+        #[arg(long, env = "CAMBIUM_METADATA")]
+        metadata: Option<String>,
         /// The API's address.
         #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
         listen: String,
@@ -95,6 +99,10 @@ pub(crate) enum Command {
         /// Data directory for the control metadata (made if missing).
         #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
         data_dir: PathBuf,
+        /// The control metadata in a PostgreSQL database (`postgresql://user@host:port/database`, no TLS) instead
+        /// of `metadata.sqlite` in the data directory; several `cambium api` processes may share one.
+        #[arg(long, env = "CAMBIUM_METADATA")]
+        metadata: Option<String>,
         /// The API's address.
         #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
         listen: String,
@@ -114,6 +122,9 @@ pub(crate) enum Command {
         /// starts it again.
         #[arg(long, env = "CAMBIUM_IDLE_STORE_TIMEOUT_MS", default_value_t = 300_000)]
         idle_store_timeout_ms: u64,
+        /// Fault injection for tests: wait this long before running each operation.
+        #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
+        operation_delay_ms: u64,
         #[command(flatten)]
         cache: CacheArgs,
         #[command(flatten)]
@@ -130,6 +141,9 @@ pub(crate) enum Command {
         /// Data directory.
         #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium")]
         data_dir: PathBuf,
+        /// The control metadata in a PostgreSQL database (`postgresql://…`), as `up`/`api --metadata` gave it.
+        #[arg(long, env = "CAMBIUM_METADATA")]
+        metadata: Option<String>,
         #[command(subcommand)]
         command: up::KeysCommand,
     },

@@ -78,6 +78,7 @@ fn main() -> Result<()> {
         Command::Client(command) => std::process::exit(client::run(command)),
         Command::Up {
             data_dir,
+            metadata,
             listen,
             pg_listen,
             remote,
@@ -95,6 +96,7 @@ fn main() -> Result<()> {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
+                metadata,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
@@ -117,6 +119,7 @@ fn main() -> Result<()> {
         }
         Command::Api {
             data_dir,
+            metadata,
             listen,
             pg_listen,
             pageserver,
@@ -124,6 +127,7 @@ fn main() -> Result<()> {
             rate_limit,
             cache,
             idle_store_timeout_ms,
+            operation_delay_ms,
             reconcile,
             http,
             pg,
@@ -132,13 +136,14 @@ fn main() -> Result<()> {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
                 data_dir,
+                metadata,
                 listen,
                 pg_listen,
                 rate_limit_per_s: rate_limit,
                 cache: cache_config,
                 prefetch: cache.prefetch(),
                 branch_stores: cache.branch_stores(),
-                operation_delay_ms: 0,
+                operation_delay_ms,
                 faults: api::faults::Faults::default(),
                 idle_store_timeout_ms,
                 http: http.limits(),
@@ -152,7 +157,11 @@ fn main() -> Result<()> {
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }
-        Command::Keys { data_dir, command } => up::keys(&data_dir, command),
+        Command::Keys {
+            data_dir,
+            metadata,
+            command,
+        } => up::keys(&data_dir, metadata.as_deref(), command),
         Command::Demo { data_dir, pages } => {
             let data_dir = data_dir.unwrap_or_else(|| {
                 let seconds = std::time::SystemTime::now()

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use api::backend::{Backend, BackendConfig};
 use api::control::{Control, ControlConfig};
 use api::http::{HttpConfig, ServeConfig};
-use api::store::{AccountId, Store};
+use api::store::{AccountId, MetadataLocation, Store};
 use compute::host::{ComputeHost, HostConfig};
 use safekeeper::filestore::FileStoreConfig;
 use safekeeper::node::{NodeConfig, SafekeeperNode};
@@ -42,6 +42,8 @@ const BACKEND_PULL_TIMEOUT_MS: u64 = 600_000;
 pub struct ApiOptions {
     /// The data directory.
     pub data_dir: PathBuf,
+    /// The PostgreSQL URL of the control metadata; `None`: `metadata.sqlite` in the data directory.
+    pub metadata: Option<String>,
     /// The API's listen address.
     pub listen: String,
     /// The PostgreSQL listen address.
@@ -234,11 +236,17 @@ impl LocalStorage {
     }
 }
 
-/// Opens the metadata and, on first start (no account yet), creates the admin account and its key, written
-/// to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename). Returns the store and the key file's path.
-fn open_store(data_dir: &Path) -> Result<(Arc<Store>, PathBuf)> {
+/// Opens the metadata (in `data_dir`, or at the PostgreSQL URL `metadata`) and, on first start (no account yet),
+/// creates the admin account and its key, written to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename).
+/// Returns the store and the key file's path. On shared PostgreSQL metadata only the process that created the
+/// admin account has the key file.
+fn open_store(data_dir: &Path, metadata: Option<&str>) -> Result<(Arc<Store>, PathBuf)> {
     api::files::private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-    let store = Store::open(data_dir).context("opening the control metadata")?;
+    let location = match metadata {
+        Some(url) => MetadataLocation::Postgres(url.to_owned()),
+        None => MetadataLocation::DataDir(data_dir.to_owned()),
+    };
+    let store = Store::open_at(&location).context("opening the control metadata")?;
     let key_path = data_dir.join("api_key");
     api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
     if store.accounts().context("reading accounts")?.is_empty() {
@@ -287,7 +295,7 @@ async fn serve_api(
     shutdown: impl Future<Output = ()> + Send + 'static,
     what: &str,
 ) -> Result<()> {
-    let (store, key_path) = open_store(&options.data_dir)?;
+    let (store, key_path) = open_store(&options.data_dir, options.metadata.as_deref())?;
     let (pg_tls, pg_ca_cert) = pg_tls(options)?;
     let host = ComputeHost::start(HostConfig {
         listen: options.pg_listen.clone(),
@@ -337,6 +345,7 @@ async fn serve_api(
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
     let expiry = api::control::expiry::spawn(&control, options.expiry);
     let scale_to_zero = api::control::scale_to_zero::spawn(&control);
+    let leases = api::control::leases::spawn(&control);
     let webhooks = api::webhooks::spawn(&control, options.webhooks).context("starting the webhook sender")?;
     let consumption = api::consumption::spawn(&control, options.consumption);
     let listener = tokio::net::TcpListener::bind(&options.listen)
@@ -392,6 +401,8 @@ async fn serve_api(
     let _ = expiry.await;
     scale_to_zero.abort();
     let _ = scale_to_zero.await;
+    leases.abort();
+    let _ = leases.await;
     webhooks.abort();
     let _ = webhooks.await;
     consumption.abort();
@@ -471,14 +482,20 @@ pub enum KeysCommand {
     },
 }
 
-/// `cambium keys`, on the metadata in `data_dir` (also while `up` runs: SQLite serializes the writers).
-pub fn keys(data_dir: &Path, command: KeysCommand) -> Result<()> {
-    anyhow::ensure!(
-        data_dir.join(api::store::METADATA_FILE).exists(),
-        "no Cambium metadata in {} (run `cambium up` there first)",
-        data_dir.display()
-    );
-    let store = Store::open(data_dir).context("opening the control metadata")?;
+/// `cambium keys`, on the metadata in `data_dir`, or in the PostgreSQL database `metadata` (also while `up` runs:
+/// either backend serializes the writers).
+pub fn keys(data_dir: &Path, metadata: Option<&str>, command: KeysCommand) -> Result<()> {
+    let store = match metadata {
+        Some(url) => Store::open_postgres(url).context("opening the control metadata")?,
+        None => {
+            anyhow::ensure!(
+                data_dir.join(api::store::METADATA_FILE).exists(),
+                "no Cambium metadata in {} (run `cambium up` there first)",
+                data_dir.display()
+            );
+            Store::open(data_dir).context("opening the control metadata")?
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     match command {
         KeysCommand::Create {

@@ -266,7 +266,9 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "ALTER TABLE databases DROP COLUMN suspended_reason;
+            "ALTER TABLE operations DROP COLUMN lease_expires_at;
+             ALTER TABLE operations DROP COLUMN lease_owner;
+             ALTER TABLE databases DROP COLUMN suspended_reason;
              ALTER TABLE databases DROP COLUMN suspend_timeout_seconds;
              DROP TABLE consumption_cursors;
              DROP TABLE consumption;

@@ -28,5 +28,7 @@ mod ids;
 pub mod reconcile;
 pub mod schema_diff;
 pub mod store;
+#[cfg(test)]
+mod testing_postgres;
 pub mod webhooks;
 mod worker;

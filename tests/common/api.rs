@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::postgres::TestPostgres;
 use super::Process;
 
 /// A running `cambium up`. Fields drop in order: the process is killed before its directory goes.
@@ -22,8 +23,16 @@ pub struct Up {
     pub data_dir: PathBuf,
     /// Database id → its password, as its creation (or a reset) returned it: the API shows it only then.
     passwords: Mutex<HashMap<String, String>>,
+    /// The URL of the PostgreSQL metadata, if it is there (`cambium keys` gets it too).
+    metadata_url: Option<String>,
+    /// The PostgreSQL server holding the metadata, if it is there (after the process: stopped once it is killed).
+    _metadata: Option<TestPostgres>,
     _root: Option<tempfile::TempDir>,
 }
+
+/// The environment variable that runs the `Up::start`/`Up::start_with` tests on PostgreSQL metadata: set to
+/// `postgres`, each such `cambium up` gets `--metadata` on a PostgreSQL 15 of its own.
+pub const TEST_METADATA_ENV: &str = "CAMBIUM_TEST_METADATA";
 
 /// A free loopback port (bound and released; another process could take it, which is unlikely in tests).
 pub fn free_port() -> u16 {
@@ -38,10 +47,41 @@ impl Up {
     }
 
     /// `cambium up` in a fresh temporary directory with `extra` arguments.
+    /// With `CAMBIUM_TEST_METADATA=postgres`, its metadata is on a PostgreSQL server of its own.
     pub fn start_with(extra: &[&str]) -> Up {
         let root = tempfile::tempdir().expect("tempdir");
         let data_dir = root.path().join("cambium");
-        let mut up = Up::start_in(&data_dir, extra);
+        let on_postgres = std::env::var(TEST_METADATA_ENV).is_ok_and(|value| value == "postgres");
+        let server = if on_postgres { TestPostgres::start() } else { None };
+        let mut up = match &server {
+            Some(server) => {
+                let url = server.create_database("metadata");
+                let mut args = vec!["--metadata", url.as_str()];
+                args.extend_from_slice(extra);
+                let mut up = Up::start_in(&data_dir, &args);
+                up.metadata_url = Some(url);
+                up
+            }
+            None => Up::start_in(&data_dir, extra),
+        };
+        if up._metadata.is_none() && server.is_some() {
+            assert!(
+                !data_dir.join("metadata.sqlite").exists(),
+                "--metadata was given, yet the metadata went to SQLite"
+            );
+        }
+        up._metadata = server;
+        up._root = Some(root);
+        up
+    }
+
+    /// `cambium up` in a fresh temporary directory with its metadata in PostgreSQL database `url`.
+    pub fn start_on_metadata(url: &str, extra: &[&str]) -> Up {
+        let mut args = vec!["--metadata", url];
+        args.extend_from_slice(extra);
+        let root = tempfile::tempdir().expect("tempdir");
+        let mut up = Up::start_in(&root.path().join("cambium"), &args);
+        up.metadata_url = Some(url.to_owned());
         up._root = Some(root);
         up
     }
@@ -80,6 +120,8 @@ impl Up {
             key,
             data_dir: data_dir.to_owned(),
             passwords: Mutex::new(HashMap::new()),
+            metadata_url: None,
+            _metadata: None,
             _root: None,
         }
     }
@@ -90,6 +132,7 @@ impl Up {
             .arg("keys")
             .arg("--data-dir")
             .arg(&self.data_dir)
+            .args(self.metadata_url.iter().flat_map(|url| ["--metadata", url.as_str()]))
             .args(args)
             .output()
             .expect("run cambium keys");

@@ -6,6 +6,8 @@ pub mod bank;
 pub mod cluster;
 pub mod faults;
 pub mod netns;
+#[path = "../../api/src/testing_postgres.rs"]
+pub mod postgres;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

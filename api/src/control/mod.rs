@@ -23,6 +23,7 @@ mod branches;
 mod databases;
 mod events;
 pub mod expiry;
+pub mod leases;
 mod operations;
 mod resolution;
 mod restore;
@@ -219,7 +220,8 @@ impl Control {
     }
 
     /// After a start: serves every database as its status says (lazily: stores start on first use) and hands
-    /// every operation left `running` to the worker, which finishes or fails it.
+    /// every operation left `running` that this process can claim (see `store::leases`: all of them on SQLite;
+    /// on shared PostgreSQL metadata those no live process holds) to the worker, which finishes or fails it.
     pub async fn resume(self: &Arc<Self>) -> Result<(), ApiError> {
         let store = Arc::clone(&self.store);
         let databases = tokio::task::spawn_blocking(move || store.all_databases())
@@ -240,11 +242,25 @@ impl Control {
         let running = tokio::task::spawn_blocking(move || store.running_operations())
             .await
             .map_err(|_| ApiError::Internal)??;
-        tracing::info!(databases = databases.len(), operations = running.len(), "resuming");
+        let mut claimed = 0_usize;
         for operation in running {
-            self.worker.resume(operation.id);
+            if self.claim_and_run(operation.id).await? {
+                claimed += 1;
+            }
         }
+        tracing::info!(databases = databases.len(), operations = claimed, "resuming");
         Ok(())
+    }
+
+    /// Claims running operation `id` for this process ([`Store::claim_operation`]) and, if it got it, hands it to
+    /// the worker; returns whether it did.
+    pub(crate) async fn claim_and_run(&self, id: String) -> Result<bool, ApiError> {
+        let claim_id = id.clone();
+        if !self.blocking(move |store| store.claim_operation(&claim_id)).await? {
+            return Ok(false);
+        }
+        self.worker.resume(id);
+        Ok(true)
     }
 
     /// Runs a store call on the blocking pool.

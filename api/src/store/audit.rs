@@ -5,7 +5,7 @@
 //! [`AUDIT_RETENTION_DAYS`] days; both are enforced when an entry is added (so a quiet project's old entries go
 //! with its next call), and a project's entries go with the project.
 
-use rusqlite::{params, Row};
+use crate::store::sql::{params, Row};
 
 use super::{has_project, new_id, now, timestamp_text, AccountId, Page, Store, StoreError};
 
@@ -54,7 +54,7 @@ pub struct NewAuditEntry {
 
 const AUDIT_COLUMNS: &str = "id, project_id, key_id, method, path, status, request_id, created_at";
 
-fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+fn audit_row(row: &Row<'_>) -> crate::store::sql::Result<AuditEntry> {
     Ok(AuditEntry {
         id: row.get(0)?,
         project_id: row.get(1)?,
@@ -86,7 +86,7 @@ impl Store {
             .map(timestamp_text)
             .unwrap_or_default();
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         tx.execute(
             &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
             params![
@@ -137,7 +137,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -154,8 +154,12 @@ mod tests {
 
     #[test]
     fn entries_list_newest_first_by_project_and_old_ones_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(entries_list_newest_first_by_project_and_old_ones_go_on);
+    }
+
+    /// [`entries_list_newest_first_by_project_and_old_ones_go`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn entries_list_newest_first_by_project_and_old_ones_go_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let other = store.create_project(&account, "q", 10, &Labels::new()).unwrap();

@@ -10,7 +10,7 @@
 //! 24 × that many; a cursor goes with its branch's last bucket (a deleted branch's, once they aged out); a project's
 //! buckets go with it.
 
-use rusqlite::{params, OptionalExtension};
+use crate::store::sql::{params, OptionalExtension};
 
 use super::{has_project, AccountId, Store, StoreError};
 
@@ -71,7 +71,7 @@ impl Store {
         samples: &[BranchSample],
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         for sample in samples {
             let cursor: Option<(String, i64)> = tx
                 .query_row(
@@ -94,8 +94,8 @@ impl Store {
                 "INSERT INTO consumption (branch_id, hour, project_id, database_id, logical_size_bytes, written_bytes,
                      compute_active_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (branch_id, hour) DO UPDATE SET logical_size_bytes = excluded.logical_size_bytes,
-                     written_bytes = written_bytes + excluded.written_bytes,
-                     compute_active_ms = compute_active_ms + excluded.compute_active_ms",
+                     written_bytes = consumption.written_bytes + excluded.written_bytes,
+                     compute_active_ms = consumption.compute_active_ms + excluded.compute_active_ms",
                 params![
                     sample.branch_id,
                     hour,
@@ -130,7 +130,7 @@ impl Store {
             return Ok(None);
         }
         let mut stmt = conn.prepare(
-            "SELECT database_id, branch_id, sum(written_bytes), sum(compute_active_ms),
+            "SELECT database_id, branch_id, CAST(sum(written_bytes) AS BIGINT), CAST(sum(compute_active_ms) AS BIGINT),
                  (SELECT logical_size_bytes FROM consumption last WHERE last.branch_id = c.branch_id
                       AND last.hour >= ?2 AND last.hour < ?3 ORDER BY last.hour DESC LIMIT 1)
              FROM consumption c WHERE project_id = ?1 AND hour >= ?2 AND hour < ?3
@@ -153,7 +153,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -172,8 +172,14 @@ mod tests {
 
     #[test]
     fn buckets_add_wal_growth_and_compute_time_and_keep_the_last_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(buckets_add_wal_growth_and_compute_time_and_keep_the_last_size_on);
+    }
+
+    /// [`buckets_add_wal_growth_and_compute_time_and_keep_the_last_size`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn buckets_add_wal_growth_and_compute_time_and_keep_the_last_size_on(
+        open: crate::store::scenarios::Open<'_>,
+    ) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let p = project.id.as_str();

@@ -7,7 +7,7 @@
 //! of a response that carried a password (a database's creation, a password reset) gives it without: a
 //! password is shown once, and a client that lost it resets it.
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use crate::store::sql::{params, OptionalExtension, Transaction};
 
 use super::{now, timestamp_text, AccountId, Store, StoreError};
 
@@ -65,9 +65,12 @@ impl Store {
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", [cutoff])?;
         tx.execute(
-            "INSERT OR REPLACE INTO idempotency_keys
+            "INSERT INTO idempotency_keys
                  (account_id, key, method, path, status, body, created_at, request_hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (account_id, key) DO UPDATE SET method = excluded.method, path = excluded.path,
+                 status = excluded.status, body = excluded.body, created_at = excluded.created_at,
+                 request_hash = excluded.request_hash",
             params![
                 account.0,
                 key,

@@ -1,7 +1,7 @@
 //! API key rows: the hash of each secret (never the secret), the account it acts for, and its scope (a project,
 //! read-only, an expiry; migration 7). Checking a request against the scope is the HTTP layer's (`http::scope`).
 
-use rusqlite::{params, OptionalExtension, Row};
+use crate::store::sql::{params, OptionalExtension, Row};
 
 use super::{new_id, now, timestamp_text, AccountId, Store, StoreError};
 
@@ -40,7 +40,7 @@ pub fn expiry_after(after: std::time::Duration) -> Option<String> {
 
 const KEY_COLUMNS: &str = "id, account_id, created_at, revoked_at, project_id, read_only, expires_at";
 
-fn key_row(row: &Row<'_>) -> rusqlite::Result<ApiKey> {
+fn key_row(row: &Row<'_>) -> crate::store::sql::Result<ApiKey> {
     Ok(ApiKey {
         id: row.get(0)?,
         account_id: AccountId(row.get(1)?),

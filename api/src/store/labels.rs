@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Row};
+use crate::store::sql::{params, Dialect, Row};
 
 use super::{AccountId, Store, StoreError};
 
@@ -23,9 +23,20 @@ pub struct LabelFilter {
 }
 
 /// The SQL condition of a listing that binds the filter as `?4` (key, NULL for no filter) and `?5` (value, NULL
-/// for any) and reads the row's `labels` column.
-pub(crate) const LABEL_CONDITION: &str = "(?4 IS NULL OR EXISTS (SELECT 1 FROM json_each(labels) \
-     WHERE json_each.key = ?4 AND (?5 IS NULL OR json_each.value = ?5)))";
+/// for any) and reads the row's `labels` column, in `dialect`: the JSON functions differ (and PostgreSQL must be
+/// told the parameters' type where `IS NULL` alone would not say it).
+pub(crate) fn label_condition(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "(?4 IS NULL OR EXISTS (SELECT 1 FROM json_each(labels) \
+             WHERE json_each.key = ?4 AND (?5 IS NULL OR json_each.value = ?5)))"
+        }
+        Dialect::Postgres => {
+            "(CAST(?4 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM jsonb_each_text(CAST(labels AS JSONB)) AS l \
+             WHERE l.key = ?4 AND (CAST(?5 AS TEXT) IS NULL OR l.value = ?5)))"
+        }
+    }
+}
 
 /// `filter` as the `?4` and `?5` parameters of [`LABEL_CONDITION`].
 pub(crate) fn filter_params(filter: Option<&LabelFilter>) -> (Option<&str>, Option<&str>) {
@@ -42,10 +53,9 @@ pub(crate) fn labels_to_sql(labels: &Labels) -> String {
 }
 
 /// The `labels` column at `index` of `row`.
-pub(crate) fn labels_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Labels> {
+pub(crate) fn labels_column(row: &Row<'_>, index: usize) -> crate::store::sql::Result<Labels> {
     let text: String = row.get(index)?;
-    serde_json::from_str(&text)
-        .map_err(|error| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(error)))
+    serde_json::from_str(&text).map_err(|error| crate::store::sql::SqlError::column(index, Box::new(error)))
 }
 
 /// A resource that has labels.
@@ -84,13 +94,17 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
     fn listings_filter_on_a_key_or_a_key_and_value() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(listings_filter_on_a_key_or_a_key_and_value_on);
+    }
+
+    /// [`listings_filter_on_a_key_or_a_key_and_value`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn listings_filter_on_a_key_or_a_key_and_value_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let mut ids = Vec::new();
         for (name, labels) in [
@@ -135,7 +149,7 @@ mod tests {
             .set_labels(&stranger, Labelled::Project, &ids[2], &Labels::new())
             .unwrap());
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open();
         assert_eq!(
             store.get_project(&account, &ids[2]).unwrap().unwrap().labels,
             relabelled

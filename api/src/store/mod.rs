@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use sql::{params, Connection, OptionalExtension, SqlError, Transaction, TransactionBehavior};
 
 use crate::{files, ids};
 
@@ -22,11 +22,16 @@ pub mod databases;
 pub mod idempotency;
 pub mod keys;
 pub mod labels;
+pub mod leases;
 pub mod operations;
+pub mod sql;
+
+#[cfg(test)]
+mod scenarios;
 pub mod webhooks;
 
 pub use keys::{ApiKey, KeyScope};
-use labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
+use labels::{filter_params, label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 
 /// One schema migration: SQL, or code for what SQL cannot do.
 enum Migration {
@@ -226,6 +231,14 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE databases ADD COLUMN suspended_reason TEXT;
 ",
     ),
+    // Operation leases (issue 17, `leases`): the API process running each operation and until when, so processes
+    // sharing PostgreSQL metadata run an operation once and take over a dead one's.
+    Migration::Sql(
+        "
+    ALTER TABLE operations ADD COLUMN lease_owner TEXT;
+    ALTER TABLE operations ADD COLUMN lease_expires_at TEXT;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -241,9 +254,9 @@ const BUSY_TIMEOUT_MS: u64 = 5_000;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// SQLite failed.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The metadata database (SQLite or PostgreSQL) failed, or held a value of the wrong kind.
+    #[error("metadata database: {0}")]
+    Sql(#[from] SqlError),
     /// The database holds something this code cannot have written.
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
@@ -281,12 +294,17 @@ pub(crate) fn has_project(conn: &Connection, account: &AccountId, project_id: &s
 }
 
 /// `error` as [`StoreError::Conflict`] with `message` if it is a uniqueness violation.
-pub(crate) fn conflict_on_unique(error: rusqlite::Error, message: &str) -> StoreError {
-    match &error {
-        rusqlite::Error::SqliteFailure(code, _) if code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => {
-            StoreError::Conflict(message.to_owned())
-        }
-        _ => StoreError::Sqlite(error),
+pub(crate) fn conflict_on_unique(error: SqlError, message: &str) -> StoreError {
+    if error.is_unique_violation() {
+        StoreError::Conflict(message.to_owned())
+    } else {
+        StoreError::Sql(error)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> StoreError {
+        StoreError::Sql(SqlError::Sqlite(error))
     }
 }
 
@@ -332,10 +350,21 @@ impl<T> Page<T> {
     }
 }
 
-/// The metadata store: one SQLite connection behind a mutex.
+/// Where the metadata is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataLocation {
+    /// `metadata.sqlite` in this data directory (the default).
+    DataDir(std::path::PathBuf),
+    /// A PostgreSQL database, by its URL, which several processes may share.
+    Postgres(String),
+}
+
+/// The metadata store: one connection (SQLite or PostgreSQL) behind a mutex.
 #[derive(Debug)]
 pub struct Store {
     conn: Mutex<Connection>,
+    /// This process's lease owner id ([`leases`]).
+    owner: String,
 }
 
 /// Now, as the ISO 8601 UTC string stored in `created_at` columns.
@@ -348,6 +377,11 @@ pub(crate) fn now() -> (u64, String) {
 /// `timestamp` as stored: ISO 8601 UTC with exactly three fractional digits, so the text sorts as the time.
 pub(crate) fn timestamp_text(timestamp: jiff::Timestamp) -> String {
     format!("{timestamp:.3}")
+}
+
+/// A new lease owner id: one per opened store (one per process).
+fn new_owner() -> String {
+    new_id("api_", now().0)
 }
 
 /// A new id with `prefix`.
@@ -372,7 +406,7 @@ impl Store {
             .truncate(false)
             .mode(0o600)
             .open(&path)?;
-        let conn = Connection::open(&path)?;
+        let conn = rusqlite::Connection::open(&path)?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // After the journal mode, so the `-wal` and `-shm` files exist if they ever will.
@@ -384,11 +418,35 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "secure_delete", "ON")?;
-        let store = Store { conn: Mutex::new(conn) };
+        let store = Store {
+            conn: Mutex::new(Connection::sqlite(conn)),
+            owner: new_owner(),
+        };
         if store.migrate()? {
             store.checkpoint()?;
         }
         Ok(store)
+    }
+
+    /// Opens the metadata in the PostgreSQL database at `url` (`postgresql://user@host:port/database`, no TLS)
+    /// and brings its schema up to date: the same migrations as SQLite's, translated, each in a transaction that
+    /// holds the writer lock, so processes that start together migrate once. Several processes may use one
+    /// database at once (see [`sql`]'s invariant).
+    pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        let store = Store {
+            conn: Mutex::new(Connection::postgres(url)?),
+            owner: new_owner(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens the metadata where `location` says.
+    pub fn open_at(location: &MetadataLocation) -> Result<Store, StoreError> {
+        match location {
+            MetadataLocation::DataDir(dir) => Store::open(dir),
+            MetadataLocation::Postgres(url) => Store::open_postgres(url),
+        }
     }
 
     pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -408,6 +466,9 @@ impl Store {
     /// from finishing: that is logged, and the next migration or SQLite's own checkpoints finish it.
     fn checkpoint(&self) -> Result<(), StoreError> {
         let conn = self.conn();
+        let Some(conn) = conn.as_sqlite() else {
+            return Ok(());
+        };
         let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
         if busy != 0 {
             tracing::warn!("the metadata's WAL could not be truncated after a migration: another connection reads it");
@@ -518,7 +579,8 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {PROJECT_COLUMNS} FROM projects
-             WHERE account_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+             WHERE account_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
+            label_condition(conn.dialect())
         ))?;
         // One extra row says whether another page follows.
         let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
@@ -632,7 +694,7 @@ fn forget_passwords(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
+fn project_row(row: &sql::Row<'_>) -> crate::store::sql::Result<Project> {
     Ok(Project {
         id: row.get(0)?,
         account_id: AccountId(row.get(1)?),
@@ -644,18 +706,22 @@ fn project_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
     fn migrations_apply_once_and_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(migrations_apply_once_and_reopen_on);
+    }
+
+    /// [`migrations_apply_once_and_reopen`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn migrations_apply_once_and_reopen_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "a", 10, &Labels::new()).unwrap();
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
     }
@@ -682,7 +748,7 @@ mod tests {
         {
             // A metadata file as version 3 left it, with a database's password in its row and in a stored
             // response, and its content partly in the WAL.
-            let conn = Connection::open(dir.path().join(METADATA_FILE)).unwrap();
+            let conn = rusqlite::Connection::open(dir.path().join(METADATA_FILE)).unwrap();
             conn.pragma_update(None, "journal_mode", "WAL").unwrap();
             conn.execute_batch(
                 "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3);",

@@ -11,10 +11,11 @@
 //! migration was needed; a row whose action or parameters cannot be read fails its operation with
 //! [`ActionError`], never the listing or the resume that reads it.
 
+use crate::store::sql::{params, OptionalExtension, Row, Transaction};
 use cambium_types::{Lsn, TimelineId};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
 
+use super::leases::Lease;
 use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
 
 /// What an operation does, with the parameters fixed when it was created (so a run resumed after a crash does
@@ -238,7 +239,7 @@ pub struct NewOperation<'a> {
 const COLUMNS: &str =
     "id, project_id, account_id, database_id, branch_id, action, status, error, params, created_at, updated_at";
 
-fn operation_row(row: &Row<'_>) -> rusqlite::Result<(Operation, String)> {
+fn operation_row(row: &Row<'_>) -> crate::store::sql::Result<(Operation, String)> {
     Ok((
         Operation {
             id: row.get(0)?,
@@ -262,8 +263,12 @@ fn finish_row((mut operation, status): (Operation, String)) -> Result<Operation,
     Ok(operation)
 }
 
-/// Inserts a `running` operation inside `tx`.
-pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
+/// Inserts a `running` operation inside `tx`, leased to the inserting process (`lease`).
+pub(crate) fn insert_operation(
+    tx: &Transaction<'_>,
+    new: &NewOperation<'_>,
+    lease: &Lease,
+) -> Result<Operation, StoreError> {
     let (ms, created_at) = now();
     let operation = Operation {
         id: new_id("op_", ms),
@@ -279,7 +284,10 @@ pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> 
         created_at,
     };
     tx.execute(
-        &format!("INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        &format!(
+            "INSERT INTO operations ({COLUMNS}, lease_owner, lease_expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+        ),
         params![
             operation.id,
             operation.project_id,
@@ -291,7 +299,9 @@ pub(crate) fn insert_operation(tx: &Transaction<'_>, new: &NewOperation<'_>) -> 
             operation.error,
             operation.params,
             operation.created_at,
-            operation.updated_at
+            operation.updated_at,
+            lease.owner,
+            lease.expires_at
         ],
     )?;
     Ok(operation)
@@ -302,7 +312,7 @@ impl Store {
     /// [`StoreError::Conflict`]): one transaction, so two concurrent requests cannot both start one.
     pub fn start_operation(&self, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         if let Some(branch_id) = new.branch_id {
             let running = tx
                 .query_row(
@@ -317,7 +327,7 @@ impl Store {
                 )));
             }
         }
-        let operation = insert_operation(&tx, new)?;
+        let operation = insert_operation(&tx, new, &self.new_lease())?;
         tx.commit()?;
         Ok(operation)
     }
@@ -441,7 +451,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     //! The typed actions against the rows the store has always held: rows written as the code before
     //! [`Action`] wrote them (literal text below) load and decode to the same work, the typed actions write
     //! that very text, and a row that cannot be read fails its own operation only.
@@ -470,9 +480,11 @@ mod tests {
     }
 
     /// A store with an account and a project, and a running operation row inserted as old code inserted it.
-    fn store_with_rows(rows: &[(&str, &str, &str)]) -> (tempfile::TempDir, Store, AccountId, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn store_with_rows(
+        open: crate::store::scenarios::Open<'_>,
+        rows: &[(&str, &str, &str)],
+    ) -> (Store, AccountId, String) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store
             .create_project(&account, "p", 10, &crate::store::labels::Labels::new())
@@ -487,20 +499,28 @@ mod tests {
                 .unwrap();
             }
         }
-        (dir, store, account, project.id)
+        (store, account, project.id)
     }
 
     #[test]
     fn rows_written_before_the_typed_action_run_as_they_are() {
-        let (_dir, store, _, _) = store_with_rows(&[
-            ("op_1", "create_database", "{}"),
-            ("op_2", "restore_branch", RESTORE_PARAMS_V1),
-            (
-                "op_3",
-                "restore_branch",
-                &RESTORE_PARAMS_V1.replace("\"main_before_restore_20260101T000000Z\"", "null"),
-            ),
-        ]);
+        crate::store::scenarios::on_sqlite(rows_written_before_the_typed_action_run_as_they_are_on);
+    }
+
+    /// [`rows_written_before_the_typed_action_run_as_they_are`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn rows_written_before_the_typed_action_run_as_they_are_on(open: crate::store::scenarios::Open<'_>) {
+        let (store, _, _) = store_with_rows(
+            open,
+            &[
+                ("op_1", "create_database", "{}"),
+                ("op_2", "restore_branch", RESTORE_PARAMS_V1),
+                (
+                    "op_3",
+                    "restore_branch",
+                    &RESTORE_PARAMS_V1.replace("\"main_before_restore_20260101T000000Z\"", "null"),
+                ),
+            ],
+        );
         let running = store.running_operations().unwrap();
         let work: Vec<Action> = running.iter().map(|operation| operation.work().unwrap()).collect();
         let mut unpreserved = restore_params();
@@ -582,7 +602,12 @@ mod tests {
 
     #[test]
     fn a_new_operation_is_stored_as_its_action_says() {
-        let (_dir, store, account, project_id) = store_with_rows(&[]);
+        crate::store::scenarios::on_sqlite(a_new_operation_is_stored_as_its_action_says_on);
+    }
+
+    /// [`a_new_operation_is_stored_as_its_action_says`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_new_operation_is_stored_as_its_action_says_on(open: crate::store::scenarios::Open<'_>) {
+        let (store, account, project_id) = store_with_rows(open, &[]);
         let action = Action::RestoreBranch(restore_params());
         let started = store
             .start_operation(&NewOperation {
@@ -613,16 +638,26 @@ mod tests {
 
     #[test]
     fn a_row_that_cannot_be_read_fails_its_operation_not_the_listing() {
-        let (_dir, store, account, project_id) = store_with_rows(&[
-            ("op_1", "drop_everything", "{}"),
-            ("op_2", "restore_branch", "{\"branch_id\":\"br_1\"}"),
-            (
-                "op_3",
-                "restore_branch",
-                &RESTORE_PARAMS_V1.replace("0/1000A28", "not an LSN"),
-            ),
-            ("op_4", "create_database", "[]"),
-        ]);
+        crate::store::scenarios::on_sqlite(a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on);
+    }
+
+    /// [`a_row_that_cannot_be_read_fails_its_operation_not_the_listing`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on(
+        open: crate::store::scenarios::Open<'_>,
+    ) {
+        let (store, account, project_id) = store_with_rows(
+            open,
+            &[
+                ("op_1", "drop_everything", "{}"),
+                ("op_2", "restore_branch", "{\"branch_id\":\"br_1\"}"),
+                (
+                    "op_3",
+                    "restore_branch",
+                    &RESTORE_PARAMS_V1.replace("0/1000A28", "not an LSN"),
+                ),
+                ("op_4", "create_database", "[]"),
+            ],
+        );
         let listed = store.list_operations(&account, &project_id, None, 10).unwrap().unwrap();
         assert_eq!(listed.items.len(), 4, "every row is listed");
         let errors: Vec<String> = store

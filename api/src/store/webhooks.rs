@@ -10,7 +10,7 @@
 //! loss of a pending one is logged); a body is at most [`DELIVERY_BODY_BYTES_MAX`]; a delivery holds at most
 //! [`ATTEMPTS_PER_DELIVERY_MAX`] attempts. A webhook's deliveries go with it, and a project's webhooks with it.
 
-use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+use crate::store::sql::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use super::{check_quota, has_project, new_id, now, AccountId, Page, Store, StoreError};
@@ -173,18 +173,18 @@ pub struct DueDelivery {
 const WEBHOOK_COLUMNS: &str = "id, project_id, url, events, secret, key_id, created_at";
 const DELIVERY_COLUMNS: &str = "id, webhook_id, event, body, status, attempts, next_attempt_at, created_at, updated_at";
 
-fn corrupt(what: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, what.into())
+fn corrupt(what: String) -> crate::store::sql::SqlError {
+    crate::store::sql::SqlError::column(0, what)
 }
 
-fn webhook_row(row: &Row<'_>) -> rusqlite::Result<Webhook> {
+fn webhook_row(row: &Row<'_>) -> crate::store::sql::Result<Webhook> {
     let events: String = row.get(3)?;
     let names: Vec<String> =
         serde_json::from_str(&events).map_err(|e| corrupt(format!("webhook events {events:?}: {e}")))?;
     let events = names
         .iter()
         .map(|name| WebhookEvent::parse(name).ok_or_else(|| corrupt(format!("webhook event {name:?}"))))
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::store::sql::Result<Vec<_>>>()?;
     Ok(Webhook {
         id: row.get(0)?,
         project_id: row.get(1)?,
@@ -196,7 +196,7 @@ fn webhook_row(row: &Row<'_>) -> rusqlite::Result<Webhook> {
     })
 }
 
-fn delivery_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+fn delivery_row(row: &Row<'_>) -> crate::store::sql::Result<Delivery> {
     let status: String = row.get(4)?;
     let attempts: String = row.get(5)?;
     Ok(Delivery {
@@ -461,7 +461,7 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a test failure is a panic
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::labels::Labels;
 
@@ -476,8 +476,12 @@ mod tests {
 
     #[test]
     fn deliveries_queue_by_subscription_and_log_their_attempts() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(deliveries_queue_by_subscription_and_log_their_attempts_on);
+    }
+
+    /// [`deliveries_queue_by_subscription_and_log_their_attempts`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn deliveries_queue_by_subscription_and_log_their_attempts_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         let branches = store
@@ -557,8 +561,12 @@ mod tests {
 
     #[test]
     fn a_project_has_a_bounded_number_of_webhooks() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        crate::store::scenarios::on_sqlite(a_project_has_a_bounded_number_of_webhooks_on);
+    }
+
+    /// [`a_project_has_a_bounded_number_of_webhooks`] on the store `open` opens (SQLite here, PostgreSQL in `scenarios`).
+    pub(crate) fn a_project_has_a_bounded_number_of_webhooks_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
         for _ in 0..WEBHOOKS_PER_PROJECT_MAX {

@@ -1,12 +1,12 @@
 //! Branches: a database's named lines of history, each on one timeline; listing, rename, promotion, and the
 //! deletion of a subtree.
 
+use crate::store::sql::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 use cambium_types::{Lsn, TimelineId};
-use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
-use crate::store::labels::{labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
+use crate::store::labels::{label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
 
 /// A branch row.
@@ -38,7 +38,7 @@ pub struct Branch {
 pub(super) const BRANCH_COLUMNS: &str =
     "id, database_id, name, parent_branch_id, parent_lsn, timeline_id, created_at, protected, expires_at, labels";
 
-pub(super) fn branch_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
+pub(super) fn branch_row(row: &Row<'_>) -> crate::store::sql::Result<Branch> {
     Ok(Branch {
         id: row.get(0)?,
         database_id: row.get(1)?,
@@ -115,7 +115,8 @@ impl Store {
         let conn = self.conn();
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches
-             WHERE database_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+             WHERE database_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
+            label_condition(conn.dialect())
         );
         Ok(Some(page(
             &conn,
@@ -266,7 +267,7 @@ impl Store {
         let conn = self.conn();
         Ok(conn
             .query_row(
-                &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND protected ORDER BY id"),
+                &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND protected <> 0 ORDER BY id"),
                 [database_id],
                 branch_row,
             )
@@ -280,7 +281,7 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stmt = tx.prepare(&format!(
             "WITH RECURSIVE subtree(id) AS (
-                 SELECT ?1 UNION SELECT b.id FROM branches b JOIN subtree s ON b.parent_branch_id = s.id
+                 SELECT id FROM branches WHERE id = ?1 UNION SELECT b.id FROM branches b JOIN subtree s ON b.parent_branch_id = s.id
              )
              SELECT {BRANCH_COLUMNS} FROM branches WHERE id IN (SELECT id FROM subtree) ORDER BY id"
         ))?;

@@ -20,11 +20,11 @@ mod timelines;
 
 use std::sync::Arc;
 
+use crate::store::sql::{params, OptionalExtension, Row, SqlError, Transaction, TransactionBehavior};
 use cambium_types::{Lsn, TenantId};
 use compute::pg::ScramVerifier;
-use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::labels::{filter_params, labels_column, labels_to_sql, LabelFilter, Labels, LABEL_CONDITION};
+use super::labels::{filter_params, label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 use super::operations::{insert_operation, Action, NewOperation, Operation};
 use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId, Page, Store, StoreError};
 use branches::insert_branch;
@@ -152,21 +152,16 @@ pub(crate) fn lsn_to_sql(lsn: Lsn) -> Result<i64, StoreError> {
     i64::try_from(lsn.0).map_err(|_| StoreError::Corrupt(format!("LSN {lsn} does not fit the store")))
 }
 
-fn lsn_from_sql(value: i64) -> rusqlite::Result<Lsn> {
+fn lsn_from_sql(value: i64) -> crate::store::sql::Result<Lsn> {
     u64::try_from(value)
         .map(Lsn)
-        .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, value))
+        .map_err(|_| SqlError::column(0, format!("LSN {value} is negative")))
 }
 
-fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
+fn parse_column<T: std::str::FromStr>(row: &Row<'_>, index: usize) -> crate::store::sql::Result<T> {
     let text: String = row.get(index)?;
-    text.parse().map_err(|_| {
-        rusqlite::Error::FromSqlConversionFailure(
-            index,
-            rusqlite::types::Type::Text,
-            format!("malformed id {text:?}").into(),
-        )
-    })
+    text.parse()
+        .map_err(|_| crate::store::sql::SqlError::column(index, format!("malformed id {text:?}")))
 }
 
 const DATABASE_COLUMNS: &str = "id, project_id, account_id, name, region, status, tenant_id, default_branch_id, \
@@ -175,7 +170,7 @@ const DATABASE_COLUMNS: &str = "id, project_id, account_id, name, region, status
 /// A database row, its `status` and `suspended_reason` columns still to be read by [`finish_database`].
 type RawDatabase = (Database, (String, Option<String>));
 
-fn database_row(row: &Row<'_>) -> rusqlite::Result<RawDatabase> {
+fn database_row(row: &Row<'_>) -> crate::store::sql::Result<RawDatabase> {
     let status: String = row.get(5)?;
     Ok((
         Database {
@@ -198,10 +193,9 @@ fn database_row(row: &Row<'_>) -> rusqlite::Result<RawDatabase> {
 }
 
 /// A `password_verifier` column: PostgreSQL's text form of a SCRAM-SHA-256 verifier.
-fn verifier_column(row: &Row<'_>, index: usize) -> rusqlite::Result<ScramVerifier> {
+fn verifier_column(row: &Row<'_>, index: usize) -> crate::store::sql::Result<ScramVerifier> {
     let text: String = row.get(index)?;
-    ScramVerifier::parse(&text)
-        .map_err(|error| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(error)))
+    ScramVerifier::parse(&text).map_err(|error| crate::store::sql::SqlError::column(index, Box::new(error)))
 }
 
 fn finish_database((mut database, (status, reason)): RawDatabase) -> Result<Database, StoreError> {
@@ -228,16 +222,16 @@ pub(crate) fn delete_database_rows(tx: &Transaction<'_>, id: &str) -> Result<(),
 }
 
 /// Up to `limit` rows after `after` from `sql`, which selects with `?1` = scope, `?2` = after, `?3` = limit, and
-/// `?4`, `?5` the label filter of [`LABEL_CONDITION`].
+/// `?4`, `?5` the label filter of [`label_condition`].
 #[allow(clippy::too_many_arguments)] // the query's parameters, its row reader and its cursor, each needed
 fn page<T>(
-    tx: &rusqlite::Connection,
+    tx: &crate::store::sql::Connection,
     sql: &str,
     scope: &str,
     after: Option<&str>,
     limit: usize,
     filter: Option<&LabelFilter>,
-    row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    row: impl FnMut(&Row<'_>) -> crate::store::sql::Result<T>,
     id: impl Fn(&T) -> String,
 ) -> Result<Page<T>, StoreError> {
     assert!(limit > 0, "limit {limit}");
@@ -332,6 +326,7 @@ impl Store {
                 branch_id: Some(&branch.id),
                 action: &Action::CreateDatabase,
             },
+            &self.new_lease(),
         )?;
         tx.commit()?;
         Ok(Some(CreatedDatabase {
@@ -357,7 +352,8 @@ impl Store {
         }
         let sql = format!(
             "SELECT {DATABASE_COLUMNS} FROM databases
-             WHERE project_id = ?1 AND id > ?2 AND {LABEL_CONDITION} ORDER BY id LIMIT ?3"
+             WHERE project_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
+            label_condition(conn.dialect())
         );
         let raw = page(&conn, &sql, project_id, after, limit, filter, database_row, |(d, _)| {
             d.id.clone()

@@ -1,8 +1,8 @@
 //! The rows' change of a restore: the branch moved onto its new timeline, and its old state kept as a branch
 //! that takes over its children when asked; one transaction, idempotent.
 
+use crate::store::sql::{params, OptionalExtension, Transaction, TransactionBehavior};
 use cambium_types::{Lsn, TimelineId};
-use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::branches::{branch_row, insert_branch, Branch, BRANCH_COLUMNS};
 use super::lsn_to_sql;

@@ -7,7 +7,7 @@
 //! from before the column (`NULL` on a suspended database) reads as `api`, the suspension that refuses
 //! sessions.
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use crate::store::sql::{params, OptionalExtension, TransactionBehavior};
 
 use super::{finish_database, Database, DatabaseStatus, DATABASE_COLUMNS};
 use crate::store::operations::{
@@ -135,6 +135,7 @@ impl Store {
                 branch_id: None,
                 action,
             },
+            &self.new_lease(),
         )?;
         tx.execute(
             "UPDATE operations SET status = ?2 WHERE id = ?1",

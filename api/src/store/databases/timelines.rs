@@ -1,8 +1,8 @@
 //! Timeline rows: every timeline of a database that may still be on the storage, and which of them something
 //! still needs (a branch on it, or a timeline branched from it).
 
+use crate::store::sql::{params, OptionalExtension, Row, Transaction};
 use cambium_types::{Lsn, TenantId, TimelineId};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 
 use super::{lsn_from_sql, lsn_to_sql, parse_column};
 use crate::store::{Store, StoreError};
@@ -33,7 +33,7 @@ pub struct LiveTimeline {
 const LIVE_CONDITION: &str = "EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
     OR EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id)";
 
-pub(super) fn timeline_row(row: &Row<'_>) -> rusqlite::Result<TimelineRow> {
+pub(super) fn timeline_row(row: &Row<'_>) -> crate::store::sql::Result<TimelineRow> {
     let ancestor: Option<String> = row.get(1)?;
     Ok(TimelineRow {
         timeline_id: parse_column(row, 0)?,

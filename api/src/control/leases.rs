@@ -1,0 +1,50 @@
+//! The lease keeper: every [`LEASE_PERIOD_MS`], renews the leases of the operations this process runs and takes
+//! over those a dead process left (lease expired), so on shared PostgreSQL metadata a killed `cambium api`'s
+//! operations finish on a live one (see `store::leases`).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::Control;
+use crate::store::leases::OPERATION_LEASE_MS;
+
+/// How often leases are renewed and expired ones looked for: a fifth of a lease, so a renewal late by a few
+/// periods (a slow metadata database) still lands before the lease expires.
+pub const LEASE_PERIOD_MS: u64 = OPERATION_LEASE_MS / 5;
+
+/// Starts the lease keeper; it ends when `control` is dropped or the task is aborted.
+pub fn spawn(control: &Arc<Control>) -> tokio::task::JoinHandle<()> {
+    let control: Weak<Control> = Arc::downgrade(control);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(LEASE_PERIOD_MS)).await;
+            let Some(control) = control.upgrade() else {
+                return;
+            };
+            control.keep_leases().await;
+        }
+    })
+}
+
+impl Control {
+    /// One round: renew this process's leases, then claim and run each operation nobody holds.
+    pub async fn keep_leases(&self) {
+        if let Err(error) = self.blocking(|store| store.renew_leases()).await {
+            tracing::warn!(?error, "renewing the operation leases failed");
+        }
+        let claimable = match self.blocking(|store| store.claimable_operations()).await {
+            Ok(claimable) => claimable,
+            Err(error) => {
+                tracing::warn!(?error, "listing operations to take over failed");
+                return;
+            }
+        };
+        for id in claimable {
+            match self.claim_and_run(id.clone()).await {
+                Ok(true) => tracing::info!(operation = %id, "took over an operation whose lease expired"),
+                Ok(false) => {} // another process claimed it first
+                Err(error) => tracing::warn!(operation = %id, ?error, "claiming an operation failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! A throwaway PostgreSQL 15 server for tests: `initdb` in a temp dir, trust authentication for user `cambium`,
+//! listening on 127.0.0.1 at a free port, stopped (`-m immediate`) and deleted on drop. Run as the `postgres` user
+//! when the tests run as root (PostgreSQL refuses root). The binaries are `$PG_BIN` or
+//! `/usr/lib/postgresql/15/bin`; where they are absent, [`TestPostgres::start`] says so and gives `None`, and the
+//! test that wanted one passes having printed why it checked nothing.
+//!
+//! Shared, by path, between the `api` crate's unit tests and the workspace's black-box tests.
+
+#![allow(dead_code)] // each test crate uses a part
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test set-up: a failure is a panic with the reason
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A running PostgreSQL server, stopped on drop.
+pub struct TestPostgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    server_user: Option<String>,
+}
+
+impl TestPostgres {
+    /// Starts a server, or `None` (with a message on stderr) if PostgreSQL 15 is not installed.
+    pub fn start() -> Option<TestPostgres> {
+        let bin = std::env::var_os("PG_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
+        if !bin.join("initdb").exists() || !bin.join("pg_ctl").exists() {
+            eprintln!("SKIPPED: no PostgreSQL 15 binaries in {} (set PG_BIN)", bin.display());
+            return None;
+        }
+        // PostgreSQL refuses to run as root: then the server runs as `postgres`.
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+            .unwrap_or(false);
+        let server_user = root.then(|| "postgres".to_owned());
+        let dir = tempfile::tempdir().expect("a temp dir for PostgreSQL");
+        if let Some(user) = &server_user {
+            let status = Command::new("chown").arg(user).arg(dir.path()).status().expect("chown");
+            assert!(status.success(), "chown {user} {}", dir.path().display());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let server = TestPostgres {
+            dir,
+            bin,
+            port,
+            server_user,
+        };
+        let data = server.data_dir();
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                path_str(&data),
+                "-U",
+                "cambium",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+            ],
+        );
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c unix_socket_directories={} -p {port} -c fsync=off \
+             -c max_connections=50",
+            path_str(server.dir.path())
+        );
+        let log = server.dir.path().join("server.log");
+        server.run(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data),
+                "-l",
+                path_str(&log),
+                "-w",
+                "-t",
+                "60",
+                "start",
+                "-o",
+                &options,
+            ],
+        );
+        Some(server)
+    }
+
+    /// The URL of database `database` on this server.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgresql://cambium@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Creates database `name` and returns its URL.
+    pub fn create_database(&self, name: &str) -> String {
+        let port = self.port.to_string();
+        self.run("createdb", &["-h", "127.0.0.1", "-p", &port, "-U", "cambium", name]);
+        self.url(name)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let program = self.bin.join(tool);
+        let mut command = match &self.server_user {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--"]).arg(&program);
+                command
+            }
+            None => Command::new(&program),
+        };
+        let out = command
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {tool}: {e}"));
+        assert!(
+            out.status.success(),
+            "{tool} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        if data.join("postmaster.pid").exists() {
+            let program = self.bin.join("pg_ctl");
+            let mut command = match &self.server_user {
+                Some(user) => {
+                    let mut command = Command::new("runuser");
+                    command.args(["-u", user, "--"]).arg(&program);
+                    command
+                }
+                None => Command::new(&program),
+            };
+            // Best effort: a server that will not stop is reported, and the temp dir goes anyway.
+            if let Err(error) = command
+                .args(["-D", path_str(&data), "-m", "immediate", "-w", "stop"])
+                .output()
+            {
+                eprintln!("stopping the test PostgreSQL: {error}");
+            }
+        }
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temp path")
+}
