@@ -1,4 +1,4 @@
-//! Operation leases: which API process runs a `running` operation, and until when (migration 10).
+//! Operation leases: which API process runs a `running` operation, and until when (migration 11).
 //!
 //! Several `cambium api` processes may share PostgreSQL metadata. Each [`Store`] has its own owner id, made when it
 //! opens (one per process); an operation is leased to the process that creates it from the moment its row is
