@@ -119,23 +119,11 @@ fn main() {
         return;
     }
     let bin = service::cambium_binary();
-    let count: usize = std::env::var("FIRST_QUERY_BRANCHES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
+    let count = service::env_usize("FIRST_QUERY_BRANCHES", 30);
     let data_dir = cambium_benches::scratch_dir("first-query");
-    // reqwest is built with rustls and no bundled provider (keeping aws-lc out): ring it is (plain HTTP here).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    service::runtime().block_on(async {
         let service = service::start(&bin, data_dir.path());
-        let project = service.post("/v1/projects", json!({"name": "first"})).await["project"]["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
+        let project = service.project("first").await;
         let database = service.database(&project, "first", SCHEMA).await;
         let steps = run(&service, &database, count).await;
         let metrics = reqwest::Client::new()

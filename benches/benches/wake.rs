@@ -81,23 +81,11 @@ fn main() {
         return;
     }
     let bin = service::cambium_binary();
-    let rounds: usize = std::env::var("WAKE_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let rounds = service::env_usize("WAKE_ROUNDS", 20);
     let data_dir = cambium_benches::scratch_dir("wake");
-    // reqwest is built with rustls and no bundled provider (keeping aws-lc out): ring it is (plain HTTP here).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    service::runtime().block_on(async {
         let service = service::start(&bin, data_dir.path());
-        let project = service.post("/v1/projects", json!({"name": "wake"})).await["project"]["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
+        let project = service.project("wake").await;
         let database = service.database(&project, "wake", SCHEMA).await;
         let id = database["id"].as_str().expect("id");
         let (status, body) = service

@@ -51,6 +51,25 @@ pub fn cambium_binary() -> PathBuf {
     bin
 }
 
+/// The runtime a bench against `cambium up` drives it from, with rustls's ring provider installed (reqwest is
+/// built with rustls and no bundled provider, keeping aws-lc out; the calls are plain HTTP).
+// Each bench includes this module; not all of them call this.
+#[allow(dead_code)]
+pub fn runtime() -> tokio::runtime::Runtime {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The environment variable `name` as a number, `default` when unset or not one.
+// Each bench includes this module; not all of them call this.
+#[allow(dead_code)]
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -127,6 +146,16 @@ impl Service {
     pub async fn delete(&self, path: &str) {
         let (status, body) = self.call(reqwest::Method::DELETE, path, None).await;
         assert_eq!(status, 204, "{body}");
+    }
+
+    /// Creates a project named `name`; its id.
+    // Each bench includes this module; not all of them call this.
+    #[allow(dead_code)]
+    pub async fn project(&self, name: &str) -> String {
+        self.post("/v1/projects", serde_json::json!({ "name": name })).await["project"]["id"]
+            .as_str()
+            .expect("a project id")
+            .to_owned()
     }
 
     /// The database `name` of `project`, its `connection_uri` with the password; if missing, created (its operation
