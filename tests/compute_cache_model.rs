@@ -1,8 +1,8 @@
 //! The compute's caches never serve a page of the wrong timeline or LSN: a property test against a model.
 //!
 //! Real processes (three `cambium safekeeper`s, one `cambium pageserver`); in the test process,
-//! `RemotePageStore`s sharing one `HostCache` whose memory budget holds 4 pages and whose local file cache
-//! holds 10, so pages move between memory, the file and the pageserver all the time. Random sequences of:
+//! `RemotePageStore`s sharing one `HostCache` whose memory budget holds 4 pages (or, in some cases, 64) and
+//! whose local file cache holds 10, so pages move between memory, the file and the pageserver all the time. Random sequences of:
 //! commits of random pages (growing the database writes every new block, as SQLite does), shrinks, reads at the
 //! latest snapshot and at older ones through the writer's store, reads through read-only (time travel) stores,
 //! scans with prefetch hints, a prefetch at one snapshot followed by a commit of the prefetched block, other
@@ -12,6 +12,11 @@
 //! campaign). Every read is checked against the model (each timeline's pages after each commit, a branch
 //! starting with its parent's at the branch point). The file cache is shared by all cases, so pages of other
 //! cases' timelines are in it too.
+//!
+//! Edits change one byte of a block's current version back and forth (so commits go as byte-range deltas
+//! against the version the store believes current, and a delta against a stale one leaves a byte wrong),
+//! settles let commits be acknowledged with no read in between, and direct reads ask the pageserver itself
+//! (no cache) for a block at a commit, so what the WAL made of the pages is checked too.
 //!
 //! `CACHE_MODEL_CASES` sets the number of cases (default 40, each up to 28 operations). After all cases the
 //! test checks that reads were indeed served by memory, the file cache and prefetching, so it cannot pass by
@@ -38,10 +43,17 @@ use storage::{Lsn, TenantId, TimelineId, PAGE_SIZE_BYTES};
 
 const START: Lsn = Lsn(0x100_0000);
 const BLOCKS_MAX: u8 = 16;
+/// Edits change the first few blocks only, again and again (as the rows of a small hot table are).
+const EDITED_BLOCKS: u8 = 3;
+/// Where an edit sets its flag (past the stamp: content number and block).
+const EDIT_OFFSET: usize = 100;
 
 #[derive(Clone, Debug)]
 enum Op {
     Write { slot: u8, blocks: Vec<u8> },
+    Edit { slot: u8, edits: Vec<(u8, bool)> },
+    Settle { slot: u8 },
+    Direct { slot: u8, block: u8, back: u8 },
     Shrink { slot: u8, to: u8 },
     Read { slot: u8, block: u8, back: u8 },
     TimeTravel { slot: u8, block: u8, back: u8 },
@@ -55,6 +67,9 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (any::<u8>(), prop::collection::vec(0..BLOCKS_MAX, 1..5)).prop_map(|(slot, blocks)| Op::Write { slot, blocks }),
+        6 => (any::<u8>(), prop::collection::vec((0..EDITED_BLOCKS, any::<bool>()), 1..3)).prop_map(|(slot, edits)| Op::Edit { slot, edits }),
+        3 => any::<u8>().prop_map(|slot| Op::Settle { slot }),
+        3 => (any::<u8>(), 0..BLOCKS_MAX, 0..4u8).prop_map(|(slot, block, back)| Op::Direct { slot, block, back }),
         1 => (any::<u8>(), 1..BLOCKS_MAX).prop_map(|(slot, to)| Op::Shrink { slot, to }),
         5 => (any::<u8>(), 0..BLOCKS_MAX, 0..4u8).prop_map(|(slot, block, back)| Op::Read { slot, block, back }),
         2 => (any::<u8>(), 0..BLOCKS_MAX, 0..4u8).prop_map(|(slot, block, back)| Op::TimeTravel { slot, block, back }),
@@ -143,19 +158,50 @@ impl World<'_> {
         let mut page = vec![(self.next_content % 251) as u8; PAGE_SIZE_BYTES];
         page[..8].copy_from_slice(&self.next_content.to_le_bytes());
         page[8..12].copy_from_slice(&block.to_le_bytes());
+        // New content starts with its edit flag down (see `edited`).
+        page[EDIT_OFFSET] = 0;
+        Bytes::from(page)
+    }
+
+    /// `block`'s current version on `timeline` with its stamp renewed and the byte at [`EDIT_OFFSET`] set to
+    /// `flag`: a few bytes from the current version, so the commit sends a byte-range delta, and a flag that
+    /// goes back and forth, so a delta made against an older version than the current one misses it.
+    fn edited(&mut self, timeline: usize, block: u32, flag: bool) -> Bytes {
+        let current = ModelTimeline::expected(self.timelines[timeline].latest(), block);
+        let mut page = current.map_or_else(|| vec![0u8; PAGE_SIZE_BYTES], |page| page.to_vec());
+        self.next_content += 1;
+        page[..8].copy_from_slice(&self.next_content.to_le_bytes());
+        page[8..12].copy_from_slice(&block.to_le_bytes());
+        page[EDIT_OFFSET] = u8::from(flag);
         Bytes::from(page)
     }
 
     /// Commits `blocks` (and every block a growth adds) and the new size on `slot`'s store and in the model.
     fn commit(&mut self, slot: usize, blocks: &[u32], size_pages: Option<u32>) -> Result<(), TestCaseError> {
+        let written = blocks.iter().map(|&block| (block, None)).collect::<Vec<_>>();
+        self.commit_edits(slot, &written, size_pages)
+    }
+
+    /// Commits `edits` (a block and, for an edit, its flag; else new content) and every block a growth adds,
+    /// and the new size, on `slot`'s store and in the model.
+    fn commit_edits(
+        &mut self,
+        slot: usize,
+        edits: &[(u32, Option<bool>)],
+        size_pages: Option<u32>,
+    ) -> Result<(), TestCaseError> {
         let (timeline, store) = self.slots[slot].clone();
         let latest = self.timelines[timeline].latest().clone();
-        let written_max = blocks.iter().map(|b| b + 1).max().unwrap_or(0);
+        let written_max = edits.iter().map(|(b, _)| b + 1).max().unwrap_or(0);
         let size = size_pages.unwrap_or(latest.size_pages.max(written_max));
         let mut state = latest.clone();
         let mut written: BTreeMap<u32, Bytes> = BTreeMap::new();
-        for block in blocks.iter().copied().chain(latest.size_pages..size) {
-            let page = self.content(block);
+        let grown = (latest.size_pages..size).map(|block| (block, None));
+        for (block, flag) in edits.iter().copied().chain(grown) {
+            let page = match flag {
+                Some(flag) if block < latest.size_pages => self.edited(timeline, block, flag),
+                _ => self.content(block),
+            };
             written.insert(block, page);
         }
         state.pages.retain(|block, _| *block < size);
@@ -212,6 +258,42 @@ impl World<'_> {
             Op::Write { slot, ref blocks } => {
                 let blocks: Vec<u32> = blocks.iter().map(|b| u32::from(*b)).collect();
                 self.commit(self.slot(slot), &blocks, None)
+            }
+            Op::Edit { slot, ref edits } => {
+                let edits: Vec<(u32, Option<bool>)> = edits
+                    .iter()
+                    .map(|&(block, flag)| (u32::from(block), Some(flag)))
+                    .collect();
+                self.commit_edits(self.slot(slot), &edits, None)
+            }
+            Op::Settle { slot } => {
+                // The commits in flight are acknowledged; nothing is read.
+                let (timeline, store) = self.slots[self.slot(slot)].clone();
+                let latest = self.timelines[timeline].latest().lsn;
+                store.wait_durable(latest).map_err(fail)
+            }
+            Op::Direct { slot, block, back } => {
+                let timeline = self.slots[self.slot(slot)].0;
+                let state = self.timelines[timeline].back(back).clone();
+                let block = u32::from(block);
+                let Some(expected) = ModelTimeline::expected(&state, block) else {
+                    return Ok(());
+                };
+                let id = self.timelines[timeline].id;
+                let page = self
+                    .runtime
+                    .block_on(get_page(self.cluster, id, block, state.lsn))
+                    .map_err(fail)?;
+                check(page == expected, || {
+                    format!(
+                        "the pageserver's timeline {id} block {block} at {}: {:?} (flag {}), expected {:?} (flag {})",
+                        state.lsn,
+                        &page[..12],
+                        page[EDIT_OFFSET],
+                        &expected[..12],
+                        expected[EDIT_OFFSET]
+                    )
+                })
             }
             Op::Shrink { slot, to } => self.commit(self.slot(slot), &[], Some(u32::from(to))),
             Op::Read { slot, block, back } => {
@@ -366,44 +448,46 @@ fn prefetch_memory_and_file_caches_never_serve_a_wrong_page() -> TestResult {
         ..Config::default()
     });
     let next_timeline = std::cell::Cell::new(0xCA00u128);
-    let result = runner.run(&prop::collection::vec(op(), 4..28), |ops| {
-        // Each case: a fresh root timeline, and a file cache that may hold earlier cases' pages (other
-        // timelines: they must never be served here).
-        next_timeline.set(next_timeline.get() + 1);
-        let root = TimelineId(next_timeline.get());
-        runtime.block_on(create_root(&cluster, root)).map_err(fail)?;
-        let cache_config = HostCacheConfig {
-            memory_budget_bytes: 4 * ENTRY_BYTES,
-            file: Some(FileCacheConfig {
-                path: cache_dir.path().join("file_cache"),
-                size_bytes: 10 * PAGE_SIZE_BYTES as u64,
-            }),
-        };
-        let cache = HostCache::new(&cache_config).map_err(fail)?;
-        let mut world = World {
-            cluster: &cluster,
-            runtime: &runtime,
-            cache_config,
-            cache,
-            timelines: vec![ModelTimeline {
-                id: root,
-                history: vec![State {
-                    lsn: START,
-                    size_pages: 0,
-                    pages: BTreeMap::new(),
-                }],
-            }],
-            slots: Vec::new(),
-            next_timeline: &next_timeline,
-            next_content: 0,
-        };
-        let store = world.start_store(root, START)?;
-        world.slots.push((0, store));
-        for op in &ops {
-            world.apply(op)?;
-        }
-        Ok(())
-    });
+    let case = Case {
+        cluster: &cluster,
+        runtime: &runtime,
+        cache_dir: cache_dir.path(),
+        next_timeline: &next_timeline,
+    };
+    // The sequence that once corrupted a page: two commits of one block acknowledged back to back, the second
+    // a delta made against the version before the first (a read in front so the cache holds that version).
+    let edit = |flag| Op::Edit {
+        slot: 0,
+        edits: vec![(0, flag)],
+    };
+    let seen = vec![
+        Op::Write {
+            slot: 0,
+            blocks: vec![2],
+        },
+        Op::Read {
+            slot: 0,
+            block: 0,
+            back: 0,
+        },
+        edit(true),
+        edit(false),
+        Op::Direct {
+            slot: 0,
+            block: 0,
+            back: 0,
+        },
+    ];
+    for roomy in [false, true] {
+        case.run(&seen, roomy)
+            .map_err(|e| format!("the sequence seen (roomy {roomy}): {e}"))?;
+    }
+    // A memory budget of 4 pages moves pages between memory, the file and the pageserver all the time; one of
+    // 64 keeps older versions in memory next to newer ones.
+    let result = runner.run(
+        &(prop::collection::vec(op(), 4..28), prop::bool::ANY),
+        |(ops, roomy)| case.run(&ops, roomy),
+    );
     if let Err(error) = result {
         return Err(format!("{error}").into());
     }
@@ -418,6 +502,77 @@ fn prefetch_memory_and_file_caches_never_serve_a_wrong_page() -> TestResult {
         "no read was served by a prefetch"
     );
     Ok(())
+}
+
+/// What every case shares: the cluster, a runtime, the file cache's directory, the next timeline id.
+struct Case<'a> {
+    cluster: &'a Cluster,
+    runtime: &'a tokio::runtime::Runtime,
+    cache_dir: &'a std::path::Path,
+    next_timeline: &'a std::cell::Cell<u128>,
+}
+
+impl Case<'_> {
+    /// Runs `ops` on a fresh root timeline with a memory budget of 64 pages (`roomy`) or 4, and a file cache
+    /// that may hold earlier cases' pages (other timelines: they must never be served here).
+    fn run(&self, ops: &[Op], roomy: bool) -> Result<(), TestCaseError> {
+        self.next_timeline.set(self.next_timeline.get() + 1);
+        let root = TimelineId(self.next_timeline.get());
+        self.runtime.block_on(create_root(self.cluster, root)).map_err(fail)?;
+        let cache_config = HostCacheConfig {
+            memory_budget_bytes: if roomy { 64 } else { 4 } * ENTRY_BYTES,
+            file: Some(FileCacheConfig {
+                path: self.cache_dir.join("file_cache"),
+                size_bytes: 10 * PAGE_SIZE_BYTES as u64,
+            }),
+        };
+        let cache = HostCache::new(&cache_config).map_err(fail)?;
+        let mut world = World {
+            cluster: self.cluster,
+            runtime: self.runtime,
+            cache_config,
+            cache,
+            timelines: vec![ModelTimeline {
+                id: root,
+                history: vec![State {
+                    lsn: START,
+                    size_pages: 0,
+                    pages: BTreeMap::new(),
+                }],
+            }],
+            slots: Vec::new(),
+            next_timeline: self.next_timeline,
+            next_content: 0,
+        };
+        let store = world.start_store(root, START)?;
+        world.slots.push((0, store));
+        for op in ops {
+            world.apply(op)?;
+        }
+        Ok(())
+    }
+}
+
+/// `block` of timeline `id` at `lsn`, asked of the pageserver itself (no cache on the way).
+async fn get_page(cluster: &Cluster, id: TimelineId, block: u32, lsn: Lsn) -> Result<Bytes, String> {
+    let mut pages =
+        ps::page_service_client::PageServiceClient::connect(format!("http://{}", cluster.pageserver.address))
+            .await
+            .map_err(|e| e.to_string())?;
+    let response = pages
+        .get_page(ps::GetPageRequest {
+            timeline: Some(ps::TimelineRef {
+                tenant_id: cluster.tenant.to_string(),
+                timeline_id: id.to_string(),
+            }),
+            key: storage::Key::page(block).0,
+            read_lsn: lsn.0,
+            not_modified_since: 0,
+            request_id: 0,
+        })
+        .await
+        .map_err(|status| format!("GetPage {block} at {lsn}: {status}"))?;
+    Ok(response.into_inner().page)
 }
 
 /// Creates a root timeline `id` starting at [`START`] on the pageserver and every safekeeper.

@@ -388,14 +388,23 @@ impl TimelineCache {
         page
     }
 
-    /// The commit path: the current version of `block` at the writer's latest commit, if memory holds it and
-    /// every write is known (a byte-range delta is made against it, so it must be exactly that version).
-    pub fn latest(&self, block: u32) -> Option<Bytes> {
+    /// The commit path: the current version of `block` at the writer's latest acknowledged commit, which ends
+    /// at `read_lsn`, if memory holds it and every write is known (a byte-range delta is made against it, so it
+    /// must be exactly that version). The writer observes `read_lsn` first: a version looked up at an older
+    /// LSN could be one that an acknowledged commit has replaced since (commits overlap, so the last read may
+    /// be older than the last acknowledgement), and a delta against it would corrupt the page.
+    pub fn latest(&self, block: u32, read_lsn: Lsn) -> Option<Bytes> {
         let mut inner = self.cache.inner.lock();
         let writer = self.writer(&mut inner)?;
+        writer.observe(read_lsn);
         if !writer.is_settled() {
             return None;
         }
+        assert!(
+            writer.through() == read_lsn,
+            "the writer observed {read_lsn} but is through {}",
+            writer.through()
+        );
         let (through, extension) = (writer.through(), writer.extension(block));
         inner.memory.lookup(self.timeline, block, through, extension)
     }
@@ -446,5 +455,52 @@ impl Drop for TimelineCache {
             inner.settle_all(self.timeline);
             inner.writers.remove(&self.timeline);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(byte: u8) -> Bytes {
+        Bytes::from(vec![byte; PAGE_SIZE_BYTES])
+    }
+
+    /// Which of the test's pages `page` is (its fill byte), so failures print a byte, not 8 KiB.
+    fn which(page: Option<Bytes>) -> Option<u8> {
+        page.map(|page| page[0])
+    }
+
+    /// Two commits of one block acknowledged back to back with no read between them (commits overlap: a
+    /// writer builds on pages of a commit in flight, which are not read through the cache): the version the
+    /// commit path makes its next delta against is the second one, never the first (a delta against the
+    /// first, applied by the pageserver to the second, would corrupt the page).
+    #[test]
+    fn the_latest_version_follows_every_acknowledged_commit_without_a_read() {
+        let cache = HostCache::in_memory(16 * ENTRY_BYTES);
+        let timeline = TimelineId(1);
+        let view = cache.writer_view(timeline, Lsn(100), 4);
+        // The first commit, acknowledged at 200 and read since.
+        view.remove(2);
+        view.insert(2, page(1), Lsn(200));
+        view.observe(Lsn(200));
+        assert_eq!(which(view.latest(2, Lsn(200))), Some(1));
+        // The second, acknowledged at 300; nothing read since.
+        view.remove(2);
+        view.insert(2, page(2), Lsn(300));
+        assert_eq!(
+            which(view.latest(2, Lsn(300))),
+            Some(2),
+            "the version of the last acknowledged commit"
+        );
+        // A block only the first commit wrote is still that version at 300.
+        view.remove(3);
+        view.insert(3, page(3), Lsn(400));
+        view.observe(Lsn(400));
+        assert_eq!(which(view.latest(2, Lsn(400))), Some(2));
+        // A write whose version the cache was not given (a commit larger than it keeps) leaves no version.
+        view.remove(2);
+        assert_eq!(which(view.latest(2, Lsn(500))), None, "not cached");
+        assert_eq!(which(view.latest(3, Lsn(500))), Some(3));
     }
 }

@@ -92,7 +92,7 @@ impl<I: Iterator<Item = Result<(u32, Bytes), PageStoreError>>> Chunks<'_, I> {
                 let state = self.store.state.lock();
                 match state.pending_version(block, state.head_lsn) {
                     Some(in_flight) => in_flight,
-                    None => state.cache.latest(block),
+                    None => state.cache.latest(block, state.read_lsn),
                 }
             })
             .flatten();

@@ -127,6 +127,9 @@ impl State {
         for (block, page) in recent.into_iter().skip(skip) {
             self.cache.insert(block, page, end_lsn);
         }
+        // The writer's record follows every acknowledgement, not only the next read: the commit path's deltas
+        // are made against what it says is current (`TimelineCache::latest`).
+        self.cache.observe(end_lsn);
     }
 }
 
