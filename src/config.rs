@@ -1,5 +1,6 @@
 //! `--config FILE` (or `CAMBIUM_CONFIG`): a TOML file of settings for the command being run, one key per flag
-//! (`data_dir = ".cambium"` or `data-dir = …`; arrays for list flags: `safekeepers = ["a:1", "b:2"]`).
+//! (`data_dir = ".cambium"` or `data-dir = …`; arrays for list flags: `safekeepers = ["a:1", "b:2"]`), the
+//! global flags included (`log_format = "json"`).
 //!
 //! Precedence, highest first: the command line, the environment (`CAMBIUM_…`, named on each flag), the file.
 //! The file is applied by setting, for every key, the flag's environment variable when it is not set already,
@@ -73,8 +74,12 @@ pub fn apply<C: CommandFactory>(args: &[OsString]) -> Result<()> {
     };
     for (key, value) in &table {
         let long = key.replace('_', "-");
+        // The command's own flags, then the global ones every command takes (`log_format`, `max_open_files`);
+        // not `config` itself.
         let arg = command
             .get_arguments()
+            .chain(root.get_arguments().filter(|arg| arg.is_global_set()))
+            .filter(|arg| arg.get_long() != Some("config"))
             .find(|arg| arg.get_long() == Some(long.as_str()))
             .with_context(|| format!("{}: `cambium {name}` has no setting {key:?}", path.display()))?;
         let env = arg
