@@ -249,8 +249,8 @@ fn open_store(data_dir: &Path, metadata: Option<&str>) -> Result<(Arc<Store>, Pa
     let store = Store::open_at(&location).context("opening the control metadata")?;
     let key_path = data_dir.join("api_key");
     api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
-    if store.accounts().context("reading accounts")?.is_empty() {
-        let account = store.create_account().context("creating the admin account")?;
+    // One process creates the admin account even when several start at once on shared metadata.
+    if let Some(account) = store.create_first_account().context("creating the admin account")? {
         let key = api::auth::create_key(&store, &account, &api::store::KeyScope::default())
             .context("creating the admin key")?;
         write_secret(&key_path, &key.secret)?;

@@ -527,6 +527,26 @@ impl Store {
         Ok(AccountId(id))
     }
 
+    /// Creates the first account (the admin one) if there is no account yet, and returns it; `None` if there is
+    /// one already. The check and the insert are one immediate transaction, so of several processes starting at
+    /// once on one metadata database exactly one creates it.
+    pub fn create_first_account(&self) -> Result<Option<AccountId>, StoreError> {
+        let (ms, created_at) = now();
+        let id = new_id("acct_", ms);
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let count: i64 = tx.query_row("SELECT count(*) FROM accounts", [], |row| row.get(0))?;
+        if count > 0 {
+            return Ok(None);
+        }
+        tx.execute(
+            "INSERT INTO accounts (id, created_at) VALUES (?1, ?2)",
+            params![id, created_at],
+        )?;
+        tx.commit()?;
+        Ok(Some(AccountId(id)))
+    }
+
     /// Creates a project named `name` for `account`, unless it has `projects_max` already
     /// ([`StoreError::QuotaExceeded`]); the count and the insert are one transaction.
     pub fn create_project(
@@ -724,6 +744,35 @@ pub(crate) mod tests {
         let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
+    }
+
+    #[test]
+    fn the_first_account_is_made_once_by_racing_stores() {
+        crate::store::scenarios::on_sqlite(the_first_account_is_made_once_by_racing_stores_on);
+    }
+
+    /// Stores opened on one metadata (as by several API processes starting at once) race to make the first
+    /// account: exactly one makes it, and later calls make none.
+    pub(crate) fn the_first_account_is_made_once_by_racing_stores_on(open: crate::store::scenarios::Open<'_>) {
+        let stores: Vec<Store> = (0..4).map(|_| open()).collect();
+        let barrier = std::sync::Barrier::new(stores.len());
+        let made: Vec<Option<AccountId>> = std::thread::scope(|scope| {
+            let racers: Vec<_> = stores
+                .iter()
+                .map(|store| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        store.create_first_account().unwrap()
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|racer| racer.join().unwrap()).collect()
+        });
+        let made: Vec<AccountId> = made.into_iter().flatten().collect();
+        assert_eq!(made.len(), 1, "one store makes the first account");
+        assert_eq!(stores[0].accounts().unwrap(), made);
+        assert_eq!(stores[1].create_first_account().unwrap(), None);
     }
 
     /// Every byte of the metadata's files.

@@ -34,6 +34,10 @@ type Scenario = (&'static str, fn(Open<'_>));
 const SCENARIOS: &[Scenario] = &[
     ("every_store_call", every_store_call),
     (
+        "the_first_account_is_made_once_by_racing_stores",
+        super::tests::the_first_account_is_made_once_by_racing_stores_on,
+    ),
+    (
         "migrations_apply_once_and_reopen",
         super::tests::migrations_apply_once_and_reopen_on,
     ),
