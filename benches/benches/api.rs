@@ -320,6 +320,14 @@ async fn start_target(metadata: Metadata, bin: &Path, bench_data: &Path, with_la
     }
 }
 
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), or why they are unknown.
+fn load_average() -> String {
+    match std::fs::read_to_string("/proc/loadavg") {
+        Ok(text) => text.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        Err(error) => format!("unknown ({error})"),
+    }
+}
+
 /// The small database's path, for the GET rate.
 fn database_path(target: &Target) -> String {
     format!("/v1/databases/{}", target.small.0["id"].as_str().expect("id"))
@@ -407,6 +415,7 @@ fn main() {
         }
 
         // Each measurement on every target in turn, before the next measurement.
+        let load_at_start = load_average();
         let mut rows = Vec::new();
         for (measurement, size) in [
             ("branch create, small", Size::Small),
@@ -452,6 +461,7 @@ fn main() {
             rates.push((label, cells));
         }
 
+        let load_at_end = load_average();
         let names: Vec<&str> = targets.iter().map(|t| t.metadata.name()).collect();
         println!(
             "cambium up (release), control metadata on {}; {iterations} samples per branch row, {restores} per \
@@ -464,6 +474,9 @@ fn main() {
                  SQLite: metadata.sqlite, WAL, synchronous FULL"
             );
         }
+        println!(
+            "load average (1, 5, 15 min) as the measurements started: {load_at_start}; as they ended: {load_at_end}"
+        );
         println!();
         print_latencies(&targets, &rows);
         if rows.iter().any(|row| row.cells.iter().any(Option::is_none)) {
