@@ -390,6 +390,85 @@ fn print_latencies(targets: &[Target], rows: &[Row]) {
     }
 }
 
+/// Every latency measurement, each on every target in turn before the next.
+async fn measure_latencies(targets: &[Target], iterations: usize, restores: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (measurement, size) in [
+        ("branch create, small", Size::Small),
+        ("branch create, ~1 GiB", Size::Large),
+    ] {
+        let mut cells = Vec::new();
+        for target in targets {
+            cells.push(match target.database(size) {
+                Some((database, bytes)) => {
+                    let (p50, p99) = bench_branch(&target.service, database, iterations).await;
+                    Some((p50, p99, *bytes))
+                }
+                None => None,
+            });
+        }
+        rows.push(Row { measurement, cells });
+    }
+    for (measurement, size) in [
+        ("restore to finished, small", Size::Small),
+        ("restore to finished, ~1 GiB", Size::Large),
+    ] {
+        let mut cells = Vec::new();
+        for target in targets {
+            cells.push(match target.database(size) {
+                Some((database, bytes)) => {
+                    let (p50, p99) = bench_restore(&target.service, database, restores).await;
+                    Some((p50, p99, *bytes))
+                }
+                None => None,
+            });
+        }
+        rows.push(Row { measurement, cells });
+    }
+    rows
+}
+
+/// The GET rates, each on every target in turn: per path, its label and a rate per target.
+async fn measure_rates(targets: &[Target]) -> Vec<(&'static str, Vec<f64>)> {
+    let mut rates = Vec::new();
+    for (label, path_of) in [
+        ("GET /v1/databases/{id}", database_path as fn(&Target) -> String),
+        ("GET /v1/projects/{id}", project_path),
+    ] {
+        let mut cells = Vec::new();
+        for target in targets {
+            cells.push(bench_gets(&target.service, &path_of(target), 4, 5).await);
+        }
+        rates.push((label, cells));
+    }
+    rates
+}
+
+/// The GET rate table: a column per backend named in `names`, then PostgreSQL / SQLite where both ran.
+fn print_rates(names: &[&str], rates: &[(&str, Vec<f64>)]) {
+    let mut header = "| 4 keep-alive clients |".to_owned();
+    let mut rule = "|---|".to_owned();
+    for name in names {
+        header += &format!(" {name} |");
+        rule += "---|";
+    }
+    if names.len() == 2 {
+        header += " PG/SQLite |";
+        rule += "---|";
+    }
+    println!("{header}\n{rule}");
+    for (label, cells) in rates {
+        let mut line = format!("| `{label}` |");
+        for rate in cells {
+            line += &format!(" {rate:.0} requests/s |");
+        }
+        if names.len() == 2 {
+            line += &format!(" {} |", ratio(Some(cells[1]), Some(cells[0])));
+        }
+        println!("{line}");
+    }
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
@@ -416,51 +495,8 @@ fn main() {
 
         // Each measurement on every target in turn, before the next measurement.
         let load_at_start = load_average();
-        let mut rows = Vec::new();
-        for (measurement, size) in [
-            ("branch create, small", Size::Small),
-            ("branch create, ~1 GiB", Size::Large),
-        ] {
-            let mut cells = Vec::new();
-            for target in &targets {
-                cells.push(match target.database(size) {
-                    Some((database, bytes)) => {
-                        let (p50, p99) = bench_branch(&target.service, database, iterations).await;
-                        Some((p50, p99, *bytes))
-                    }
-                    None => None,
-                });
-            }
-            rows.push(Row { measurement, cells });
-        }
-        for (measurement, size) in [
-            ("restore to finished, small", Size::Small),
-            ("restore to finished, ~1 GiB", Size::Large),
-        ] {
-            let mut cells = Vec::new();
-            for target in &targets {
-                cells.push(match target.database(size) {
-                    Some((database, bytes)) => {
-                        let (p50, p99) = bench_restore(&target.service, database, restores).await;
-                        Some((p50, p99, *bytes))
-                    }
-                    None => None,
-                });
-            }
-            rows.push(Row { measurement, cells });
-        }
-        let mut rates = Vec::new();
-        for (label, path_of) in [
-            ("GET /v1/databases/{id}", database_path as fn(&Target) -> String),
-            ("GET /v1/projects/{id}", project_path),
-        ] {
-            let mut cells = Vec::new();
-            for target in &targets {
-                cells.push(bench_gets(&target.service, &path_of(target), 4, 5).await);
-            }
-            rates.push((label, cells));
-        }
-
+        let rows = measure_latencies(&targets, iterations, restores).await;
+        let rates = measure_rates(&targets).await;
         let load_at_end = load_average();
         let names: Vec<&str> = targets.iter().map(|t| t.metadata.name()).collect();
         println!(
@@ -498,26 +534,6 @@ fn main() {
             }
         }
         println!();
-        let mut header = "| 4 keep-alive clients |".to_owned();
-        let mut rule = "|---|".to_owned();
-        for name in &names {
-            header += &format!(" {name} |");
-            rule += "---|";
-        }
-        if targets.len() == 2 {
-            header += " PG/SQLite |";
-            rule += "---|";
-        }
-        println!("{header}\n{rule}");
-        for (label, cells) in &rates {
-            let mut line = format!("| `{label}` |");
-            for rate in cells {
-                line += &format!(" {rate:.0} requests/s |");
-            }
-            if targets.len() == 2 {
-                line += &format!(" {} |", ratio(Some(cells[1]), Some(cells[0])));
-            }
-            println!("{line}");
-        }
+        print_rates(&names, &rates);
     });
 }
