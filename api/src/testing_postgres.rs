@@ -1,5 +1,7 @@
 //! A throwaway PostgreSQL 15 server for tests: `initdb` in a temp dir, trust authentication for user `cambium`,
-//! listening on 127.0.0.1 at a free port, stopped (`-m immediate`) and deleted on drop. Run as the `postgres` user
+//! listening on 127.0.0.1 at a free port, stopped (`-m immediate`) and deleted on drop. For tests `fsync` is off;
+//! [`TestPostgres::start_durable`] keeps PostgreSQL's default (on), for benches that compare it with SQLite's
+//! `synchronous = FULL`. Run as the `postgres` user
 //! when the tests run as root (PostgreSQL refuses root). The binaries are `$PG_BIN` or
 //! `/usr/lib/postgresql/15/bin`; where they are absent, [`TestPostgres::start`] says so and gives `None`, and the
 //! test that wanted one passes having printed why it checked nothing.
@@ -21,8 +23,18 @@ pub struct TestPostgres {
 }
 
 impl TestPostgres {
-    /// Starts a server, or `None` (with a message on stderr) if PostgreSQL 15 is not installed.
+    /// Starts a server with `fsync` off, or `None` (with a message on stderr) if PostgreSQL 15 is not installed.
     pub fn start() -> Option<TestPostgres> {
+        TestPostgres::start_with_fsync("off")
+    }
+
+    /// [`TestPostgres::start`] with `fsync` on (PostgreSQL's default): a commit is durable, as it is in the
+    /// control metadata's SQLite (`synchronous = FULL`); what a bench comparing the two needs.
+    pub fn start_durable() -> Option<TestPostgres> {
+        TestPostgres::start_with_fsync("on")
+    }
+
+    fn start_with_fsync(fsync: &str) -> Option<TestPostgres> {
         let bin = std::env::var_os("PG_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
@@ -66,7 +78,7 @@ impl TestPostgres {
             ],
         );
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -c unix_socket_directories={} -p {port} -c fsync=off \
+            "-c listen_addresses=127.0.0.1 -c unix_socket_directories={} -p {port} -c fsync={fsync} \
              -c max_connections=50",
             path_str(server.dir.path())
         );

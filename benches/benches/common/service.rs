@@ -79,13 +79,23 @@ pub fn free_port() -> u16 {
 }
 
 /// Starts `bin up` on `data_dir` (API and PostgreSQL on free ports, no rate limit) and reads its key.
+// Each bench includes this module; not all of them call this.
+#[allow(dead_code)]
 pub fn start(bin: &Path, data_dir: &Path) -> Service {
+    start_with(bin, data_dir, &[])
+}
+
+/// [`start`] with `extra` arguments to `up` (`--metadata postgresql://…`).
+// Each bench includes this module; not all of them call this.
+#[allow(dead_code)]
+pub fn start_with(bin: &Path, data_dir: &Path, extra: &[&str]) -> Service {
     let mut child = Command::new(bin)
         .args(["up", "--data-dir"])
         .arg(data_dir)
         .args(["--listen", "127.0.0.1:0", "--pg-listen"])
         .arg(format!("127.0.0.1:{}", free_port()))
         .args(["--rate-limit", "0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
