@@ -43,7 +43,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                  CASE WHEN c.identity = '' THEN 'NO' ELSE 'YES' END, \
                  CASE c.identity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END, \
                  CAST(s.start AS TEXT), CAST(s.inc AS TEXT), CAST(s.maxv AS TEXT), CAST(s.minv AS TEXT), \
-                 CASE WHEN c.identity <> '' THEN CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END END, 'NEVER', NULL, \
+                 CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END, 'NEVER', NULL, \
                  CASE c.reltype WHEN 'table' THEN 'YES' ELSE 'NO' END FROM _pgc_cols c \
                  LEFT JOIN _pgc_seq s ON c.identity <> '' AND s.relid = c.relid AND s.attnum = c.attnum",
     },

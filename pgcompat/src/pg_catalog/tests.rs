@@ -425,3 +425,84 @@ fn dml_reading_the_catalog_and_reserved_names() {
     let refused = dialect.translate(&conn, "CREATE TABLE _pgc_pg_class (a int)");
     assert!(refused.is_err(), "the views' prefix is reserved");
 }
+
+#[test]
+fn a_regclass_or_regtype_concatenated_is_its_name() {
+    let (conn, mut dialect) = setup();
+    let got = run(
+        &conn,
+        &mut dialect,
+        "SELECT 'nextval(''' || pg_get_serial_sequence('items', 'id')::regclass || '''::regclass)', \
+         'items'::regclass || '/' || ('int4'::regtype), 'item_notes'::regclass::oid || '' = \
+         CAST('item_notes'::regclass AS int8) || ''",
+    );
+    assert_eq!(
+        got,
+        rows(&[&[
+            Some("nextval('items_id_seq'::regclass)"),
+            Some("items/integer"),
+            Some("t")
+        ]])
+    );
+}
+
+/// drizzle-kit's column query (`getColumnsInfoQuery`, trimmed to the columns its serial test and identity
+/// fields read): a serial column is `serial` when its default is `nextval` of the sequence
+/// `pg_get_serial_sequence` names; `identity_cycle` is `NO` for every column that does not cycle, identity or
+/// not (as in PostgreSQL 15's information_schema).
+#[test]
+fn drizzle_kit_sees_a_serial_column_as_serial() {
+    let (conn, mut dialect) = setup();
+    let got = run(
+        &conn,
+        &mut dialect,
+        "SELECT a.attname AS column_name, \
+         CASE WHEN a.atttypid = ANY ('{int,int8,int2}'::regtype[]) AND EXISTS ( \
+             SELECT FROM pg_attrdef ad WHERE ad.adrelid = a.attrelid AND ad.adnum = a.attnum \
+             AND pg_get_expr(ad.adbin, ad.adrelid) = 'nextval(''' \
+                 || pg_get_serial_sequence(a.attrelid::regclass::text, a.attname)::regclass || '''::regclass)') \
+         THEN CASE a.atttypid WHEN 'int'::regtype THEN 'serial' WHEN 'int8'::regtype THEN 'bigserial' \
+             WHEN 'int2'::regtype THEN 'smallserial' END \
+         ELSE format_type(a.atttypid, a.atttypmod) END AS data_type, \
+         pg_get_serial_sequence('\"public\".\"' || cls.relname || '\"', a.attname)::regclass AS seq_name, \
+         c.is_identity, c.identity_cycle \
+         FROM pg_attribute a JOIN pg_class cls ON cls.oid = a.attrelid \
+         JOIN pg_namespace ns ON ns.oid = cls.relnamespace \
+         LEFT JOIN information_schema.columns c ON c.column_name = a.attname AND c.table_schema = ns.nspname \
+             AND c.table_name = cls.relname \
+         WHERE a.attnum > 0 AND NOT a.attisdropped AND ns.nspname = 'public' \
+             AND cls.relname IN ('items', 'item_notes') \
+         ORDER BY cls.relname, a.attnum",
+    );
+    assert_eq!(
+        got,
+        rows(&[
+            &[
+                Some("id"),
+                Some("bigint"),
+                Some("item_notes_id_seq"),
+                Some("YES"),
+                Some("NO")
+            ],
+            &[Some("item_id"), Some("integer"), None, Some("NO"), Some("NO")],
+            &[Some("body"), Some("text"), None, Some("NO"), Some("NO")],
+            &[Some("id"), Some("serial"), Some("items_id_seq"), Some("NO"), Some("NO")],
+            &[
+                Some("name"),
+                Some("character varying(40)"),
+                None,
+                Some("NO"),
+                Some("NO")
+            ],
+            &[Some("price"), Some("numeric(10,2)"), None, Some("NO"), Some("NO")],
+            &[Some("tags"), Some("text[]"), None, Some("NO"), Some("NO")],
+            &[
+                Some("created_at"),
+                Some("timestamp with time zone"),
+                None,
+                Some("NO"),
+                Some("NO")
+            ],
+        ])
+    );
+}

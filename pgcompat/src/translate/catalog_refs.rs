@@ -1,7 +1,7 @@
 //! References to `pg_catalog` and `information_schema` rewritten to the catalog views of
 //! [`crate::pg_catalog`]: FROM items (aliased by their PostgreSQL name, so `pg_class.relname` still
 //! resolves), `pg_catalog.`-qualified column references, `::regclass`/`::regtype` casts (to the OID where
-//! compared, to the name where printed or cast to text), and the functions that look objects up
+//! compared, to the name where printed, cast to text or concatenated), and the functions that look objects up
 //! (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_viewdef`, `to_regclass`, `pg_get_serial_sequence`).
 
 use sqlparser::ast::{
@@ -212,6 +212,19 @@ pub(crate) fn rewrite_cast(inner: &Expr, written: &str) -> Option<Expr> {
         "int4" | "integer" | "int8" | "bigint" if is_call(inner, REGCLASS) || is_call(inner, REGTYPE) => {
             parse(&format!("CAST({inner} AS {written})"))
         }
+        _ => None,
+    }
+}
+
+/// A `::regclass` or `::regtype` value (possibly parenthesized) as the text its output function prints (the
+/// relation's name as `regclass` shows it, the type's `format_type` name), which is what `||` concatenates in
+/// PostgreSQL (drizzle-kit finds a serial column by comparing its default with
+/// `'nextval(''' || pg_get_serial_sequence(t, c)::regclass || '''::regclass)'`); `None` for any other
+/// expression.
+pub(crate) fn name_as_text(expr: &Expr) -> Option<Expr> {
+    match expr {
+        Expr::Nested(inner) => name_as_text(inner),
+        other if is_call(other, REGCLASS) || is_call(other, REGTYPE) => rewrite_cast(other, "text"),
         _ => None,
     }
 }

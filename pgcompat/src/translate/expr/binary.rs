@@ -53,6 +53,20 @@ impl Rewriter<'_> {
                 let (lt, rt) = (self.typer.infer(left), self.typer.infer(right));
                 self.typed_comparison(left, op, right, lt, rt)
             }
+            B::StringConcat
+                if [left.as_ref(), right.as_ref()]
+                    .into_iter()
+                    .any(|side| crate::translate::catalog_refs::name_as_text(side).is_some()) =>
+            {
+                // A regclass or regtype operand is concatenated as the name it prints, not as its OID; the
+                // operation is then typed again over the texts.
+                for side in [left.as_mut(), right.as_mut()] {
+                    if let Some(text) = crate::translate::catalog_refs::name_as_text(side) {
+                        *side = text;
+                    }
+                }
+                return self.rewrite_binary(left, op, right);
+            }
             B::StringConcat if lt.is_some_and(PgType::is_array) || rt.is_some_and(PgType::is_array) => {
                 // Array concatenation: array || array, array || element, element || array.
                 let l_array = lt.is_some_and(PgType::is_array) || is_string_literal(left);
