@@ -69,16 +69,10 @@ run_peer() (
     server_pid=""
     pg_stop=""
     stop() {
-        if [ -n "$server_pid" ]; then
-            kill -INT "$server_pid" 2>/dev/null || true
-            for _ in $(seq 300); do
-                kill -0 "$server_pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            kill -KILL "$server_pid" 2>/dev/null || true
-            wait "$server_pid" 2>/dev/null || true
+        # Defined once server.sh is sourced (below); nothing was started before that.
+        if declare -F stop_started_server >/dev/null; then
+            stop_started_server
         fi
-        [ -z "$pg_stop" ] || eval "$pg_stop" || true
         rm -rf "$work"
     }
     trap stop EXIT

@@ -102,28 +102,13 @@ install_node
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/clients.XXXXXX")
 server_pid=""
-STOP_WAIT_DS=300
+# shellcheck source=clients/server.sh
+. "$here/server.sh"
 stop_server() {
-    if [ -n "$server_pid" ]; then
-        # Ctrl-C's clean stop, then SIGKILL if it has not stopped within 30 s.
-        kill -INT "$server_pid" 2>/dev/null || true
-        local _
-        for _ in $(seq "$STOP_WAIT_DS"); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    if [ -n "${pg_stop:-}" ]; then
-        eval "$pg_stop" || true
-    fi
+    stop_started_server
     rm -rf "$work"
 }
 trap stop_server EXIT
-
-# shellcheck source=clients/server.sh
-. "$here/server.sh"
 
 all_slots() {
     local program

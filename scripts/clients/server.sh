@@ -13,6 +13,24 @@
 declare -A URI BRANCH_URI MAIN_BRANCH DB_ID
 API_WAIT=30s
 
+# Stops what start_server started (`server_pid`, `pg_stop`): Ctrl-C's clean stop, then SIGKILL if it has not
+# stopped within 30 s. The one stop of clients.sh and the bench scripts that source this file.
+stop_started_server() {
+    if [ -n "${server_pid:-}" ]; then
+        kill -INT "$server_pid" 2>/dev/null || true
+        local _
+        for _ in $(seq 300); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    if [ -n "${pg_stop:-}" ]; then
+        eval "$pg_stop" || true
+    fi
+}
+
 # A free loopback port (bound and released; another process could take it first, which is unlikely).
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
