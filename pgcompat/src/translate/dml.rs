@@ -3,6 +3,136 @@
 
 use super::*;
 
+/// What rewriting an UPDATE or DELETE found: its result types (`RETURNING`), parameters, and whether it reads
+/// the clock; the statement itself is rewritten in place.
+pub(super) struct DmlRewrite {
+    columns: Option<Vec<Option<PgType>>>,
+    params: Vec<Option<PgType>>,
+    uses_now: bool,
+}
+
+impl DmlRewrite {
+    /// The translation running `sql` (the rewritten statement's text) as `kind`.
+    pub(super) fn into_translation(self, sql: String, kind: Kind) -> Translation {
+        Translation {
+            steps: vec![sql],
+            primary: 0,
+            columns: self.columns,
+            params: self.params,
+            kind,
+            uses_now: self.uses_now,
+            foreign_keys_off: false,
+            param_columns: Vec::new(),
+            captures: Vec::new(),
+        }
+    }
+}
+
+/// An UPDATE rewritten for SQLite: its target resolved (`ONLY` dropped, `AS` before the alias), `FROM` items,
+/// identity columns checked, assignments rewritten, defaulted and coerced to the columns' types.
+pub(super) fn rewrite_update_statement(
+    conn: &Connection,
+    catalog: &Catalog,
+    update: &mut sqlparser::ast::Update,
+) -> Result<DmlRewrite, PgError> {
+    let (table, alias) = match &mut update.table.relation {
+        TableFactor::Table {
+            name,
+            alias,
+            inheritance,
+            ..
+        } => {
+            // `UPDATE ONLY t`: no table inherits from another.
+            *inheritance = None;
+            schema::rewrite_relation(catalog, name, alias, &[])?;
+            // SQLite wants `AS` before an UPDATE's alias.
+            if let Some(alias) = alias {
+                alias.explicit = true;
+            }
+            (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
+        }
+        other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
+    };
+    if let Some(returning) = &mut update.returning {
+        names::name_items(returning);
+    }
+    let from: Vec<sqlparser::ast::TableWithJoins> = match &mut update.from {
+        Some(
+            sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
+            | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
+        ) => {
+            schema::rewrite_from_items(catalog, tables)?;
+            tables.clone()
+        }
+        None => Vec::new(),
+    };
+    let mut rewriter = Rewriter::new(catalog);
+    rewriter
+        .typer
+        .scopes
+        .push(Scope::of_target(&table, alias.as_deref(), &from));
+    identity::check_identity_update(catalog, &table, &update.assignments)?;
+    rewrite_update(&mut rewriter, update)?;
+    defaults_of_assignments(conn, &table, &mut update.assignments);
+    coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
+    let columns = update.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+    Ok(DmlRewrite {
+        columns,
+        params: rewriter.params,
+        uses_now: rewriter.uses_now,
+    })
+}
+
+/// A DELETE rewritten for SQLite: its target resolved, `USING` as a rowid subquery, the condition and
+/// `RETURNING` rewritten.
+pub(super) fn rewrite_delete_statement(
+    catalog: &Catalog,
+    delete: &mut sqlparser::ast::Delete,
+) -> Result<DmlRewrite, PgError> {
+    let tables = match &mut delete.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
+        Some(TableFactor::Table {
+            name,
+            alias,
+            inheritance,
+            ..
+        }) => {
+            *inheritance = None;
+            schema::rewrite_relation(catalog, name, alias, &[])?;
+            if let Some(alias) = alias {
+                alias.explicit = true;
+            }
+            (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
+        }
+        _ => return Err(PgError::unsupported("this DELETE form")),
+    };
+    if let Some(using) = delete.using.take() {
+        delete.selection = Some(delete_using(&table, alias.as_deref(), &using, delete.selection.take())?);
+    }
+    if let Some(returning) = &mut delete.returning {
+        names::name_items(returning);
+    }
+    let mut rewriter = Rewriter::new(catalog);
+    rewriter
+        .typer
+        .scopes
+        .push(Scope::of_target(&table, alias.as_deref(), &[]));
+    if let Some(selection) = &mut delete.selection {
+        rewriter.rewrite_expr(selection)?;
+    }
+    if let Some(returning) = &mut delete.returning {
+        rewriter.rewrite_returning(returning, alias.as_deref().unwrap_or(&table))?;
+    }
+    let columns = delete.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
+    Ok(DmlRewrite {
+        columns,
+        params: rewriter.params,
+        uses_now: rewriter.uses_now,
+    })
+}
+
 /// `DELETE FROM t USING u WHERE c` as SQLite can run it: `DELETE FROM t WHERE rowid IN (SELECT t.rowid FROM
 /// t, u WHERE c)` (the subquery is rewritten with the rest of the statement).
 pub(super) fn delete_using(

@@ -30,11 +30,13 @@ pub(crate) mod rebuild;
 pub(crate) mod routines;
 pub(crate) mod schema;
 mod schema_move;
+mod select;
 pub(crate) mod sequence;
 pub(crate) mod srf;
 pub(crate) mod tables;
 pub(crate) mod token_forms;
 mod translation;
+mod truncate;
 pub(crate) mod unparsed;
 pub(crate) mod upsert;
 mod vectors;
@@ -55,10 +57,7 @@ use sqlparser::parser::Parser;
 use crate::catalog::{quote_ident, Catalog};
 use crate::error::PgError;
 use crate::types::PgType;
-use dml::{
-    coerce_assignments, defaults_of_assignments, delete_using, item_types, output_types, param_columns, rewrite_update,
-    translate_insert,
-};
+use dml::{output_types, param_columns, translate_insert};
 use expr::{coerce_call, last_part, Rewriter, Scope, Typer};
 pub use translation::{Capture, Kind, Translated, Translation};
 
@@ -223,167 +222,19 @@ fn translate_statement(
     mut statement: Statement,
 ) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
-        Statement::Query(query) => {
-            if modifying_cte::has_modifying_cte(query) {
-                return modifying_cte::translate(conn, catalog, (**query).clone()).map(Some);
-            }
-            // `TABLE t` is `SELECT * FROM t`.
-            if let SetExpr::Table(table) = query.body.as_ref() {
-                let name = match (&table.schema_name, &table.table_name) {
-                    (Some(schema), Some(name)) => format!("{schema}.{name}"),
-                    (None, Some(name)) => name.to_string(),
-                    _ => return Err(PgError::new(crate::error::SYNTAX_ERROR, "TABLE without a table")),
-                };
-                let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &format!("SELECT * FROM {name}"))
-                    .map_err(|e| PgError::new(crate::error::SYNTAX_ERROR, e.to_string()))?;
-                if let Some(Statement::Query(select)) = parsed.into_iter().next() {
-                    query.body = select.body;
-                }
-            }
-            // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
-            // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
-            query.locks.clear();
-            check_query_grouping(conn, query.body.as_ref())?;
-            cte_columns::complete_column_lists(query)?;
-            names::name_columns(query);
-            // After naming: a lateral's column keeps its name when its reference becomes a subquery.
-            lateral::rewrite(query)?;
-            distinct_on::rewrite(query)?;
-            grouping_sets::rewrite(query)?;
-            names::name_columns(query);
-            cte_columns::expand_repeated_names(query);
-            let mut rewriter = Rewriter::new(catalog);
-            rewriter.rewrite_query(query.as_mut())?;
-            query_rules::type_set_operation_literals(catalog, query);
-            if rewriter.uses_catalog {
-                catalog_refs::name_outputs(query);
-            }
-            // The derived tables' and CTEs' column types, as the rewrite found them.
-            let columns = output_types(catalog, query, &rewriter.typer.ctes);
-            Translation {
-                steps: vec![query.to_string()],
-                primary: 0,
-                columns,
-                params: rewriter.params,
-                kind: Kind::Select,
-                uses_now: rewriter.uses_now,
-                foreign_keys_off: false,
-                param_columns: param_columns(query),
-                captures: Vec::new(),
-            }
-        }
+        Statement::Query(query) => select::translate_query(conn, catalog, query)?,
         Statement::Insert(insert) => {
             // OVERRIDING: checked against the identity columns, then SQLite takes the values as given.
             let overriding = insert.overriding.take();
             translate_insert(conn, catalog, insert, overriding)?
         }
         Statement::Update(update) => {
-            let (table, alias) = match &mut update.table.relation {
-                TableFactor::Table {
-                    name,
-                    alias,
-                    inheritance,
-                    ..
-                } => {
-                    // `UPDATE ONLY t`: no table inherits from another.
-                    *inheritance = None;
-                    schema::rewrite_relation(catalog, name, alias, &[])?;
-                    // SQLite wants `AS` before an UPDATE's alias.
-                    if let Some(alias) = alias {
-                        alias.explicit = true;
-                    }
-                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
-                }
-                other => return Err(PgError::unsupported(format!("UPDATE of {other}"))),
-            };
-            if let Some(returning) = &mut update.returning {
-                names::name_items(returning);
-            }
-            if let Some(
-                sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
-                | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
-            ) = &mut update.from
-            {
-                schema::rewrite_from_items(catalog, tables)?;
-            }
-            let from: Vec<sqlparser::ast::TableWithJoins> = match &update.from {
-                Some(
-                    sqlparser::ast::UpdateTableFromKind::AfterSet(tables)
-                    | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
-                ) => tables.clone(),
-                None => Vec::new(),
-            };
-            let mut rewriter = Rewriter::new(catalog);
-            rewriter
-                .typer
-                .scopes
-                .push(Scope::of_target(&table, alias.as_deref(), &from));
-            identity::check_identity_update(catalog, &table, &update.assignments)?;
-            rewrite_update(&mut rewriter, update)?;
-            defaults_of_assignments(conn, &table, &mut update.assignments);
-            coerce_assignments(&mut rewriter, catalog, &table, &mut update.assignments);
-            let columns = update.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
-            Translation {
-                steps: vec![statement.to_string()],
-                primary: 0,
-                columns,
-                params: rewriter.params,
-                kind: Kind::Update,
-                uses_now: rewriter.uses_now,
-                foreign_keys_off: false,
-                param_columns: Vec::new(),
-                captures: Vec::new(),
-            }
+            let rewritten = dml::rewrite_update_statement(conn, catalog, update)?;
+            rewritten.into_translation(statement.to_string(), Kind::Update)
         }
         Statement::Delete(delete) => {
-            let tables = match &mut delete.from {
-                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
-            };
-            let (table, alias) = match tables.first_mut().map(|t| &mut t.relation) {
-                Some(TableFactor::Table {
-                    name,
-                    alias,
-                    inheritance,
-                    ..
-                }) => {
-                    *inheritance = None;
-                    schema::rewrite_relation(catalog, name, alias, &[])?;
-                    if let Some(alias) = alias {
-                        alias.explicit = true;
-                    }
-                    (last_part(name), alias.as_ref().map(|a| a.name.value.clone()))
-                }
-                _ => return Err(PgError::unsupported("this DELETE form")),
-            };
-            if let Some(using) = delete.using.take() {
-                delete.selection = Some(delete_using(&table, alias.as_deref(), &using, delete.selection.take())?);
-            }
-            if let Some(returning) = &mut delete.returning {
-                names::name_items(returning);
-            }
-            let mut rewriter = Rewriter::new(catalog);
-            rewriter
-                .typer
-                .scopes
-                .push(Scope::of_target(&table, alias.as_deref(), &[]));
-            if let Some(selection) = &mut delete.selection {
-                rewriter.rewrite_expr(selection)?;
-            }
-            if let Some(returning) = &mut delete.returning {
-                rewriter.rewrite_returning(returning, alias.as_deref().unwrap_or(&table))?;
-            }
-            let columns = delete.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
-            Translation {
-                steps: vec![statement.to_string()],
-                primary: 0,
-                columns,
-                params: rewriter.params,
-                kind: Kind::Delete,
-                uses_now: rewriter.uses_now,
-                foreign_keys_off: false,
-                param_columns: Vec::new(),
-                captures: Vec::new(),
-            }
+            let rewritten = dml::rewrite_delete_statement(catalog, delete)?;
+            rewritten.into_translation(statement.to_string(), Kind::Delete)
         }
         Statement::CreateTable(create) if create.query.is_some() => create_as::create_table_as(conn, catalog, create)?,
         Statement::CreateTable(create) => ddl::create_table(conn, catalog, create)?,
@@ -394,26 +245,7 @@ fn translate_statement(
             names,
             cascade,
             ..
-        } => {
-            if *object_type == ObjectType::Schema {
-                return Ok(Some(schema::drop(catalog, names, *if_exists, *cascade)?));
-            }
-            if *object_type == ObjectType::Table {
-                let tables = names
-                    .iter()
-                    .map(|n| ddl::table_name(catalog, n))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let plan = dependents::plan_drop(conn, &tables, *cascade)?;
-                drop_with_dependents(
-                    conn,
-                    catalog,
-                    plan,
-                    ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?,
-                )?
-            } else {
-                ddl::drop(catalog, *object_type, *if_exists, names, *cascade)?
-            }
-        }
+        } => drop_statement(conn, catalog, *object_type, *if_exists, names, *cascade)?,
         Statement::CreateIndex(index) => indexes::create_index(catalog, index)?,
         Statement::AlterIndex {
             name,
@@ -424,60 +256,25 @@ fn translate_statement(
             indexes::rename_index(conn, &index, &to, false)?
         }
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
-        Statement::Truncate(truncate) => {
-            let tables = truncate
-                .table_names
-                .iter()
-                .map(|target| ddl::table_name(catalog, &target.name))
-                .collect::<Result<Vec<_>, _>>()?;
-            let cascade = matches!(truncate.cascade, Some(sqlparser::ast::CascadeOption::Cascade));
-            let emptied = dependents::truncate_order(conn, &tables, cascade)?;
-            let mut steps: Vec<String> = emptied
-                .iter()
-                .map(|name| format!("DELETE FROM {}", quote_ident(name)))
-                .collect();
-            // RESTART IDENTITY: the sequences the emptied tables' columns own start again (as `ALTER
-            // SEQUENCE … RESTART` does: the next value is the start).
-            if matches!(truncate.identity, Some(sqlparser::ast::TruncateIdentityOption::Restart)) {
-                for table in &emptied {
-                    for sequence in catalog.owned_sequences(table, None) {
-                        steps.push(format!(
-                            "UPDATE _cambium_sequences SET last_value = start_value, is_called = 0 WHERE name = {}",
-                            crate::catalog::quote_literal(&sequence.name)
-                        ));
-                    }
-                }
-            }
-            let mut t = Translation::single(String::new(), Kind::Other("TRUNCATE TABLE".to_owned()));
-            t.steps = steps;
-            t
-        }
+        Statement::Truncate(truncate) => truncate::truncate(conn, catalog, truncate)?,
         Statement::StartTransaction {
             modes,
             transaction,
             modifier: None,
             statements,
             ..
-        } if statements.is_empty() => {
-            if matches!(
-                transaction,
-                Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None
-            ) {
+        } if statements.is_empty() => match transaction {
+            Some(BeginTransactionKind::Transaction | BeginTransactionKind::Work) | None => {
                 let modes = crate::settings::command::transaction_modes(modes);
                 Translation::single("BEGIN".to_owned(), Kind::Begin { modes })
-            } else {
-                return Ok(None);
             }
-        }
+            Some(_) => return Ok(None),
+        },
         Statement::Commit { chain: false, .. } => Translation::single("COMMIT".to_owned(), Kind::Commit),
         Statement::Rollback {
             chain: false,
-            savepoint: None,
-        } => Translation::single("ROLLBACK".to_owned(), Kind::Rollback),
-        Statement::Rollback {
-            chain: false,
-            savepoint: Some(name),
-        } => Translation::single(format!("ROLLBACK TO {}", quote_ident(&name.value)), Kind::RollbackTo),
+            savepoint,
+        } => rollback(savepoint.as_ref()),
         Statement::Savepoint { name } => Translation::single(
             format!("SAVEPOINT {}", quote_ident(&name.value)),
             Kind::Other("SAVEPOINT".to_owned()),
@@ -492,93 +289,29 @@ fn translate_statement(
             ..
         } => schema::create(catalog, schema_name, *if_not_exists)?,
         Statement::AlterSchema(alter) => schema::alter(conn, catalog, alter)?,
-        Statement::CreateExtension(ext) => {
-            let name = ext.name.value.to_ascii_lowercase();
-            // The functions these extensions are installed for (`gen_random_uuid`, `uuid_generate_v4`) exist.
-            if matches!(name.as_str(), "pgcrypto" | "uuid-ossp" | "plpgsql") {
-                Translation::single(
-                    "SELECT NULL WHERE 0".to_owned(),
-                    Kind::Other("CREATE EXTENSION".to_owned()),
-                )
-            } else {
-                return Err(PgError::unsupported(format!("the extension {name}")));
-            }
-        }
+        Statement::CreateExtension(ext) => create_extension(&ext.name.value)?,
         Statement::Prepare {
             name,
             data_types,
             statement: inner,
-        } => {
-            let types = data_types
-                .iter()
-                .map(expr::written_type)
-                .collect::<Result<Vec<_>, _>>()?;
-            let source = match data_types.as_slice() {
-                [] => format!("PREPARE {name} AS {inner}"),
-                declared => {
-                    let declared: Vec<String> = declared.iter().map(ToString::to_string).collect();
-                    format!("PREPARE {name} ({}) AS {inner}", declared.join(", "))
-                }
-            };
-            let mut t = Translation::single(
-                String::new(),
-                Kind::Prepare {
-                    name: name.value.to_ascii_lowercase(),
-                    statement: prepare::typed_statement(inner, data_types),
-                    types,
-                    source,
-                },
-            );
-            t.steps.clear();
-            t
-        }
+        } => prepare::prepare(name, data_types, inner)?,
         Statement::Execute {
             name: Some(name),
             parameters,
             using,
             into,
             ..
-        } if using.is_empty() && into.is_empty() => {
-            let mut t = Translation::single(
-                String::new(),
-                Kind::Execute {
-                    name: last_part(name).to_ascii_lowercase(),
-                    args: parameters.iter().map(ToString::to_string).collect(),
-                },
-            );
-            t.steps.clear();
-            t
-        }
-        Statement::Deallocate { name, .. } => {
-            let target = (!name.value.eq_ignore_ascii_case("all") || name.quote_style.is_some())
-                .then(|| name.value.to_ascii_lowercase());
-            let mut t = Translation::single(String::new(), Kind::Deallocate(target));
-            t.steps.clear();
-            t
-        }
+        } if using.is_empty() && into.is_empty() => prepare::execute(name, parameters),
+        Statement::Deallocate { name, .. } => prepare::deallocate(name),
         Statement::Declare { stmts, .. } => match cursor::declare(stmts)? {
             Some(t) => t,
             None => return Ok(None),
         },
         Statement::Close { cursor } => cursor::close(cursor),
-        Statement::Discard {
-            object_type: sqlparser::ast::DiscardObject::SEQUENCES,
-        } => {
-            // Two steps, so the caller runs them as a command (a one-step SELECT would answer a row).
-            let mut t = Translation::single(String::new(), Kind::Other("DISCARD SEQUENCES".to_owned()));
-            t.steps = vec![
-                "SELECT pg_discard_sequences()".to_owned(),
-                "SELECT 1 WHERE 0".to_owned(),
-            ];
-            t
-        }
-        Statement::Discard {
-            object_type: sqlparser::ast::DiscardObject::ALL,
-        } => {
-            let mut t = Translation::single(String::new(), Kind::DiscardAll);
-            t.steps.clear();
-            t
-        }
+        Statement::Discard { object_type } => match discard(*object_type) {
+            Some(t) => t,
+            None => return Ok(None),
+        },
         Statement::Comment {
             object_type,
             object_name,
@@ -593,10 +326,8 @@ fn translate_statement(
             channel: channel.value.clone(),
             payload: payload.clone().unwrap_or_default(),
         }),
-        Statement::Explain { .. } | Statement::ExplainTable { .. } => {
-            // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
-            return Err(PgError::unsupported("EXPLAIN"));
-        }
+        // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
+        Statement::Explain { .. } | Statement::ExplainTable { .. } => return Err(PgError::unsupported("EXPLAIN")),
         Statement::CreateFunction(create) => routines::create(catalog, create)?,
         Statement::DropFunction(drop) => routines::drop(catalog, drop)?,
         Statement::CreateTrigger(_) => return Err(PgError::unsupported("CREATE TRIGGER in PostgreSQL syntax")),
@@ -618,18 +349,75 @@ fn translate_statement(
             enums::create(conn, catalog, name, representation.as_ref())?.0
         }
         Statement::AlterType(alter) => enums::alter(catalog, alter)?,
-        Statement::Grant(_) | Statement::Revoke(_) => {
-            let tag = if matches!(statement, Statement::Grant(_)) {
-                "GRANT"
-            } else {
-                "REVOKE"
-            };
-            // One role exists, owning everything: privileges change nothing.
-            Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other(tag.to_owned()))
-        }
+        // One role exists, owning everything: privileges change nothing.
+        Statement::Grant(_) => Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("GRANT".to_owned())),
+        Statement::Revoke(_) => Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("REVOKE".to_owned())),
         _ => return Ok(None),
     };
     Ok(Some(translation))
+}
+
+/// `DROP …`: a schema, tables (with what depends on them under CASCADE), or the other droppable objects.
+fn drop_statement(
+    conn: &Connection,
+    catalog: &Catalog,
+    object_type: ObjectType,
+    if_exists: bool,
+    names: &[sqlparser::ast::ObjectName],
+    cascade: bool,
+) -> Result<Translation, PgError> {
+    match object_type {
+        ObjectType::Schema => schema::drop(catalog, names, if_exists, cascade),
+        ObjectType::Table => {
+            let tables = names
+                .iter()
+                .map(|n| ddl::table_name(catalog, n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let plan = dependents::plan_drop(conn, &tables, cascade)?;
+            let drop = ddl::drop(catalog, object_type, if_exists, names, cascade)?;
+            drop_with_dependents(conn, catalog, plan, drop)
+        }
+        _ => ddl::drop(catalog, object_type, if_exists, names, cascade),
+    }
+}
+
+/// `ROLLBACK`, or `ROLLBACK TO savepoint`.
+fn rollback(savepoint: Option<&sqlparser::ast::Ident>) -> Translation {
+    match savepoint {
+        None => Translation::single("ROLLBACK".to_owned(), Kind::Rollback),
+        Some(name) => Translation::single(format!("ROLLBACK TO {}", quote_ident(&name.value)), Kind::RollbackTo),
+    }
+}
+
+/// `CREATE EXTENSION name`: a no-op for the extensions whose functions exist (`gen_random_uuid`,
+/// `uuid_generate_v4`), refused with 0A000 for any other.
+fn create_extension(name: &str) -> Result<Translation, PgError> {
+    let name = name.to_ascii_lowercase();
+    if matches!(name.as_str(), "pgcrypto" | "uuid-ossp" | "plpgsql") {
+        Ok(Translation::single(
+            "SELECT NULL WHERE 0".to_owned(),
+            Kind::Other("CREATE EXTENSION".to_owned()),
+        ))
+    } else {
+        Err(PgError::unsupported(format!("the extension {name}")))
+    }
+}
+
+/// `DISCARD SEQUENCES` and `DISCARD ALL`; `None` for the other forms (SQLite is given the text).
+fn discard(object_type: sqlparser::ast::DiscardObject) -> Option<Translation> {
+    match object_type {
+        sqlparser::ast::DiscardObject::SEQUENCES => {
+            // Two steps, so the caller runs them as a command (a one-step SELECT would answer a row).
+            let mut t = Translation::single(String::new(), Kind::Other("DISCARD SEQUENCES".to_owned()));
+            t.steps = vec![
+                "SELECT pg_discard_sequences()".to_owned(),
+                "SELECT 1 WHERE 0".to_owned(),
+            ];
+            Some(t)
+        }
+        sqlparser::ast::DiscardObject::ALL => Some(bare(Kind::DiscardAll)),
+        _ => None,
+    }
 }
 
 /// The grouping rule (`query_rules`) on every SELECT of a query body.

@@ -93,3 +93,43 @@ impl super::walk::Hooks for Casts<'_> {
         Ok(())
     }
 }
+
+/// `PREPARE name [(types)] AS statement`, for the session to keep.
+pub(super) fn prepare(
+    name: &sqlparser::ast::Ident,
+    data_types: &[DataType],
+    inner: &Statement,
+) -> Result<super::Translation, PgError> {
+    let types = data_types
+        .iter()
+        .map(super::expr::written_type)
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = match data_types {
+        [] => format!("PREPARE {name} AS {inner}"),
+        declared => {
+            let declared: Vec<String> = declared.iter().map(ToString::to_string).collect();
+            format!("PREPARE {name} ({}) AS {inner}", declared.join(", "))
+        }
+    };
+    Ok(super::bare(super::Kind::Prepare {
+        name: name.value.to_ascii_lowercase(),
+        statement: typed_statement(inner, data_types),
+        types,
+        source,
+    }))
+}
+
+/// `EXECUTE name (args)`, for the session to carry out with the prepared statement.
+pub(super) fn execute(name: &sqlparser::ast::ObjectName, parameters: &[Expr]) -> super::Translation {
+    super::bare(super::Kind::Execute {
+        name: super::expr::last_part(name).to_ascii_lowercase(),
+        args: parameters.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// `DEALLOCATE name` or `DEALLOCATE ALL` (an unquoted `all`).
+pub(super) fn deallocate(name: &sqlparser::ast::Ident) -> super::Translation {
+    let target = (!name.value.eq_ignore_ascii_case("all") || name.quote_style.is_some())
+        .then(|| name.value.to_ascii_lowercase());
+    super::bare(super::Kind::Deallocate(target))
+}
