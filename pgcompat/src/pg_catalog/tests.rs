@@ -446,6 +446,21 @@ fn a_regclass_or_regtype_concatenated_is_its_name() {
     );
 }
 
+#[test]
+fn concat_and_format_print_a_regclass_or_regtype_as_its_name() {
+    let (conn, mut dialect) = setup();
+    let got = run(
+        &conn,
+        &mut dialect,
+        "SELECT concat('t=', 'items'::regclass, ' ', 'int8'::regtype), concat_ws(',', 'items'::regclass, 'x'), \
+         format('%s/%I/%L', 'items'::regclass, 'items'::regclass, 'bool'::regtype)",
+    );
+    assert_eq!(
+        got,
+        rows(&[&[Some("t=items bigint"), Some("items,x"), Some("items/items/'boolean'")]])
+    );
+}
+
 /// drizzle-kit's column query (`getColumnsInfoQuery`, trimmed to the columns its serial test and identity
 /// fields read): a serial column is `serial` when its default is `nextval` of the sequence
 /// `pg_get_serial_sequence` names; `identity_cycle` is `NO` for every column that does not cycle, identity or

@@ -23,6 +23,19 @@ impl Rewriter<'_> {
             function.name = ObjectName::from(vec![Ident::new(name.clone())]);
         }
         positional_args(&name, function)?;
+        if matches!(name.as_str(), "concat" | "concat_ws" | "format") {
+            // These print each argument through its output function: a regclass or regtype is its name, as
+            // with `||` (see `catalog_refs::name_as_text`), not its OID.
+            if let FunctionArguments::List(list) = &mut function.args {
+                for arg in &mut list.args {
+                    if let FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) = arg {
+                        if let Some(text) = super::super::catalog_refs::name_as_text(expr) {
+                            *expr = text;
+                        }
+                    }
+                }
+            }
+        }
         let no_args = matches!(function.args, FunctionArguments::None)
             || matches!(&function.args, FunctionArguments::List(l) if l.args.is_empty());
         let renamed = |to: &str| {
