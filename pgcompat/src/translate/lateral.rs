@@ -5,7 +5,10 @@
 //! without `GROUP BY`, a `LIMIT 1`, or a SELECT over one such derived table) adds exactly one row to each
 //! outer row, its columns NULL where `q` has none: the same as reading each column `a.c` as the scalar
 //! subquery `(q with only c in its list)`. The same holds for an inner or cross join when `q` returns exactly
-//! one row (an aggregate without `GROUP BY` or `HAVING`, and no `LIMIT`). This is the form drizzle's
+//! one row (an aggregate without `GROUP BY` or `HAVING`, and no `LIMIT`); when it returns at most one (a
+//! `LIMIT 1`: the top row per outer row), the outer rows for which `q` has none go, so `EXISTS (q)` joins the
+//! SELECT's `WHERE`, and so does an inner join's `ON` condition (an inner join's condition filters the rows
+//! the joins before it made, whatever joins come after). This is the form drizzle's
 //! relational queries take (`left join lateral (select coalesce(json_agg(…), '[]') as data from … where
 //! … = outer.id) … on true`), nested for nested relations. So the join goes and every qualified reference
 //! `a.c` in that SELECT (and its query's ORDER BY) becomes the subquery.
@@ -14,8 +17,8 @@
 //! rewriter, which refuses it with 0A000.
 
 use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Join, JoinConstraint, JoinOperator,
-    LimitClause, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, Value,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Join, JoinConstraint,
+    JoinOperator, LimitClause, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, Value,
 };
 
 use super::walk;
@@ -147,12 +150,15 @@ fn rewrite_select(select: &mut Select) -> Result<Columns, PgError> {
         return Ok(Vec::new());
     }
     let mut columns: Columns = Vec::new();
+    let mut filters: Vec<Expr> = Vec::new();
     for from in &mut select.from {
         let mut kept = Vec::with_capacity(from.joins.len());
         for join in std::mem::take(&mut from.joins) {
-            match scalar_columns(&join) {
-                Some((alias, found)) if !star_of(&select.projection, &alias) => {
-                    columns.extend(found.into_iter().map(|(c, e)| (alias.clone(), c, e)));
+            match scalar_lateral(&join) {
+                Some(lateral) if !star_of(&select.projection, &lateral.alias) => {
+                    let alias = lateral.alias;
+                    columns.extend(lateral.columns.into_iter().map(|(c, e)| (alias.clone(), c, e)));
+                    filters.extend(lateral.filter);
                 }
                 _ => kept.push(join),
             }
@@ -161,6 +167,16 @@ fn rewrite_select(select: &mut Select) -> Result<Columns, PgError> {
     }
     if columns.is_empty() {
         return Ok(columns);
+    }
+    for filter in filters {
+        select.selection = Some(match select.selection.take() {
+            None => filter,
+            Some(selection) => Expr::BinaryOp {
+                left: Box::new(Expr::Nested(Box::new(selection))),
+                op: BinaryOperator::And,
+                right: Box::new(Expr::Nested(Box::new(filter))),
+            },
+        });
     }
     let mut replacer = Replacer { columns: &columns };
     walk::items(&mut replacer, &mut select.projection)?;
@@ -189,8 +205,19 @@ fn star_of(items: &[SelectItem], alias: &str) -> bool {
     })
 }
 
-/// A scalar lateral join's alias (folded) and, per column, its name (folded) and its scalar subquery.
-fn scalar_columns(join: &Join) -> Option<(String, Vec<(String, Expr)>)> {
+/// A lateral join read as scalar subqueries.
+struct ScalarLateral {
+    /// The join's alias (folded).
+    alias: String,
+    /// Per column, its name (folded) and its scalar subquery.
+    columns: Vec<(String, Expr)>,
+    /// What the SELECT's `WHERE` must add for the join's rows to be the same: `EXISTS (q)` for an inner join
+    /// of a `q` that may have no row, and an inner join's `ON` condition.
+    filter: Option<Expr>,
+}
+
+/// The join as scalar subqueries, if it is a lateral join whose subquery fits (see the module comment).
+fn scalar_lateral(join: &Join) -> Option<ScalarLateral> {
     let TableFactor::Derived {
         lateral: true,
         subquery,
@@ -200,14 +227,31 @@ fn scalar_columns(join: &Join) -> Option<(String, Vec<(String, Expr)>)> {
     else {
         return None;
     };
-    let rows_fit = match &join.join_operator {
-        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => on_true(c) && at_most_one_row(subquery),
-        JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
-            (on_true(c) || matches!(c, JoinConstraint::None)) && exactly_one_row(subquery)
+    let filter = match &join.join_operator {
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) if on_true(c) && at_most_one_row(subquery) => None,
+        JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) if at_most_one_row(subquery) => {
+            let condition = match c {
+                JoinConstraint::None => None,
+                JoinConstraint::On(_) if on_true(c) => None,
+                JoinConstraint::On(condition) => Some(condition.clone()),
+                _ => return None,
+            };
+            let exists = (!exactly_one_row(subquery)).then(|| Expr::Exists {
+                subquery: subquery.clone(),
+                negated: false,
+            });
+            match (exists, condition) {
+                (Some(exists), Some(condition)) => Some(Expr::BinaryOp {
+                    left: Box::new(exists),
+                    op: BinaryOperator::And,
+                    right: Box::new(Expr::Nested(Box::new(condition))),
+                }),
+                (exists, condition) => exists.or(condition),
+            }
         }
-        _ => false,
+        _ => return None,
     };
-    if !rows_fit || !alias.columns.is_empty() {
+    if !alias.columns.is_empty() {
         return None;
     }
     let SetExpr::Select(inner) = subquery.body.as_ref() else {
@@ -227,7 +271,11 @@ fn scalar_columns(join: &Join) -> Option<(String, Vec<(String, Expr)>)> {
         }
         columns.push((name, Expr::Subquery(Box::new(single))));
     }
-    Some((fold(&alias.name), columns))
+    Some(ScalarLateral {
+        alias: fold(&alias.name),
+        columns,
+        filter,
+    })
 }
 
 fn on_true(constraint: &JoinConstraint) -> bool {
@@ -386,12 +434,35 @@ mod tests {
     }
 
     #[test]
+    fn an_inner_lateral_of_at_most_one_row_filters_the_outer_rows_it_has_none_for() -> Result<(), PgError> {
+        let sql = rewritten(
+            "select d.name, top.name from dept d cross join lateral (select name from emp e where e.dept_id = d.id order by salary desc limit 1) as top where d.id > 0",
+        )?;
+        assert!(!sql.to_ascii_uppercase().contains("LATERAL"), "{sql}");
+        assert_eq!(
+            sql,
+            "SELECT d.name, (SELECT name FROM emp e WHERE e.dept_id = d.id ORDER BY salary DESC NULLS FIRST LIMIT 1) \
+             FROM dept d WHERE (d.id > 0) AND (EXISTS (SELECT name FROM emp e WHERE e.dept_id = d.id \
+             ORDER BY salary DESC NULLS FIRST LIMIT 1))"
+        );
+        let sql = rewritten(
+            "select u.id, c.n from users u join lateral (select count(*) as n from posts p where p.u = u.id having count(*) > 1) c on c.n < 5",
+        )?;
+        assert_eq!(
+            sql,
+            "SELECT u.id, (SELECT count(*) FROM posts p WHERE p.u = u.id HAVING count(*) > 1) FROM users u \
+             WHERE EXISTS (SELECT count(*) AS n FROM posts p WHERE p.u = u.id HAVING count(*) > 1) \
+             AND ((SELECT count(*) FROM posts p WHERE p.u = u.id HAVING count(*) > 1) < 5)"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn laterals_of_many_rows_or_read_by_star_stay() -> Result<(), PgError> {
         for sql in [
             "select * from users u left join lateral (select count(*) as n from posts p where p.u = u.id) c on true",
             "select c.* from users u left join lateral (select count(*) as n from posts p where p.u = u.id) c on true",
             "select c.n from users u left join lateral (select p.n from posts p where p.u = u.id) c on true",
-            "select c.n from users u join lateral (select count(*) as n from posts p having count(*) > 1) c on true",
             "select k.a from t cross join lateral (select unnest(t.arr)) as k(a)",
         ] {
             assert!(rewritten(sql)?.to_ascii_uppercase().contains("LATERAL"), "{sql}");

@@ -25,3 +25,8 @@ WITH t(a, b, c) AS (SELECT 1, 2) SELECT * FROM t;
 WITH t AS (SELECT 1, 2), u AS (SELECT * FROM t) SELECT x.*, 3 FROM u AS x;
 WITH t AS (SELECT id AS k, name AS k FROM lc_users) SELECT * FROM t ORDER BY 1;
 WITH t AS (SELECT 1 AS a, 2 AS b) SELECT * FROM t;
+-- An inner or cross LATERAL of at most one row per outer row (the top row by some order): outer rows with none go.
+SELECT u.id, last.title FROM lc_users u CROSS JOIN LATERAL (SELECT p.title FROM lc_posts p WHERE p.author_id = u.id ORDER BY p.id DESC LIMIT 1) last ORDER BY u.id;
+SELECT u.id, last.title FROM lc_users u JOIN LATERAL (SELECT p.title, p.score FROM lc_posts p WHERE p.author_id = u.id ORDER BY p.score DESC NULLS LAST, p.id LIMIT 1) last ON last.title <> 'p1' ORDER BY u.id;
+SELECT u.id, s.n FROM lc_users u JOIN LATERAL (SELECT count(*) AS n FROM lc_posts p WHERE p.author_id = u.id HAVING count(*) > 1) s ON true ORDER BY u.id;
+SELECT u.id, f.title FROM lc_users u LEFT JOIN lc_posts q ON q.author_id = u.id AND q.title = 'q1' CROSS JOIN LATERAL (SELECT p.title FROM lc_posts p WHERE p.author_id = u.id LIMIT 1 OFFSET 0) f WHERE q.id IS NULL ORDER BY u.id;
