@@ -435,6 +435,10 @@ async fn an_unreachable_receiver_fails_after_bounded_backoff_and_bad_subscriptio
         (r#"{"url":"not a url","events":["branch.created"]}"#, "no URL"),
         (r#"{"url":"http://example.com/x","events":[]}"#, "no events"),
         (
+            r#"{"url":"http://example.com/x","events":["branch.created","branch.created","branch.created","branch.created","branch.created","branch.created","branch.created"]}"#,
+            "more names than the schema's maxItems (found by scripts/fuzz-api.sh)",
+        ),
+        (
             r#"{"url":"http://example.com/x","events":["branch.renamed"]}"#,
             "an unknown event",
         ),

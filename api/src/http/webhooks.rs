@@ -54,6 +54,9 @@ impl From<EventName> for WebhookEvent {
     }
 }
 
+/// The most event names one subscription lists: one of each kind (the `maxItems` of `events`).
+const EVENTS_MAX: usize = 6;
+
 /// Subscribes a URL to a project's events.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -61,7 +64,7 @@ pub(crate) struct CreateWebhook {
     /// Where deliveries are POSTed: `http` or `https`, at most 2 048 bytes. Redirects are not followed.
     #[schema(max_length = 2048, example = "https://ci.example.com/cambium")]
     url: String,
-    /// The events to receive (at least one; repeats count once).
+    /// The events to receive (at least one, at most [`EVENTS_MAX`] names; repeats count once).
     #[schema(min_items = 1, max_items = 6)]
     events: Vec<EventName>,
 }
@@ -255,6 +258,12 @@ pub(crate) async fn create(
     let project_id = parse_id(project_id, "proj_")?;
     let body: CreateWebhook = object_body(body)?;
     let url = checked_url(body.url)?;
+    // As the schema says (`maxItems`): a longer list is refused even if its repeats would fit.
+    if body.events.len() > EVENTS_MAX {
+        return Err(ApiError::InvalidRequest(format!(
+            "`events` names at most {EVENTS_MAX} events"
+        )));
+    }
     let mut events: Vec<WebhookEvent> = Vec::new();
     for event in body.events.into_iter().map(WebhookEvent::from) {
         if !events.contains(&event) {
