@@ -13,8 +13,8 @@
 //! … = outer.id) … on true`), nested for nested relations. So the join goes and every qualified reference
 //! `a.c` in that SELECT (and its query's ORDER BY) becomes the subquery.
 //!
-//! A `LATERAL` this does not cover (more rows, `a.*`, an unqualified `*`, a column list) is left for the
-//! rewriter, which refuses it with 0A000.
+//! A column list (`AS o(n)`) names the columns in order. A `LATERAL` this does not cover (more rows, `a.*`, an
+//! unqualified `*`, a column list of another length) is left for the rewriter, which refuses it with 0A000.
 
 use sqlparser::ast::{
     BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Join, JoinConstraint,
@@ -251,18 +251,23 @@ fn scalar_lateral(join: &Join) -> Option<ScalarLateral> {
         }
         _ => return None,
     };
-    if !alias.columns.is_empty() {
-        return None;
-    }
     let SetExpr::Select(inner) = subquery.body.as_ref() else {
         return None;
     };
+    // A column list (`AS o(n)`) names the columns in order, and must name them all.
+    let listed = &alias.columns;
+    if !listed.is_empty() && listed.len() != inner.projection.len() {
+        return None;
+    }
     let mut columns = Vec::with_capacity(inner.projection.len());
-    for item in &inner.projection {
-        let (name, expr) = match item {
-            SelectItem::ExprWithAlias { expr, alias } => (fold(alias), expr),
-            SelectItem::UnnamedExpr(expr @ Expr::Identifier(ident)) => (fold(ident), expr),
-            SelectItem::UnnamedExpr(expr @ Expr::CompoundIdentifier(parts)) => (fold(parts.last()?), expr),
+    for (index, item) in inner.projection.iter().enumerate() {
+        let (name, expr) = match (listed.get(index), item) {
+            (Some(listed), SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr)) => {
+                (fold(&listed.name), expr)
+            }
+            (None, SelectItem::ExprWithAlias { expr, alias }) => (fold(alias), expr),
+            (None, SelectItem::UnnamedExpr(expr @ Expr::Identifier(ident))) => (fold(ident), expr),
+            (None, SelectItem::UnnamedExpr(expr @ Expr::CompoundIdentifier(parts))) => (fold(parts.last()?), expr),
             _ => return None,
         };
         let mut single = (**subquery).clone();
@@ -293,7 +298,8 @@ fn at_most_one_row(query: &Query) -> bool {
     if !no_group_by(select) || select.projection.iter().any(|i| item_calls(i, SET_RETURNING)) {
         return false;
     }
-    if select.projection.iter().any(|i| item_calls(i, AGGREGATES)) {
+    // An aggregate without GROUP BY, or a SELECT without FROM, makes one row (WHERE may take it away).
+    if select.projection.iter().any(|i| item_calls(i, AGGREGATES)) || select.from.is_empty() {
         return true;
     }
     // A SELECT over one derived table of at most one row (WHERE only takes rows away).
@@ -305,16 +311,20 @@ fn at_most_one_row(query: &Query) -> bool {
     }
 }
 
-/// Whether the query returns exactly one row: an aggregate without `GROUP BY`, `HAVING` or `LIMIT`.
+/// Whether the query returns exactly one row: an aggregate without `GROUP BY`, `HAVING` or `LIMIT`, or a
+/// SELECT of expressions without FROM or WHERE (pgbench's `(SELECT array_position(current_schemas(true),
+/// n.nspname)) AS o(n)`).
 fn exactly_one_row(query: &Query) -> bool {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return false;
     };
+    let one_row_source = select.projection.iter().any(|i| item_calls(i, AGGREGATES))
+        || (select.from.is_empty() && select.selection.is_none());
     query.limit_clause.is_none()
         && query.fetch.is_none()
         && no_group_by(select)
         && select.having.is_none()
-        && select.projection.iter().any(|i| item_calls(i, AGGREGATES))
+        && one_row_source
         && !select.projection.iter().any(|i| item_calls(i, SET_RETURNING))
 }
 
@@ -454,6 +464,22 @@ mod tests {
              WHERE EXISTS (SELECT count(*) AS n FROM posts p WHERE p.u = u.id HAVING count(*) > 1) \
              AND ((SELECT count(*) FROM posts p WHERE p.u = u.id HAVING count(*) > 1) < 5)"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_lateral_select_without_from_is_one_row_named_by_its_column_list() -> Result<(), PgError> {
+        let sql = rewritten(
+            "select o.n from pg_class c join pg_namespace n on n.oid = c.relnamespace cross join lateral (select array_position(current_schemas(true), n.nspname)) as o(n) where o.n is not null",
+        )?;
+        assert_eq!(
+            sql,
+            "SELECT (SELECT array_position(current_schemas(true), n.nspname)) FROM pg_class c JOIN pg_namespace n \
+             ON n.oid = c.relnamespace WHERE (SELECT array_position(current_schemas(true), n.nspname)) IS NOT NULL"
+        );
+        // A column list naming fewer columns than the query has is left (the rewriter refuses it).
+        let sql = "select o.a from t cross join lateral (select 1, 2) as o(a)";
+        assert!(rewritten(sql)?.to_ascii_uppercase().contains("LATERAL"), "{sql}");
         Ok(())
     }
 
