@@ -73,6 +73,10 @@ const SCENARIOS: &[Scenario] = &[
         "a_row_that_cannot_be_read_fails_its_operation_not_the_listing",
         super::operations::tests::a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on,
     ),
+    (
+        "counts_are_exchanged_between_stores_and_old_windows_go",
+        super::rate_limits::tests::counts_are_exchanged_between_stores_and_old_windows_go_on,
+    ),
 ];
 
 #[test]
