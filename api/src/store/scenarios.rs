@@ -91,6 +91,21 @@ fn every_scenario_on_postgresql() {
     }
 }
 
+/// Every scenario on SQLite with a pool of several connections (`--metadata-connections-max`): WAL readers beside
+/// one writer, which `BEGIN IMMEDIATE` and the busy timeout serialize.
+#[test]
+fn every_scenario_on_sqlite_with_several_connections() {
+    let pool = super::pool::PoolConfig {
+        connections_max: 4,
+        connection_wait_ms: super::pool::CONNECTION_WAIT_MS_DEFAULT,
+    };
+    for (name, scenario) in SCENARIOS {
+        let dir = tempfile::tempdir().unwrap();
+        eprintln!("scenario {name} on SQLite with 4 connections");
+        scenario(&|| Store::open_sqlite(dir.path(), pool).unwrap());
+    }
+}
+
 #[test]
 fn every_store_call_on_sqlite() {
     on_sqlite(every_store_call);
