@@ -815,6 +815,41 @@ pub(crate) mod tests {
         crate::store::scenarios::on_sqlite(the_first_account_is_made_once_by_racing_stores_on);
     }
 
+    #[test]
+    fn a_quota_holds_when_one_stores_calls_race() {
+        crate::store::scenarios::on_sqlite(a_quota_holds_when_one_stores_calls_race_on);
+    }
+
+    /// Calls of one store race on its pool's connections to make projects against a quota: the count and the
+    /// insert of each are one immediate transaction, which excludes the others on every connection, so exactly
+    /// the quota's worth are made.
+    pub(crate) fn a_quota_holds_when_one_stores_calls_race_on(open: crate::store::scenarios::Open<'_>) {
+        const RACERS: usize = 8;
+        const PROJECTS_MAX: u32 = 3;
+        let store = open();
+        let account = store.create_account().unwrap();
+        let barrier = std::sync::Barrier::new(RACERS);
+        let made = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..RACERS)
+                .map(|i| {
+                    let (store, account, barrier) = (&store, &account, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        match store.create_project(account, &format!("p{i}"), PROJECTS_MAX, &Labels::new()) {
+                            Ok(_) => 1,
+                            Err(StoreError::QuotaExceeded(_)) => 0,
+                            Err(other) => panic!("racer {i}: {other}"),
+                        }
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|racer| racer.join().unwrap()).sum::<u32>()
+        });
+        assert_eq!(made, PROJECTS_MAX, "projects made past the quota");
+        let listed = store.list_projects(&account, None, 100, None).unwrap();
+        assert_eq!(listed.items.len(), 3);
+    }
+
     /// Stores opened on one metadata (as by several API processes starting at once) race to make the first
     /// account: exactly one makes it, and later calls make none.
     pub(crate) fn the_first_account_is_made_once_by_racing_stores_on(open: crate::store::scenarios::Open<'_>) {

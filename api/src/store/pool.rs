@@ -350,6 +350,32 @@ mod tests {
         assert!(pool.get().is_ok(), "the first is still there");
     }
 
+    /// On PostgreSQL a slow statement holds one connection, not the store: another call runs beside it.
+    #[test]
+    fn a_slow_statement_does_not_stall_other_calls() {
+        let Some(server) = TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("slow");
+        let store = crate::store::Store::open_postgres(&url).unwrap();
+        std::thread::scope(|scope| {
+            let slow = scope.spawn(|| {
+                let conn = store.conn().unwrap();
+                let started = Instant::now();
+                conn.query_row("SELECT 1::bigint FROM pg_sleep(2)", [], |row| row.get::<_, i64>(0))
+                    .unwrap();
+                started.elapsed()
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            let started = Instant::now();
+            assert_eq!(store.schema_version().unwrap(), crate::store::MIGRATIONS.len());
+            let quick = started.elapsed();
+            let slow = slow.join().unwrap();
+            assert!(slow >= Duration::from_secs(2), "the slow statement took {slow:?}");
+            assert!(quick < Duration::from_millis(1_500), "a call beside it took {quick:?}");
+        });
+    }
+
     /// The pool over a real PostgreSQL: the server ends every session of the pool (as a restart does), and the
     /// next calls get new connections, on new server processes, instead of failing forever.
     #[test]

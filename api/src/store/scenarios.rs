@@ -38,6 +38,10 @@ const SCENARIOS: &[Scenario] = &[
         super::tests::the_first_account_is_made_once_by_racing_stores_on,
     ),
     (
+        "a_quota_holds_when_one_stores_calls_race",
+        super::tests::a_quota_holds_when_one_stores_calls_race_on,
+    ),
+    (
         "migrations_apply_once_and_reopen",
         super::tests::migrations_apply_once_and_reopen_on,
     ),
