@@ -55,6 +55,8 @@ pub(crate) enum Command {
         /// of `metadata.sqlite` in the data directory; several `cambium api` processes may share one.
         #[arg(long, env = "CAMBIUM_METADATA")]
         metadata: Option<String>,
+        #[command(flatten)]
+        metadata_pool: MetadataPoolArgs,
         /// The API's address.
         #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
         listen: String,
@@ -103,6 +105,8 @@ pub(crate) enum Command {
         /// of `metadata.sqlite` in the data directory; several `cambium api` processes may share one.
         #[arg(long, env = "CAMBIUM_METADATA")]
         metadata: Option<String>,
+        #[command(flatten)]
+        metadata_pool: MetadataPoolArgs,
         /// The API's address.
         #[arg(long, env = "CAMBIUM_LISTEN", default_value = "127.0.0.1:8420")]
         listen: String,
@@ -334,6 +338,37 @@ pub(crate) struct HttpArgs {
     /// PEM private key of `--api-tls-cert`.
     #[arg(long, env = "CAMBIUM_API_TLS_KEY", requires = "api_tls_cert")]
     api_tls_key: Option<PathBuf>,
+}
+
+/// The metadata's connection pool of `up` and `api` (`api::store::pool`).
+#[derive(clap::Args)]
+pub(crate) struct MetadataPoolArgs {
+    /// Connections to the control metadata open at most. Default: 8 on PostgreSQL (`--metadata`), where each
+    /// statement is a round trip and several overlap; 1 on SQLite, in process, where more did not pay.
+    #[arg(long, env = "CAMBIUM_METADATA_CONNECTIONS_MAX",
+        value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    metadata_connections_max: Option<u32>,
+    /// How long a call waits for a metadata connection when all are in use; past it the request gets 503.
+    #[arg(long, env = "CAMBIUM_METADATA_CONNECTION_WAIT_MS",
+        default_value_t = api::store::pool::CONNECTION_WAIT_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    metadata_connection_wait_ms: u64,
+}
+
+impl MetadataPoolArgs {
+    /// The pool's bounds; `metadata` says which backend's default size applies.
+    pub(crate) fn config(&self, metadata: Option<&str>) -> api::store::pool::PoolConfig {
+        use api::store::pool::PoolConfig;
+        let default = if metadata.is_some() {
+            PoolConfig::POSTGRES_DEFAULT
+        } else {
+            PoolConfig::SQLITE_DEFAULT
+        };
+        PoolConfig {
+            connections_max: self.metadata_connections_max.unwrap_or(default.connections_max),
+            connection_wait_ms: self.metadata_connection_wait_ms,
+        }
+    }
 }
 
 /// Per-account quotas of `up` and `api` (`api::control::Quotas`); past one, 403 `quota_exceeded`.

@@ -79,6 +79,7 @@ fn main() -> Result<()> {
         Command::Up {
             data_dir,
             metadata,
+            metadata_pool,
             listen,
             pg_listen,
             remote,
@@ -95,6 +96,7 @@ fn main() -> Result<()> {
         } => {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
+                metadata_pool: metadata_pool.config(metadata.as_deref()),
                 data_dir,
                 metadata,
                 listen,
@@ -120,6 +122,7 @@ fn main() -> Result<()> {
         Command::Api {
             data_dir,
             metadata,
+            metadata_pool,
             listen,
             pg_listen,
             pageserver,
@@ -135,6 +138,7 @@ fn main() -> Result<()> {
         } => {
             let cache_config = cache.config(Some(&data_dir));
             let options = up::ApiOptions {
+                metadata_pool: metadata_pool.config(metadata.as_deref()),
                 data_dir,
                 metadata,
                 listen,

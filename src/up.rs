@@ -44,6 +44,8 @@ pub struct ApiOptions {
     pub data_dir: PathBuf,
     /// The PostgreSQL URL of the control metadata; `None`: `metadata.sqlite` in the data directory.
     pub metadata: Option<String>,
+    /// The metadata's connection pool.
+    pub metadata_pool: api::store::pool::PoolConfig,
     /// The API's listen address.
     pub listen: String,
     /// The PostgreSQL listen address.
@@ -240,13 +242,17 @@ impl LocalStorage {
 /// creates the admin account and its key, written to `<data_dir>/api_key` (mode 0600, write-temp-fsync-rename).
 /// Returns the store and the key file's path. On shared PostgreSQL metadata only the process that created the
 /// admin account has the key file.
-fn open_store(data_dir: &Path, metadata: Option<&str>) -> Result<(Arc<Store>, PathBuf)> {
+fn open_store(
+    data_dir: &Path,
+    metadata: Option<&str>,
+    pool: api::store::pool::PoolConfig,
+) -> Result<(Arc<Store>, PathBuf)> {
     api::files::private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
     let location = match metadata {
         Some(url) => MetadataLocation::Postgres(url.to_owned()),
         None => MetadataLocation::DataDir(data_dir.to_owned()),
     };
-    let store = Store::open_at(&location).context("opening the control metadata")?;
+    let store = Store::open_at_with(&location, pool).context("opening the control metadata")?;
     let key_path = data_dir.join("api_key");
     api::files::private_file(&key_path).with_context(|| format!("setting the mode of {}", key_path.display()))?;
     // One process creates the admin account even when several start at once on shared metadata.
@@ -295,7 +301,7 @@ async fn serve_api(
     shutdown: impl Future<Output = ()> + Send + 'static,
     what: &str,
 ) -> Result<()> {
-    let (store, key_path) = open_store(&options.data_dir, options.metadata.as_deref())?;
+    let (store, key_path) = open_store(&options.data_dir, options.metadata.as_deref(), options.metadata_pool)?;
     let (pg_tls, pg_ca_cert) = pg_tls(options)?;
     let host = ComputeHost::start(HostConfig {
         listen: options.pg_listen.clone(),

@@ -4,7 +4,8 @@
 //! data directory holds no `metadata.sqlite`). The whole black-box suite runs the same way with
 //! `CAMBIUM_TEST_METADATA=postgres` (see `common::api::TEST_METADATA_ENV`). Then two `cambium api` processes share
 //! one metadata database: an operation is held by the process that made it, and taken over by the other when
-//! that one is killed -9 (its lease expires).
+//! that one is killed -9 (its lease expires), and one account's rate limit holds across both together (each
+//! process alone would admit it again).
 
 mod common;
 
@@ -83,8 +84,20 @@ async fn up_keeps_its_metadata_in_postgresql() {
 
 /// `cambium api` on `metadata`, against `cluster`'s storage, with each operation delayed `delay_ms` first.
 fn api_process(root: &std::path::Path, name: &str, metadata: &str, cluster: &Cluster, delay_ms: u64) -> Process {
+    api_process_with(root, name, metadata, cluster, delay_ms, &[])
+}
+
+/// [`api_process`] with `extra` flags.
+fn api_process_with(
+    root: &std::path::Path,
+    name: &str,
+    metadata: &str,
+    cluster: &Cluster,
+    delay_ms: u64,
+    extra: &[&str],
+) -> Process {
     let safekeepers: Vec<String> = cluster.safekeepers.iter().map(|s| s.address.clone()).collect();
-    Process::start(vec![
+    let mut args: Vec<String> = vec![
         "api".into(),
         "--data-dir".into(),
         root.join(name).display().to_string(),
@@ -98,7 +111,9 @@ fn api_process(root: &std::path::Path, name: &str, metadata: &str, cluster: &Clu
         safekeepers.join(","),
         "--operation-delay-ms".into(),
         delay_ms.to_string(),
-    ])
+    ];
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    Process::start(args)
 }
 
 /// The lease of operation `id`, read from the metadata: its owner.
@@ -202,4 +217,70 @@ async fn a_killed_api_process_operation_is_taken_over_by_another() {
     let database = created.json()["database"]["id"].as_str().expect("id").to_owned();
     let database = call(second.address.clone(), "GET", format!("/v1/databases/{database}"), None).await;
     assert_eq!(database.json()["database"]["status"], "active", "{}", database.body);
+}
+
+/// Two `cambium api` processes on one PostgreSQL metadata database share each account's rate limit: one client
+/// alternating between them as fast as it can gets, together, what one process's limit allows plus the
+/// documented lag bound (`api::http::limits`), well under twice the limit that two unshared processes give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_api_processes_share_an_accounts_rate_limit() {
+    const PER_S: u32 = 5;
+    const BURST: u32 = 2 * PER_S; // the default burst
+    const RUN: Duration = Duration::from_secs(5);
+    let Some(server) = TestPostgres::start() else {
+        return;
+    };
+    let url = server.create_database("metadata");
+    let cluster = Cluster::start(TenantId(0xB3), TimelineId(0xB4), Lsn(0x100_0000))
+        .await
+        .expect("storage processes");
+    let root = tempfile::tempdir().expect("tempdir");
+    let rate = PER_S.to_string();
+    let processes = [
+        api_process_with(root.path(), "a", &url, &cluster, 0, &["--rate-limit", &rate]),
+        api_process_with(root.path(), "b", &url, &cluster, 0, &["--rate-limit", &rate]),
+    ];
+    let key = std::fs::read_to_string(root.path().join("a").join("api_key"))
+        .expect("the admin key, made by the first process")
+        .trim()
+        .to_owned();
+    let started = Instant::now();
+    let mut admitted = [0_u32; 2];
+    let mut refused = [0_u32; 2];
+    let mut turn = 0;
+    while started.elapsed() < RUN {
+        let reply = request(&processes[turn].address, "GET", "/v1/projects", Some(&key), None, &[]).await;
+        match reply.status {
+            200 => admitted[turn] += 1,
+            429 => refused[turn] += 1,
+            other => panic!("GET /v1/projects: {other} {}", reply.body),
+        }
+        turn = 1 - turn;
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let total = f64::from(admitted[0] + admitted[1]);
+    // One bucket's allowance over the run, plus what the other process can admit in one lag (~0.5 s) unseen.
+    let lag_s = 0.5;
+    let shared_bound = f64::from(BURST) + f64::from(PER_S) * elapsed_s + f64::from(BURST) + f64::from(PER_S) * lag_s;
+    let unshared = 2.0 * (f64::from(BURST) + f64::from(PER_S) * elapsed_s);
+    eprintln!(
+        "admitted {admitted:?}, refused {refused:?} in {elapsed_s:.2} s: {total} together, bound {shared_bound:.1}, \
+         {unshared:.1} if each process limited alone"
+    );
+    assert!(
+        admitted.iter().all(|&n| n > 0),
+        "each process serves the account: {admitted:?}"
+    );
+    assert!(
+        refused.iter().all(|&n| n > 0),
+        "each process refuses past the limit: {refused:?}"
+    );
+    assert!(
+        total <= shared_bound,
+        "{total} admitted together, more than the shared limit's bound {shared_bound:.1}"
+    );
+    assert!(
+        total >= f64::from(BURST) + f64::from(PER_S) * (elapsed_s - 2.0 * lag_s) - 2.0,
+        "{total} admitted together: the shared limit refuses more than it should"
+    );
 }

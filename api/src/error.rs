@@ -112,6 +112,10 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::Conflict(message) => ApiError::Conflict(message),
             StoreError::QuotaExceeded(message) => ApiError::QuotaExceeded(message),
+            StoreError::Unavailable(message) => {
+                tracing::warn!(%message, "metadata unavailable");
+                ApiError::Unavailable(message)
+            }
             error => {
                 tracing::error!(%error, "metadata store failed");
                 ApiError::Internal

@@ -94,15 +94,27 @@ pub(crate) struct AppState {
 }
 
 /// The API's router over `control`.
+///
+/// On PostgreSQL metadata, which other API processes may share, the rate limit is shared with them
+/// ([`limits`]): a task on the current runtime exchanges the counts until the router is dropped.
 pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
+    let burst = config
+        .rate_limit_burst
+        .unwrap_or_else(|| config.rate_limit_per_s.saturating_mul(2));
+    let shared = control.store.dialect() == crate::store::sql::Dialect::Postgres && config.rate_limit_per_s > 0;
+    let limiter = if shared {
+        let limiter = Arc::new(limits::RateLimiter::shared(config.rate_limit_per_s, burst));
+        match tokio::runtime::Handle::try_current() {
+            Ok(_) => drop(limits::spawn_sharing(&limiter, Arc::clone(&control))),
+            Err(_) => tracing::warn!("no runtime: the rate limit is not shared with other API processes"),
+        }
+        limiter
+    } else {
+        Arc::new(limits::RateLimiter::new(config.rate_limit_per_s, burst))
+    };
     let state = AppState {
         control,
-        limiter: Arc::new(limits::RateLimiter::new(
-            config.rate_limit_per_s,
-            config
-                .rate_limit_burst
-                .unwrap_or_else(|| config.rate_limit_per_s.saturating_mul(2)),
-        )),
+        limiter,
         idempotency: Arc::new(idempotency::InFlight::default()),
         metrics: Arc::new(metrics::Metrics::default()),
     };

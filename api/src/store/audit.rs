@@ -85,7 +85,7 @@ impl Store {
             .checked_sub(jiff::SignedDuration::from_hours(AUDIT_RETENTION_DAYS * 24))
             .map(timestamp_text)
             .unwrap_or_default();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         tx.execute(
             &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
@@ -119,7 +119,7 @@ impl Store {
         limit: usize,
     ) -> Result<Option<Page<AuditEntry>>, StoreError> {
         assert!(limit > 0, "limit {limit}");
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -181,6 +181,7 @@ pub(crate) mod tests {
         // An entry older than the retention goes with the next one added.
         store
             .conn()
+            .unwrap()
             .execute(
                 "UPDATE audit_log SET created_at = '2000-01-01T00:00:00.000Z' WHERE status = 200",
                 [],
@@ -194,6 +195,7 @@ pub(crate) mod tests {
         store.delete_project(&account, &project.id).unwrap();
         let left: i64 = store
             .conn()
+            .unwrap()
             .query_row("SELECT count(*) FROM audit_log", [], |row| row.get(0))
             .unwrap();
         assert_eq!(left, 1);

@@ -70,7 +70,7 @@ impl Store {
         cutoff_hour: &str,
         samples: &[BranchSample],
     ) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         for sample in samples {
             let cursor: Option<(String, i64)> = tx
@@ -125,7 +125,7 @@ impl Store {
         from_hour: &str,
         to: &str,
     ) -> Result<Option<Vec<BranchUsage>>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -228,6 +228,7 @@ pub(crate) mod tests {
             .is_empty());
         let cursors: i64 = store
             .conn()
+            .unwrap()
             .query_row("SELECT count(*) FROM consumption_cursors", [], |row| row.get(0))
             .unwrap();
         assert_eq!(cursors, 0);

@@ -32,7 +32,7 @@ pub struct StoredResponse {
 impl Store {
     /// The response stored for `account`'s `key`, if there is a live one.
     pub fn idempotent_response(&self, account: &AccountId, key: &str) -> Result<Option<StoredResponse>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let cutoff = cutoff();
         Ok(conn
             .query_row(
@@ -61,7 +61,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let (_, created_at) = now();
         let cutoff = cutoff();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", [cutoff])?;
         tx.execute(

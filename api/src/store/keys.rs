@@ -59,7 +59,7 @@ impl Store {
     pub fn insert_key(&self, account: &AccountId, hash: &[u8], scope: &KeyScope) -> Result<String, StoreError> {
         let (ms, created_at) = now();
         let id = new_id("key_", ms);
-        let conn = self.conn();
+        let conn = self.conn()?;
         conn.execute(
             "INSERT INTO api_keys (id, account_id, hash, created_at, project_id, read_only, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -78,7 +78,7 @@ impl Store {
 
     /// The key whose secret hashes to `hash`, revoked, expired or not.
     pub fn key_by_hash(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1"),
@@ -91,7 +91,7 @@ impl Store {
     /// Revokes key `id`; returns whether a not-yet-revoked key was revoked.
     pub fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
         let (_, revoked_at) = now();
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, revoked_at],
@@ -101,7 +101,7 @@ impl Store {
 
     /// Every key, revoked or not, oldest first.
     pub fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id"))?;
         let rows = stmt.query_map([], key_row)?;
         Ok(rows.collect::<Result<_, _>>()?)

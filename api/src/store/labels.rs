@@ -86,7 +86,7 @@ impl Store {
                  AND database_id IN (SELECT id FROM databases WHERE account_id = ?2)"
             }
         };
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(sql, params![id, account.0, labels_to_sql(labels)])?;
         Ok(changed == 1)
     }

@@ -61,7 +61,7 @@ impl Store {
     pub fn claim_operation(&self, id: &str) -> Result<bool, StoreError> {
         let now = timestamp_text(jiff::Timestamp::now());
         let lease = self.new_lease();
-        let conn = self.conn();
+        let conn = self.conn()?;
         let exclusive = conn.dialect() == Dialect::Sqlite;
         let changed = conn.execute(
             "UPDATE operations SET lease_owner = ?2, lease_expires_at = ?3
@@ -75,7 +75,7 @@ impl Store {
     /// Extends the leases of every running operation this process holds; returns how many.
     pub fn renew_leases(&self) -> Result<usize, StoreError> {
         let lease = self.new_lease();
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn.execute(
             "UPDATE operations SET lease_expires_at = ?2 WHERE lease_owner = ?1 AND status = 'running'",
             params![lease.owner, lease.expires_at],
@@ -86,7 +86,7 @@ impl Store {
     /// now (no lease, or another's that expired), oldest first.
     pub fn claimable_operations(&self) -> Result<Vec<String>, StoreError> {
         let now = timestamp_text(jiff::Timestamp::now());
-        let conn = self.conn();
+        let conn = self.conn()?;
         let limit = i64::try_from(CLAIMABLE_PER_SCAN_MAX).unwrap_or(i64::MAX);
         let mut stmt = conn.prepare(
             "SELECT id FROM operations WHERE status = 'running'

@@ -10,8 +10,8 @@
 //! it, so another account's project is indistinguishable from a missing one.
 
 use std::path::Path;
-use std::sync::Mutex;
 
+use pool::{Pool, PoolConfig, Pooled};
 use sql::{params, Connection, OptionalExtension, SqlError, Transaction, TransactionBehavior};
 
 use crate::{files, ids};
@@ -24,10 +24,12 @@ pub mod keys;
 pub mod labels;
 pub mod leases;
 pub mod operations;
+pub mod pool;
+pub mod rate_limits;
 pub mod sql;
 
 #[cfg(test)]
-mod scenarios;
+pub(crate) mod scenarios;
 pub mod webhooks;
 
 pub use keys::{ApiKey, KeyScope};
@@ -239,6 +241,20 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE operations ADD COLUMN lease_expires_at TEXT;
 ",
     ),
+    // The shared rate limit (issue 17, `rate_limits`): the requests each API process admitted per account in each
+    // one-second window, published every ~200 ms, so processes sharing the metadata share each account's limit.
+    Migration::Sql(
+        "
+    CREATE TABLE rate_limit_counts (
+        owner TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        window_ms INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (owner, account_id, window_ms)
+    );
+    CREATE INDEX rate_limit_counts_by_window ON rate_limit_counts(window_ms);
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -269,6 +285,10 @@ pub enum StoreError {
     /// A quota refused the change; the message names the limit and the count.
     #[error("quota exceeded: {0}")]
     QuotaExceeded(String),
+    /// No metadata connection could be had in time (all in use past the pool's wait, or the metadata server
+    /// out of reach); retrying later may work.
+    #[error("metadata unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// [`StoreError::QuotaExceeded`] unless `count` of `what` (plural) in `scope` is below `max`.
@@ -359,12 +379,24 @@ pub enum MetadataLocation {
     Postgres(String),
 }
 
-/// The metadata store: one connection (SQLite or PostgreSQL) behind a mutex.
+/// The metadata store: a bounded pool of connections (SQLite or PostgreSQL; [`pool`]).
 #[derive(Debug)]
 pub struct Store {
-    conn: Mutex<Connection>,
+    pool: Pool,
+    /// Which backend the pool's connections speak to.
+    dialect: sql::Dialect,
     /// This process's lease owner id ([`leases`]).
     owner: String,
+}
+
+/// `conn` (to the metadata file) with the settings every connection needs: the busy timeout, and the
+/// per-connection pragmas (the journal mode is the file's, set once by [`Store::open_sqlite`]).
+fn sqlite_session(conn: rusqlite::Connection) -> Result<Connection, rusqlite::Error> {
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    Ok(Connection::sqlite(conn))
 }
 
 /// Now, as the ISO 8601 UTC string stored in `created_at` columns.
@@ -397,6 +429,12 @@ impl Store {
     /// tightened. Deleted content is overwritten (`secure_delete`), and after a migration the WAL is checkpointed
     /// and truncated, so what a migration erases (the passwords of older versions) is gone from the files.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_sqlite(data_dir, PoolConfig::SQLITE_DEFAULT)
+    }
+
+    /// [`Store::open`] with at most `pool`'s connections. Each is a connection to the one file in WAL mode:
+    /// readers beside one writer (`BEGIN IMMEDIATE` takes SQLite's write lock, waiting up to the busy timeout).
+    pub fn open_sqlite(data_dir: &Path, pool: PoolConfig) -> Result<Store, StoreError> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = data_dir.join(METADATA_FILE);
         // An empty file is an empty SQLite database; creating it here is what sets its mode.
@@ -415,11 +453,13 @@ impl Store {
             name.push(suffix);
             files::private_file(Path::new(&name))?;
         }
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "secure_delete", "ON")?;
+        let first = sqlite_session(conn)?;
+        let connect = Box::new(move || -> Result<Connection, SqlError> {
+            Ok(sqlite_session(rusqlite::Connection::open(&path)?)?)
+        });
         let store = Store {
-            conn: Mutex::new(Connection::sqlite(conn)),
+            dialect: first.dialect(),
+            pool: Pool::new(pool, first, connect),
             owner: new_owner(),
         };
         if store.migrate()? {
@@ -433,8 +473,16 @@ impl Store {
     /// holds the writer lock, so processes that start together migrate once. Several processes may use one
     /// database at once (see [`sql`]'s invariant).
     pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        Store::open_postgres_with(url, PoolConfig::POSTGRES_DEFAULT)
+    }
+
+    /// [`Store::open_postgres`] with at most `pool`'s connections, each a session of its own on the server.
+    pub fn open_postgres_with(url: &str, pool: PoolConfig) -> Result<Store, StoreError> {
+        let first = Connection::postgres(url)?;
+        let url = url.to_owned();
         let store = Store {
-            conn: Mutex::new(Connection::postgres(url)?),
+            dialect: first.dialect(),
+            pool: Pool::new(pool, first, Box::new(move || Connection::postgres(&url))),
             owner: new_owner(),
         };
         store.migrate()?;
@@ -443,20 +491,36 @@ impl Store {
 
     /// Opens the metadata where `location` says.
     pub fn open_at(location: &MetadataLocation) -> Result<Store, StoreError> {
+        let pool = match location {
+            MetadataLocation::DataDir(_) => PoolConfig::SQLITE_DEFAULT,
+            MetadataLocation::Postgres(_) => PoolConfig::POSTGRES_DEFAULT,
+        };
+        Store::open_at_with(location, pool)
+    }
+
+    /// Opens the metadata where `location` says with at most `pool`'s connections.
+    pub fn open_at_with(location: &MetadataLocation, pool: PoolConfig) -> Result<Store, StoreError> {
         match location {
-            MetadataLocation::DataDir(dir) => Store::open(dir),
-            MetadataLocation::Postgres(url) => Store::open_postgres(url),
+            MetadataLocation::DataDir(dir) => Store::open_sqlite(dir, pool),
+            MetadataLocation::Postgres(url) => Store::open_postgres_with(url, pool),
         }
     }
 
-    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock rolled back its transaction (dropped uncommitted).
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Which backend holds the metadata: on PostgreSQL several processes may share it.
+    pub fn dialect(&self) -> sql::Dialect {
+        self.dialect
+    }
+
+    /// A connection of the pool for one call (its statements or its transaction), given back when dropped;
+    /// [`StoreError::Unavailable`] if none is free within the pool's wait. A panic while holding it rolled back
+    /// its transaction (dropped uncommitted).
+    pub(crate) fn conn(&self) -> Result<Pooled<'_>, StoreError> {
+        self.pool.get()
     }
 
     /// The schema version after migrations.
     pub fn schema_version(&self) -> Result<usize, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |row| row.get(0))?;
         usize::try_from(version).map_err(|_| StoreError::Corrupt(format!("schema version {version}")))
     }
@@ -465,7 +529,7 @@ impl Store {
     /// file, where `secure_delete` zeroed what it freed). Another connection reading (`cambium keys`) can keep it
     /// from finishing: that is logged, and the next migration or SQLite's own checkpoints finish it.
     fn checkpoint(&self) -> Result<(), StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let Some(conn) = conn.as_sqlite() else {
             return Ok(());
         };
@@ -478,7 +542,7 @@ impl Store {
 
     /// Applies the migrations the schema lacks; returns whether it applied any.
     fn migrate(&self) -> Result<bool, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
         let existing: Option<i64> = tx
@@ -519,7 +583,7 @@ impl Store {
     pub fn create_account(&self) -> Result<AccountId, StoreError> {
         let (ms, created_at) = now();
         let id = new_id("acct_", ms);
-        let conn = self.conn();
+        let conn = self.conn()?;
         conn.execute(
             "INSERT INTO accounts (id, created_at) VALUES (?1, ?2)",
             params![id, created_at],
@@ -533,7 +597,7 @@ impl Store {
     pub fn create_first_account(&self) -> Result<Option<AccountId>, StoreError> {
         let (ms, created_at) = now();
         let id = new_id("acct_", ms);
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let count: i64 = tx.query_row("SELECT count(*) FROM accounts", [], |row| row.get(0))?;
         if count > 0 {
@@ -564,7 +628,7 @@ impl Store {
             created_at,
             labels: labels.clone(),
         };
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let count: i64 = tx.query_row(
             "SELECT count(*) FROM projects WHERE account_id = ?1",
@@ -596,7 +660,7 @@ impl Store {
         filter: Option<&LabelFilter>,
     ) -> Result<Page<Project>, StoreError> {
         assert!(limit > 0, "limit {limit}");
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {PROJECT_COLUMNS} FROM projects
              WHERE account_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
@@ -613,7 +677,7 @@ impl Store {
 
     /// `account`'s project `id`.
     pub fn get_project(&self, account: &AccountId, id: &str) -> Result<Option<Project>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let project = conn
             .query_row(
                 &format!("SELECT {PROJECT_COLUMNS} FROM projects WHERE account_id = ?1 AND id = ?2"),
@@ -626,7 +690,7 @@ impl Store {
 
     /// Renames `account`'s project `id`; `None` if there is no such project.
     pub fn rename_project(&self, account: &AccountId, id: &str, name: &str) -> Result<Option<Project>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let changed = tx.execute(
             "UPDATE projects SET name = ?3 WHERE account_id = ?1 AND id = ?2",
@@ -653,7 +717,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> Result<Option<Vec<databases::Database>>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if !has_project(&tx, account, id)? {
             return Ok(None);
@@ -674,7 +738,7 @@ impl Store {
     /// The admin account: the first one, which `cambium up` creates on its first start (ids are ULIDs, so id
     /// order is creation order). It alone may read `/metrics`, which counts every account's databases.
     pub fn admin_account(&self) -> Result<Option<AccountId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row("SELECT id FROM accounts ORDER BY id LIMIT 1", [], |row| {
                 Ok(AccountId(row.get(0)?))
@@ -684,7 +748,7 @@ impl Store {
 
     /// Every account, oldest first.
     pub fn accounts(&self) -> Result<Vec<AccountId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare("SELECT id FROM accounts ORDER BY id")?;
         let rows = stmt.query_map([], |row| Ok(AccountId(row.get(0)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -749,6 +813,41 @@ pub(crate) mod tests {
     #[test]
     fn the_first_account_is_made_once_by_racing_stores() {
         crate::store::scenarios::on_sqlite(the_first_account_is_made_once_by_racing_stores_on);
+    }
+
+    #[test]
+    fn a_quota_holds_when_one_stores_calls_race() {
+        crate::store::scenarios::on_sqlite(a_quota_holds_when_one_stores_calls_race_on);
+    }
+
+    /// Calls of one store race on its pool's connections to make projects against a quota: the count and the
+    /// insert of each are one immediate transaction, which excludes the others on every connection, so exactly
+    /// the quota's worth are made.
+    pub(crate) fn a_quota_holds_when_one_stores_calls_race_on(open: crate::store::scenarios::Open<'_>) {
+        const RACERS: usize = 8;
+        const PROJECTS_MAX: u32 = 3;
+        let store = open();
+        let account = store.create_account().unwrap();
+        let barrier = std::sync::Barrier::new(RACERS);
+        let made = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..RACERS)
+                .map(|i| {
+                    let (store, account, barrier) = (&store, &account, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        match store.create_project(account, &format!("p{i}"), PROJECTS_MAX, &Labels::new()) {
+                            Ok(_) => 1,
+                            Err(StoreError::QuotaExceeded(_)) => 0,
+                            Err(other) => panic!("racer {i}: {other}"),
+                        }
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|racer| racer.join().unwrap()).sum::<u32>()
+        });
+        assert_eq!(made, PROJECTS_MAX, "projects made past the quota");
+        let listed = store.list_projects(&account, None, 100, None).unwrap();
+        assert_eq!(listed.items.len(), 3);
     }
 
     /// Stores opened on one metadata (as by several API processes starting at once) race to make the first

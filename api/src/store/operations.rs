@@ -311,7 +311,7 @@ impl Store {
     /// Creates a `running` operation, unless one is already running on the same branch (then
     /// [`StoreError::Conflict`]): one transaction, so two concurrent requests cannot both start one.
     pub fn start_operation(&self, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         if let Some(branch_id) = new.branch_id {
             let running = tx
@@ -334,7 +334,7 @@ impl Store {
 
     /// `account`'s operation `id`.
     pub fn get_operation(&self, account: &AccountId, id: &str) -> Result<Option<Operation>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 &format!("SELECT {COLUMNS} FROM operations WHERE account_id = ?1 AND id = ?2"),
@@ -355,7 +355,7 @@ impl Store {
         limit: usize,
     ) -> Result<Option<Page<Operation>>, StoreError> {
         assert!(limit > 0, "limit {limit}");
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -373,7 +373,7 @@ impl Store {
 
     /// Operation `id`, whoever owns it.
     pub fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 &format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"),
@@ -386,7 +386,7 @@ impl Store {
 
     /// Every running operation, oldest first (to resume after a restart).
     pub fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM operations WHERE status = 'running' ORDER BY id"
         ))?;
@@ -396,7 +396,7 @@ impl Store {
 
     /// A running operation on database `database_id`, if any.
     pub fn running_operation_on_database(&self, database_id: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 "SELECT id FROM operations WHERE database_id = ?1 AND status = 'running' LIMIT 1",
@@ -412,7 +412,7 @@ impl Store {
         database_id: &str,
         operation_id: &str,
     ) -> Result<Option<String>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 "SELECT id FROM operations WHERE database_id = ?1 AND status = 'running' AND id != ?2 LIMIT 1",
@@ -424,7 +424,7 @@ impl Store {
 
     /// How many operations of the action named `action` ([`Action::name`]) run on database `database_id`.
     pub fn running_operations_on_database(&self, database_id: &str, action: &str) -> Result<i64, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn.query_row(
             "SELECT count(*) FROM operations WHERE database_id = ?1 AND action = ?2 AND status = 'running'",
             params![database_id, action],
@@ -440,7 +440,7 @@ impl Store {
             Ok(()) => (OperationStatus::Finished, None),
             Err(error) => (OperationStatus::Failed, Some(error)),
         };
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE operations SET status = ?2, error = ?3, updated_at = ?4 WHERE id = ?1 AND status = 'running'",
             params![id, status.as_str(), error, updated_at],
@@ -490,7 +490,7 @@ pub(crate) mod tests {
             .create_project(&account, "p", 10, &crate::store::labels::Labels::new())
             .unwrap();
         {
-            let conn = store.conn();
+            let conn = store.conn().unwrap();
             for (id, action, params) in rows {
                 conn.execute(
                     &format!("INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, 'db_1', 'br_1', ?4, 'running', NULL, ?5, ?6, ?6)"),
@@ -620,6 +620,7 @@ pub(crate) mod tests {
             .unwrap();
         let (name, params): (String, String) = store
             .conn()
+            .unwrap()
             .query_row(
                 "SELECT action, params FROM operations WHERE id = ?1",
                 [&started.id],

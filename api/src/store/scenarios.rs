@@ -38,6 +38,10 @@ const SCENARIOS: &[Scenario] = &[
         super::tests::the_first_account_is_made_once_by_racing_stores_on,
     ),
     (
+        "a_quota_holds_when_one_stores_calls_race",
+        super::tests::a_quota_holds_when_one_stores_calls_race_on,
+    ),
+    (
         "migrations_apply_once_and_reopen",
         super::tests::migrations_apply_once_and_reopen_on,
     ),
@@ -73,6 +77,10 @@ const SCENARIOS: &[Scenario] = &[
         "a_row_that_cannot_be_read_fails_its_operation_not_the_listing",
         super::operations::tests::a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on,
     ),
+    (
+        "counts_are_exchanged_between_stores_and_old_windows_go",
+        super::rate_limits::tests::counts_are_exchanged_between_stores_and_old_windows_go_on,
+    ),
 ];
 
 #[test]
@@ -84,6 +92,21 @@ fn every_scenario_on_postgresql() {
         let url = server.create_database(&format!("scenario_{index}"));
         eprintln!("scenario {name} on PostgreSQL");
         scenario(&|| Store::open_postgres(&url).unwrap());
+    }
+}
+
+/// Every scenario on SQLite with a pool of several connections (`--metadata-connections-max`): WAL readers beside
+/// one writer, which `BEGIN IMMEDIATE` and the busy timeout serialize.
+#[test]
+fn every_scenario_on_sqlite_with_several_connections() {
+    let pool = super::pool::PoolConfig {
+        connections_max: 4,
+        connection_wait_ms: super::pool::CONNECTION_WAIT_MS_DEFAULT,
+    };
+    for (name, scenario) in SCENARIOS {
+        let dir = tempfile::tempdir().unwrap();
+        eprintln!("scenario {name} on SQLite with 4 connections");
+        scenario(&|| Store::open_sqlite(dir.path(), pool).unwrap());
     }
 }
 

@@ -243,7 +243,7 @@ impl Store {
         };
         let names: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
         let names = serde_json::to_string(&names).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if !has_project(&tx, account, project_id)? {
             return Ok(None);
@@ -273,7 +273,7 @@ impl Store {
     /// The webhooks of `account`'s project `project_id` (at most [`WEBHOOKS_PER_PROJECT_MAX`]), oldest first;
     /// `None` if there is no such project.
     pub fn list_webhooks(&self, account: &AccountId, project_id: &str) -> Result<Option<Vec<Webhook>>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -288,7 +288,7 @@ impl Store {
 
     /// Webhook `id` of `account`'s project `project_id`.
     pub fn get_webhook(&self, account: &AccountId, project_id: &str, id: &str) -> Result<Option<Webhook>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -304,7 +304,7 @@ impl Store {
     /// Deletes webhook `id` of `account`'s project `project_id` with its deliveries (pending ones are not sent);
     /// whether there was one.
     pub fn delete_webhook(&self, account: &AccountId, project_id: &str, id: &str) -> Result<bool, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if !has_project(&tx, account, project_id)? {
             return Ok(false);
@@ -330,7 +330,7 @@ impl Store {
             )));
         }
         let (ms, at) = now();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let webhooks = {
             let mut stmt = tx.prepare(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = ?1"))?;
@@ -369,7 +369,7 @@ impl Store {
     /// Up to `limit` pending deliveries due at `at` (ISO 8601 UTC as stored) or before, earliest first, with their
     /// webhooks' URLs and keys.
     pub fn due_deliveries(&self, at: &str, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let columns: Vec<String> = DELIVERY_COLUMNS.split(", ").map(|c| format!("d.{c}")).collect();
         let mut stmt = conn.prepare(&format!(
             "SELECT {}, w.url, w.secret, w.key_id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
@@ -404,7 +404,7 @@ impl Store {
             "a pending delivery has a next attempt, an ended one none: {status:?} {next_attempt_at:?}"
         );
         let (_, at) = now();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let attempts: Option<String> = tx
             .query_row(
@@ -445,7 +445,7 @@ impl Store {
         if self.get_webhook(account, project_id, webhook_id)?.is_none() {
             return Ok(None);
         }
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?1 AND id < ?2
              ORDER BY id DESC LIMIT ?3"
@@ -552,6 +552,7 @@ pub(crate) mod tests {
         store.delete_project(&account, &project.id).unwrap();
         let left: i64 = store
             .conn()
+            .unwrap()
             .query_row("SELECT count(*) FROM webhooks", [], |row| row.get(0))
             .unwrap();
         assert_eq!(left, 0);

@@ -112,7 +112,7 @@ impl Store {
         if self.get_database(account, database_id)?.is_none() {
             return Ok(None);
         }
-        let conn = self.conn();
+        let conn = self.conn()?;
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches
              WHERE database_id = ?1 AND id > ?2 AND {} ORDER BY id LIMIT ?3",
@@ -132,7 +132,7 @@ impl Store {
 
     /// How many branches database `database_id` has, its default branch included.
     pub fn branch_count(&self, database_id: &str) -> Result<i64, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn.query_row(
             "SELECT count(*) FROM branches WHERE database_id = ?1",
             [database_id],
@@ -142,7 +142,7 @@ impl Store {
 
     /// Every branch of database `database_id`, in creation order.
     pub fn branches_of(&self, database_id: &str) -> Result<Vec<Branch>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 ORDER BY id"
         ))?;
@@ -153,7 +153,7 @@ impl Store {
     /// `account`'s branch `id` with its database.
     pub fn get_branch(&self, account: &AccountId, id: &str) -> Result<Option<(Branch, Database)>, StoreError> {
         let branch = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             conn.query_row(
                 &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE id = ?1"),
                 [id],
@@ -171,7 +171,7 @@ impl Store {
 
     /// Branch `id`, whoever owns it.
     pub fn branch(&self, id: &str) -> Result<Option<Branch>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE id = ?1"),
@@ -183,7 +183,7 @@ impl Store {
 
     /// Adds `branch` on its new `timeline`, in one transaction; [`StoreError::Conflict`] for a duplicate name.
     pub fn insert_branch(&self, branch: &Branch, timeline: &TimelineRow) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         insert_timeline(&tx, &branch.database_id, timeline)?;
         insert_branch(&tx, branch)?;
@@ -193,7 +193,7 @@ impl Store {
 
     /// Applies `update` to branch `id` in one transaction; [`StoreError::Conflict`] for a duplicate name.
     pub fn update_branch(&self, id: &str, update: &BranchUpdate) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(name) = &update.name {
             tx.execute("UPDATE branches SET name = ?2 WHERE id = ?1", params![id, name])
@@ -231,7 +231,7 @@ impl Store {
     /// Clears branch `id`'s expiry if it is still `expires_at` (the expiry sweep gave up on it: protected, or
     /// with children); returns whether it changed.
     pub fn clear_expiry(&self, id: &str, expires_at: &str) -> Result<bool, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE branches SET expires_at = NULL WHERE id = ?1 AND expires_at = ?2",
             params![id, expires_at],
@@ -242,7 +242,7 @@ impl Store {
     /// Up to `limit` branches, of every database, whose `expires_at` is at or before `now` (stored text), the
     /// longest expired first.
     pub fn expired_branches(&self, now: &str, limit: usize) -> Result<Vec<Branch>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {BRANCH_COLUMNS} FROM branches
              WHERE expires_at IS NOT NULL AND expires_at <= ?1 ORDER BY expires_at, id LIMIT ?2"
@@ -254,7 +254,7 @@ impl Store {
 
     /// The branches forked from branch `id` (its children, not their descendants), in creation order.
     pub fn children_of(&self, id: &str) -> Result<Vec<Branch>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {BRANCH_COLUMNS} FROM branches WHERE parent_branch_id = ?1 ORDER BY id"
         ))?;
@@ -264,7 +264,7 @@ impl Store {
 
     /// The first protected branch of database `database_id`, if it has one.
     pub fn protected_branch(&self, database_id: &str) -> Result<Option<Branch>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 &format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE database_id = ?1 AND protected <> 0 ORDER BY id"),
@@ -277,7 +277,7 @@ impl Store {
     /// Deletes branch `id` and every branch forked from it (transitively), in one transaction; returns the
     /// deleted branches. Refuses ([`StoreError::Conflict`]) if the subtree holds the database's default branch.
     pub fn delete_branch_subtree(&self, id: &str) -> Result<Vec<Branch>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stmt = tx.prepare(&format!(
             "WITH RECURSIVE subtree(id) AS (

@@ -256,7 +256,7 @@ impl Store {
         databases_max: u32,
     ) -> Result<Option<CreatedDatabase>, StoreError> {
         let (ms, created_at) = now();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if !has_project(&tx, account, &new.project_id)? {
             return Ok(None);
@@ -346,7 +346,7 @@ impl Store {
         limit: usize,
         filter: Option<&LabelFilter>,
     ) -> Result<Option<Page<Database>>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         if !has_project(&conn, account, project_id)? {
             return Ok(None);
         }
@@ -367,7 +367,7 @@ impl Store {
 
     /// `account`'s database `id`.
     pub fn get_database(&self, account: &AccountId, id: &str) -> Result<Option<Database>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 &format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE account_id = ?1 AND id = ?2"),
@@ -380,7 +380,7 @@ impl Store {
 
     /// Database `id`, whoever owns it (for the control plane's own work).
     pub fn database(&self, id: &str) -> Result<Option<Database>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 &format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?1"),
@@ -393,7 +393,7 @@ impl Store {
 
     /// Every database, in creation order (for starting computes and reconciling storage).
     pub fn all_databases(&self) -> Result<Vec<Database>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!("SELECT {DATABASE_COLUMNS} FROM databases ORDER BY id"))?;
         let rows = stmt.query_map([], database_row)?;
         rows.map(|row| finish_database(row?)).collect()
@@ -402,7 +402,7 @@ impl Store {
     /// Renames `account`'s database `id`; `None` if there is no such database.
     pub fn rename_database(&self, account: &AccountId, id: &str, name: &str) -> Result<Option<Database>, StoreError> {
         {
-            let conn = self.conn();
+            let conn = self.conn()?;
             conn.execute(
                 "UPDATE databases SET name = ?3 WHERE account_id = ?1 AND id = ?2",
                 params![account.0, id, name],
@@ -414,7 +414,7 @@ impl Store {
 
     /// Replaces database `id`'s password verifier; returns whether it exists.
     pub fn set_password_verifier(&self, id: &str, verifier: &ScramVerifier) -> Result<bool, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE databases SET password_verifier = ?2 WHERE id = ?1",
             params![id, verifier.to_string()],
@@ -425,7 +425,7 @@ impl Store {
     /// Sets database `id`'s status; returns whether it exists. `Suspended` here is a suspension by the API
     /// ([`SuspendReason::Api`]); any other status clears the reason.
     pub fn set_database_status(&self, id: &str, status: DatabaseStatus) -> Result<bool, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let reason = (status == DatabaseStatus::Suspended).then_some(SuspendReason::Api.as_str());
         let changed = conn.execute(
             "UPDATE databases SET status = ?2, suspended_reason = ?3 WHERE id = ?1",
@@ -437,7 +437,7 @@ impl Store {
     /// Deletes `account`'s database `id` with its branches and timelines, in one transaction; returns it (its
     /// storage is the caller's to delete), or `None` if there is no such database.
     pub fn delete_database(&self, account: &AccountId, id: &str) -> Result<Option<Database>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let row = tx
             .query_row(

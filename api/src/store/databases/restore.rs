@@ -31,7 +31,7 @@ impl Store {
     /// over its children; one transaction. Returns the preserved branch, or `None` if it was not preserved or the
     /// change was applied before (a retried operation: the branch is already on the new timeline).
     pub fn apply_restore(&self, change: &RestoreChange) -> Result<Option<Branch>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let branch = tx
             .query_row(

@@ -59,7 +59,7 @@ impl Store {
             seconds <= SUSPEND_TIMEOUT_SECONDS_MAX,
             "suspend timeout {seconds} s is above {SUSPEND_TIMEOUT_SECONDS_MAX}"
         );
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE databases SET suspend_timeout_seconds = ?3 WHERE account_id = ?1 AND id = ?2",
             params![account.0, id, seconds],
@@ -70,7 +70,7 @@ impl Store {
     /// The databases the idle sweep watches, in creation order: the active ones with a suspend timeout, and the
     /// ones suspended for idleness (to see them woken).
     pub fn databases_to_watch(&self) -> Result<Vec<Database>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {DATABASE_COLUMNS} FROM databases
              WHERE (status = 'active' AND suspend_timeout_seconds > 0)
@@ -111,7 +111,7 @@ impl Store {
     /// Runs `update` (`?1` = `id`) and, if it changed the row, records `action` as a finished operation on the
     /// database: one transaction.
     fn change_suspension(&self, id: &str, update: &str, action: &Action) -> Result<Option<Operation>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if tx.execute(update, [id])? != 1 {
             return Ok(None);

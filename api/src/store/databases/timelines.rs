@@ -65,7 +65,7 @@ pub(super) fn insert_timeline(
 impl Store {
     /// The timeline rows of database `database_id`.
     pub fn timelines_of(&self, database_id: &str) -> Result<Vec<TimelineRow>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(
             "SELECT timeline_id, ancestor_timeline_id, start_lsn FROM timelines WHERE database_id = ?1 ORDER BY rowid",
         )?;
@@ -76,7 +76,7 @@ impl Store {
     /// The timelines of database `database_id` that no branch is on and no timeline is branched from: safe to
     /// delete from the pageserver, children first (call again after deleting to get their ancestors).
     pub fn unreferenced_timelines(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(
             "SELECT timeline_id FROM timelines t WHERE database_id = ?1
                AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
@@ -91,7 +91,7 @@ impl Store {
     /// or whose creation failed): those a branch is on or another timeline is branched from (an unreferenced one
     /// is a deletion not finished yet). In database order, then creation order.
     pub fn live_timelines(&self) -> Result<Vec<LiveTimeline>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT d.id, d.tenant_id, t.timeline_id FROM timelines t JOIN databases d ON d.id = t.database_id
              WHERE d.status IN ('active', 'suspended') AND ({LIVE_CONDITION})
@@ -110,7 +110,7 @@ impl Store {
     /// The timelines of database `database_id` that something needs (a branch is on it or another timeline is
     /// branched from it), whatever the database's status; in creation order.
     pub fn needed_timelines_of(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT t.timeline_id FROM timelines t WHERE t.database_id = ?1 AND ({LIVE_CONDITION}) ORDER BY t.rowid"
         ))?;
@@ -120,7 +120,7 @@ impl Store {
 
     /// Whether timeline `id` is still one [`Store::live_timelines`] would list.
     pub fn is_live_timeline(&self, id: TimelineId) -> Result<bool, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn
             .query_row(
                 &format!(
@@ -136,7 +136,7 @@ impl Store {
 
     /// Forgets timeline `id` (the pageserver deleted it).
     pub fn remove_timeline(&self, id: TimelineId) -> Result<(), StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         conn.execute("DELETE FROM timelines WHERE timeline_id = ?1", [id.to_string()])?;
         Ok(())
     }

@@ -15,6 +15,7 @@
 
 pub(crate) mod postgres;
 
+use std::cell::Cell;
 use std::fmt;
 
 /// A result of the seam.
@@ -344,6 +345,10 @@ enum Backend {
 /// A connection to the metadata: SQLite or PostgreSQL.
 pub struct Connection {
     backend: Backend,
+    /// Whether a transaction this connection began has not ended yet (committed or rolled back): one that stays
+    /// set after its [`Transaction`] is gone (a rollback failed) makes the connection unfit for reuse
+    /// ([`Connection::is_reusable`]).
+    in_transaction: Cell<bool>,
 }
 
 impl fmt::Debug for Connection {
@@ -357,6 +362,7 @@ impl Connection {
     pub fn sqlite(conn: rusqlite::Connection) -> Connection {
         Connection {
             backend: Backend::Sqlite(conn),
+            in_transaction: Cell::new(false),
         }
     }
 
@@ -364,7 +370,18 @@ impl Connection {
     pub fn postgres(url: &str) -> Result<Connection> {
         Ok(Connection {
             backend: Backend::Postgres(postgres::Client::connect(url)?),
+            in_transaction: Cell::new(false),
         })
+    }
+
+    /// Whether another caller may use this connection as it is: no transaction left open (a failed rollback)
+    /// and, on PostgreSQL, the connection to the server still up. A pool drops one that is not and makes another.
+    pub fn is_reusable(&self) -> bool {
+        match &self.backend {
+            // SQLite says itself whether a transaction is open (it ends some on errors of its own).
+            Backend::Sqlite(conn) => conn.is_autocommit(),
+            Backend::Postgres(client) => !self.in_transaction.get() && !client.is_closed(),
+        }
     }
 
     /// The SQLite connection, for what only SQLite has (pragmas, checkpoints); `None` on PostgreSQL.
@@ -423,13 +440,48 @@ impl Connection {
 
     /// Starts a transaction; it rolls back when dropped uncommitted.
     pub fn transaction_with_behavior(&mut self, behavior: TransactionBehavior) -> Result<Transaction<'_>> {
-        match (&self.backend, behavior) {
-            (Backend::Sqlite(conn), TransactionBehavior::Deferred) => conn.execute_batch("BEGIN DEFERRED")?,
-            (Backend::Sqlite(conn), TransactionBehavior::Immediate) => conn.execute_batch("BEGIN IMMEDIATE")?,
-            (Backend::Postgres(client), TransactionBehavior::Deferred) => client.batch_execute("BEGIN")?,
-            (Backend::Postgres(client), TransactionBehavior::Immediate) => client.begin_writer()?,
+        self.in_transaction.set(true);
+        let begun = match (&self.backend, behavior) {
+            (Backend::Sqlite(conn), TransactionBehavior::Deferred) => {
+                conn.execute_batch("BEGIN DEFERRED").map_err(Into::into)
+            }
+            (Backend::Sqlite(conn), TransactionBehavior::Immediate) => {
+                conn.execute_batch("BEGIN IMMEDIATE").map_err(Into::into)
+            }
+            (Backend::Postgres(client), TransactionBehavior::Deferred) => client.batch_execute("BEGIN"),
+            (Backend::Postgres(client), TransactionBehavior::Immediate) => client.begin_writer(),
+        };
+        if let Err(error) = begun {
+            // On PostgreSQL `BEGIN` may have run and the writer lock's wait failed after it (`lock_timeout`): the
+            // transaction is then open and aborted, and every later statement on the connection would fail until
+            // it is rolled back.
+            match &self.backend {
+                Backend::Sqlite(conn) if conn.is_autocommit() => self.in_transaction.set(false),
+                // Logged by `end_transaction`; a connection it cannot roll back is not reused.
+                _ => drop(self.end_transaction("ROLLBACK")),
+            }
+            return Err(error);
         }
         Ok(Transaction { conn: self, open: true })
+    }
+
+    /// Ends the open transaction with `sql` (`COMMIT` or `ROLLBACK`); the connection is out of its transaction
+    /// only if that worked, and a failed `COMMIT` is rolled back (SQLite leaves a busy COMMIT's transaction open).
+    fn end_transaction(&self, sql: &str) -> Result<()> {
+        let ended = self.finish(sql);
+        match &ended {
+            Ok(()) => self.in_transaction.set(false),
+            Err(_) if sql != "ROLLBACK" => match self.finish("ROLLBACK") {
+                Ok(()) => self.in_transaction.set(false),
+                Err(error) => tracing::debug!(%error, "no transaction to roll back after a failed commit"),
+            },
+            Err(error) => {
+                // PostgreSQL answers a ROLLBACK with no transaction open with a warning, not an error, so this is
+                // a connection that failed: a pool replaces it (`is_reusable`).
+                tracing::warn!(%error, "a metadata transaction's rollback failed");
+            }
+        }
+        ended
     }
 
     /// Every row of `sql` (up to `rows_max`, if given), as owned values.
@@ -523,14 +575,7 @@ impl Transaction<'_> {
     /// Commits it.
     pub fn commit(mut self) -> Result<()> {
         self.open = false;
-        let committed = self.conn.finish("COMMIT");
-        if committed.is_err() {
-            // Still open (SQLite leaves a busy COMMIT's transaction open): end it, so the connection is usable.
-            if let Err(error) = self.conn.finish("ROLLBACK") {
-                tracing::debug!(%error, "no transaction to roll back after a failed commit");
-            }
-        }
-        committed
+        self.conn.end_transaction("COMMIT")
     }
 }
 
@@ -545,10 +590,8 @@ impl std::ops::Deref for Transaction<'_> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if self.open {
-            // A rollback that fails leaves a connection the next BEGIN reports as broken; nothing else to do here.
-            if let Err(error) = self.conn.finish("ROLLBACK") {
-                tracing::warn!(%error, "a metadata transaction's rollback failed");
-            }
+            // A rollback that fails is logged and leaves the connection unfit for reuse (`is_reusable`).
+            drop(self.conn.end_transaction("ROLLBACK"));
         }
     }
 }

@@ -79,6 +79,11 @@ impl Client {
         Ok(client)
     }
 
+    /// Whether the connection to the server is gone (its task ended: the server closed it, or it failed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     /// Runs `sql`, statements without parameters.
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
         Ok(futures::executor::block_on(self.client.batch_execute(sql))?)
