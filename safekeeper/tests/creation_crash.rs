@@ -5,7 +5,8 @@
 //! the commit point. A crash (here: the files a crash may leave, made by hand, since a lost directory entry or
 //! a torn append cannot be had from a live process) leaves either no timeline, whatever directories it left
 //! (the next creation takes them over), or the whole timeline in its initial state: term 0, no WAL, its start
-//! LSN, whichever of its unsynced files the disk kept. A deletion appends its record before its directory goes,
+//! LSN, whichever of its unsynced files the disk kept. A logged timeline whose directory is gone altogether is
+//! a lost copy, never made again empty (it may have voted). A deletion appends its record before its directory goes,
 //! so no deleted timeline comes back from the log. Every case ends with the timeline voting and taking WAL, and
 //! a second reopen keeping what it acknowledged.
 
@@ -154,21 +155,15 @@ fn a_creation_cut_before_its_record_leaves_no_timeline_and_is_taken_over() {
 }
 
 /// What the disk may hold after a crash once the record is durable (the creation may or may not have been
-/// acknowledged): the record, and any subset of the unsynced directories and segment, or a first control file
+/// acknowledged): the record and the directory, with or without its unsynced segment, or a first control file
 /// write cut short (its temp file). The timeline is there, whole, in its initial state.
 #[test]
 fn a_creation_cut_after_its_record_leaves_the_whole_timeline() {
     type Leave = fn(&Path);
-    let cases: [(&str, Leave); 5] = [
+    let cases: [(&str, Leave); 3] = [
         ("every file kept", |_| {}),
         ("the first segment lost", |data| {
             fs::remove_file(timeline_dir(data).join(segment_file_name(START))).expect("rm")
-        }),
-        ("the timeline directory lost", |data| {
-            fs::remove_dir_all(timeline_dir(data)).expect("rm")
-        }),
-        ("the tenant directory lost", |data| {
-            fs::remove_dir_all(data.join(TENANT.to_string())).expect("rm")
         }),
         ("a first control file write cut short", |data| {
             fs::write(timeline_dir(data).join("control.tmp"), b"CMBSKCTL torn").expect("tmp")
@@ -199,6 +194,40 @@ fn a_creation_cut_after_its_record_leaves_the_whole_timeline() {
         let flushed = vote_elect_append(&node, what);
         drop(node);
         assert_kept(root.path(), flushed, what);
+    }
+}
+
+/// A logged timeline whose directory is gone (removed, or its disk lost it) is a lost copy: it may have voted,
+/// so it is not made again empty (it would have forgotten its promise) but left to a pull; the log still knows
+/// its start LSN, so a `CreateTimeline` of the same start makes it again, and one of another start is refused.
+#[test]
+fn a_logged_timeline_whose_directory_is_lost_is_not_made_again_empty() {
+    type Leave = fn(&Path);
+    let cases: [(&str, Leave); 2] = [
+        ("the timeline directory lost", |data| {
+            fs::remove_dir_all(timeline_dir(data)).expect("rm")
+        }),
+        ("the tenant directory lost", |data| {
+            fs::remove_dir_all(data.join(TENANT.to_string())).expect("rm")
+        }),
+    ];
+    for (what, leave) in cases {
+        for voted in [false, true] {
+            let what = format!("{what}, voted: {voted}");
+            let root = tempfile::tempdir().expect("tempdir");
+            let node = open_node(root.path()).expect("open");
+            node.create_timeline_blocking(KEY, START).expect("create");
+            if voted {
+                vote_elect_append(&node, &what);
+            }
+            drop(node);
+            leave(root.path());
+            let node = open_node(root.path()).expect("reopen");
+            assert_absent(&node, &what);
+            node.create_timeline_blocking(KEY, START)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_initial(&node, &what);
+        }
     }
 }
 

@@ -694,7 +694,7 @@ fn an_unsynced_creation_syncs_its_directories_once_at_the_first_write() {
     let end = wal.sync().expect("sync");
     assert!(wal.unsynced_dirs.is_none(), "nothing left for the WAL to sync");
     drop((wal, control));
-    let (again, wal, _) = create_timeline_unsynced(&dir, START, &[tenant.clone()], &cfg).expect("open");
+    let (again, wal, _) = create_timeline_unsynced(&dir, START, std::slice::from_ref(&tenant), &cfg).expect("open");
     assert_eq!(again, voted, "an existing timeline is opened");
     assert_eq!(wal.flush_lsn(), end);
     assert!(wal.unsynced_dirs.is_none(), "an opened timeline has nothing to sync");

@@ -27,9 +27,13 @@
 //! - before the creation record is durable: the directory and segment may be there, unsynced, without a
 //!   control file: not a timeline (the creation was not acknowledged); the next `CreateTimeline` of that id
 //!   takes them over, and the reconciler never sees them (`ListTimelines` lists loaded timelines only);
-//! - after it: the timeline exists. At open, a logged timeline whose directory is missing, or holds no control
-//!   file (only the empty first segment, and perhaps a control temp file of a first write cut short), is made
-//!   again in its initial state: it acknowledged no vote and no WAL, since both write a control file first;
+//! - after it: the timeline exists. At open, a logged timeline whose directory holds no control file (only the
+//!   empty first segment or nothing, and perhaps a control temp file of a first write cut short) is made again
+//!   in its initial state: it acknowledged no vote and no WAL, since both write a control file first. A logged
+//!   timeline with no directory is not loaded: it is a lost copy (a crash cannot remove the directory of a
+//!   timeline that voted, whose first vote fsynced its entry), rebuilt by a pull like any missing copy. On a
+//!   file system that does not make the `mkdir` durable with the log's fdatasync (ext4 does: one journal), a
+//!   crash right after a creation may leave this node without that never-voted copy, which a pull rebuilds;
 //! - a deletion appends its record (fdatasync) before the directory is renamed to its tombstone, so a deleted
 //!   timeline never comes back from the log. A crash between the two leaves the directory: with a control
 //!   file it is still loaded (the deletion was not acknowledged and is retried); without one, it is a leftover

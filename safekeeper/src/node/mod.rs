@@ -24,9 +24,10 @@
 //! syncing them and commits with one record appended to the creation log and fdatasynced (`creations`, which
 //! has the crash argument): one disk flush instead of three in turn. The timeline has no control file until it
 //! first votes; that write, or its first WAL sync, fsyncs the directories above it first. At open, a logged
-//! timeline without a control file is made again in its initial state (term 0, no WAL); a directory without a
-//! control file that the log does not name is a creation cut short before its record: not loaded, and taken
-//! over by the next `CreateTimeline` of that id.
+//! timeline whose directory has no control file is loaded in its initial state (term 0, no WAL); a logged
+//! timeline with no directory at all is a lost copy (not loaded; a pull rebuilds it: it may have voted before
+//! it was lost); a directory without a control file that the log does not name is a creation cut short before
+//! its record: not loaded, and taken over by the next `CreateTimeline` of that id.
 //!
 //! # Deletion
 //!
@@ -220,8 +221,9 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     }
 }
 
-/// The timeline `key` of the creation log that has no control file at open: made (again) in its initial
-/// state, every directory above it to be synced by its first write (a crash may have lost any entry).
+/// The timeline `key` of the creation log whose directory has no control file at open: it never voted (a vote
+/// writes the control file first), so it is its initial state; made again from what the directory holds (at
+/// most an empty first segment), every directory above it to be synced by its first write.
 fn open_logged(config: &NodeConfig, key: TimelineKey, start_lsn: Lsn, lock: &Arc<DirLock>) -> Slot {
     let tenant_dir = config.data_dir.join(key.0.to_string());
     let dir = tenant_dir.join(key.1.to_string());
@@ -320,10 +322,18 @@ impl SafekeeperNode {
                 }
             }
         }
-        // Logged timelines whose directory a crash lost before it reached the disk: made again, still empty.
+        // Logged timelines with no directory at all are lost copies, never made again here: the copy may have
+        // voted before it was lost (its first vote made its directory durable, so no crash removes it), and an
+        // empty copy would have forgotten the promise. A pull rebuilds them after the quiet period, with the
+        // highest term any peer promised.
         for (key, start_lsn) in logged_without_dir {
-            let slot = open_logged(&config, key, start_lsn, &lock);
-            timelines.insert(key, slot);
+            tracing::warn!(
+                node = config.node_id,
+                tenant = %key.0,
+                timeline = %key.1,
+                %start_lsn,
+                "a logged timeline has no directory: a lost copy, not loaded (a pull rebuilds it)"
+            );
         }
         tracing::info!(
             node = config.node_id,
