@@ -4,8 +4,10 @@
 //! durably needs only one record saying it exists: one append and one fdatasync of this file, instead of a
 //! control file (fdatasync of its temp file, then an fsync of the timeline directory and one of the tenant
 //! directory, three flushes in turn). The timeline's directory and empty first segment are made before the
-//! append but not synced; its first control file write (the first vote, which comes before any WAL can be
-//! accepted) and its first WAL sync fsync the directories above it (see `filestore::create_timeline_unsynced`).
+//! append but not synced; the directories above it are fsynced at once with the append, on a second thread
+//! (both are done before the creation is acknowledged); its first control file write (the first vote, which
+//! comes before any WAL can be accepted) or its first WAL sync fsyncs its own directory (see
+//! `filestore::create_timeline_unsynced`).
 //!
 //! # Format
 //!
@@ -31,9 +33,8 @@
 //!   empty first segment or nothing, and perhaps a control temp file of a first write cut short) is made again
 //!   in its initial state: it acknowledged no vote and no WAL, since both write a control file first. A logged
 //!   timeline with no directory is not loaded: it is a lost copy (a crash cannot remove the directory of a
-//!   timeline that voted, whose first vote fsynced its entry), rebuilt by a pull like any missing copy. On a
-//!   file system that does not make the `mkdir` durable with the log's fdatasync (ext4 does: one journal), a
-//!   crash right after a creation may leave this node without that never-voted copy, which a pull rebuilds;
+//!   timeline acknowledged, whose entry was fsynced before the acknowledgement), rebuilt by a pull like any
+//!   missing copy;
 //! - a deletion appends its record (fdatasync) before the directory is renamed to its tombstone, so a deleted
 //!   timeline never comes back from the log. A crash between the two leaves the directory: with a control
 //!   file it is still loaded (the deletion was not acknowledged and is retried); without one, it is a leftover

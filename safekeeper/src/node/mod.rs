@@ -22,8 +22,9 @@
 //!
 //! [`SafekeeperNode::create_timeline_blocking`] makes the timeline's directories and empty first segment without
 //! syncing them and commits with one record appended to the creation log and fdatasynced (`creations`, which
-//! has the crash argument): one disk flush instead of three in turn. The timeline has no control file until it
-//! first votes; that write, or its first WAL sync, fsyncs the directories above it first. At open, a logged
+//! has the crash argument), while a second thread fsyncs the directories above the new one: two flushes at
+//! once instead of three in turn. The timeline has no control file until it first votes; that write, or its
+//! first WAL sync, fsyncs its own directory first. At open, a logged
 //! timeline whose directory has no control file is loaded in its initial state (term 0, no WAL); a logged
 //! timeline with no directory at all is a lost copy (not loaded; a pull rebuilds it: it may have voted before
 //! it was lost); a directory without a control file that the log does not name is a creation cut short before
@@ -449,9 +450,11 @@ impl SafekeeperNode {
             Err(NodeError::NotFound { .. }) => {}
             Err(other) => return Err(other),
         }
-        // Nothing is synced here but the log record (see `creations`): the directories' entries are fsynced by
-        // the timeline's first control file write or WAL sync. A new tenant directory's entry in the data
-        // directory is one of them.
+        // The log record is the commit point (see `creations`). At once with its fdatasync, on a second thread,
+        // the directories above the new one are fsynced (the tenant directory, and the data directory for a new
+        // tenant), so a copy acknowledged is never lost to a crash: two flushes overlapping, not in turn. The
+        // timeline's own directory (its first segment's entry) is fsynced by its first control file write or
+        // WAL sync.
         let tenant_dir = self.config.data_dir.join(key.0.to_string());
         let mut parents = vec![tenant_dir.clone()];
         if !tenant_dir.is_dir() {
@@ -459,7 +462,7 @@ impl SafekeeperNode {
             parents.push(self.config.data_dir.clone());
         }
         let dir = self.timeline_dir(key);
-        let (control, wal, store) = filestore::create_timeline_unsynced(&dir, start_lsn, &parents, &self.config.store)
+        let (control, wal, store) = filestore::create_timeline_unsynced(&dir, start_lsn, &[], &self.config.store)
             .map_err(AcceptorError::from)?;
         if control.timeline_start_lsn != start_lsn {
             // `create_timeline_unsynced` checks this too; a directory left by a crash holds whatever it holds.
@@ -470,10 +473,27 @@ impl SafekeeperNode {
             });
         }
         let acceptor = Acceptor::new(control, wal, store)?;
-        // The commit point: one append and fdatasync.
-        if log.logged().get(&key) != Some(&start_lsn) {
-            log.append(&[Record::Created(key, start_lsn)])?;
-        }
+        let durability = self.config.store.durability;
+        let record = (log.logged().get(&key) != Some(&start_lsn)).then_some(Record::Created(key, start_lsn));
+        let (appended, synced) = std::thread::scope(|scope| {
+            let syncing = scope.spawn(|| {
+                parents.iter().try_for_each(|parent| {
+                    fsio::sync_dir(parent, durability).map_err(|e| NodeError::Io {
+                        path: e.path,
+                        source: e.source,
+                    })
+                })
+            });
+            let appended = log.append(record.as_slice());
+            (appended, syncing.join())
+        });
+        appended?;
+        synced.unwrap_or_else(|_| {
+            Err(NodeError::Io {
+                path: tenant_dir.clone(),
+                source: io::Error::other("the thread syncing the new directories panicked"),
+            })
+        })?;
         drop(log);
         let timeline = Arc::new(Timeline::new(key, acceptor, Arc::clone(&self.lock)));
         self.timelines.write().insert(key, Slot::Ready(Arc::clone(&timeline)));
