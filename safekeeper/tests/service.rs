@@ -960,16 +960,27 @@ async fn tombstones_left_by_a_deletion_cut_short_are_removed_at_open() {
     create_at(&mut client, timeline_ref_of(TENANT, other), START).await;
     let gone_tenant = TenantId(0x777);
     create_at(&mut client, timeline_ref_of(gone_tenant, TimelineId(1)), START).await;
-    assert!(server.stop().await);
-
-    // What a crash after the rename and before the removal leaves: a timeline tombstone and a tenant one.
+    // What a crash after the rename and before the removal leaves: a timeline tombstone and a tenant one, each
+    // deletion's record in the creation log (it goes before the rename). Made here by deleting, then putting
+    // back the directories, as they were, under their tombstone names.
     let tenant_dir = dir.path().join(TENANT.to_string());
+    let saved = tempfile::tempdir().expect("tempdir");
+    copy_dir(&tenant_dir.join(TIMELINE.to_string()), &saved.path().join("timeline"));
+    copy_tree(&dir.path().join(gone_tenant.to_string()), &saved.path().join("tenant"));
+    client.delete_timeline(timeline_ref()).await.expect("delete");
+    client
+        .delete_tenant(pb::DeleteTenantRequest {
+            tenant_id: gone_tenant.to_string(),
+        })
+        .await
+        .expect("delete tenant");
+    assert!(server.stop().await);
     let timeline_tombstone = tenant_dir.join(format!("{TIMELINE}{}", safekeeper::node::TOMBSTONE_SUFFIX));
-    std::fs::rename(tenant_dir.join(TIMELINE.to_string()), &timeline_tombstone).expect("rename");
+    copy_dir(&saved.path().join("timeline"), &timeline_tombstone);
     let tenant_tombstone = dir
         .path()
         .join(format!("{gone_tenant}{}", safekeeper::node::TOMBSTONE_SUFFIX));
-    std::fs::rename(dir.path().join(gone_tenant.to_string()), &tenant_tombstone).expect("rename");
+    copy_tree(&saved.path().join("tenant"), &tenant_tombstone);
 
     let server = start(dir.path()).await;
     assert!(!timeline_tombstone.exists(), "timeline tombstone removed at open");
@@ -1425,8 +1436,8 @@ async fn bad_pull_requests_get_precise_statuses_and_change_nothing() {
     assert!(status.message().contains("quiet period"), "{status:?}");
     assert_eq!(
         snapshot(dirs[3].path()).keys().count(),
-        1,
-        "only the lock file: {:?}",
+        2,
+        "only the lock file and the (empty) creation log: {:?}",
         snapshot(dirs[3].path()).keys()
     );
 
@@ -1523,6 +1534,19 @@ async fn a_pull_cut_short_leaves_nothing_served_and_a_retry_completes() {
         assert!(server.stop().await);
     }
     drop(proxy);
+}
+
+/// `from` with its subdirectories copied to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -152,6 +152,8 @@ pub struct Control {
     pub(crate) replicas: ReplicaHealth,
     /// Woken when an event queued webhook deliveries (`events`), so the sender sends them at once.
     webhook_wake: Arc<Notify>,
+    /// This control plane, for work it hands to a task of its own (`Control::sweep_later`).
+    me: std::sync::Weak<Control>,
 }
 
 impl std::fmt::Debug for Control {
@@ -186,6 +188,7 @@ impl Control {
             worker: Worker::new(weak.clone()),
             replicas: ReplicaHealth::default(),
             webhook_wake: crate::webhooks::new_wake(),
+            me: weak.clone(),
         })
     }
 

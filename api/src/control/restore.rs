@@ -196,7 +196,8 @@ impl Control {
             tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
         }
         if params.preserved_name.is_none() {
-            self.sweep_timelines(&database).await;
+            // The old timeline's deletion is cleanup, not the restore: it runs after the operation ends.
+            self.sweep_later(&database);
         }
         if kind == Move::Restore {
             let id = params.branch_id.clone();
@@ -258,10 +259,12 @@ impl Control {
                     "starting the restored branch's compute: injected failure".to_owned()
                 ))
         } else {
+            // Not `attach`: the operation does not wait for the new store's election (two control file writes
+            // on each safekeeper, in turn). Re-pointing closes the old store now; the new one starts in the
+            // background at once (or with the first session under `--lazy-branch-stores`), as a new branch's.
             self.host
-                .attach(branch_id, target)
-                .await
-                .map_err(|e| format!("starting the restored branch's compute: {e}"))
+                .define(branch_id, target)
+                .map_err(|e| format!("serving the restored branch: {e}"))
         };
         if let Some(preserved) = preserved {
             let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;

@@ -5,13 +5,14 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cambium_types::codec::u32_at;
 use cambium_types::fsio::{self, Durability};
 use safekeeper_core::protocol::{ControlState, ControlStore, StoreError};
 
 use super::{
-    corrupt, from_fsio, io_error, CONTROL_FILE_BYTES_MAX, CONTROL_FILE_NAME, CONTROL_FORMAT_VERSION,
+    corrupt, from_fsio, io_error, UnsyncedDirs, CONTROL_FILE_BYTES_MAX, CONTROL_FILE_NAME, CONTROL_FORMAT_VERSION,
     CONTROL_HEADER_BYTES, CONTROL_MAGIC,
 };
 
@@ -21,6 +22,9 @@ pub struct FileControl {
     dir: PathBuf,
     path: PathBuf,
     durability: Durability,
+    /// A timeline created unsynced (`create_timeline_unsynced`): its directories, fsynced by the next persist
+    /// (unless its WAL store did it first) right after the control file.
+    pub(super) unsynced_dirs: Option<Arc<UnsyncedDirs>>,
     poisoned: bool,
 }
 
@@ -31,8 +35,15 @@ impl FileControl {
             dir: dir.to_path_buf(),
             path: dir.join(CONTROL_FILE_NAME),
             durability,
+            unsynced_dirs: None,
             poisoned: false,
         }
+    }
+
+    /// The directories in `unsynced` (the control file's own first) are fsynced by the next persist, unless the
+    /// WAL store, which shares them, did it first: the timeline was created without syncing them.
+    pub(super) fn defer_dir_syncs(&mut self, unsynced: Arc<UnsyncedDirs>) {
+        self.unsynced_dirs = Some(unsynced);
     }
 
     /// The control file's path.
@@ -77,10 +88,15 @@ impl ControlStore for FileControl {
             return Err(StoreError::Poisoned);
         }
         let bytes = encode_control(state);
-        fsio::write_atomic(&self.path, &bytes, self.durability).map_err(|error| {
+        let unsynced = self.unsynced_dirs.take();
+        // `write_atomic` fsyncs the control file's own directory: the others follow.
+        let written = fsio::write_atomic(&self.path, &bytes, self.durability)
+            .map_err(from_fsio)
+            .and_then(|()| unsynced.map_or(Ok(()), |dirs| dirs.sync(true, self.durability)));
+        written.map_err(|error| {
             tracing::error!(dir = %self.dir.display(), %error, "control file write failed; poisoned");
             self.poisoned = true;
-            from_fsio(error)
+            error
         })
     }
 }

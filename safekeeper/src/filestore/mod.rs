@@ -66,7 +66,8 @@ mod tests;
 mod timeline;
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cambium_types::fsio::{self, Durability};
 use cambium_types::Lsn;
@@ -74,7 +75,7 @@ use safekeeper_core::protocol::StoreError;
 
 pub use control::FileControl;
 pub use segments::FileWal;
-pub use timeline::{create_timeline, open_timeline, ReplicaWriter};
+pub use timeline::{create_timeline, create_timeline_unsynced, open_timeline, ReplicaWriter};
 
 /// The default segment size: 16 MiB.
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 16 * 1024 * 1024;
@@ -167,4 +168,30 @@ fn sync_all(file: &File, path: &Path, durability: Durability) -> Result<(), Stor
 
 fn sync_dir(dir: &Path, durability: Durability) -> Result<(), StoreError> {
     fsio::sync_dir(dir, durability).map_err(from_fsio)
+}
+
+/// The directories of a timeline made by [`create_timeline_unsynced`] whose entries may not be durable: its own
+/// (holding the first segment, and the control file once written) and those above it, nearest first. Shared by
+/// the timeline's WAL and control stores: whichever of them syncs first fsyncs them all, before it reports
+/// anything durable; the other then has nothing left to do (so a new timeline's first vote pays for them, and
+/// its first commit does not).
+#[derive(Debug)]
+struct UnsyncedDirs {
+    dirs: Vec<PathBuf>,
+    synced: AtomicBool,
+}
+
+impl UnsyncedDirs {
+    /// fsyncs the directories unless that was done already; `skip_own` when the caller just fsynced the
+    /// timeline's own directory.
+    fn sync(&self, skip_own: bool, durability: Durability) -> Result<(), StoreError> {
+        if self.synced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        for dir in self.dirs.iter().skip(usize::from(skip_own)) {
+            sync_dir(dir, durability)?;
+        }
+        self.synced.store(true, Ordering::Release);
+        Ok(())
+    }
 }

@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use cambium_types::codec::u32_at;
@@ -16,7 +17,7 @@ use safekeeper_core::protocol::{StoreError, WalStore};
 
 use super::{
     corrupt, io_error, parse_segment_name, segment_file_name, sync_all, sync_data, sync_dir, FileStoreConfig,
-    BOUNDARY_WALK_BUFFER_BYTES, CONTROL_FILE_NAME, SCAN_CHUNK_BYTES,
+    UnsyncedDirs, BOUNDARY_WALK_BUFFER_BYTES, CONTROL_FILE_NAME, SCAN_CHUNK_BYTES,
 };
 
 /// Asserts that `frames` is whole frames back to back (the caller's contract; headers only, no crc).
@@ -86,6 +87,9 @@ pub struct FileWal {
     write_lsn: Lsn,
     /// A segment was created since the directory was last fsynced.
     dir_dirty: bool,
+    /// A timeline created unsynced (`create_timeline_unsynced`): its directories, fsynced at the next sync
+    /// (unless its control store did it first) before anything is reported flushed.
+    pub(super) unsynced_dirs: Option<Arc<UnsyncedDirs>>,
     poisoned: bool,
 }
 
@@ -144,6 +148,7 @@ impl FileWal {
             flush_lsn: timeline_start_lsn,
             write_lsn: timeline_start_lsn,
             dir_dirty: false,
+            unsynced_dirs: None,
             poisoned: false,
         };
         if let Some(&(start_lsn, len_bytes)) = segments.last() {
@@ -170,6 +175,7 @@ impl FileWal {
             flush_lsn: timeline_start_lsn,
             write_lsn: timeline_start_lsn,
             dir_dirty: false,
+            unsynced_dirs: None,
             poisoned: false,
         }
     }
@@ -260,6 +266,27 @@ impl FileWal {
         })
     }
 
+    /// Creates the first segment of an empty WAL with no sync at all, for a timeline whose creation is made
+    /// durable elsewhere (the node's creation log, which can remake this empty segment after a crash): the
+    /// directories in `unsynced` are fsynced at the next sync (see [`FileWal::defer_dir_syncs`]).
+    pub(super) fn create_first_segment_unsynced(&mut self, unsynced: Arc<UnsyncedDirs>) -> Result<(), StoreError> {
+        assert!(
+            self.open.is_none() && self.segment_starts.is_empty(),
+            "the first segment of a WAL that has segments"
+        );
+        self.guarded(Self::create_segment)?;
+        // The segment's entry is in the timeline's own directory, the first of `unsynced`.
+        self.dir_dirty = false;
+        self.defer_dir_syncs(unsynced);
+        Ok(())
+    }
+
+    /// The directories in `unsynced` (the timeline's own first) are fsynced at the next sync, unless the
+    /// control store, which shares them, did it first.
+    pub(super) fn defer_dir_syncs(&mut self, unsynced: Arc<UnsyncedDirs>) {
+        self.unsynced_dirs = Some(unsynced);
+    }
+
     /// Closes the open segment and starts a new one at the write position: the old one is fdatasynced and
     /// the directory entries made durable first, so recovery may trust every segment but the last.
     fn roll_over(&mut self) -> Result<(), StoreError> {
@@ -281,6 +308,9 @@ impl FileWal {
         if self.dir_dirty {
             sync_dir(&self.dir, durability)?;
             self.dir_dirty = false;
+        }
+        if let Some(unsynced) = self.unsynced_dirs.take() {
+            unsynced.sync(false, durability)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use super::*;
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use cambium_types::codec::u32_at;
@@ -648,6 +649,70 @@ fn creation_cut_short_anywhere_is_taken_over() {
         drop(wal);
         let (_, wal, _) = open_timeline(&dir, &cfg).expect("open").expect("exists");
         assert_eq!(wal.flush_lsn(), end, "{what}");
+    }
+}
+
+/// `create_timeline_unsynced` writes no control file and leaves the first segment; its stores share the
+/// directories to sync, once: after a persist (which syncs them) the WAL's first sync has no directory left
+/// to sync, and whatever was persisted and synced is there after a reopen. It takes over the same leftovers as
+/// `create_timeline`, and opens a timeline that has a control file.
+#[test]
+fn an_unsynced_creation_syncs_its_directories_once_at_the_first_write() {
+    let cfg = config(SMALL_SEGMENT_BYTES);
+    let root = tempfile::tempdir().expect("tempdir");
+    let tenant = root.path().join("tenant");
+    let dir = tenant.join("timeline");
+    fs::create_dir(&tenant).expect("mkdir");
+    let (state, mut wal, mut control) =
+        create_timeline_unsynced(&dir, START, &[tenant.clone(), root.path().to_path_buf()], &cfg).expect("create");
+    assert_eq!(state, ControlState::new(START));
+    assert!(!dir.join(CONTROL_FILE_NAME).exists(), "no control file at creation");
+    assert!(
+        dir.join(segment_file_name(START)).is_file(),
+        "the first segment is made"
+    );
+    let shared = Arc::clone(
+        control
+            .unsynced_dirs
+            .as_ref()
+            .expect("the control store syncs the directories"),
+    );
+    assert!(wal.unsynced_dirs.is_some(), "the WAL store too");
+    assert_eq!(
+        shared.dirs,
+        vec![dir.clone(), tenant.clone(), root.path().to_path_buf()]
+    );
+    let mut voted = state.clone();
+    voted.term = 1;
+    control.persist(&voted).expect("persist");
+    assert!(
+        shared.synced.load(std::sync::atomic::Ordering::Acquire),
+        "synced by the persist"
+    );
+    assert!(control.unsynced_dirs.is_none());
+    wal.write(START, &frames(2, 10, 1)).expect("write");
+    let end = wal.sync().expect("sync");
+    assert!(wal.unsynced_dirs.is_none(), "nothing left for the WAL to sync");
+    drop((wal, control));
+    let (again, wal, _) = create_timeline_unsynced(&dir, START, std::slice::from_ref(&tenant), &cfg).expect("open");
+    assert_eq!(again, voted, "an existing timeline is opened");
+    assert_eq!(wal.flush_lsn(), end);
+    assert!(wal.unsynced_dirs.is_none(), "an opened timeline has nothing to sync");
+    drop(wal);
+    // Leftovers of a creation cut short (an empty directory, the empty segment, a temp control file).
+    for leave in ["", "segment", "temp"] {
+        let dir = root.path().join(format!("left-{leave}"));
+        fs::create_dir(&dir).expect("mkdir");
+        match leave {
+            "segment" => fs::write(dir.join(segment_file_name(START)), b"").expect("segment"),
+            "temp" => fs::write(fsio::temp_path(&dir.join(CONTROL_FILE_NAME)), b"torn").expect("temp"),
+            _ => {}
+        }
+        let (state, mut wal, _) = create_timeline_unsynced(&dir, START, &[], &cfg).expect("take over");
+        assert_eq!(state, ControlState::new(START), "{leave}");
+        assert!(!fsio::temp_path(&dir.join(CONTROL_FILE_NAME)).exists(), "{leave}");
+        wal.write(START, &frames(1, 10, 2)).expect("write");
+        wal.sync().expect("sync");
     }
 }
 

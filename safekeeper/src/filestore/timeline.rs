@@ -3,12 +3,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use cambium_types::fsio::Durability;
 use cambium_types::Lsn;
 use safekeeper_core::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
-use super::{corrupt, io_error, sync_dir, FileControl, FileStoreConfig, FileWal};
+use super::{corrupt, io_error, sync_dir, FileControl, FileStoreConfig, FileWal, UnsyncedDirs};
 
 /// Opens the timeline in `dir`: its control state, WAL and control store. `None` if it has no control file.
 pub fn open_timeline(
@@ -103,42 +105,17 @@ impl ReplicaWriter {
 /// to a temp file, fsynced, renamed) and makes the timeline exist, possibly without its segment (the first
 /// append creates it); without one, an empty first segment at the start LSN is a creation cut short, taken
 /// over by the next creation. Any other WAL without a control file is refused.
+///
+/// A timeline directory made this way stands alone; the safekeeper node instead makes its timelines with
+/// [`create_timeline_unsynced`] and commits them in its creation log, with one flush instead of three.
 pub fn create_timeline(
     dir: &Path,
     timeline_start_lsn: Lsn,
     config: &FileStoreConfig,
 ) -> Result<(ControlState, FileWal, FileControl), StoreError> {
-    if let Some((state, wal, control)) = open_timeline(dir, config)? {
-        if state.timeline_start_lsn != timeline_start_lsn {
-            return Err(StoreError::Io {
-                path: dir.display().to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!(
-                        "the timeline exists with start LSN {}, not {timeline_start_lsn}",
-                        state.timeline_start_lsn
-                    ),
-                ),
-            });
-        }
-        return Ok((state, wal, control));
-    }
-    let mut wal = if dir.is_dir() {
-        // Left by a creation cut short: opening it removes a stray temp file and checks what it holds.
-        let wal = FileWal::open(dir, timeline_start_lsn, config)?;
-        let cut_short = wal.write_lsn() == timeline_start_lsn
-            && (wal.segment_starts().is_empty() || wal.segment_starts() == [timeline_start_lsn]);
-        if !cut_short {
-            return Err(corrupt(
-                dir,
-                0,
-                "WAL segments without a control file: refusing to create a timeline over them",
-            ));
-        }
-        wal
-    } else {
-        fs::create_dir_all(dir).map_err(io_error(dir))?;
-        FileWal::open_new(dir, timeline_start_lsn, config)
+    let mut wal = match existing_or_prepared(dir, timeline_start_lsn, config)? {
+        Prepared::Existing(opened) => return Ok(*opened),
+        Prepared::Wal(wal) => wal,
     };
     let state = ControlState::new(timeline_start_lsn);
     let mut control = FileControl::new(dir, config.durability);
@@ -153,4 +130,90 @@ pub fn create_timeline(
         sync_dir(parent, config.durability)?;
     }
     Ok((state, wal, control))
+}
+
+/// Makes the timeline in `dir` for a creation whose durability the caller provides (the safekeeper node's
+/// creation log, which records the start LSN: the whole of a new timeline's state): the directory and its
+/// empty first segment, with *no* sync and no control file. The state is `ControlState::new`; the directory
+/// and `parents` (the directories above it, nearest first, whose entries for it may not be durable) are
+/// fsynced by the first control file write or WAL sync, before either returns. Since a vote writes the
+/// control file before any WAL is accepted, nothing acknowledged ever depends on an entry that is not durable.
+///
+/// Idempotent like [`create_timeline`]: a timeline with a control file and the same start LSN is opened, one
+/// with another start LSN is an `AlreadyExists` I/O error. A directory holding only an empty first segment at
+/// the start LSN (and perhaps a control temp file) is taken over: it is what a crash leaves of this function
+/// or of a first control file write cut short. Any other WAL without a control file is refused (`Corrupt`).
+///
+/// Crash argument, with the caller's record: until the record is durable, a crash leaves the directory
+/// absent, empty or holding the empty segment, without a control file, which is no timeline; after it, the
+/// caller calls this function again at open and gets the same initial timeline.
+pub fn create_timeline_unsynced(
+    dir: &Path,
+    timeline_start_lsn: Lsn,
+    parents: &[PathBuf],
+    config: &FileStoreConfig,
+) -> Result<(ControlState, FileWal, FileControl), StoreError> {
+    let mut wal = match existing_or_prepared(dir, timeline_start_lsn, config)? {
+        Prepared::Existing(opened) => return Ok(*opened),
+        Prepared::Wal(wal) => wal,
+    };
+    let unsynced = Arc::new(UnsyncedDirs {
+        dirs: std::iter::once(dir.to_path_buf())
+            .chain(parents.iter().cloned())
+            .collect(),
+        synced: AtomicBool::new(false),
+    });
+    if wal.segment_starts().is_empty() {
+        wal.create_first_segment_unsynced(Arc::clone(&unsynced))?;
+    } else {
+        wal.defer_dir_syncs(Arc::clone(&unsynced));
+    }
+    let mut control = FileControl::new(dir, config.durability);
+    control.defer_dir_syncs(unsynced);
+    Ok((ControlState::new(timeline_start_lsn), wal, control))
+}
+
+/// What a creation finds in its directory.
+enum Prepared {
+    /// A timeline with a control file and the start LSN asked for, opened.
+    Existing(Box<(ControlState, FileWal, FileControl)>),
+    /// The (empty) WAL of a directory with no control file: new, or left by a creation cut short.
+    Wal(FileWal),
+}
+
+/// The shared first step of [`create_timeline`] and [`create_timeline_unsynced`]: an existing timeline is
+/// opened (or refused for another start LSN); a directory without a control file is taken over if it holds
+/// at most an empty first segment at the start LSN; a missing one is made (not synced).
+fn existing_or_prepared(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreConfig) -> Result<Prepared, StoreError> {
+    if let Some((state, wal, control)) = open_timeline(dir, config)? {
+        if state.timeline_start_lsn != timeline_start_lsn {
+            return Err(StoreError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "the timeline exists with start LSN {}, not {timeline_start_lsn}",
+                        state.timeline_start_lsn
+                    ),
+                ),
+            });
+        }
+        return Ok(Prepared::Existing(Box::new((state, wal, control))));
+    }
+    if dir.is_dir() {
+        // Left by a creation cut short: opening it removes a stray temp file and checks what it holds.
+        let wal = FileWal::open(dir, timeline_start_lsn, config)?;
+        let cut_short = wal.write_lsn() == timeline_start_lsn
+            && (wal.segment_starts().is_empty() || wal.segment_starts() == [timeline_start_lsn]);
+        if !cut_short {
+            return Err(corrupt(
+                dir,
+                0,
+                "WAL segments without a control file: refusing to create a timeline over them",
+            ));
+        }
+        return Ok(Prepared::Wal(wal));
+    }
+    fs::create_dir_all(dir).map_err(io_error(dir))?;
+    Ok(Prepared::Wal(FileWal::open_new(dir, timeline_start_lsn, config)))
 }

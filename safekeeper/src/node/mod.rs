@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <data_dir>/LOCK                                   who owns the directory (below)
+//! <data_dir>/timelines.log                          the creation log: which timelines were created (below)
 //! <data_dir>/<tenant_id>/<timeline_id>/control      one timeline: see `filestore` for its files
 //! <data_dir>/<tenant_id>/<timeline_id>/*.seg
 //!
@@ -14,16 +15,28 @@
 //! ```
 //!
 //! Ids are 32 lowercase hex digits. [`SafekeeperNode::open`] opens every timeline it finds; a torn WAL tail is
-//! cut by `FileWal::open` (and logged there). A timeline directory without a control file is a creation that
-//! crashed before it was acknowledged: it is left for `CreateTimeline` to finish. A timeline that fails to
-//! load is *broken*: it is logged, its requests fail with `INTERNAL`, and the other timelines are served.
+//! cut by `FileWal::open` (and logged there). A timeline that fails to load is *broken*: it is logged, its
+//! requests fail with `INTERNAL`, and the other timelines are served.
+//!
+//! # Creation
+//!
+//! [`SafekeeperNode::create_timeline_blocking`] makes the timeline's directories and empty first segment without
+//! syncing them and commits with one record appended to the creation log and fdatasynced (`creations`, which
+//! has the crash argument), while a second thread fsyncs the directories above the new one: two flushes at
+//! once instead of three in turn. The timeline has no control file until it first votes; that write, or its
+//! first WAL sync, fsyncs its own directory first. At open, a logged
+//! timeline whose directory has no control file is loaded in its initial state (term 0, no WAL); a logged
+//! timeline with no directory at all is a lost copy (not loaded; a pull rebuilds it: it may have voted before
+//! it was lost); a directory without a control file that the log does not name is a creation cut short before
+//! its record: not loaded, and taken over by the next `CreateTimeline` of that id.
 //!
 //! # Deletion
 //!
 //! [`SafekeeperNode::delete_timeline_blocking`] takes the timeline out of the map, then marks it deleted under
 //! its acceptor lock (so an operation in progress finishes first, and every later one, and every open
 //! `Append` or `StreamWal` stream, gets `Deleted`, a `NOT_FOUND`), then removes its directory durably: rename
-//! to the tombstone `<timeline_id>.deleted`, fsync the tenant directory, remove the tree. A crash before the
+//! to the tombstone `<timeline_id>.deleted`, fsync the tenant directory, remove the tree; a timeline the creation
+//! log names gets a deletion record there first (so it is never made again at open). A crash before the
 //! rename is durable leaves the whole timeline (the deletion was not acknowledged, and a retry does it
 //! again); after it, only a tombstone, which never loads: [`SafekeeperNode::open`] removes tombstones it
 //! finds. A tenant is deleted the same way in one rename of its directory to `<tenant_id>.deleted`, after
@@ -63,12 +76,14 @@
 //! directories are `dirs`'; one timeline behind its lock is [`Timeline`] (`timeline`); a replica's pull and
 //! install on this node's side are `replica`'s.
 
+mod creations;
 mod dirs;
 mod lock;
 mod replica;
 mod timeline;
 
 use std::collections::HashMap;
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,9 +100,11 @@ use cambium_types::TimelineKey;
 use safekeeper_core::acceptor::Acceptor;
 use safekeeper_core::protocol::AcceptorError;
 
+use creations::{CreationLog, Record};
 use dirs::{list_timeline_dirs, open_timeline_dir, remove_dir_durable, remove_tree_if_exists};
 use lock::DirLock;
 
+pub use creations::CREATION_LOG_FILE_NAME;
 pub use dirs::TOMBSTONE_SUFFIX;
 pub use replica::{Installed, LocalCopy, PullGuard};
 pub use timeline::Timeline;
@@ -205,6 +222,37 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     }
 }
 
+/// The timeline `key` of the creation log whose directory has no control file at open: it never voted (a vote
+/// writes the control file first), so it is its initial state; made again from what the directory holds (at
+/// most an empty first segment), every directory above it to be synced by its first write.
+fn open_logged(config: &NodeConfig, key: TimelineKey, start_lsn: Lsn, lock: &Arc<DirLock>) -> Slot {
+    let tenant_dir = config.data_dir.join(key.0.to_string());
+    let dir = tenant_dir.join(key.1.to_string());
+    let parents = [tenant_dir.clone(), config.data_dir.clone()];
+    let opened = fs::create_dir_all(&tenant_dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            filestore::create_timeline_unsynced(&dir, start_lsn, &parents, &config.store).map_err(|e| e.to_string())
+        })
+        .and_then(|(control, wal, store)| Acceptor::new(control, wal, store).map_err(|e| e.to_string()));
+    match opened {
+        Ok(acceptor) => {
+            tracing::info!(
+                node = config.node_id,
+                tenant = %key.0,
+                timeline = %key.1,
+                %start_lsn,
+                "opened a logged timeline in its initial state (no control file written yet)"
+            );
+            Slot::Ready(Arc::new(Timeline::new(key, acceptor, Arc::clone(lock))))
+        }
+        Err(reason) => {
+            tracing::error!(dir = %dir.display(), %reason, "a logged timeline failed to load; it is served as broken");
+            Slot::Broken(reason)
+        }
+    }
+}
+
 /// A timeline as the node knows it.
 #[derive(Debug)]
 enum Slot {
@@ -219,8 +267,8 @@ pub struct SafekeeperNode {
     config: NodeConfig,
     timelines: RwLock<HashMap<TimelineKey, Slot>>,
     /// Serializes timeline creations, deletions and replica installs (each is a few fsyncs; the map lock is
-    /// never held across them).
-    create_lock: Mutex<()>,
+    /// never held across them), and holds the creation log they append to.
+    create_lock: Mutex<CreationLog>,
     lock: Arc<DirLock>,
     shutdown: watch::Sender<bool>,
     /// When the node opened (the quiet period runs from here).
@@ -240,8 +288,11 @@ impl SafekeeperNode {
         let data_dir = config.data_dir.clone();
         create_dir_durable(&data_dir, config.store.durability)?;
         let lock = Arc::new(DirLock::acquire(&data_dir)?);
+        let log = CreationLog::open(&data_dir, config.store.durability)?;
         let mut timelines = HashMap::new();
+        let mut logged_without_dir = log.logged().clone();
         for (key, dir) in list_timeline_dirs(&data_dir)? {
+            let logged_start = logged_without_dir.remove(&key);
             match open_timeline_dir(&dir, &config.store) {
                 Ok(Some(acceptor)) => {
                     let timeline = Timeline::new(key, acceptor, Arc::clone(&lock));
@@ -255,18 +306,35 @@ impl SafekeeperNode {
                     );
                     timelines.insert(key, Slot::Ready(Arc::new(timeline)));
                 }
-                Ok(None) => {
-                    tracing::warn!(
+                Ok(None) => match logged_start {
+                    Some(start_lsn) => {
+                        let slot = open_logged(&config, key, start_lsn, &lock);
+                        timelines.insert(key, slot);
+                    }
+                    None => tracing::warn!(
                         dir = %dir.display(),
-                        "a timeline directory without a control file (a creation cut short); \
-                         CreateTimeline will finish it"
-                    );
-                }
+                        "a timeline directory without a control file and not in the creation log (a creation cut \
+                         short); CreateTimeline will take it over"
+                    ),
+                },
                 Err(error) => {
                     tracing::error!(dir = %dir.display(), %error, "timeline failed to load; it is served as broken");
                     timelines.insert(key, Slot::Broken(error.to_string()));
                 }
             }
+        }
+        // Logged timelines with no directory at all are lost copies, never made again here: the copy may have
+        // voted before it was lost (its first vote made its directory durable, so no crash removes it), and an
+        // empty copy would have forgotten the promise. A pull rebuilds them after the quiet period, with the
+        // highest term any peer promised.
+        for (key, start_lsn) in logged_without_dir {
+            tracing::warn!(
+                node = config.node_id,
+                tenant = %key.0,
+                timeline = %key.1,
+                %start_lsn,
+                "a logged timeline has no directory: a lost copy, not loaded (a pull rebuilds it)"
+            );
         }
         tracing::info!(
             node = config.node_id,
@@ -277,7 +345,7 @@ impl SafekeeperNode {
         Ok(SafekeeperNode {
             config,
             timelines: RwLock::new(timelines),
-            create_lock: Mutex::new(()),
+            create_lock: Mutex::new(log),
             lock,
             shutdown: watch::Sender::new(false),
             opened_at: std::time::Instant::now(),
@@ -362,13 +430,14 @@ impl SafekeeperNode {
         }
     }
 
-    /// Creates the timeline `key` whose WAL starts at `start_lsn`, durably; blocks on disk I/O. Idempotent
+    /// Creates the timeline `key` whose WAL starts at `start_lsn`, durably (one fdatasync of the creation log:
+    /// see the module doc); blocks on disk I/O. Idempotent
     /// for the same start LSN; `AlreadyExists` for another.
     pub fn create_timeline_blocking(&self, key: TimelineKey, start_lsn: Lsn) -> Result<Arc<Timeline>, NodeError> {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let _creating = self.create_lock.lock();
+        let mut log = self.create_lock.lock();
         match self.timeline(key) {
             Ok(timeline) if timeline.start_lsn == start_lsn => return Ok(timeline),
             Ok(timeline) => {
@@ -381,15 +450,22 @@ impl SafekeeperNode {
             Err(NodeError::NotFound { .. }) => {}
             Err(other) => return Err(other),
         }
-        let durability = self.config.store.durability;
+        // The log record is the commit point (see `creations`). At once with its fdatasync, on a second thread,
+        // the directories above the new one are fsynced (the tenant directory, and the data directory for a new
+        // tenant), so a copy acknowledged is never lost to a crash: two flushes overlapping, not in turn. The
+        // timeline's own directory (its first segment's entry) is fsynced by its first control file write or
+        // WAL sync.
         let tenant_dir = self.config.data_dir.join(key.0.to_string());
-        // The tenant directory's own entry in the data directory must be durable too.
-        create_dir_durable(&tenant_dir, durability)?;
+        let mut parents = vec![tenant_dir.clone()];
+        if !tenant_dir.is_dir() {
+            fs::create_dir_all(&tenant_dir).map_err(io_error(&tenant_dir))?;
+            parents.push(self.config.data_dir.clone());
+        }
         let dir = self.timeline_dir(key);
-        let (control, wal, store) =
-            filestore::create_timeline(&dir, start_lsn, &self.config.store).map_err(AcceptorError::from)?;
+        let (control, wal, store) = filestore::create_timeline_unsynced(&dir, start_lsn, &[], &self.config.store)
+            .map_err(AcceptorError::from)?;
         if control.timeline_start_lsn != start_lsn {
-            // `create_timeline` checks this too; a directory left by a crash holds whatever it holds.
+            // `create_timeline_unsynced` checks this too; a directory left by a crash holds whatever it holds.
             return Err(NodeError::AlreadyExists {
                 key,
                 existing: control.timeline_start_lsn,
@@ -397,6 +473,28 @@ impl SafekeeperNode {
             });
         }
         let acceptor = Acceptor::new(control, wal, store)?;
+        let durability = self.config.store.durability;
+        let record = (log.logged().get(&key) != Some(&start_lsn)).then_some(Record::Created(key, start_lsn));
+        let (appended, synced) = std::thread::scope(|scope| {
+            let syncing = scope.spawn(|| {
+                parents.iter().try_for_each(|parent| {
+                    fsio::sync_dir(parent, durability).map_err(|e| NodeError::Io {
+                        path: e.path,
+                        source: e.source,
+                    })
+                })
+            });
+            let appended = log.append(record.as_slice());
+            (appended, syncing.join())
+        });
+        appended?;
+        synced.unwrap_or_else(|_| {
+            Err(NodeError::Io {
+                path: tenant_dir.clone(),
+                source: io::Error::other("the thread syncing the new directories panicked"),
+            })
+        })?;
+        drop(log);
         let timeline = Arc::new(Timeline::new(key, acceptor, Arc::clone(&self.lock)));
         self.timelines.write().insert(key, Slot::Ready(Arc::clone(&timeline)));
         tracing::info!(node = self.config.node_id, tenant = %key.0, timeline = %key.1, %start_lsn, "created timeline");
@@ -421,7 +519,11 @@ impl SafekeeperNode {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let _deleting = self.create_lock.lock();
+        let mut log = self.create_lock.lock();
+        // First, so that a timeline the log made is never made again at open once its directory goes.
+        if log.is_logged(&key) {
+            log.append(&[Record::Deleted(key)])?;
+        }
         let slot = self.timelines.write().remove(&key);
         if let Some(Slot::Ready(timeline)) = &slot {
             timeline.mark_deleted();
@@ -455,7 +557,11 @@ impl SafekeeperNode {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let _deleting = self.create_lock.lock();
+        let mut log = self.create_lock.lock();
+        let mut logged: Vec<TimelineKey> = log.logged().keys().filter(|key| key.0 == tenant).copied().collect();
+        logged.sort_unstable();
+        let deleted: Vec<Record> = logged.into_iter().map(Record::Deleted).collect();
+        log.append(&deleted)?;
         let slots: Vec<Slot> = {
             let mut timelines = self.timelines.write();
             let keys: Vec<TimelineKey> = timelines.keys().filter(|key| key.0 == tenant).copied().collect();

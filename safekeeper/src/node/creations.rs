@@ -1,0 +1,390 @@
+//! The node's timeline creation log (`<data_dir>/timelines.log`): the commit point of a timeline creation.
+//!
+//! A new timeline's initial state is a function of its start LSN alone (`ControlState::new`), so creating one
+//! durably needs only one record saying it exists: one append and one fdatasync of this file, instead of a
+//! control file (fdatasync of its temp file, then an fsync of the timeline directory and one of the tenant
+//! directory, three flushes in turn). The timeline's directory and empty first segment are made before the
+//! append but not synced; the directories above it are fsynced at once with the append, on a second thread
+//! (both are done before the creation is acknowledged); its first control file write (the first vote, which
+//! comes before any WAL can be accepted) or its first WAL sync fsyncs its own directory (see
+//! `filestore::create_timeline_unsynced`).
+//!
+//! # Format
+//!
+//! ```text
+//! magic "CMBSKTLG" | version u32 (= 1)                                    the header, written with the file
+//! crc32(rest) u32 | kind u8 | tenant u128 BE | timeline u128 BE | start_lsn u64 LE    one record, 45 bytes
+//! ```
+//!
+//! `kind` is 1 for a creation, 2 for a deletion. A timeline is *logged* when its last record is a creation.
+//!
+//! # Crash argument
+//!
+//! Records are appended one call at a time under the node's creation lock, each fdatasynced before the call
+//! returns, so only the last record can be torn by a crash: at open a short or crc-failing last record is cut
+//! off (set_len, fsync); a bad record before the last one is damage, and the open fails. The file itself is
+//! created (header written, fsynced, its entry fsynced into the data directory) at open, so an append needs
+//! only the fdatasync. What each crash point leaves:
+//!
+//! - before the creation record is durable: the directory and segment may be there, unsynced, without a
+//!   control file: not a timeline (the creation was not acknowledged); the next `CreateTimeline` of that id
+//!   takes them over, and the reconciler never sees them (`ListTimelines` lists loaded timelines only);
+//! - after it: the timeline exists. At open, a logged timeline whose directory holds no control file (only the
+//!   empty first segment or nothing, and perhaps a control temp file of a first write cut short) is made again
+//!   in its initial state: it acknowledged no vote and no WAL, since both write a control file first. A logged
+//!   timeline with no directory is not loaded: it is a lost copy (a crash cannot remove the directory of a
+//!   timeline acknowledged, whose entry was fsynced before the acknowledgement), rebuilt by a pull like any
+//!   missing copy;
+//! - a deletion appends its record (fdatasync) before the directory is renamed to its tombstone, so a deleted
+//!   timeline never comes back from the log. A crash between the two leaves the directory: with a control
+//!   file it is still loaded (the deletion was not acknowledged and is retried); without one, it is a leftover
+//!   that the next creation takes over.
+//!
+//! The log is rewritten (atomically: temp, fsync, rename, fsync) at open when it holds more than twice as many
+//! records as logged timelines, plus [`REWRITE_SLACK_RECORDS`].
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use cambium_types::fsio::{self, Durability};
+use cambium_types::{Lsn, TenantId, TimelineId};
+
+use super::{NodeError, TimelineKey};
+
+/// The log's file name in the data directory.
+pub const CREATION_LOG_FILE_NAME: &str = "timelines.log";
+/// The first bytes of the log.
+const MAGIC: &[u8; 8] = b"CMBSKTLG";
+/// The format version written and accepted.
+const VERSION: u32 = 1;
+/// magic | version.
+const HEADER_BYTES: usize = 8 + 4;
+/// crc | kind | tenant | timeline | start LSN.
+const RECORD_BYTES: usize = 4 + 1 + 16 + 16 + 8;
+const KIND_CREATED: u8 = 1;
+const KIND_DELETED: u8 = 2;
+/// Records beyond twice the logged timelines tolerated before the log is rewritten at open.
+pub const REWRITE_SLACK_RECORDS: usize = 1024;
+
+/// One record: a timeline created with its start LSN, or deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Record {
+    /// The timeline exists from here on, starting at this LSN.
+    Created(TimelineKey, Lsn),
+    /// The timeline was deleted.
+    Deleted(TimelineKey),
+}
+
+impl Record {
+    fn encode(self, out: &mut Vec<u8>) {
+        let (kind, key, lsn) = match self {
+            Record::Created(key, lsn) => (KIND_CREATED, key, lsn),
+            Record::Deleted(key) => (KIND_DELETED, key, Lsn(0)),
+        };
+        let mut body = Vec::with_capacity(RECORD_BYTES - 4);
+        body.push(kind);
+        body.extend_from_slice(&key.0 .0.to_be_bytes());
+        body.extend_from_slice(&key.1 .0.to_be_bytes());
+        body.extend_from_slice(&lsn.0.to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+    }
+
+    /// The record in `bytes` (exactly [`RECORD_BYTES`]), or `None` if its crc or kind is wrong.
+    fn decode(bytes: &[u8]) -> Option<Record> {
+        let (crc, body) = bytes.split_at(4);
+        if crc32fast::hash(body).to_le_bytes() != crc {
+            return None;
+        }
+        let tenant = u128::from_be_bytes(body[1..17].try_into().expect("16 bytes"));
+        let timeline = u128::from_be_bytes(body[17..33].try_into().expect("16 bytes"));
+        let lsn = u64::from_le_bytes(body[33..41].try_into().expect("8 bytes"));
+        let key = (TenantId(tenant), TimelineId(timeline));
+        match body[0] {
+            KIND_CREATED => Some(Record::Created(key, Lsn(lsn))),
+            KIND_DELETED => Some(Record::Deleted(key)),
+            _ => None,
+        }
+    }
+}
+
+/// The open creation log: appends records durably and knows which timelines are logged.
+#[derive(Debug)]
+pub(super) struct CreationLog {
+    path: PathBuf,
+    file: File,
+    len_bytes: u64,
+    durability: Durability,
+    /// Every timeline whose last record is a creation, with its start LSN.
+    logged: HashMap<TimelineKey, Lsn>,
+    /// A failed append or sync: the file's tail is unknown, so nothing more is appended until a reopen.
+    poisoned: bool,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
+    move |source| NodeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn from_fsio(error: fsio::IoError) -> NodeError {
+    NodeError::Io {
+        path: error.path,
+        source: error.source,
+    }
+}
+
+fn damaged(path: &Path, reason: String) -> NodeError {
+    NodeError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, reason),
+    }
+}
+
+fn header() -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER_BYTES);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes
+}
+
+impl CreationLog {
+    /// Opens the log of `data_dir` (which exists and is locked by this node), creating it durably if missing;
+    /// cuts a torn last record, and rewrites the log when it holds many records of deleted timelines.
+    pub(super) fn open(data_dir: &Path, durability: Durability) -> Result<CreationLog, NodeError> {
+        let path = data_dir.join(CREATION_LOG_FILE_NAME);
+        if !path.exists() {
+            // Temp, fsync, rename, fsync of the data directory: the file is there whole before any append.
+            fsio::write_atomic(&path, &header(), durability).map_err(from_fsio)?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io_error(&path))?;
+        if bytes.len() < HEADER_BYTES || bytes[..HEADER_BYTES] != header()[..] {
+            return Err(damaged(&path, "not a timeline creation log (bad header)".to_owned()));
+        }
+        let body = &bytes[HEADER_BYTES..];
+        let mut logged = HashMap::new();
+        let mut records = 0usize;
+        let mut good_bytes = HEADER_BYTES;
+        for (index, chunk) in body.chunks(RECORD_BYTES).enumerate() {
+            let last = (index + 1) * RECORD_BYTES >= body.len();
+            let record = (chunk.len() == RECORD_BYTES).then(|| Record::decode(chunk)).flatten();
+            match record {
+                Some(Record::Created(key, lsn)) => {
+                    logged.insert(key, lsn);
+                }
+                Some(Record::Deleted(key)) => {
+                    logged.remove(&key);
+                }
+                None if last => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        offset = good_bytes,
+                        "cutting a torn last record of the timeline creation log (an append cut short)"
+                    );
+                    break;
+                }
+                None => {
+                    return Err(damaged(
+                        &path,
+                        format!("a bad record at offset {good_bytes}, before the last one"),
+                    ))
+                }
+            }
+            records += 1;
+            good_bytes += RECORD_BYTES;
+        }
+        if good_bytes < bytes.len() {
+            file.set_len(good_bytes as u64).map_err(io_error(&path))?;
+            if durability == Durability::Fsync {
+                file.sync_all().map_err(io_error(&path))?;
+            }
+        }
+        let mut log = CreationLog {
+            path,
+            file,
+            len_bytes: good_bytes as u64,
+            durability,
+            logged,
+            poisoned: false,
+        };
+        if records > 2 * log.logged.len() + REWRITE_SLACK_RECORDS {
+            log.rewrite()?;
+        }
+        Ok(log)
+    }
+
+    /// The logged timelines with their start LSNs.
+    pub(super) fn logged(&self) -> &HashMap<TimelineKey, Lsn> {
+        &self.logged
+    }
+
+    /// Whether `key`'s last record is a creation.
+    pub(super) fn is_logged(&self, key: &TimelineKey) -> bool {
+        self.logged.contains_key(key)
+    }
+
+    /// Appends `records` and fdatasyncs them: durable when this returns `Ok`. A failure poisons the log.
+    pub(super) fn append(&mut self, records: &[Record]) -> Result<(), NodeError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if self.poisoned {
+            return Err(damaged(
+                &self.path,
+                "an earlier append failed; the creation log takes no more until the safekeeper restarts".to_owned(),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(records.len() * RECORD_BYTES);
+        for record in records {
+            record.encode(&mut bytes);
+        }
+        let written = self
+            .file
+            .write_all_at(&bytes, self.len_bytes)
+            .map_err(io_error(&self.path))
+            .and_then(|()| fsio::sync_file(&self.file, &self.path, self.durability).map_err(from_fsio));
+        if let Err(error) = written {
+            tracing::error!(path = %self.path.display(), %error, "timeline creation log append failed; poisoned");
+            self.poisoned = true;
+            return Err(error);
+        }
+        self.len_bytes += bytes.len() as u64;
+        for record in records {
+            match *record {
+                Record::Created(key, lsn) => {
+                    self.logged.insert(key, lsn);
+                }
+                Record::Deleted(key) => {
+                    self.logged.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the file by one holding a creation record per logged timeline (atomically).
+    fn rewrite(&mut self) -> Result<(), NodeError> {
+        let mut keys: Vec<_> = self.logged.iter().map(|(&key, &lsn)| (key, lsn)).collect();
+        keys.sort_unstable();
+        let mut bytes = header();
+        for (key, lsn) in keys {
+            Record::Created(key, lsn).encode(&mut bytes);
+        }
+        fsio::write_atomic(&self.path, &bytes, self.durability).map_err(from_fsio)?;
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(io_error(&self.path))?;
+        self.len_bytes = bytes.len() as u64;
+        tracing::info!(path = %self.path.display(), logged = self.logged.len(), "rewrote the timeline creation log");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tenant: u128, timeline: u128) -> TimelineKey {
+        (TenantId(tenant), TimelineId(timeline))
+    }
+
+    #[test]
+    fn records_survive_reopen_and_deletions_cancel_creations() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("open");
+        log.append(&[Record::Created(key(1, 2), Lsn(0x100))]).expect("append");
+        log.append(&[Record::Created(key(1, 3), Lsn(0x200))]).expect("append");
+        log.append(&[Record::Deleted(key(1, 2))]).expect("append");
+        drop(log);
+        let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
+        assert_eq!(log.logged(), &HashMap::from([(key(1, 3), Lsn(0x200))]));
+    }
+
+    #[test]
+    fn a_torn_last_record_is_cut_and_appends_continue_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("open");
+        log.append(&[Record::Created(key(1, 2), Lsn(0x100))]).expect("append");
+        drop(log);
+        let path = dir.path().join(CREATION_LOG_FILE_NAME);
+        let whole = std::fs::read(&path).expect("read");
+        // Every torn form of a second record: a prefix of it, or all of it with a bit flipped.
+        let mut second = Vec::new();
+        Record::Created(key(1, 3), Lsn(0x200)).encode(&mut second);
+        let mut flipped = second.clone();
+        flipped[RECORD_BYTES - 1] ^= 1;
+        let tails: Vec<Vec<u8>> = (1..RECORD_BYTES)
+            .map(|n| second[..n].to_vec())
+            .chain([flipped])
+            .collect();
+        for tail in tails {
+            std::fs::write(&path, [whole.as_slice(), tail.as_slice()].concat()).expect("write");
+            let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
+            assert_eq!(log.logged(), &HashMap::from([(key(1, 2), Lsn(0x100))]));
+            assert_eq!(std::fs::read(&path).expect("read"), whole, "the torn tail is cut");
+            log.append(&[Record::Created(key(1, 4), Lsn(0x300))]).expect("append");
+            drop(log);
+            let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
+            assert_eq!(log.logged().len(), 2);
+            std::fs::write(&path, &whole).expect("reset");
+        }
+    }
+
+    #[test]
+    fn damage_before_the_last_record_fails_the_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("open");
+        log.append(&[Record::Created(key(1, 2), Lsn(0x100))]).expect("append");
+        log.append(&[Record::Created(key(1, 3), Lsn(0x200))]).expect("append");
+        drop(log);
+        let path = dir.path().join(CREATION_LOG_FILE_NAME);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[HEADER_BYTES + 10] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let error = CreationLog::open(dir.path(), Durability::Fsync).expect_err("damaged");
+        assert!(error.to_string().contains("bad record at offset 12"), "{error}");
+        std::fs::write(&path, b"not a log").expect("write");
+        let error = CreationLog::open(dir.path(), Durability::Fsync).expect_err("bad header");
+        assert!(error.to_string().contains("bad header"), "{error}");
+    }
+
+    #[test]
+    fn a_log_of_mostly_deleted_timelines_is_rewritten_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = CreationLog::open(dir.path(), Durability::Off).expect("open");
+        let churn = REWRITE_SLACK_RECORDS as u128;
+        for timeline in 0..churn {
+            log.append(&[
+                Record::Created(key(1, timeline), Lsn(0x100)),
+                Record::Deleted(key(1, timeline)),
+            ])
+            .expect("append");
+        }
+        log.append(&[Record::Created(key(2, 1), Lsn(0x400))]).expect("append");
+        drop(log);
+        let mut log = CreationLog::open(dir.path(), Durability::Off).expect("reopen");
+        let path = dir.path().join(CREATION_LOG_FILE_NAME);
+        let len = std::fs::metadata(&path).expect("stat").len();
+        assert_eq!(len, (HEADER_BYTES + RECORD_BYTES) as u64, "one record left");
+        log.append(&[Record::Created(key(2, 2), Lsn(0x500))])
+            .expect("append after a rewrite");
+        drop(log);
+        let log = CreationLog::open(dir.path(), Durability::Off).expect("reopen");
+        assert_eq!(
+            log.logged(),
+            &HashMap::from([(key(2, 1), Lsn(0x400)), (key(2, 2), Lsn(0x500))])
+        );
+    }
+}
