@@ -6,11 +6,11 @@
 //! It proves: databases land on both hosts (creations go to the one with fewer); SQL through the proxy reaches
 //! each; a host serves only what is placed on it (a database of the other host is not served on its port); a
 //! branch created and a restore done through the API process that does not host the database work (forwarded)
-//! and are served through the proxy right after; time travel (`name@LSN`) goes through the proxy; malformed
-//! startups get an ErrorResponse. Then one API process is killed with -9 while a bank workload runs through the
+//! and are served through the proxy right after; time travel (`name@LSN`) and cancel requests go through the
+//! proxy; malformed startups get an ErrorResponse. Then one API process is killed with -9 while a bank workload runs through the
 //! proxy on one of its databases: its databases are re-placed on the other and served within a bound, every
 //! acknowledged transfer is there and the total is conserved, and each database is placed on exactly one live
-//! host.
+//! host. Restarted, the killed process is a new, empty host: it serves none of them, and takes the next one.
 
 mod common;
 
@@ -169,7 +169,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         .await
         .expect("metadata");
     tokio::spawn(connection);
-    let deployment = Deployment {
+    let mut deployment = Deployment {
         key,
         first,
         second,
@@ -271,6 +271,29 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         "restored, served at once"
     );
 
+    // A cancel request sent to the proxy reaches the host running the statement.
+    let client = connect(target_uri).await.expect("connect");
+    let token = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        token.cancel_query(tokio_postgres::NoTls).await
+    });
+    let runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+    let error = tokio::time::timeout(Duration::from_secs(20), client.query_one(runaway, &[]))
+        .await
+        .expect("cancelled within 20 s")
+        .expect_err("cancelled");
+    canceller
+        .await
+        .expect("canceller")
+        .expect("the cancel request was sent");
+    assert_eq!(error.code().map(|c| c.code()), Some("57014"), "{error:?}");
+    client
+        .simple_query("SELECT 1")
+        .await
+        .expect("the session answers after the cancel");
+    drop(client);
+
     // Malformed and unknown startups get an ErrorResponse from the proxy, and it goes on serving.
     let reply = first_message_reply(&deployment.proxy.address, &[0, 0, 0, 4, 0, 3, 0, 0]).await;
     assert_eq!(reply.first(), Some(&b'E'), "{reply:?}");
@@ -291,8 +314,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
     drop(client);
     let workload = Bank::start(&bank_uri, seed).await;
     workload.progress(20, "before the kill").await;
-    let mut first = deployment.first;
-    first.kill9();
+    deployment.first.kill9();
     let killed = Instant::now();
     loop {
         let placed = placements(&deployment.metadata).await;
@@ -340,6 +362,23 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         .collect();
     let state = bank::read_state(&bank_uri, seed, "after the failover").await;
     bank::check(&state, &attempts, &acknowledged, seed, "after the failover");
+
+    // The killed process restarted (a new, empty host: its old row went with its databases) serves none of them,
+    // and the next database goes to it, the host with fewer.
+    deployment.first.restart();
+    let first_pg = pg_address_of(&deployment.metadata, &first_url).await;
+    for (id, _, uri) in &databases {
+        let direct = uri.replace(&deployment.proxy.address, &first_pg);
+        assert!(
+            connect(&direct).await.is_err(),
+            "{id} is served by the restarted host too"
+        );
+    }
+    let (late, _, late_uri) = create_database(&deployment, second, &project, "late").await;
+    let placed = placements(&deployment.metadata).await;
+    assert!(placed.contains(&(late.clone(), first_url.clone())), "{placed:?}");
+    let client = connect(&late_uri).await.expect("the new database through the proxy");
+    client.simple_query("SELECT 1").await.expect("answers");
 }
 
 /// Now as the metadata stores times (ISO 8601 UTC, three fractional digits).

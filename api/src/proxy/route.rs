@@ -198,6 +198,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test failure is a panic
 mod tests {
     use super::*;
 

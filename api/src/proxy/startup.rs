@@ -206,6 +206,7 @@ pub fn base_name(database: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test failure is a panic
 mod tests {
     use super::*;
 
@@ -336,6 +337,10 @@ mod tests {
         let length = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
         assert_eq!(length + 1, bytes.len());
         assert!(bytes.ends_with(b"does not exist\0\0"));
-        assert_eq!(bytes.iter().filter(|b| **b == 0).count(), 5);
+        assert_eq!(
+            bytes[5..].iter().filter(|b| **b == 0).count(),
+            5,
+            "the NUL in the name is dropped"
+        );
     }
 }

@@ -67,7 +67,10 @@ fn now_text() -> String {
 
 impl Store {
     /// Registers this process as a compute host reachable at `pg_address` (PostgreSQL) and `api_url` (`/v1`),
-    /// with a fresh heartbeat lease. On SQLite, also places every database on it and forgets every other host.
+    /// with a fresh heartbeat lease. A host registered with the same two addresses is taken to be this process's
+    /// previous run (a restart on the same ports): its databases are placed on this one and its row goes, so a
+    /// restart serves them at once (the addresses must therefore be each host's own). On SQLite, also places
+    /// every database on it and forgets every other host.
     pub fn register_host(&self, pg_address: &str, api_url: &str) -> Result<(), StoreError> {
         let now = jiff::Timestamp::now();
         let mut conn = self.conn();
@@ -88,6 +91,18 @@ impl Store {
         if sqlite {
             tx.execute("DELETE FROM compute_hosts WHERE id <> ?1", [&self.owner])?;
             tx.execute("UPDATE databases SET compute_host = ?1", [&self.owner])?;
+        } else {
+            // A host registered with these same addresses is this process's previous run (this one has bound
+            // them): its databases are this one's at once, without waiting out its lease.
+            tx.execute(
+                "UPDATE databases SET compute_host = ?1 WHERE compute_host IN
+                   (SELECT id FROM compute_hosts WHERE id <> ?1 AND pg_address = ?2 AND api_url = ?3)",
+                params![self.owner, pg_address, api_url],
+            )?;
+            tx.execute(
+                "DELETE FROM compute_hosts WHERE id <> ?1 AND pg_address = ?2 AND api_url = ?3",
+                params![self.owner, pg_address, api_url],
+            )?;
         }
         tx.commit()?;
         Ok(())
@@ -296,8 +311,99 @@ pub enum NameLookup {
 }
 
 #[cfg(test)]
-mod tests {
+#[allow(clippy::unwrap_used)] // a test failure is a panic
+pub(crate) mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::store::databases::{NewDatabase, TimelineRow};
+    use crate::store::labels::Labels;
+    use crate::store::scenarios::Open;
+
+    #[test]
+    fn a_dead_hosts_databases_move_to_a_live_one() {
+        crate::store::scenarios::on_sqlite(a_dead_hosts_databases_move_to_a_live_one_on);
+    }
+
+    /// Two hosts on one metadata: a database is placed on its creator and found by its names; when the creator's
+    /// lease expires the other moves it once and the dead host's row goes. On SQLite the second registration
+    /// takes everything at once (one process owns SQLite metadata).
+    pub(crate) fn a_dead_hosts_databases_move_to_a_live_one_on(open: Open<'_>) {
+        let first = open();
+        first.register_host("first:5432", "http://first").unwrap();
+        let account = first.create_account().unwrap();
+        let project = first.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let verifier = compute::pg::ScramVerifier::from_password("pw", compute::pg::scram::ITERATIONS_DEFAULT).unwrap();
+        let new = NewDatabase {
+            project_id: project.id.clone(),
+            name: "d".to_owned(),
+            region: "local".to_owned(),
+            tenant_id: "0123456789abcdef0123456789abcdef".parse().unwrap(),
+            timeline: TimelineRow {
+                timeline_id: "1".repeat(32).parse().unwrap(),
+                ancestor_timeline_id: None,
+                start_lsn: cambium_types::Lsn(0x0100_0000),
+            },
+            branch_name: "main".to_owned(),
+            password_verifier: Arc::new(verifier),
+            labels: Labels::new(),
+            suspend_timeout_seconds: 300,
+        };
+        let created = first.create_database(&account, &new, 10).unwrap().unwrap();
+        let (database, branch) = (created.database.id.clone(), created.branch.id.clone());
+        let at_first = NameLookup::Live("first:5432".to_owned());
+        assert_eq!(first.lookup_name(&database).unwrap(), at_first);
+        assert_eq!(first.lookup_name(&branch).unwrap(), at_first);
+        assert_eq!(first.lookup_name("db_none").unwrap(), NameLookup::Unknown);
+        assert_eq!(first.lookup_name("br_none").unwrap(), NameLookup::Unknown);
+        let second = open();
+        second.register_host("second:5432", "http://second").unwrap();
+        let at_second = NameLookup::Live("second:5432".to_owned());
+        if second.conn().dialect() == Dialect::Sqlite {
+            assert_eq!(second.lookup_name(&database).unwrap(), at_second);
+            assert_eq!(second.compute_hosts().unwrap().len(), 1);
+            return;
+        }
+        assert_eq!(second.least_loaded_host().unwrap().unwrap().id, second.lease_owner());
+        assert!(second.replace_orphans().unwrap().is_empty(), "the first is live");
+        second
+            .conn()
+            .execute(
+                "UPDATE compute_hosts SET lease_expires_at = ?2 WHERE id = ?1",
+                params![first.lease_owner(), "2000-01-01T00:00:00.000Z"],
+            )
+            .unwrap();
+        assert_eq!(second.lookup_name(&database).unwrap(), NameLookup::NotLive);
+        let moves = second.replace_orphans().unwrap();
+        assert_eq!(
+            moves,
+            vec![Replacement {
+                database_id: database.clone(),
+                from: Some(first.lease_owner().to_owned()),
+                to: second.lease_owner().to_owned(),
+            }]
+        );
+        assert!(first.replace_orphans().unwrap().is_empty(), "moved once");
+        assert_eq!(second.lookup_name(&branch).unwrap(), at_second);
+        assert!(
+            !first.renew_host().unwrap(),
+            "the dead host's row went with its last database"
+        );
+        first.register_host("first:5432", "http://first").unwrap();
+        assert_eq!(
+            second.placements().unwrap()[0].host.as_deref(),
+            Some(second.lease_owner())
+        );
+        // A restart of the second on its addresses takes its databases at once.
+        let restarted = open();
+        restarted.register_host("second:5432", "http://second").unwrap();
+        assert_eq!(
+            restarted.placements().unwrap()[0].host.as_deref(),
+            Some(restarted.lease_owner())
+        );
+        assert_eq!(restarted.lookup_name(&database).unwrap(), at_second);
+        assert_eq!(restarted.compute_hosts().unwrap().len(), 2);
+    }
 
     #[test]
     fn a_host_registers_renews_and_is_least_loaded_alone() {
