@@ -119,6 +119,18 @@ pub(crate) enum Command {
         /// The safekeepers, comma-separated `host:port`.
         #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
         safekeepers: Vec<String>,
+        /// The PostgreSQL address (`host:port`) proxies reach this compute host at, as registered in the metadata
+        /// (default: the address the PostgreSQL listener is bound to; set it when listening on 0.0.0.0).
+        #[arg(long, env = "CAMBIUM_ADVERTISE_PG")]
+        advertise_pg: Option<String>,
+        /// The base URL (`http://host:port`) the other API processes forward this host's requests to (default:
+        /// the address the API is bound to, `https://` with `--api-tls-cert`).
+        #[arg(long, env = "CAMBIUM_ADVERTISE_API")]
+        advertise_api: Option<String>,
+        /// The `host:port` in the connection strings the API shows (default: the PostgreSQL listener's; with
+        /// several compute hosts, the address of the `cambium proxy`s).
+        #[arg(long, env = "CAMBIUM_CONNECTION_ADDRESS")]
+        connection_address: Option<String>,
         /// API requests a second per account (0: no limit).
         #[arg(long, env = "CAMBIUM_RATE_LIMIT", default_value_t = 1_000)]
         rate_limit: u32,
@@ -139,6 +151,33 @@ pub(crate) enum Command {
         pg: PgArgs,
         #[command(flatten)]
         quotas: QuotaArgs,
+    },
+    /// Routes PostgreSQL connections to the compute host serving each database (several `cambium api` processes
+    /// on shared PostgreSQL metadata): TLS terminated here, the database name resolved through the metadata, the
+    /// session relayed to its host. Prints one line, `cambium proxy listening on <address>`.
+    Proxy {
+        /// The PostgreSQL address clients connect to (`127.0.0.1:0` picks a free port; the line printed says which).
+        #[arg(long, env = "CAMBIUM_PROXY_LISTEN", default_value = "127.0.0.1:5432")]
+        listen: String,
+        /// The control metadata (`postgresql://user@host:port/database`), as the API processes were given it.
+        #[arg(long, env = "CAMBIUM_METADATA")]
+        metadata: String,
+        /// Directory for the self-signed certificate made when no `--tls-cert` is given.
+        #[arg(long, env = "CAMBIUM_DATA_DIR", default_value = ".cambium-proxy")]
+        data_dir: PathBuf,
+        /// PEM certificate (chain) for TLS with clients; with `--tls-key`. Without them a self-signed pair is made
+        /// once in the data directory.
+        #[arg(long, env = "CAMBIUM_PROXY_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key of `--tls-cert`.
+        #[arg(long, env = "CAMBIUM_PROXY_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Client connections at once; more get FATAL 53300.
+        #[arg(long, env = "CAMBIUM_PROXY_CONNECTIONS_MAX", default_value_t = 1024)]
+        connections_max: usize,
+        /// How long a connection waits for a database whose compute host is being replaced, in milliseconds.
+        #[arg(long, env = "CAMBIUM_PROXY_FAILOVER_WAIT_MS", default_value_t = 30_000)]
+        failover_wait_ms: u64,
     },
     /// Manages API keys in a data directory: create, list, revoke.
     Keys {

@@ -116,6 +116,7 @@ fn main() -> Result<()> {
                 webhooks: reconcile.webhook_config(),
                 consumption: reconcile.consumption_config(),
                 pull_quiet_period_ms: safekeeper_pull_quiet_period_ms,
+                advertise: up::Advertise::default(),
             };
             run_service("up", |shutdown| up::up(options, remote, shutdown))
         }
@@ -127,6 +128,9 @@ fn main() -> Result<()> {
             pg_listen,
             pageserver,
             safekeepers,
+            advertise_pg,
+            advertise_api,
+            connection_address,
             rate_limit,
             cache,
             idle_store_timeout_ms,
@@ -158,6 +162,11 @@ fn main() -> Result<()> {
                 webhooks: reconcile.webhook_config(),
                 consumption: reconcile.consumption_config(),
                 pull_quiet_period_ms: None,
+                advertise: up::Advertise {
+                    pg: advertise_pg,
+                    api_url: advertise_api,
+                    connection_address,
+                },
             };
             run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
         }
@@ -191,6 +200,25 @@ fn main() -> Result<()> {
             config.timeline.checkpoint_distance_bytes = checkpoint_distance_bytes;
             config.timeline.checkpoint_timeout_ms = checkpoint_timeout_ms;
             services::run_pageserver(&listen, metrics_listen.as_deref(), config, remote.as_deref())
+        }
+        Command::Proxy {
+            listen,
+            metadata,
+            data_dir,
+            tls_cert,
+            tls_key,
+            connections_max,
+            failover_wait_ms,
+        } => {
+            let options = services::ProxyOptions {
+                listen,
+                metadata,
+                data_dir,
+                tls_cert_and_key: tls_cert.zip(tls_key),
+                connections_max,
+                failover_wait_ms,
+            };
+            run_service("proxy", |shutdown| services::proxy(options, shutdown))
         }
         Command::Compute {
             listen,

@@ -171,3 +171,59 @@ async fn serve_pageserver(
     tracing::info!("stopped");
     Ok(())
 }
+
+/// What `cambium proxy` is given.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyOptions {
+    pub(crate) listen: String,
+    pub(crate) metadata: String,
+    pub(crate) data_dir: PathBuf,
+    pub(crate) tls_cert_and_key: Option<(PathBuf, PathBuf)>,
+    pub(crate) connections_max: usize,
+    pub(crate) failover_wait_ms: u64,
+}
+
+/// `cambium proxy` (`api::proxy`) until `shutdown`.
+pub(crate) async fn proxy(options: ProxyOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    let (cert, key) = match &options.tls_cert_and_key {
+        Some(pair) => pair.clone(),
+        None => {
+            api::files::private_dir(&options.data_dir)
+                .with_context(|| format!("creating {}", options.data_dir.display()))?;
+            let mut names = vec!["localhost".to_owned()];
+            if let Some((host, _port)) = options.listen.rsplit_once(':') {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                if host != "localhost" {
+                    names.push(host.to_owned());
+                }
+            }
+            compute::pg::tls::ensure_self_signed(&options.data_dir.join("tls"), &names)
+                .context("making the proxy's self-signed certificate")?
+        }
+    };
+    let mut tls = compute::pg::tls::server_config(&cert, &key).context("loading the proxy's certificate")?;
+    // PostgreSQL 17's direct TLS negotiation asks for this protocol name.
+    tls.alpn_protocols = vec![b"postgresql".to_vec()];
+    let metadata = options.metadata.clone();
+    let store = tokio::task::spawn_blocking(move || api::store::Store::open_postgres(&metadata))
+        .await
+        .context("opening the control metadata")?
+        .context("opening the control metadata")?;
+    let listener = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    let address = listener.local_addr().context("reading the bound address")?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "cambium proxy listening on {address}").context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    let config = api::proxy::ProxyConfig {
+        tls: Some(api::proxy::tls_acceptor(tls)),
+        connections_max: options.connections_max,
+        failover_wait_ms: options.failover_wait_ms,
+        ..api::proxy::ProxyConfig::default()
+    };
+    api::proxy::serve(listener, Arc::new(store), config, shutdown).await;
+    Ok(())
+}

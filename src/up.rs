@@ -81,6 +81,20 @@ pub struct ApiOptions {
     /// `up` only, for tests: the safekeepers' pull quiet period instead of the default
     /// (`safekeeper::node::PULL_QUIET_PERIOD_MS`).
     pub pull_quiet_period_ms: Option<u64>,
+    /// Where this process is reached (`api` only; `up` uses its bound addresses).
+    pub advertise: Advertise,
+}
+
+/// Where other processes reach this one, and the address in connection strings; each defaults to the bound
+/// address.
+#[derive(Debug, Clone, Default)]
+pub struct Advertise {
+    /// The PostgreSQL `host:port` proxies reach this compute host at.
+    pub pg: Option<String>,
+    /// The `/v1` base URL the other API processes forward requests to.
+    pub api_url: Option<String>,
+    /// The `host:port` in connection strings (the proxies').
+    pub connection_address: Option<String>,
 }
 
 /// The PostgreSQL listener's settings (`up` and `api`).
@@ -331,17 +345,39 @@ async fn serve_api(
         pull_timeout_ms: BACKEND_PULL_TIMEOUT_MS,
     })
     .context("configuring the storage clients")?;
+    let listener = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    let api_address = listener.local_addr().context("reading the bound address")?;
+    let api_scheme = if options.http.tls_cert_and_key.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let placement = api::control::placement::PlacementConfig {
+        pg_address: options.advertise.pg.clone().unwrap_or_else(|| pg_address.to_string()),
+        api_url: options
+            .advertise
+            .api_url
+            .clone()
+            .unwrap_or_else(|| format!("{api_scheme}://{api_address}")),
+    };
+    let (pg_host, pg_port) = match &options.advertise.connection_address {
+        Some(address) => split_host_port(address)?,
+        None => (pg_address.ip().to_string(), pg_address.port()),
+    };
     let control = Control::new(
         store,
         backend,
         Arc::clone(&host),
         ControlConfig {
             region: LOCAL_REGION.to_owned(),
-            pg_host: pg_address.ip().to_string(),
-            pg_port: pg_address.port(),
+            pg_host,
+            pg_port,
             operation_delay_ms: options.operation_delay_ms,
             faults: options.faults.clone(),
             quotas: options.quotas,
+            placement,
         },
     );
     control
@@ -354,10 +390,6 @@ async fn serve_api(
     let leases = api::control::leases::spawn(&control);
     let webhooks = api::webhooks::spawn(&control, options.webhooks).context("starting the webhook sender")?;
     let consumption = api::consumption::spawn(&control, options.consumption);
-    let listener = tokio::net::TcpListener::bind(&options.listen)
-        .await
-        .with_context(|| format!("listening on {}", options.listen))?;
-    let api_address = listener.local_addr().context("reading the bound address")?;
     let router = api::http::router(
         Arc::clone(&control),
         &HttpConfig {
@@ -419,6 +451,16 @@ async fn serve_api(
         Err(_) => tracing::warn!("the compute host is still referenced; it stops when dropped"),
     }
     Ok(())
+}
+
+/// `host:port` (the host may be a name or a bracketed IPv6 address).
+fn split_host_port(address: &str) -> Result<(String, u16)> {
+    let (host, port) = address
+        .rsplit_once(':')
+        .with_context(|| format!("{address:?} is not host:port"))?;
+    let port = port.parse().with_context(|| format!("{address:?} has no valid port"))?;
+    anyhow::ensure!(!host.is_empty(), "{address:?} has no host");
+    Ok((host.trim_start_matches('[').trim_end_matches(']').to_owned(), port))
 }
 
 /// `cambium up`.

@@ -93,6 +93,10 @@ async fn sample(control: &Control, elapsed_ms: u64) {
     };
     let mut samples = Vec::new();
     for (database, starts, branches) in listed {
+        if !control.is_placed_here(&database.id) {
+            // Sampled by its own compute host, which knows its compute time (each branch once a round).
+            continue;
+        }
         for branch in branches {
             if samples.len() >= BRANCHES_PER_ROUND_MAX {
                 break;

@@ -11,6 +11,7 @@
 //! - [`consumption`]: the consumption sampler: each branch's size, WAL written and compute time, hourly.
 //! - [`schema_diff`]: a branch's schema read at a point, and the differences between two.
 //! - [`http`]: the axum routes, errors, rate limits, idempotency and the OpenAPI document.
+//! - [`proxy`]: `cambium proxy`: PostgreSQL connections routed to the compute host of their database.
 //! - [`files`]: the modes of the files that hold secrets.
 //! - [`faults`]: fault injection for tests.
 
@@ -25,6 +26,7 @@ pub mod faults;
 pub mod files;
 pub mod http;
 mod ids;
+pub mod proxy;
 pub mod reconcile;
 pub mod schema_diff;
 pub mod store;

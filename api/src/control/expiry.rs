@@ -70,6 +70,10 @@ impl Control {
         };
         let mut queued = 0;
         for branch in expired {
+            if !self.is_placed_here(&branch.database_id) {
+                // Its database's host deletes it (its compute serves the branch).
+                continue;
+            }
             let Ok(slot) = self.worker.reserve() else {
                 break;
             };

@@ -27,8 +27,10 @@ pub fn spawn(control: &Arc<Control>) -> tokio::task::JoinHandle<()> {
 }
 
 impl Control {
-    /// One round: renew this process's leases, then claim and run each operation nobody holds.
+    /// One round: the compute host's heartbeat and placement (`placement`), then renew this process's leases,
+    /// then claim and run each operation nobody holds (of the databases placed here, or of none).
     pub async fn keep_leases(&self) {
+        self.reconcile_placement().await;
         if let Err(error) = self.blocking(|store| store.renew_leases()).await {
             tracing::warn!(?error, "renewing the operation leases failed");
         }

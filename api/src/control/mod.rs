@@ -25,6 +25,7 @@ mod events;
 pub mod expiry;
 pub mod leases;
 mod operations;
+pub mod placement;
 mod resolution;
 mod restore;
 pub mod scale_to_zero;
@@ -45,7 +46,6 @@ use crate::backend::{Backend, BackendError};
 use crate::error::ApiError;
 use crate::faults::Faults;
 use crate::reconcile::ReplicaHealth;
-use crate::store::databases::DatabaseStatus;
 use crate::store::{Store, StoreError};
 use crate::worker::Worker;
 
@@ -77,6 +77,8 @@ pub struct ControlConfig {
     pub faults: Faults,
     /// Per-account limits.
     pub quotas: Quotas,
+    /// Where this compute host is reached (`placement`).
+    pub placement: placement::PlacementConfig,
 }
 
 /// Descriptors a new branch may come to hold in this process (its compute store's runtime and storage
@@ -154,6 +156,10 @@ pub struct Control {
     webhook_wake: Arc<Notify>,
     /// This control plane, for work it hands to a task of its own (`Control::sweep_later`).
     me: std::sync::Weak<Control>,
+    /// What this host serves of the placement (`placement`).
+    placement: placement::PlacementState,
+    /// The metadata is SQLite: this is the only API process and compute host.
+    single_host: bool,
 }
 
 impl std::fmt::Debug for Control {
@@ -178,7 +184,9 @@ impl Control {
     /// The control plane over `store`, the storage behind `backend`, and `host` serving the databases. Call
     /// [`Control::resume`] once to serve what the metadata holds and resume unfinished operations.
     pub fn new(store: Arc<Store>, backend: Backend, host: Arc<ComputeHost>, config: ControlConfig) -> Arc<Control> {
+        let single_host = store.conn().dialect() == crate::store::sql::Dialect::Sqlite;
         Arc::new_cyclic(|weak| Control {
+            single_host,
             store,
             backend,
             host,
@@ -189,7 +197,13 @@ impl Control {
             replicas: ReplicaHealth::default(),
             webhook_wake: crate::webhooks::new_wake(),
             me: weak.clone(),
+            placement: placement::PlacementState::default(),
         })
+    }
+
+    /// Whether this is the only API process and compute host (SQLite metadata): nothing is forwarded.
+    pub fn is_single_host(&self) -> bool {
+        self.single_host
     }
 
     /// This deployment's configuration.
@@ -222,25 +236,14 @@ impl Control {
         &self.host
     }
 
-    /// After a start: serves every database as its status says (lazily: stores start on first use) and hands
-    /// every operation left `running` that this process can claim (see `store::leases`: all of them on SQLite;
-    /// on shared PostgreSQL metadata those no live process holds) to the worker, which finishes or fails it.
+    /// After a start: registers this compute host, serves every database placed on it as its status says
+    /// (lazily: stores start on first use; on SQLite metadata every database is placed here) and hands every
+    /// operation left `running` that this process can claim (see `store::leases`: all of them on SQLite; on shared
+    /// PostgreSQL metadata those of its databases no live process holds) to the worker, which finishes or fails
+    /// it.
     pub async fn resume(self: &Arc<Self>) -> Result<(), ApiError> {
-        let store = Arc::clone(&self.store);
-        let databases = tokio::task::spawn_blocking(move || store.all_databases())
-            .await
-            .map_err(|_| ApiError::Internal)??;
-        for database in &databases {
-            if database.status == DatabaseStatus::Suspended && database.serves_sessions() {
-                // Suspended for idleness: parked before it is served, so none of its stores starts until a
-                // session wakes it.
-                self.park(database.tenant_id).await;
-            }
-            match database.status {
-                _ if database.serves_sessions() => self.serve(database, false).await?,
-                status => self.refuse(database, status).await?,
-            }
-        }
+        self.register_host().await?;
+        self.reconcile_placement().await;
         let store = Arc::clone(&self.store);
         let running = tokio::task::spawn_blocking(move || store.running_operations())
             .await
@@ -251,7 +254,7 @@ impl Control {
                 claimed += 1;
             }
         }
-        tracing::info!(databases = databases.len(), operations = claimed, "resuming");
+        tracing::info!(host = %self.host_id(), operations = claimed, "resuming");
         Ok(())
     }
 

@@ -114,7 +114,13 @@ impl Control {
             if operation.status != OperationStatus::Running || tokio::time::Instant::now() >= deadline {
                 return Ok(operation);
             }
-            let _ = tokio::time::timeout_at(deadline, ended).await;
+            // Woken by an end in this process; an operation another API process runs (on shared metadata) is
+            // read again every poll period.
+            let poll = (tokio::time::Instant::now() + Duration::from_millis(WAIT_POLL_MS)).min(deadline);
+            let _ = tokio::time::timeout_at(poll, ended).await;
         }
     }
 }
+
+/// How often a long-poll reads the operation again when no end in this process woke it.
+const WAIT_POLL_MS: u64 = 250;

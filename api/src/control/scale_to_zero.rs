@@ -62,6 +62,10 @@ impl Control {
         };
         let mut changed = 0;
         for database in watched {
+            if !self.is_placed_here(&database.id) {
+                // Its host watches it.
+                continue;
+            }
             let tenant = database.tenant_id;
             let due = match database.status {
                 DatabaseStatus::Active => self

@@ -28,6 +28,7 @@ impl Control {
     /// session cap).
     /// Its idle clock (scale to zero) starts now.
     pub(super) async fn serve(&self, database: &Database, eager: bool) -> Result<(), ApiError> {
+        self.mark_here(database);
         // Its sessions count against its account's cap from the first one on.
         self.host.set_owner(database.tenant_id, &database.account_id.0);
         self.host.touch(database.tenant_id);
@@ -62,6 +63,7 @@ impl Control {
             DatabaseStatus::Failed => format!("database {} failed to be created", database.id),
             DatabaseStatus::Active => format!("database {} is restarting", database.id),
         };
+        self.mark_here(database);
         let branches = self.unserve(database).await?;
         self.host
             .set_credentials_verifier(&database.id, PG_USER, Arc::clone(&database.password_verifier));
@@ -76,6 +78,7 @@ impl Control {
 
     /// Stops serving deleted `database` and forgets everything about its names, credentials included.
     pub(super) async fn retire(&self, database: &Database) -> Result<(), ApiError> {
+        self.forget_placement(&database.id);
         for branch in self.unserve(database).await? {
             self.host.remove_credentials(&branch.id);
         }

@@ -32,6 +32,7 @@ mod branches;
 mod console;
 mod consumption;
 mod databases;
+pub mod forward;
 mod health;
 mod idempotency;
 pub mod labels;
@@ -91,6 +92,7 @@ pub(crate) struct AppState {
     limiter: Arc<limits::RateLimiter>,
     idempotency: Arc<idempotency::InFlight>,
     metrics: Arc<metrics::Metrics>,
+    forwarder: forward::Forwarder,
 }
 
 /// The API's router over `control`.
@@ -117,6 +119,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         limiter,
         idempotency: Arc::new(idempotency::InFlight::default()),
         metrics: Arc::new(metrics::Metrics::default()),
+        forwarder: forward::Forwarder::new(),
     };
     let v1 = Router::new()
         .route("/v1/projects", get(projects::list).post(projects::create))
@@ -164,7 +167,9 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
-        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer));
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::layer))
+        // Outermost: a request for another host's database is forwarded before anything else looks at it.
+        .route_layer(middleware::from_fn_with_state(state.clone(), forward::layer));
     Router::new()
         .route("/v1/openapi.json", get(openapi::document))
         .route(

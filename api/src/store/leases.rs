@@ -11,6 +11,9 @@
 //! process stalled past its lease may still be running an operation another has taken over: operation steps are
 //! idempotent and [`Store::finish_operation`] changes only a running operation, so the two runs end it once.
 //!
+//! Only the compute host a database is placed on (`hosts`) claims its operations: they change what that host
+//! serves. An operation of a database with no placement, or of none, may be claimed by any process.
+//!
 //! On SQLite one process owns the metadata: every lease it finds at start is a dead process's, claimed at once.
 
 use super::sql::{params, Dialect};
@@ -32,7 +35,7 @@ pub(crate) struct Lease {
 }
 
 /// `timestamp` moved `ms` later (capped at the largest time).
-fn later(timestamp: jiff::Timestamp, ms: u64) -> String {
+pub(crate) fn later(timestamp: jiff::Timestamp, ms: u64) -> String {
     let ms = i64::try_from(ms).unwrap_or(i64::MAX);
     timestamp_text(
         timestamp
@@ -66,7 +69,9 @@ impl Store {
         let changed = conn.execute(
             "UPDATE operations SET lease_owner = ?2, lease_expires_at = ?3
              WHERE id = ?1 AND status = 'running'
-               AND (lease_owner IS NULL OR (lease_owner <> ?2 AND (lease_expires_at < ?4 OR ?5 <> 0)))",
+               AND (lease_owner IS NULL OR (lease_owner <> ?2 AND (lease_expires_at < ?4 OR ?5 <> 0)))
+               AND NOT EXISTS (SELECT 1 FROM databases d WHERE d.id = operations.database_id
+                                 AND d.compute_host IS NOT NULL AND d.compute_host <> ?2)",
             params![id, lease.owner, lease.expires_at, now, exclusive],
         )?;
         Ok(changed == 1)
@@ -91,6 +96,8 @@ impl Store {
         let mut stmt = conn.prepare(
             "SELECT id FROM operations WHERE status = 'running'
                AND (lease_owner IS NULL OR (lease_owner <> ?1 AND lease_expires_at < ?2))
+               AND NOT EXISTS (SELECT 1 FROM databases d WHERE d.id = operations.database_id
+                                 AND d.compute_host IS NOT NULL AND d.compute_host <> ?1)
              ORDER BY id LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![self.owner, now, limit], |row| row.get(0))?;

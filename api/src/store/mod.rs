@@ -19,6 +19,7 @@ use crate::{files, ids};
 pub mod audit;
 pub mod consumption;
 pub mod databases;
+pub mod hosts;
 pub mod idempotency;
 pub mod keys;
 pub mod labels;
@@ -253,6 +254,21 @@ const MIGRATIONS: &[Migration] = &[
         PRIMARY KEY (owner, account_id, window_ms)
     );
     CREATE INDEX rate_limit_counts_by_window ON rate_limit_counts(window_ms);
+",
+    ),
+    // Compute placement (issue 17 item 4, `hosts`): the registry of compute hosts (each `cambium api`, with the
+    // addresses proxies and peers reach it at and a heartbeat lease) and the host each database is placed on.
+    Migration::Sql(
+        "
+    CREATE TABLE compute_hosts (
+        id TEXT PRIMARY KEY,
+        pg_address TEXT NOT NULL,
+        api_url TEXT NOT NULL,
+        lease_expires_at TEXT NOT NULL,
+        started_at TEXT NOT NULL
+    );
+    ALTER TABLE databases ADD COLUMN compute_host TEXT;
+    CREATE INDEX databases_by_compute_host ON databases(compute_host);
 ",
     ),
 ];

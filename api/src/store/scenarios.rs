@@ -74,6 +74,10 @@ const SCENARIOS: &[Scenario] = &[
         super::operations::tests::a_new_operation_is_stored_as_its_action_says_on,
     ),
     (
+        "a_dead_hosts_databases_move_to_a_live_one",
+        super::hosts::tests::a_dead_hosts_databases_move_to_a_live_one_on,
+    ),
+    (
         "a_row_that_cannot_be_read_fails_its_operation_not_the_listing",
         super::operations::tests::a_row_that_cannot_be_read_fails_its_operation_not_the_listing_on,
     ),

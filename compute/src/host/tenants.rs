@@ -215,6 +215,41 @@ impl ComputeHost {
         self.shared.tenants.lock().parked.remove(&tenant);
     }
 
+    /// Stops serving every branch of database `tenant` (placed on another host now, or this host fenced itself):
+    /// closes their stores as [`ComputeHost::detach`] does, and makes their names and every alias of them refuse
+    /// new sessions with a message containing `reason`, until served again. Reads nothing but the host's own
+    /// map, so it works with the metadata out of reach. Returns how many branches it stopped.
+    pub fn detach_tenant(&self, tenant: TenantId, reason: &str) -> usize {
+        let mut names = self.shared.names.write();
+        let detached: Vec<String> = names
+            .branches
+            .iter()
+            .filter(|(_, branch)| branch.target.tenant_id == tenant)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &detached {
+            if let Some(branch) = names.branches.remove(name) {
+                super::branches::retire(&branch, reason);
+            }
+            names.refusals.insert(name.clone(), reason.to_owned());
+        }
+        let aliases: Vec<String> = names
+            .aliases
+            .iter()
+            .filter(|(_, target)| detached.contains(target))
+            .map(|(alias, _)| alias.clone())
+            .collect();
+        for alias in aliases {
+            names.refusals.insert(alias, reason.to_owned());
+        }
+        drop(names);
+        self.unpark(tenant);
+        if !detached.is_empty() {
+            tracing::info!(%tenant, branches = detached.len(), reason, "stopped serving a database");
+        }
+        detached.len()
+    }
+
     /// Forgets everything about `tenant`'s activity and parking (a deleted database).
     pub fn forget_tenant(&self, tenant: TenantId) {
         let mut tenants = self.shared.tenants.lock();

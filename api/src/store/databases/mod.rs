@@ -315,6 +315,12 @@ impl Store {
             ],
         )
         .map_err(|e| conflict_on_unique(e, &format!("a database named {:?} exists in this project", new.name)))?;
+        // Placed on the host that creates it (the API sends a creation to the live host with the fewest
+        // databases: `http::forward`).
+        tx.execute(
+            "UPDATE databases SET compute_host = ?2 WHERE id = ?1",
+            params![database.id, self.owner],
+        )?;
         insert_timeline(&tx, &database.id, &new.timeline)?;
         insert_branch(&tx, &branch)?;
         let operation = insert_operation(
