@@ -184,7 +184,7 @@ impl Control {
     /// The control plane over `store`, the storage behind `backend`, and `host` serving the databases. Call
     /// [`Control::resume`] once to serve what the metadata holds and resume unfinished operations.
     pub fn new(store: Arc<Store>, backend: Backend, host: Arc<ComputeHost>, config: ControlConfig) -> Arc<Control> {
-        let single_host = store.conn().dialect() == crate::store::sql::Dialect::Sqlite;
+        let single_host = store.dialect() == crate::store::sql::Dialect::Sqlite;
         Arc::new_cyclic(|weak| Control {
             single_host,
             store,

@@ -73,7 +73,7 @@ impl Store {
     /// every database on it and forgets every other host.
     pub fn register_host(&self, pg_address: &str, api_url: &str) -> Result<(), StoreError> {
         let now = jiff::Timestamp::now();
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let sqlite = conn.dialect() == Dialect::Sqlite;
         let tx = conn.transaction_with_behavior(super::sql::TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM compute_hosts WHERE id = ?1", [&self.owner])?;
@@ -111,7 +111,7 @@ impl Store {
     /// Renews this host's heartbeat lease; `false` if its row is gone (its databases were re-placed while it was
     /// unheard of: it registers again as a new, empty host).
     pub fn renew_host(&self) -> Result<bool, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let changed = conn.execute(
             "UPDATE compute_hosts SET lease_expires_at = ?2 WHERE id = ?1",
             params![self.owner, later(jiff::Timestamp::now(), HOST_LEASE_MS)],
@@ -122,7 +122,7 @@ impl Store {
     /// Every registered host, live or not, by id.
     pub fn compute_hosts(&self) -> Result<Vec<ComputeHostRow>, StoreError> {
         let now = now_text();
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt =
             conn.prepare("SELECT id, pg_address, api_url, lease_expires_at >= ?1 FROM compute_hosts ORDER BY id")?;
         let rows = stmt.query_map([&now], |row| {
@@ -139,7 +139,7 @@ impl Store {
     /// The live host with the fewest databases placed on it (ties: the lowest id), if any.
     pub fn least_loaded_host(&self) -> Result<Option<ComputeHostRow>, StoreError> {
         let now = now_text();
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 "SELECT h.id, h.pg_address, h.api_url,
@@ -172,7 +172,7 @@ impl Store {
 
     fn host_where(&self, condition: &str, id: &str) -> Result<Option<ComputeHostRow>, StoreError> {
         let now = now_text();
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row = conn
             .query_row(
                 &format!(
@@ -195,7 +195,7 @@ impl Store {
 
     /// Every database's placement, by id.
     pub fn placements(&self) -> Result<Vec<Placement>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare("SELECT id, tenant_id, compute_host FROM databases ORDER BY id")?;
         let rows = stmt.query_map([], |row| {
             Ok(Placement {
@@ -214,7 +214,7 @@ impl Store {
     pub fn replace_orphans(&self) -> Result<Vec<Replacement>, StoreError> {
         let now = now_text();
         let mut loads: Vec<(String, i64)> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let mut stmt = conn.prepare(
                 "SELECT h.id, (SELECT count(*) FROM databases d WHERE d.compute_host = h.id)
                  FROM compute_hosts h WHERE h.lease_expires_at >= ?1 ORDER BY h.id",
@@ -226,7 +226,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let orphans: Vec<(String, Option<String>)> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let limit = i64::try_from(REPLACED_PER_ROUND_MAX).unwrap_or(i64::MAX);
             let mut stmt = conn.prepare(
                 "SELECT id, compute_host FROM databases
@@ -242,7 +242,7 @@ impl Store {
             let Some(target) = loads.iter_mut().min_by_key(|(id, placed)| (*placed, id.clone())) else {
                 break;
             };
-            let conn = self.conn();
+            let conn = self.conn()?;
             let changed = match &from {
                 Some(from) => conn.execute(
                     "UPDATE databases SET compute_host = ?2 WHERE id = ?1 AND compute_host = ?3",
@@ -262,7 +262,7 @@ impl Store {
                 });
             }
         }
-        let conn = self.conn();
+        let conn = self.conn()?;
         conn.execute(
             "DELETE FROM compute_hosts WHERE lease_expires_at < ?1
                AND NOT EXISTS (SELECT 1 FROM databases d WHERE d.compute_host = compute_hosts.id)",
@@ -275,7 +275,7 @@ impl Store {
     /// address of the live host its database is placed on, or why there is none.
     pub fn lookup_name(&self, name: &str) -> Result<NameLookup, StoreError> {
         let placed: Option<Option<String>> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             conn.query_row(
                 "SELECT compute_host FROM databases
                  WHERE id = ?1 OR id = (SELECT database_id FROM branches WHERE id = ?1)",
@@ -359,7 +359,7 @@ pub(crate) mod tests {
         let second = open();
         second.register_host("second:5432", "http://second").unwrap();
         let at_second = NameLookup::Live("second:5432".to_owned());
-        if second.conn().dialect() == Dialect::Sqlite {
+        if second.dialect() == Dialect::Sqlite {
             assert_eq!(second.lookup_name(&database).unwrap(), at_second);
             assert_eq!(second.compute_hosts().unwrap().len(), 1);
             return;
@@ -368,6 +368,7 @@ pub(crate) mod tests {
         assert!(second.replace_orphans().unwrap().is_empty(), "the first is live");
         second
             .conn()
+            .unwrap()
             .execute(
                 "UPDATE compute_hosts SET lease_expires_at = ?2 WHERE id = ?1",
                 params![first.lease_owner(), "2000-01-01T00:00:00.000Z"],
