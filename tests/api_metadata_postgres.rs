@@ -96,22 +96,9 @@ fn api_process_with(
     delay_ms: u64,
     extra: &[&str],
 ) -> Process {
-    let safekeepers: Vec<String> = cluster.safekeepers.iter().map(|s| s.address.clone()).collect();
-    let mut args: Vec<String> = vec![
-        "api".into(),
-        "--data-dir".into(),
-        root.join(name).display().to_string(),
-        "--metadata".into(),
-        metadata.to_owned(),
-        "--pg-listen".into(),
-        "127.0.0.1:0".into(),
-        "--pageserver".into(),
-        cluster.pageserver.address.clone(),
-        "--safekeepers".into(),
-        safekeepers.join(","),
-        "--operation-delay-ms".into(),
-        delay_ms.to_string(),
-    ];
+    let mut args = cluster.api_args(&root.join(name));
+    args.extend(["--metadata".to_owned(), metadata.to_owned()]);
+    args.extend(["--operation-delay-ms".to_owned(), delay_ms.to_string()]);
     args.extend(extra.iter().map(|arg| (*arg).to_owned()));
     Process::start(args)
 }

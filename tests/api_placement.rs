@@ -31,22 +31,9 @@ const FAILOVER_BOUND: Duration = Duration::from_secs(30);
 
 /// `cambium api` on `metadata` against `cluster`, its connection strings naming `proxy`.
 fn api_process(root: &std::path::Path, name: &str, metadata: &str, cluster: &Cluster, proxy: &str) -> Process {
-    let safekeepers: Vec<String> = cluster.safekeepers.iter().map(|s| s.address.clone()).collect();
-    Process::start(vec![
-        "api".into(),
-        "--data-dir".into(),
-        root.join(name).display().to_string(),
-        "--metadata".into(),
-        metadata.to_owned(),
-        "--pg-listen".into(),
-        "127.0.0.1:0".into(),
-        "--pageserver".into(),
-        cluster.pageserver.address.clone(),
-        "--safekeepers".into(),
-        safekeepers.join(","),
-        "--connection-address".into(),
-        proxy.to_owned(),
-    ])
+    let mut args = cluster.api_args(&root.join(name));
+    args.extend(["--metadata", metadata, "--connection-address", proxy].map(str::to_owned));
+    Process::start(args)
 }
 
 /// Each database's host's API URL, from the metadata.

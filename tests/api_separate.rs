@@ -16,18 +16,7 @@ async fn the_api_drives_storage_processes_of_its_own() {
         .expect("storage processes");
     let root = tempfile::tempdir().expect("tempdir");
     let data_dir = root.path().join("api");
-    let safekeepers: Vec<String> = cluster.safekeepers.iter().map(|s| s.address.clone()).collect();
-    let api = Process::start(vec![
-        "api".into(),
-        "--data-dir".into(),
-        data_dir.display().to_string(),
-        "--pg-listen".into(),
-        "127.0.0.1:0".into(),
-        "--pageserver".into(),
-        cluster.pageserver.address.clone(),
-        "--safekeepers".into(),
-        safekeepers.join(","),
-    ]);
+    let api = Process::start(cluster.api_args(&data_dir));
     let key = std::fs::read_to_string(data_dir.join("api_key"))
         .expect("key")
         .trim()

@@ -25,6 +25,23 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The arguments of a `cambium api` against these storage processes, its data in `data_dir`, its PostgreSQL
+    /// listener on a free port; callers add their own flags (`--metadata`, …) and start it.
+    pub fn api_args(&self, data_dir: &std::path::Path) -> Vec<String> {
+        let safekeepers: Vec<String> = self.safekeepers.iter().map(|s| s.address.clone()).collect();
+        vec![
+            "api".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--pg-listen".into(),
+            "127.0.0.1:0".into(),
+            "--pageserver".into(),
+            self.pageserver.address.clone(),
+            "--safekeepers".into(),
+            safekeepers.join(","),
+        ]
+    }
+
     /// Starts the processes and creates `timeline` (WAL from `start_lsn`) of `tenant` on all of them.
     pub async fn start(tenant: TenantId, timeline: TimelineId, start_lsn: Lsn) -> TestResult<Cluster> {
         let root = tempfile::tempdir()?;
