@@ -121,16 +121,11 @@ bin=${CAMBIUM_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/cambium}
 [ -x "$bin" ] || die "no cambium binary at $bin: cargo build --bin cambium, or set CAMBIUM_BIN"
 work=$(mktemp -d "${TMPDIR:-/tmp}/console.XXXXXX")
 server_pid=""
+# shellcheck source=stop-process.sh
+. "$root/scripts/stop-process.sh"
 stop_server() {
     if [ -n "$server_pid" ]; then
-        kill -INT "$server_pid" 2>/dev/null || true
-        local _
-        for _ in $(seq 300); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
+        stop_process "$server_pid"
     fi
     rm -rf "$work"
 }

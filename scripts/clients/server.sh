@@ -15,16 +15,11 @@ API_WAIT=30s
 
 # Stops what start_server started (`server_pid`, `pg_stop`): Ctrl-C's clean stop, then SIGKILL if it has not
 # stopped within 30 s. The one stop of clients.sh and the bench scripts that source this file.
+# shellcheck source=../stop-process.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stop-process.sh"
 stop_started_server() {
     if [ -n "${server_pid:-}" ]; then
-        kill -INT "$server_pid" 2>/dev/null || true
-        local _
-        for _ in $(seq 300); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
+        stop_process "$server_pid"
     fi
     if [ -n "${pg_stop:-}" ]; then
         eval "$pg_stop" || true

@@ -527,13 +527,25 @@ function renderOperations() {
 async function watchOperations() {
   const generation = ++state.watch;
   const project = state.project;
+  // Each operation's status at the last look: one that ended between two looks (a restore can take a few
+  // milliseconds, too fast to be seen running) still has what it changed shown.
+  const seen = new Map();
+  let first = true;
   while (generation === state.watch) {
     try {
       state.operations = await listAll(`/v1/projects/${project.id}/operations`, "operations");
       renderOperations();
+      const endedUnseen = state.operations.some((op) => op.status !== "running" && seen.get(op.id) !== op.status);
+      for (const op of state.operations) seen.set(op.id, op.status);
+      if (endedUnseen && !first && generation === state.watch) {
+        await loadDatabases();
+        if (state.database) await refreshDatabase();
+      }
+      first = false;
       const running = state.operations.find((op) => op.status === "running");
       if (running) {
         const ended = (await api("GET", `/v1/operations/${running.id}?wait=${LONG_POLL}`)).operation;
+        seen.set(ended.id, ended.status);
         if (ended.status !== "running" && generation === state.watch) {
           say(`${ended.action.replace(/_/g, " ")} ${ended.status}${ended.error ? ": " + ended.error : ""}.`);
           await loadDatabases();
