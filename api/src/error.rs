@@ -116,6 +116,10 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(%message, "metadata unavailable");
                 ApiError::Unavailable(message)
             }
+            StoreError::Sql(error) if error.is_connection_loss() => {
+                tracing::warn!(%error, "metadata unavailable");
+                ApiError::Unavailable(format!("the control metadata is out of reach ({error}); retry later"))
+            }
             error => {
                 tracing::error!(%error, "metadata store failed");
                 ApiError::Internal

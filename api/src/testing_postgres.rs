@@ -6,6 +6,9 @@
 //! `/usr/lib/postgresql/15/bin`; where they are absent, [`TestPostgres::start`] says so and gives `None`, and the
 //! test that wanted one passes having printed why it checked nothing.
 //!
+//! [`TestPostgres::start_in_netns`] runs it inside a network namespace instead, listening on that namespace's
+//! address, for tests that partition it from the hosts that use it (`tests/common/netns.rs`).
+//!
 //! Shared, by path, between the `api` crate's unit tests and the workspace's black-box tests.
 
 #![allow(dead_code)] // each test crate uses a part
@@ -20,6 +23,10 @@ pub struct TestPostgres {
     bin: PathBuf,
     port: u16,
     server_user: Option<String>,
+    /// The address it listens on (127.0.0.1, or the namespace's).
+    listen_ip: String,
+    /// The network namespace its tools and server run in, if any.
+    netns: Option<String>,
 }
 
 impl TestPostgres {
@@ -34,7 +41,17 @@ impl TestPostgres {
         TestPostgres::start_with_fsync("on")
     }
 
+    /// [`TestPostgres::start`] inside network namespace `netns`, listening on `ip` (an address of that namespace)
+    /// at a fixed port, 5432 (the namespace has nothing else on it).
+    pub fn start_in_netns(netns: &str, ip: &str) -> Option<TestPostgres> {
+        TestPostgres::start_with("off", Some((netns, ip)))
+    }
+
     fn start_with_fsync(fsync: &str) -> Option<TestPostgres> {
+        TestPostgres::start_with(fsync, None)
+    }
+
+    fn start_with(fsync: &str, netns: Option<(&str, &str)>) -> Option<TestPostgres> {
         let bin = std::env::var_os("PG_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
@@ -54,15 +71,20 @@ impl TestPostgres {
             let status = Command::new("chown").arg(user).arg(dir.path()).status().expect("chown");
             assert!(status.success(), "chown {user} {}", dir.path().display());
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let port = match netns {
+            Some(_) => 5432,
+            None => std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .expect("a free port")
+                .port(),
+        };
         let server = TestPostgres {
             dir,
             bin,
             port,
             server_user,
+            listen_ip: netns.map_or("127.0.0.1", |(_, ip)| ip).to_owned(),
+            netns: netns.map(|(netns, _)| netns.to_owned()),
         };
         let data = server.data_dir();
         server.run(
@@ -77,9 +99,17 @@ impl TestPostgres {
                 "--locale=C.UTF-8",
             ],
         );
+        if server.netns.is_some() {
+            // Its clients are other namespaces' hosts: trust them as initdb trusts loopback.
+            let hba = data.join("pg_hba.conf");
+            let mut rules = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+            rules.push_str("host all all 0.0.0.0/0 trust\n");
+            std::fs::write(&hba, rules).expect("write pg_hba.conf");
+        }
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -c unix_socket_directories={} -p {port} -c fsync={fsync} \
+            "-c listen_addresses={} -c unix_socket_directories={} -p {port} -c fsync={fsync} \
              -c max_connections=50",
+            server.listen_ip,
             path_str(server.dir.path())
         );
         let log = server.dir.path().join("server.log");
@@ -103,13 +133,14 @@ impl TestPostgres {
 
     /// The URL of database `database` on this server.
     pub fn url(&self, database: &str) -> String {
-        format!("postgresql://cambium@127.0.0.1:{}/{database}", self.port)
+        format!("postgresql://cambium@{}:{}/{database}", self.listen_ip, self.port)
     }
 
     /// Creates database `name` and returns its URL.
     pub fn create_database(&self, name: &str) -> String {
         let port = self.port.to_string();
-        self.run("createdb", &["-h", "127.0.0.1", "-p", &port, "-U", "cambium", name]);
+        let host = self.listen_ip.clone();
+        self.run("createdb", &["-h", &host, "-p", &port, "-U", "cambium", name]);
         self.url(name)
     }
 
@@ -117,16 +148,26 @@ impl TestPostgres {
         self.dir.path().join("data")
     }
 
-    fn run(&self, tool: &str, args: &[&str]) {
+    /// `tool` from PostgreSQL's binaries, as the server's user, in the server's namespace.
+    fn command(&self, tool: &str) -> Command {
         let program = self.bin.join(tool);
-        let mut command = match &self.server_user {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", user, "--"]).arg(&program);
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns]);
                 command
             }
-            None => Command::new(&program),
+            None => Command::new("env"),
         };
+        if let Some(user) = &self.server_user {
+            command.args(["runuser", "-u", user, "--"]);
+        }
+        command.arg(&program);
+        command
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let mut command = self.command(tool);
         let out = command
             .args(args)
             .output()
@@ -144,15 +185,7 @@ impl Drop for TestPostgres {
     fn drop(&mut self) {
         let data = self.data_dir();
         if data.join("postmaster.pid").exists() {
-            let program = self.bin.join("pg_ctl");
-            let mut command = match &self.server_user {
-                Some(user) => {
-                    let mut command = Command::new("runuser");
-                    command.args(["-u", user, "--"]).arg(&program);
-                    command
-                }
-                None => Command::new(&program),
-            };
+            let mut command = self.command("pg_ctl");
             // Best effort: a server that will not stop is reported, and the temp dir goes anyway.
             if let Err(error) = command
                 .args(["-D", path_str(&data), "-m", "immediate", "-w", "stop"])

@@ -96,6 +96,21 @@ impl Process {
         }
     }
 
+    /// Starts `cambium <args>` in the test's own namespace on a free port of `ip` (an address of this namespace
+    /// other than loopback, such as a test network's gateway, `common::netns::Net::gateway_ip`, so hosts in
+    /// namespaces reach it).
+    pub fn start_at(ip: &str, args: Vec<String>) -> Process {
+        let (child, address) = spawn(None, &args, &[], &format!("{ip}:0"), None);
+        Process {
+            args,
+            envs: Vec::new(),
+            stderr_log: None,
+            address,
+            netns: None,
+            child: Some(child),
+        }
+    }
+
     /// Starts `cambium <args>` in network namespace `netns` on a free port of `ip` (an address of that namespace),
     /// its stderr appended to `stderr_log` if given.
     pub fn start_in(netns: &str, ip: &str, args: Vec<String>, stderr_log: Option<&Path>) -> Process {

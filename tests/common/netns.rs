@@ -37,6 +37,8 @@ pub struct Host {
 #[derive(Debug)]
 pub struct Net {
     bridge: String,
+    /// The test's own address on the network (the bridge's), which every host reaches.
+    gateway_ip: String,
     hosts: Vec<Host>,
 }
 
@@ -83,6 +85,7 @@ impl Net {
         let bridge = format!("cbr{pid}n{index}");
         let mut net = Net {
             bridge: bridge.clone(),
+            gateway_ip: format!("{subnet}254"),
             hosts: Vec::new(),
         };
         // From here on, `Drop` removes whatever was made.
@@ -110,6 +113,12 @@ impl Net {
             ip(&["link", "set", &outside, "up"])?;
         }
         Ok(net)
+    }
+
+    /// The test's own address on the network: processes the test starts outside every namespace listen on it
+    /// to be reached from the hosts (a partition never cuts it).
+    pub fn gateway_ip(&self) -> &str {
+        &self.gateway_ip
     }
 
     /// The host named `name`.

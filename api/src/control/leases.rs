@@ -12,10 +12,12 @@ use crate::store::leases::OPERATION_LEASE_MS;
 /// periods (a slow metadata database) still lands before the lease expires.
 pub const LEASE_PERIOD_MS: u64 = OPERATION_LEASE_MS / 5;
 
-/// Starts the lease keeper; it ends when `control` is dropped or the task is aborted.
+/// Starts the lease keeper, and beside it the compute host's fence watch (`placement::watch_fence`); they end
+/// when `control` is dropped or the task is aborted.
 pub fn spawn(control: &Arc<Control>) -> tokio::task::JoinHandle<()> {
     let control: Weak<Control> = Arc::downgrade(control);
-    tokio::spawn(async move {
+    let fence = super::placement::watch_fence(control.clone());
+    let keeper = async move {
         loop {
             tokio::time::sleep(Duration::from_millis(LEASE_PERIOD_MS)).await;
             let Some(control) = control.upgrade() else {
@@ -23,6 +25,10 @@ pub fn spawn(control: &Arc<Control>) -> tokio::task::JoinHandle<()> {
             };
             control.keep_leases().await;
         }
+    };
+    // One task, so aborting it stops both; the watch runs while the keeper waits on the metadata.
+    tokio::spawn(async move {
+        tokio::join!(keeper, fence);
     })
 }
 

@@ -7,7 +7,9 @@
 //! 2. **Self-fencing.** If no renewal succeeded for [`FENCE_AFTER_MS`] (two thirds of a lease, so before any
 //!    other process may judge this host dead), stop serving every database: a host cut off from the metadata
 //!    stops writing on its own. The safekeepers' terms would fence it anyway once another host's store
-//!    campaigns; this makes its sessions fail with a clear reason rather than at their next commit.
+//!    campaigns; this makes its sessions fail with a clear reason rather than at their next commit. The age of
+//!    the last renewal counts from when its call started, and [`watch_fence`] checks it every 500 ms beside the
+//!    lease keeper, since a heartbeat call over a silent partition waits for the connection's TCP timeouts.
 //! 3. **Failover.** Databases on hosts whose lease expired, or on none, are re-placed on live hosts
 //!    ([`Store::replace_orphans`]: one conditional `UPDATE` each, so exactly one process moves each).
 //! 4. **Serve what is placed here.** A database newly placed here is served as its status says (as at start);
@@ -79,8 +81,13 @@ impl PlacementState {
         self.known.lock().remove(database_id)
     }
 
-    fn renewed(&self) {
-        *self.renewed_at.lock() = Some(Instant::now());
+    /// Records a renewal (or registration) whose call started at `started`: the lease it wrote runs from no
+    /// earlier than that, so the fence counts from it, never from the (possibly much later) reply.
+    fn renewed(&self, started: Instant) {
+        let mut renewed_at = self.renewed_at.lock();
+        if renewed_at.is_none_or(|at| at < started) {
+            *renewed_at = Some(started);
+        }
     }
 
     fn unrenewed_for(&self) -> Option<Duration> {
@@ -112,20 +119,17 @@ impl Control {
     /// Registers this host (at start).
     pub(super) async fn register_host(&self) -> Result<(), ApiError> {
         let config = self.config.placement.clone();
+        let started = Instant::now();
         self.blocking(move |store| store.register_host(&config.pg_address, &config.api_url))
             .await?;
-        self.placement.renewed();
+        self.placement.renewed(started);
         Ok(())
     }
 
     /// One round; see the module doc.
     pub async fn reconcile_placement(&self) {
         self.heartbeat().await;
-        if self
-            .placement
-            .unrenewed_for()
-            .is_none_or(|elapsed| elapsed >= Duration::from_millis(FENCE_AFTER_MS))
-        {
+        if self.lease_lapsing() {
             self.fence();
             return;
         }
@@ -149,8 +153,9 @@ impl Control {
     }
 
     async fn heartbeat(&self) {
+        let started = Instant::now();
         match self.blocking(|store| store.renew_host()).await {
-            Ok(true) => self.placement.renewed(),
+            Ok(true) => self.placement.renewed(started),
             Ok(false) => {
                 tracing::warn!(host = %self.host_id(), "this compute host was dropped from the registry; registering again");
                 if let Err(error) = self.register_host().await {
@@ -159,6 +164,13 @@ impl Control {
             }
             Err(error) => tracing::warn!(?error, "renewing the compute host's heartbeat failed"),
         }
+    }
+
+    /// Whether the heartbeat has gone unrenewed for [`FENCE_AFTER_MS`] (or never was).
+    fn lease_lapsing(&self) -> bool {
+        self.placement
+            .unrenewed_for()
+            .is_none_or(|elapsed| elapsed >= Duration::from_millis(FENCE_AFTER_MS))
     }
 
     /// Stops serving every database served here (no metadata needed).
@@ -269,6 +281,26 @@ impl Control {
         match database.status {
             _ if database.serves_sessions() => self.serve(database, false).await,
             status => self.refuse(database, status).await,
+        }
+    }
+}
+
+/// How often [`watch_fence`] looks at the heartbeat's age.
+const FENCE_WATCH_PERIOD_MS: u64 = 500;
+
+/// Fences this host (see the module doc) as soon as its heartbeat has gone unrenewed for [`FENCE_AFTER_MS`],
+/// whether or not a renewal is still waiting on the metadata: the heartbeat's own round cannot be relied on for
+/// that, since over a silent partition its call waits for the connection's TCP timeouts. Only with PostgreSQL
+/// metadata, shared by several hosts: on SQLite there is one host and no one to fence against. Returns when
+/// `control` is dropped.
+pub async fn watch_fence(control: std::sync::Weak<Control>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(FENCE_WATCH_PERIOD_MS)).await;
+        let Some(control) = control.upgrade() else {
+            return;
+        };
+        if control.store.dialect() == crate::store::sql::Dialect::Postgres && control.lease_lapsing() {
+            control.fence();
         }
     }
 }

@@ -72,6 +72,24 @@ impl SqlError {
             _ => false,
         }
     }
+
+    /// Whether the metadata server was out of reach (the connection could not be made, broke, or timed out at
+    /// the socket; the server shutting down or refusing connections), rather than a statement failing: a
+    /// retry later may work, so the API says 503, not 500.
+    pub fn is_connection_loss(&self) -> bool {
+        match self {
+            SqlError::Connection(_) => true,
+            SqlError::Postgres(error) => {
+                let io = std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>());
+                let code = error.code().map(tokio_postgres::error::SqlState::code);
+                // Class 08: connection exception; 57P01-57P03: shutdown, crash shutdown, cannot connect now.
+                error.is_closed()
+                    || io
+                    || code.is_some_and(|code| code.starts_with("08") || ["57P01", "57P02", "57P03"].contains(&code))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Which backend a connection speaks to.

@@ -34,6 +34,19 @@ pub(crate) const WRITER_LOCK_KEY: i64 = 0x6361_6d62_6975_6d00;
 /// How long connecting may take.
 const CONNECT_TIMEOUT_MS: u64 = 10_000;
 
+/// How long data sent to the server may stay unacknowledged before the connection is closed (`TCP_USER_TIMEOUT`):
+/// a silent partition fails a call in bounded time instead of after the kernel's retransmissions (~15 min).
+const TCP_USER_TIMEOUT_MS: u64 = 10_000;
+
+/// Keepalive probes on an idle connection, or one waiting for a reply: the first after this much silence…
+const KEEPALIVE_IDLE_MS: u64 = 5_000;
+/// …then one every this long, and the connection closed after [`KEEPALIVE_RETRIES`] unanswered: a server gone
+/// silent while a statement runs is found in ~11 s (a statement that merely runs long keeps the server's kernel
+/// answering the probes, so `statement_timeout` still bounds it).
+const KEEPALIVE_INTERVAL_MS: u64 = 2_000;
+/// See [`KEEPALIVE_INTERVAL_MS`].
+const KEEPALIVE_RETRIES: u32 = 3;
+
 /// How long a statement waits for a lock (the writer lock, a row) before it fails, as SQLite's busy timeout.
 const LOCK_TIMEOUT_MS: u64 = 5_000;
 
@@ -52,7 +65,8 @@ pub(crate) struct Client {
 
 impl Client {
     /// Connects to `url` (a `postgresql://` URL or `key=value` pairs) without TLS, and sets the session's
-    /// timeouts.
+    /// timeouts and the socket's (so no call waits on a silent server for longer than about
+    /// [`TCP_USER_TIMEOUT_MS`] plus the keepalive probes, whatever the network does).
     pub(crate) fn connect(url: &str) -> Result<Client> {
         let mut config: tokio_postgres::Config = url
             .parse()
@@ -60,6 +74,12 @@ impl Client {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
         }
+        config
+            .tcp_user_timeout(Duration::from_millis(TCP_USER_TIMEOUT_MS))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_millis(KEEPALIVE_IDLE_MS))
+            .keepalives_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+            .keepalives_retries(KEEPALIVE_RETRIES);
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("metadata-postgres".to_owned())
