@@ -25,7 +25,7 @@ use super::walk;
 use crate::error::PgError;
 
 /// Aggregate functions: a SELECT list calling one, without `GROUP BY`, makes one row.
-const AGGREGATES: &[&str] = &[
+pub(super) const AGGREGATES: &[&str] = &[
     "count",
     "sum",
     "avg",
@@ -45,7 +45,7 @@ const AGGREGATES: &[&str] = &[
 ];
 
 /// Set-returning functions: one in a SELECT list may make more rows than its FROM has.
-const SET_RETURNING: &[&str] = &[
+pub(super) const SET_RETURNING: &[&str] = &[
     "unnest",
     "generate_series",
     "generate_subscripts",
@@ -149,18 +149,30 @@ fn rewrite_select(select: &mut Select) -> Result<Columns, PgError> {
     if star {
         return Ok(Vec::new());
     }
+    let outer = super::lateral_join::from_aliases(select);
     let mut columns: Columns = Vec::new();
     let mut filters: Vec<Expr> = Vec::new();
     for from in &mut select.from {
         let mut kept = Vec::with_capacity(from.joins.len());
-        for join in std::mem::take(&mut from.joins) {
+        for mut join in std::mem::take(&mut from.joins) {
             match scalar_lateral(&join) {
                 Some(lateral) if !star_of(&select.projection, &lateral.alias) => {
                     let alias = lateral.alias;
                     columns.extend(lateral.columns.into_iter().map(|(c, e)| (alias.clone(), c, e)));
                     filters.extend(lateral.filter);
                 }
-                _ => kept.push(join),
+                _ => {
+                    let starred = match &join.relation {
+                        TableFactor::Derived { alias: Some(alias), .. } => {
+                            star_of(&select.projection, &fold(&alias.name))
+                        }
+                        _ => true,
+                    };
+                    if !starred {
+                        super::lateral_join::decorrelate(&mut join, &outer);
+                    }
+                    kept.push(join);
+                }
             }
         }
         from.joins = kept;

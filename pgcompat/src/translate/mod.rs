@@ -19,6 +19,7 @@ pub(crate) mod grouping_sets;
 pub(crate) mod identity;
 mod indexes;
 mod lateral;
+mod lateral_join;
 mod lateral_srf;
 mod lock;
 mod maintenance;

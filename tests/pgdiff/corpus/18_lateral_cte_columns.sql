@@ -30,3 +30,11 @@ SELECT u.id, last.title FROM lc_users u CROSS JOIN LATERAL (SELECT p.title FROM 
 SELECT u.id, last.title FROM lc_users u JOIN LATERAL (SELECT p.title, p.score FROM lc_posts p WHERE p.author_id = u.id ORDER BY p.score DESC NULLS LAST, p.id LIMIT 1) last ON last.title <> 'p1' ORDER BY u.id;
 SELECT u.id, s.n FROM lc_users u JOIN LATERAL (SELECT count(*) AS n FROM lc_posts p WHERE p.author_id = u.id HAVING count(*) > 1) s ON true ORDER BY u.id;
 SELECT u.id, f.title FROM lc_users u LEFT JOIN lc_posts q ON q.author_id = u.id AND q.title = 'q1' CROSS JOIN LATERAL (SELECT p.title FROM lc_posts p WHERE p.author_id = u.id LIMIT 1 OFFSET 0) f WHERE q.id IS NULL ORDER BY u.id;
+-- A LATERAL of many rows per outer row, correlated by equalities: top N per group, its left join keeping outer
+-- rows with none, an OFFSET, NULLs in the subquery's order, DISTINCT, a column list, an inner join's condition.
+INSERT INTO lc_posts (author_id, title, score) VALUES (1, 'p3', NULL), (1, 'p4', 4), (2, 'q2', 2);
+SELECT u.id, top.title, top.score FROM lc_users u LEFT JOIN LATERAL (SELECT p.title, p.score FROM lc_posts p WHERE p.author_id = u.id ORDER BY p.score DESC, p.id LIMIT 2) top ON true ORDER BY u.id, top.score DESC, top.title;
+SELECT u.id, top.title FROM lc_users u CROSS JOIN LATERAL (SELECT p.title FROM lc_posts p WHERE p.author_id = u.id ORDER BY p.score ASC, p.id LIMIT 2 OFFSET 1) top ORDER BY 1, 2;
+SELECT u.email, s.score FROM lc_users u JOIN LATERAL (SELECT DISTINCT p.score FROM lc_posts p WHERE u.id = p.author_id AND p.score IS NOT NULL) s ON s.score > 2 ORDER BY 1, 2;
+SELECT u.id, x.t, x.doubled FROM lc_users u LEFT JOIN LATERAL (SELECT p.title, p.score * 2 FROM lc_posts p WHERE p.author_id = u.id AND p.title LIKE '%1') AS x(t, doubled) ON true ORDER BY 1, 2;
+SELECT u.id, count(p.title) AS n, max(p.score) AS best FROM lc_users u LEFT JOIN LATERAL (SELECT title, score FROM lc_posts WHERE author_id = u.id ORDER BY id LIMIT 3) p ON true GROUP BY u.id ORDER BY u.id;
