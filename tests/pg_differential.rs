@@ -10,6 +10,9 @@
 //! `;` (a function body) is written on one line. Statements are numbered from 1 in each file. Each file is a
 //! scenario run in order on one session in a fresh database.
 //!
+//! A plan (`EXPLAIN …`) is the engine's own: only its shape is compared (the `QUERY PLAN` column and at least one
+//! line, or the error class).
+//!
 //! **Outcome** of a statement, through tokio-postgres `simple_query` (text format, what psql shows): `Ok` with
 //! the column names and rows (`NULL` as JSON `null`; a statement without a result set has no columns and no
 //! rows), or `Error` with its SQLSTATE. A statement that takes longer than [`STATEMENT_TIMEOUT`] is the error
@@ -399,6 +402,27 @@ impl Category {
         matches!(self, Category::OkWherePgError | Category::WrongRows)
     }
 
+    /// [`Category::classify`], except that a plan (`EXPLAIN`) is the engine's own: its shape (the `QUERY PLAN`
+    /// column, or the error class) is compared, not its lines.
+    fn classify_statement(sql: &str, postgres: &Outcome, cambium: &Outcome) -> Category {
+        let explain = sql
+            .trim_start()
+            .get(..8)
+            .is_some_and(|start| start.eq_ignore_ascii_case("explain "));
+        match (postgres, cambium) {
+            (Outcome::Ok { columns, .. }, Outcome::Ok { columns: got, rows }) if explain => {
+                if columns != got {
+                    Category::WrongColumns
+                } else if rows.is_empty() {
+                    Category::WrongRows
+                } else {
+                    Category::Same
+                }
+            }
+            _ => Category::classify(postgres, cambium),
+        }
+    }
+
     fn classify(postgres: &Outcome, cambium: &Outcome) -> Category {
         match (postgres, cambium) {
             (
@@ -596,7 +620,7 @@ async fn compare(corpus: &[CorpusFile]) {
         let config: Config = uri.parse().unwrap_or_else(|e| panic!("{uri}: {e}"));
         let outcomes = run_file(file, config).await;
         for (index, (postgres, cambium)) in expected.into_iter().zip(outcomes).enumerate() {
-            let category = Category::classify(&postgres, &cambium);
+            let category = Category::classify_statement(&file.statements[index], &postgres, &cambium);
             results.push(Compared {
                 file: &file.name,
                 number: index + 1,
@@ -693,6 +717,18 @@ fn classification() {
         sqlstate: code.to_owned(),
     };
     assert_eq!(Category::classify(&ok(&["1"]), &ok(&["1"])), Category::Same);
+    assert_eq!(
+        Category::classify_statement("EXPLAIN SELECT 1", &ok(&["Result"]), &ok(&["SCAN CONSTANT ROW"])),
+        Category::Same
+    );
+    assert_eq!(
+        Category::classify_statement("EXPLAIN SELECT 1", &ok(&["Result"]), &ok(&[])),
+        Category::WrongRows
+    );
+    assert_eq!(
+        Category::classify_statement("SELECT 1", &ok(&["1"]), &ok(&["2"])),
+        Category::WrongRows
+    );
     assert_eq!(Category::classify(&ok(&["1"]), &ok(&["2"])), Category::WrongRows);
     let renamed = Outcome::Ok {
         columns: vec!["b".to_owned()],

@@ -14,6 +14,7 @@ pub(crate) mod dependents;
 pub(crate) mod distinct_on;
 mod dml;
 pub(crate) mod enums;
+mod explain;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
 pub(crate) mod identity;
@@ -327,7 +328,16 @@ fn translate_statement(
             channel: channel.value.clone(),
             payload: payload.clone().unwrap_or_default(),
         }),
-        // SQLite's plans are not PostgreSQL's; printing them as if they were would mislead.
+        // SQLite's plan of the translation, as its own steps (see `explain`).
+        Statement::Explain {
+            analyze,
+            query_plan: false,
+            estimate: false,
+            statement: inner,
+            format,
+            options,
+            ..
+        } => explain::explain(conn, catalog, *analyze, format.as_ref(), options.as_deref(), inner)?,
         Statement::Explain { .. } | Statement::ExplainTable { .. } => return Err(PgError::unsupported("EXPLAIN")),
         Statement::CreateFunction(create) => routines::create(catalog, create)?,
         Statement::DropFunction(drop) => routines::drop(catalog, drop)?,

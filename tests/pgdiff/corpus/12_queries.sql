@@ -155,3 +155,9 @@ SELECT id, name FROM customers ORDER BY id DESC LIMIT 3;
 DELETE FROM customers WHERE id IN (SELECT id FROM customers WHERE id > 6) RETURNING id;
 SELECT count(*), count(country), count(DISTINCT country) FROM customers;
 INSERT INTO customers (id, name, created) VALUES (9, 'ivy', '2024-06-09') ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name RETURNING id, (xmax = 0) AS inserted;
+-- EXPLAIN: SQLite's plan (only its shape is compared); ANALYZE and other formats refused; a bad option.
+EXPLAIN SELECT e.name FROM emp e JOIN dept d ON d.id = e.dept_id WHERE e.id = 1 ORDER BY e.name;
+EXPLAIN (VERBOSE, COSTS false) UPDATE emp SET salary = salary WHERE id = 2;
+EXPLAIN (ANALYZE) SELECT 1;
+EXPLAIN (FORMAT JSON) SELECT 1;
+EXPLAIN (NONSENSE) SELECT 1;
