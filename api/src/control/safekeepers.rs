@@ -6,7 +6,7 @@ use cambium_types::TimelineId;
 
 use super::Control;
 use crate::error::ApiError;
-use crate::safekeeper_sets::{choose_set, count_timelines};
+use crate::safekeeper_sets::{choose_set, count_timelines, SET_SIZE};
 
 impl Control {
     /// The safekeepers that hold `timeline`: its recorded set, or the default set if it has none.
@@ -15,18 +15,24 @@ impl Control {
         Ok(recorded.unwrap_or_else(|| self.backend.default_set()))
     }
 
-    /// The set of `timeline`, a new timeline of database `database_id`: the one recorded by an earlier try of
-    /// the same creation, else one chosen now ([`choose_set`]: the reachable safekeepers with the fewest
-    /// timelines) and recorded before anything is made on the storage.
+    /// The set of `timeline`, a new timeline of database `database_id`: with at most [`SET_SIZE`] safekeepers
+    /// configured, all of them (not recorded: the default set); else the one recorded by an earlier try of the
+    /// same creation, or one chosen now ([`choose_set`]: the reachable safekeepers with the fewest timelines) and
+    /// recorded before anything is made on the storage.
     pub(super) async fn set_for_new_timeline(
         &self,
         database_id: &str,
         timeline: TimelineId,
     ) -> Result<Vec<String>, ApiError> {
+        let configured = self.backend.safekeeper_addresses();
+        if configured.len() <= SET_SIZE {
+            // Every set is the whole configuration: nothing to record. `cambium up` binds its in-process
+            // safekeepers to new ports at each start, so a recorded address would not outlive a restart.
+            return Ok(self.backend.default_set());
+        }
         if let Some(recorded) = self.blocking(move |store| store.timeline_safekeepers(timeline)).await? {
             return Ok(recorded);
         }
-        let configured = self.backend.safekeeper_addresses();
         let default_set = self.backend.default_set();
         let all = self.blocking(|store| store.all_timeline_safekeepers()).await?;
         let sets: Vec<Vec<String>> = all

@@ -104,3 +104,91 @@ impl Store {
         Ok(sets)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Arc;
+
+    use cambium_types::{Lsn, TimelineId};
+
+    use crate::store::databases::{NewDatabase, TimelineRow};
+    use crate::store::labels::Labels;
+    use crate::store::scenarios::Open;
+
+    fn set(members: &[&str]) -> Vec<String> {
+        members.iter().map(|m| (*m).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_set_is_recorded_once_and_moved_only_from_what_it_is() {
+        crate::store::scenarios::on_sqlite(a_set_is_recorded_once_and_moved_only_from_what_it_is_on);
+    }
+
+    pub(crate) fn a_set_is_recorded_once_and_moved_only_from_what_it_is_on(open: Open<'_>) {
+        let store = open();
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let verifier = compute::pg::ScramVerifier::from_password("pw", compute::pg::scram::ITERATIONS_DEFAULT).unwrap();
+        let root: TimelineId = "1".repeat(32).parse().unwrap();
+        let new = NewDatabase {
+            project_id: project.id.clone(),
+            name: "d".to_owned(),
+            region: "local".to_owned(),
+            tenant_id: "0123456789abcdef0123456789abcdef".parse().unwrap(),
+            timeline: TimelineRow {
+                timeline_id: root,
+                ancestor_timeline_id: None,
+                start_lsn: Lsn(0x0100_0000),
+            },
+            branch_name: "main".to_owned(),
+            password_verifier: Arc::new(verifier),
+            labels: Labels::new(),
+            suspend_timeout_seconds: 300,
+        };
+        let database = store.create_database(&account, &new, 10).unwrap().unwrap().database;
+        // No set recorded: the default (None), and counted as such.
+        assert_eq!(store.timeline_safekeepers(root).unwrap(), None);
+        assert_eq!(store.all_timeline_safekeepers().unwrap().get(&root), Some(&None));
+        // Recorded once: a second record (a retried creation) gets the first.
+        let first = set(&["a", "b", "c"]);
+        assert_eq!(
+            store.record_timeline_safekeepers(&database.id, root, &first).unwrap(),
+            first
+        );
+        assert_eq!(
+            store
+                .record_timeline_safekeepers(&database.id, root, &set(&["c", "d", "e"]))
+                .unwrap(),
+            first
+        );
+        assert_eq!(
+            store.all_timeline_safekeepers().unwrap().get(&root),
+            Some(&Some(first.clone()))
+        );
+        // Moved only from what it is.
+        let moved = set(&["a", "d", "c"]);
+        assert!(!store
+            .replace_timeline_safekeepers(&database.id, root, Some(&set(&["x", "y", "z"])), &moved)
+            .unwrap());
+        assert!(store
+            .replace_timeline_safekeepers(&database.id, root, Some(&first), &moved)
+            .unwrap());
+        assert!(!store
+            .replace_timeline_safekeepers(&database.id, root, Some(&first), &moved)
+            .unwrap());
+        assert_eq!(open().timeline_safekeepers(root).unwrap(), Some(moved));
+        // A set for a timeline with no row yet (a branch being made) is counted by nothing; a timeline with no
+        // recorded set moves from the default once.
+        let child: TimelineId = "2".repeat(32).parse().unwrap();
+        assert!(store
+            .replace_timeline_safekeepers(&database.id, child, None, &first)
+            .unwrap());
+        assert!(!store
+            .replace_timeline_safekeepers(&database.id, child, None, &first)
+            .unwrap());
+        assert!(!store.all_timeline_safekeepers().unwrap().contains_key(&child));
+        // Forgotten with the timeline.
+        store.remove_timeline(child).unwrap();
+        assert_eq!(store.timeline_safekeepers(child).unwrap(), None);
+    }
+}
