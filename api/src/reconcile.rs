@@ -236,9 +236,10 @@ async fn probe_safekeepers(control: &Control) -> Listings {
 /// One round: the safekeepers probed, half-done deletions and orphans, dead set members replaced, then every
 /// live timeline's copies.
 pub async fn round(control: &Control, config: &ReconcileConfig) {
-    let listings = probe_safekeepers(control).await;
     finish_deletions(control).await;
     delete_orphans(control).await;
+    // After those deletions, so the leftover sweep does not delete again what they just deleted.
+    let listings = probe_safekeepers(control).await;
     delete_orphan_tenants_and_copies(control, &listings).await;
     let live = match control.blocking(|store| store.live_timelines()).await {
         Ok(live) => live,
