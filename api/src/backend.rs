@@ -3,8 +3,9 @@
 //!
 //! Every call is bounded by [`BackendConfig::request_timeout_ms`]. Creations are idempotent (an existing
 //! tenant or an identical timeline is success) and deletions of what is gone succeed, so an operation that
-//! is retried after a crash does the same thing again safely. Safekeeper calls go to all of them at once and
-//! succeed on a majority, as the WAL itself does.
+//! is retried after a crash does the same thing again safely. A timeline's safekeeper calls go to the members of
+//! its set (`crate::safekeeper_sets`) at once and succeed on a majority of it, as the WAL itself does; deletions
+//! go to every configured safekeeper, so a copy left outside a set goes too.
 
 use std::time::Duration;
 

@@ -1,6 +1,13 @@
 //! The reconciler: at start and every [`ReconcileConfig::period_ms`], the control plane compares what the
 //! metadata says the storage holds with what the safekeepers hold, and repairs the difference.
 //!
+//! - **Safekeeper sets** (`crate::safekeeper_sets`). Every round probes every configured safekeeper
+//!   (`ListTimelines`) and records who answered. A live timeline whose set holds a safekeeper dead for
+//!   [`ReconcileConfig::safekeeper_dead_after_ms`] gets a live one in its place (`replace_member`: fence the
+//!   survivors with a vote in a higher term, record the new set, re-point the compute), and the repair below
+//!   then pulls the new member's copy from the survivors. Branches this host serves on another set than their
+//!   timeline's (moved by another API process, or a failed re-point) are re-pointed. Everything below works on
+//!   each timeline's set, not on every safekeeper; a copy outside its timeline's set is a leftover.
 //! - **Replica repair.** For every live timeline ([`Store::live_timelines`]: on a branch or branched from, of an
 //!   `active` or `suspended` database), every safekeeper is asked for its copy's state. A copy that is missing
 //!   (NOT_FOUND), broken (INTERNAL), or so far behind that no peer still holds the WAL it needs next (its flush
@@ -256,6 +263,7 @@ pub async fn round(control: &Control, config: &ReconcileConfig) {
         }
     };
     let sets = replace_dead_members(control, config, &live, sets).await;
+    repoint_moved_branches(control, &sets).await;
     let default_set = control.backend().default_set();
     let healthy_copies: HashMap<TimelineId, usize> = stream::iter(live.iter().cloned())
         .map(|timeline| {
@@ -394,10 +402,54 @@ async fn replace_member(
         old = ?old_set, new = ?new_set, "a dead safekeeper was replaced in a timeline's set"
     );
     if let Err(error) = control.repoint_timeline(&timeline.database_id, timeline_id).await {
-        // The store fenced above fails its commits; its next session restarts it with the sets read again.
+        // The store fenced above fails its commits; the next round's `repoint_moved_branches` tries again.
         tracing::warn!(timeline = %timeline_id, ?error, "the compute could not be re-pointed to the new set");
     }
     Ok(true)
+}
+
+/// Re-points every branch this host serves whose store was given another set than its timeline's `sets` entry:
+/// a replacement another API process made (on shared metadata), or one whose re-point failed here. Under the
+/// database's lock, reading the sets again.
+async fn repoint_moved_branches(control: &Control, sets: &HashMap<TimelineId, Vec<String>>) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    for database in databases
+        .iter()
+        .filter(|database| database.serves_sessions() && control.is_placed_here(&database.id))
+    {
+        let id = database.id.clone();
+        let Ok(branches) = control.blocking(move |store| store.branches_of(&id)).await else {
+            continue;
+        };
+        let moved: HashSet<TimelineId> = branches
+            .iter()
+            .filter(|branch| {
+                control.host().target(&branch.id).is_some_and(|target| {
+                    target.timeline_id == branch.timeline_id
+                        && sets
+                            .get(&branch.timeline_id)
+                            .is_some_and(|set| *set != target.safekeepers)
+                })
+            })
+            .map(|branch| branch.timeline_id)
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let _held = control.locked(&database.id).await;
+        for timeline in moved {
+            tracing::info!(database = %database.id, %timeline, "re-pointing a branch's store to its timeline's set");
+            if let Err(error) = control.repoint_timeline(&database.id, timeline).await {
+                tracing::warn!(database = %database.id, %timeline, ?error, "a branch could not be re-pointed; next round");
+            }
+        }
+    }
 }
 
 /// Checks and repairs the copies of one timeline on its `set`; returns how many are healthy afterwards.

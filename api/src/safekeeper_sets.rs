@@ -35,7 +35,7 @@ pub fn choose_set(
     counts: &HashMap<String, usize>,
     unreachable: &HashSet<String>,
 ) -> Vec<String> {
-    let mut ranked: Vec<(usize, &String)> = configured.iter().enumerate().map(|(i, a)| (i, a)).collect();
+    let mut ranked: Vec<(usize, &String)> = configured.iter().enumerate().collect();
     ranked.sort_by_key(|(index, address)| {
         (
             unreachable.contains(*address),

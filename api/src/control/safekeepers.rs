@@ -42,9 +42,8 @@ impl Control {
         let counts = count_timelines(&sets);
         let chosen = choose_set(&configured, &counts, &self.replicas.liveness().unreachable());
         let database_id = database_id.to_owned();
-        Ok(self
-            .blocking(move |store| store.record_timeline_safekeepers(&database_id, timeline, &chosen))
-            .await?)
+        self.blocking(move |store| store.record_timeline_safekeepers(&database_id, timeline, &chosen))
+            .await
     }
 }
 

@@ -106,6 +106,7 @@ impl Store {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test failure is a panic
 pub(crate) mod tests {
     use std::sync::Arc;
 

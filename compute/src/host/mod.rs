@@ -370,6 +370,12 @@ impl ComputeHost {
         &self.shared.cache
     }
 
+    /// What branch `name` (not an alias) is served with; `None` if it is not served.
+    pub fn target(&self, name: &str) -> Option<BranchTarget> {
+        let names = self.shared.names.read();
+        names.branches.get(name).map(|branch| branch.target.clone())
+    }
+
     /// The running store of branch `name` (not an alias); `None` if `name` is not served or its store has not
     /// started yet.
     pub fn store(&self, name: &str) -> Option<Arc<RemotePageStore>> {
