@@ -341,7 +341,10 @@ async fn leftover_copies_and_tenants_are_deleted_by_the_reconciler() {
     // file goes before the reconciler counts its deletion.
     let deadline = Instant::now() + WAIT_MAX;
     while metric(&up, "cambium_orphan_timelines_deleted_total").await < 2 {
-        assert!(Instant::now() < deadline, "fewer than 2 orphans counted after {WAIT_MAX:?}");
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 2 orphans counted after {WAIT_MAX:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(timeline.is_dir(), "the database's own copy stays");

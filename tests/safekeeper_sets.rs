@@ -207,6 +207,19 @@ async fn sql_branch_and_restore(api: &ApiClient) {
     assert_eq!(rows(&branch_uri).await, [1, 2, 3], "the branch untouched");
 }
 
+/// A value of `/metrics` by its full name (no labels).
+async fn metric(api: &ApiClient, name: &str) -> u64 {
+    let reply = api.call("GET", "/metrics", None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .parse()
+        .expect("a whole number")
+}
+
 /// Polls the database's health until it is `healthy` with three copies everywhere; panics after `bound`.
 async fn wait_healthy(api: &ApiClient, database_id: &str, bound: Duration) -> serde_json::Value {
     let deadline = Instant::now() + bound;
@@ -280,6 +293,11 @@ async fn timelines_spread_over_five_safekeepers_and_move_off_a_dead_one() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let replaced_in = killed_at.elapsed();
+    // Each of its timelines moved once, by the reconciler's replacement (not by anything else).
+    assert_eq!(
+        metric(&api, "cambium_safekeeper_set_replacements_total").await,
+        victim_held.len() as u64
+    );
     run.bank.progress(100, "after the replacement").await;
     let health = wait_healthy(&api, &run.database.id, REPLACEMENT_BOUND).await;
     eprintln!(
