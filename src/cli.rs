@@ -225,6 +225,10 @@ pub(crate) enum Command {
         /// Data directory (made if missing); one process at a time (it holds a `LOCK` file).
         #[arg(long, env = "CAMBIUM_DATA_DIR")]
         data_dir: PathBuf,
+        /// Fault injection for tests: the quiet period after a start, during which this safekeeper rebuilds no
+        /// timeline it lacks (`PullTimeline`), instead of the default 30 s.
+        #[arg(long, env = "CAMBIUM_SAFEKEEPER_PULL_QUIET_PERIOD_MS", hide = true)]
+        pull_quiet_period_ms: Option<u64>,
     },
     /// Runs a pageserver: pages of any branch at any LSN over gRPC, WAL ingested from the safekeepers.
     Pageserver {
@@ -457,6 +461,12 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_RECONCILE_PERIOD_MS", default_value_t = api::reconcile::RECONCILE_PERIOD_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     reconcile_period_ms: u64,
+    /// A safekeeper that has answered none of the reconciler's probes for this long is dead: each timeline on
+    /// it gets another safekeeper in its place (its writer fenced, the new set recorded, the copy pulled from
+    /// the survivors). Only with more than three safekeepers.
+    #[arg(long, env = "CAMBIUM_SAFEKEEPER_DEAD_AFTER_MS", default_value_t = api::safekeeper_sets::DEAD_AFTER_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    safekeeper_dead_after_ms: u64,
     /// The wait between sweeps of the branch expiry, which deletes branches whose `expires_at` has passed: how
     /// late after it a branch may go.
     #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
@@ -502,6 +512,7 @@ impl ReconcileArgs {
     pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {
         api::reconcile::ReconcileConfig {
             period_ms: self.reconcile_period_ms,
+            safekeeper_dead_after_ms: self.safekeeper_dead_after_ms,
         }
     }
 }

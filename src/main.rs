@@ -186,7 +186,12 @@ fn main() -> Result<()> {
         }
         Command::Inspect { data_dir } => tenant_dir::inspect(&data_dir),
         Command::Verify { data_dir } => tenant_dir::verify(&data_dir),
-        Command::Safekeeper { id, listen, data_dir } => services::run_safekeeper(id, &listen, data_dir),
+        Command::Safekeeper {
+            id,
+            listen,
+            data_dir,
+            pull_quiet_period_ms,
+        } => services::run_safekeeper(id, &listen, data_dir, pull_quiet_period_ms),
         Command::Pageserver {
             listen,
             data_dir,

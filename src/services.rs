@@ -69,20 +69,25 @@ async fn serve_compute(config: compute::compute::ComputeConfig) -> Result<()> {
 }
 
 /// Runs `cambium safekeeper` `id` over `data_dir`.
-pub(crate) fn run_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()> {
+pub(crate) fn run_safekeeper(
+    id: u64,
+    listen: &str,
+    data_dir: PathBuf,
+    pull_quiet_period_ms: Option<u64>,
+) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("safekeeper")
         .build()
         .context("starting the tokio runtime")?;
-    let result = runtime.block_on(serve_safekeeper(id, listen, data_dir));
+    let result = runtime.block_on(serve_safekeeper(id, listen, data_dir, pull_quiet_period_ms));
     // Dropping the runtime waits for blocking tasks (an fdatasync in progress) and drops every task, so the
     // last references to the node go and its lock file is removed before the process exits.
     drop(runtime);
     result
 }
 
-async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()> {
+async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf, pull_quiet_period_ms: Option<u64>) -> Result<()> {
     let config = NodeConfig {
         node_id: id,
         data_dir: data_dir.clone(),
@@ -92,6 +97,9 @@ async fn serve_safekeeper(id: u64, listen: &str, data_dir: PathBuf) -> Result<()
         .await
         .context("opening the safekeeper node")?
         .with_context(|| format!("opening the safekeeper data directory {}", data_dir.display()))?;
+    if let Some(ms) = pull_quiet_period_ms {
+        node.set_pull_quiet_period(std::time::Duration::from_millis(ms));
+    }
     let node = Arc::new(node);
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -337,8 +337,16 @@ async fn leftover_copies_and_tenants_are_deleted_by_the_reconciler() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The stray copy, and the stray tenant (its pageserver deletion takes its safekeeper copies along).
-    assert!(metric(&up, "cambium_orphan_timelines_deleted_total").await >= 2);
+    // The stray copy, and the stray tenant (its pageserver deletion takes its safekeeper copies along). Polled: a
+    // file goes before the reconciler counts its deletion.
+    let deadline = Instant::now() + WAIT_MAX;
+    while metric(&up, "cambium_orphan_timelines_deleted_total").await < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 2 orphans counted after {WAIT_MAX:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(timeline.is_dir(), "the database's own copy stays");
     assert!(own_tenant.is_dir(), "the database's own tenant stays");
     assert_eq!(ids(&uri).await, (0..10).collect::<Vec<_>>());

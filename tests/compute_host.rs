@@ -153,6 +153,7 @@ async fn one_listener_serves_two_tenants_with_aliases_refusals_and_detach() -> T
         tenant_id: cluster.tenant,
         timeline_id: cluster.timeline,
         start_lsn: START,
+        safekeepers: Vec::new(),
     };
     host.attach("br_host_a", target_a.clone()).await?;
     assert!(host.store("br_host_a").is_some(), "attach starts the store");
@@ -163,6 +164,7 @@ async fn one_listener_serves_two_tenants_with_aliases_refusals_and_detach() -> T
             tenant_id: tenant_b,
             timeline_id: timeline_b,
             start_lsn: START,
+            safekeepers: Vec::new(),
         },
     )?;
     assert!(host.store("br_host_b").is_none(), "define starts nothing");
@@ -241,6 +243,7 @@ async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
             tenant_id: cluster.tenant,
             timeline_id: cluster.timeline,
             start_lsn: START,
+            safekeepers: Vec::new(),
         },
     )
     .await?;
@@ -269,6 +272,7 @@ async fn attaching_a_new_timeline_closes_the_old_store() -> TestResult {
             tenant_id: cluster.tenant,
             timeline_id: restored,
             start_lsn: restore_point,
+            safekeepers: Vec::new(),
         },
     )
     .await?;
@@ -351,6 +355,7 @@ async fn an_idle_store_is_stopped_and_the_next_session_starts_it_again() -> Test
         tenant_id: cluster.tenant,
         timeline_id: cluster.timeline,
         start_lsn: START,
+        safekeepers: Vec::new(),
     };
     host.attach("br_idle", target).await?;
     let session = connect(&host, "br_idle").await?;
@@ -392,6 +397,7 @@ async fn a_store_starts_in_the_background_when_its_branch_is_defined() -> TestRe
         tenant_id: cluster.tenant,
         timeline_id: cluster.timeline,
         start_lsn: START,
+        safekeepers: Vec::new(),
     };
     host.define("br_early", target)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -430,6 +436,7 @@ async fn a_parked_database_stops_its_stores_and_its_next_session_wakes_it() -> T
         tenant_id: tenant,
         timeline_id: cluster.timeline,
         start_lsn: START,
+        safekeepers: Vec::new(),
     };
     host.attach("br_park", target.clone()).await?;
     host.touch(tenant);

@@ -3,8 +3,9 @@
 //!
 //! Every call is bounded by [`BackendConfig::request_timeout_ms`]. Creations are idempotent (an existing
 //! tenant or an identical timeline is success) and deletions of what is gone succeed, so an operation that
-//! is retried after a crash does the same thing again safely. Safekeeper calls go to all of them at once and
-//! succeed on a majority, as the WAL itself does.
+//! is retried after a crash does the same thing again safely. A timeline's safekeeper calls go to the members of
+//! its set (`crate::safekeeper_sets`) at once and succeed on a majority of it, as the WAL itself does; deletions
+//! go to every configured safekeeper, so a copy left outside a set goes too.
 
 use std::time::Duration;
 
@@ -164,20 +165,49 @@ impl Backend {
         })
     }
 
-    /// The safekeepers' addresses, in the order [`Backend::copy_states`] answers.
+    /// The configured safekeepers' addresses (the indices of [`Backend::list_copies`] and the other per-copy
+    /// calls).
     pub fn safekeeper_addresses(&self) -> Vec<String> {
         self.safekeepers.iter().map(|(address, _)| address.clone()).collect()
     }
 
-    /// Every safekeeper's copy of `timeline`, asked at once; one answer per safekeeper, in their order.
-    pub async fn copy_states(&self, tenant: TenantId, timeline: TimelineId) -> Vec<CopyState> {
+    /// The client of the configured safekeeper at `address`, if it is one.
+    fn client_of(&self, address: &str) -> Option<&SafekeeperClient<Channel>> {
+        self.safekeepers
+            .iter()
+            .find(|(configured, _)| configured == address)
+            .map(|(_, client)| client)
+    }
+
+    /// The position of `address` among the configured safekeepers.
+    pub fn safekeeper_index(&self, address: &str) -> Option<usize> {
+        self.safekeepers
+            .iter()
+            .position(|(configured, _)| configured == address)
+    }
+
+    /// The set of a timeline that has none recorded: the first three configured safekeepers.
+    pub fn default_set(&self) -> Vec<String> {
+        crate::safekeeper_sets::default_set(&self.safekeeper_addresses())
+    }
+
+    /// Each member of `set`'s copy of `timeline`, asked at once; one answer per member, in `set`'s order (a
+    /// member that is not configured is [`CopyState::Unknown`]).
+    pub async fn copy_states(&self, tenant: TenantId, timeline: TimelineId, set: &[String]) -> Vec<CopyState> {
         let request = sk::TimelineRef {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
         };
-        let calls = self.safekeepers.iter().map(|(_, client)| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move { client.get_state(request).await }
+        let calls = set.iter().map(|address| {
+            let (client, request) = (self.client_of(address).cloned(), request.clone());
+            async move {
+                match client {
+                    Some(mut client) => client.get_state(request).await,
+                    None => Err(tonic::Status::failed_precondition(format!(
+                        "{address} is not a configured safekeeper"
+                    ))),
+                }
+            }
         });
         join_all(calls)
             .await
@@ -197,26 +227,79 @@ impl Backend {
             .collect()
     }
 
-    /// Rebuilds safekeeper `index`'s copy of `timeline` from every other safekeeper (`PullTimeline`); returns
-    /// whether WAL was copied (false: the copy was already as far as every other).
-    pub async fn pull_timeline(&self, index: usize, tenant: TenantId, timeline: TimelineId) -> Result<bool, PullError> {
-        assert!(
-            index < self.pullers.len(),
-            "safekeeper {index} of {}",
-            self.pullers.len()
-        );
+    /// Fences the writers of `timeline` on `members` (the live members of its old set, a majority of it): asks
+    /// each for its state, then for a vote in a term above every term they promised. From then on a proposer of
+    /// a lower term cannot reach a majority of the old set (every majority includes one of `members`), and a
+    /// new one must campaign above this term. Every member must answer; returns the fencing term.
+    pub async fn fence(&self, tenant: TenantId, timeline: TimelineId, members: &[String]) -> Result<u64, BackendError> {
+        let reference = sk::TimelineRef {
+            tenant_id: tenant.to_string(),
+            timeline_id: timeline.to_string(),
+        };
+        let clients = members
+            .iter()
+            .map(|address| {
+                self.client_of(address)
+                    .cloned()
+                    .map(|client| (address, client))
+                    .ok_or_else(|| BackendError::Unavailable(format!("{address} is not a configured safekeeper")))
+            })
+            .collect::<Result<Vec<_>, BackendError>>()?;
+        let states = join_all(clients.iter().map(|(address, client)| {
+            let (mut client, request) = (client.clone(), reference.clone());
+            async move { (address, client.get_state(request).await) }
+        }))
+        .await;
+        let mut highest = 0;
+        for (address, state) in states {
+            let state = state.map_err(|status| unavailable(&format!("reading {address}'s term"), &status))?;
+            highest = highest.max(state.into_inner().term);
+        }
+        let term = highest
+            .checked_add(1)
+            .ok_or_else(|| BackendError::Unavailable("the term cannot grow past u64::MAX".to_owned()))?;
+        let votes = join_all(clients.iter().map(|(address, client)| {
+            let mut client = client.clone();
+            let request = sk::VoteRequest {
+                timeline: Some(reference.clone()),
+                term,
+            };
+            async move { (address, client.vote(request).await) }
+        }))
+        .await;
+        for (address, vote) in votes {
+            let vote = vote.map_err(|status| unavailable(&format!("fencing on {address}"), &status))?;
+            let vote = vote.into_inner();
+            // Refused only if it promised a term at least this one meanwhile: fenced all the same.
+            let promised = vote.state.map_or(0, |state| state.term);
+            if !vote.granted && promised < term {
+                return Err(BackendError::Unavailable(format!(
+                    "{address} refused the fencing vote in term {term} (it promised {promised})"
+                )));
+            }
+        }
+        Ok(term)
+    }
+
+    /// Rebuilds `target`'s copy of `timeline` from `sources` (the other members of its set, every one of which
+    /// must answer: `PullTimeline`); returns whether WAL was copied (false: the copy was already as far as every
+    /// source).
+    pub async fn pull_timeline(
+        &self,
+        target: &str,
+        sources: &[String],
+        tenant: TenantId,
+        timeline: TimelineId,
+    ) -> Result<bool, PullError> {
+        let Some(index) = self.safekeeper_index(target) else {
+            return Err(PullError::Failed(format!("{target} is not a configured safekeeper")));
+        };
         let request = sk::PullTimelineRequest {
             timeline: Some(sk::TimelineRef {
                 tenant_id: tenant.to_string(),
                 timeline_id: timeline.to_string(),
             }),
-            sources: self
-                .safekeepers
-                .iter()
-                .enumerate()
-                .filter(|(other, _)| *other != index)
-                .map(|(_, (address, _))| address.clone())
-                .collect(),
+            sources: sources.to_vec(),
         };
         match self.pullers[index].clone().pull_timeline(request).await {
             Ok(response) => Ok(response.into_inner().copied),
@@ -320,9 +403,9 @@ impl Backend {
             .map_err(|status| unavailable(&format!("deleting the tenant on {address}"), &status))
     }
 
-    /// A majority of the safekeepers.
-    fn quorum(&self) -> usize {
-        self.safekeepers.len() / 2 + 1
+    /// A majority of `set`.
+    fn quorum(set: &[String]) -> usize {
+        set.len() / 2 + 1
     }
 
     /// Creates `tenant` on the pageserver (success if it exists).
@@ -390,10 +473,15 @@ impl Backend {
     /// copies just made are deleted again; whatever a crash, another failure or a failed deletion leaves is a
     /// copy no metadata names, which the reconciler deletes (`reconcile`'s orphan copies), as it deletes a
     /// pageserver timeline whose row was never written.
-    pub async fn create_timeline(&self, tenant: TenantId, timeline: &TimelineRow) -> Result<(), BackendError> {
+    pub async fn create_timeline(
+        &self,
+        tenant: TenantId,
+        timeline: &TimelineRow,
+        set: &[String],
+    ) -> Result<(), BackendError> {
         let (on_pageserver, on_safekeepers) = tokio::join!(
             self.create_timeline_on_pageserver(tenant, timeline),
-            self.create_timeline_on_safekeepers(tenant, timeline)
+            self.create_timeline_on_safekeepers(tenant, timeline, set)
         );
         if let Err(error) = on_pageserver {
             // A refusal is final: the copies are of a timeline that will never be. After anything else the
@@ -434,11 +522,13 @@ impl Backend {
         }
     }
 
-    /// The safekeepers' half of [`Backend::create_timeline`]: every one asked at once, a quorum must answer.
+    /// The safekeepers' half of [`Backend::create_timeline`]: every member of `set` asked at once, a majority of
+    /// it must answer.
     async fn create_timeline_on_safekeepers(
         &self,
         tenant: TenantId,
         timeline: &TimelineRow,
+        set: &[String],
     ) -> Result<(), BackendError> {
         let request = sk::CreateTimelineRequest {
             timeline: Some(sk::TimelineRef {
@@ -447,9 +537,17 @@ impl Backend {
             }),
             start_lsn: timeline.start_lsn.0,
         };
-        let calls = self.safekeepers.iter().map(|(address, client)| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move { (address, client.create_timeline(request).await) }
+        let calls = set.iter().map(|address| {
+            let (client, request) = (self.client_of(address).cloned(), request.clone());
+            async move {
+                match client {
+                    Some(mut client) => (address, client.create_timeline(request).await.map(|_| ())),
+                    None => (
+                        address,
+                        Err(tonic::Status::failed_precondition("not a configured safekeeper")),
+                    ),
+                }
+            }
         });
         let mut created = 0;
         let mut errors = Vec::new();
@@ -459,7 +557,7 @@ impl Backend {
                 Err(status) => errors.push(format!("{address}: {}", status.message())),
             }
         }
-        if created < self.quorum() {
+        if created < Self::quorum(set) {
             return Err(BackendError::Unavailable(format!(
                 "creating the timeline on the safekeepers: {}",
                 errors.join("; ")
@@ -627,16 +725,29 @@ impl Backend {
         }
     }
 
-    /// What a majority of safekeepers hold as committed on `timeline`: the highest commit LSN among a majority
-    /// of answers, and never below the timeline's start.
-    pub async fn committed_lsn(&self, tenant: TenantId, timeline: TimelineId) -> Result<Lsn, BackendError> {
+    /// What a majority of `timeline`'s set holds as committed: the highest commit LSN among a majority of its
+    /// members' answers, and never below the timeline's start.
+    pub async fn committed_lsn(
+        &self,
+        tenant: TenantId,
+        timeline: TimelineId,
+        set: &[String],
+    ) -> Result<Lsn, BackendError> {
         let request = sk::TimelineRef {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
         };
-        let calls = self.safekeepers.iter().map(|(address, client)| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move { (address, client.get_state(request).await) }
+        let calls = set.iter().map(|address| {
+            let (client, request) = (self.client_of(address).cloned(), request.clone());
+            async move {
+                match client {
+                    Some(mut client) => (address, client.get_state(request).await),
+                    None => (
+                        address,
+                        Err(tonic::Status::failed_precondition("not a configured safekeeper")),
+                    ),
+                }
+            }
         });
         let mut answers = 0;
         let mut committed = Lsn(0);
@@ -651,7 +762,7 @@ impl Backend {
                 Err(status) => errors.push(format!("{address}: {}", status.message())),
             }
         }
-        if answers < self.quorum() {
+        if answers < Self::quorum(set) {
             return Err(BackendError::Unavailable(format!(
                 "reading the safekeepers: {}",
                 errors.join("; ")

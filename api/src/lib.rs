@@ -6,6 +6,7 @@
 //! - [`backend`]: the pageserver and safekeepers over gRPC.
 //! - [`control`]: what each call does to the metadata, the storage and the computes.
 //! - `worker`: runs operations in the background, bounded.
+//! - [`safekeeper_sets`]: which 3 of the N safekeepers hold each timeline, liveness and replacement plans.
 //! - [`reconcile`]: the reconciler: replica repair on the safekeepers, half-done deletions finished.
 //! - [`webhooks`]: the webhook sender: signed deliveries from the durable queue, retried with backoff.
 //! - [`consumption`]: the consumption sampler: each branch's size, WAL written and compute time, hourly.
@@ -28,6 +29,7 @@ pub mod http;
 mod ids;
 pub mod proxy;
 pub mod reconcile;
+pub mod safekeeper_sets;
 pub mod schema_diff;
 pub mod store;
 #[cfg(test)]

@@ -1,6 +1,13 @@
 //! The reconciler: at start and every [`ReconcileConfig::period_ms`], the control plane compares what the
 //! metadata says the storage holds with what the safekeepers hold, and repairs the difference.
 //!
+//! - **Safekeeper sets** (`crate::safekeeper_sets`). Every round probes every configured safekeeper
+//!   (`ListTimelines`) and records who answered. A live timeline whose set holds a safekeeper dead for
+//!   [`ReconcileConfig::safekeeper_dead_after_ms`] gets a live one in its place (`replace_member`: fence the
+//!   survivors with a vote in a higher term, record the new set, re-point the compute), and the repair below
+//!   then pulls the new member's copy from the survivors. Branches this host serves on another set than their
+//!   timeline's (moved by another API process, or a failed re-point) are re-pointed. Everything below works on
+//!   each timeline's set, not on every safekeeper; a copy outside its timeline's set is a leftover.
 //! - **Replica repair.** For every live timeline ([`Store::live_timelines`]: on a branch or branched from, of an
 //!   `active` or `suspended` database), every safekeeper is asked for its copy's state. A copy that is missing
 //!   (NOT_FOUND), broken (INTERNAL), or so far behind that no peer still holds the WAL it needs next (its flush
@@ -43,6 +50,7 @@ use cambium_types::{Lsn, TenantId, TimelineId};
 
 use crate::backend::{BackendError, CopyState, PullError};
 use crate::control::Control;
+use crate::safekeeper_sets::{count_timelines, plan_replacement, Liveness, Plan};
 use crate::store::databases::{DatabaseStatus, LiveTimeline};
 #[cfg(doc)]
 use crate::store::Store;
@@ -63,12 +71,16 @@ const PULL_FIRST_WAIT_MS: u64 = 500;
 pub struct ReconcileConfig {
     /// The wait between the end of a round and the start of the next.
     pub period_ms: u64,
+    /// A safekeeper that has not answered a round's probe for this long is dead: the timelines whose set holds
+    /// it move to another (`safekeeper_sets`).
+    pub safekeeper_dead_after_ms: u64,
 }
 
 impl Default for ReconcileConfig {
     fn default() -> ReconcileConfig {
         ReconcileConfig {
             period_ms: RECONCILE_PERIOD_MS_DEFAULT,
+            safekeeper_dead_after_ms: crate::safekeeper_sets::DEAD_AFTER_MS_DEFAULT,
         }
     }
 }
@@ -81,6 +93,9 @@ pub struct ReplicaHealth {
     repair_failures: AtomicU64,
     rounds: AtomicU64,
     orphans_deleted: AtomicU64,
+    replacements: AtomicU64,
+    /// Which safekeepers answered the rounds' probes.
+    liveness: Liveness,
     /// The last round's findings, replaced whole when a round ends.
     last_round: parking_lot::Mutex<Option<Arc<RoundReport>>>,
 }
@@ -119,6 +134,16 @@ impl ReplicaHealth {
     /// Orphan timelines deleted since the start.
     pub fn orphans_deleted(&self) -> u64 {
         self.orphans_deleted.load(Ordering::Relaxed)
+    }
+
+    /// Set members replaced since the start (a dead safekeeper's place in a timeline's set given to another).
+    pub fn replacements(&self) -> u64 {
+        self.replacements.load(Ordering::Relaxed)
+    }
+
+    /// Which safekeepers answer, as the rounds' probes found them.
+    pub fn liveness(&self) -> &Liveness {
+        &self.liveness
     }
 
     /// Rounds completed since the start.
@@ -183,18 +208,46 @@ pub fn spawn(control: &Arc<Control>, config: ReconcileConfig) -> tokio::task::Jo
                 let Some(control) = control.upgrade() else {
                     return;
                 };
-                round(&control).await;
+                round(&control, &config).await;
             }
             tokio::time::sleep(Duration::from_millis(config.period_ms)).await;
         }
     })
 }
 
-/// One round: half-done deletions and orphans, then every live timeline's copies.
-pub async fn round(control: &Control) {
+/// What each configured safekeeper listed at the round's start (`None`: it did not answer).
+type Listings = Vec<Option<Vec<(TenantId, TimelineId)>>>;
+
+/// Probes every configured safekeeper (`ListTimelines`, which the leftover sweep needs anyway) and records who
+/// answered; returns the listings.
+async fn probe_safekeepers(control: &Control) -> Listings {
+    let backend = control.backend();
+    let count = backend.safekeeper_addresses().len();
+    let listings: Listings = futures::future::join_all((0..count).map(|index| async move {
+        match backend.list_copies(index).await {
+            Ok(copies) => Some(copies),
+            Err(error) => {
+                tracing::debug!(safekeeper = index, %error, "a safekeeper did not answer the probe");
+                None
+            }
+        }
+    }))
+    .await;
+    let now = std::time::Instant::now();
+    for (address, listing) in backend.safekeeper_addresses().iter().zip(&listings) {
+        control.replicas.liveness.observe(address, listing.is_some(), now);
+    }
+    listings
+}
+
+/// One round: the safekeepers probed, half-done deletions and orphans, dead set members replaced, then every
+/// live timeline's copies.
+pub async fn round(control: &Control, config: &ReconcileConfig) {
     finish_deletions(control).await;
     delete_orphans(control).await;
-    delete_orphan_tenants_and_copies(control).await;
+    // After those deletions, so the leftover sweep does not delete again what they just deleted.
+    let listings = probe_safekeepers(control).await;
+    delete_orphan_tenants_and_copies(control, &listings).await;
     let live = match control.blocking(|store| store.live_timelines()).await {
         Ok(live) => live,
         Err(error) => {
@@ -202,8 +255,24 @@ pub async fn round(control: &Control) {
             return;
         }
     };
+    let sets = match current_sets(control).await {
+        Ok(sets) => sets,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the safekeeper sets; next round");
+            return;
+        }
+    };
+    let sets = replace_dead_members(control, config, &live, sets).await;
+    repoint_moved_branches(control, &sets).await;
+    let default_set = control.backend().default_set();
     let healthy_copies: HashMap<TimelineId, usize> = stream::iter(live.iter().cloned())
-        .map(|timeline| async move { (timeline.timeline_id, reconcile_timeline(control, &timeline).await) })
+        .map(|timeline| {
+            let set = sets
+                .get(&timeline.timeline_id)
+                .cloned()
+                .unwrap_or_else(|| default_set.clone());
+            async move { (timeline.timeline_id, reconcile_timeline(control, &timeline, &set).await) }
+        })
         .buffer_unordered(TIMELINES_IN_FLIGHT_MAX)
         .collect()
         .await;
@@ -227,35 +296,190 @@ pub async fn round(control: &Control) {
     );
 }
 
-/// Checks and repairs one timeline's copies; returns how many are healthy afterwards.
-async fn reconcile_timeline(control: &Control, timeline: &LiveTimeline) -> usize {
+/// Every timeline row's set, the default one where none is recorded.
+async fn current_sets(control: &Control) -> Result<HashMap<TimelineId, Vec<String>>, crate::error::ApiError> {
+    let default_set = control.backend().default_set();
+    let recorded = control.blocking(|store| store.all_timeline_safekeepers()).await?;
+    Ok(recorded
+        .into_iter()
+        .map(|(timeline, set)| (timeline, set.unwrap_or_else(|| default_set.clone())))
+        .collect())
+}
+
+/// Gives each live timeline whose set holds a dead safekeeper a live replacement ([`plan_replacement`]), one
+/// timeline at a time (each moves the counts the next choice reads); returns the sets as they are after.
+async fn replace_dead_members(
+    control: &Control,
+    config: &ReconcileConfig,
+    live: &[LiveTimeline],
+    mut sets: HashMap<TimelineId, Vec<String>>,
+) -> HashMap<TimelineId, Vec<String>> {
+    let liveness = &control.replicas.liveness;
+    let now = std::time::Instant::now();
+    let dead = liveness.dead(Duration::from_millis(config.safekeeper_dead_after_ms), now);
+    if dead.is_empty() {
+        return sets;
+    }
+    let unreachable = liveness.unreachable();
+    let configured = control.backend().safekeeper_addresses();
+    let mut counts = count_timelines(sets.values());
+    for timeline in live {
+        let Some(set) = sets.get(&timeline.timeline_id).cloned() else {
+            continue;
+        };
+        match plan_replacement(&set, &configured, &dead, &unreachable, &counts) {
+            Plan::Keep => {}
+            Plan::Stuck(reason) => tracing::warn!(
+                database = %timeline.database_id, timeline = %timeline.timeline_id, %reason,
+                "a timeline's safekeeper set cannot be moved off its dead members; an operator must act"
+            ),
+            Plan::Replace { dead, with, new_set } => {
+                match replace_member(control, timeline, &set, &dead, &new_set).await {
+                    Ok(true) => {
+                        *counts.entry(dead.clone()).or_insert(1) -= 1;
+                        *counts.entry(with.clone()).or_insert(0) += 1;
+                        sets.insert(timeline.timeline_id, new_set);
+                    }
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(
+                        database = %timeline.database_id, timeline = %timeline.timeline_id, %dead, %with, %error,
+                        "a dead safekeeper could not be replaced in a timeline's set; next round"
+                    ),
+                }
+            }
+        }
+    }
+    sets
+}
+
+/// Moves `timeline` from `old_set` to `new_set` (`dead` replaced), under its database's lock: (1) fence: a vote
+/// in a higher term on every live member of the old set (a majority of it), so no writer of an older term can
+/// commit on the old set any more, even if `dead` comes back; (2) the new set recorded (one conditional update);
+/// (3) the compute host re-points the timeline's branches (a new election on the new set, whose new member
+/// refuses until it holds the timeline, so it is won on the survivors, which hold everything committed). The
+/// new member's copy is then pulled by the repair (`reconcile_timeline`) from the survivors: the most advanced
+/// by term and LSN, as an election would choose. Returns whether the set moved (false: it changed meanwhile, or
+/// the timeline is no longer live). The crash of the API between the steps is in ARCHITECTURE.md.
+async fn replace_member(
+    control: &Control,
+    timeline: &LiveTimeline,
+    old_set: &[String],
+    dead: &str,
+    new_set: &[String],
+) -> Result<bool, String> {
+    let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
+    let _held = control.locked(&timeline.database_id).await;
+    let (live, recorded) = control
+        .blocking(move |store| {
+            Ok((
+                store.is_live_timeline(timeline_id)?,
+                store.timeline_safekeepers(timeline_id)?,
+            ))
+        })
+        .await
+        .map_err(|e| format!("reading the timeline: {e:?}"))?;
+    let current = recorded.clone().unwrap_or_else(|| control.backend().default_set());
+    if !live || current != old_set {
+        return Ok(false);
+    }
+    let survivors: Vec<String> = old_set.iter().filter(|member| *member != dead).cloned().collect();
+    let term = control
+        .backend()
+        .fence(tenant, timeline_id, &survivors)
+        .await
+        .map_err(|e| format!("fencing the old set: {e}"))?;
+    let (database_id, new) = (timeline.database_id.clone(), new_set.to_vec());
+    let moved = control
+        .blocking(move |store| store.replace_timeline_safekeepers(&database_id, timeline_id, recorded.as_deref(), &new))
+        .await
+        .map_err(|e| format!("recording the new set: {e:?}"))?;
+    if !moved {
+        return Ok(false);
+    }
+    control.replicas.replacements.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        database = %timeline.database_id, %tenant, timeline = %timeline_id, %dead, term,
+        old = ?old_set, new = ?new_set, "a dead safekeeper was replaced in a timeline's set"
+    );
+    if let Err(error) = control.repoint_timeline(&timeline.database_id, timeline_id).await {
+        // The store fenced above fails its commits; the next round's `repoint_moved_branches` tries again.
+        tracing::warn!(timeline = %timeline_id, ?error, "the compute could not be re-pointed to the new set");
+    }
+    Ok(true)
+}
+
+/// Re-points every branch this host serves whose store was given another set than its timeline's `sets` entry:
+/// a replacement another API process made (on shared metadata), or one whose re-point failed here. Under the
+/// database's lock, reading the sets again.
+async fn repoint_moved_branches(control: &Control, sets: &HashMap<TimelineId, Vec<String>>) {
+    let databases = match control.blocking(|store| store.all_databases()).await {
+        Ok(databases) => databases,
+        Err(error) => {
+            tracing::warn!(?error, "the reconciler could not read the databases; next round");
+            return;
+        }
+    };
+    for database in databases
+        .iter()
+        .filter(|database| database.serves_sessions() && control.is_placed_here(&database.id))
+    {
+        let id = database.id.clone();
+        let Ok(branches) = control.blocking(move |store| store.branches_of(&id)).await else {
+            continue;
+        };
+        let moved: HashSet<TimelineId> = branches
+            .iter()
+            .filter(|branch| {
+                control.host().target(&branch.id).is_some_and(|target| {
+                    target.timeline_id == branch.timeline_id
+                        && sets
+                            .get(&branch.timeline_id)
+                            .is_some_and(|set| *set != target.safekeepers)
+                })
+            })
+            .map(|branch| branch.timeline_id)
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let _held = control.locked(&database.id).await;
+        for timeline in moved {
+            tracing::info!(database = %database.id, %timeline, "re-pointing a branch's store to its timeline's set");
+            if let Err(error) = control.repoint_timeline(&database.id, timeline).await {
+                tracing::warn!(database = %database.id, %timeline, ?error, "a branch could not be re-pointed; next round");
+            }
+        }
+    }
+}
+
+/// Checks and repairs the copies of one timeline on its `set`; returns how many are healthy afterwards.
+async fn reconcile_timeline(control: &Control, timeline: &LiveTimeline, set: &[String]) -> usize {
     let backend = control.backend();
     let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
-    let states = backend.copy_states(tenant, timeline_id).await;
+    let states = backend.copy_states(tenant, timeline_id, set).await;
     let verdicts = judge(&states);
-    let addresses = backend.safekeeper_addresses();
     let mut healthy = verdicts.iter().filter(|v| **v == Verdict::Healthy).count();
     for (index, verdict) in verdicts.iter().enumerate() {
         if *verdict != Verdict::Repair || !pullable(&states, index) {
             continue;
         }
         tracing::info!(
-            database = %timeline.database_id, %tenant, timeline = %timeline_id, safekeeper = %addresses[index],
+            database = %timeline.database_id, %tenant, timeline = %timeline_id, safekeeper = %set[index],
             state = ?states[index], "rebuilding a safekeeper's copy of a timeline from its peers"
         );
-        match pull(control, timeline, index).await {
+        match pull(control, timeline, set, index).await {
             Ok(()) => healthy += 1,
             Err(error) => {
                 control.replicas.repair_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     database = %timeline.database_id, %tenant, timeline = %timeline_id,
-                    safekeeper = %addresses[index], %error, "a copy could not be rebuilt; next round"
+                    safekeeper = %set[index], %error, "a copy could not be rebuilt; next round"
                 );
             }
         }
     }
     if healthy < HEALTHY_COPIES_WANTED {
-        let copies: Vec<String> = addresses
+        let copies: Vec<String> = set
             .iter()
             .zip(&states)
             .map(|(address, state)| format!("{address}: {state:?}"))
@@ -269,16 +493,23 @@ async fn reconcile_timeline(control: &Control, timeline: &LiveTimeline) -> usize
     healthy
 }
 
-/// Rebuilds copy `index` of `timeline`, retrying what the safekeeper says to retry; then undoes it if the
-/// timeline was deleted meanwhile (see the module doc).
-async fn pull(control: &Control, timeline: &LiveTimeline, index: usize) -> Result<(), PullError> {
+/// Rebuilds the copy of `timeline` on `set[index]` from the other members of `set`, retrying what the
+/// safekeeper says to retry; then undoes it if the timeline was deleted meanwhile (see the module doc).
+async fn pull(control: &Control, timeline: &LiveTimeline, set: &[String], index: usize) -> Result<(), PullError> {
     let backend = control.backend();
     let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
+    let target = &set[index];
+    let sources: Vec<String> = set
+        .iter()
+        .enumerate()
+        .filter(|(other, _)| *other != index)
+        .map(|(_, address)| address.clone())
+        .collect();
     let mut wait_ms = PULL_FIRST_WAIT_MS;
     let mut tries = 0;
     let copied = loop {
         tries += 1;
-        match backend.pull_timeline(index, tenant, timeline_id).await {
+        match backend.pull_timeline(target, &sources, tenant, timeline_id).await {
             Ok(copied) => break copied,
             Err(PullError::Retry(message)) if tries < PULL_TRIES_MAX => {
                 tracing::info!(timeline = %timeline_id, tries, %message, "a pull was refused for now; retrying");
@@ -297,6 +528,9 @@ async fn pull(control: &Control, timeline: &LiveTimeline, index: usize) -> Resul
             .map_err(|error| PullError::Failed(format!("checking the timeline after the pull: {error:?}")))?;
         if !still_live {
             tracing::info!(timeline = %timeline_id, "the timeline was deleted during its repair; deleting the copy");
+            let index = backend
+                .safekeeper_index(target)
+                .ok_or_else(|| PullError::Failed(format!("{target} is not a configured safekeeper")))?;
             backend
                 .delete_copy(index, tenant, timeline_id)
                 .await
@@ -414,7 +648,7 @@ async fn delete_orphans(control: &Control) {
 /// tenant was deleted keeps its WAL until this). A database's rows are written before its storage is made, so
 /// a tenant with no row is a deletion's leftover, never a creation in progress; a known tenant's copies are
 /// judged under its database's lock and skipped while an operation runs on it, as `delete_orphans` does.
-async fn delete_orphan_tenants_and_copies(control: &Control) {
+async fn delete_orphan_tenants_and_copies(control: &Control, listings: &Listings) {
     let databases = match control.blocking(|store| store.all_databases()).await {
         Ok(databases) => databases,
         Err(error) => {
@@ -437,13 +671,10 @@ async fn delete_orphan_tenants_and_copies(control: &Control) {
         }
         Err(error) => tracing::warn!(%error, "the pageserver's tenants could not be listed; next round"),
     }
-    for index in 0..control.backend().safekeeper_addresses().len() {
-        let copies = match control.backend().list_copies(index).await {
-            Ok(copies) => copies,
-            Err(error) => {
-                tracing::debug!(safekeeper = index, %error, "a safekeeper's timelines could not be listed; next round");
-                continue;
-            }
+    let addresses = control.backend().safekeeper_addresses();
+    for (index, listing) in listings.iter().enumerate() {
+        let Some(copies) = listing.clone() else {
+            continue;
         };
         let mut by_tenant: HashMap<TenantId, Vec<TimelineId>> = HashMap::new();
         for (tenant, timeline) in copies {
@@ -464,10 +695,21 @@ async fn delete_orphan_tenants_and_copies(control: &Control) {
             let Some(named) = named_timelines(control, &database.id).await else {
                 continue;
             };
-            for timeline in timelines.into_iter().filter(|timeline| !named.contains(timeline)) {
+            // Read under the lock, after the listing: a set a replacement moved meanwhile is seen as moved.
+            let Ok(sets) = current_sets(control).await else {
+                continue;
+            };
+            let stale = |timeline: &TimelineId| {
+                sets.get(timeline)
+                    .is_some_and(|set| !set.iter().any(|member| *member == addresses[index]))
+            };
+            for timeline in timelines
+                .into_iter()
+                .filter(|timeline| !named.contains(timeline) || stale(timeline))
+            {
                 tracing::warn!(
-                    safekeeper = index, database = %database.id, %tenant, %timeline,
-                    "deleting a safekeeper's copy of an orphan timeline"
+                    safekeeper = index, database = %database.id, %tenant, %timeline, stale = stale(&timeline),
+                    "deleting a safekeeper's copy of an orphan timeline, or one not in the timeline's set"
                 );
                 if control.backend().delete_copy(index, tenant, timeline).await.is_ok() {
                     control.replicas.orphans_deleted.fetch_add(1, Ordering::Relaxed);

@@ -93,6 +93,7 @@ impl Compute {
                 tenant_id: config.tenant_id,
                 timeline_id: branch.timeline_id,
                 start_lsn: branch.start_lsn,
+                safekeepers: Vec::new(),
             };
             if let Err(e) = host.attach(&branch.name, target).await {
                 // Nothing stays registered after a failed start.

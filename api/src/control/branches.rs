@@ -113,7 +113,12 @@ impl Control {
             ancestor_timeline_id: Some(holder.timeline_id),
             start_lsn: lsn,
         };
-        self.backend.create_timeline(database.tenant_id, &timeline).await?;
+        // The child's set may differ from its parent's: its history below the branch point is read from the
+        // pageserver, never from the parent's safekeepers.
+        let set = self.set_for_new_timeline(&database.id, timeline.timeline_id).await?;
+        self.backend
+            .create_timeline(database.tenant_id, &timeline, &set)
+            .await?;
         faults::pause(self.config.faults.branch_row_pause_ms).await;
         let now = jiff::Timestamp::now();
         let branch = Branch {
@@ -153,6 +158,7 @@ impl Control {
                 tenant_id: database.tenant_id,
                 timeline_id: timeline.timeline_id,
                 start_lsn: lsn,
+                safekeepers: set,
             };
             if let Err(error) = self.host.define(&branch.id, target) {
                 tracing::error!(%error, branch = %branch.id, "the new branch could not be served");

@@ -144,7 +144,11 @@ impl Control {
             .copied()
             .ok_or("the database has no root timeline")?;
         retry(|| self.backend.create_tenant(database.tenant_id)).await?;
-        retry(|| self.backend.create_timeline(database.tenant_id, &root)).await?;
+        let set = self
+            .set_for_new_timeline(&database.id, root.timeline_id)
+            .await
+            .map_err(|e| format!("choosing the safekeepers: {e:?}"))?;
+        retry(|| self.backend.create_timeline(database.tenant_id, &root, &set)).await?;
         let _held = self.locked(&database.id).await;
         // Read again under the lock: what is served is the database as it is now.
         let database = self.database_for_work(&database_id).await?;

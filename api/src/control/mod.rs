@@ -28,6 +28,7 @@ mod operations;
 pub mod placement;
 mod resolution;
 mod restore;
+mod safekeepers;
 pub mod scale_to_zero;
 mod schema_diff;
 mod serving;

@@ -87,9 +87,10 @@ impl Control {
                 return Ok(store.read_lsn());
             }
         }
+        let set = self.set_of(branch.timeline_id).await?;
         Ok(self
             .backend
-            .committed_lsn(database.tenant_id, branch.timeline_id)
+            .committed_lsn(database.tenant_id, branch.timeline_id, &set)
             .await?)
     }
 

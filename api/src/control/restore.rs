@@ -170,7 +170,11 @@ impl Control {
             ancestor_timeline_id: Some(source),
             start_lsn: lsn,
         };
-        retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline)).await?;
+        let set = self
+            .set_for_new_timeline(&database.id, new_timeline.timeline_id)
+            .await
+            .map_err(|e| format!("choosing the safekeepers: {e:?}"))?;
+        retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline, &set)).await?;
         let change = RestoreChange {
             branch_id: params.branch_id.clone(),
             old_timeline_id,
@@ -188,6 +192,7 @@ impl Control {
             tenant_id: database.tenant_id,
             timeline_id: new_timeline_id,
             start_lsn: lsn,
+            safekeepers: set,
         };
         if let Err(error) = self
             .serve_restored(&database, &params.branch_id, target, preserved.as_ref())

@@ -20,6 +20,7 @@ impl Control {
             tenant_id: database.tenant_id,
             timeline_id,
             start_lsn: row.start_lsn,
+            safekeepers: self.set_of(timeline_id).await?,
         })
     }
 

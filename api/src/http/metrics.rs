@@ -12,7 +12,8 @@
 //! - `cambium_timelines_under_replicated`: live timelines with fewer than three healthy safekeeper copies at the
 //!   reconciler's last round (`crate::reconcile`); `cambium_reconcile_rounds_total`,
 //!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
-//!   `cambium_orphan_timelines_deleted_total`.
+//!   `cambium_orphan_timelines_deleted_total`; `cambium_safekeeper_set_replacements_total` (dead safekeepers
+//!   replaced in timelines' sets).
 //! - The compute host's metrics (`compute::metrics`: page reads by source, prefetch hits and wasted prefetches,
 //!   the caches' sizes), since it runs in the same process.
 
@@ -172,6 +173,11 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
             "cambium_timeline_repair_failures_total",
             "Rebuilds of safekeeper copies tried that did not succeed.",
             replicas.repair_failures(),
+        ),
+        (
+            "cambium_safekeeper_set_replacements_total",
+            "Dead safekeepers replaced in timelines' safekeeper sets.",
+            replicas.replacements(),
         ),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}");

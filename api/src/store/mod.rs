@@ -28,6 +28,7 @@ pub mod operations;
 pub mod pool;
 pub mod rate_limits;
 pub mod sql;
+pub mod timeline_sets;
 
 #[cfg(test)]
 pub(crate) mod scenarios;
@@ -269,6 +270,18 @@ const MIGRATIONS: &[Migration] = &[
     );
     ALTER TABLE databases ADD COLUMN compute_host TEXT;
     CREATE INDEX databases_by_compute_host ON databases(compute_host);
+",
+    ),
+    // Safekeeper sets (issue 17 item 3, `timeline_sets`): the safekeepers that hold each timeline's WAL, a JSON
+    // list of addresses; a timeline without a row is on the first three configured.
+    Migration::Sql(
+        "
+    CREATE TABLE timeline_safekeepers (
+        timeline_id TEXT PRIMARY KEY,
+        database_id TEXT NOT NULL,
+        safekeepers TEXT NOT NULL
+    );
+    CREATE INDEX timeline_safekeepers_by_database ON timeline_safekeepers(database_id);
 ",
     ),
 ];

@@ -46,6 +46,10 @@ const SCENARIOS: &[Scenario] = &[
         super::tests::migrations_apply_once_and_reopen_on,
     ),
     (
+        "a_set_is_recorded_once_and_moved_only_from_what_it_is",
+        super::timeline_sets::tests::a_set_is_recorded_once_and_moved_only_from_what_it_is_on,
+    ),
+    (
         "listings_filter_on_a_key_or_a_key_and_value",
         super::labels::tests::listings_filter_on_a_key_or_a_key_and_value_on,
     ),

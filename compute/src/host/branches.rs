@@ -57,8 +57,13 @@ pub(super) enum Resolved {
 
 impl HostShared {
     pub(super) fn store_config(&self, target: &BranchTarget) -> RemotePageStoreConfig {
+        let safekeepers = if target.safekeepers.is_empty() {
+            self.config.safekeepers.clone()
+        } else {
+            target.safekeepers.clone()
+        };
         let mut config = RemotePageStoreConfig::new(
-            self.config.safekeepers.clone(),
+            safekeepers,
             self.config.pageserver.clone(),
             target.tenant_id,
             target.timeline_id,
@@ -93,10 +98,14 @@ impl HostShared {
             state: Mutex::new(BranchState::default()),
         });
         if let Some(old) = names.branches.insert(name.to_owned(), branch.clone()) {
-            let reason = format!(
-                "branch {name} moved from timeline {} to timeline {}; reconnect",
-                old.target.timeline_id, branch.target.timeline_id
-            );
+            let reason = if old.target.timeline_id == branch.target.timeline_id {
+                format!("branch {name} moved to other safekeepers; reconnect")
+            } else {
+                format!(
+                    "branch {name} moved from timeline {} to timeline {}; reconnect",
+                    old.target.timeline_id, branch.target.timeline_id
+                )
+            };
             tracing::info!(branch = %name, %reason, "branch replaced");
             retire(&old, &reason);
         }

@@ -64,7 +64,7 @@ pub const TIME_TRAVEL_STORES_MAX: usize = 8;
 pub struct HostConfig {
     /// Address of the PostgreSQL listener (`127.0.0.1:0` picks a free port; see [`ComputeHost::address`]).
     pub listen: String,
-    /// Safekeeper addresses, shared by every branch.
+    /// Safekeeper addresses, for every branch whose target names none.
     pub safekeepers: Vec<String>,
     /// Those of `safekeepers` served in this process, called directly rather than over TCP.
     pub local_safekeepers: walproposer::LocalSafekeepers,
@@ -134,6 +134,10 @@ pub struct BranchTarget {
     pub timeline_id: TimelineId,
     /// Where the timeline's WAL starts.
     pub start_lsn: Lsn,
+    /// The safekeepers that hold the timeline's WAL (its set, issue 17 item 3); empty: the host's
+    /// [`HostConfig::safekeepers`]. A target with another set is another target: defining it re-points the
+    /// branch (its store closed, a new one campaigns on the new set).
+    pub safekeepers: Vec<String>,
 }
 
 /// The user the control plane's own reads open sessions as (the factory checks no password for them).
@@ -364,6 +368,12 @@ impl ComputeHost {
     /// The host's page caches (shared by every branch's store).
     pub fn cache(&self) -> &Arc<crate::cache::HostCache> {
         &self.shared.cache
+    }
+
+    /// What branch `name` (not an alias) is served with; `None` if it is not served.
+    pub fn target(&self, name: &str) -> Option<BranchTarget> {
+        let names = self.shared.names.read();
+        names.branches.get(name).map(|branch| branch.target.clone())
     }
 
     /// The running store of branch `name` (not an alias); `None` if `name` is not served or its store has not

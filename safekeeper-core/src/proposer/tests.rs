@@ -377,3 +377,153 @@ fn quiescent_means_a_tick_would_do_nothing() {
     let out = proposer.tick(now_ms + TIMEOUT_MS);
     assert!(!out.is_empty(), "the tick after the timeout sent nothing");
 }
+
+/// Delivers `out` like [`Net::run`], the proposer's acceptor `i` being `nodes[members[i]]` (a safekeeper set of
+/// a larger deployment).
+fn run_on(nodes: &mut [Node], members: [usize; 3], proposer: &mut Proposer, out: Vec<Envelope>, now_ms: u64) {
+    let mut queue: VecDeque<Envelope> = out.into();
+    let mut delivered = 0;
+    while let Some(envelope) = queue.pop_front() {
+        delivered += 1;
+        assert!(delivered < 100_000, "the proposer never settles");
+        let reply = match &mut nodes[members[envelope.to]] {
+            Node::Down => continue,
+            Node::Missing => Reply::Refused(Refusal::Other("NotFound: no such timeline".into())),
+            Node::Up(acceptor) | Node::FailedStore(acceptor) => match serve(acceptor, envelope.request) {
+                Served::Reply(reply) => reply,
+                Served::NeedsSync => Reply::Append(acceptor.sync().expect("sync")),
+            },
+        };
+        queue.extend(proposer.on_reply(envelope.id, reply, now_ms));
+    }
+}
+
+/// Ticks `proposer` through `ticks` request timeouts from `from_ms`, delivering on `members`; the time after.
+fn settle(nodes: &mut [Node], members: [usize; 3], proposer: &mut Proposer, from_ms: u64, ticks: u64) -> u64 {
+    let mut now = from_ms;
+    for _ in 0..ticks {
+        now += TIMEOUT_MS;
+        let out = proposer.tick(now);
+        run_on(nodes, members, proposer, out, now);
+    }
+    now
+}
+
+fn up(nodes: &[Node], index: usize) -> &Acceptor<MemWal, MemControl> {
+    match &nodes[index] {
+        Node::Up(acceptor) => acceptor,
+        _ => panic!("node {index} is not up"),
+    }
+}
+
+/// The control plane's replacement of a dead safekeeper in a timeline's set (`api::reconcile::replace_member`),
+/// modelled on four acceptors A B C D: the writer on {A,B,C} commits while C is down; D is made a copy of the
+/// most advanced of A and B (`PullTimeline`); then A is cut off and C comes back, so the old writer can reach B
+/// and C, a majority of the old set, and a new writer on {A,B,D} can reach A and D, a majority of the new one.
+/// Without the fence (a vote in a higher term on A and B before the copy) the old writer commits a record on
+/// {B,C} that the new writer's election on {A,D} never sees: an acknowledged commit lost. With it, B refuses the
+/// old writer (fenced, nothing committed), and the new writer starts past everything committed.
+#[test]
+fn a_set_replacement_needs_the_fence_on_the_survivors() {
+    const A: usize = 0;
+    const B: usize = 1;
+    const C: usize = 2;
+    const D: usize = 3;
+    for fence in [false, true] {
+        let (bytes, ends) = wal();
+        let end = ends[9];
+        let mut nodes: Vec<Node> = (0..3).map(|_| acceptor(&bytes, START, end, end)).collect();
+        nodes.push(Node::Missing);
+        let old_set = [A, B, C];
+        let mut old = proposer();
+        let out = old.start_campaign(0);
+        run_on(&mut nodes, old_set, &mut old, out, 0);
+        assert!(matches!(old.status(), Status::Leader { .. }), "{}", old.describe());
+        let (first, out) = old.propose(frame(40)).expect("propose");
+        run_on(&mut nodes, old_set, &mut old, out, 0);
+        assert_eq!(old.commit_lsn(), first);
+
+        // C dies; the old writer commits on A and B.
+        let c = std::mem::replace(&mut nodes[C], Node::Down);
+        let (second, out) = old.propose(frame(41)).expect("propose");
+        run_on(&mut nodes, old_set, &mut old, out, 0);
+        let now = settle(&mut nodes, old_set, &mut old, 0, 3);
+        assert_eq!(old.commit_lsn(), second, "{}", old.describe());
+
+        // The replacement: the fence (or not), then D copied from the most advanced of A and B.
+        let fence_term = up(&nodes, A).control().term.max(up(&nodes, B).control().term) + 1;
+        if fence {
+            for survivor in [A, B] {
+                let Node::Up(acceptor) = &mut nodes[survivor] else {
+                    unreachable!("A and B are up")
+                };
+                match serve(acceptor, Request::Vote(VoteRequest { term: fence_term })) {
+                    Served::Reply(Reply::Vote(vote)) => assert!(vote.granted, "{vote:?}"),
+                    other => panic!("a vote answered {other:?}"),
+                }
+            }
+        }
+        let donor = [A, B]
+            .into_iter()
+            .max_by_key(|i| {
+                let state = up(&nodes, *i).state();
+                (state.history.last_term(), state.flush_lsn)
+            })
+            .expect("two survivors");
+        let (control, wal) = {
+            let donor = up(&nodes, donor);
+            let mut control = donor.control().clone();
+            control.term = up(&nodes, A).control().term.max(up(&nodes, B).control().term);
+            (control, donor.wal().durable_bytes().to_vec())
+        };
+        nodes[D] = Node::Up(
+            Acceptor::new(control, MemWal::with_durable(START, wal), MemControl::default()).expect("the copy"),
+        );
+
+        // A cut off, C back: the old writer tries once more on B and C.
+        let a = std::mem::replace(&mut nodes[A], Node::Down);
+        nodes[C] = c;
+        let third = match old.propose(frame(42)) {
+            Ok((third, out)) => {
+                run_on(&mut nodes, old_set, &mut old, out, now);
+                third
+            }
+            Err(error) => panic!("the old writer refused to propose: {error:?}"),
+        };
+        settle(&mut nodes, old_set, &mut old, now, 20);
+
+        // A back, B cut off: the new writer on {A,B,D} is elected on A and D.
+        nodes[A] = a;
+        nodes[B] = Node::Down;
+        let new_set = [A, B, D];
+        let mut new = proposer();
+        let out = new.start_campaign(0);
+        run_on(&mut nodes, new_set, &mut new, out, 0);
+        let Status::Leader { term, epoch_start_lsn } = new.status() else {
+            panic!("the new writer was not elected: {}", new.describe());
+        };
+        if fence {
+            assert!(
+                old.commit_lsn() < third,
+                "fenced on B, the old writer committed nothing more ({})",
+                old.describe()
+            );
+            assert!(matches!(old.status(), Status::Fenced { .. }), "{}", old.describe());
+            assert!(term > fence_term, "the new writer campaigns above the fence");
+            assert!(
+                epoch_start_lsn >= second,
+                "everything committed is in the new term's WAL"
+            );
+            let (fourth, out) = new.propose(frame(43)).expect("propose");
+            run_on(&mut nodes, new_set, &mut new, out, 0);
+            assert_eq!(new.commit_lsn(), fourth, "commits go on on A and D");
+        } else {
+            // The anomaly the fence prevents: committed on {B,C}, unseen by the election on {A,D}.
+            assert_eq!(old.commit_lsn(), third, "{}", old.describe());
+            assert!(
+                epoch_start_lsn < third,
+                "without the fence the committed record is lost"
+            );
+        }
+    }
+}

@@ -217,6 +217,7 @@ pub(crate) fn databases_of_project(tx: &Transaction<'_>, project_id: &str) -> Re
 pub(crate) fn delete_database_rows(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
     tx.execute("DELETE FROM branches WHERE database_id = ?1", [id])?;
     tx.execute("DELETE FROM timelines WHERE database_id = ?1", [id])?;
+    tx.execute("DELETE FROM timeline_safekeepers WHERE database_id = ?1", [id])?;
     tx.execute("DELETE FROM databases WHERE id = ?1", [id])?;
     Ok(())
 }

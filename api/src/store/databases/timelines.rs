@@ -138,6 +138,10 @@ impl Store {
     pub fn remove_timeline(&self, id: TimelineId) -> Result<(), StoreError> {
         let conn = self.conn()?;
         conn.execute("DELETE FROM timelines WHERE timeline_id = ?1", [id.to_string()])?;
+        conn.execute(
+            "DELETE FROM timeline_safekeepers WHERE timeline_id = ?1",
+            [id.to_string()],
+        )?;
         Ok(())
     }
 }
