@@ -113,9 +113,17 @@ pub(crate) enum Command {
         /// The PostgreSQL address.
         #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
         pg_listen: String,
-        /// The pageserver, `host:port`.
-        #[arg(long, env = "CAMBIUM_PAGESERVER")]
-        pageserver: String,
+        /// The pageservers, comma-separated `host:port` (`--pageserver` is the same flag): each database's
+        /// tenant is placed on one, the first also holding the databases from before placement. Several need one
+        /// shared `--remote` for moves.
+        #[arg(
+            long = "pageservers",
+            visible_alias = "pageserver",
+            env = "CAMBIUM_PAGESERVERS",
+            value_delimiter = ',',
+            required = true
+        )]
+        pageservers: Vec<String>,
         /// The safekeepers, comma-separated `host:port`.
         #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
         safekeepers: Vec<String>,

@@ -126,7 +126,7 @@ fn main() -> Result<()> {
             metadata_pool,
             listen,
             pg_listen,
-            pageserver,
+            pageservers,
             safekeepers,
             advertise_pg,
             advertise_api,
@@ -168,7 +168,7 @@ fn main() -> Result<()> {
                     connection_address,
                 },
             };
-            run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
+            run_service("api", |shutdown| up::api(options, pageservers, safekeepers, shutdown))
         }
         Command::Keys {
             data_dir,

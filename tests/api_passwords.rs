@@ -266,7 +266,8 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "DROP INDEX databases_by_compute_host;
+            "ALTER TABLE databases DROP COLUMN pageserver;
+             DROP INDEX databases_by_compute_host;
              ALTER TABLE databases DROP COLUMN compute_host;
              DROP TABLE compute_hosts;
              DROP INDEX rate_limit_counts_by_window;

@@ -57,9 +57,15 @@ pub(super) enum Resolved {
 
 impl HostShared {
     pub(super) fn store_config(&self, target: &BranchTarget) -> RemotePageStoreConfig {
+        let pageserver = self
+            .pageservers
+            .read()
+            .get(&target.tenant_id)
+            .cloned()
+            .unwrap_or_else(|| self.config.pageserver.clone());
         let mut config = RemotePageStoreConfig::new(
             self.config.safekeepers.clone(),
-            self.config.pageserver.clone(),
+            pageserver,
             target.tenant_id,
             target.timeline_id,
             target.start_lsn,
