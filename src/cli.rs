@@ -251,6 +251,11 @@ pub(crate) enum Command {
         /// at start. Without it, the local disk is the only copy and the safekeepers keep all WAL.
         #[arg(long, env = "CAMBIUM_REMOTE")]
         remote: Option<String>,
+        /// This pageserver's id among several sharing one `--remote` (keep it across restarts and disk
+        /// replacements): each tenant it uploads is marked with it, and at start it rebuilds only the tenants
+        /// marked with it (without an id: only unmarked ones), never another pageserver's.
+        #[arg(long, env = "CAMBIUM_PAGESERVER_ID")]
+        id: Option<String>,
         /// Freeze a timeline's in-memory layer (and flush it) once it holds this many bytes of WAL.
         #[arg(long, env = "CAMBIUM_CHECKPOINT_DISTANCE_BYTES", default_value_t = TimelineConfig::default().checkpoint_distance_bytes)]
         checkpoint_distance_bytes: u64,

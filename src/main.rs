@@ -192,6 +192,7 @@ fn main() -> Result<()> {
             data_dir,
             safekeepers,
             remote,
+            id,
             checkpoint_distance_bytes,
             checkpoint_timeout_ms,
             metrics_listen,
@@ -199,7 +200,7 @@ fn main() -> Result<()> {
             let mut config = pageserver::runner::PageserverConfig::new(data_dir, safekeepers);
             config.timeline.checkpoint_distance_bytes = checkpoint_distance_bytes;
             config.timeline.checkpoint_timeout_ms = checkpoint_timeout_ms;
-            services::run_pageserver(&listen, metrics_listen.as_deref(), config, remote.as_deref())
+            services::run_pageserver(&listen, metrics_listen.as_deref(), config, remote.as_deref(), id)
         }
         Command::Proxy {
             listen,

@@ -1,7 +1,8 @@
 //! Several pageservers (issue 17 item 2): two `cambium pageserver`s on one local-directory remote, three
 //! safekeepers and one `cambium api --pageservers a,b`, all real processes. Databases are placed on both (each
 //! pageserver's `ListTenants` holds exactly the tenants the metadata places on it), SQL works on each, and a
-//! branch and a restore work on each.
+//! branch and a restore work on each. A pageserver whose disk is lost rebuilds its own tenants from the remote
+//! at start, and none of the other's.
 
 mod common;
 
@@ -18,7 +19,7 @@ struct Deployment {
     api: Process,
     key: String,
     data_dir: std::path::PathBuf,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl Deployment {
@@ -39,6 +40,8 @@ impl Deployment {
                     addresses.join(","),
                     "--remote".into(),
                     remote.clone(),
+                    "--id".into(),
+                    format!("ps{n}"),
                 ])
             })
             .collect();
@@ -65,7 +68,7 @@ impl Deployment {
             api,
             key,
             data_dir,
-            _root: root,
+            root,
         }
     }
 
@@ -245,4 +248,67 @@ async fn databases_are_placed_on_both_pageservers_and_served_from_each() {
             "the tenant is not on the other pageserver"
         );
     }
+
+    // Each tenant's remote copy is marked with its pageserver's id once uploaded.
+    let remote = deployment.root.path().join("remote").join("tenants");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for (_, tenant, placed) in &placements {
+        let index = addresses
+            .iter()
+            .position(|a| Some(a) == placed.as_ref())
+            .expect("placed");
+        let owner = remote.join(tenant).join("owner");
+        let local = deployment
+            .root
+            .path()
+            .join(format!("ps{}", index + 1))
+            .join("tenants")
+            .join(tenant)
+            .join("branches.log");
+        // Up to date: the remote branch log names every timeline (the restore's too).
+        while !owner.exists()
+            || std::fs::read(remote.join(tenant).join("branches.log")).ok() != std::fs::read(&local).ok()
+        {
+            assert!(std::time::Instant::now() < deadline, "{tenant} never uploaded");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&owner).expect("owner"),
+            format!("ps{}", index + 1)
+        );
+    }
+    // The second pageserver loses its disk: it rebuilds its own tenants from the remote, not the first's, and
+    // serves their data again (the WAL past the remote copy from the safekeepers).
+    let before = deployment.tenants_on(1).await;
+    let mut deployment = deployment;
+    deployment.pageservers[1].kill9();
+    std::fs::remove_dir_all(deployment.root.path().join("ps2")).expect("wipe the second pageserver");
+    deployment.pageservers[1].restart();
+    assert_eq!(deployment.tenants_on(1).await, before, "only its own tenants rebuilt");
+    let (_, tenant, _) = placements
+        .iter()
+        .find(|(_, _, placed)| placed.as_deref() == Some(addresses[1].as_str()))
+        .expect("one on the second");
+    let (database, uri) = databases
+        .iter()
+        .find(|(database, _)| {
+            placements
+                .iter()
+                .any(|(id, t, _)| t == tenant && database["id"].as_str() == Some(id.as_str()))
+        })
+        .expect("its database");
+    // A fresh store reads from the rebuilt pageserver: suspend and resume the database.
+    let database_id = database["id"].as_str().expect("id");
+    for action in ["suspend", "resume"] {
+        let reply = deployment
+            .call("POST", &format!("/v1/databases/{database_id}/{action}"), None)
+            .await;
+        assert!(reply.status == 200 || reply.status == 202, "{action}: {}", reply.body);
+        if let Some(operation) = reply.json()["operation"]["id"].as_str() {
+            let ended = deployment.wait_operation(operation).await;
+            assert_eq!(ended["status"], "finished", "{ended}");
+        }
+    }
+    let rows = ids(uri).await;
+    assert!(rows.len() >= 6, "the database's rows after the rebuild: {rows:?}");
 }
