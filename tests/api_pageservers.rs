@@ -189,6 +189,14 @@ async fn databases_are_placed_on_both_pageservers_and_served_from_each() {
         assert_eq!(deployment.tenants_on(index).await, expected, "pageserver {address}");
     }
 
+    // The placement on /metrics (admin key).
+    let metrics = deployment.call("GET", "/metrics", None).await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    for address in &addresses {
+        let line = format!("cambium_pageserver_databases{{pageserver=\"{address}\"}} 2");
+        assert!(metrics.body.contains(&line), "{line} in {}", metrics.body);
+    }
+
     // SQL, a branch and a restore on a database of each pageserver.
     for (index, address) in addresses.iter().enumerate() {
         let (_, tenant, _) = placements
