@@ -135,6 +135,21 @@ impl Management for ManagementHandler {
         }))
     }
 
+    async fn detach_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .detach_tenant(tenant)
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, "detached tenant (local files removed, remote copy kept)");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
     async fn delete_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
         let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
         let manager = Arc::clone(&self.manager);

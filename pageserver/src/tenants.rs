@@ -83,6 +83,9 @@ pub struct TenantManager {
     tenants: RwLock<HashMap<TenantId, Arc<Tenant>>>,
     /// Creations and deletions of tenants, one at a time.
     lifecycle: Mutex<()>,
+    /// Tenants detached (their local files removed, their remote copy left alone) since this process started
+    /// and not created again: the uploader forgets them instead of deleting their remote copy.
+    detached: Mutex<std::collections::HashSet<TenantId>>,
     last_record_lsns: Mutex<HashMap<TimelineKey, watch::Sender<Lsn>>>,
 }
 
@@ -141,6 +144,7 @@ impl TenantManager {
             fetchers,
             tenants: RwLock::new(tenants),
             lifecycle: Mutex::new(()),
+            detached: Mutex::new(std::collections::HashSet::new()),
             last_record_lsns: Mutex::new(HashMap::new()),
         })
     }
@@ -175,6 +179,7 @@ impl TenantManager {
         if self.tenants.read().contains_key(&id) {
             return Err(PageserverError::TenantExists(id));
         }
+        self.detached.lock().remove(&id);
         let tenant = Arc::new(open_tenant(
             &self.tenants_dir.join(id.to_string()),
             id,
@@ -190,6 +195,26 @@ impl TenantManager {
     /// files fails, the tenant stays listed (and closed), so a restart does not bring back a half-deleted one.
     pub fn delete_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let _lifecycle = self.lifecycle.lock();
+        self.remove_tenant(id)
+    }
+
+    /// Stops serving a tenant and removes its local files, as [`TenantManager::delete_tenant`] does, but marks it
+    /// detached: the uploader forgets it and leaves its remote copy alone (another pageserver owns it now). A
+    /// restart finds no local files and nothing to upload, so the mark needs no file.
+    pub fn detach_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
+        let _lifecycle = self.lifecycle.lock();
+        self.tenant(id)?;
+        // Marked first: the uploader never sees the tenant gone without the mark.
+        self.detached.lock().insert(id);
+        self.remove_tenant(id)
+    }
+
+    /// Whether `id` was detached ([`TenantManager::detach_tenant`]) and not created again since.
+    pub fn is_detached(&self, id: TenantId) -> bool {
+        self.detached.lock().contains(&id)
+    }
+
+    fn remove_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let tenant = self.tenant(id)?;
         tenant.close();
         let dir = tenant.dir().to_path_buf();

@@ -854,6 +854,65 @@ async fn deletions_reach_the_remote() {
     assert_eq!(tenant.timelines().len(), 1);
 }
 
+/// A detached tenant (moved to another pageserver) leaves this pageserver's disk, and its remote copy stays whole:
+/// the uploader forgets it rather than deleting it, and a rebuild from the remote brings it back, pages and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_tenant_keeps_its_remote_copy() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let remote_dir = root.path().join("remote");
+    std::fs::create_dir_all(&remote_dir).expect("remote dir");
+    let (remote, checker) = checked_remote(&remote_dir);
+    let manager = open_manager(&root.path().join("ps"));
+    let mut uploader = Uploader::new(Arc::clone(&manager), Arc::clone(&remote), UploaderConfig::default());
+    checker.lsns.set(uploader.remote_consistent_lsns()).expect("set once");
+    let (moved, stays) = (TenantId(3), TenantId(4));
+    let timeline_id = TimelineId(0x30);
+    let mut models = Vec::new();
+    for tenant in [moved, stays] {
+        manager.create_tenant(tenant).expect("tenant");
+        let timeline = manager
+            .create_timeline(tenant, timeline_id, NewTimeline::Root { start_lsn: START })
+            .expect("timeline");
+        let mut model = Model::new(START);
+        for n in 0..5 {
+            model.write(&timeline, n);
+        }
+        timeline.checkpoint().expect("checkpoint");
+        models.push(model);
+    }
+    uploader.upload_all().await.expect("upload");
+    let tenant_dir = |t: TenantId| remote_dir.join("tenants").join(t.to_string());
+    let mut before = remote_files(&tenant_dir(moved));
+    before.sort();
+    assert!(!before.is_empty());
+    let local = manager.tenant(moved).expect("tenant").dir().to_path_buf();
+
+    manager.detach_tenant(moved).expect("detach");
+    assert!(matches!(
+        manager.detach_tenant(moved),
+        Err(pageserver::tenants::PageserverError::TenantNotFound(_))
+    ));
+    assert!(!local.exists(), "the local files go");
+    assert_eq!(manager.tenant_ids(), vec![stays]);
+    uploader.upload_all().await.expect("upload after the detach");
+    let mut after = remote_files(&tenant_dir(moved));
+    after.sort();
+    assert_eq!(after, before, "the remote copy is untouched");
+    assert_eq!(uploader.remote_consistent_lsns().get(moved, timeline_id), None);
+
+    // Another pageserver rebuilds it from the remote with the same pages.
+    let mut config = PageserverConfig::new(root.path().join("target"), Vec::new());
+    config.timeline = timeline_config();
+    config.remote = Some(remote);
+    let rebuilt = runner::open(&config).await.expect("rebuild");
+    let mut tenants = rebuilt.tenant_ids();
+    tenants.sort();
+    assert_eq!(tenants, vec![moved, stays]);
+    let timeline = rebuilt.timeline(moved, timeline_id).expect("timeline");
+    let lsn = models[0].lsn;
+    assert!(check_pages(&timeline, &models[0], START..=lsn, "rebuilt after the detach") > 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_pageserver_uploads_and_reports_remote_consistent_lsn() {
     use proto::pageserver as pb;
