@@ -89,6 +89,27 @@ pub(crate) fn rebuilds(own: Option<&str>, marker: Option<&str>) -> bool {
     }
 }
 
+/// Rebuilds remote tenant `tenant` in `<data_dir>/tenants/` from its small files, as [`rebuild`] does at start,
+/// whoever its owner (the control plane asks: a tenant moving here); `Ok(false)` if the remote has no
+/// `branches.log` for it. A tenant already on the local disk is left as it is (`Ok(true)`).
+pub async fn attach(
+    data_dir: &Path,
+    remote: &RemoteStorage,
+    tenant: TenantId,
+    durability: Durability,
+) -> Result<bool, RemoteError> {
+    let tenants_dir = data_dir.join(TENANTS_DIR);
+    if tenants_dir.join(tenant.to_string()).exists() {
+        return Ok(true);
+    }
+    let staging = data_dir.join(STAGING_DIR);
+    {
+        let staging = staging.clone();
+        blocking(move || Ok(storage::fsio::create_dir_durable(&staging, durability)?)).await?;
+    }
+    rebuild_tenant(remote, tenant, &staging, &tenants_dir, durability).await
+}
+
 fn remove_dir_if_exists(dir: &Path) -> Result<(), RemoteError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),

@@ -306,6 +306,9 @@ impl Uploader {
         let mut work = Vec::new();
         let mut local = HashSet::new();
         for tenant_id in self.manager.tenant_ids() {
+            if self.manager.is_secondary(tenant_id) {
+                continue;
+            }
             let Ok(tenant) = self.manager.tenant(tenant_id) else {
                 continue;
             };
@@ -382,7 +385,8 @@ impl Uploader {
             }
             return Start::Nothing;
         };
-        if self.manager.is_detached(tenant_id) {
+        if self.manager.is_detached(tenant_id) || self.manager.is_secondary(tenant_id) {
+            // Another pageserver owns its remote copy.
             return Start::Nothing;
         }
         let timeline = tenant.timeline(timeline_id).ok();
