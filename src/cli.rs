@@ -113,9 +113,17 @@ pub(crate) enum Command {
         /// The PostgreSQL address.
         #[arg(long, env = "CAMBIUM_PG_LISTEN", default_value = "127.0.0.1:5433")]
         pg_listen: String,
-        /// The pageserver, `host:port`.
-        #[arg(long, env = "CAMBIUM_PAGESERVER")]
-        pageserver: String,
+        /// The pageservers, comma-separated `host:port` (`--pageserver` is the same flag): each database's
+        /// tenant is placed on one, the first also holding the databases from before placement. Several need one
+        /// shared `--remote` for moves.
+        #[arg(
+            long = "pageservers",
+            visible_alias = "pageserver",
+            env = "CAMBIUM_PAGESERVERS",
+            value_delimiter = ',',
+            required = true
+        )]
+        pageservers: Vec<String>,
         /// The safekeepers, comma-separated `host:port`.
         #[arg(long, env = "CAMBIUM_SAFEKEEPERS", value_delimiter = ',', required = true)]
         safekeepers: Vec<String>,
@@ -247,6 +255,11 @@ pub(crate) enum Command {
         /// at start. Without it, the local disk is the only copy and the safekeepers keep all WAL.
         #[arg(long, env = "CAMBIUM_REMOTE")]
         remote: Option<String>,
+        /// This pageserver's id among several sharing one `--remote` (keep it across restarts and disk
+        /// replacements): each tenant it uploads is marked with it, and at start it rebuilds only the tenants
+        /// marked with it (without an id: only unmarked ones), never another pageserver's.
+        #[arg(long, env = "CAMBIUM_PAGESERVER_ID")]
+        id: Option<String>,
         /// Freeze a timeline's in-memory layer (and flush it) once it holds this many bytes of WAL.
         #[arg(long, env = "CAMBIUM_CHECKPOINT_DISTANCE_BYTES", default_value_t = TimelineConfig::default().checkpoint_distance_bytes)]
         checkpoint_distance_bytes: u64,

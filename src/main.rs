@@ -126,7 +126,7 @@ fn main() -> Result<()> {
             metadata_pool,
             listen,
             pg_listen,
-            pageserver,
+            pageservers,
             safekeepers,
             advertise_pg,
             advertise_api,
@@ -168,7 +168,7 @@ fn main() -> Result<()> {
                     connection_address,
                 },
             };
-            run_service("api", |shutdown| up::api(options, pageserver, safekeepers, shutdown))
+            run_service("api", |shutdown| up::api(options, pageservers, safekeepers, shutdown))
         }
         Command::Keys {
             data_dir,
@@ -197,6 +197,7 @@ fn main() -> Result<()> {
             data_dir,
             safekeepers,
             remote,
+            id,
             checkpoint_distance_bytes,
             checkpoint_timeout_ms,
             metrics_listen,
@@ -204,7 +205,7 @@ fn main() -> Result<()> {
             let mut config = pageserver::runner::PageserverConfig::new(data_dir, safekeepers);
             config.timeline.checkpoint_distance_bytes = checkpoint_distance_bytes;
             config.timeline.checkpoint_timeout_ms = checkpoint_timeout_ms;
-            services::run_pageserver(&listen, metrics_listen.as_deref(), config, remote.as_deref())
+            services::run_pageserver(&listen, metrics_listen.as_deref(), config, remote.as_deref(), id)
         }
         Command::Proxy {
             listen,

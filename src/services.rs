@@ -22,6 +22,7 @@ pub(crate) fn run_pageserver(
     metrics_listen: Option<&str>,
     mut config: pageserver::runner::PageserverConfig,
     remote: Option<&str>,
+    id: Option<String>,
 ) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -30,7 +31,8 @@ pub(crate) fn run_pageserver(
         .context("starting the tokio runtime")?;
     if let Some(url) = remote {
         let storage = pageserver::remote::RemoteStorage::from_url(url, Default::default())
-            .with_context(|| format!("opening remote storage {url}"))?;
+            .with_context(|| format!("opening remote storage {url}"))?
+            .with_owner(id);
         config.remote = Some(Arc::new(storage));
     }
     runtime.block_on(serve_pageserver(listen, metrics_listen, config))

@@ -309,7 +309,7 @@ fn write_secret(path: &Path, secret: &str) -> Result<()> {
 /// Runs the API and the compute host against the given storage until `shutdown`; prints one line saying where.
 async fn serve_api(
     options: &ApiOptions,
-    pageserver: String,
+    pageservers: Vec<String>,
     safekeepers: Vec<String>,
     local_safekeepers: walproposer::LocalSafekeepers,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -321,7 +321,7 @@ async fn serve_api(
         listen: options.pg_listen.clone(),
         safekeepers: safekeepers.clone(),
         local_safekeepers,
-        pageserver: pageserver.clone(),
+        pageserver: pageservers.first().cloned().unwrap_or_default(),
         passwords: Default::default(),
         cache: options.cache.clone(),
         prefetch: options.prefetch,
@@ -338,7 +338,7 @@ async fn serve_api(
     let pg_address = host.address();
     let host = Arc::new(host);
     let backend = Backend::new(&BackendConfig {
-        pageserver,
+        pageservers,
         safekeepers,
         request_timeout_ms: BACKEND_REQUEST_TIMEOUT_MS,
         connect_timeout_ms: BACKEND_CONNECT_TIMEOUT_MS,
@@ -473,7 +473,7 @@ pub async fn up(
     let storage = LocalStorage::start(&options.data_dir, remote.as_deref(), options.pull_quiet_period_ms).await?;
     let served = serve_api(
         &options,
-        storage.pageserver_address.clone(),
+        vec![storage.pageserver_address.clone()],
         storage.safekeeper_addresses.clone(),
         storage.local_safekeepers.clone(),
         shutdown,
@@ -485,16 +485,22 @@ pub async fn up(
     served
 }
 
-/// `cambium api`.
+/// `cambium api`: `pageservers` in the order placement counts them (the first also holds every database placed
+/// nowhere, from before placement).
 pub async fn api(
     options: ApiOptions,
-    pageserver: String,
+    pageservers: Vec<String>,
     safekeepers: Vec<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     anyhow::ensure!(!safekeepers.is_empty(), "--safekeepers names no safekeeper");
+    anyhow::ensure!(!pageservers.is_empty(), "--pageservers names no pageserver");
+    let mut seen = std::collections::HashSet::new();
+    for address in &pageservers {
+        anyhow::ensure!(seen.insert(address), "--pageservers names {address} twice");
+    }
     let remote_only = walproposer::LocalSafekeepers::none();
-    serve_api(&options, pageserver, safekeepers, remote_only, shutdown, "api").await
+    serve_api(&options, pageservers, safekeepers, remote_only, shutdown, "api").await
 }
 
 /// What `cambium keys` does.

@@ -6,8 +6,17 @@
 //! is retried after a crash does the same thing again safely. A timeline's safekeeper calls go to the members of
 //! its set (`crate::safekeeper_sets`) at once and succeed on a majority of it, as the WAL itself does; deletions
 //! go to every configured safekeeper, so a copy left outside a set goes too.
+//!
+//! **Several pageservers** (issue 17 item 2): each tenant lives on one, the one its database's row names
+//! (`databases.pageserver`, `store::pageservers`). Every tenant or timeline call goes to that pageserver: the
+//! backend asks the metadata through the resolver the control plane installs
+//! ([`Backend::set_placement_resolver`]) and remembers the answer for [`PLACEMENT_CACHE_MS`], so a move made by
+//! another API process is seen within that time; the process that moves a tenant updates its own memory at
+//! once ([`Backend::remember_placement`]).
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cambium_types::{Lsn, TenantId, TimelineId};
 use futures::future::join_all;
@@ -21,11 +30,15 @@ use tonic::Code;
 
 use crate::store::databases::TimelineRow;
 
+/// How long a tenant's pageserver, as read from the metadata, is used before it is read again.
+pub const PLACEMENT_CACHE_MS: u64 = 2_000;
+
 /// Where the storage services are and how long a call may take.
 #[derive(Debug, Clone)]
 pub struct BackendConfig {
-    /// The pageserver's gRPC address (`host:port` or a URI).
-    pub pageserver: String,
+    /// The pageservers' gRPC addresses (`host:port` or a URI); the first also holds every tenant the metadata
+    /// places nowhere (rows from before placement).
+    pub pageservers: Vec<String>,
     /// The safekeepers' gRPC addresses.
     pub safekeepers: Vec<String>,
     /// The bound of one call.
@@ -63,11 +76,40 @@ pub struct TimelineState {
     pub logical_size_bytes: u64,
 }
 
+/// One pageserver's clients.
+#[derive(Debug, Clone)]
+struct PageserverClients {
+    address: String,
+    management: ManagementClient<Channel>,
+    pages: PageServiceClient<Channel>,
+}
+
+/// Reads a tenant's pageserver from the metadata (blocking): `Ok(None)` for the first configured one (no
+/// database row, or a row placed nowhere).
+pub type PlacementResolver = Arc<dyn Fn(TenantId) -> Result<Option<String>, String> + Send + Sync>;
+
+/// The tenants' pageservers as last read, and how to read them.
+#[derive(Default)]
+struct Placements {
+    resolver: parking_lot::RwLock<Option<PlacementResolver>>,
+    /// Tenant → (index into the pageservers, when it was read).
+    known: parking_lot::Mutex<HashMap<TenantId, (usize, Instant)>>,
+}
+
+impl std::fmt::Debug for Placements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placements")
+            .field("known", &self.known.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Clients of the storage services; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Backend {
-    management: ManagementClient<Channel>,
-    pages: PageServiceClient<Channel>,
+    /// In the configured order.
+    pageservers: Vec<PageserverClients>,
+    placements: Arc<Placements>,
     safekeepers: Vec<(String, SafekeeperClient<Channel>)>,
     /// The same safekeepers in the same order, on channels bounded by [`BackendConfig::pull_timeout_ms`]
     /// (tonic bounds a request by the shorter of its channel's timeout and its own, so a longer bound needs a
@@ -135,7 +177,21 @@ fn timeline_ref(tenant: TenantId, timeline: TimelineId) -> ps::TimelineRef {
 impl Backend {
     /// Clients for `config`; connects lazily (the services may start later).
     pub fn new(config: &BackendConfig) -> Result<Backend, BackendError> {
-        let pageserver = endpoint(&config.pageserver, config)?.connect_lazy();
+        if config.pageservers.is_empty() {
+            return Err(BackendError::Unavailable("no pageservers configured".to_owned()));
+        }
+        let pageservers = config
+            .pageservers
+            .iter()
+            .map(|address| {
+                let channel = endpoint(address, config)?.connect_lazy();
+                Ok(PageserverClients {
+                    address: address.clone(),
+                    management: ManagementClient::new(channel.clone()),
+                    pages: PageServiceClient::new(channel),
+                })
+            })
+            .collect::<Result<Vec<_>, BackendError>>()?;
         let safekeepers = config
             .safekeepers
             .iter()
@@ -157,12 +213,88 @@ impl Backend {
             .map(|address| Ok(SafekeeperClient::new(endpoint(address, &pull_config)?.connect_lazy())))
             .collect::<Result<Vec<_>, BackendError>>()?;
         Ok(Backend {
-            management: ManagementClient::new(pageserver.clone()),
-            pages: PageServiceClient::new(pageserver),
+            pageservers,
+            placements: Arc::default(),
             safekeepers,
             pullers,
             timeout: Duration::from_millis(config.request_timeout_ms),
         })
+    }
+
+    /// The pageservers' addresses, as configured.
+    pub fn pageserver_addresses(&self) -> Vec<String> {
+        self.pageservers.iter().map(|server| server.address.clone()).collect()
+    }
+
+    /// Installs how a tenant's pageserver is read from the metadata (until then, and for a tenant no row
+    /// names, every tenant is on the first configured pageserver).
+    pub fn set_placement_resolver(&self, resolver: PlacementResolver) {
+        *self.placements.resolver.write() = Some(resolver);
+        self.placements.known.lock().clear();
+    }
+
+    /// Remembers that `tenant` is on the pageserver at `address` now (a placement this process just wrote).
+    pub fn remember_placement(&self, tenant: TenantId, address: &str) -> Result<(), BackendError> {
+        let index = self.pageserver_index(address)?;
+        self.placements.known.lock().insert(tenant, (index, Instant::now()));
+        Ok(())
+    }
+
+    /// The index of the configured pageserver at `address`.
+    fn pageserver_index(&self, address: &str) -> Result<usize, BackendError> {
+        self.pageservers
+            .iter()
+            .position(|server| server.address == address)
+            .ok_or_else(|| {
+                BackendError::Unavailable(format!(
+                    "pageserver {address} is not among this process's --pageservers ({})",
+                    self.pageserver_addresses().join(",")
+                ))
+            })
+    }
+
+    /// The address of the pageserver `tenant` lives on (see the module doc).
+    pub async fn pageserver_of(&self, tenant: TenantId) -> Result<String, BackendError> {
+        Ok(self.clients(tenant).await?.address.clone())
+    }
+
+    /// The clients of `tenant`'s pageserver.
+    async fn clients(&self, tenant: TenantId) -> Result<&PageserverClients, BackendError> {
+        if let Some((index, read_at)) = self.placements.known.lock().get(&tenant).copied() {
+            if read_at.elapsed() < Duration::from_millis(PLACEMENT_CACHE_MS) {
+                return Ok(&self.pageservers[index]);
+            }
+        }
+        let resolver = self.placements.resolver.read().clone();
+        let index = match resolver {
+            None => 0,
+            Some(resolver) => {
+                let read = tokio::task::spawn_blocking(move || resolver(tenant))
+                    .await
+                    .map_err(|e| BackendError::Unavailable(format!("reading the placement: {e}")))?
+                    .map_err(|e| BackendError::Unavailable(format!("reading the placement: {e}")))?;
+                match read {
+                    Some(address) => self.pageserver_index(&address)?,
+                    None => 0,
+                }
+            }
+        };
+        self.placements.known.lock().insert(tenant, (index, Instant::now()));
+        Ok(&self.pageservers[index])
+    }
+
+    /// Which pageservers answer now (`ListTenants`, asked of all at once), in the configured order, with how
+    /// many tenants each holds (`None`: no answer).
+    pub async fn pageserver_tenant_counts(&self) -> Vec<Option<usize>> {
+        let calls = self.pageservers.iter().map(|server| {
+            let mut client = server.management.clone();
+            async move { client.list_tenants(ps::ListTenantsRequest {}).await }
+        });
+        join_all(calls)
+            .await
+            .into_iter()
+            .map(|result| result.ok().map(|response| response.into_inner().tenant_ids.len()))
+            .collect()
     }
 
     /// The configured safekeepers' addresses (the indices of [`Backend::list_copies`] and the other per-copy
@@ -335,14 +467,40 @@ impl Backend {
             .map_err(|status| unavailable(&format!("deleting the timeline on {address}"), &status))
     }
 
-    /// Every tenant the pageserver holds.
+    /// Every tenant a pageserver holds, over every pageserver that answers (an error only if none does).
     pub async fn list_tenants(&self) -> Result<Vec<TenantId>, BackendError> {
-        let response = self
+        let mut tenants = Vec::new();
+        let mut answered = false;
+        let mut errors = Vec::new();
+        for index in 0..self.pageservers.len() {
+            match self.list_tenants_on(index).await {
+                Ok(listed) => {
+                    answered = true;
+                    tenants.extend(listed);
+                }
+                Err(error) => errors.push(error.to_string()),
+            }
+        }
+        tenants.sort();
+        tenants.dedup();
+        if !answered {
+            return Err(BackendError::Unavailable(errors.join("; ")));
+        }
+        Ok(tenants)
+    }
+
+    /// Every tenant pageserver `index` (in the configured order) holds.
+    pub async fn list_tenants_on(&self, index: usize) -> Result<Vec<TenantId>, BackendError> {
+        let server = self
+            .pageservers
+            .get(index)
+            .ok_or_else(|| BackendError::Unavailable(format!("pageserver {index} of {}", self.pageservers.len())))?;
+        let response = server
             .management
             .clone()
             .list_tenants(ps::ListTenantsRequest {})
             .await
-            .map_err(|status| unavailable("listing the tenants", &status))?
+            .map_err(|status| unavailable(&format!("listing the tenants on {}", server.address), &status))?
             .into_inner();
         response
             .tenant_ids
@@ -408,12 +566,19 @@ impl Backend {
         set.len() / 2 + 1
     }
 
-    /// Creates `tenant` on the pageserver (success if it exists).
+    /// Creates `tenant` on its pageserver (success if it exists).
     pub async fn create_tenant(&self, tenant: TenantId) -> Result<(), BackendError> {
         let request = ps::TenantRequest {
             tenant_id: tenant.to_string(),
         };
-        match self.management.clone().create_tenant(request).await {
+        match self
+            .clients(tenant)
+            .await?
+            .management
+            .clone()
+            .create_tenant(request)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(status) if status.code() == Code::AlreadyExists => Ok(()),
             Err(status) => Err(unavailable("creating the tenant", &status)),
@@ -429,15 +594,44 @@ impl Backend {
         Ok(())
     }
 
-    /// The first step of [`Backend::delete_tenant`]: `tenant` deleted from the pageserver (success if it is gone).
+    /// The first step of [`Backend::delete_tenant`]: `tenant` deleted from every pageserver at once (success if
+    /// it is gone). The result is its own pageserver's (a tenant no row names: the first's); another that fails
+    /// is logged (it held no copy, or a move's leftover the reconciler deletes later).
     pub async fn delete_tenant_from_pageserver(&self, tenant: TenantId) -> Result<(), BackendError> {
+        let own = self.clients(tenant).await?.address.clone();
         let request = ps::TenantRequest {
             tenant_id: tenant.to_string(),
         };
-        match self.management.clone().delete_tenant(request).await {
+        let calls = self.pageservers.iter().map(|server| {
+            let (mut client, request) = (server.management.clone(), request.clone());
+            async move { (&server.address, client.delete_tenant(request).await) }
+        });
+        let mut result = Ok(());
+        for (address, answer) in join_all(calls).await {
+            match answer {
+                Ok(_) => {}
+                Err(status) if status.code() == Code::NotFound => {}
+                Err(status) if *address == own => result = Err(unavailable("deleting the tenant", &status)),
+                Err(status) => tracing::warn!(
+                    pageserver = %address, %tenant, code = ?status.code(), error = %status.message(),
+                    "a pageserver that does not hold the tenant's placement did not delete it"
+                ),
+            }
+        }
+        result
+    }
+
+    /// Deletes `tenant` from pageserver `address` only, if it is configured (success if it is gone): a copy left
+    /// on a pageserver the tenant moved away from.
+    pub async fn delete_tenant_on(&self, address: &str, tenant: TenantId) -> Result<(), BackendError> {
+        let index = self.pageserver_index(address)?;
+        let request = ps::TenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        match self.pageservers[index].management.clone().delete_tenant(request).await {
             Ok(_) => Ok(()),
             Err(status) if status.code() == Code::NotFound => Ok(()),
-            Err(status) => Err(unavailable("deleting the tenant", &status)),
+            Err(status) => Err(unavailable(&format!("deleting the tenant on {address}"), &status)),
         }
     }
 
@@ -511,7 +705,14 @@ impl Backend {
             ancestor_lsn,
             start_lsn,
         };
-        match self.management.clone().create_timeline(request).await {
+        match self
+            .clients(tenant)
+            .await?
+            .management
+            .clone()
+            .create_timeline(request)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(status) if status.code() == Code::AlreadyExists => Ok(()),
             Err(status) if matches!(status.code(), Code::OutOfRange | Code::FailedPrecondition) => {
@@ -586,6 +787,8 @@ impl Backend {
         timeline: TimelineId,
     ) -> Result<(), BackendError> {
         match self
+            .clients(tenant)
+            .await?
             .management
             .clone()
             .delete_timeline(timeline_ref(tenant, timeline))
@@ -631,7 +834,14 @@ impl Backend {
         let request = ps::TenantRequest {
             tenant_id: tenant.to_string(),
         };
-        let response = match self.management.clone().list_timelines(request).await {
+        let response = match self
+            .clients(tenant)
+            .await?
+            .management
+            .clone()
+            .list_timelines(request)
+            .await
+        {
             Ok(response) => response.into_inner(),
             Err(status) if status.code() == Code::NotFound => {
                 return Err(BackendError::NotFound(status.message().to_owned()))
@@ -659,6 +869,8 @@ impl Backend {
     /// The pageserver's view of `timeline`.
     pub async fn timeline_state(&self, tenant: TenantId, timeline: TimelineId) -> Result<TimelineState, BackendError> {
         match self
+            .clients(tenant)
+            .await?
             .management
             .clone()
             .get_timeline_info(timeline_ref(tenant, timeline))
@@ -709,7 +921,14 @@ impl Backend {
             timeline: Some(timeline_ref(tenant, timeline)),
             timestamp_us,
         };
-        match self.pages.clone().lsn_for_timestamp(request).await {
+        match self
+            .clients(tenant)
+            .await?
+            .pages
+            .clone()
+            .lsn_for_timestamp(request)
+            .await
+        {
             Ok(response) => {
                 let response = response.into_inner();
                 let found: TimelineId = response.timeline_id.parse().map_err(|_| {

@@ -149,6 +149,7 @@ pub fn status_from_error(error: &PageserverError, operation: Operation) -> Statu
         PageserverError::WaitLsnTimeout { .. } => Status::deadline_exceeded(error.to_string()),
         PageserverError::Storage(storage) => status_from_storage(storage, operation),
         // No wildcard: the compiler makes a new variant be mapped here.
+        PageserverError::NoRemote => Status::failed_precondition(error.to_string()),
         PageserverError::Io { .. } => internal(error),
     }
 }

@@ -135,6 +135,37 @@ impl Management for ManagementHandler {
         }))
     }
 
+    async fn attach_tenant(
+        &self,
+        request: Request<pb::AttachTenantRequest>,
+    ) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let secondary = request.get_ref().secondary;
+        self.manager
+            .attach_tenant(tenant, secondary)
+            .await
+            .map_err(|e| status_from_error(&e, Operation::Manage))?;
+        tracing::info!(%tenant, secondary, "attached tenant");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
+    async fn detach_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .detach_tenant(tenant)
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, "detached tenant (local files removed, remote copy kept)");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
     async fn delete_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
         let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
         let manager = Arc::clone(&self.manager);

@@ -45,7 +45,7 @@ mod files;
 mod store;
 mod upload;
 
-pub use download::rebuild;
+pub use download::{attach, rebuild};
 pub use fetch::LayerDownloader;
 pub use store::{RemoteConfig, RemoteError, RemoteStorage};
 pub use upload::{RemoteConsistentLsns, UploadQueue, Uploader, UploaderConfig};

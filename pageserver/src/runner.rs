@@ -83,7 +83,12 @@ pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, Pages
     })
     .await;
     match opened {
-        Ok(result) => result.map(Arc::new),
+        Ok(result) => result.map(|manager| {
+            if let Some(remote) = &config.remote {
+                manager.set_remote(Arc::clone(remote));
+            }
+            Arc::new(manager)
+        }),
         Err(join) => Err(PageserverError::Io {
             path: config.data_dir.clone(),
             source: std::io::Error::other(join),

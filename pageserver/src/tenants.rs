@@ -33,6 +33,9 @@ pub enum PageserverError {
         /// How far ingest got.
         last_record_lsn: Lsn,
     },
+    /// Attaching needs remote storage, and this pageserver has none.
+    #[error("this pageserver has no remote storage to attach tenants from")]
+    NoRemote,
     /// A file system error outside the engine.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -83,6 +86,15 @@ pub struct TenantManager {
     tenants: RwLock<HashMap<TenantId, Arc<Tenant>>>,
     /// Creations and deletions of tenants, one at a time.
     lifecycle: Mutex<()>,
+    /// Tenants attached as secondaries: served and ingesting, never uploaded (another pageserver still owns their
+    /// remote copy). Kept as empty files `<data_dir>/secondary/<tenant>`, so a restart keeps them secondary.
+    secondary: Mutex<std::collections::HashSet<TenantId>>,
+    secondary_dir: PathBuf,
+    /// Where attached tenants come from (`None` without remote storage).
+    remote: std::sync::OnceLock<Arc<crate::remote::RemoteStorage>>,
+    /// Tenants detached (their local files removed, their remote copy left alone) since this process started
+    /// and not created again: the uploader forgets them instead of deleting their remote copy.
+    detached: Mutex<std::collections::HashSet<TenantId>>,
     last_record_lsns: Mutex<HashMap<TimelineKey, watch::Sender<Lsn>>>,
 }
 
@@ -115,6 +127,15 @@ impl TenantManager {
     ) -> Result<TenantManager, PageserverError> {
         let tenants_dir = data_dir.join("tenants");
         storage::fsio::create_dir_durable(&tenants_dir, conf.durability)?;
+        let secondary_dir = data_dir.join("secondary");
+        let mut secondary = std::collections::HashSet::new();
+        if let Ok(entries) = std::fs::read_dir(&secondary_dir) {
+            for entry in entries.flatten() {
+                if let Ok(id) = entry.file_name().to_string_lossy().parse::<TenantId>() {
+                    secondary.insert(id);
+                }
+            }
+        }
         let mut tenants = HashMap::new();
         let entries = std::fs::read_dir(&tenants_dir).map_err(|source| PageserverError::Io {
             path: tenants_dir.clone(),
@@ -141,6 +162,10 @@ impl TenantManager {
             fetchers,
             tenants: RwLock::new(tenants),
             lifecycle: Mutex::new(()),
+            secondary: Mutex::new(secondary),
+            secondary_dir,
+            remote: std::sync::OnceLock::new(),
+            detached: Mutex::new(std::collections::HashSet::new()),
             last_record_lsns: Mutex::new(HashMap::new()),
         })
     }
@@ -175,6 +200,7 @@ impl TenantManager {
         if self.tenants.read().contains_key(&id) {
             return Err(PageserverError::TenantExists(id));
         }
+        self.detached.lock().remove(&id);
         let tenant = Arc::new(open_tenant(
             &self.tenants_dir.join(id.to_string()),
             id,
@@ -190,6 +216,97 @@ impl TenantManager {
     /// files fails, the tenant stays listed (and closed), so a restart does not bring back a half-deleted one.
     pub fn delete_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let _lifecycle = self.lifecycle.lock();
+        self.remove_tenant(id)
+    }
+
+    /// Stops serving a tenant and removes its local files, as [`TenantManager::delete_tenant`] does, but marks it
+    /// detached: the uploader forgets it and leaves its remote copy alone (another pageserver owns it now). A
+    /// restart finds no local files and nothing to upload, so the mark needs no file.
+    pub fn detach_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
+        let _lifecycle = self.lifecycle.lock();
+        self.tenant(id)?;
+        // Marked first: the uploader never sees the tenant gone without the mark.
+        self.detached.lock().insert(id);
+        self.remove_tenant(id)
+    }
+
+    /// Gives the manager the remote storage tenants are attached from ([`TenantManager::attach_tenant`]).
+    pub fn set_remote(&self, remote: Arc<crate::remote::RemoteStorage>) {
+        let _ = self.remote.set(remote);
+    }
+
+    /// Attaches tenant `id` from the remote storage (its small files; layers on first use) and serves it; as a
+    /// *secondary* (`secondary`: ingesting and serving reads, uploading nothing, since another pageserver still
+    /// owns the remote copy) or as the owner (uploads start, the first marking it with this pageserver's id).
+    /// Attaching a tenant already here only sets that mode: the way a secondary becomes the owner.
+    pub async fn attach_tenant(&self, id: TenantId, secondary: bool) -> Result<(), PageserverError> {
+        let Some(remote) = self.remote.get().cloned() else {
+            return Err(PageserverError::NoRemote);
+        };
+        // The mark first: a secondary never uploads, not even between its files and its mark.
+        self.set_secondary(id, secondary)?;
+        let data_dir = self.tenants_dir.parent().unwrap_or(&self.tenants_dir).to_path_buf();
+        let found = crate::remote::attach(&data_dir, &remote, id, self.conf.durability)
+            .await
+            .map_err(|e| PageserverError::Io {
+                path: self.tenants_dir.join(id.to_string()),
+                source: std::io::Error::other(e),
+            })?;
+        if !found {
+            if !self.tenants.read().contains_key(&id) {
+                self.set_secondary(id, false)?;
+            }
+            return Err(PageserverError::TenantNotFound(id));
+        }
+        let _lifecycle = self.lifecycle.lock();
+        if self.tenants.read().contains_key(&id) {
+            return Ok(());
+        }
+        let tenant = open_tenant(
+            &self.tenants_dir.join(id.to_string()),
+            id,
+            &self.conf,
+            &self.cache,
+            self.fetchers.as_ref(),
+        )?;
+        self.detached.lock().remove(&id);
+        self.tenants.write().insert(id, Arc::new(tenant));
+        Ok(())
+    }
+
+    /// Marks `id` secondary (never uploaded) or not, durably.
+    pub fn set_secondary(&self, id: TenantId, secondary: bool) -> Result<(), PageserverError> {
+        let path = self.secondary_dir.join(id.to_string());
+        let io = |source| PageserverError::Io {
+            path: path.clone(),
+            source,
+        };
+        if secondary {
+            storage::fsio::create_dir_durable(&self.secondary_dir, self.conf.durability)?;
+            storage::fsio::write_atomic(&path, b"", self.conf.durability)?;
+            self.secondary.lock().insert(id);
+        } else {
+            self.secondary.lock().remove(&id);
+            match std::fs::remove_file(&path) {
+                Ok(()) => storage::fsio::sync_dir(&self.secondary_dir, self.conf.durability)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `id` is a secondary: served, never uploaded ([`TenantManager::attach_tenant`]).
+    pub fn is_secondary(&self, id: TenantId) -> bool {
+        self.secondary.lock().contains(&id)
+    }
+
+    /// Whether `id` was detached ([`TenantManager::detach_tenant`]) and not created again since.
+    pub fn is_detached(&self, id: TenantId) -> bool {
+        self.detached.lock().contains(&id)
+    }
+
+    fn remove_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let tenant = self.tenant(id)?;
         tenant.close();
         let dir = tenant.dir().to_path_buf();
@@ -199,6 +316,7 @@ impl TenantManager {
         })?;
         storage::fsio::sync_dir(&self.tenants_dir, self.conf.durability)?;
         self.tenants.write().remove(&id);
+        self.set_secondary(id, false)?;
         for timeline in tenant.timelines() {
             self.cache.forget_timeline(timeline.id());
             self.last_record_lsns.lock().remove(&(id, timeline.id()));

@@ -854,6 +854,162 @@ async fn deletions_reach_the_remote() {
     assert_eq!(tenant.timelines().len(), 1);
 }
 
+/// A detached tenant (moved to another pageserver) leaves this pageserver's disk, and its remote copy stays whole:
+/// the uploader forgets it rather than deleting it, and a rebuild from the remote brings it back, pages and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_tenant_keeps_its_remote_copy() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let remote_dir = root.path().join("remote");
+    std::fs::create_dir_all(&remote_dir).expect("remote dir");
+    let (remote, checker) = checked_remote(&remote_dir);
+    let manager = open_manager(&root.path().join("ps"));
+    let mut uploader = Uploader::new(Arc::clone(&manager), Arc::clone(&remote), UploaderConfig::default());
+    checker.lsns.set(uploader.remote_consistent_lsns()).expect("set once");
+    let (moved, stays) = (TenantId(3), TenantId(4));
+    let timeline_id = TimelineId(0x30);
+    let mut models = Vec::new();
+    for tenant in [moved, stays] {
+        manager.create_tenant(tenant).expect("tenant");
+        let timeline = manager
+            .create_timeline(tenant, timeline_id, NewTimeline::Root { start_lsn: START })
+            .expect("timeline");
+        let mut model = Model::new(START);
+        for n in 0..5 {
+            model.write(&timeline, n);
+        }
+        timeline.checkpoint().expect("checkpoint");
+        models.push(model);
+    }
+    uploader.upload_all().await.expect("upload");
+    let tenant_dir = |t: TenantId| remote_dir.join("tenants").join(t.to_string());
+    let mut before = remote_files(&tenant_dir(moved));
+    before.sort();
+    assert!(!before.is_empty());
+    let local = manager.tenant(moved).expect("tenant").dir().to_path_buf();
+
+    manager.detach_tenant(moved).expect("detach");
+    assert!(matches!(
+        manager.detach_tenant(moved),
+        Err(pageserver::tenants::PageserverError::TenantNotFound(_))
+    ));
+    assert!(!local.exists(), "the local files go");
+    assert_eq!(manager.tenant_ids(), vec![stays]);
+    uploader.upload_all().await.expect("upload after the detach");
+    let mut after = remote_files(&tenant_dir(moved));
+    after.sort();
+    assert_eq!(after, before, "the remote copy is untouched");
+    assert_eq!(uploader.remote_consistent_lsns().get(moved, timeline_id), None);
+
+    // Another pageserver rebuilds it from the remote with the same pages.
+    let mut config = PageserverConfig::new(root.path().join("target"), Vec::new());
+    config.timeline = timeline_config();
+    config.remote = Some(remote);
+    let rebuilt = runner::open(&config).await.expect("rebuild");
+    let mut tenants = rebuilt.tenant_ids();
+    tenants.sort();
+    assert_eq!(tenants, vec![moved, stays]);
+    let timeline = rebuilt.timeline(moved, timeline_id).expect("timeline");
+    let lsn = models[0].lsn;
+    assert!(check_pages(&timeline, &models[0], START..=lsn, "rebuilt after the detach") > 0);
+}
+
+/// A move's storage steps: a second pageserver (its own id) attaches a tenant from the remote as a secondary,
+/// reads its pages (layers on first use) and ingests more, uploading nothing; the first detaches it; the second
+/// becomes the owner and uploads, marking the tenant with its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secondary_uploads_nothing_until_it_owns_the_tenant() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let remote_dir = root.path().join("remote");
+    std::fs::create_dir_all(&remote_dir).expect("remote dir");
+    let (remote, checker) = checked_remote(&remote_dir);
+    let source = open_manager(&root.path().join("source"));
+    let mut source_uploader = Uploader::new(Arc::clone(&source), Arc::clone(&remote), UploaderConfig::default());
+    checker
+        .lsns
+        .set(source_uploader.remote_consistent_lsns())
+        .expect("set once");
+    let (tenant, timeline_id) = (TenantId(5), TimelineId(0x50));
+    source.create_tenant(tenant).expect("tenant");
+    let timeline = source
+        .create_timeline(tenant, timeline_id, NewTimeline::Root { start_lsn: START })
+        .expect("timeline");
+    let mut model = Model::new(START);
+    for n in 0..6 {
+        model.write(&timeline, n);
+    }
+    timeline.checkpoint().expect("checkpoint");
+    source_uploader.upload_all().await.expect("upload");
+    let tenant_dir = remote_dir.join("tenants").join(tenant.to_string());
+    let listing = || {
+        let mut files = remote_files(&tenant_dir);
+        files.sort();
+        files
+            .iter()
+            .map(|f| (f.clone(), std::fs::read(f).expect("read")))
+            .collect::<Vec<_>>()
+    };
+    let uploaded = listing();
+
+    // The target: its own id; at start it rebuilds nothing (the tenant is not marked with its id).
+    let target_remote = Arc::new(
+        RemoteStorage::from_store(
+            Arc::new(LocalFileSystem::new_with_prefix(&remote_dir).expect("local store")),
+            "",
+            remote_config(),
+        )
+        .with_owner(Some("ps2".to_owned())),
+    );
+    let mut config = PageserverConfig::new(root.path().join("target"), Vec::new());
+    config.timeline = timeline_config();
+    config.remote = Some(Arc::clone(&target_remote));
+    let target = runner::open(&config).await.expect("open the target");
+    assert!(target.tenant_ids().is_empty(), "nothing rebuilt at start");
+    let mut target_uploader = Uploader::new(Arc::clone(&target), target_remote, UploaderConfig::default());
+
+    target.attach_tenant(tenant, true).await.expect("attach as a secondary");
+    assert!(target.is_secondary(tenant));
+    let attached = target.timeline(tenant, timeline_id).expect("timeline");
+    let lsn = model.lsn;
+    assert!(check_pages(&attached, &model, START..=lsn, "the secondary") > 0);
+    // It ingests past the remote copy (as from the safekeepers) and flushes: nothing is uploaded.
+    let mut target_model = model.clone();
+    for n in 6..10 {
+        target_model.write(&attached, n);
+    }
+    attached.checkpoint().expect("checkpoint");
+    target_uploader.upload_all().await.expect("upload round");
+    assert_eq!(listing(), uploaded, "a secondary uploads nothing");
+
+    // The source detaches; the target becomes the owner and uploads, marked with its id.
+    source.detach_tenant(tenant).expect("detach");
+    source_uploader.upload_all().await.expect("the source's round");
+    assert_eq!(listing(), uploaded, "the detached source deletes nothing");
+    target.attach_tenant(tenant, false).await.expect("own it");
+    assert!(!target.is_secondary(tenant));
+    target_uploader.upload_all().await.expect("the owner's upload");
+    assert_eq!(std::fs::read_to_string(tenant_dir.join("owner")).expect("owner"), "ps2");
+    let meta = decode_metadata(
+        &std::fs::read(
+            tenant_dir
+                .join("timelines")
+                .join(timeline_id.to_string())
+                .join("metadata"),
+        )
+        .expect("metadata"),
+    );
+    assert_eq!(
+        meta.disk_consistent_lsn,
+        attached.disk_consistent_lsn(),
+        "the owner's index uploaded"
+    );
+    assert!(meta.disk_consistent_lsn > lsn);
+    // A missing tenant is NOT_FOUND, not an empty one.
+    assert!(matches!(
+        target.attach_tenant(TenantId(0x77), true).await,
+        Err(pageserver::tenants::PageserverError::TenantNotFound(_))
+    ));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_pageserver_uploads_and_reports_remote_consistent_lsn() {
     use proto::pageserver as pb;

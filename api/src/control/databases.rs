@@ -88,6 +88,7 @@ impl Control {
         // deletion looks at the project's databases (and its operation makes the deletion wait), or after the
         // project is gone (404). Without it, one made in between was deleted with no compute stopped.
         let _project = self.locked(project_id).await;
+        let pageserver = self.choose_new_pageserver().await?;
         let new = NewDatabase {
             project_id: project_id.to_owned(),
             name,
@@ -110,6 +111,16 @@ impl Control {
             .blocking(move |store| store.create_database(&account, &new, databases_max))
             .await?
             .ok_or(ApiError::NotFound)?;
+        if let Some(pageserver) = &pageserver {
+            // Before the work runs (it makes the tenant where this says); a crash before this line leaves the
+            // column NULL, which means the first pageserver, where the work then makes it.
+            if let Err(error) = self
+                .place_new_database(&created.database.id, created.database.tenant_id, pageserver)
+                .await
+            {
+                tracing::warn!(database = %created.database.id, ?error, "placed on the first pageserver instead");
+            }
+        }
         {
             // Under the database's lock, which the worker takes to serve it: the refusal comes first.
             let _held = self.locked(&created.database.id).await;

@@ -25,6 +25,7 @@ mod events;
 pub mod expiry;
 pub mod leases;
 mod operations;
+mod pageservers;
 pub mod placement;
 mod resolution;
 mod restore;
@@ -186,6 +187,7 @@ impl Control {
     /// [`Control::resume`] once to serve what the metadata holds and resume unfinished operations.
     pub fn new(store: Arc<Store>, backend: Backend, host: Arc<ComputeHost>, config: ControlConfig) -> Arc<Control> {
         let single_host = store.dialect() == crate::store::sql::Dialect::Sqlite;
+        backend.set_placement_resolver(pageservers::resolver(&store));
         Arc::new_cyclic(|weak| Control {
             single_host,
             store,

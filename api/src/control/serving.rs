@@ -33,6 +33,7 @@ impl Control {
         // Its sessions count against its account's cap from the first one on.
         self.host.set_owner(database.tenant_id, &database.account_id.0);
         self.host.touch(database.tenant_id);
+        self.point_host_at_pageserver(database).await?;
         let database_id = database.id.clone();
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
         for branch in &branches {

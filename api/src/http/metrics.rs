@@ -9,6 +9,8 @@
 //! - `cambium_api_request_duration_seconds`: a fixed-bucket histogram of request durations.
 //! - `cambium_api_operations_in_progress`: operations queued or running in the worker.
 //! - `cambium_api_databases{status}`: databases by status, read from the metadata when scraped.
+//! - `cambium_pageserver_databases{pageserver}`: databases placed on each configured pageserver (issue 17 item 2;
+//!   `databases.pageserver`, `NULL` counting for the first), read from the metadata when scraped.
 //! - `cambium_timelines_under_replicated`: live timelines with fewer than three healthy safekeeper copies at the
 //!   reconciler's last round (`crate::reconcile`); `cambium_reconcile_rounds_total`,
 //!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
@@ -141,6 +143,24 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
             "cambium_api_databases{{status=\"{status}\"}} {}",
             by_status.get(status).copied().unwrap_or(0)
         );
+    }
+    let pageservers = state.control.backend().pageserver_addresses();
+    let loads = state.control.blocking(|store| store.pageserver_loads()).await?;
+    let _ = writeln!(
+        out,
+        "# HELP cambium_pageserver_databases Databases placed on each pageserver."
+    );
+    let _ = writeln!(out, "# TYPE cambium_pageserver_databases gauge");
+    for (index, address) in pageservers.iter().enumerate() {
+        let placed: u64 = loads
+            .iter()
+            .filter(|(placed, _)| match placed {
+                Some(placed) => placed == address,
+                None => index == 0,
+            })
+            .map(|(_, count)| *count)
+            .sum();
+        let _ = writeln!(out, "cambium_pageserver_databases{{pageserver=\"{address}\"}} {placed}");
     }
     let replicas = state.control.replicas();
     let _ = writeln!(

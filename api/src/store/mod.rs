@@ -25,6 +25,7 @@ pub mod keys;
 pub mod labels;
 pub mod leases;
 pub mod operations;
+pub mod pageservers;
 pub mod pool;
 pub mod rate_limits;
 pub mod sql;
@@ -282,6 +283,13 @@ const MIGRATIONS: &[Migration] = &[
         safekeepers TEXT NOT NULL
     );
     CREATE INDEX timeline_safekeepers_by_database ON timeline_safekeepers(database_id);
+",
+    ),
+    // Pageserver placement (issue 17 item 2, `pageservers`): the pageserver each database's tenant lives on (its
+    // gRPC address as configured; NULL: the first configured pageserver, where every tenant lived before).
+    Migration::Sql(
+        "
+    ALTER TABLE databases ADD COLUMN pageserver TEXT;
 ",
     ),
 ];

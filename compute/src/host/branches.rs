@@ -62,9 +62,15 @@ impl HostShared {
         } else {
             target.safekeepers.clone()
         };
+        let pageserver = self
+            .pageservers
+            .read()
+            .get(&target.tenant_id)
+            .cloned()
+            .unwrap_or_else(|| self.config.pageserver.clone());
         let mut config = RemotePageStoreConfig::new(
             safekeepers,
-            self.config.pageserver.clone(),
+            pageserver,
             target.tenant_id,
             target.timeline_id,
             target.start_lsn,

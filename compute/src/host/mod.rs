@@ -68,7 +68,8 @@ pub struct HostConfig {
     pub safekeepers: Vec<String>,
     /// Those of `safekeepers` served in this process, called directly rather than over TCP.
     pub local_safekeepers: walproposer::LocalSafekeepers,
-    /// The pageserver's address, shared by every branch.
+    /// The pageserver's address: every branch's, unless [`ComputeHost::set_pageserver`] names another for its
+    /// database.
     pub pageserver: String,
     /// Users and their passwords (user → password), for every name served.
     pub passwords: HashMap<String, String>,
@@ -190,6 +191,7 @@ impl ComputeHost {
             verifier_memo: parking_lot::Mutex::new(HashMap::new()),
             sessions_per_tenant: Arc::default(),
             owners: RwLock::new(HashMap::new()),
+            pageservers: RwLock::new(HashMap::new()),
             sessions_per_account: Arc::default(),
             background_starts: std::sync::atomic::AtomicUsize::new(0),
             tenants: Arc::default(),
@@ -275,6 +277,51 @@ impl ComputeHost {
     /// Forgets the account of `tenant` (a deleted database); its sessions no longer count against it.
     pub fn remove_owner(&self, tenant: TenantId) {
         self.shared.owners.write().remove(&tenant);
+        self.shared.pageservers.write().remove(&tenant);
+    }
+
+    /// Makes database (tenant) `tenant` read its pages from the pageserver at `address` (`host:port` or a URI)
+    /// instead of [`HostConfig::pageserver`]: stores started from now on, and the running stores of its branches
+    /// and time-travel names at once ([`RemotePageStore::repoint`]: a read in flight is asked again of the new
+    /// one), so a tenant moved to another pageserver is served without closing a session. Returns how many
+    /// running stores were re-pointed.
+    pub fn set_pageserver(&self, tenant: TenantId, address: &str) -> Result<usize, ComputeError> {
+        let channel = self
+            .shared
+            .resources
+            .channel(address)
+            .map_err(ComputeError::Resources)?;
+        let previous = self.shared.pageservers.write().insert(tenant, address.to_owned());
+        if previous.as_deref() == Some(address) {
+            return Ok(0);
+        }
+        let mut repointed = 0;
+        let names = self.shared.names.read();
+        for branch in names.branches.values().filter(|b| b.target.tenant_id == tenant) {
+            let state = branch.state.lock();
+            let stores = state
+                .store
+                .iter()
+                .chain(state.time_travel.iter().map(|(_, store)| store));
+            for store in stores {
+                store.repoint(address, channel.clone());
+                repointed += 1;
+            }
+        }
+        if repointed > 0 {
+            tracing::info!(%tenant, pageserver = %address, stores = repointed, "a database's stores re-pointed");
+        }
+        Ok(repointed)
+    }
+
+    /// The pageserver database (tenant) `tenant` reads from.
+    pub fn pageserver_of(&self, tenant: TenantId) -> String {
+        self.shared
+            .pageservers
+            .read()
+            .get(&tenant)
+            .cloned()
+            .unwrap_or_else(|| self.shared.config.pageserver.clone())
     }
 
     /// The address the PostgreSQL listener is bound to.
@@ -439,6 +486,8 @@ struct HostShared {
     sessions_per_tenant: Arc<parking_lot::Mutex<HashMap<TenantId, usize>>>,
     /// The account of each database, as [`ComputeHost::set_owner`] said.
     owners: RwLock<HashMap<TenantId, Arc<str>>>,
+    /// The pageserver of each database that [`ComputeHost::set_pageserver`] named (others: the config's).
+    pageservers: RwLock<HashMap<TenantId, String>>,
     /// Sessions open per account, for [`HostConfig::connections_per_account_max`].
     sessions_per_account: Arc<parking_lot::Mutex<HashMap<Arc<str>, usize>>>,
     /// Stores starting in the background now (at most [`BACKGROUND_STARTS_MAX`]).

@@ -228,7 +228,9 @@ pub struct RemotePageStore {
     timeline: pb::TimelineRef,
     timeline_id: TimelineId,
     prefetcher: Arc<Prefetcher>,
-    pages: PageServiceClient<Channel>,
+    /// The pageserver reads go to (its address and client); re-pointed when the database moves
+    /// ([`RemotePageStore::repoint`]).
+    pages: parking_lot::RwLock<(String, PageServiceClient<Channel>)>,
     /// `Arc` so the runtime's tasks can hold it while the caller waits. `None`: read-only at a fixed LSN.
     proposer: Option<Arc<WalProposer>>,
     get_page_timeout: Duration,
@@ -371,7 +373,7 @@ impl RemotePageStore {
             prefetcher: Prefetcher::new(config.prefetch),
             cache_capacity_pages,
             cache,
-            pages,
+            pages: parking_lot::RwLock::new((config.pageserver.clone(), pages)),
             proposer,
             get_page_timeout,
             commit_timeout: Duration::from_millis(config.commit_timeout_ms),
@@ -401,6 +403,26 @@ impl RemotePageStore {
     /// the proposer and not acknowledged yet are past it).
     pub fn read_lsn(&self) -> Lsn {
         self.state.lock().read_lsn
+    }
+
+    /// The client of the pageserver reads go to now.
+    pub(crate) fn pages(&self) -> PageServiceClient<Channel> {
+        self.pages.read().1.clone()
+    }
+
+    /// The address of the pageserver reads go to now.
+    pub fn pageserver(&self) -> String {
+        self.pages.read().0.clone()
+    }
+
+    /// Sends every read from now on to the pageserver at `address` over `channel` (the database moved there):
+    /// a read in flight finishes on the old one or, refused there, is asked again of this one; the prefetch
+    /// stream is opened again on it. The new pageserver holds every page version the old one did (the move
+    /// waited for it to ingest as far), so nothing cached changes.
+    pub fn repoint(&self, address: &str, channel: Channel) {
+        *self.pages.write() = (address.to_owned(), PageServiceClient::new(channel));
+        self.prefetcher.reset_stream();
+        tracing::info!(timeline = %self.timeline.timeline_id, pageserver = %address, "remote page store re-pointed");
     }
 
     /// Why the store failed, if it has (then every call fails).
@@ -455,7 +477,7 @@ impl RemotePageStore {
             timeline: Some(self.timeline.clone()),
             timestamp_us,
         };
-        let (mut client, timeout) = (self.pages.clone(), self.get_page_timeout);
+        let (mut client, timeout) = (self.pages(), self.get_page_timeout);
         // The pageserver answers from what it has ingested: first let it catch up with this compute's commits
         // (GetDbSize at the read LSN waits for that, within its deadline).
         let (waiting_client, timeline, read_lsn) = (client.clone(), self.timeline.clone(), self.read_lsn());

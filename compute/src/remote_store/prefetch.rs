@@ -148,6 +148,12 @@ impl Prefetcher {
         self.window_pages
     }
 
+    /// Forgets the `GetPages` stream (the store was re-pointed): the next request opens one on the new client,
+    /// and what was in flight on the old one is answered there or failed with it.
+    pub(super) fn reset_stream(&self) {
+        self.slots.lock().stream = None;
+    }
+
     /// Notes that the VFS hinted at `blocks` (read-ahead of a scan), whether they are cached or not.
     pub(super) fn note_hints(&self, blocks: &[u32]) {
         let mut slots = self.slots.lock();

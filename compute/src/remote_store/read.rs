@@ -88,7 +88,7 @@ impl RemotePageStore {
             .filter(|&block| !self.cache.contains(self.timeline_id, block, snapshot.lsn))
             .collect();
         self.prefetcher
-            .request(self.runtime.get(), &self.pages, &self.timeline, &wanted, snapshot.lsn);
+            .request(self.runtime.get(), &self.pages(), &self.timeline, &wanted, snapshot.lsn);
     }
 
     /// One `GetPage` at `read_lsn`, with a deadline; the page is checked before it is returned. A read LSN
@@ -104,7 +104,13 @@ impl RemotePageStore {
                     tracing::warn!(block, %read_lsn, attempt, %reason, "GetPage timed out; asking again");
                     attempt += 1;
                 }
-                Err(FetchError::TimedOut(reason) | FetchError::Failed(reason)) => {
+                Err(FetchError::Gone(reason)) if attempt < GONE_ATTEMPTS_MAX => {
+                    // The database may be moving to another pageserver: the host re-points this store.
+                    tracing::warn!(block, %read_lsn, attempt, %reason, "GetPage found no tenant; asking again");
+                    attempt += 1;
+                    std::thread::sleep(GONE_RETRY_PAUSE);
+                }
+                Err(FetchError::TimedOut(reason) | FetchError::Failed(reason) | FetchError::Gone(reason)) => {
                     return Err(PageStoreError::Unavailable(format!(
                         "GetPage {block} at {read_lsn}: {reason}"
                     )))
@@ -123,7 +129,7 @@ impl RemotePageStore {
             not_modified_since: 0,
             request_id: 0,
         };
-        let (mut client, timeout) = (self.pages.clone(), self.get_page_timeout);
+        let (mut client, timeout) = (self.pages(), self.get_page_timeout);
         let work = async move {
             let mut request = tonic::Request::new(request);
             request.set_timeout(timeout);
@@ -144,7 +150,11 @@ impl RemotePageStore {
                 }
                 Ok(Some(page))
             }
-            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(None),
+            // A page outside the database; a missing tenant or timeline is not an empty page.
+            Ok(Err(status)) if status.code() == tonic::Code::NotFound && status.message().starts_with("page ") => {
+                Ok(None)
+            }
+            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Err(FetchError::Gone(status.to_string())),
             // A deadline the pageserver reported (its wait for the LSN) or the client's own (`Cancelled`
             // "Timeout expired").
             Ok(Err(status)) if matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) => {
@@ -157,12 +167,20 @@ impl RemotePageStore {
     }
 }
 
+/// Attempts of one read that finds no tenant or timeline, at most (see [`FetchError::Gone`]).
+const GONE_ATTEMPTS_MAX: u32 = 50;
+/// The pause before asking again after [`FetchError::Gone`].
+const GONE_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// How one GetPage attempt failed.
 enum FetchError {
     /// It ran out of time (the pageserver still waiting for the read LSN, or no answer): worth asking again.
     TimedOut(String),
     /// Any other failure, reported at once.
     Failed(String),
+    /// The pageserver holds no such tenant or timeline (a database that moved away): asked again after a pause,
+    /// up to [`GONE_ATTEMPTS_MAX`] times, in case the store is re-pointed meanwhile.
+    Gone(String),
     /// The answer was not a page.
     Page(PageStoreError),
 }

@@ -1,7 +1,9 @@
 //! Where a store's network work runs: a runtime of its own (a store started alone), or the runtime and the
-//! pageserver connection every store of a host shares ([`SharedResources`]), so that a store costs no threads and
-//! no pageserver connection of its own (a host with a thousand branches would otherwise run two thousand threads).
+//! pageserver connections every store of a host shares ([`SharedResources`]: one per pageserver, made when a
+//! store first reads from it), so that a store costs no threads and no pageserver connection of its own (a host
+//! with a thousand branches would otherwise run two thousand threads).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,30 +48,44 @@ impl Drop for OwnedRuntime {
     }
 }
 
-/// The runtime and the pageserver connection the stores of one host share.
+/// The runtime and the pageserver connections the stores of one host share.
 #[derive(Debug)]
 pub struct SharedResources {
-    pageserver: String,
-    channel: Channel,
-    /// Last field: dropped after the channel that lives on it.
+    /// Pageserver address → the connection every store reading from it shares.
+    channels: parking_lot::Mutex<HashMap<String, Channel>>,
+    connect_timeout_ms: u64,
+    /// Last field: dropped after the channels that live on it.
     runtime: OwnedRuntime,
 }
 
 impl SharedResources {
-    /// A runtime of [`WORKER_THREADS`] threads and a (lazy) connection to `pageserver` (`host:port` or a URI).
+    /// A runtime of [`WORKER_THREADS`] threads and a (lazy) connection to `pageserver` (`host:port` or a URI);
+    /// connections to other pageservers are made when a store first asks for one.
     pub fn new(pageserver: &str, connect_timeout_ms: u64) -> Result<Arc<SharedResources>, RemoteStoreError> {
         let runtime = OwnedRuntime::new("compute-stores")?;
-        let endpoint = pageserver_endpoint(pageserver, connect_timeout_ms)?;
+        let shared = SharedResources {
+            channels: parking_lot::Mutex::new(HashMap::new()),
+            connect_timeout_ms,
+            runtime,
+        };
+        shared.channel(pageserver)?;
+        Ok(Arc::new(shared))
+    }
+
+    /// The shared (lazy) connection to `pageserver`, made now if it is the first store to read from it.
+    pub(crate) fn channel(&self, pageserver: &str) -> Result<Channel, RemoteStoreError> {
+        let mut channels = self.channels.lock();
+        if let Some(channel) = channels.get(pageserver) {
+            return Ok(channel.clone());
+        }
+        let endpoint = pageserver_endpoint(pageserver, self.connect_timeout_ms)?;
         // `connect_lazy` spawns the connection's worker on the current runtime: this one.
         let channel = {
-            let _entered = runtime.handle().enter();
+            let _entered = self.runtime.handle().enter();
             endpoint.connect_lazy()
         };
-        Ok(Arc::new(SharedResources {
-            pageserver: pageserver.to_owned(),
-            channel,
-            runtime,
-        }))
+        channels.insert(pageserver.to_owned(), channel.clone());
+        Ok(channel)
     }
 }
 
@@ -89,11 +105,11 @@ impl StoreRuntime {
         }
     }
 
-    /// The shared pageserver connection, if it is to `pageserver`.
+    /// The host's shared connection to `pageserver`; `None` for a store with a runtime of its own.
     pub(crate) fn shared_channel(&self, pageserver: &str) -> Option<Channel> {
         match self {
-            StoreRuntime::Shared(shared) if shared.pageserver == pageserver => Some(shared.channel.clone()),
-            _ => None,
+            StoreRuntime::Shared(shared) => shared.channel(pageserver).ok(),
+            StoreRuntime::Own(_) => None,
         }
     }
 }

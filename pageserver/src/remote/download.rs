@@ -63,12 +63,51 @@ pub async fn rebuild(
         if tenants_dir.join(&name).exists() {
             continue;
         }
+        let marker = remote.get_bytes(&remote.owner_key(tenant)).await?;
+        let marker = marker.as_ref().map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+        if !rebuilds(remote.owner(), marker.as_deref()) {
+            tracing::info!(%tenant, owner = ?marker, "a remote tenant of another pageserver; not rebuilt");
+            continue;
+        }
         if rebuild_tenant(remote, tenant, &staging, &tenants_dir, durability).await? {
             rebuilt.push(tenant);
         }
     }
     blocking(move || remove_dir_if_exists(&staging)).await?;
     Ok(rebuilt)
+}
+
+/// Whether a pageserver with id `own` rebuilds a remote tenant whose `owner` object says `marker`: its own
+/// (`own` equals `marker`), or, for a pageserver without an id (one alone on its remote), one nobody marked
+/// (uploaded before owners were written). So of several pageservers sharing a remote, none takes another's
+/// tenants at start: a tenant moves only when the control plane moves it.
+pub(crate) fn rebuilds(own: Option<&str>, marker: Option<&str>) -> bool {
+    match (own, marker) {
+        (Some(own), Some(marker)) => own == marker,
+        (None, None) => true,
+        (Some(_), None) | (None, Some(_)) => false,
+    }
+}
+
+/// Rebuilds remote tenant `tenant` in `<data_dir>/tenants/` from its small files, as [`rebuild`] does at start,
+/// whoever its owner (the control plane asks: a tenant moving here); `Ok(false)` if the remote has no
+/// `branches.log` for it. A tenant already on the local disk is left as it is (`Ok(true)`).
+pub async fn attach(
+    data_dir: &Path,
+    remote: &RemoteStorage,
+    tenant: TenantId,
+    durability: Durability,
+) -> Result<bool, RemoteError> {
+    let tenants_dir = data_dir.join(TENANTS_DIR);
+    if tenants_dir.join(tenant.to_string()).exists() {
+        return Ok(true);
+    }
+    let staging = data_dir.join(STAGING_DIR);
+    {
+        let staging = staging.clone();
+        blocking(move || Ok(storage::fsio::create_dir_durable(&staging, durability)?)).await?;
+    }
+    rebuild_tenant(remote, tenant, &staging, &tenants_dir, durability).await
 }
 
 fn remove_dir_if_exists(dir: &Path) -> Result<(), RemoteError> {
@@ -208,4 +247,19 @@ async fn check_remote_layers(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rebuilds;
+
+    #[test]
+    fn a_pageserver_rebuilds_only_its_own_tenants() {
+        assert!(rebuilds(Some("ps1"), Some("ps1")));
+        assert!(!rebuilds(Some("ps1"), Some("ps2")));
+        // Unmarked tenants are a lone pageserver's (uploaded before owners): one with an id leaves them.
+        assert!(!rebuilds(Some("ps1"), None));
+        assert!(rebuilds(None, None));
+        assert!(!rebuilds(None, Some("ps2")));
+    }
 }

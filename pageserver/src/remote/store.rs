@@ -25,6 +25,8 @@ use super::files::{BRANCH_LOG_FILE, TIMELINES_DIR};
 
 /// The prefix under the root that holds the tenants.
 const TENANTS_DIR: &str = "tenants";
+/// The object naming a tenant's owner, under its prefix.
+const OWNER_FILE: &str = "owner";
 
 /// Timeouts, retries and bounds of remote requests.
 #[derive(Clone, Debug)]
@@ -225,6 +227,9 @@ pub struct RemoteStorage {
     description: String,
     config: RemoteConfig,
     permits: Semaphore,
+    /// This pageserver's id among several sharing the remote (`--id`): written as each tenant's `owner`
+    /// object before its first upload, and the only owner whose tenants a rebuild takes (`super::download`).
+    owner: Option<String>,
 }
 
 impl fmt::Debug for RemoteStorage {
@@ -335,7 +340,20 @@ impl RemoteStorage {
             description,
             permits: Semaphore::new(config.requests_in_flight_max.max(1)),
             config,
+            owner: None,
         }
+    }
+
+    /// The same remote, used by the pageserver with id `owner` among several sharing it: each tenant it uploads
+    /// is marked as its own (`tenants/<tenant>/owner`), and a rebuild at start takes only the tenants marked so.
+    pub fn with_owner(mut self, owner: Option<String>) -> RemoteStorage {
+        self.owner = owner.filter(|id| !id.is_empty());
+        self
+    }
+
+    /// This pageserver's id, if it has one ([`RemoteStorage::with_owner`]).
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 
     /// The timeouts and bounds.
@@ -358,6 +376,11 @@ impl RemoteStorage {
     /// `<root>/tenants/<tenant>/branches.log`.
     pub(crate) fn branch_log_key(&self, tenant: TenantId) -> ObjectPath {
         self.tenant_prefix(tenant).join(BRANCH_LOG_FILE)
+    }
+
+    /// `<root>/tenants/<tenant>/owner`: the id of the pageserver that uploads the tenant.
+    pub(crate) fn owner_key(&self, tenant: TenantId) -> ObjectPath {
+        self.tenant_prefix(tenant).join(OWNER_FILE)
     }
 
     /// `<root>/tenants/<tenant>/timelines/<timeline>`.

@@ -306,6 +306,9 @@ impl Uploader {
         let mut work = Vec::new();
         let mut local = HashSet::new();
         for tenant_id in self.manager.tenant_ids() {
+            if self.manager.is_secondary(tenant_id) {
+                continue;
+            }
             let Ok(tenant) = self.manager.tenant(tenant_id) else {
                 continue;
             };
@@ -382,6 +385,10 @@ impl Uploader {
             }
             return Start::Nothing;
         };
+        if self.manager.is_detached(tenant_id) || self.manager.is_secondary(tenant_id) {
+            // Another pageserver owns its remote copy.
+            return Start::Nothing;
+        }
         let timeline = tenant.timeline(timeline_id).ok();
         let known = self.timelines.contains_key(&key);
         let state = match self.timelines.insert(key, Slot::Busy) {
@@ -430,6 +437,22 @@ impl Uploader {
         if self.manager.tenant(tenant_id).is_ok() {
             // Created again meanwhile: its uploads replace the old copy.
             self.deleting.remove(&tenant_id);
+            return Start::Nothing;
+        }
+        if self.manager.is_detached(tenant_id) {
+            let busy = self
+                .timelines
+                .iter()
+                .any(|((t, _), slot)| *t == tenant_id && matches!(slot, Slot::Busy));
+            if busy {
+                return Start::Defer;
+            }
+            // Another pageserver owns its remote copy now: forget it, delete nothing.
+            self.timelines.retain(|(t, _), _| *t != tenant_id);
+            self.tenants.remove(&tenant_id);
+            self.deleting.remove(&tenant_id);
+            self.ctx.lsns.forget_tenant(tenant_id);
+            tracing::info!(tenant = %tenant_id, "a detached tenant forgotten; its remote copy kept");
             return Start::Nothing;
         }
         if self.deleting.get(&tenant_id) == Some(&None) {

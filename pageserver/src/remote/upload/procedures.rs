@@ -263,6 +263,14 @@ async fn upload_branch_log(
     if state.log_bytes_uploaded.is_some_and(|len| len >= valid_len as u64) {
         return Ok(entries);
     }
+    if state.log_bytes_uploaded.is_none() {
+        if let Some(owner) = ctx.remote.owner() {
+            // Before the first branch log this process uploads: a rebuild by another pageserver sharing the
+            // remote then leaves the tenant alone (`download::rebuild`).
+            let key = ctx.remote.owner_key(tenant);
+            ctx.remote.put_bytes(&key, Bytes::from(owner.to_owned())).await?;
+        }
+    }
     let key = ctx.remote.branch_log_key(tenant);
     ctx.remote
         .put_bytes(&key, Bytes::from(bytes).slice(..valid_len))

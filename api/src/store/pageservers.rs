@@ -1,0 +1,209 @@
+//! Pageserver placement (issue 17 item 2): the pageserver each database's tenant lives on (migration 15,
+//! `databases.pageserver`).
+//!
+//! The column holds the pageserver's gRPC address exactly as the API processes are configured with it
+//! (`--pageservers`). `NULL` means the first configured pageserver: rows from before placement, when one
+//! pageserver held every tenant, and a database whose creation was cut short between its row and its placement
+//! (its storage is made by the creation's work, which reads the placement first, so the two always agree). A
+//! new database is placed by [`choose_pageserver`] (the live pageserver with the fewest databases placed on it
+//! in the metadata); a move changes the column with one conditional `UPDATE` ([`Store::move_pageserver`]).
+
+use cambium_types::TenantId;
+
+use super::sql::{params, OptionalExtension};
+use super::{Store, StoreError};
+
+/// Where one database's tenant lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageserverPlacement {
+    /// The database.
+    pub database_id: String,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// The pageserver's address; `None`: the first configured one.
+    pub pageserver: Option<String>,
+}
+
+/// The configured pageserver a new database goes to: among those `live` (same order as `configured`), the one
+/// with the fewest databases placed on it according to `placed` (each database's `databases.pageserver`,
+/// `None` counting for the first configured one); ties go to the earlier one in `configured`. `None` if no
+/// pageserver is live.
+pub fn choose_pageserver(configured: &[String], live: &[bool], placed: &[(Option<String>, u64)]) -> Option<usize> {
+    let load = |index: usize| -> u64 {
+        placed
+            .iter()
+            .filter(|(address, _)| match address {
+                Some(address) => *address == configured[index],
+                None => index == 0,
+            })
+            .map(|(_, count)| *count)
+            .sum()
+    };
+    (0..configured.len())
+        .filter(|&index| live.get(index).copied().unwrap_or(false))
+        .min_by_key(|&index| (load(index), index))
+}
+
+impl Store {
+    /// The pageserver the database of `tenant` is placed on: `Some(None)` for the first configured one (a
+    /// `NULL` column), `None` if no database has this tenant.
+    pub fn pageserver_of_tenant(&self, tenant: TenantId) -> Result<Option<Option<String>>, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn
+            .query_row(
+                "SELECT pageserver FROM databases WHERE tenant_id = ?1",
+                [tenant.to_string()],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// How many databases each pageserver holds, as the column says (`None`: the first configured one).
+    pub fn pageserver_loads(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare("SELECT pageserver, count(*) FROM databases GROUP BY pageserver")?;
+        let rows = stmt.query_map([], |row| Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?)))?;
+        let rows: Vec<(Option<String>, i64)> = rows.collect::<Result<_, _>>()?;
+        Ok(rows
+            .into_iter()
+            .map(|(address, count)| (address, u64::try_from(count).unwrap_or(0)))
+            .collect())
+    }
+
+    /// Every database's pageserver, by database id.
+    pub fn pageserver_placements(&self) -> Result<Vec<PageserverPlacement>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare("SELECT id, tenant_id, pageserver FROM databases ORDER BY id")?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+            ))
+        })?;
+        let rows: Vec<(String, String, Option<String>)> = rows.collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(|(database_id, tenant, pageserver)| {
+                let tenant_id = tenant
+                    .parse::<TenantId>()
+                    .map_err(|_| StoreError::Corrupt(format!("database {database_id} has tenant id {tenant:?}")))?;
+                Ok(PageserverPlacement {
+                    database_id,
+                    tenant_id,
+                    pageserver,
+                })
+            })
+            .collect()
+    }
+
+    /// Places database `database_id` on pageserver `to` if it is on `from` now (`None`: the column is `NULL`);
+    /// returns whether it changed (false: the database is gone or was placed elsewhere meanwhile).
+    pub fn move_pageserver(&self, database_id: &str, from: Option<&str>, to: &str) -> Result<bool, StoreError> {
+        let conn = self.conn()?;
+        let changed = match from {
+            Some(from) => conn.execute(
+                "UPDATE databases SET pageserver = ?2 WHERE id = ?1 AND pageserver = ?3",
+                params![database_id, to, from],
+            )?,
+            None => conn.execute(
+                "UPDATE databases SET pageserver = ?2 WHERE id = ?1 AND pageserver IS NULL",
+                params![database_id, to],
+            )?,
+        };
+        Ok(changed == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configured() -> Vec<String> {
+        vec!["ps1:1".to_owned(), "ps2:2".to_owned(), "ps3:3".to_owned()]
+    }
+
+    #[test]
+    fn the_least_loaded_live_pageserver_is_chosen() {
+        let placed = vec![
+            (None, 2),
+            (Some("ps1:1".to_owned()), 1),
+            (Some("ps2:2".to_owned()), 2),
+            (Some("ps3:3".to_owned()), 4),
+        ];
+        // NULL rows count for the first: ps1 holds 3, ps2 2, ps3 4.
+        assert_eq!(choose_pageserver(&configured(), &[true, true, true], &placed), Some(1));
+        // ps2 down: ps1 (3) beats ps3 (4).
+        assert_eq!(choose_pageserver(&configured(), &[true, false, true], &placed), Some(0));
+        assert_eq!(
+            choose_pageserver(&configured(), &[false, false, true], &placed),
+            Some(2)
+        );
+        assert_eq!(choose_pageserver(&configured(), &[false, false, false], &placed), None);
+    }
+
+    #[test]
+    fn ties_go_to_the_first_configured_and_unknown_addresses_count_for_none() {
+        assert_eq!(choose_pageserver(&configured(), &[true, true, true], &[]), Some(0));
+        let placed = vec![(Some("gone:9".to_owned()), 7), (Some("ps1:1".to_owned()), 1)];
+        assert_eq!(choose_pageserver(&configured(), &[true, true, true], &placed), Some(1));
+        // A missing liveness answer is not live.
+        assert_eq!(choose_pageserver(&configured(), &[false], &placed), None);
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)] // a test failure is a panic
+    fn placement_is_recorded_and_moved_conditionally() {
+        use std::sync::Arc;
+
+        use crate::store::databases::{NewDatabase, TimelineRow};
+        use crate::store::labels::Labels;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let verifier = compute::pg::ScramVerifier::from_password("pw", compute::pg::scram::ITERATIONS_DEFAULT).unwrap();
+        let tenant: TenantId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        let new = NewDatabase {
+            project_id: project.id.clone(),
+            name: "d".to_owned(),
+            region: "local".to_owned(),
+            tenant_id: tenant,
+            timeline: TimelineRow {
+                timeline_id: "1".repeat(32).parse().unwrap(),
+                ancestor_timeline_id: None,
+                start_lsn: cambium_types::Lsn(0x0100_0000),
+            },
+            branch_name: "main".to_owned(),
+            password_verifier: Arc::new(verifier),
+            labels: Labels::new(),
+            suspend_timeout_seconds: 300,
+        };
+        let database = store.create_database(&account, &new, 10).unwrap().unwrap().database.id;
+        assert_eq!(store.pageserver_of_tenant(tenant).unwrap(), Some(None));
+        assert_eq!(
+            store.pageserver_of_tenant("f".repeat(32).parse().unwrap()).unwrap(),
+            None
+        );
+        assert_eq!(store.pageserver_loads().unwrap(), vec![(None, 1)]);
+        // From NULL only while it is NULL.
+        assert!(!store.move_pageserver(&database, Some("ps1:1"), "ps2:2").unwrap());
+        assert!(store.move_pageserver(&database, None, "ps2:2").unwrap());
+        assert!(!store.move_pageserver(&database, None, "ps1:1").unwrap());
+        assert_eq!(
+            store.pageserver_of_tenant(tenant).unwrap(),
+            Some(Some("ps2:2".to_owned()))
+        );
+        assert!(store.move_pageserver(&database, Some("ps2:2"), "ps1:1").unwrap());
+        assert_eq!(store.pageserver_loads().unwrap(), vec![(Some("ps1:1".to_owned()), 1)]);
+        let placements = store.pageserver_placements().unwrap();
+        assert_eq!(
+            placements,
+            vec![PageserverPlacement {
+                database_id: database,
+                tenant_id: tenant,
+                pageserver: Some("ps1:1".to_owned()),
+            }]
+        );
+    }
+}
