@@ -290,6 +290,33 @@ impl HostCache {
         }
     }
 
+    /// Whether the host has a file cache (pages read from the pageserver are kept there).
+    pub fn has_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Keeps pages of `timeline` prefetched from the pageserver, each `(block, lsn it was read at, page)`, in
+    /// the file cache only, in one batch ([`FileCache::insert_many`]): what [`HostCache::insert_read`] does
+    /// for the file, done by the prefetch stream's receiver so the reader does not pay for it. Their reader
+    /// then calls [`HostCache::insert_prefetched`].
+    pub fn file_prefetched(&self, timeline: TimelineId, pages: &[(u32, Lsn, Bytes)]) {
+        let Some(file) = &self.file else { return };
+        let entries: Vec<(Fact, &[u8])> = pages
+            .iter()
+            .map(|(block, lsn, page)| (Fact::at(timeline, *block, *lsn), &page[..]))
+            .collect();
+        file.insert_many(&entries);
+    }
+
+    /// Keeps a prefetched page a reader took (a scan's read): as [`HostCache::insert_read`] with
+    /// [`Admission::Scan`], except that the file cache got it already ([`HostCache::file_prefetched`]).
+    pub fn insert_prefetched(&self, timeline: TimelineId, block: u32, page: &Bytes, lsn: Lsn) {
+        let fact = Fact::at(timeline, block, lsn);
+        if self.file.is_none() || self.inner.lock().memory.has_room() {
+            self.insert(fact, page);
+        }
+    }
+
     /// Adds `fact` to memory; what that evicts goes to the file cache (after the lock is released).
     fn insert(&self, fact: Fact, page: &Bytes) {
         assert!(page.len() == PAGE_SIZE_BYTES, "a page of {} bytes", page.len());

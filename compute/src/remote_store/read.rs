@@ -53,8 +53,7 @@ impl RemotePageStore {
             Admission::Memory
         };
         if let Some(page) = self.prefetcher.take(block, lsn, self.get_page_timeout) {
-            self.cache
-                .insert_read(self.timeline_id, block, &page, lsn, Admission::Scan);
+            self.cache.insert_prefetched(self.timeline_id, block, &page, lsn);
             return Ok(Some(page));
         }
         if let Some(page) = self.cache.get_from_file(self.timeline_id, block, lsn, admission) {
