@@ -9,6 +9,11 @@
 //! that finds its block still in flight waits for it, at most the `GetPage` deadline; a failed or missing
 //! prefetch is never an error, only a miss: the read then makes its own `GetPage` round trip.
 //!
+//! **From the file cache.** Hinted blocks the host's file cache holds are read from it the same way, ahead of
+//! the reader, on a blocking thread of the store's runtime (read and checked there, `HostCache::read_from_file`),
+//! into slots of their own: the reader takes the page and only counts it and admits it to memory
+//! (`HostCache::admit_from_file`), so the file's reads and checks overlap SQLite's work on the pages before.
+//!
 //! **The file cache.** A page that arrives is kept in the host's file cache by the stream's receiver, a
 //! response batch at a time (`HostCache::file_prefetched`: a write for a run of pages, not two a page), after
 //! its reader was woken: the reader, SQLite's thread, only puts it in memory (`HostCache::insert_prefetched`). A
@@ -31,7 +36,7 @@ use proto::pageserver::page_service_client::PageServiceClient;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use crate::cache::HostCache;
+use crate::cache::{Fact, HostCache};
 use crate::metrics::METRICS;
 
 /// Request batches queued for one of a store's `GetPages` streams, at most; past it new prefetches are skipped.
@@ -61,9 +66,15 @@ impl Default for PrefetchConfig {
 #[derive(Debug)]
 enum SlotState {
     InFlight,
-    Arrived(Bytes),
+    /// The page, and its fact if it came from the file cache (else from the pageserver).
+    Arrived(Bytes, Option<Fact>),
     Failed,
 }
+
+/// The stream of slots read from the file cache (none fails with a `GetPages` stream).
+const FILE_STREAM: (usize, u64) = (usize::MAX, 0);
+/// Pages read from the file cache between two wake-ups of the reader.
+const FILE_CHUNK_PAGES: usize = 16;
 
 #[derive(Debug)]
 struct Slot {
@@ -103,7 +114,7 @@ impl Slots {
     fn drop_slot(&mut self, block: u32, wasted: bool) {
         if let Some(slot) = self.by_block.remove(&block) {
             self.by_id.remove(&slot.id);
-            if wasted && !matches!(slot.state, SlotState::Failed) {
+            if wasted && slot.stream != FILE_STREAM && !matches!(slot.state, SlotState::Failed) {
                 METRICS.prefetch_wasted_pages_total.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -312,7 +323,7 @@ impl Prefetcher {
                 // Bytes from a peer are checked before use.
                 Some(pb::get_page_result::Result::Page(page)) if page.len() == PAGE_SIZE_BYTES => {
                     arrived.push((block, slot.lsn, page.clone()));
-                    SlotState::Arrived(page)
+                    SlotState::Arrived(page, None)
                 }
                 _ => SlotState::Failed,
             };
@@ -335,9 +346,61 @@ impl Prefetcher {
         }
     }
 
-    /// The prefetched page of `block` at `lsn`, waiting (at most `timeout`) if it is in flight; `None` if there
-    /// is none or it failed (the caller reads it itself).
-    pub(super) fn take(&self, block: u32, lsn: Lsn, timeout: Duration) -> Option<Bytes> {
+    /// Reads `blocks` at `lsn` from the host's file cache ahead of the reader (blocks it holds), as many as the
+    /// bounds allow, on a blocking thread of `runtime`.
+    pub(super) fn request_from_file(self: &Arc<Self>, runtime: &tokio::runtime::Handle, blocks: &[u32], lsn: Lsn) {
+        let mut wanted = Vec::with_capacity(blocks.len());
+        {
+            let mut slots = self.slots.lock();
+            for &block in blocks {
+                match slots.by_block.get(&block) {
+                    Some(slot) if slot.lsn == lsn => continue,
+                    Some(_) => slots.drop_slot(block, true),
+                    None => {}
+                }
+                if slots.by_block.len() >= self.slots_max && !slots.free_oldest() {
+                    break;
+                }
+                let id = slots.next_id;
+                slots.next_id += 1;
+                let state = SlotState::InFlight;
+                let stream = FILE_STREAM;
+                slots.by_block.insert(block, Slot { id, lsn, state, stream });
+                slots.by_id.insert(id, block);
+                slots.order.push_back((block, id));
+                wanted.push((id, block));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let prefetcher = Arc::downgrade(self);
+        runtime.spawn_blocking(move || {
+            for chunk in wanted.chunks(FILE_CHUNK_PAGES) {
+                let Some(prefetcher) = prefetcher.upgrade() else { return };
+                let pages: Vec<_> = chunk
+                    .iter()
+                    .map(|&(id, block)| (id, prefetcher.cache.read_from_file(prefetcher.timeline, block, lsn)))
+                    .collect();
+                let mut slots = prefetcher.slots.lock();
+                for (id, page) in pages {
+                    let Some(block) = slots.by_id.remove(&id) else { continue };
+                    if let Some(slot) = slots.by_block.get_mut(&block) {
+                        slot.state = match page {
+                            Some((fact, page)) => SlotState::Arrived(page, Some(fact)),
+                            None => SlotState::Failed,
+                        };
+                    }
+                }
+                drop(slots);
+                prefetcher.arrived.notify_all();
+            }
+        });
+    }
+
+    /// The prefetched page of `block` at `lsn`, waiting (at most `timeout`) if it is in flight, with its fact
+    /// if it was read from the file cache; `None` if there is none or it failed (the caller reads it itself).
+    pub(super) fn take(&self, block: u32, lsn: Lsn, timeout: Duration) -> Option<(Bytes, Option<Fact>)> {
         let deadline = Instant::now() + timeout;
         let mut slots = self.slots.lock();
         loop {
@@ -349,11 +412,13 @@ impl Prefetcher {
                         return None;
                     }
                 }
-                SlotState::Arrived(page) => {
-                    let page = page.clone();
+                SlotState::Arrived(page, fact) => {
+                    let taken = (page.clone(), *fact);
                     slots.drop_slot(block, false);
-                    METRICS.reads_prefetch_total.fetch_add(1, Ordering::Relaxed);
-                    return Some(page);
+                    if taken.1.is_none() {
+                        METRICS.reads_prefetch_total.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some(taken);
                 }
                 SlotState::Failed => {
                     slots.drop_slot(block, false);
@@ -370,7 +435,7 @@ impl Drop for Prefetcher {
         let unread = slots
             .by_block
             .values()
-            .filter(|slot| !matches!(slot.state, SlotState::Failed))
+            .filter(|slot| slot.stream != FILE_STREAM && !matches!(slot.state, SlotState::Failed))
             .count();
         METRICS
             .prefetch_wasted_pages_total
