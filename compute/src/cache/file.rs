@@ -283,89 +283,156 @@ impl FileCache {
 
     /// A page that serves `block` along `links` (the read's timeline first, then its ancestors at their branch
     /// points), with its fact, read and checked (see the module doc); `None` on a miss or a bad entry.
+    ///
+    /// One read: the page. Its header was decoded and checked when it was written or when the file was opened,
+    /// and what it says is in memory; the page must have the crc32 the header vouched for, and the slot must
+    /// not have been given to another page while it was read (its generation, bumped before any rewrite).
     pub fn lookup(&self, links: &[Link], block: u32) -> Option<(Fact, Bytes)> {
         if self.poisoned.load(Ordering::Relaxed) {
             return None;
         }
-        let (slot, link, generation) = {
+        let (slot, fact, page_crc, generation) = {
             let mut state = self.state.lock();
-            let (slot, link) = self.find(&state, links, block)?;
+            let (slot, _) = self.find(&state, links, block)?;
             let meta = &mut state.slots[slot as usize];
             meta.referenced = true;
-            (slot, link, meta.generation)
+            (slot, meta.fact?, meta.page_crc, meta.generation)
         };
-        let mut header = [0u8; HEADER_BYTES];
         let mut page = vec![0u8; PAGE_SIZE_BYTES];
-        let read = self
-            .file
-            .read_exact_at(&mut header, header_offset(slot))
-            .and_then(|()| self.file.read_exact_at(&mut page, self.page_offset(slot)));
-        let checked = read.ok().and_then(|()| Header::decode(&header)).filter(|header| {
-            header.slot == slot
-                && header.fact.timeline == link.timeline
-                && header.fact.block == block
-                && header.fact.serves(link.lsn, link.extension)
-                && crc32fast::hash(&page) == header.page_crc
-        });
-        match checked {
-            Some(header) => Some((header.fact, Bytes::from(page))),
-            None => {
-                let mut state = self.state.lock();
-                if state.slots[slot as usize].generation == generation {
-                    // Not a concurrent rewrite: the entry itself is bad. Drop it; the reader refetches.
-                    tracing::warn!(slot, block, "file cache entry failed its check; dropped");
-                    METRICS.file_cache_corrupt_total.fetch_add(1, Ordering::Relaxed);
-                    remove_slot(&mut state, slot);
-                }
-                None
-            }
+        let read = self.file.read_exact_at(&mut page, self.page_offset(slot));
+        let good = read.is_ok() && crc32fast::hash(&page) == page_crc;
+        let mut state = self.state.lock();
+        if state.slots[slot as usize].generation != generation {
+            // Given to another page while it was read: what was read may be torn. A miss.
+            return None;
         }
+        if !good {
+            // Not a concurrent rewrite: the entry itself is bad. Drop it; the reader refetches.
+            tracing::warn!(slot, block, "file cache entry failed its check; dropped");
+            METRICS.file_cache_corrupt_total.fetch_add(1, Ordering::Relaxed);
+            remove_slot(&mut state, slot);
+            return None;
+        }
+        // The fact as it is now: it may have been widened while the page was read.
+        let fact = state.slots[slot as usize].fact.unwrap_or(fact);
+        Some((fact, Bytes::from(page)))
     }
 
     /// Keeps `fact` and its `page` (an entry evicted from memory). An entry of the block whose range overlaps
     /// it only has its range widened.
     pub fn insert(&self, fact: Fact, page: &[u8]) {
-        if self.poisoned.load(Ordering::Relaxed) || page.len() != PAGE_SIZE_BYTES {
+        self.insert_many(&[(fact, page)]);
+    }
+
+    /// Keeps each fact and its page, as [`FileCache::insert`] does one by one, but writes the pages given
+    /// consecutive slots (a scan's pages in an empty or sequentially evicted cache) with one write, then their
+    /// headers with one more: a batch of prefetched pages costs two writes, not two a page.
+    pub fn insert_many(&self, entries: &[(Fact, &[u8])]) {
+        if self.poisoned.load(Ordering::Relaxed) {
             return;
         }
-        let page_crc = crc32fast::hash(page);
-        let (slot, generation, header) = {
-            let mut state = self.state.lock();
-            match widen_overlapping(&mut state, fact) {
-                Overlap::None => {}
-                Overlap::Covered => return,
-                Overlap::Widened(header) => {
-                    // Under the lock (64 bytes), so the slot cannot be given to another page meanwhile.
-                    self.write(header.slot, &header.encode(), header_offset(header.slot));
-                    return;
+        let crcs: Vec<u32> = entries
+            .iter()
+            .map(|(_, page)| {
+                if page.len() == PAGE_SIZE_BYTES {
+                    crc32fast::hash(page)
+                } else {
+                    0
                 }
+            })
+            .collect();
+        // (slot, generation, header, index into `entries`), in the order the slots were given.
+        let mut claimed = Vec::with_capacity(entries.len());
+        {
+            let mut state = self.state.lock();
+            for (index, ((fact, page), page_crc)) in entries.iter().zip(&crcs).enumerate() {
+                if page.len() != PAGE_SIZE_BYTES {
+                    continue;
+                }
+                match widen_overlapping(&mut state, *fact) {
+                    Overlap::None => {}
+                    Overlap::Covered => continue,
+                    Overlap::Widened(header) => {
+                        // Under the lock (64 bytes), so the slot cannot be given to another page meanwhile.
+                        if !self.write(header.slot, &header.encode(), header_offset(header.slot)) {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+                if claimed.iter().any(|&(_, _, header, _): &(u32, u64, Header, usize)| {
+                    header.fact.timeline == fact.timeline && header.fact.block == fact.block
+                }) {
+                    continue; // the same block twice in one batch: the first is kept
+                }
+                let Some(slot) = self.victim(&mut state) else {
+                    break; // every slot is being written: the rest are not kept
+                };
+                let meta = &mut state.slots[slot as usize];
+                meta.generation += 1;
+                meta.busy = true;
+                let header = Header {
+                    slot,
+                    fact: *fact,
+                    page_crc: *page_crc,
+                };
+                claimed.push((slot, meta.generation, header, index));
             }
-            let Some(slot) = self.victim(&mut state) else {
-                return; // every slot is being written: this page is not kept
-            };
-            let meta = &mut state.slots[slot as usize];
-            meta.generation += 1;
-            meta.busy = true;
-            (slot, meta.generation, Header { slot, fact, page_crc })
-        };
-        // Page first, then the header that vouches for it (see the module doc).
-        if !self.write(slot, page, self.page_offset(slot)) || !self.write(slot, &header.encode(), header_offset(slot)) {
+        }
+        if claimed.is_empty() {
             return;
         }
-        METRICS.file_cache_writes_total.fetch_add(1, Ordering::Relaxed);
+        // Pages first, then the headers that vouch for them (see the module doc), a run of consecutive slots at
+        // a time.
+        let mut written = true;
+        let mut buffer = Vec::new();
+        for run in claimed.chunk_by(|a, b| a.0.checked_add(1) == Some(b.0)) {
+            let first = run[0].0;
+            written = if let [(slot, _, _, index)] = run {
+                self.write(*slot, entries[*index].1, self.page_offset(*slot))
+            } else {
+                buffer.clear();
+                for &(_, _, _, index) in run {
+                    buffer.extend_from_slice(entries[index].1);
+                }
+                self.write(first, &buffer, self.page_offset(first))
+            };
+            if !written {
+                break;
+            }
+            buffer.clear();
+            for (_, _, header, _) in run {
+                buffer.extend_from_slice(&header.encode());
+            }
+            written = self.write(first, &buffer, header_offset(first));
+            if !written {
+                break;
+            }
+        }
         let mut state = self.state.lock();
-        let meta = &mut state.slots[slot as usize];
-        assert!(
-            meta.generation == generation && meta.fact.is_none(),
-            "file cache slot {slot} was reused while busy"
-        );
-        meta.busy = false;
-        meta.fact = Some(fact);
-        meta.page_crc = page_crc;
-        meta.referenced = false;
-        state.index.entry((fact.timeline, fact.block)).or_default().push(slot);
-        state.used_slots += 1;
-        METRICS.add_file_cache_bytes(PAGE_SIZE_U64);
+        for &(slot, generation, header, _) in &claimed {
+            let meta = &mut state.slots[slot as usize];
+            assert!(
+                meta.generation == generation && meta.fact.is_none(),
+                "file cache slot {slot} was reused while busy"
+            );
+            meta.busy = false;
+            if !written {
+                continue; // the cache is poisoned: nothing more is read from it
+            }
+            meta.fact = Some(header.fact);
+            meta.page_crc = header.page_crc;
+            meta.referenced = false;
+            let key = (header.fact.timeline, header.fact.block);
+            state.index.entry(key).or_default().push(slot);
+            state.used_slots += 1;
+            METRICS.add_file_cache_bytes(PAGE_SIZE_U64);
+        }
+        if written {
+            METRICS
+                .file_cache_writes_total
+                .fetch_add(claimed.len() as u64, Ordering::Relaxed);
+        }
     }
 
     /// An empty slot, or one freed by CLOCK and removed from the index; `None` if every slot is being written.
@@ -587,6 +654,64 @@ mod tests {
             .write_all_at(&page(9), cache.page_offset(slot))
             .expect("tear");
         assert_eq!(cache.lookup(&link(50), 4), None);
+    }
+
+    #[test]
+    fn a_batch_is_kept_in_runs_of_slots_and_survives_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pages: Vec<Vec<u8>> = (0..6u8).map(page).collect();
+        {
+            let cache = open(dir.path(), 8);
+            // Block 9 first, alone; then a batch that repeats a block and covers one already kept.
+            cache.insert(Fact::at(T, 9, Lsn(10)), &pages[5]);
+            let batch: Vec<(Fact, &[u8])> = vec![
+                (Fact::at(T, 1, Lsn(10)), &pages[1]),
+                (Fact::at(T, 2, Lsn(10)), &pages[2]),
+                (Fact::at(T, 2, Lsn(10)), &pages[3]),
+                (Fact::at(T, 9, Lsn(10)), &pages[5]),
+                (Fact::at(T, 3, Lsn(10)), &pages[3]),
+                (Fact::at(T, 4, Lsn(10)), &pages[4][..100]),
+            ];
+            cache.insert_many(&batch);
+            assert_eq!(
+                cache.used_bytes(),
+                4 * PAGE_SIZE_U64,
+                "9, then 1, 2 and 3 once each; no short page"
+            );
+            for block in 1..=3u32 {
+                assert_eq!(
+                    cache.lookup(&link(10), block).map(|(_, p)| p),
+                    Some(Bytes::from(pages[block as usize].clone())),
+                    "block {block}"
+                );
+            }
+        }
+        let cache = open(dir.path(), 8);
+        assert_eq!(cache.used_bytes(), 4 * PAGE_SIZE_U64, "the headers were written");
+        assert_eq!(
+            cache.lookup(&link(10), 2).map(|(_, p)| p),
+            Some(Bytes::from(pages[2].clone()))
+        );
+        assert_eq!(
+            cache.lookup(&link(10), 9).map(|(_, p)| p),
+            Some(Bytes::from(pages[5].clone()))
+        );
+        assert_eq!(cache.lookup(&link(10), 4), None);
+        // A batch larger than the cache: CLOCK gives it slots that are not all consecutive; every page kept
+        // reads back as itself.
+        let many: Vec<Vec<u8>> = (0..12u8).map(|b| page(100 + b)).collect();
+        let batch: Vec<(Fact, &[u8])> = many
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (Fact::at(T, 20 + i as u32, Lsn(30)), &p[..]))
+            .collect();
+        cache.insert_many(&batch);
+        for (i, p) in many.iter().enumerate() {
+            if let Some((fact, got)) = cache.lookup(&link(30), 20 + i as u32) {
+                assert_eq!(fact.block, 20 + i as u32);
+                assert_eq!(got, Bytes::from(p.clone()), "block {}", 20 + i);
+            }
+        }
     }
 
     #[test]

@@ -66,6 +66,15 @@ pub enum Admission {
     Scan,
 }
 
+/// Where a cached page is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// In memory.
+    Memory,
+    /// In the local file cache.
+    File,
+}
+
 /// How a host caches pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostCacheConfig {
@@ -234,9 +243,23 @@ impl HostCache {
     /// A page of the file cache that serves `block` of `timeline` at `lsn` (as [`TimelineCache::get`]), then
     /// kept in memory as `admission` says. Reads the file: call it without a store's lock.
     pub fn get_from_file(&self, timeline: TimelineId, block: u32, lsn: Lsn, admission: Admission) -> Option<Bytes> {
+        let (fact, page) = self.read_from_file(timeline, block, lsn)?;
+        self.admit_from_file(fact, &page, admission);
+        Some(page)
+    }
+
+    /// A page of the file cache that serves `block` of `timeline` at `lsn`, with its fact, read and checked but
+    /// not counted nor kept in memory (a prefetch from the file: its reader calls
+    /// [`HostCache::admit_from_file`]). Reads the file: call it without a store's lock.
+    pub fn read_from_file(&self, timeline: TimelineId, block: u32, lsn: Lsn) -> Option<(Fact, Bytes)> {
         let file = self.file.as_ref()?;
         let links = self.inner.lock().links(timeline, block, lsn);
-        let (fact, page) = file.lookup(&links, block)?;
+        file.lookup(&links, block)
+    }
+
+    /// A read was served `page` (of `fact`) from the file cache: counted, and kept in memory as `admission`
+    /// says.
+    pub fn admit_from_file(&self, fact: Fact, page: &Bytes, admission: Admission) {
         METRICS.reads_file_total.fetch_add(1, Ordering::Relaxed);
         match admission {
             // The page is a buffer of its own: no copy.
@@ -255,11 +278,10 @@ impl HostCache {
                 }
             }
         }
-        Some(page)
     }
 
-    /// Whether memory or the file cache can serve `block` of `timeline` at `lsn` (no read, no mark).
-    pub fn contains(&self, timeline: TimelineId, block: u32, lsn: Lsn) -> bool {
+    /// Which tier can serve `block` of `timeline` at `lsn`, if any (no read, no mark).
+    pub fn locate(&self, timeline: TimelineId, block: u32, lsn: Lsn) -> Option<Tier> {
         let links = {
             let inner = self.inner.lock();
             let links = inner.links(timeline, block, lsn);
@@ -267,11 +289,19 @@ impl HostCache {
                 .iter()
                 .any(|link| inner.memory.contains(link.timeline, block, link.lsn, link.extension));
             if in_memory {
-                return true;
+                return Some(Tier::Memory);
             }
             links
         };
-        self.file.as_ref().is_some_and(|file| file.contains(&links, block))
+        self.file
+            .as_ref()
+            .is_some_and(|file| file.contains(&links, block))
+            .then_some(Tier::File)
+    }
+
+    /// Whether memory or the file cache can serve `block` of `timeline` at `lsn` (no read, no mark).
+    pub fn contains(&self, timeline: TimelineId, block: u32, lsn: Lsn) -> bool {
+        self.locate(timeline, block, lsn).is_some()
     }
 
     /// Keeps a page of `timeline` read from the pageserver at `lsn`: in the file cache (which so holds what
@@ -287,6 +317,33 @@ impl HostCache {
             Admission::Memory => self.insert(fact, page),
             Admission::Scan if self.inner.lock().memory.has_room() => self.insert(fact, page),
             Admission::Scan => {}
+        }
+    }
+
+    /// Whether the host has a file cache (pages read from the pageserver are kept there).
+    pub fn has_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Keeps pages of `timeline` prefetched from the pageserver, each `(block, lsn it was read at, page)`, in
+    /// the file cache only, in one batch ([`FileCache::insert_many`]): what [`HostCache::insert_read`] does
+    /// for the file, done by the prefetch stream's receiver so the reader does not pay for it. Their reader
+    /// then calls [`HostCache::insert_prefetched`].
+    pub fn file_prefetched(&self, timeline: TimelineId, pages: &[(u32, Lsn, Bytes)]) {
+        let Some(file) = &self.file else { return };
+        let entries: Vec<(Fact, &[u8])> = pages
+            .iter()
+            .map(|(block, lsn, page)| (Fact::at(timeline, *block, *lsn), &page[..]))
+            .collect();
+        file.insert_many(&entries);
+    }
+
+    /// Keeps a prefetched page a reader took (a scan's read): as [`HostCache::insert_read`] with
+    /// [`Admission::Scan`], except that the file cache got it already ([`HostCache::file_prefetched`]).
+    pub fn insert_prefetched(&self, timeline: TimelineId, block: u32, page: &Bytes, lsn: Lsn) {
+        let fact = Fact::at(timeline, block, lsn);
+        if self.file.is_none() || self.inner.lock().memory.has_room() {
+            self.insert(fact, page);
         }
     }
 

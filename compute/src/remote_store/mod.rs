@@ -149,7 +149,7 @@ pub const PART_BYTES_MAX_DEFAULT: usize = 8 << 20;
 impl RemotePageStoreConfig {
     /// Defaults: 1 s connect, 2 s safekeeper request, 10 s election, 5 s commit (per append: each part of a
     /// large transaction has its own), 10 s `GetPage`, 4096 cached pages (32 MiB), transactions up to 4 GiB in
-    /// parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory; prefetching 128 pages ahead.
+    /// parts of 8 MiB (4 in flight), 64 MiB of a transaction's pages in memory; prefetching 256 pages ahead.
     pub fn new(
         safekeepers: Vec<String>,
         pageserver: String,
@@ -370,7 +370,7 @@ impl RemotePageStore {
         Ok(Arc::new(RemotePageStore {
             timeline,
             timeline_id: config.timeline_id,
-            prefetcher: Prefetcher::new(config.prefetch),
+            prefetcher: Prefetcher::new(config.prefetch, Arc::clone(&cache), config.timeline_id),
             cache_capacity_pages,
             cache,
             pages: parking_lot::RwLock::new((config.pageserver.clone(), pages)),

@@ -1,5 +1,7 @@
-//! Prefetching: pages the VFS expects a reader to need next (`vfs::readahead`) requested on one `GetPages`
-//! stream per store, so they are in flight while SQLite works on the pages before them.
+//! Prefetching: pages the VFS expects a reader to need next (`vfs::readahead`) requested on [`STREAMS`]
+//! `GetPages` streams per store, a request batch to each in turn, so they are in flight while SQLite works on
+//! the pages before them, and the pageserver reads one batch while it sends the one before (it serves each
+//! stream in a task of its own).
 //!
 //! A prefetched page waits in a slot (block, snapshot LSN) until a read at exactly that snapshot takes it (a
 //! prefetch hit; the page then goes into the host cache like any page read) or the slot is dropped unread (a
@@ -7,9 +9,19 @@
 //! that finds its block still in flight waits for it, at most the `GetPage` deadline; a failed or missing
 //! prefetch is never an error, only a miss: the read then makes its own `GetPage` round trip.
 //!
+//! **From the file cache.** Hinted blocks the host's file cache holds are read from it the same way, ahead of
+//! the reader, on a blocking thread of the store's runtime (read and checked there, `HostCache::read_from_file`),
+//! into slots of their own: the reader takes the page and only counts it and admits it to memory
+//! (`HostCache::admit_from_file`), so the file's reads and checks overlap SQLite's work on the pages before.
+//!
+//! **The file cache.** A page that arrives is kept in the host's file cache by the stream's receiver, a
+//! response batch at a time (`HostCache::file_prefetched`: a write for a run of pages, not two a page), after
+//! its reader was woken: the reader, SQLite's thread, only puts it in memory (`HostCache::insert_prefetched`). A
+//! page that is never read is kept too: it is the page at the LSN it was asked for, as any page read is.
+//!
 //! Bounds: at most [`PrefetchConfig::bytes_max`] of pages requested or held per store (slots of one page each);
-//! at most [`STREAM_BATCHES_MAX`] request batches queued for the stream. The stream is opened on first use
-//! and again after it fails.
+//! at most [`STREAM_BATCHES_MAX`] request batches queued for each stream. A stream is opened on first use
+//! and again after it fails; its failure fails only the pages asked for on it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -17,17 +29,20 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cambium_types::{Key, Lsn, PAGE_SIZE_BYTES};
+use cambium_types::{Key, Lsn, TimelineId, PAGE_SIZE_BYTES};
 use parking_lot::{Condvar, Mutex};
 use proto::pageserver as pb;
 use proto::pageserver::page_service_client::PageServiceClient;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
+use crate::cache::{Fact, HostCache};
 use crate::metrics::METRICS;
 
-/// Request batches queued for a store's `GetPages` stream, at most; past it new prefetches are skipped.
+/// Request batches queued for one of a store's `GetPages` streams, at most; past it new prefetches are skipped.
 pub const STREAM_BATCHES_MAX: usize = 16;
+/// `GetPages` streams per store: request batches go to each in turn.
+pub const STREAMS: usize = 2;
 
 /// How far ahead a store prefetches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,11 +54,11 @@ pub struct PrefetchConfig {
 }
 
 impl Default for PrefetchConfig {
-    /// 128 pages (1 MiB) ahead, at most 4 MiB requested or held per store.
+    /// 256 pages (2 MiB) ahead, at most 8 MiB requested or held per store.
     fn default() -> Self {
         PrefetchConfig {
-            window_pages: 128,
-            bytes_max: 4 << 20,
+            window_pages: 256,
+            bytes_max: 8 << 20,
         }
     }
 }
@@ -51,15 +66,30 @@ impl Default for PrefetchConfig {
 #[derive(Debug)]
 enum SlotState {
     InFlight,
-    Arrived(Bytes),
+    /// The page, and its fact if it came from the file cache (else from the pageserver).
+    Arrived(Bytes, Option<Fact>),
     Failed,
 }
+
+/// The stream of slots read from the file cache (none fails with a `GetPages` stream).
+const FILE_STREAM: (usize, u64) = (usize::MAX, 0);
+/// Pages read from the file cache between two wake-ups of the reader.
+const FILE_CHUNK_PAGES: usize = 16;
 
 #[derive(Debug)]
 struct Slot {
     id: u64,
     lsn: Lsn,
     state: SlotState,
+    /// The stream it was asked for on: (index, generation).
+    stream: (usize, u64),
+}
+
+/// One open `GetPages` stream: its requests' sender and its generation (streams reopened get new ones).
+#[derive(Debug)]
+struct Stream {
+    sender: mpsc::Sender<pb::GetPageBatch>,
+    generation: u64,
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +100,10 @@ struct Slots {
     /// Blocks in the order their slots were made (may hold blocks whose slot is gone or newer).
     order: VecDeque<(u32, u64)>,
     next_id: u64,
-    stream: Option<mpsc::Sender<pb::GetPageBatch>>,
+    streams: [Option<Stream>; STREAMS],
+    /// The stream the next request batch goes to.
+    next_stream: usize,
+    next_stream_generation: u64,
     /// Blocks the VFS hinted at and not read since (at most `hints_max`), oldest first: reads of a scan.
     hints: HashSet<u32>,
     hint_order: VecDeque<u32>,
@@ -81,7 +114,7 @@ impl Slots {
     fn drop_slot(&mut self, block: u32, wasted: bool) {
         if let Some(slot) = self.by_block.remove(&block) {
             self.by_id.remove(&slot.id);
-            if wasted && !matches!(slot.state, SlotState::Failed) {
+            if wasted && slot.stream != FILE_STREAM && !matches!(slot.state, SlotState::Failed) {
                 METRICS.prefetch_wasted_pages_total.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -107,14 +140,18 @@ impl Slots {
         false
     }
 
-    fn fail_in_flight(&mut self) {
+    /// The stream `(index, generation)` ended: the pages asked for on it will not come.
+    fn fail_in_flight(&mut self, stream: (usize, u64)) {
         for slot in self.by_block.values_mut() {
-            if matches!(slot.state, SlotState::InFlight) {
+            if slot.stream == stream && matches!(slot.state, SlotState::InFlight) {
                 slot.state = SlotState::Failed;
+                self.by_id.remove(&slot.id);
             }
         }
-        self.by_id.clear();
-        self.stream = None;
+        let (index, generation) = stream;
+        if self.streams[index].as_ref().is_some_and(|s| s.generation == generation) {
+            self.streams[index] = None;
+        }
     }
 }
 
@@ -122,6 +159,9 @@ impl Slots {
 #[derive(Debug)]
 pub(super) struct Prefetcher {
     slots: Mutex<Slots>,
+    /// Where arrived pages are kept (its file cache), as pages of `timeline`.
+    cache: Arc<HostCache>,
+    timeline: TimelineId,
     arrived: Condvar,
     slots_max: usize,
     window_pages: u32,
@@ -129,9 +169,11 @@ pub(super) struct Prefetcher {
 }
 
 impl Prefetcher {
-    pub(super) fn new(config: PrefetchConfig) -> Arc<Prefetcher> {
+    pub(super) fn new(config: PrefetchConfig, cache: Arc<HostCache>, timeline: TimelineId) -> Arc<Prefetcher> {
         Arc::new(Prefetcher {
             slots: Mutex::new(Slots::default()),
+            cache,
+            timeline,
             arrived: Condvar::new(),
             slots_max: config.bytes_max / PAGE_SIZE_BYTES,
             hints_max: 4 * config.window_pages as usize,
@@ -148,10 +190,13 @@ impl Prefetcher {
         self.window_pages
     }
 
-    /// Forgets the `GetPages` stream (the store was re-pointed): the next request opens one on the new client,
-    /// and what was in flight on the old one is answered there or failed with it.
+    /// Forgets the `GetPages` streams (the store was re-pointed): the next requests open them on the new
+    /// client, and what was in flight on the old ones is answered there or failed with them.
     pub(super) fn reset_stream(&self) {
-        self.slots.lock().stream = None;
+        let mut slots = self.slots.lock();
+        for stream in &mut slots.streams {
+            *stream = None;
+        }
     }
 
     /// Notes that the VFS hinted at `blocks` (read-ahead of a scan), whether they are cached or not.
@@ -184,6 +229,15 @@ impl Prefetcher {
         lsn: Lsn,
     ) {
         let mut slots = self.slots.lock();
+        let index = slots.next_stream;
+        let stream = match &slots.streams[index] {
+            Some(stream) if !stream.sender.is_closed() => (index, stream.generation),
+            _ => {
+                let generation = slots.next_stream_generation;
+                slots.next_stream_generation += 1;
+                (index, generation)
+            }
+        };
         let mut requests = Vec::new();
         let mut requested = Vec::new();
         for &block in blocks {
@@ -198,7 +252,7 @@ impl Prefetcher {
             let id = slots.next_id;
             slots.next_id += 1;
             let state = SlotState::InFlight;
-            slots.by_block.insert(block, Slot { id, lsn, state });
+            slots.by_block.insert(block, Slot { id, lsn, state, stream });
             slots.by_id.insert(id, block);
             slots.order.push_back((block, id));
             requested.push(block);
@@ -214,14 +268,18 @@ impl Prefetcher {
             return;
         }
         let count = requests.len();
-        let sender = match &slots.stream {
-            Some(sender) if !sender.is_closed() => sender.clone(),
+        let sender = match &slots.streams[index] {
+            Some(open) if open.generation == stream.1 => open.sender.clone(),
             _ => {
-                let sender = self.open_stream(runtime, client.clone());
-                slots.stream = Some(sender.clone());
+                let sender = self.open_stream(runtime, client.clone(), stream);
+                slots.streams[index] = Some(Stream {
+                    sender: sender.clone(),
+                    generation: stream.1,
+                });
                 sender
             }
         };
+        slots.next_stream = (index + 1) % STREAMS;
         if sender.try_send(pb::GetPageBatch { requests }).is_err() {
             // The stream is full or gone: these are not in flight after all.
             for block in requested {
@@ -239,6 +297,7 @@ impl Prefetcher {
         self: &Arc<Self>,
         runtime: &tokio::runtime::Handle,
         mut client: PageServiceClient<Channel>,
+        stream: (usize, u64),
     ) -> mpsc::Sender<pb::GetPageBatch> {
         let (sender, receiver) = mpsc::channel(STREAM_BATCHES_MAX);
         let prefetcher = Arc::downgrade(self);
@@ -251,14 +310,16 @@ impl Prefetcher {
                 Err(status) => tracing::debug!(%status, "prefetch stream refused"),
             }
             if let Some(prefetcher) = prefetcher.upgrade() {
-                prefetcher.slots.lock().fail_in_flight();
+                prefetcher.slots.lock().fail_in_flight(stream);
                 prefetcher.arrived.notify_all();
             }
         });
         sender
     }
 
-    fn deliver(&self, results: Vec<pb::GetPageResult>) {
+    /// Fills the slots of `results`; returns the pages that arrived, `(block, lsn, page)`, for the file cache.
+    fn deliver(&self, results: Vec<pb::GetPageResult>) -> Vec<(u32, Lsn, Bytes)> {
+        let mut arrived = Vec::with_capacity(results.len());
         let mut slots = self.slots.lock();
         for result in results {
             let Some(block) = slots.by_id.remove(&result.request_id) else {
@@ -270,18 +331,85 @@ impl Prefetcher {
             slot.state = match result.result {
                 // Bytes from a peer are checked before use.
                 Some(pb::get_page_result::Result::Page(page)) if page.len() == PAGE_SIZE_BYTES => {
-                    SlotState::Arrived(page)
+                    arrived.push((block, slot.lsn, page.clone()));
+                    SlotState::Arrived(page, None)
                 }
                 _ => SlotState::Failed,
             };
         }
         drop(slots);
         self.arrived.notify_all();
+        arrived
     }
 
-    /// The prefetched page of `block` at `lsn`, waiting (at most `timeout`) if it is in flight; `None` if there
-    /// is none or it failed (the caller reads it itself).
-    pub(super) fn take(&self, block: u32, lsn: Lsn, timeout: Duration) -> Option<Bytes> {
+    /// Keeps pages that arrived in the host's file cache (blocking file writes: off the async workers when the
+    /// runtime allows it).
+    fn file(&self, arrived: &[(u32, Lsn, Bytes)]) {
+        if arrived.is_empty() || !self.cache.has_file() {
+            return;
+        }
+        let write = || self.cache.file_prefetched(self.timeline, arrived);
+        match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(write),
+            _ => write(),
+        }
+    }
+
+    /// Reads `blocks` at `lsn` from the host's file cache ahead of the reader (blocks it holds), as many as the
+    /// bounds allow, on a blocking thread of `runtime`.
+    pub(super) fn request_from_file(self: &Arc<Self>, runtime: &tokio::runtime::Handle, blocks: &[u32], lsn: Lsn) {
+        let mut wanted = Vec::with_capacity(blocks.len());
+        {
+            let mut slots = self.slots.lock();
+            for &block in blocks {
+                match slots.by_block.get(&block) {
+                    Some(slot) if slot.lsn == lsn => continue,
+                    Some(_) => slots.drop_slot(block, true),
+                    None => {}
+                }
+                if slots.by_block.len() >= self.slots_max && !slots.free_oldest() {
+                    break;
+                }
+                let id = slots.next_id;
+                slots.next_id += 1;
+                let state = SlotState::InFlight;
+                let stream = FILE_STREAM;
+                slots.by_block.insert(block, Slot { id, lsn, state, stream });
+                slots.by_id.insert(id, block);
+                slots.order.push_back((block, id));
+                wanted.push((id, block));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let prefetcher = Arc::downgrade(self);
+        runtime.spawn_blocking(move || {
+            for chunk in wanted.chunks(FILE_CHUNK_PAGES) {
+                let Some(prefetcher) = prefetcher.upgrade() else { return };
+                let pages: Vec<_> = chunk
+                    .iter()
+                    .map(|&(id, block)| (id, prefetcher.cache.read_from_file(prefetcher.timeline, block, lsn)))
+                    .collect();
+                let mut slots = prefetcher.slots.lock();
+                for (id, page) in pages {
+                    let Some(block) = slots.by_id.remove(&id) else { continue };
+                    if let Some(slot) = slots.by_block.get_mut(&block) {
+                        slot.state = match page {
+                            Some((fact, page)) => SlotState::Arrived(page, Some(fact)),
+                            None => SlotState::Failed,
+                        };
+                    }
+                }
+                drop(slots);
+                prefetcher.arrived.notify_all();
+            }
+        });
+    }
+
+    /// The prefetched page of `block` at `lsn`, waiting (at most `timeout`) if it is in flight, with its fact
+    /// if it was read from the file cache; `None` if there is none or it failed (the caller reads it itself).
+    pub(super) fn take(&self, block: u32, lsn: Lsn, timeout: Duration) -> Option<(Bytes, Option<Fact>)> {
         let deadline = Instant::now() + timeout;
         let mut slots = self.slots.lock();
         loop {
@@ -293,11 +421,13 @@ impl Prefetcher {
                         return None;
                     }
                 }
-                SlotState::Arrived(page) => {
-                    let page = page.clone();
+                SlotState::Arrived(page, fact) => {
+                    let taken = (page.clone(), *fact);
                     slots.drop_slot(block, false);
-                    METRICS.reads_prefetch_total.fetch_add(1, Ordering::Relaxed);
-                    return Some(page);
+                    if taken.1.is_none() {
+                        METRICS.reads_prefetch_total.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some(taken);
                 }
                 SlotState::Failed => {
                     slots.drop_slot(block, false);
@@ -314,7 +444,7 @@ impl Drop for Prefetcher {
         let unread = slots
             .by_block
             .values()
-            .filter(|slot| !matches!(slot.state, SlotState::Failed))
+            .filter(|slot| slot.stream != FILE_STREAM && !matches!(slot.state, SlotState::Failed))
             .count();
         METRICS
             .prefetch_wasted_pages_total
@@ -327,7 +457,10 @@ async fn receive(prefetcher: &Weak<Prefetcher>, mut responses: tonic::Streaming<
     loop {
         match responses.message().await {
             Ok(Some(batch)) => match prefetcher.upgrade() {
-                Some(prefetcher) => prefetcher.deliver(batch.results),
+                Some(prefetcher) => {
+                    let arrived = prefetcher.deliver(batch.results);
+                    prefetcher.file(&arrived);
+                }
                 None => return,
             },
             Ok(None) => return,

@@ -12,7 +12,7 @@ use proto::pageserver::management_client::ManagementClient;
 use tonic::transport::Channel;
 
 use super::{check_state, RemotePageStore};
-use crate::cache::{Admission, Ancestry};
+use crate::cache::{Admission, Ancestry, Tier};
 use crate::metrics::METRICS;
 use crate::page_store::{PageStoreError, Snapshot};
 
@@ -52,9 +52,11 @@ impl RemotePageStore {
         } else {
             Admission::Memory
         };
-        if let Some(page) = self.prefetcher.take(block, lsn, self.get_page_timeout) {
-            self.cache
-                .insert_read(self.timeline_id, block, &page, lsn, Admission::Scan);
+        if let Some((page, from_file)) = self.prefetcher.take(block, lsn, self.get_page_timeout) {
+            match from_file {
+                Some(fact) => self.cache.admit_from_file(fact, &page, admission),
+                None => self.cache.insert_prefetched(self.timeline_id, block, &page, lsn),
+            }
             return Ok(Some(page));
         }
         if let Some(page) = self.cache.get_from_file(self.timeline_id, block, lsn, admission) {
@@ -81,14 +83,23 @@ impl RemotePageStore {
             state.cache.observe(state.read_lsn);
         }
         self.prefetcher.note_hints(blocks);
-        let wanted: Vec<u32> = blocks
-            .iter()
-            .copied()
-            .filter(|&block| block < snapshot.db_size_pages)
-            .filter(|&block| !self.cache.contains(self.timeline_id, block, snapshot.lsn))
-            .collect();
+        let (mut from_file, mut from_pageserver) = (Vec::new(), Vec::new());
+        for &block in blocks.iter().filter(|&&block| block < snapshot.db_size_pages) {
+            match self.cache.locate(self.timeline_id, block, snapshot.lsn) {
+                Some(Tier::Memory) => {}
+                Some(Tier::File) => from_file.push(block),
+                None => from_pageserver.push(block),
+            }
+        }
         self.prefetcher
-            .request(self.runtime.get(), &self.pages(), &self.timeline, &wanted, snapshot.lsn);
+            .request_from_file(self.runtime.get(), &from_file, snapshot.lsn);
+        self.prefetcher.request(
+            self.runtime.get(),
+            &self.pages(),
+            &self.timeline,
+            &from_pageserver,
+            snapshot.lsn,
+        );
     }
 
     /// One `GetPage` at `read_lsn`, with a deadline; the page is checked before it is returned. A read LSN

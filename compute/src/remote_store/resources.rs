@@ -114,7 +114,14 @@ impl StoreRuntime {
     }
 }
 
-/// The pageserver's endpoint: `host:port` or a URI, with a connect timeout and no Nagle delay.
+/// HTTP/2 flow-control window of one stream from the pageserver (a `GetPages` stream has a prefetch window and
+/// more of pages in flight on it).
+pub const PAGESERVER_STREAM_WINDOW_BYTES: u32 = 8 << 20;
+/// HTTP/2 flow-control window of the whole connection to the pageserver.
+pub const PAGESERVER_CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
+
+/// The pageserver's endpoint: `host:port` or a URI, with a connect timeout, no Nagle delay, and flow-control
+/// windows that let prefetched pages stream without waiting for window updates.
 pub(crate) fn pageserver_endpoint(pageserver: &str, connect_timeout_ms: u64) -> Result<Endpoint, RemoteStoreError> {
     let uri = if pageserver.contains("://") {
         pageserver.to_owned()
@@ -124,5 +131,7 @@ pub(crate) fn pageserver_endpoint(pageserver: &str, connect_timeout_ms: u64) -> 
     Ok(Endpoint::from_shared(uri)
         .map_err(|_| RemoteStoreError::BadAddress(pageserver.to_owned()))?
         .connect_timeout(Duration::from_millis(connect_timeout_ms))
-        .tcp_nodelay(true))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(PAGESERVER_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(PAGESERVER_CONNECTION_WINDOW_BYTES))
 }

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::codec::{put_u32, put_u64, u32_at, u64_at};
@@ -436,7 +435,8 @@ impl LayerFile {
                 format!("value crc mismatch for key {key}"),
             ));
         }
-        Value::decode_exact(&Bytes::copy_from_slice(body), key)
+        // The value's bytes share the map (a page image is served without a copy).
+        Value::decode_exact(&verified.map.slice(offset..offset + body.len()), key)
             .map_err(|e| corrupt(&self.path, offset as u64, format!("value of key {key}: {e}")))
     }
 
@@ -569,6 +569,7 @@ mod tests {
     use crate::layer::fetch::FetchError;
     use crate::layer::writer::LayerWriter;
     use crate::value::Patch;
+    use bytes::Bytes;
     use proptest::prelude::*;
 
     /// Fetches by copying one file.
