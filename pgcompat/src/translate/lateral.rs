@@ -401,7 +401,8 @@ fn calls(expr: &Expr, names: &[&str]) -> bool {
     }
 }
 
-fn fold(ident: &Ident) -> String {
+/// An identifier as PostgreSQL compares it: folded to lower case unless quoted.
+pub(super) fn fold(ident: &Ident) -> String {
     if ident.quote_style.is_some() {
         ident.value.clone()
     } else {

@@ -39,6 +39,7 @@ use sqlparser::ast::{
     TableFactor, TableWithJoins, Value, WindowSpec, WindowType,
 };
 
+use super::lateral::fold;
 use super::walk;
 use crate::error::PgError;
 
@@ -492,14 +493,6 @@ fn and(left: Expr, right: Expr) -> Expr {
 
 fn number(n: u64) -> Expr {
     Expr::Value(Value::Number(n.to_string(), false).into())
-}
-
-fn fold(ident: &Ident) -> String {
-    if ident.quote_style.is_some() {
-        ident.value.clone()
-    } else {
-        ident.value.to_ascii_lowercase()
-    }
 }
 
 #[cfg(test)]
