@@ -109,7 +109,37 @@ struct Slots {
     hint_order: VecDeque<u32>,
 }
 
+/// What [`Slots::reserve`] did for a block.
+enum Reserved {
+    /// A slot at that LSN exists already: nothing to ask.
+    Held,
+    /// Every slot is in flight: ask for nothing more now.
+    Full,
+    /// A new in-flight slot, by its request id.
+    New(u64),
+}
+
 impl Slots {
+    /// Makes an in-flight slot for `block` at `lsn` asked on `stream` (a slot at another LSN replaced, the oldest
+    /// slot not in flight freed when `slots_max` are held).
+    fn reserve(&mut self, block: u32, lsn: Lsn, stream: (usize, u64), slots_max: usize) -> Reserved {
+        match self.by_block.get(&block) {
+            Some(slot) if slot.lsn == lsn => return Reserved::Held,
+            Some(_) => self.drop_slot(block, true),
+            None => {}
+        }
+        if self.by_block.len() >= slots_max && !self.free_oldest() {
+            return Reserved::Full;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let state = SlotState::InFlight;
+        self.by_block.insert(block, Slot { id, lsn, state, stream });
+        self.by_id.insert(id, block);
+        self.order.push_back((block, id));
+        Reserved::New(id)
+    }
+
     /// Drops `block`'s slot; counts it wasted unless it was taken.
     fn drop_slot(&mut self, block: u32, wasted: bool) {
         if let Some(slot) = self.by_block.remove(&block) {
@@ -241,20 +271,11 @@ impl Prefetcher {
         let mut requests = Vec::new();
         let mut requested = Vec::new();
         for &block in blocks {
-            match slots.by_block.get(&block) {
-                Some(slot) if slot.lsn == lsn => continue,
-                Some(_) => slots.drop_slot(block, true),
-                None => {}
-            }
-            if slots.by_block.len() >= self.slots_max && !slots.free_oldest() {
-                break;
-            }
-            let id = slots.next_id;
-            slots.next_id += 1;
-            let state = SlotState::InFlight;
-            slots.by_block.insert(block, Slot { id, lsn, state, stream });
-            slots.by_id.insert(id, block);
-            slots.order.push_back((block, id));
+            let id = match slots.reserve(block, lsn, stream, self.slots_max) {
+                Reserved::Held => continue,
+                Reserved::Full => break,
+                Reserved::New(id) => id,
+            };
             requested.push(block);
             requests.push(pb::GetPageRequest {
                 timeline: Some(timeline.clone()),
@@ -362,21 +383,11 @@ impl Prefetcher {
         {
             let mut slots = self.slots.lock();
             for &block in blocks {
-                match slots.by_block.get(&block) {
-                    Some(slot) if slot.lsn == lsn => continue,
-                    Some(_) => slots.drop_slot(block, true),
-                    None => {}
-                }
-                if slots.by_block.len() >= self.slots_max && !slots.free_oldest() {
-                    break;
-                }
-                let id = slots.next_id;
-                slots.next_id += 1;
-                let state = SlotState::InFlight;
-                let stream = FILE_STREAM;
-                slots.by_block.insert(block, Slot { id, lsn, state, stream });
-                slots.by_id.insert(id, block);
-                slots.order.push_back((block, id));
+                let id = match slots.reserve(block, lsn, FILE_STREAM, self.slots_max) {
+                    Reserved::Held => continue,
+                    Reserved::Full => break,
+                    Reserved::New(id) => id,
+                };
                 wanted.push((id, block));
             }
         }
