@@ -226,7 +226,7 @@ pub(crate) fn table_name(catalog: &Catalog, name: &ObjectName) -> Result<String,
 
 /// A temporary table's name: SQLite's temp schema stands for PostgreSQL's `pg_temp`, searched first as
 /// PostgreSQL searches it, so the name stays bare whatever the `search_path`.
-fn temporary_name(name: &ObjectName) -> Result<String, PgError> {
+pub(super) fn temporary_name(name: &ObjectName) -> Result<String, PgError> {
     match super::schema::split_name(name)? {
         (None, bare) => Ok(bare),
         (Some(schema), bare) if schema == "pg_temp" => Ok(bare),
@@ -263,7 +263,11 @@ pub(crate) fn create_table(
         .iter()
         .any(|c| c.name.quote_style.is_none() && c.name.value.eq_ignore_ascii_case("like"));
     if create.like.is_some() || like_item {
-        return Err(PgError::unsupported("CREATE TABLE (LIKE …)"));
+        return super::like::create_like_text(
+            conn,
+            catalog,
+            &sqlparser::ast::Statement::CreateTable(create.clone()).to_string(),
+        );
     }
     let table = if create.temporary {
         temporary_name(&create.name)?

@@ -13,6 +13,7 @@ pub(super) fn translate_query(
         return modifying_cte::translate(conn, catalog, (**query).clone());
     }
     expand_table_form(query)?;
+    tablesample::rewrite(query)?;
     // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
     // FOR UPDATE/SHARE add nothing (a conflicting writer gets 40001 at its commit).
     query.locks.clear();

@@ -1,5 +1,5 @@
 //! Statements sqlparser 0.64 does not parse, read here with its tokenizer and parser primitives (never by
-//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, `FOR NO KEY UPDATE`/`FOR KEY SHARE`, and an identity column's `SEQUENCE NAME`
+//! matching text): `ALTER SEQUENCE`, `ALTER TYPE … OWNER TO`, `ALTER TABLE … SET SCHEMA`, `FOR NO KEY UPDATE`/`FOR KEY SHARE`, `CREATE TABLE (LIKE …)` (`like`), and an identity column's `SEQUENCE NAME`
 //! option (`ALTER TABLE … ALTER COLUMN c ADD GENERATED … AS IDENTITY (SEQUENCE NAME s …)`, as pg_dump writes
 //! it), which is taken out of the tokens before sqlparser reads the rest; the index forms are `indexes`'.
 
@@ -46,34 +46,11 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
         }
         [Keyword::ALTER, Keyword::TABLE, ..] => identity_with_sequence_name(conn, catalog, tokens),
         [Keyword::SELECT | Keyword::WITH, ..] => weaker_row_locks(conn, catalog, tokens),
-        [Keyword::CREATE, ..] if copies_a_table(&tokens) => Err(PgError::unsupported("CREATE TABLE (LIKE …)")),
+        [Keyword::CREATE, ..] if super::like::is_create_like(&tokens) => {
+            super::like::create_like(conn, catalog, &tokens).map(Some)
+        }
         _ => Ok(None),
     }
-}
-
-/// Whether a `CREATE … TABLE` has a `LIKE source` item in its column list (`(LIKE t INCLUDING ALL)`,
-/// which sqlparser reads only without options, or after other columns): a form the translator refuses.
-fn copies_a_table(tokens: &[Token]) -> bool {
-    let Some(table) = tokens.iter().take(6).position(|t| keyword(t) == Keyword::TABLE) else {
-        return false;
-    };
-    let mut depth = 0usize;
-    let mut previous: Option<&Token> = None;
-    for token in &tokens[table..] {
-        match token {
-            Token::LParen => depth += 1,
-            Token::RParen => depth = depth.saturating_sub(1),
-            _ if depth == 1
-                && keyword(token) == Keyword::LIKE
-                && matches!(previous, Some(Token::LParen | Token::Comma)) =>
-            {
-                return true
-            }
-            _ => {}
-        }
-        previous = Some(token);
-    }
-    false
 }
 
 /// `FOR NO KEY UPDATE` and `FOR KEY SHARE`, which sqlparser does not know, read as `FOR UPDATE` and `FOR
