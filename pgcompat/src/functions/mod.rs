@@ -115,7 +115,15 @@ pub struct SessionState {
     /// The prepared statements and cursors the session last published (`pg_prepared_statements`,
     /// `pg_cursors`).
     objects: parking_lot::Mutex<catalog::session_objects::SessionObjects>,
+    /// The rowids the running `INSERT … ON CONFLICT DO UPDATE` updated (not inserted), for its RETURNING's
+    /// `xmax`; cleared at each statement's start ([`SessionState::start_statement`]), at most
+    /// [`UPSERT_MARKS_MAX`].
+    upsert_updated: parking_lot::Mutex<std::collections::HashSet<i64>>,
 }
+
+/// How many updated rows one upsert whose RETURNING reads `xmax` may mark (54000 past it): 8 bytes and the
+/// set's overhead each, so at most some hundreds of MiB.
+pub const UPSERT_MARKS_MAX: usize = 8 * 1024 * 1024;
 
 impl SessionState {
     /// A session's state; `now()` is the current time until a statement or transaction starts.
@@ -136,6 +144,16 @@ impl SessionState {
             catalog: RwLock::default(),
             constraints: parking_lot::Mutex::default(),
             objects: parking_lot::Mutex::default(),
+            upsert_updated: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// Marks the start of a statement: what lasts only for one statement goes (an upsert's marks).
+    pub fn start_statement(&self) {
+        let mut marks = self.upsert_updated.lock();
+        if !marks.is_empty() {
+            marks.clear();
+            marks.shrink_to(1024);
         }
     }
 

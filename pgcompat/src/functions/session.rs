@@ -13,6 +13,7 @@ use crate::value::datetime;
 use rusqlite::functions::FunctionFlags;
 
 pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
+    install_upsert_marks(conn, &state)?;
     for name in ["pg_now", "pg_current_timestamp"] {
         let s = state.clone();
         conn.create_scalar_function(name, 0, flags_session(), move |_| {
@@ -78,4 +79,31 @@ fn random_uuid() -> Result<String, PgError> {
         &hex[16..20],
         &hex[20..]
     ))
+}
+
+/// `pg_upsert_mark(rowid, value)` (in an upsert's `DO UPDATE SET`: the row `rowid` was updated; gives `value`
+/// back) and `pg_upsert_xmax(rowid)` (in its RETURNING: PostgreSQL's `xmax` there, 0 for an inserted row, a
+/// nonzero transaction id, 1, for an updated one).
+fn install_upsert_marks(conn: &Connection, state: &Arc<SessionState>) -> rusqlite::Result<()> {
+    let s = state.clone();
+    conn.create_scalar_function("pg_upsert_mark", 2, flags_session(), move |ctx| {
+        let rowid: i64 = ctx.get(0)?;
+        let mut marks = s.upsert_updated.lock();
+        if marks.len() >= super::UPSERT_MARKS_MAX && !marks.contains(&rowid) {
+            return Err(raise(PgError::new(
+                crate::error::PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "an INSERT … ON CONFLICT DO UPDATE whose RETURNING reads xmax may update at most {} rows",
+                    super::UPSERT_MARKS_MAX
+                ),
+            )));
+        }
+        marks.insert(rowid);
+        Ok(super::owned(ctx.get_raw(1)))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_upsert_xmax", 1, flags_session(), move |ctx| {
+        let rowid: i64 = ctx.get(0)?;
+        Ok(i64::from(s.upsert_updated.lock().contains(&rowid)))
+    })
 }

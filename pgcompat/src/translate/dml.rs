@@ -183,6 +183,7 @@ pub(super) fn translate_insert(
     if let Some(returning) = &mut insert.returning {
         names::name_items(returning);
     }
+    let reads_xmax = upsert::returning_xmax(insert);
     let mut rewriter = Rewriter::new(catalog);
     let alias = insert.table_alias.as_ref().map(|a| a.alias.value.clone());
     rewriter
@@ -233,6 +234,9 @@ pub(super) fn translate_insert(
         coerce_source(&mut rewriter, source, &types);
     }
     identity::fill_omitted(conn, &table, insert, &columns)?;
+    if reads_xmax {
+        upsert::mark_updates(insert);
+    }
     let columns_out = insert.returning.as_ref().map(|r| item_types(&rewriter.typer, r));
     Ok(Translation {
         steps: vec![Statement::Insert(insert.clone()).to_string()],

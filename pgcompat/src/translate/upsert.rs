@@ -4,11 +4,22 @@
 //! literals is 21000, as PostgreSQL refuses to update one row twice (SQLite would update it twice); and an
 //! `INSERT … SELECT` gets the `WHERE true` SQLite's grammar needs before `ON CONFLICT`.
 //!
+//! `RETURNING … xmax` of an `ON CONFLICT DO UPDATE` (the idiom `(xmax = 0) AS inserted`, true for a row
+//! inserted, false for one updated) reads `pg_upsert_xmax(rowid)`: the `DO UPDATE SET`'s first value is
+//! wrapped in `pg_upsert_mark(rowid, value)`, which notes the updated row for the statement (SQLite computes
+//! a row's RETURNING values right after that row's change, so the mark is there when its RETURNING reads it;
+//! the compute clears the marks at each statement's start). `xmax` is 1 for an updated row (PostgreSQL's is
+//! the updating transaction's id: any nonzero number). A reference in a shape not rewritten here is left to
+//! fail as an unknown column, never read wrongly.
+//!
 //! The unique keys of a table are its primary key and UNIQUE constraints with PostgreSQL's names (read
 //! from its `CREATE TABLE` text by `_pgc_constraints`) and its unique indexes.
 
 use rusqlite::Connection;
-use sqlparser::ast::{ConflictTarget, Expr, Ident, Insert, OnConflictAction, OnInsert, SetExpr};
+use sqlparser::ast::{
+    ConflictTarget, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Insert, OnConflictAction, OnInsert,
+    SelectItem, SetExpr,
+};
 
 use crate::error::PgError;
 
@@ -154,4 +165,205 @@ fn check_repeated_keys(body: &SetExpr, columns: &[String], target: &[String]) ->
         seen.push(key);
     }
     Ok(())
+}
+
+/// Whether `insert` is an `ON CONFLICT DO UPDATE` whose RETURNING reads `xmax`; if so, its references are made
+/// `pg_upsert_xmax(rowid)` (call before the RETURNING is rewritten, and [`mark_updates`] after the `DO
+/// UPDATE SET` is).
+pub(crate) fn returning_xmax(insert: &mut Insert) -> bool {
+    let updates =
+        matches!(&insert.on, Some(OnInsert::OnConflict(c)) if matches!(c.action, OnConflictAction::DoUpdate(_)));
+    let Some(returning) = insert.returning.as_mut().filter(|_| updates) else {
+        return false;
+    };
+    let mut found = false;
+    for item in returning.iter_mut() {
+        match item {
+            SelectItem::UnnamedExpr(expr) => {
+                if is_xmax(expr) {
+                    // Named as PostgreSQL names the column.
+                    *item = SelectItem::ExprWithAlias {
+                        expr: xmax_call(),
+                        alias: Ident::with_quote('"', "xmax"),
+                    };
+                    found = true;
+                } else {
+                    found |= replace_xmax(expr);
+                }
+            }
+            SelectItem::ExprWithAlias { expr, .. } => found |= replace_xmax(expr),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Wraps the first `DO UPDATE SET` value in `pg_upsert_mark(rowid, value)`.
+pub(crate) fn mark_updates(insert: &mut Insert) {
+    if let Some(OnInsert::OnConflict(conflict)) = &mut insert.on {
+        if let OnConflictAction::DoUpdate(update) = &mut conflict.action {
+            if let Some(first) = update.assignments.first_mut() {
+                let value = std::mem::replace(&mut first.value, Expr::value(sqlparser::ast::Value::Null));
+                first.value = call("pg_upsert_mark", vec![Expr::Identifier(Ident::new("rowid")), value]);
+            }
+        }
+    }
+}
+
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(sqlparser::ast::Function {
+        name: sqlparser::ast::ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    })
+}
+
+fn xmax_call() -> Expr {
+    call("pg_upsert_xmax", vec![Expr::Identifier(Ident::new("rowid"))])
+}
+
+/// `xmax` or `t.xmax`, unquoted or quoted in lower case.
+fn is_xmax(expr: &Expr) -> bool {
+    let named = |ident: &Ident| {
+        if ident.quote_style.is_some() {
+            ident.value == "xmax"
+        } else {
+            ident.value.eq_ignore_ascii_case("xmax")
+        }
+    };
+    match expr {
+        Expr::Identifier(ident) => named(ident),
+        Expr::CompoundIdentifier(parts) => parts.len() == 2 && parts.last().is_some_and(named),
+        _ => false,
+    }
+}
+
+/// Replaces `xmax` in the expression shapes the idioms use; whether any was.
+fn replace_xmax(expr: &mut Expr) -> bool {
+    if is_xmax(expr) {
+        *expr = xmax_call();
+        return true;
+    }
+    match expr {
+        Expr::BinaryOp { left, right, .. } => replace_xmax(left) | replace_xmax(right),
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::Cast { expr, .. }
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::IsTrue(expr)
+        | Expr::IsFalse(expr) => replace_xmax(expr),
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            let mut found = operand.as_deref_mut().is_some_and(replace_xmax);
+            for when in conditions.iter_mut() {
+                found |= replace_xmax(&mut when.condition);
+                found |= replace_xmax(&mut when.result);
+            }
+            found | else_result.as_deref_mut().is_some_and(replace_xmax)
+        }
+        Expr::Function(f) => match &mut f.args {
+            FunctionArguments::List(list) => list.args.iter_mut().fold(false, |found, arg| match arg {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => found | replace_xmax(e),
+                _ => found,
+            }),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod xmax_tests {
+    use crate::Translated;
+
+    /// Every row `sql` returns after `setup`, each value as SQLite gives it (text).
+    fn rows(setup: &[&str], sql: &str) -> Vec<Vec<String>> {
+        let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+        let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+        let mut last = Vec::new();
+        for statement in setup.iter().chain(std::iter::once(&sql)) {
+            dialect.state().start_statement();
+            let translated = dialect
+                .translate(&conn, statement)
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+            let Translated::Statements(list) = &*translated else {
+                panic!("not a statement: {statement}");
+            };
+            for t in list {
+                let mut stmt = conn
+                    .prepare(&t.steps[t.primary])
+                    .unwrap_or_else(|e| panic!("{statement}: {e}"));
+                let width = stmt.column_count();
+                let mut out = Vec::new();
+                let mut result = stmt.raw_query();
+                while let Some(row) = result.next().unwrap_or_else(|e| panic!("{statement}: {e}")) {
+                    out.push(
+                        (0..width)
+                            .map(|i| match row.get::<_, rusqlite::types::Value>(i).expect("a value") {
+                                rusqlite::types::Value::Integer(v) => v.to_string(),
+                                rusqlite::types::Value::Text(v) => v,
+                                other => format!("{other:?}"),
+                            })
+                            .collect(),
+                    );
+                }
+                last = out;
+            }
+        }
+        last
+    }
+
+    #[test]
+    fn xmax_tells_inserted_rows_from_updated_ones() {
+        let setup = [
+            "CREATE TABLE t (id int PRIMARY KEY, name text)",
+            "INSERT INTO t VALUES (1, 'a'), (3, 'c')",
+        ];
+        let got = rows(
+            &setup,
+            "INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z'), (4, 'w') ON CONFLICT (id) DO UPDATE \
+             SET name = EXCLUDED.name RETURNING id, (xmax = 0) AS inserted, t.xmax <> 0, xmax",
+        );
+        let expected: Vec<Vec<String>> = [
+            ["1", "0", "1", "1"],
+            ["2", "1", "0", "0"],
+            ["3", "0", "1", "1"],
+            ["4", "1", "0", "0"],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|s| s.to_string()).collect())
+        .collect();
+        assert_eq!(got, expected);
+        // A later statement's inserted row reusing an updated row's rowid is not taken for updated.
+        let later = [
+            "CREATE TABLE t (id int PRIMARY KEY, name text)",
+            "INSERT INTO t VALUES (1, 'a')",
+            "INSERT INTO t VALUES (1, 'b') ON CONFLICT (id) DO UPDATE SET name = 'u' RETURNING xmax = 0",
+            "DELETE FROM t",
+        ];
+        assert_eq!(
+            rows(
+                &later,
+                "INSERT INTO t VALUES (1, 'c') ON CONFLICT (id) DO UPDATE SET name = 'v' RETURNING xmax = 0"
+            ),
+            vec![vec!["1".to_owned()]]
+        );
+    }
 }

@@ -164,3 +164,4 @@ EXPLAIN (NONSENSE) SELECT 1;
 SELECT count(*) FROM emp TABLESAMPLE SYSTEM (0);
 SELECT count(*) FROM emp AS e TABLESAMPLE BERNOULLI (100) WHERE e.id > 0;
 SELECT count(*) FROM emp TABLESAMPLE BERNOULLI (150);
+INSERT INTO customers (id, name, created) VALUES (9, 'ivy2', '2024-06-09'), (40, 'new', '2024-06-10') ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name RETURNING id, name, xmax = 0 AS inserted, CASE WHEN xmax::text::bigint = 0 THEN 'insert' ELSE 'update' END;

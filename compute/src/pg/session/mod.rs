@@ -457,6 +457,8 @@ impl Session {
         }
         self.sync_block();
         self.publish_session_objects();
+        // What lasts one statement (an upsert's marks for its RETURNING's `xmax`) starts afresh.
+        self.dialect.state().start_statement();
         let fresh = std::mem::take(&mut self.block_fresh);
         if fresh && is_write(translation) {
             self.start_block_as_writer(translation)?;
