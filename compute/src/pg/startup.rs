@@ -80,10 +80,19 @@ impl Startup {
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
         startup.sort();
+        let addresses = self
+            .connection
+            .watch
+            .local_addr()
+            .and_then(|server| Ok((server, self.connection.watch.peer_addr()?)))
+            .ok();
         let opened = tokio::task::spawn_blocking(move || {
             let admission = sessions.admit(&database)?;
             let conn = sessions.open(&user, &database)?;
-            let session = Session::new(conn, &database, &user, defaults, &startup)?;
+            let mut session = Session::new(conn, &database, &user, defaults, &startup)?;
+            if let Some((server, client)) = addresses {
+                session = session.with_addresses(server, client);
+            }
             Ok::<_, SessionError>(session.with_admission(admission))
         })
         .await

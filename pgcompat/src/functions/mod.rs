@@ -119,6 +119,9 @@ pub struct SessionState {
     /// `xmax`; cleared at each statement's start ([`SessionState::start_statement`]), at most
     /// [`UPSERT_MARKS_MAX`].
     upsert_updated: parking_lot::Mutex<std::collections::HashSet<i64>>,
+    /// The connection's server and client socket addresses (`inet_server_port()`, `inet_client_port()`);
+    /// `None` for a session not over TCP, whose ports are NULL as over a Unix socket in PostgreSQL.
+    addresses: RwLock<Option<(std::net::SocketAddr, std::net::SocketAddr)>>,
 }
 
 /// How many updated rows one upsert whose RETURNING reads `xmax` may mark (54000 past it): 8 bytes and the
@@ -145,7 +148,13 @@ impl SessionState {
             constraints: parking_lot::Mutex::default(),
             objects: parking_lot::Mutex::default(),
             upsert_updated: parking_lot::Mutex::default(),
+            addresses: RwLock::new(None),
         }
+    }
+
+    /// The socket addresses of the session's connection: the server's end and the client's.
+    pub fn set_connection_addresses(&self, server: std::net::SocketAddr, client: std::net::SocketAddr) {
+        *self.addresses.write() = Some((server, client));
     }
 
     /// Marks the start of a statement: what lasts only for one statement goes (an upsert's marks).

@@ -14,6 +14,14 @@ use rusqlite::functions::FunctionFlags;
 
 pub(super) fn install_session(conn: &Connection, state: Arc<SessionState>) -> rusqlite::Result<()> {
     install_upsert_marks(conn, &state)?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_inet_server_port", 0, flags_session(), move |_| {
+        Ok(s.addresses.read().map(|(server, _)| i64::from(server.port())))
+    })?;
+    let s = state.clone();
+    conn.create_scalar_function("pg_inet_client_port", 0, flags_session(), move |_| {
+        Ok(s.addresses.read().map(|(_, client)| i64::from(client.port())))
+    })?;
     for name in ["pg_now", "pg_current_timestamp"] {
         let s = state.clone();
         conn.create_scalar_function(name, 0, flags_session(), move |_| {

@@ -594,7 +594,7 @@ fn what_cannot_be_answered_is_refused_by_name() {
     check_errors(&[
         ("txid_current()", "0A000"),
         ("pg_current_xact_id()", "0A000"),
-        ("inet_server_port()", "0A000"),
+        ("inet_server_addr()", "0A000"),
     ]);
 }
 

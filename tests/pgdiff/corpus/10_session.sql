@@ -136,3 +136,4 @@ DEALLOCATE ALL;
 SELECT count(*) FROM pg_prepared_statements;
 PREPARE typed_params (int, numeric, date, boolean, text[]) AS SELECT $1 + 1, $2 * 2, $3 + 1, NOT $4, $5[1];
 EXECUTE typed_params(1, 1.25, '2024-02-28', true, '{x,y}');
+SELECT inet_client_port() IS NULL OR inet_client_port() > 0, pg_typeof(inet_server_port());

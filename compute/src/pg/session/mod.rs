@@ -198,6 +198,13 @@ impl Session {
         self
     }
 
+    /// The session's connection is a TCP one between these addresses (`inet_server_port()`,
+    /// `inet_client_port()`).
+    pub(crate) fn with_addresses(self, server: std::net::SocketAddr, client: std::net::SocketAddr) -> Session {
+        self.dialect.state().set_connection_addresses(server, client);
+        self
+    }
+
     /// What the connection shares with this session (see [`SessionShared`]).
     pub(crate) fn shared(&self) -> Arc<SessionShared> {
         self.shared.clone()

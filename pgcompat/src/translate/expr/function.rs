@@ -91,12 +91,9 @@ impl Rewriter<'_> {
         ) {
             return Err(PgError::unsupported(format!("transaction ids ({name})")));
         }
-        // The session does not see the socket its client connected through.
-        if matches!(
-            name.as_str(),
-            "inet_server_addr" | "inet_server_port" | "inet_client_addr" | "inet_client_port"
-        ) {
-            return Err(PgError::unsupported(format!("the connection's addresses ({name})")));
+        // Addresses are of type inet, which the layer does not have (the ports are answered below).
+        if matches!(name.as_str(), "inet_server_addr" | "inet_client_addr") {
+            return Err(PgError::unsupported(format!("the inet type ({name})")));
         }
         if let Some(replacement) = ordered_set(&name, function)? {
             return Ok(Some(replacement));
@@ -105,6 +102,7 @@ impl Rewriter<'_> {
             return Ok(Some(replacement));
         }
         Ok(Some(match name.as_str() {
+            "inet_server_port" | "inet_client_port" if no_args => call(&format!("pg_{name}"), Vec::new()),
             // The same value; a name of its own so a column default prints back as it was written.
             "current_timestamp" if no_args => {
                 self.uses_now = true;

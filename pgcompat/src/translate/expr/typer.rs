@@ -459,8 +459,18 @@ impl Typer<'_> {
             "min" | "max" | "abs" | "coalesce" | "nullif" | "greatest" | "least" => {
                 return args.iter().find_map(|a| self.infer(a));
             }
-            "length" | "char_length" | "character_length" | "octet_length" | "strpos" | "instr" | "ascii"
-            | "pg_backend_pid" | "array_length" | "cardinality" => PgType::INT4,
+            "length"
+            | "char_length"
+            | "character_length"
+            | "octet_length"
+            | "strpos"
+            | "instr"
+            | "ascii"
+            | "pg_backend_pid"
+            | "pg_inet_server_port"
+            | "pg_inet_client_port"
+            | "array_length"
+            | "cardinality" => PgType::INT4,
             "substr" | "substring" | "overlay" => match first {
                 Some(t) if t.base() == Base::Bytea && !t.is_array() => PgType::new(Base::Bytea),
                 _ => PgType::TEXT,
