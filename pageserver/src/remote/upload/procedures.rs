@@ -100,6 +100,12 @@ pub(super) async fn upload_timeline(
         return Ok(());
     };
     ctx.lsns.advance((tenant, timeline.id()), meta.disk_consistent_lsn);
+    if ctx.manager.remote_deletions_held(tenant) {
+        // A move in progress: another pageserver may read an older index naming these layers. They stay in
+        // `state.layers`, so the first upload after the hold is released deletes them. Checked after the new
+        // metadata is up, so a layer deleted here is named by no index read after the hold was set.
+        return Ok(());
+    }
     let named: HashSet<String> = meta.layers.iter().map(LayerDesc::file_name).collect();
     let unreferenced: Vec<String> = state.layers.keys().filter(|n| !named.contains(*n)).cloned().collect();
     for name in unreferenced {
