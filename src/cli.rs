@@ -149,6 +149,9 @@ pub(crate) enum Command {
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
+        /// Fault injection for tests: pauses and failures of control-plane steps (`api::faults`), as `up`'s.
+        #[arg(long, env = "CAMBIUM_FAULTS", default_value = "", hide = true)]
+        faults: api::faults::Faults,
         #[command(flatten)]
         cache: CacheArgs,
         #[command(flatten)]

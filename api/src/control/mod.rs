@@ -25,6 +25,7 @@ mod events;
 pub mod expiry;
 pub mod leases;
 mod operations;
+mod pageserver_move;
 mod pageservers;
 pub mod placement;
 mod resolution;
