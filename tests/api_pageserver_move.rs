@@ -68,7 +68,7 @@ fn info() -> Vec<(String, String)> {
 }
 
 impl Deployment {
-    fn start() -> Deployment {
+    fn start(api_extra: &[&str]) -> Deployment {
         let root = tempfile::tempdir().expect("tempdir");
         let log = |name: &str| root.path().join(format!("{name}.log"));
         let safekeepers: Vec<Process> = (1..=3)
@@ -97,21 +97,19 @@ impl Deployment {
             .collect();
         let data_dir = root.path().join("api");
         let pageserver_list: Vec<String> = pageservers.iter().map(|p| p.address.clone()).collect();
-        let api = Process::start_logged_with_env(
-            vec![
-                "api".into(),
-                "--data-dir".into(),
-                data_dir.display().to_string(),
-                "--pg-listen".into(),
-                format!("127.0.0.1:{}", free_port()),
-                "--pageservers".into(),
-                pageserver_list.join(","),
-                "--safekeepers".into(),
-                addresses.join(","),
-            ],
-            &log("api"),
-            info(),
-        );
+        let mut api_args: Vec<String> = vec![
+            "api".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--pg-listen".into(),
+            format!("127.0.0.1:{}", free_port()),
+            "--pageservers".into(),
+            pageserver_list.join(","),
+            "--safekeepers".into(),
+            addresses.join(","),
+        ];
+        api_args.extend(api_extra.iter().map(|arg| (*arg).to_owned()));
+        let api = Process::start_logged_with_env(api_args, &log("api"), info());
         let key = std::fs::read_to_string(data_dir.join("api_key"))
             .expect("key")
             .trim()
@@ -359,7 +357,7 @@ async fn branch_and_restore(deployment: &Deployment, database: &Value, uri: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_moves_between_pageservers_under_load_and_through_an_api_crash() {
-    let mut deployment = Deployment::start();
+    let mut deployment = Deployment::start(&[]);
     let project = deployment
         .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
         .await
@@ -524,4 +522,99 @@ async fn a_database_moves_between_pageservers_under_load_and_through_an_api_cras
         assert!(Instant::now() < deadline, "the remote copy is never marked ps1 again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Issue 17 item 5: the pageserver holding a database under the bank workload is killed -9; after
+/// `--pageserver-dead-after-ms` the API re-places the database on the other (attached from the remote and the
+/// safekeepers' WAL), the clients' transfers go on and nothing acknowledged is lost. The killed pageserver comes
+/// back: it finds the tenant owned by the other and keeps it as a secondary, uploading nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_nothing() {
+    let mut deployment = Deployment::start(&["--pageserver-dead-after-ms", "2000"]);
+    let project = deployment
+        .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
+        .await
+        .json()["project"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/v1/projects/{project}/databases"),
+            Some(r#"{"name":"bank"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let database = reply.json()["database"].clone();
+    let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+    assert_eq!(deployment.wait_operation(&operation).await["status"], "finished");
+    let database_id = database["id"].as_str().expect("id").to_owned();
+    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let (tenant, placed) = deployment.placement(&database_id);
+    let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
+    assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
+    let seed = bank::seed();
+    let bank = Bank::start(&uri, seed).await;
+    bank.progress(60, "before the loss").await;
+    // Uploaded and marked by its pageserver.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let killed_at = Instant::now();
+    deployment.pageservers[0].kill9();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while deployment.placement(&database_id).1.as_deref() != Some(addresses[1].as_str()) {
+        assert!(Instant::now() < deadline, "never re-placed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let replaced_ms = killed_at.elapsed().as_millis();
+    bank.progress(60, "after the re-placement").await;
+    let resumed_ms = killed_at.elapsed().as_millis();
+    let errors = failed_since(&bank, killed_at);
+    println!(
+        "lost pageserver: re-placed {replaced_ms} ms after the kill (dead after 2000 ms), 60 more transfers by \
+         {resumed_ms} ms; {} failed transfers or connects meanwhile",
+        errors.len()
+    );
+    let attempts = bank.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(&uri, seed, "after the re-placement").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the re-placement");
+    println!("{} transfers acknowledged, all present", acknowledged.len());
+    assert!(deployment.tenants_on(1).await.contains(&tenant), "the live one has it");
+    assert_eq!(deployment.remote_owner(&tenant).as_deref(), Some("ps2"));
+
+    // The lost one comes back with its old copy: it keeps it as a secondary and never uploads it.
+    deployment.pageservers[0].restart();
+    let mark = deployment.root.path().join("ps1").join("secondary").join(&tenant);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !mark.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the returning pageserver never gave the tenant up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // More writes on the live one; the remote stays the live one's.
+    let client = connect(&uri).await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE after_return (id BIGINT PRIMARY KEY); INSERT INTO after_return VALUES (1)")
+        .await
+        .expect("write after the return");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        deployment.remote_owner(&tenant).as_deref(),
+        Some("ps2"),
+        "still the live one's"
+    );
+    let state = bank::read_state(&uri, seed, "after the return").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the return");
 }

@@ -296,6 +296,16 @@ impl TenantManager {
         };
         // The mark first: a secondary never uploads, not even between its files and its mark.
         self.set_secondary(id, secondary)?;
+        if !secondary {
+            // The owner mark next, before anything is uploaded: a pageserver that owned the tenant before (lost,
+            // then back) reads it before each upload and stops uploading the tenant (`remote::upload`).
+            crate::remote::claim(&remote, id)
+                .await
+                .map_err(|e| PageserverError::Io {
+                    path: self.tenants_dir.join(id.to_string()),
+                    source: std::io::Error::other(e),
+                })?;
+        }
         let data_dir = self.tenants_dir.parent().unwrap_or(&self.tenants_dir).to_path_buf();
         let found = crate::remote::attach(&data_dir, &remote, id, self.conf.durability)
             .await

@@ -75,6 +75,17 @@ pub(super) async fn upload_timeline(
     tenant_state: &tokio::sync::Mutex<TenantRemote>,
     state: &mut TimelineRemote,
 ) -> Result<(), RemoteError> {
+    if let Some(owner) = super::super::owned_elsewhere(&ctx.remote, tenant).await? {
+        // Another pageserver took the tenant while this one was unreachable (the control plane re-placed it):
+        // this copy is stale and must never write the remote one again. A secondary is never uploaded.
+        tracing::warn!(%tenant, %owner, "the tenant is owned by another pageserver now; kept here as a secondary");
+        ctx.manager
+            .set_secondary(tenant, true)
+            .map_err(|e| RemoteError::LocalState(e.to_string()))?;
+        return Err(RemoteError::LocalState(format!(
+            "tenant {tenant} is owned by pageserver {owner}; not uploaded"
+        )));
+    }
     if !state.initialized {
         load_remote_state(ctx, tenant, timeline.id(), state).await?;
     }
