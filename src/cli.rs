@@ -149,6 +149,9 @@ pub(crate) enum Command {
         /// Fault injection for tests: wait this long before running each operation.
         #[arg(long, env = "CAMBIUM_OPERATION_DELAY_MS", default_value_t = 0, hide = true)]
         operation_delay_ms: u64,
+        /// Fault injection for tests: pauses and failures of control-plane steps (`api::faults`), as `up`'s.
+        #[arg(long, env = "CAMBIUM_FAULTS", default_value = "", hide = true)]
+        faults: api::faults::Faults,
         #[command(flatten)]
         cache: CacheArgs,
         #[command(flatten)]
@@ -480,6 +483,11 @@ pub(crate) struct ReconcileArgs {
     #[arg(long, env = "CAMBIUM_SAFEKEEPER_DEAD_AFTER_MS", default_value_t = api::safekeeper_sets::DEAD_AFTER_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(100..))]
     safekeeper_dead_after_ms: u64,
+    /// A pageserver (of several) that has answered none of the probes for this long is lost: each database on
+    /// it is re-placed on a live one, which attaches its tenant from the remote storage and the safekeepers'
+    /// WAL (0: never).
+    #[arg(long, env = "CAMBIUM_PAGESERVER_DEAD_AFTER_MS", default_value_t = 60_000)]
+    pageserver_dead_after_ms: u64,
     /// The wait between sweeps of the branch expiry, which deletes branches whose `expires_at` has passed: how
     /// late after it a branch may go.
     #[arg(long, env = "CAMBIUM_BRANCH_EXPIRY_PERIOD_MS", default_value_t = api::control::expiry::EXPIRY_PERIOD_MS_DEFAULT,
@@ -520,6 +528,10 @@ impl ReconcileArgs {
             attempts_max: self.webhook_attempts_max,
             ..api::webhooks::WebhookConfig::default()
         }
+    }
+
+    pub(crate) fn pageserver_dead_after_ms(&self) -> u64 {
+        self.pageserver_dead_after_ms
     }
 
     pub(crate) fn config(&self) -> api::reconcile::ReconcileConfig {

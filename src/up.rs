@@ -72,6 +72,9 @@ pub struct ApiOptions {
     pub pg: PgOptions,
     /// The reconciler (replica repair, half-done deletions).
     pub reconcile: api::reconcile::ReconcileConfig,
+    /// A pageserver that answers no probe for this long has its databases re-placed on a live one (0: never;
+    /// `api::control::pageserver_loss`).
+    pub pageserver_dead_after_ms: u64,
     /// The branch expiry sweep.
     pub expiry: api::control::expiry::ExpiryConfig,
     /// The webhook sender's retries.
@@ -385,6 +388,7 @@ async fn serve_api(
         .await
         .map_err(|e| anyhow::anyhow!("resuming the control plane: {e:?}"))?;
     let reconciler = api::reconcile::spawn(&control, options.reconcile);
+    let pageserver_watch = api::control::pageserver_loss::spawn(&control, options.pageserver_dead_after_ms);
     let expiry = api::control::expiry::spawn(&control, options.expiry);
     let scale_to_zero = api::control::scale_to_zero::spawn(&control);
     let leases = api::control::leases::spawn(&control);
@@ -435,6 +439,10 @@ async fn serve_api(
     api::http::serve(listener, router, &serve_config, shutdown).await;
     reconciler.abort();
     let _ = reconciler.await;
+    if let Some(watch) = pageserver_watch {
+        watch.abort();
+        let _ = watch.await;
+    }
     expiry.abort();
     let _ = expiry.await;
     scale_to_zero.abort();

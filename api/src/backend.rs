@@ -990,3 +990,92 @@ impl Backend {
         Ok(committed)
     }
 }
+
+/// A move's calls (issue 17 item 2, `control::pageserver_move`): each to one named pageserver, whatever the
+/// tenant's placement says, and each idempotent (what is done already is success).
+impl Backend {
+    /// The management client of configured pageserver `address`.
+    fn management_of(&self, address: &str) -> Result<ManagementClient<Channel>, BackendError> {
+        Ok(self.pageservers[self.pageserver_index(address)?].management.clone())
+    }
+
+    /// Has pageserver `address` attach `tenant` from the remote storage, as a secondary (serves and ingests,
+    /// never uploads) or as its owner; a tenant already there only changes mode. [`BackendError::NotFound`] if
+    /// the remote lacks it.
+    pub async fn attach_tenant_on(&self, address: &str, tenant: TenantId, secondary: bool) -> Result<(), BackendError> {
+        let request = ps::AttachTenantRequest {
+            tenant_id: tenant.to_string(),
+            secondary,
+        };
+        match self.management_of(address)?.attach_tenant(request).await {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Err(BackendError::NotFound(status.message().to_owned())),
+            Err(status) => Err(unavailable(&format!("attaching the tenant on {address}"), &status)),
+        }
+    }
+
+    /// Has pageserver `address` detach `tenant` (its local files removed, the remote copy kept); success if it
+    /// is not there.
+    pub async fn detach_tenant_on(&self, address: &str, tenant: TenantId) -> Result<(), BackendError> {
+        let request = ps::TenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        match self.management_of(address)?.detach_tenant(request).await {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Ok(()),
+            Err(status) => Err(unavailable(&format!("detaching the tenant on {address}"), &status)),
+        }
+    }
+
+    /// Has pageserver `address` hold (or release) the deletion of `tenant`'s remote layers.
+    /// [`BackendError::NotFound`] if the tenant is not there.
+    pub async fn hold_remote_deletions_on(
+        &self,
+        address: &str,
+        tenant: TenantId,
+        hold: bool,
+    ) -> Result<(), BackendError> {
+        let request = ps::HoldRemoteDeletionsRequest {
+            tenant_id: tenant.to_string(),
+            hold,
+        };
+        match self.management_of(address)?.hold_remote_deletions(request).await {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Err(BackendError::NotFound(status.message().to_owned())),
+            Err(status) => Err(unavailable(
+                &format!("holding the remote deletions on {address}"),
+                &status,
+            )),
+        }
+    }
+
+    /// Each timeline of `tenant` on pageserver `address` with its `last_record_lsn`; [`BackendError::NotFound`]
+    /// if the tenant is not there.
+    pub async fn last_record_lsns_on(
+        &self,
+        address: &str,
+        tenant: TenantId,
+    ) -> Result<HashMap<TimelineId, Lsn>, BackendError> {
+        let request = ps::TenantRequest {
+            tenant_id: tenant.to_string(),
+        };
+        let response = match self.management_of(address)?.list_timelines(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == Code::NotFound => {
+                return Err(BackendError::NotFound(status.message().to_owned()))
+            }
+            Err(status) => return Err(unavailable(&format!("listing the timelines on {address}"), &status)),
+        };
+        response
+            .timelines
+            .iter()
+            .map(|info| {
+                let id = info
+                    .timeline_id
+                    .parse::<TimelineId>()
+                    .map_err(|_| BackendError::Unavailable(format!("malformed timeline id {:?}", info.timeline_id)))?;
+                Ok((id, Lsn(info.last_record_lsn)))
+            })
+            .collect()
+    }
+}

@@ -28,7 +28,7 @@ pub struct Faults {
     pub pause_at: Option<(Step, u64)>,
 }
 
-/// A point between two steps of a deletion (storage and metadata), where `pause_at` pauses.
+/// A point between two steps of a deletion (storage and metadata) or of a move, where `pause_at` pauses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {
@@ -44,16 +44,20 @@ pub enum Step {
     TimelineSafekeepers,
     /// A timeline's deletion: gone from the storage, its row not deleted yet (`timeline_row`).
     TimelineRow,
+    /// A pageserver move: the target attached the tenant as a secondary, the placement not switched yet
+    /// (`move_attached`).
+    MoveAttached,
 }
 
 impl Step {
-    const ALL: [Step; 6] = [
+    const ALL: [Step; 7] = [
         Step::DatabaseRow,
         Step::DatabaseStorage,
         Step::TenantSafekeepers,
         Step::BranchStorage,
         Step::TimelineSafekeepers,
         Step::TimelineRow,
+        Step::MoveAttached,
     ];
 
     /// Its name in the text form and in the log.
@@ -65,6 +69,7 @@ impl Step {
             Step::BranchStorage => "branch_storage",
             Step::TimelineSafekeepers => "timeline_safekeepers",
             Step::TimelineRow => "timeline_row",
+            Step::MoveAttached => "move_attached",
         }
     }
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
-use crate::store::operations::{Action, DeleteBranchParams, Operation, RestoreParams};
+use crate::store::operations::{Action, DeleteBranchParams, MovePageserverParams, Operation, RestoreParams};
 
 /// Operations waiting or running, at most.
 pub const QUEUED_MAX: usize = 256;
@@ -59,6 +59,14 @@ pub(crate) trait OperationRunner: Send + Sync + 'static {
         &self,
         operation: &Operation,
         params: DeleteBranchParams,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// The work of `move_pageserver` `operation`: the database's tenant moved to `params.to`; `Err` says why
+    /// it was not (rolled back). Idempotent: a run resumed after a crash finishes or rolls back.
+    fn run_move_pageserver(
+        &self,
+        operation: &Operation,
+        params: MovePageserverParams,
     ) -> impl Future<Output = Result<(), String>> + Send;
 
     /// Records the end of `operation`: `finished` on `Ok`, `failed` with the message on `Err`.
@@ -169,6 +177,7 @@ async fn run<R: OperationRunner>(runner: &R, id: &str) {
         Ok(Action::RestoreBranch(params)) => runner.run_restore_branch(&operation, params).await,
         Ok(Action::ResetBranch(params)) => runner.run_reset_branch(&operation, params).await,
         Ok(Action::DeleteBranch(params)) => runner.run_delete_branch(&operation, params).await,
+        Ok(Action::MovePageserver(params)) => runner.run_move_pageserver(&operation, params).await,
         // Written `finished` with the change they report: one found running was not written by this code.
         Ok(Action::SuspendDatabase(_) | Action::ResumeDatabase(_)) => {
             Err("a suspension or wake is recorded when done; there is nothing to run".to_owned())

@@ -151,6 +151,26 @@ impl Management for ManagementHandler {
         }))
     }
 
+    async fn hold_remote_deletions(
+        &self,
+        request: Request<pb::HoldRemoteDeletionsRequest>,
+    ) -> Result<Response<pb::TenantResponse>, Status> {
+        let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
+        let hold = request.get_ref().hold;
+        let manager = Arc::clone(&self.manager);
+        blocking(move || {
+            manager
+                .tenant(tenant)
+                .and_then(|_| manager.hold_remote_deletions(tenant, hold))
+                .map_err(|e| status_from_error(&e, Operation::Manage))
+        })
+        .await?;
+        tracing::info!(%tenant, hold, "remote layer deletions held or released");
+        Ok(Response::new(pb::TenantResponse {
+            tenant_id: tenant.to_string(),
+        }))
+    }
+
     async fn detach_tenant(&self, request: Request<pb::TenantRequest>) -> Result<Response<pb::TenantResponse>, Status> {
         let tenant = convert::tenant_id("tenant_id", &request.get_ref().tenant_id)?;
         let manager = Arc::clone(&self.manager);

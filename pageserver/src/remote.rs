@@ -49,3 +49,30 @@ pub use download::{attach, rebuild};
 pub use fetch::LayerDownloader;
 pub use store::{RemoteConfig, RemoteError, RemoteStorage};
 pub use upload::{RemoteConsistentLsns, UploadQueue, Uploader, UploaderConfig};
+
+/// Marks `tenant`'s remote copy as this pageserver's (its `owner` object = [`RemoteStorage::owner`]); nothing
+/// for a pageserver without an id. Written when a tenant is attached as its owner, before anything of it is
+/// uploaded, so a pageserver that owned it before stops uploading it ([`owned_elsewhere`]).
+pub async fn claim(remote: &RemoteStorage, tenant: storage::TenantId) -> Result<(), RemoteError> {
+    if let Some(owner) = remote.owner() {
+        remote
+            .put_bytes(&remote.owner_key(tenant), bytes::Bytes::from(owner.to_owned()))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The other pageserver `tenant`'s remote `owner` object names, if it names one that is not this one (a
+/// pageserver without an id, or a tenant not marked yet: `None`).
+pub(crate) async fn owned_elsewhere(
+    remote: &RemoteStorage,
+    tenant: storage::TenantId,
+) -> Result<Option<String>, RemoteError> {
+    let Some(own) = remote.owner() else {
+        return Ok(None);
+    };
+    let marker = remote.get_bytes(&remote.owner_key(tenant)).await?;
+    Ok(marker
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .filter(|marker| marker != own))
+}

@@ -95,6 +95,13 @@ pub struct TenantManager {
     /// Tenants detached (their local files removed, their remote copy left alone) since this process started
     /// and not created again: the uploader forgets them instead of deleting their remote copy.
     detached: Mutex<std::collections::HashSet<TenantId>>,
+    /// Upload jobs running per tenant ([`TenantManager::begin_upload`]); a detach waits for them to end.
+    uploading: Mutex<HashMap<TenantId, usize>>,
+    /// Tenants whose remote layer deletions are held (a move in progress: another pageserver may read the
+    /// layers an older index names). Kept as empty files `<data_dir>/hold_deletions/<tenant>`, so a restart keeps
+    /// holding; cleared by [`TenantManager::hold_remote_deletions`] or a detach.
+    held: Mutex<std::collections::HashSet<TenantId>>,
+    held_dir: PathBuf,
     last_record_lsns: Mutex<HashMap<TimelineKey, watch::Sender<Lsn>>>,
 }
 
@@ -128,14 +135,9 @@ impl TenantManager {
         let tenants_dir = data_dir.join("tenants");
         storage::fsio::create_dir_durable(&tenants_dir, conf.durability)?;
         let secondary_dir = data_dir.join("secondary");
-        let mut secondary = std::collections::HashSet::new();
-        if let Ok(entries) = std::fs::read_dir(&secondary_dir) {
-            for entry in entries.flatten() {
-                if let Ok(id) = entry.file_name().to_string_lossy().parse::<TenantId>() {
-                    secondary.insert(id);
-                }
-            }
-        }
+        let secondary = read_marks(&secondary_dir);
+        let held_dir = data_dir.join("hold_deletions");
+        let held = read_marks(&held_dir);
         let mut tenants = HashMap::new();
         let entries = std::fs::read_dir(&tenants_dir).map_err(|source| PageserverError::Io {
             path: tenants_dir.clone(),
@@ -166,6 +168,9 @@ impl TenantManager {
             secondary_dir,
             remote: std::sync::OnceLock::new(),
             detached: Mutex::new(std::collections::HashSet::new()),
+            uploading: Mutex::new(HashMap::new()),
+            held: Mutex::new(held),
+            held_dir,
             last_record_lsns: Mutex::new(HashMap::new()),
         })
     }
@@ -225,9 +230,55 @@ impl TenantManager {
     pub fn detach_tenant(&self, id: TenantId) -> Result<(), PageserverError> {
         let _lifecycle = self.lifecycle.lock();
         self.tenant(id)?;
-        // Marked first: the uploader never sees the tenant gone without the mark.
+        // Marked first: the uploader never sees the tenant gone without the mark, and starts no job after it.
         self.detached.lock().insert(id);
-        self.remove_tenant(id)
+        // A job that started before the mark may still write the remote copy: it ends before the detach does,
+        // so the pageserver the tenant moves to never uploads at the same time.
+        let deadline = std::time::Instant::now() + UPLOAD_DRAIN_TIMEOUT;
+        while self.uploading.lock().get(&id).copied().unwrap_or(0) > 0 {
+            if std::time::Instant::now() >= deadline {
+                self.detached.lock().remove(&id);
+                return Err(PageserverError::Io {
+                    path: self.tenants_dir.join(id.to_string()),
+                    source: std::io::Error::other(format!(
+                        "an upload of the tenant still runs after {} s; not detached",
+                        UPLOAD_DRAIN_TIMEOUT.as_secs()
+                    )),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.remove_tenant(id)?;
+        self.hold_remote_deletions(id, false)
+    }
+
+    /// Starts an upload job of `id`'s remote copy, or `None` if this pageserver must not write it (detached, or a
+    /// secondary). The job holds the returned guard while it runs; [`TenantManager::detach_tenant`] waits for it.
+    pub fn begin_upload(self: &Arc<Self>, id: TenantId) -> Option<UploadGuard> {
+        // Under the detached set's lock: a detach marks the tenant before it counts the jobs, so a job either
+        // sees the mark or is counted.
+        let detached = self.detached.lock();
+        if detached.contains(&id) || self.is_secondary(id) {
+            return None;
+        }
+        *self.uploading.lock().entry(id).or_insert(0) += 1;
+        drop(detached);
+        Some(UploadGuard {
+            manager: Arc::clone(self),
+            tenant: id,
+        })
+    }
+
+    /// Holds (`hold`) or releases the deletion of `id`'s remote layers, durably: while held, the uploader uploads
+    /// as usual but deletes no remote layer (it does once released). A move sets it on the source before the
+    /// target reads the remote index, so every layer that index names stays until the source is detached.
+    pub fn hold_remote_deletions(&self, id: TenantId, hold: bool) -> Result<(), PageserverError> {
+        set_mark(&self.held_dir, &self.held, id, hold, self.conf.durability)
+    }
+
+    /// Whether `id`'s remote layer deletions are held ([`TenantManager::hold_remote_deletions`]).
+    pub fn remote_deletions_held(&self, id: TenantId) -> bool {
+        self.held.lock().contains(&id)
     }
 
     /// Gives the manager the remote storage tenants are attached from ([`TenantManager::attach_tenant`]).
@@ -245,6 +296,16 @@ impl TenantManager {
         };
         // The mark first: a secondary never uploads, not even between its files and its mark.
         self.set_secondary(id, secondary)?;
+        if !secondary {
+            // The owner mark next, before anything is uploaded: a pageserver that owned the tenant before (lost,
+            // then back) reads it before each upload and stops uploading the tenant (`remote::upload`).
+            crate::remote::claim(&remote, id)
+                .await
+                .map_err(|e| PageserverError::Io {
+                    path: self.tenants_dir.join(id.to_string()),
+                    source: std::io::Error::other(e),
+                })?;
+        }
         let data_dir = self.tenants_dir.parent().unwrap_or(&self.tenants_dir).to_path_buf();
         let found = crate::remote::attach(&data_dir, &remote, id, self.conf.durability)
             .await
@@ -257,6 +318,20 @@ impl TenantManager {
                 self.set_secondary(id, false)?;
             }
             return Err(PageserverError::TenantNotFound(id));
+        }
+        let existing = self.tenants.read().get(&id).cloned();
+        if let Some(tenant) = existing {
+            if !secondary {
+                // A secondary made the owner: what it ingested goes to its disk now, so its first upload is an
+                // index at or past the one the old owner left (the uploader refuses to put an older one).
+                tokio::task::spawn_blocking(move || tenant.timelines().iter().try_for_each(|t| t.checkpoint()))
+                    .await
+                    .map_err(|e| PageserverError::Io {
+                        path: self.tenants_dir.join(id.to_string()),
+                        source: std::io::Error::other(e.to_string()),
+                    })??;
+            }
+            return Ok(());
         }
         let _lifecycle = self.lifecycle.lock();
         if self.tenants.read().contains_key(&id) {
@@ -276,24 +351,13 @@ impl TenantManager {
 
     /// Marks `id` secondary (never uploaded) or not, durably.
     pub fn set_secondary(&self, id: TenantId, secondary: bool) -> Result<(), PageserverError> {
-        let path = self.secondary_dir.join(id.to_string());
-        let io = |source| PageserverError::Io {
-            path: path.clone(),
-            source,
-        };
-        if secondary {
-            storage::fsio::create_dir_durable(&self.secondary_dir, self.conf.durability)?;
-            storage::fsio::write_atomic(&path, b"", self.conf.durability)?;
-            self.secondary.lock().insert(id);
-        } else {
-            self.secondary.lock().remove(&id);
-            match std::fs::remove_file(&path) {
-                Ok(()) => storage::fsio::sync_dir(&self.secondary_dir, self.conf.durability)?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(e)),
-            }
-        }
-        Ok(())
+        set_mark(
+            &self.secondary_dir,
+            &self.secondary,
+            id,
+            secondary,
+            self.conf.durability,
+        )
     }
 
     /// Whether `id` is a secondary: served, never uploaded ([`TenantManager::attach_tenant`]).
@@ -394,6 +458,64 @@ impl TenantManager {
             }),
         }
     }
+}
+
+/// How long a detach waits for the tenant's running upload jobs to end.
+const UPLOAD_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An upload job of one tenant in progress ([`TenantManager::begin_upload`]); dropped when the job ends.
+pub struct UploadGuard {
+    manager: Arc<TenantManager>,
+    tenant: TenantId,
+}
+
+impl Drop for UploadGuard {
+    fn drop(&mut self) {
+        let mut uploading = self.manager.uploading.lock();
+        if let Some(count) = uploading.get_mut(&self.tenant) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                uploading.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+/// The tenants marked by an empty file named after them in `dir` (none if it does not exist).
+fn read_marks(dir: &Path) -> std::collections::HashSet<TenantId> {
+    let mut marked = std::collections::HashSet::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if let Ok(id) = entry.file_name().to_string_lossy().parse::<TenantId>() {
+                marked.insert(id);
+            }
+        }
+    }
+    marked
+}
+
+/// Sets or clears `id`'s mark: the empty file `dir/<id>` (durably) and its entry in `marks`.
+fn set_mark(
+    dir: &Path,
+    marks: &Mutex<std::collections::HashSet<TenantId>>,
+    id: TenantId,
+    on: bool,
+    durability: storage::Durability,
+) -> Result<(), PageserverError> {
+    let path = dir.join(id.to_string());
+    if on {
+        storage::fsio::create_dir_durable(dir, durability)?;
+        storage::fsio::write_atomic(&path, b"", durability)?;
+        marks.lock().insert(id);
+    } else {
+        marks.lock().remove(&id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => storage::fsio::sync_dir(dir, durability)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(PageserverError::Io { path, source }),
+        }
+    }
+    Ok(())
 }
 
 /// Opens the tenant in `dir`, with its fetcher if there are fetchers.

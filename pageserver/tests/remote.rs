@@ -1165,3 +1165,158 @@ async fn s3_round_trip_through_a_real_s3_server() {
     );
     rebuild_and_compare(&root.path().join("ps2"), remote, &manager, tenant, &written).await;
 }
+
+/// The remote layer names of `timeline`'s remote metadata.
+fn remote_layer_names(tenant_dir: &Path, timeline: TimelineId) -> Vec<String> {
+    let meta = decode_metadata(
+        &std::fs::read(tenant_dir.join("timelines").join(timeline.to_string()).join("metadata")).expect("metadata"),
+    );
+    let mut names: Vec<String> = meta
+        .layers
+        .iter()
+        .map(storage::layer::desc::LayerDesc::file_name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The layer-deletion gap of a move: the target attaches from the remote index as a secondary (layers on first
+/// use); the source, its remote deletions held, then ingests, flushes, compacts and collects, and uploads an
+/// index that no longer names the layers the target's index names. They stay on the remote, and the secondary
+/// reads every page of every LSN it attached with. The source's detach releases the hold; the owner's first
+/// upload deletes the layers its own index does not name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_source_deletes_no_layer_a_secondary_reads() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let remote_dir = root.path().join("remote");
+    std::fs::create_dir_all(&remote_dir).expect("remote dir");
+    let (remote, checker) = checked_remote(&remote_dir);
+    let source = open_manager(&root.path().join("source"));
+    let mut source_uploader = Uploader::new(Arc::clone(&source), Arc::clone(&remote), UploaderConfig::default());
+    checker
+        .lsns
+        .set(source_uploader.remote_consistent_lsns())
+        .expect("set once");
+    let (tenant, timeline_id) = (TenantId(6), TimelineId(0x60));
+    source.create_tenant(tenant).expect("tenant");
+    let timeline = source
+        .create_timeline(tenant, timeline_id, NewTimeline::Root { start_lsn: START })
+        .expect("timeline");
+    let mut model = Model::new(START);
+    let mut n = 0;
+    for _ in 0..4 {
+        for _ in 0..6 {
+            model.write(&timeline, n);
+            n += 1;
+        }
+        timeline.checkpoint().expect("checkpoint");
+    }
+    source_uploader.upload_all().await.expect("upload");
+    let tenant_dir = remote_dir.join("tenants").join(tenant.to_string());
+    let attached_index = remote_layer_names(&tenant_dir, timeline_id);
+    assert!(attached_index.len() >= 4, "several L0 layers: {attached_index:?}");
+
+    // The move: the source holds its deletions (durably), then the target attaches as a secondary.
+    source.hold_remote_deletions(tenant, true).expect("hold");
+    let target_remote = Arc::new(
+        RemoteStorage::from_store(
+            Arc::new(LocalFileSystem::new_with_prefix(&remote_dir).expect("local store")),
+            "",
+            remote_config(),
+        )
+        .with_owner(Some("ps2".to_owned())),
+    );
+    let mut config = PageserverConfig::new(root.path().join("target"), Vec::new());
+    config.timeline = timeline_config();
+    config.remote = Some(Arc::clone(&target_remote));
+    let target = runner::open(&config).await.expect("open the target");
+    let mut target_uploader = Uploader::new(Arc::clone(&target), target_remote, UploaderConfig::default());
+    target.attach_tenant(tenant, true).await.expect("attach as a secondary");
+    let attached = target.timeline(tenant, timeline_id).expect("timeline");
+    assert!(local_layer_files(&attached).is_empty(), "layers come on first use");
+
+    // The source goes on: more WAL, a compaction and a GC, each uploaded.
+    let attached_model = model.clone();
+    for round in 0..3 {
+        for _ in 0..6 {
+            model.write(&timeline, n);
+            n += 1;
+        }
+        timeline.checkpoint().expect("checkpoint");
+        timeline.compact().expect("compact");
+        if round == 2 {
+            timeline.gc(now_us()).expect("gc");
+        }
+        source_uploader.upload_all().await.expect("upload");
+    }
+    assert!(timeline.gc_cutoff_lsn() > START, "GC moved the cutoff");
+    let source_index = remote_layer_names(&tenant_dir, timeline_id);
+    let superseded: Vec<&String> = attached_index.iter().filter(|n| !source_index.contains(n)).collect();
+    assert!(
+        !superseded.is_empty(),
+        "the compaction replaced layers the target's index names"
+    );
+    let remote_layers = |dir: &Path| -> Vec<String> {
+        remote_files(dir)
+            .iter()
+            .filter_map(|f| Path::new(f).file_name().map(|n| n.to_string_lossy().into_owned()))
+            .filter(|n| is_layer_name(n))
+            .collect()
+    };
+    let on_remote = remote_layers(&tenant_dir);
+    for name in &superseded {
+        assert!(on_remote.contains(name), "held: {name} kept on the remote");
+    }
+    // The source restarts: the hold survives it.
+    drop(timeline);
+    drop(source_uploader);
+    drop(source);
+    let source = open_manager(&root.path().join("source"));
+    assert!(source.remote_deletions_held(tenant), "the hold is durable");
+    let mut source_uploader = Uploader::new(Arc::clone(&source), Arc::clone(&remote), UploaderConfig::default());
+    source_uploader
+        .upload_all()
+        .await
+        .expect("the source's round after its restart");
+    let on_remote = remote_layers(&tenant_dir);
+    for name in &superseded {
+        assert!(
+            on_remote.contains(name),
+            "held after a restart: {name} kept on the remote"
+        );
+    }
+
+    // The secondary reads every page at every LSN it attached with (its layers fetched now).
+    let lsn = attached_model.lsn;
+    let checked = check_pages(
+        &attached,
+        &attached_model,
+        START..=lsn,
+        "the secondary after the source's GC",
+    );
+    assert!(checked >= 24 * BLOCKS as usize, "{checked} pages read");
+    assert!(!local_layer_files(&attached).is_empty(), "fetched from the remote");
+
+    // The secondary ingests what the source did (as from the safekeepers).
+    let mut replay = attached_model.clone();
+    for k in 24..n {
+        replay.write(&attached, k);
+    }
+    assert_eq!(replay.lsn, model.lsn, "the same WAL");
+
+    // The source detaches (its hold released with it); the target owns the tenant and its first upload deletes
+    // the remote layers its index does not name.
+    source.detach_tenant(tenant).expect("detach");
+    assert!(!source.remote_deletions_held(tenant), "a detach releases the hold");
+    source_uploader.upload_all().await.expect("the detached source's round");
+    target.attach_tenant(tenant, false).await.expect("own it");
+    target_uploader.upload_all().await.expect("the owner's upload");
+    let owner_index = remote_layer_names(&tenant_dir, timeline_id);
+    let mut on_remote = remote_layers(&tenant_dir);
+    on_remote.sort();
+    assert_eq!(
+        on_remote, owner_index,
+        "the owner's upload leaves exactly its index's layers"
+    );
+    assert_eq!(std::fs::read_to_string(tenant_dir.join("owner")).expect("owner"), "ps2");
+}

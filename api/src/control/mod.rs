@@ -25,6 +25,8 @@ mod events;
 pub mod expiry;
 pub mod leases;
 mod operations;
+pub mod pageserver_loss;
+mod pageserver_move;
 mod pageservers;
 pub mod placement;
 mod resolution;

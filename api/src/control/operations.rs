@@ -9,7 +9,9 @@ use super::restore::Move;
 use super::Control;
 use crate::error::ApiError;
 use crate::store::databases::{Database, DatabaseStatus};
-use crate::store::operations::{Action, DeleteBranchParams, Operation, OperationStatus, RestoreParams};
+use crate::store::operations::{
+    Action, DeleteBranchParams, MovePageserverParams, Operation, OperationStatus, RestoreParams,
+};
 use crate::store::AccountId;
 use crate::worker::OperationRunner;
 
@@ -49,6 +51,14 @@ impl OperationRunner for Control {
         params: DeleteBranchParams,
     ) -> impl Future<Output = Result<(), String>> + Send {
         self.delete_expired_work(operation, params)
+    }
+
+    fn run_move_pageserver(
+        &self,
+        operation: &Operation,
+        params: MovePageserverParams,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.move_pageserver_work(operation, params)
     }
 
     fn finish_operation(&self, operation: &Operation, outcome: Result<(), String>) -> impl Future<Output = ()> + Send {

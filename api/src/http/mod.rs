@@ -28,6 +28,7 @@ use crate::control::Control;
 use crate::error::{ApiError, ErrorInfo};
 use crate::ids;
 
+mod admin;
 mod branches;
 mod console;
 mod consumption;
@@ -175,6 +176,14 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         .route(
             "/metrics",
             get(metrics::serve).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
+        )
+        .route(
+            "/admin/databases/{id}/move_pageserver",
+            post(admin::move_pageserver).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
+        )
+        .route(
+            "/admin/operations/{id}",
+            get(admin::operation).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
         )
         .merge(v1)
         .merge(console::routes())

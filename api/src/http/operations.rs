@@ -24,11 +24,11 @@ pub(crate) struct WaitParams {
     /// Long-poll: answer once the operation has ended or this long has passed (`10s`, `500ms`, or seconds;
     /// longer than 60 s waits 60 s).
     #[param(pattern = r"^[0-9]{1,9}(ms|s)?$")]
-    wait: Option<String>,
+    pub(super) wait: Option<String>,
 }
 
 /// `10s`, `500ms`, `2` (seconds) as a duration, at most [`WAIT_MAX_MS`] (longer waits are cut to it).
-fn parse_wait(text: &str) -> Result<Duration, ApiError> {
+pub(super) fn parse_wait(text: &str) -> Result<Duration, ApiError> {
     let bad = || ApiError::InvalidRequest(format!("`wait` must be like 10s or 500ms, not {text:?}"));
     let (digits, unit_ms) = if let Some(ms) = text.strip_suffix("ms") {
         (ms, 1)

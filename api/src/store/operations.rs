@@ -38,6 +38,20 @@ pub enum Action {
     /// `resume_database`: a session woke a database suspended for idleness. Recorded `finished`, like
     /// [`Action::SuspendDatabase`].
     ResumeDatabase(DatabaseStateParams),
+    /// `move_pageserver`: the database's tenant moved to another pageserver (an admin's operation; issue 17
+    /// item 2, `control::pageserver_move`).
+    MovePageserver(MovePageserverParams),
+}
+
+/// The parameters of a `move_pageserver` operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MovePageserverParams {
+    /// The database's `pageserver` column when the move was asked (`None`: `NULL`, the first configured one):
+    /// the switch is conditional on it.
+    pub from: Option<String>,
+    /// The pageserver it moves to (its address, as configured).
+    pub to: String,
 }
 
 /// The parameters of a `suspend_database` or `resume_database` operation.
@@ -104,6 +118,8 @@ impl Action {
     pub const SUSPEND_DATABASE: &'static str = "suspend_database";
     /// The name of [`Action::ResumeDatabase`] in the `action` column and the API.
     pub const RESUME_DATABASE: &'static str = "resume_database";
+    /// The name of [`Action::MovePageserver`] in the `action` column and the API.
+    pub const MOVE_PAGESERVER: &'static str = "move_pageserver";
 
     /// Its name, as the `action` column and the API spell it.
     pub fn name(&self) -> &'static str {
@@ -114,6 +130,7 @@ impl Action {
             Action::DeleteBranch(_) => Action::DELETE_BRANCH,
             Action::SuspendDatabase(_) => Action::SUSPEND_DATABASE,
             Action::ResumeDatabase(_) => Action::RESUME_DATABASE,
+            Action::MovePageserver(_) => Action::MOVE_PAGESERVER,
         }
     }
 
@@ -134,6 +151,8 @@ impl Action {
             Action::SuspendDatabase(params) | Action::ResumeDatabase(params) => {
                 serde_json::to_string(params).expect("suspension parameters always serialize")
             }
+            // Two strings: as above.
+            Action::MovePageserver(params) => serde_json::to_string(params).expect("move parameters always serialize"),
         }
     }
 
@@ -150,6 +169,7 @@ impl Action {
             Action::DELETE_BRANCH => Ok(Action::DeleteBranch(serde_json::from_str(params)?)),
             Action::SUSPEND_DATABASE => Ok(Action::SuspendDatabase(serde_json::from_str(params)?)),
             Action::RESUME_DATABASE => Ok(Action::ResumeDatabase(serde_json::from_str(params)?)),
+            Action::MOVE_PAGESERVER => Ok(Action::MovePageserver(serde_json::from_str(params)?)),
             other => Err(ActionError::Unknown(other.to_owned())),
         }
     }
@@ -199,8 +219,8 @@ pub struct Operation {
     pub database_id: Option<String>,
     /// The branch it works on.
     pub branch_id: Option<String>,
-    /// `create_database`, `restore_branch`, `reset_branch`, `delete_branch`, `suspend_database` or
-    /// `resume_database`: the name of its [`Action`], as the row holds it (see [`Operation::work`]).
+    /// `create_database`, `restore_branch`, `reset_branch`, `delete_branch`, `suspend_database`,
+    /// `resume_database` or `move_pageserver`: the name of its [`Action`], as the row holds it (see [`Operation::work`]).
     pub action: String,
     /// Where it is.
     pub status: OperationStatus,

@@ -58,6 +58,17 @@ impl Store {
             .optional()?)
     }
 
+    /// The `pageserver` column of database `database_id`: `Some(None)` for `NULL` (the first configured one),
+    /// `None` if there is no such database.
+    pub fn pageserver_of_database(&self, database_id: &str) -> Result<Option<Option<String>>, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn
+            .query_row("SELECT pageserver FROM databases WHERE id = ?1", [database_id], |row| {
+                row.get(0)
+            })
+            .optional()?)
+    }
+
     /// How many databases each pageserver holds, as the column says (`None`: the first configured one).
     pub fn pageserver_loads(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
         let conn = self.conn()?;

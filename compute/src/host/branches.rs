@@ -264,6 +264,15 @@ impl HostShared {
             if state.store.take().is_some() {
                 vfs::unregister_database(&branch.name);
             }
+            // Re-pointed while it started (`ComputeHost::set_pageserver` changes the map, then the stores it finds
+            // under their branch's lock): this store was made with the old address and not found then.
+            let wanted = self.pageservers.read().get(&branch.target.tenant_id).cloned();
+            if let Some(wanted) = wanted.filter(|wanted| *wanted != fresh.pageserver()) {
+                match self.resources.channel(&wanted) {
+                    Ok(channel) => fresh.repoint(&wanted, channel),
+                    Err(error) => tracing::warn!(pageserver = %wanted, %error, "re-pointing a store that just started"),
+                }
+            }
             vfs::register_database(&branch.name, fresh.clone())?;
             state.store = Some(fresh.clone());
             state.idle_since = None;

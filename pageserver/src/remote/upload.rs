@@ -172,6 +172,8 @@ struct TenantRemote {
 #[derive(Clone)]
 struct Ctx {
     remote: Arc<RemoteStorage>,
+    /// Asked before each remote layer deletion whether the tenant's deletions are held (a move in progress).
+    manager: Arc<TenantManager>,
     lsns: Arc<RemoteConsistentLsns>,
 }
 
@@ -216,11 +218,12 @@ impl Uploader {
     /// An uploader of `manager`'s tenants to `remote`.
     pub fn new(manager: Arc<TenantManager>, remote: Arc<RemoteStorage>, config: UploaderConfig) -> Uploader {
         Uploader {
-            manager,
             ctx: Ctx {
                 remote,
+                manager: Arc::clone(&manager),
                 lsns: Arc::new(RemoteConsistentLsns::default()),
             },
+            manager,
             config,
             queue: Arc::new(UploadQueue::default()),
             timelines: HashMap::new(),
@@ -385,10 +388,10 @@ impl Uploader {
             }
             return Start::Nothing;
         };
-        if self.manager.is_detached(tenant_id) || self.manager.is_secondary(tenant_id) {
+        let Some(guard) = self.manager.begin_upload(tenant_id) else {
             // Another pageserver owns its remote copy.
             return Start::Nothing;
-        }
+        };
         let timeline = tenant.timeline(timeline_id).ok();
         let known = self.timelines.contains_key(&key);
         let state = match self.timelines.insert(key, Slot::Busy) {
@@ -407,6 +410,7 @@ impl Uploader {
                 }
                 Start::Job(
                     async move {
+                        let _guard = guard;
                         let mut state = state;
                         let outcome =
                             upload_timeline(&ctx, tenant_id, &timeline, &tenant_dir, &tenant_state, &mut state)
@@ -419,6 +423,7 @@ impl Uploader {
             }
             None if known => Start::Job(
                 async move {
+                    let _guard = guard;
                     let outcome = delete_timeline(&ctx, tenant_id, timeline_id, &tenant_dir, &tenant_state)
                         .await
                         .map(|()| Outcome::Deleted);

@@ -75,6 +75,17 @@ pub(super) async fn upload_timeline(
     tenant_state: &tokio::sync::Mutex<TenantRemote>,
     state: &mut TimelineRemote,
 ) -> Result<(), RemoteError> {
+    if let Some(owner) = super::super::owned_elsewhere(&ctx.remote, tenant).await? {
+        // Another pageserver took the tenant while this one was unreachable (the control plane re-placed it):
+        // this copy is stale and must never write the remote one again. A secondary is never uploaded.
+        tracing::warn!(%tenant, %owner, "the tenant is owned by another pageserver now; kept here as a secondary");
+        ctx.manager
+            .set_secondary(tenant, true)
+            .map_err(|e| RemoteError::LocalState(e.to_string()))?;
+        return Err(RemoteError::LocalState(format!(
+            "tenant {tenant} is owned by pageserver {owner}; not uploaded"
+        )));
+    }
     if !state.initialized {
         load_remote_state(ctx, tenant, timeline.id(), state).await?;
     }
@@ -100,6 +111,12 @@ pub(super) async fn upload_timeline(
         return Ok(());
     };
     ctx.lsns.advance((tenant, timeline.id()), meta.disk_consistent_lsn);
+    if ctx.manager.remote_deletions_held(tenant) {
+        // A move in progress: another pageserver may read an older index naming these layers. They stay in
+        // `state.layers`, so the first upload after the hold is released deletes them. Checked after the new
+        // metadata is up, so a layer deleted here is named by no index read after the hold was set.
+        return Ok(());
+    }
     let named: HashSet<String> = meta.layers.iter().map(LayerDesc::file_name).collect();
     let unreferenced: Vec<String> = state.layers.keys().filter(|n| !named.contains(*n)).cloned().collect();
     for name in unreferenced {

@@ -1,0 +1,56 @@
+//! Admin-only routes outside the `/v1` contract (a key of the admin account not limited to a project, as
+//! `/metrics`): `POST /admin/databases/{id}/move_pageserver` `{"pageserver": "<address>"}` starts moving a
+//! database's tenant to another configured pageserver (202 with the `move_pageserver` operation), and
+//! `GET /admin/operations/{id}` (`?wait=` as `/v1/operations/{id}`) reads any account's operation.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+
+use super::operations::{parse_wait, WaitParams};
+use super::views::OperationEnvelope;
+use super::{object_body, parse_id, AppState};
+use crate::error::ApiError;
+
+/// The body of a move.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MovePageserver {
+    /// The pageserver's address, as `--pageservers` names it.
+    pageserver: String,
+}
+
+/// Starts moving database `id`'s tenant to the pageserver the body names.
+pub(crate) async fn move_pageserver(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<(StatusCode, Json<OperationEnvelope>), ApiError> {
+    let id = parse_id(id, "db_")?;
+    let body: MovePageserver = object_body(body)?;
+    let operation = state.control.move_pageserver(&id, &body.pageserver).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(OperationEnvelope {
+            operation: operation.into(),
+        }),
+    ))
+}
+
+/// Any account's operation `id`; with `?wait=`, once it has ended or the wait has passed.
+pub(crate) async fn operation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    params: Result<Query<WaitParams>, QueryRejection>,
+) -> Result<Json<OperationEnvelope>, ApiError> {
+    let id = parse_id(id, "op_")?;
+    let Query(params) = params?;
+    let wait = params.wait.as_deref().map(parse_wait).transpose()?.unwrap_or_default();
+    let operation = state.control.any_operation(&id).await?;
+    let operation = state.control.wait_operation(&operation.account_id, &id, wait).await?;
+    Ok(Json(OperationEnvelope {
+        operation: operation.into(),
+    }))
+}

@@ -1,0 +1,620 @@
+//! Moving a database's tenant between pageservers (issue 17 item 2), all real processes: three safekeepers,
+//! two `cambium pageserver`s on one local-directory remote, one `cambium api --pageservers a,b`.
+//!
+//! A database under the bank workload (`common::bank`), with a reader summing the balances in a loop on a
+//! session of its own, is moved from the first pageserver to the second with the admin route
+//! (`POST /admin/databases/{id}/move_pageserver`): every acknowledged transfer is kept, the reader's session
+//! stays open and its reads answer throughout (the errors any client saw are counted and printed, and must be
+//! none), the source's `ListTenants` lacks the tenant afterwards and the target's has it, the remote copy is
+//! marked with the target's id, and a branch and a restore work after the move. Then the move back, with the
+//! API killed -9 while the target holds the tenant as a secondary (a fault pause right after the attach):
+//! restarted, it resumes the operation, which finishes; nothing acknowledged is lost.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::api::{connect, password_of, request, with_password};
+use common::bank::{self, Bank};
+use common::Process;
+use proto::pageserver as ps;
+use serde_json::Value;
+
+/// Prints the tail of every process's log if the test fails.
+struct Logs(Vec<PathBuf>);
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for path in &self.0 {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            eprintln!("---- {} (last 60 lines)\n{tail}", path.display());
+        }
+    }
+}
+
+/// Three safekeepers, two pageservers sharing a remote, and the API over them.
+struct Deployment {
+    _safekeepers: Vec<Process>,
+    pageservers: Vec<Process>,
+    api: Process,
+    key: String,
+    data_dir: PathBuf,
+    _logs: Logs,
+    root: tempfile::TempDir,
+}
+
+/// A free loopback port (bound, then let go), so the API's PostgreSQL listener keeps its address across its
+/// restarts and the clients' connection strings stay valid.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port()
+}
+
+/// The processes' logs at `info` (their stderr, printed if the test fails).
+fn info() -> Vec<(String, String)> {
+    vec![("RUST_LOG".to_owned(), "info".to_owned())]
+}
+
+impl Deployment {
+    fn start(api_extra: &[&str]) -> Deployment {
+        let root = tempfile::tempdir().expect("tempdir");
+        let log = |name: &str| root.path().join(format!("{name}.log"));
+        let safekeepers: Vec<Process> = (1..=3)
+            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
+            .collect();
+        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
+        let remote = format!("file://{}", root.path().join("remote").display());
+        let pageservers: Vec<Process> = (1..=2)
+            .map(|n| {
+                Process::start_logged_with_env(
+                    vec![
+                        "pageserver".into(),
+                        "--data-dir".into(),
+                        root.path().join(format!("ps{n}")).display().to_string(),
+                        "--safekeepers".into(),
+                        addresses.join(","),
+                        "--remote".into(),
+                        remote.clone(),
+                        "--id".into(),
+                        format!("ps{n}"),
+                    ],
+                    &log(&format!("ps{n}")),
+                    info(),
+                )
+            })
+            .collect();
+        let data_dir = root.path().join("api");
+        let pageserver_list: Vec<String> = pageservers.iter().map(|p| p.address.clone()).collect();
+        let mut api_args: Vec<String> = vec![
+            "api".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--pg-listen".into(),
+            format!("127.0.0.1:{}", free_port()),
+            "--pageservers".into(),
+            pageserver_list.join(","),
+            "--safekeepers".into(),
+            addresses.join(","),
+        ];
+        api_args.extend(api_extra.iter().map(|arg| (*arg).to_owned()));
+        let api = Process::start_logged_with_env(api_args, &log("api"), info());
+        let key = std::fs::read_to_string(data_dir.join("api_key"))
+            .expect("key")
+            .trim()
+            .to_owned();
+        Deployment {
+            _safekeepers: safekeepers,
+            pageservers,
+            api,
+            key,
+            data_dir,
+            _logs: Logs(vec![log("api"), log("ps1"), log("ps2")]),
+            root,
+        }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<&str>) -> common::api::Reply {
+        request(&self.api.address, method, path, Some(&self.key), body, &[]).await
+    }
+
+    /// Waits for operation `id` to end (through the admin route, which reads any account's); its JSON.
+    async fn wait_operation(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let reply = self
+                .call("GET", &format!("/admin/operations/{id}?wait=30s"), None)
+                .await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let operation = reply.json()["operation"].clone();
+            if operation["status"] != "running" {
+                return operation;
+            }
+            assert!(Instant::now() < deadline, "operation {id} still running: {operation}");
+        }
+    }
+
+    /// Starts moving `database` to pageserver `index`; the operation's id.
+    async fn start_move(&self, database: &str, index: usize) -> String {
+        let body = format!(r#"{{"pageserver":"{}"}}"#, self.pageservers[index].address);
+        let reply = self
+            .call(
+                "POST",
+                &format!("/admin/databases/{database}/move_pageserver"),
+                Some(&body),
+            )
+            .await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        let operation = reply.json()["operation"].clone();
+        assert_eq!(operation["action"], "move_pageserver", "{operation}");
+        operation["id"].as_str().expect("id").to_owned()
+    }
+
+    /// The tenants pageserver `index` holds.
+    async fn tenants_on(&self, index: usize) -> Vec<String> {
+        let mut client =
+            ps::management_client::ManagementClient::connect(format!("http://{}", self.pageservers[index].address))
+                .await
+                .expect("connect to the pageserver");
+        client
+            .list_tenants(ps::ListTenantsRequest {})
+            .await
+            .expect("list tenants")
+            .into_inner()
+            .tenant_ids
+    }
+
+    /// The database's tenant and pageserver column, read from the metadata file.
+    fn placement(&self, database: &str) -> (String, Option<String>) {
+        let conn =
+            compute::rusqlite::Connection::open(self.data_dir.join("metadata.sqlite")).expect("open the metadata");
+        conn.query_row(
+            "SELECT tenant_id, pageserver FROM databases WHERE id = ?1",
+            [database],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("the database's row")
+    }
+
+    fn remote_owner(&self, tenant: &str) -> Option<String> {
+        std::fs::read_to_string(
+            self.root
+                .path()
+                .join("remote")
+                .join("tenants")
+                .join(tenant)
+                .join("owner"),
+        )
+        .ok()
+    }
+}
+
+/// A session that sums the balances in a loop, reconnecting after an error; counts reads and errors.
+struct Reader {
+    stop: Arc<AtomicBool>,
+    reads: Arc<AtomicU64>,
+    errors: Arc<Mutex<Vec<String>>>,
+    reconnects: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reader {
+    fn start(uri: &str) -> Reader {
+        let (stop, reads, errors, reconnects) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(Mutex::new(Vec::new())),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let task = {
+            let (uri, stop, reads, errors, reconnects) = (
+                uri.to_owned(),
+                Arc::clone(&stop),
+                Arc::clone(&reads),
+                Arc::clone(&errors),
+                Arc::clone(&reconnects),
+            );
+            tokio::spawn(async move {
+                let mut session = None;
+                while !stop.load(Ordering::SeqCst) {
+                    let client = match session.take() {
+                        Some(client) => client,
+                        None => match connect(&uri).await {
+                            Ok(client) => {
+                                reconnects.fetch_add(1, Ordering::SeqCst);
+                                client
+                            }
+                            Err(error) => {
+                                errors.lock().expect("lock").push(format!("connect: {error}"));
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                                continue;
+                            }
+                        },
+                    };
+                    let read = tokio::time::timeout(
+                        Duration::from_secs(20),
+                        client.query("SELECT balance FROM accounts", &[]),
+                    )
+                    .await;
+                    match read {
+                        Ok(Ok(rows)) => {
+                            let total: Result<i64, _> = rows.iter().map(|row| row.try_get::<_, i64>(0)).sum();
+                            match total {
+                                Ok(total) if total == bank::ACCOUNTS * bank::INITIAL_BALANCE => {
+                                    reads.fetch_add(1, Ordering::SeqCst);
+                                }
+                                other => errors.lock().expect("lock").push(format!("the total: {other:?}")),
+                            }
+                            session = Some(client);
+                        }
+                        Ok(Err(error)) => errors.lock().expect("lock").push(bank::error_text(&error)),
+                        Err(_) => errors.lock().expect("lock").push("no answer in 20 s".to_owned()),
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        Reader {
+            stop,
+            reads,
+            errors,
+            reconnects,
+            task,
+        }
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    fn errors(&self) -> Vec<String> {
+        self.errors.lock().expect("lock").clone()
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("the reader");
+    }
+}
+
+/// The bank's attempts that did not succeed, ended after `since`.
+fn failed_since(bank: &Bank, since: Instant) -> Vec<String> {
+    bank.attempts()
+        .iter()
+        .filter(|a| a.ended >= since)
+        .filter_map(|a| match &a.outcome {
+            bank::Outcome::Acknowledged => None,
+            bank::Outcome::Unknown(e) | bank::Outcome::NotCommitted(e) => Some(e.clone()),
+        })
+        .chain(
+            bank.failed_connects()
+                .iter()
+                .filter(|c| c.ended >= since)
+                .map(|c| format!("connect: {}", c.error)),
+        )
+        .collect()
+}
+
+async fn branch_and_restore(deployment: &Deployment, database: &Value, uri: &str) {
+    let database_id = database["id"].as_str().expect("id");
+    let client = connect(uri).await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS t (id BIGINT PRIMARY KEY); INSERT INTO t VALUES (1)")
+        .await
+        .expect("write");
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/v1/databases/{database_id}/branches"),
+            Some(r#"{"name":"after_move"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let branch = reply.json()["branch"].clone();
+    let point = branch["parent_lsn"].as_str().expect("lsn").to_owned();
+    let password = password_of(uri).expect("password");
+    let branch_uri = with_password(branch["connection_uri"].as_str().expect("uri"), &password);
+    let branch_client = connect(&branch_uri).await.expect("connect to the branch");
+    let count: i64 = branch_client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("read the branch")
+        .get(0);
+    assert_eq!(count, 1, "the branch has the row");
+    client.batch_execute("INSERT INTO t VALUES (2)").await.expect("write");
+    let default_branch = database["default_branch_id"].as_str().expect("branch");
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/v1/branches/{default_branch}/restore"),
+            Some(&format!(r#"{{"target_lsn":"{point}","preserve":false}}"#)),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let ended = deployment
+        .wait_operation(reply.json()["operation"]["id"].as_str().expect("id"))
+        .await;
+    assert_eq!(ended["status"], "finished", "{ended}");
+    let client = connect(uri).await.expect("connect after the restore");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("read after the restore")
+        .get(0);
+    assert_eq!(count, 1, "restored to the branch point");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_moves_between_pageservers_under_load_and_through_an_api_crash() {
+    let mut deployment = Deployment::start(&[]);
+    let project = deployment
+        .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
+        .await
+        .json()["project"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/v1/projects/{project}/databases"),
+            Some(r#"{"name":"bank"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let database = reply.json()["database"].clone();
+    let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+    assert_eq!(deployment.wait_operation(&operation).await["status"], "finished");
+    let database_id = database["id"].as_str().expect("id").to_owned();
+    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let (tenant, placed) = deployment.placement(&database_id);
+    let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
+    assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
+
+    // Refusals: not an admin route for a bad target, nor a move to where it is.
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/admin/databases/{database_id}/move_pageserver"),
+            Some(r#"{"pageserver":"127.0.0.1:1"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/admin/databases/{database_id}/move_pageserver"),
+            Some(&format!(r#"{{"pageserver":"{}"}}"#, addresses[0])),
+        )
+        .await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    let reply = request(
+        &deployment.api.address,
+        "POST",
+        &format!("/admin/databases/{database_id}/move_pageserver"),
+        None,
+        Some("{}"),
+        &[],
+    )
+    .await;
+    assert_eq!(reply.status, 401, "{}", reply.body);
+
+    let seed = bank::seed();
+    let bank = Bank::start(&uri, seed).await;
+    bank.progress(40, "before the move").await;
+    let reader = Reader::start(&uri);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reader.reads() < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the reader does not read: {:?}",
+            reader.errors()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The move, under load.
+    let (moved_at, reads_before) = (Instant::now(), reader.reads());
+    let operation = deployment.start_move(&database_id, 1).await;
+    let ended = deployment.wait_operation(&operation).await;
+    let move_ms = moved_at.elapsed().as_millis();
+    assert_eq!(ended["status"], "finished", "{ended}");
+    bank.progress(40, "after the move").await;
+    let reads_during = reader.reads() - reads_before;
+    let (reader_errors, bank_errors) = (reader.errors(), failed_since(&bank, moved_at));
+    println!(
+        "move under load: {move_ms} ms; the reader: {reads_during} reads during the move and {} errors, \
+         {} sessions in all; the bank: {} failed transfers or connects since the move began",
+        reader_errors.len(),
+        reader.reconnects.load(Ordering::SeqCst),
+        bank_errors.len()
+    );
+    assert!(reader_errors.is_empty(), "the reader's errors: {reader_errors:?}");
+    assert!(bank_errors.is_empty(), "the bank's errors: {bank_errors:?}");
+    assert_eq!(
+        reader.reconnects.load(Ordering::SeqCst),
+        1,
+        "the reader's session stayed open"
+    );
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[1].as_str())
+    );
+    assert!(!deployment.tenants_on(0).await.contains(&tenant), "the source lacks it");
+    assert!(deployment.tenants_on(1).await.contains(&tenant), "the target has it");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps2") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps2");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    reader.stop().await;
+    let attempts = bank.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(&uri, seed, "after the move").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the move");
+    println!(
+        "{} transfers acknowledged, all present after the move",
+        acknowledged.len()
+    );
+    branch_and_restore(&deployment, &database, &uri).await;
+
+    // The move back, the API killed -9 while the target holds the tenant as a secondary.
+    deployment.api.kill9();
+    deployment
+        .api
+        .args_mut()
+        .extend(["--faults".to_owned(), "pause_at=move_attached:60000".to_owned()]);
+    deployment.api.restart();
+    let operation = deployment.start_move(&database_id, 0).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !deployment.tenants_on(0).await.contains(&tenant) {
+        assert!(Instant::now() < deadline, "the target never attached the tenant");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    deployment.api.kill9();
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[1].as_str()),
+        "killed before the switch"
+    );
+    let args = deployment.api.args_mut();
+    args.truncate(args.len() - 2);
+    let restarted_at = Instant::now();
+    deployment.api.restart();
+    let ended = deployment.wait_operation(&operation).await;
+    println!(
+        "the move resumed after kill -9 of the API: ended {} {} ms after the restart",
+        ended["status"],
+        restarted_at.elapsed().as_millis()
+    );
+    assert_eq!(ended["status"], "finished", "{ended}");
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[0].as_str())
+    );
+    assert!(
+        !deployment.tenants_on(1).await.contains(&tenant),
+        "the old target lacks it"
+    );
+    assert!(
+        deployment.tenants_on(0).await.contains(&tenant),
+        "the first has it again"
+    );
+    let state = bank::read_state(&uri, seed, "after the move back").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the move back");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps1 again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 17 item 5: the pageserver holding a database under the bank workload is killed -9; after
+/// `--pageserver-dead-after-ms` the API re-places the database on the other (attached from the remote and the
+/// safekeepers' WAL), the clients' transfers go on and nothing acknowledged is lost. The killed pageserver comes
+/// back: it finds the tenant owned by the other and keeps it as a secondary, uploading nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_nothing() {
+    let mut deployment = Deployment::start(&["--pageserver-dead-after-ms", "2000"]);
+    let project = deployment
+        .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
+        .await
+        .json()["project"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let reply = deployment
+        .call(
+            "POST",
+            &format!("/v1/projects/{project}/databases"),
+            Some(r#"{"name":"bank"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let database = reply.json()["database"].clone();
+    let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+    assert_eq!(deployment.wait_operation(&operation).await["status"], "finished");
+    let database_id = database["id"].as_str().expect("id").to_owned();
+    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let (tenant, placed) = deployment.placement(&database_id);
+    let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
+    assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
+    let seed = bank::seed();
+    let bank = Bank::start(&uri, seed).await;
+    bank.progress(60, "before the loss").await;
+    // Uploaded and marked by its pageserver.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let killed_at = Instant::now();
+    deployment.pageservers[0].kill9();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while deployment.placement(&database_id).1.as_deref() != Some(addresses[1].as_str()) {
+        assert!(Instant::now() < deadline, "never re-placed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let replaced_ms = killed_at.elapsed().as_millis();
+    bank.progress(60, "after the re-placement").await;
+    let resumed_ms = killed_at.elapsed().as_millis();
+    let errors = failed_since(&bank, killed_at);
+    println!(
+        "lost pageserver: re-placed {replaced_ms} ms after the kill (dead after 2000 ms), 60 more transfers by \
+         {resumed_ms} ms; {} failed transfers or connects meanwhile",
+        errors.len()
+    );
+    let attempts = bank.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(&uri, seed, "after the re-placement").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the re-placement");
+    println!("{} transfers acknowledged, all present", acknowledged.len());
+    assert!(deployment.tenants_on(1).await.contains(&tenant), "the live one has it");
+    assert_eq!(deployment.remote_owner(&tenant).as_deref(), Some("ps2"));
+
+    // The lost one comes back with its old copy: it keeps it as a secondary and never uploads it.
+    deployment.pageservers[0].restart();
+    let mark = deployment.root.path().join("ps1").join("secondary").join(&tenant);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !mark.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the returning pageserver never gave the tenant up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // More writes on the live one; the remote stays the live one's.
+    let client = connect(&uri).await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE after_return (id BIGINT PRIMARY KEY); INSERT INTO after_return VALUES (1)")
+        .await
+        .expect("write after the return");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        deployment.remote_owner(&tenant).as_deref(),
+        Some("ps2"),
+        "still the live one's"
+    );
+    let state = bank::read_state(&uri, seed, "after the return").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the return");
+}
