@@ -9,6 +9,7 @@ use compute::host::BranchTarget;
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
 use crate::faults::{self, Step};
+use crate::store::audit;
 use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
 use crate::store::labels::Labels;
 use crate::store::operations::Action;
@@ -134,9 +135,15 @@ impl Control {
             labels: new.labels,
         };
         let (row, timeline_row) = (branch.clone(), timeline);
+        // The call's audit entry (201) goes in the row's own transaction: one metadata flush, not two.
+        let audit = audit::claim(201);
+        let entry = audit.as_ref().map(|claim| claim.entry().clone());
         let inserted = self
-            .blocking(move |store| store.insert_branch(&row, &timeline_row))
+            .blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref()))
             .await;
+        if let (Ok(()), Some(audit)) = (&inserted, audit) {
+            audit.committed();
+        }
         if let Err(error) = inserted {
             // Nothing points at the new timeline: take it back.
             if let Err(e) = self

@@ -62,6 +62,10 @@ const SCENARIOS: &[Scenario] = &[
         super::audit::tests::entries_list_newest_first_by_project_and_old_ones_go_on,
     ),
     (
+        "a_change_and_its_audit_entry_commit_together",
+        super::audit::tests::a_change_and_its_audit_entry_commit_together_on,
+    ),
+    (
         "deliveries_queue_by_subscription_and_log_their_attempts",
         super::webhooks::tests::deliveries_queue_by_subscription_and_log_their_attempts_on,
     ),
@@ -245,7 +249,7 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     child.parent_branch_id = Some(created.branch.id.clone());
     child.parent_lsn = Some(child_timeline.start_lsn);
     child.timeline_id = child_timeline.timeline_id;
-    store.insert_branch(&child, &child_timeline).unwrap();
+    store.insert_branch(&child, &child_timeline, None).unwrap();
     assert_eq!(store.branch(&child.id).unwrap().unwrap(), child);
     let mut again = child.clone();
     again.id.push('y');
@@ -255,7 +259,8 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
             &TimelineRow {
                 timeline_id: timeline('3'),
                 ..child_timeline
-            }
+            },
+            None
         ),
         Err(StoreError::Conflict(_))
     ));

@@ -6,6 +6,7 @@ use cambium_types::{Lsn, TimelineId};
 
 use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
+use crate::store::audit::{insert_audit, NewAuditEntry};
 use crate::store::labels::{label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
 
@@ -181,12 +182,21 @@ impl Store {
             .optional()?)
     }
 
-    /// Adds `branch` on its new `timeline`, in one transaction; [`StoreError::Conflict`] for a duplicate name.
-    pub fn insert_branch(&self, branch: &Branch, timeline: &TimelineRow) -> Result<(), StoreError> {
+    /// Adds `branch` on its new `timeline`, and `audit` (the creation's audit entry) if given, in one transaction;
+    /// [`StoreError::Conflict`] for a duplicate name.
+    pub fn insert_branch(
+        &self,
+        branch: &Branch,
+        timeline: &TimelineRow,
+        audit: Option<&NewAuditEntry>,
+    ) -> Result<(), StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         insert_timeline(&tx, &branch.database_id, timeline)?;
         insert_branch(&tx, branch)?;
+        if let Some(entry) = audit {
+            insert_audit(&tx, entry)?;
+        }
         tx.commit()?;
         Ok(())
     }
