@@ -28,7 +28,7 @@ pub struct Faults {
     pub pause_at: Option<(Step, u64)>,
 }
 
-/// A point between two steps of a deletion (storage and metadata), where `pause_at` pauses.
+/// A point between two steps of a deletion or a creation (storage and metadata), where `pause_at` pauses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {
@@ -44,16 +44,20 @@ pub enum Step {
     TimelineSafekeepers,
     /// A timeline's deletion: gone from the storage, its row not deleted yet (`timeline_row`).
     TimelineRow,
+    /// Branch creation: the storage side paused before its timeline is made, while the row is written at once
+    /// (`branch_timeline`: a crash then leaves a row whose timeline the storage lacks).
+    BranchTimeline,
 }
 
 impl Step {
-    const ALL: [Step; 6] = [
+    const ALL: [Step; 7] = [
         Step::DatabaseRow,
         Step::DatabaseStorage,
         Step::TenantSafekeepers,
         Step::BranchStorage,
         Step::TimelineSafekeepers,
         Step::TimelineRow,
+        Step::BranchTimeline,
     ];
 
     /// Its name in the text form and in the log.
@@ -65,6 +69,7 @@ impl Step {
             Step::BranchStorage => "branch_storage",
             Step::TimelineSafekeepers => "timeline_safekeepers",
             Step::TimelineRow => "timeline_row",
+            Step::BranchTimeline => "branch_timeline",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Branches: creation at a point of a parent, rename and promotion, deletion of a subtree, and the sweep of
 //! the timelines nothing needs any more.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use cambium_types::TimelineId;
@@ -117,10 +118,6 @@ impl Control {
         // The child's set may differ from its parent's: its history below the branch point is read from the
         // pageserver, never from the parent's safekeepers.
         let set = self.set_for_new_timeline(&database.id, timeline.timeline_id).await?;
-        self.backend
-            .create_timeline(database.tenant_id, &timeline, &set)
-            .await?;
-        faults::pause(self.config.faults.branch_row_pause_ms).await;
         let now = jiff::Timestamp::now();
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
@@ -134,26 +131,69 @@ impl Control {
             expires_at,
             labels: new.labels,
         };
+        // The row and the storage at once: the reply waits for the slower of the two flushes, not their sum. The
+        // row is recorded storage pending: until the storage is known to hold the timeline, whatever serves the
+        // branch completes it first (`complete_pending_creations`); nothing serves it meanwhile, as every path
+        // that serves a database's branches holds the database's lock, which this holds until the end.
         let (row, timeline_row) = (branch.clone(), timeline);
         // The call's audit entry (201) goes in the row's own transaction: one metadata flush, not two.
         let audit = audit::claim(201);
         let entry = audit.as_ref().map(|claim| claim.entry().clone());
-        let inserted = self
-            .blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref()))
-            .await;
-        if let (Ok(()), Some(audit)) = (&inserted, audit) {
-            audit.committed();
-        }
-        if let Err(error) = inserted {
-            // Nothing points at the new timeline: take it back.
-            if let Err(e) = self
-                .backend
-                .delete_timeline(database.tenant_id, timeline.timeline_id)
+        let confirmed = std::mem::take(&mut *self.creations_confirmed.lock());
+        let confirming = confirmed.clone();
+        let write_row = async {
+            faults::pause(self.config.faults.branch_row_pause_ms).await;
+            self.blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref(), &confirming))
                 .await
-            {
-                tracing::warn!(%e, "an unused timeline could not be deleted");
+        };
+        let make_storage = async {
+            self.config.faults.pause_at(Step::BranchTimeline).await;
+            self.backend.create_timeline(database.tenant_id, &timeline, &set).await
+        };
+        let (inserted, stored) = tokio::join!(write_row, make_storage);
+        let inserted = match (inserted, stored) {
+            (Ok(inserted), Ok(())) => inserted,
+            (Err(error), _) => {
+                self.creations_confirmed.lock().extend(confirmed);
+                // Nothing points at the new timeline: take it back.
+                if let Err(e) = self
+                    .backend
+                    .delete_timeline(database.tenant_id, timeline.timeline_id)
+                    .await
+                {
+                    tracing::warn!(%e, "an unused timeline could not be deleted");
+                }
+                return Err(error);
             }
-            return Err(error);
+            (Ok(inserted), Err(error)) => {
+                self.creations_confirmed.lock().extend(confirmed);
+                // The row names a timeline the storage may lack: take the row back, then whatever the storage
+                // made. A crash before that leaves the row storage pending, completed before it is served.
+                let (branch_id, timeline_id) = (branch.id.clone(), timeline.timeline_id);
+                let audit_id = inserted.map(|entry| entry.id);
+                match self
+                    .blocking(move |store| store.undo_branch_creation(&branch_id, timeline_id, audit_id.as_deref()))
+                    .await
+                {
+                    Ok(()) => {
+                        if let Err(e) = self
+                            .backend
+                            .delete_timeline(database.tenant_id, timeline.timeline_id)
+                            .await
+                        {
+                            tracing::warn!(%e, "an unused timeline could not be deleted");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(?e, branch = %branch.id, "a branch whose storage failed could not be taken back; it is completed before it is served")
+                    }
+                }
+                return Err(error.into());
+            }
+        };
+        self.creations_confirmed.lock().push(timeline.timeline_id);
+        if let (Some(_), Some(audit)) = (inserted, audit) {
+            audit.committed();
         }
         // The status cannot change under the lock (a wake from idleness can, but the names are served either way).
         let served = database.serves_sessions();
@@ -177,6 +217,75 @@ impl Control {
         self.emit_branch(WebhookEvent::BranchCreated, branch.clone(), database)
             .await;
         Ok((branch, database.clone()))
+    }
+
+    /// Settles the creations of `database`'s timelines recorded storage pending (a branch's row written at once
+    /// with its storage, then a crash, or a creation whose confirmation is not recorded yet). Called under the
+    /// database's lock by whatever serves its branches, before it does. The pageserver is asked which timelines it
+    /// holds (one call): a pending timeline it holds may have been acknowledged (a creation is acknowledged only
+    /// once the pageserver and a majority of the safekeepers made it), so it is completed: created again,
+    /// idempotently, at its row's start LSN (the safekeepers' missing copies made), then recorded as there. One it
+    /// does not hold was never acknowledged: its branch is removed (the row, the timeline's row, the creation's
+    /// audit entry) and whatever the safekeepers made deleted, as the failed request would have. Returns the
+    /// timelines left pending (the storage did not answer), whose branches are not served; the next serve tries
+    /// again.
+    pub(super) async fn complete_pending_creations(
+        &self,
+        database: &Database,
+    ) -> Result<HashSet<TimelineId>, ApiError> {
+        let database_id = database.id.clone();
+        let pending = self
+            .blocking(move |store| store.pending_timelines_of(&database_id))
+            .await?;
+        if pending.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let held: HashSet<TimelineId> = match self.backend.list_timelines(database.tenant_id).await {
+            Ok(held) => held.into_iter().map(|(id, _)| id).collect(),
+            Err(error) => {
+                tracing::warn!(database = %database.id, %error, "the pageserver's timelines could not be listed; branches being created are not served yet");
+                return Ok(pending.into_iter().collect());
+            }
+        };
+        let database_id = database.id.clone();
+        let (rows, branches) = self
+            .blocking(move |store| Ok((store.timelines_of(&database_id)?, store.branches_of(&database_id)?)))
+            .await?;
+        let (mut failed, mut done) = (HashSet::new(), Vec::new());
+        for id in pending {
+            let Some(row) = rows.iter().find(|row| row.timeline_id == id) else {
+                continue;
+            };
+            if !held.contains(&id) {
+                let Some(branch) = branches.iter().find(|b| b.timeline_id == id).cloned() else {
+                    // No branch on it (a restore's timeline is never pending): an unreferenced row, swept.
+                    done.push(id);
+                    continue;
+                };
+                let project_id = database.project_id.clone();
+                let removed = branch.clone();
+                self.blocking(move |store| store.undo_unacknowledged_creation(&removed, &project_id))
+                    .await?;
+                tracing::warn!(database = %database.id, branch = %branch.id, timeline = %id, "a branch creation cut before its storage was made is taken back");
+                self.backend
+                    .delete_timeline_from_safekeepers(database.tenant_id, id)
+                    .await;
+                continue;
+            }
+            let set = self.set_of(id).await?;
+            match self.backend.create_timeline(database.tenant_id, row, &set).await {
+                Ok(()) => done.push(id),
+                Err(error) => {
+                    tracing::warn!(database = %database.id, timeline = %id, %error, "a branch's timeline could not be completed on the storage; its branch is not served");
+                    failed.insert(id);
+                }
+            }
+        }
+        if !done.is_empty() {
+            self.creations_confirmed.lock().retain(|id| !done.contains(id));
+            self.blocking(move |store| store.confirm_timelines(&done)).await?;
+        }
+        Ok(failed)
     }
 
     /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the

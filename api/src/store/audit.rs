@@ -287,7 +287,9 @@ pub(crate) mod tests {
         let mut audit = entry(&project.id, 201);
 
         // Committed together.
-        store.insert_branch(&child, &child_timeline(2), Some(&audit)).unwrap();
+        store
+            .insert_branch(&child, &child_timeline(2), Some(&audit), &[])
+            .unwrap();
         assert!(open().branch(&child.id).unwrap().is_some());
         assert_eq!(entries_with(open, &account, &project.id, 201), 1);
 
@@ -296,7 +298,7 @@ pub(crate) mod tests {
         twin.id.push('y');
         twin.timeline_id = TimelineId(3);
         assert!(matches!(
-            store.insert_branch(&twin, &child_timeline(3), Some(&audit)),
+            store.insert_branch(&twin, &child_timeline(3), Some(&audit), &[]),
             Err(StoreError::Conflict(_))
         ));
         assert_eq!(entries_with(open, &account, &project.id, 201), 1);
@@ -319,7 +321,9 @@ pub(crate) mod tests {
         third.name = "third".to_owned();
         third.timeline_id = TimelineId(4);
         hide(true);
-        assert!(store.insert_branch(&third, &child_timeline(4), Some(&audit)).is_err());
+        assert!(store
+            .insert_branch(&third, &child_timeline(4), Some(&audit), &[])
+            .is_err());
         hide(false);
         assert_eq!(open().branch(&third.id).unwrap(), None);
         assert!(open()

@@ -249,7 +249,28 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     child.parent_branch_id = Some(created.branch.id.clone());
     child.parent_lsn = Some(child_timeline.start_lsn);
     child.timeline_id = child_timeline.timeline_id;
-    store.insert_branch(&child, &child_timeline, None).unwrap();
+    store.insert_branch(&child, &child_timeline, None, &[]).unwrap();
+    // Written at once with its storage: pending until confirmed.
+    assert_eq!(store.pending_timelines_of(&id).unwrap(), [child_timeline.timeline_id]);
+    store.confirm_timelines(&[child_timeline.timeline_id]).unwrap();
+    assert!(store.pending_timelines_of(&id).unwrap().is_empty());
+    let mut undone = child.clone();
+    undone.id.push('u');
+    undone.name = "undone".to_owned();
+    undone.timeline_id = timeline('5');
+    let undone_timeline = TimelineRow {
+        timeline_id: undone.timeline_id,
+        ..child_timeline
+    };
+    store
+        .insert_branch(&undone, &undone_timeline, None, &[child_timeline.timeline_id])
+        .unwrap();
+    assert_eq!(store.pending_timelines_of(&id).unwrap(), [undone.timeline_id]);
+    store
+        .undo_branch_creation(&undone.id, undone.timeline_id, None)
+        .unwrap();
+    assert_eq!(store.branch(&undone.id).unwrap(), None);
+    assert!(store.pending_timelines_of(&id).unwrap().is_empty());
     assert_eq!(store.branch(&child.id).unwrap().unwrap(), child);
     let mut again = child.clone();
     again.id.push('y');
@@ -260,7 +281,8 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
                 timeline_id: timeline('3'),
                 ..child_timeline
             },
-            None
+            None,
+            &[]
         ),
         Err(StoreError::Conflict(_))
     ));
