@@ -133,7 +133,7 @@ impl Control {
         };
         // The row and the storage at once: the reply waits for the slower of the two flushes, not their sum. The
         // row is recorded storage pending: until the storage is known to hold the timeline, whatever serves the
-        // branch completes it first (`complete_pending_creations`); nothing serves it meanwhile, as every path
+        // branch settles it first (`complete_pending_creations`); nothing serves it meanwhile, as every path
         // that serves a database's branches holds the database's lock, which this holds until the end.
         let (row, timeline_row) = (branch.clone(), timeline);
         // The call's audit entry (201) goes in the row's own transaction: one metadata flush, not two.
@@ -166,9 +166,8 @@ impl Control {
                 return Err(error);
             }
             (Ok(inserted), Err(error)) => {
-                self.creations_confirmed.lock().extend(confirmed);
                 // The row names a timeline the storage may lack: take the row back, then whatever the storage
-                // made. A crash before that leaves the row storage pending, completed before it is served.
+                // made. A crash before that leaves the row storage pending, settled before it is served.
                 let (branch_id, timeline_id) = (branch.id.clone(), timeline.timeline_id);
                 let audit_id = inserted.map(|entry| entry.id);
                 match self
@@ -185,7 +184,7 @@ impl Control {
                         }
                     }
                     Err(e) => {
-                        tracing::error!(?e, branch = %branch.id, "a branch whose storage failed could not be taken back; it is completed before it is served")
+                        tracing::error!(?e, branch = %branch.id, "a branch whose storage failed could not be taken back; it is settled before it is served")
                     }
                 }
                 return Err(error.into());
