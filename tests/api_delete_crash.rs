@@ -430,7 +430,7 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
         "SELECT timeline_id FROM timelines WHERE storage_pending = 1 AND database_id = ?1",
         &scene.database_id,
     );
-    assert_eq!(pending, [timeline.clone()]);
+    assert_eq!(pending, std::slice::from_ref(&timeline));
     assert_eq!(created_audits(&scene), 1);
     assert!(!scene.on_pageserver().contains(&timeline));
     assert!((1..=3).all(|n| !scene.on_safekeeper(n).contains(&timeline)));
