@@ -453,3 +453,45 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
     let uri = scene.up.uri(&again.json()["branch"]);
     assert_eq!(ids(&uri).await.len(), 12);
 }
+
+/// The common case of a pending row: the last branch created before a crash was acknowledged, but its timeline's
+/// confirmation waits for the next creation's commit. After kill -9 and a restart the pageserver and every
+/// safekeeper hold its timeline, so it is kept (no longer pending, no creation call: asked again, the pageserver
+/// would wait for the parent's branch point, not ingested yet, and refuse) and served with its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_branch_still_recorded_pending_is_kept_and_served_after_a_crash() {
+    // The fault's step is never reached here (no database is deleted).
+    let mut scene = Scene::start("database_row").await;
+    let before = scene.timeline_rows();
+    let path = format!("/v1/databases/{}/branches", scene.database_id);
+    let created = scene.up.call("POST", &path, Some(r#"{"name":"last"}"#)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let branch = created.json()["branch"].clone();
+    let timeline = metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM branches WHERE id = ?1",
+        &text(&branch, "id"),
+    )
+    .into_iter()
+    .next()
+    .expect("its timeline");
+    let (data_dir, database_id) = (scene.data_dir.clone(), scene.database_id.clone());
+    let pending = move || {
+        metadata_query(
+            &data_dir,
+            "SELECT timeline_id FROM timelines WHERE storage_pending = 1 AND database_id = ?1",
+            &database_id,
+        )
+    };
+    assert_eq!(pending(), std::slice::from_ref(&timeline));
+    let uri = scene.up.uri(&branch);
+    insert(&uri, 100..103).await;
+    scene.crash_and_restart();
+
+    assert_eq!(ids(&uri).await.len(), 13);
+    assert!(pending().is_empty(), "{:?}", pending());
+    let mut after = before.clone();
+    after.insert(timeline);
+    scene.wait_storage_is(&after).await;
+    scene.assert_intact().await;
+}

@@ -8,6 +8,7 @@ use cambium_types::TimelineId;
 use compute::host::BranchTarget;
 
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
+use crate::backend::CopyState;
 use crate::error::ApiError;
 use crate::faults::{self, Step};
 use crate::store::audit;
@@ -220,14 +221,14 @@ impl Control {
 
     /// Settles the creations of `database`'s timelines recorded storage pending (a branch's row written at once
     /// with its storage, then a crash, or a creation whose confirmation is not recorded yet). Called under the
-    /// database's lock by whatever serves its branches, before it does. The pageserver is asked which timelines it
-    /// holds (one call): a pending timeline it holds may have been acknowledged (a creation is acknowledged only
-    /// once the pageserver and a majority of the safekeepers made it), so it is completed: created again,
-    /// idempotently, at its row's start LSN (the safekeepers' missing copies made), then recorded as there. One it
-    /// does not hold was never acknowledged: its branch is removed (the row, the timeline's row, the creation's
-    /// audit entry) and whatever the safekeepers made deleted, as the failed request would have. Returns the
-    /// timelines left pending (the storage did not answer), whose branches are not served; the next serve tries
-    /// again.
+    /// database's lock by whatever serves its branches, before it does. A creation is acknowledged only once the
+    /// pageserver and a majority of the timeline's safekeepers made it, so the pageserver is asked which timelines
+    /// it holds (one call) and the safekeepers for their copies: a pending timeline on the pageserver and a
+    /// majority may have been acknowledged and is kept (recorded as there; a missing copy is the reconciler's to
+    /// rebuild); one missing from the pageserver or from a majority was never acknowledged: its branch is removed
+    /// (the row, the timeline's row, the creation's audit entry) and whatever the storage made deleted, as the
+    /// failed request would have. Returns the timelines left pending (the storage did not answer), whose branches
+    /// are not served; the next serve tries again.
     pub(super) async fn complete_pending_creations(
         &self,
         database: &Database,
@@ -252,30 +253,53 @@ impl Control {
             .await?;
         let (mut failed, mut done) = (HashSet::new(), Vec::new());
         for id in pending {
-            let Some(row) = rows.iter().find(|row| row.timeline_id == id) else {
-                continue;
-            };
-            if !held.contains(&id) {
-                let Some(branch) = branches.iter().find(|b| b.timeline_id == id).cloned() else {
-                    // No branch on it (a restore's timeline is never pending): an unreferenced row, swept.
-                    done.push(id);
-                    continue;
-                };
-                let project_id = database.project_id.clone();
-                let removed = branch.clone();
-                self.blocking(move |store| store.undo_unacknowledged_creation(&removed, &project_id))
-                    .await?;
-                tracing::warn!(database = %database.id, branch = %branch.id, timeline = %id, "a branch creation cut before its storage was made is taken back");
-                self.backend
-                    .delete_timeline_from_safekeepers(database.tenant_id, id)
-                    .await;
+            if !rows.iter().any(|row| row.timeline_id == id) {
                 continue;
             }
-            let set = self.set_of(id).await?;
-            match self.backend.create_timeline(database.tenant_id, row, &set).await {
-                Ok(()) => done.push(id),
-                Err(error) => {
-                    tracing::warn!(database = %database.id, timeline = %id, %error, "a branch's timeline could not be completed on the storage; its branch is not served");
+            // Never a creation call here: asked again, the pageserver would wait for the ancestor's branch point
+            // (not ingested yet after a restart) and refuse, and a refusal deletes the safekeepers' copies.
+            let acknowledged = if held.contains(&id) {
+                let set = self.set_of(id).await?;
+                let states = self.backend.copy_states(database.tenant_id, id, &set).await;
+                let present = states
+                    .iter()
+                    .filter(|state| matches!(state, CopyState::Served { .. } | CopyState::Broken(_)))
+                    .count();
+                let missing = states
+                    .iter()
+                    .filter(|state| matches!(state, CopyState::Missing))
+                    .count();
+                if present * 2 > set.len() {
+                    Some(true)
+                } else if missing * 2 >= set.len() {
+                    Some(false)
+                } else {
+                    None
+                }
+            } else {
+                Some(false)
+            };
+            match acknowledged {
+                // Made on the pageserver and a majority: maybe acknowledged, kept (a missing copy is the
+                // reconciler's to rebuild).
+                Some(true) => done.push(id),
+                Some(false) => {
+                    let Some(branch) = branches.iter().find(|b| b.timeline_id == id).cloned() else {
+                        // No branch on it (a restore's timeline is never pending): an unreferenced row, swept.
+                        done.push(id);
+                        continue;
+                    };
+                    let project_id = database.project_id.clone();
+                    let removed = branch.clone();
+                    self.blocking(move |store| store.undo_unacknowledged_creation(&removed, &project_id))
+                        .await?;
+                    tracing::warn!(database = %database.id, branch = %branch.id, timeline = %id, "a branch creation cut before its storage was made is taken back");
+                    if let Err(error) = self.backend.delete_timeline(database.tenant_id, id).await {
+                        tracing::warn!(%error, timeline = %id, "a taken-back branch's timeline could not be deleted; the orphan sweep will");
+                    }
+                }
+                None => {
+                    tracing::warn!(database = %database.id, timeline = %id, "a branch's timeline copies could not be counted; its branch is not served yet");
                     failed.insert(id);
                 }
             }
