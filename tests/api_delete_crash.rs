@@ -89,11 +89,18 @@ impl Scene {
 
     /// Sends `DELETE path` without waiting for the answer, and waits until the service pauses at `step`.
     async fn delete_until_paused(&mut self, path: &str, step: &str) {
+        self.request_until_paused("DELETE", path, "", step).await;
+    }
+
+    /// Sends `method path` with JSON `body` without waiting for the answer, and waits until the service pauses at
+    /// `step`.
+    async fn request_until_paused(&mut self, method: &str, path: &str, body: &str, step: &str) {
         let address = self.up.process.address.clone();
         let mut request = tokio::net::TcpStream::connect(&address).await.expect("connect");
         let head = format!(
-            "DELETE {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\n\r\n",
-            self.up.key
+            "{method} {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.up.key,
+            body.len()
         );
         request.write_all(head.as_bytes()).await.expect("send");
         self._request = Some(request);
@@ -381,4 +388,110 @@ async fn a_branch_deletion_killed_before_its_timeline_row_goes_is_finished() {
         assert!((1..=3).all(|n| !scene.on_safekeeper(n).contains(timeline)));
     })
     .await;
+}
+
+/// A branch creation writes its row at once with its timeline on the storage (issue 12 item 7). Killed with the
+/// row committed and the storage not yet asked (`branch_timeline`), it leaves a row whose timeline no storage node
+/// holds, a creation never acknowledged; after the restart, before the database is served, it is taken back: no
+/// branch, no timeline row, no audit entry of it, nothing on the storage, and the database intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back() {
+    let mut scene = Scene::start("branch_timeline").await;
+    let before = scene.timeline_rows();
+    scene.wait_storage_is(&before).await;
+    let path = format!("/v1/databases/{}/branches", scene.database_id);
+    let created_audits = |scene: &Scene| {
+        metadata_query(
+            &scene.data_dir,
+            "SELECT id FROM audit_log WHERE status = 201 AND path = ?1",
+            &path,
+        )
+        .len()
+    };
+    scene
+        .request_until_paused("POST", &path, r#"{"name":"early"}"#, "branch_timeline")
+        .await;
+    // The row, its timeline's row (storage pending) and its audit entry are committed; no storage node holds it.
+    let branch_id = metadata_query(&scene.data_dir, "SELECT id FROM branches WHERE name = ?1", "early")
+        .into_iter()
+        .next()
+        .expect("the branch row, written at once with the storage");
+    let timeline = metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM branches WHERE id = ?1",
+        &branch_id,
+    )
+    .into_iter()
+    .next()
+    .expect("its timeline");
+    assert!(scene.timeline_rows().contains(&timeline));
+    let pending = metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM timelines WHERE storage_pending = 1 AND database_id = ?1",
+        &scene.database_id,
+    );
+    assert_eq!(pending, std::slice::from_ref(&timeline));
+    assert_eq!(created_audits(&scene), 1);
+    assert!(!scene.on_pageserver().contains(&timeline));
+    assert!((1..=3).all(|n| !scene.on_safekeeper(n).contains(&timeline)));
+    scene.crash_and_restart();
+
+    // Taken back before the database was served: the database answers SQL, so it was served.
+    scene.assert_intact().await;
+    scene
+        .up
+        .call("GET", &format!("/v1/branches/{branch_id}"), None)
+        .await
+        .assert_error(404, "not_found");
+    let listed = scene.up.call("GET", &path, None).await.json();
+    assert_eq!(listed["branches"].as_array().expect("branches").len(), 1, "{listed}");
+    scene.wait_storage_is(&before).await;
+    assert_eq!(created_audits(&scene), 0);
+    // And the same name can be created now, served at once.
+    let again = scene.up.call("POST", &path, Some(r#"{"name":"early"}"#)).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    let uri = scene.up.uri(&again.json()["branch"]);
+    assert_eq!(ids(&uri).await.len(), 12);
+}
+
+/// The common case of a pending row: the last branch created before a crash was acknowledged, but its timeline's
+/// confirmation waits for the next creation's commit. After kill -9 and a restart the pageserver and every
+/// safekeeper hold its timeline, so it is kept (no longer pending, no creation call: asked again, the pageserver
+/// would wait for the parent's branch point, not ingested yet, and refuse) and served with its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_branch_still_recorded_pending_is_kept_and_served_after_a_crash() {
+    // The fault's step is never reached here (no database is deleted).
+    let mut scene = Scene::start("database_row").await;
+    let before = scene.timeline_rows();
+    let path = format!("/v1/databases/{}/branches", scene.database_id);
+    let created = scene.up.call("POST", &path, Some(r#"{"name":"last"}"#)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let branch = created.json()["branch"].clone();
+    let timeline = metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM branches WHERE id = ?1",
+        &text(&branch, "id"),
+    )
+    .into_iter()
+    .next()
+    .expect("its timeline");
+    let (data_dir, database_id) = (scene.data_dir.clone(), scene.database_id.clone());
+    let pending = move || {
+        metadata_query(
+            &data_dir,
+            "SELECT timeline_id FROM timelines WHERE storage_pending = 1 AND database_id = ?1",
+            &database_id,
+        )
+    };
+    assert_eq!(pending(), std::slice::from_ref(&timeline));
+    let uri = scene.up.uri(&branch);
+    insert(&uri, 100..103).await;
+    scene.crash_and_restart();
+
+    assert_eq!(ids(&uri).await.len(), 13);
+    assert!(pending().is_empty(), "{:?}", pending());
+    let mut after = before.clone();
+    after.insert(timeline);
+    scene.wait_storage_is(&after).await;
+    scene.assert_intact().await;
 }

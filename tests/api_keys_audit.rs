@@ -171,6 +171,12 @@ async fn scoped_keys_are_limited_and_every_mutating_call_is_audited() {
         "{entries:?}"
     );
     assert!(has_entry(&entries, &writer_id, "POST", &branches, 201), "{entries:?}");
+    // Written once, in the branch row's own transaction (not again after the handler).
+    let created = entries
+        .iter()
+        .filter(|e| e["key_id"] == writer_id.as_str() && e["path"] == branches.as_str() && e["status"] == 201)
+        .count();
+    assert_eq!(created, 1, "{entries:?}");
     assert!(has_entry(&entries, &reader_id, "POST", &branches, 403), "{entries:?}");
     assert!(
         has_entry(

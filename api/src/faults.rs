@@ -28,7 +28,8 @@ pub struct Faults {
     pub pause_at: Option<(Step, u64)>,
 }
 
-/// A point between two steps of a deletion (storage and metadata) or of a move, where `pause_at` pauses.
+/// A point between two steps of a deletion or a creation (storage and metadata) or of a move, where
+/// `pause_at` pauses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {
@@ -47,10 +48,13 @@ pub enum Step {
     /// A pageserver move: the target attached the tenant as a secondary, the placement not switched yet
     /// (`move_attached`).
     MoveAttached,
+    /// Branch creation: the storage side paused before its timeline is made, while the row is written at once
+    /// (`branch_timeline`: a crash then leaves a row whose timeline the storage lacks).
+    BranchTimeline,
 }
 
 impl Step {
-    const ALL: [Step; 7] = [
+    const ALL: [Step; 8] = [
         Step::DatabaseRow,
         Step::DatabaseStorage,
         Step::TenantSafekeepers,
@@ -58,6 +62,7 @@ impl Step {
         Step::TimelineSafekeepers,
         Step::TimelineRow,
         Step::MoveAttached,
+        Step::BranchTimeline,
     ];
 
     /// Its name in the text form and in the log.
@@ -70,6 +75,7 @@ impl Step {
             Step::TimelineSafekeepers => "timeline_safekeepers",
             Step::TimelineRow => "timeline_row",
             Step::MoveAttached => "move_attached",
+            Step::BranchTimeline => "branch_timeline",
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Branches: creation at a point of a parent, rename and promotion, deletion of a subtree, and the sweep of
 //! the timelines nothing needs any more.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use cambium_types::TimelineId;
 use compute::host::BranchTarget;
 
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
+use crate::backend::CopyState;
 use crate::error::ApiError;
 use crate::faults::{self, Step};
+use crate::store::audit;
 use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
 use crate::store::labels::Labels;
 use crate::store::operations::Action;
@@ -116,10 +119,6 @@ impl Control {
         // The child's set may differ from its parent's: its history below the branch point is read from the
         // pageserver, never from the parent's safekeepers.
         let set = self.set_for_new_timeline(&database.id, timeline.timeline_id).await?;
-        self.backend
-            .create_timeline(database.tenant_id, &timeline, &set)
-            .await?;
-        faults::pause(self.config.faults.branch_row_pause_ms).await;
         let now = jiff::Timestamp::now();
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
@@ -133,20 +132,68 @@ impl Control {
             expires_at,
             labels: new.labels,
         };
+        // The row and the storage at once: the reply waits for the slower of the two flushes, not their sum. The
+        // row is recorded storage pending: until the storage is known to hold the timeline, whatever serves the
+        // branch settles it first (`complete_pending_creations`); nothing serves it meanwhile, as every path
+        // that serves a database's branches holds the database's lock, which this holds until the end.
         let (row, timeline_row) = (branch.clone(), timeline);
-        let inserted = self
-            .blocking(move |store| store.insert_branch(&row, &timeline_row))
-            .await;
-        if let Err(error) = inserted {
-            // Nothing points at the new timeline: take it back.
-            if let Err(e) = self
-                .backend
-                .delete_timeline(database.tenant_id, timeline.timeline_id)
+        // The call's audit entry (201) goes in the row's own transaction: one metadata flush, not two.
+        let audit = audit::claim(201);
+        let entry = audit.as_ref().map(|claim| claim.entry().clone());
+        let confirmed = std::mem::take(&mut *self.creations_confirmed.lock());
+        let confirming = confirmed.clone();
+        let write_row = async {
+            faults::pause(self.config.faults.branch_row_pause_ms).await;
+            self.blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref(), &confirming))
                 .await
-            {
-                tracing::warn!(%e, "an unused timeline could not be deleted");
+        };
+        let make_storage = async {
+            self.config.faults.pause_at(Step::BranchTimeline).await;
+            self.backend.create_timeline(database.tenant_id, &timeline, &set).await
+        };
+        let (inserted, stored) = tokio::join!(write_row, make_storage);
+        let inserted = match (inserted, stored) {
+            (Ok(inserted), Ok(())) => inserted,
+            (Err(error), _) => {
+                self.creations_confirmed.lock().extend(confirmed);
+                // Nothing points at the new timeline: take it back.
+                if let Err(e) = self
+                    .backend
+                    .delete_timeline(database.tenant_id, timeline.timeline_id)
+                    .await
+                {
+                    tracing::warn!(%e, "an unused timeline could not be deleted");
+                }
+                return Err(error);
             }
-            return Err(error);
+            (Ok(inserted), Err(error)) => {
+                // The row names a timeline the storage may lack: take the row back, then whatever the storage
+                // made. A crash before that leaves the row storage pending, settled before it is served.
+                let (branch_id, timeline_id) = (branch.id.clone(), timeline.timeline_id);
+                let audit_id = inserted.map(|entry| entry.id);
+                match self
+                    .blocking(move |store| store.undo_branch_creation(&branch_id, timeline_id, audit_id.as_deref()))
+                    .await
+                {
+                    Ok(()) => {
+                        if let Err(e) = self
+                            .backend
+                            .delete_timeline(database.tenant_id, timeline.timeline_id)
+                            .await
+                        {
+                            tracing::warn!(%e, "an unused timeline could not be deleted");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(?e, branch = %branch.id, "a branch whose storage failed could not be taken back; it is settled before it is served")
+                    }
+                }
+                return Err(error.into());
+            }
+        };
+        self.creations_confirmed.lock().push(timeline.timeline_id);
+        if let (Some(_), Some(audit)) = (inserted, audit) {
+            audit.committed();
         }
         // The status cannot change under the lock (a wake from idleness can, but the names are served either way).
         let served = database.serves_sessions();
@@ -170,6 +217,98 @@ impl Control {
         self.emit_branch(WebhookEvent::BranchCreated, branch.clone(), database)
             .await;
         Ok((branch, database.clone()))
+    }
+
+    /// Settles the creations of `database`'s timelines recorded storage pending (a branch's row written at once
+    /// with its storage, then a crash, or a creation whose confirmation is not recorded yet). Called under the
+    /// database's lock by whatever serves its branches, before it does. A creation is acknowledged only once the
+    /// pageserver and a majority of the timeline's safekeepers made it, so the pageserver is asked which timelines
+    /// it holds (one call) and the safekeepers for their copies: a pending timeline on the pageserver and a
+    /// majority may have been acknowledged and is kept (recorded as there; a missing copy is the reconciler's to
+    /// rebuild); one missing from the pageserver or from a majority was never acknowledged: its branch is removed
+    /// (the row, the timeline's row, the creation's audit entry) and whatever the storage made deleted, as the
+    /// failed request would have. Returns the timelines left pending (the storage did not answer), whose branches
+    /// are not served; the next serve tries again.
+    pub(super) async fn complete_pending_creations(
+        &self,
+        database: &Database,
+    ) -> Result<HashSet<TimelineId>, ApiError> {
+        let database_id = database.id.clone();
+        let pending = self
+            .blocking(move |store| store.pending_timelines_of(&database_id))
+            .await?;
+        if pending.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let held: HashSet<TimelineId> = match self.backend.list_timelines(database.tenant_id).await {
+            Ok(held) => held.into_iter().map(|(id, _)| id).collect(),
+            Err(error) => {
+                tracing::warn!(database = %database.id, %error, "the pageserver's timelines could not be listed; branches being created are not served yet");
+                return Ok(pending.into_iter().collect());
+            }
+        };
+        let database_id = database.id.clone();
+        let (rows, branches) = self
+            .blocking(move |store| Ok((store.timelines_of(&database_id)?, store.branches_of(&database_id)?)))
+            .await?;
+        let (mut failed, mut done) = (HashSet::new(), Vec::new());
+        for id in pending {
+            if !rows.iter().any(|row| row.timeline_id == id) {
+                continue;
+            }
+            // Never a creation call here: asked again, the pageserver would wait for the ancestor's branch point
+            // (not ingested yet after a restart) and refuse, and a refusal deletes the safekeepers' copies.
+            let acknowledged = if held.contains(&id) {
+                let set = self.set_of(id).await?;
+                let states = self.backend.copy_states(database.tenant_id, id, &set).await;
+                let present = states
+                    .iter()
+                    .filter(|state| matches!(state, CopyState::Served { .. } | CopyState::Broken(_)))
+                    .count();
+                let missing = states
+                    .iter()
+                    .filter(|state| matches!(state, CopyState::Missing))
+                    .count();
+                if present * 2 > set.len() {
+                    Some(true)
+                } else if missing * 2 >= set.len() {
+                    Some(false)
+                } else {
+                    None
+                }
+            } else {
+                Some(false)
+            };
+            match acknowledged {
+                // Made on the pageserver and a majority: maybe acknowledged, kept (a missing copy is the
+                // reconciler's to rebuild).
+                Some(true) => done.push(id),
+                Some(false) => {
+                    let Some(branch) = branches.iter().find(|b| b.timeline_id == id).cloned() else {
+                        // No branch on it (a restore's timeline is never pending): an unreferenced row, swept.
+                        done.push(id);
+                        continue;
+                    };
+                    let project_id = database.project_id.clone();
+                    let removed = branch.clone();
+                    self.blocking(move |store| store.undo_unacknowledged_creation(&removed, &project_id))
+                        .await?;
+                    tracing::warn!(database = %database.id, branch = %branch.id, timeline = %id, "a branch creation cut before its storage was made is taken back");
+                    if let Err(error) = self.backend.delete_timeline(database.tenant_id, id).await {
+                        tracing::warn!(%error, timeline = %id, "a taken-back branch's timeline could not be deleted; the orphan sweep will");
+                    }
+                }
+                None => {
+                    tracing::warn!(database = %database.id, timeline = %id, "a branch's timeline copies could not be counted; its branch is not served yet");
+                    failed.insert(id);
+                }
+            }
+        }
+        if !done.is_empty() {
+            self.creations_confirmed.lock().retain(|id| !done.contains(id));
+            self.blocking(move |store| store.confirm_timelines(&done)).await?;
+        }
+        Ok(failed)
     }
 
     /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the

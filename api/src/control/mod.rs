@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cambium_types::Lsn;
+use cambium_types::{Lsn, TimelineId};
 use compute::host::ComputeHost;
 use parking_lot::Mutex;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -162,6 +162,9 @@ pub struct Control {
     me: std::sync::Weak<Control>,
     /// What this host serves of the placement (`placement`).
     placement: placement::PlacementState,
+    /// Timelines of branches created here whose storage is known to be there, to record so with the next branch
+    /// creation's row (`Control::create_branch`; no commit of their own on the path).
+    creations_confirmed: parking_lot::Mutex<Vec<TimelineId>>,
     /// The metadata is SQLite: this is the only API process and compute host.
     single_host: bool,
 }
@@ -203,6 +206,7 @@ impl Control {
             webhook_wake: crate::webhooks::new_wake(),
             me: weak.clone(),
             placement: placement::PlacementState::default(),
+            creations_confirmed: parking_lot::Mutex::new(Vec::new()),
         })
     }
 

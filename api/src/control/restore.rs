@@ -8,6 +8,7 @@ use compute::host::BranchTarget;
 
 use super::{random_u128, retry, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
+use crate::store::audit;
 use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
 use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
 use crate::store::webhooks::WebhookEvent;
@@ -127,17 +128,26 @@ impl Control {
             database.id.clone(),
             branch.id.clone(),
         );
+        // The call's audit entry (202) goes in the operation's own transaction: one metadata flush, not two.
+        let audit = audit::claim(202);
+        let entry = audit.as_ref().map(|claim| claim.entry().clone());
         let operation = self
             .blocking(move |store| {
-                store.start_operation(&NewOperation {
-                    project_id: &project_id,
-                    account_id: &account,
-                    database_id: Some(&database_id),
-                    branch_id: Some(&branch_id),
-                    action: &action,
-                })
+                store.start_operation_audited(
+                    &NewOperation {
+                        project_id: &project_id,
+                        account_id: &account,
+                        database_id: Some(&database_id),
+                        branch_id: Some(&branch_id),
+                        action: &action,
+                    },
+                    entry.as_ref(),
+                )
             })
             .await?;
+        if let Some(audit) = audit {
+            audit.committed();
+        }
         slot.submit(operation.id.clone());
         Ok(operation)
     }

@@ -34,9 +34,12 @@ impl Control {
         self.host.set_owner(database.tenant_id, &database.account_id.0);
         self.host.touch(database.tenant_id);
         self.point_host_at_pageserver(database).await?;
+        // A branch is never served before the storage holds its timeline (one whose creation was cut before
+        // the storage made it is removed here).
+        let incomplete = self.complete_pending_creations(database).await?;
         let database_id = database.id.clone();
         let branches = self.blocking(move |store| store.branches_of(&database_id)).await?;
-        for branch in &branches {
+        for branch in branches.iter().filter(|b| !incomplete.contains(&b.timeline_id)) {
             let target = self.target(database, branch).await?;
             self.host
                 .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));

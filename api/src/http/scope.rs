@@ -7,8 +7,11 @@
 //!   nothing else) and 403 on creating a project; `GET /v1/projects` shows it only its project (the handler);
 //! - every mutating call whose project is known is **audited** after it ran: key id, method, path, status and
 //!   request id (`store::audit`; a creation's project is read from its 201 body). A deleted project takes its
-//!   log with it, so its own deletion is not recorded. The entry is written after the response is made: a crash
-//!   in between loses that entry, never the call's effect, and a failed write is logged, never the call's error.
+//!   log with it, so its own deletion is not recorded. A handler that supports it (branch creation, restore)
+//!   writes the entry in its own metadata transaction, committed with the change ([`audit::in_request`]);
+//!   otherwise, or if the response's status is not the one it wrote, the entry is written after the response
+//!   is made: a crash in between loses that entry, never the call's effect, and a failed write is logged, never
+//!   the call's error.
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{MatchedPath, Request, State};
@@ -19,7 +22,7 @@ use axum::response::Response;
 use super::{AppState, RequestId};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::audit::NewAuditEntry;
+use crate::store::audit::{self, NewAuditEntry};
 
 /// The largest creation response read back for its project id (a project is a few hundred bytes).
 const CREATED_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -101,6 +104,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .unwrap_or_default();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let project = project_of(&state, &caller, &path).await?;
+    let mut committed = None;
     let mut response = match refusal(&caller, &method, &route, project.as_deref()) {
         Some(error) => {
             if matches!(error, ApiError::NotFound) {
@@ -108,12 +112,31 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
             }
             axum::response::IntoResponse::into_response(error)
         }
-        None => next.run(request).await,
+        None => match &project {
+            Some(project_id) if is_mutating(&method) => {
+                let entry = NewAuditEntry {
+                    project_id: project_id.clone(),
+                    key_id: caller.key_id.clone(),
+                    method: method.to_string(),
+                    path: path.clone(),
+                    status: 0,
+                    request_id: request_id.clone(),
+                };
+                let (response, written) = audit::in_request(entry, next.run(request)).await;
+                committed = written;
+                response
+            }
+            _ => next.run(request).await,
+        },
     };
     if !is_mutating(&method) {
         return Ok(response);
     }
     let status = response.status();
+    if committed == Some(status.as_u16()) {
+        // The handler wrote the entry with its change, in one transaction.
+        return Ok(response);
+    }
     let project = match project {
         Some(_) if route == "/v1/projects/{id}" && method == Method::DELETE && status.is_success() => None,
         Some(project) => Some(project),

@@ -4,8 +4,18 @@
 //! **Bounded:** each project keeps its newest [`AUDIT_ENTRIES_PER_PROJECT_MAX`] entries, none older than
 //! [`AUDIT_RETENTION_DAYS`] days; both are enforced when an entry is added (so a quiet project's old entries go
 //! with its next call), and a project's entries go with the project.
+//!
+//! **Committed with the change** where the handler supports it ([`claim`]): a branch creation and a restore's
+//! operation write their entry in the transaction of their own row, so the change and its entry are committed
+//! together or not at all, and the call waits for one flush of the metadata instead of two. Any other call,
+//! and every failed one, gets its entry from `http::scope` after the handler, in a transaction of its own.
 
-use crate::store::sql::{params, Row};
+use std::future::Future;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::store::sql::{params, Row, Transaction, TransactionBehavior};
 
 use super::{has_project, new_id, now, timestamp_text, AccountId, Page, Store, StoreError};
 
@@ -52,6 +62,64 @@ pub struct NewAuditEntry {
     pub request_id: String,
 }
 
+tokio::task_local! {
+    /// The audit entry of the `/v1` call being handled, while `http::scope` runs its handler.
+    static REQUEST_AUDIT: Arc<Mutex<RequestAudit>>;
+}
+
+/// The audit entry of one call and, once a handler committed it in its own transaction, with which status.
+#[derive(Debug)]
+struct RequestAudit {
+    entry: NewAuditEntry,
+    committed: Option<u16>,
+}
+
+/// Runs `handler` (a call's handler) with `entry` as the call's audit entry, which a store call of the handler
+/// may write in its own transaction ([`claim`]); returns the handler's output and the status the entry was
+/// committed with, if it was (the caller writes the entry itself otherwise, or if the response's status differs).
+pub(crate) async fn in_request<F: Future>(entry: NewAuditEntry, handler: F) -> (F::Output, Option<u16>) {
+    let slot = Arc::new(Mutex::new(RequestAudit { entry, committed: None }));
+    let output = REQUEST_AUDIT.scope(Arc::clone(&slot), handler).await;
+    let committed = slot.lock().committed;
+    (output, committed)
+}
+
+/// The call's audit entry with the status `status` the handler answers with when the change it is about to commit
+/// is made, to be written in the change's own transaction; `None` outside a call that is audited (a test, the
+/// worker, an unaudited route). The entry counts as written once [`AuditClaim::committed`] says so.
+pub(crate) fn claim(status: u16) -> Option<AuditClaim> {
+    REQUEST_AUDIT
+        .try_with(|slot| {
+            let mut entry = slot.lock().entry.clone();
+            entry.status = status;
+            AuditClaim {
+                entry,
+                slot: Arc::clone(slot),
+            }
+        })
+        .ok()
+}
+
+/// An audit entry a handler writes in its own metadata transaction ([`claim`]).
+#[derive(Debug)]
+pub(crate) struct AuditClaim {
+    entry: NewAuditEntry,
+    slot: Arc<Mutex<RequestAudit>>,
+}
+
+impl AuditClaim {
+    /// The entry to write.
+    pub(crate) fn entry(&self) -> &NewAuditEntry {
+        &self.entry
+    }
+
+    /// Records that the transaction holding the entry committed: `http::scope` writes no other for the call
+    /// unless its response's status is not the entry's.
+    pub(crate) fn committed(self) {
+        self.slot.lock().committed = Some(self.entry.status);
+    }
+}
+
 const AUDIT_COLUMNS: &str = "id, project_id, key_id, method, path, status, request_id, created_at";
 
 fn audit_row(row: &Row<'_>) -> crate::store::sql::Result<AuditEntry> {
@@ -67,44 +135,52 @@ fn audit_row(row: &Row<'_>) -> crate::store::sql::Result<AuditEntry> {
     })
 }
 
+/// Adds `entry` to its project's log inside `tx` and drops the project's entries past the bounds: the entry is
+/// committed with whatever else `tx` writes, or not at all.
+pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &NewAuditEntry) -> Result<AuditEntry, StoreError> {
+    let (ms, created_at) = now();
+    let entry = AuditEntry {
+        id: new_id("aud_", ms),
+        project_id: entry.project_id.clone(),
+        key_id: entry.key_id.clone(),
+        method: entry.method.clone(),
+        path: entry.path.clone(),
+        status: entry.status,
+        request_id: entry.request_id.clone(),
+        created_at,
+    };
+    let cutoff = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_hours(AUDIT_RETENTION_DAYS * 24))
+        .map(timestamp_text)
+        .unwrap_or_default();
+    tx.execute(
+        &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        params![
+            entry.id,
+            entry.project_id,
+            entry.key_id,
+            entry.method,
+            entry.path,
+            entry.status,
+            entry.request_id,
+            entry.created_at
+        ],
+    )?;
+    tx.execute(
+        "DELETE FROM audit_log WHERE project_id = ?1 AND (created_at < ?2 OR id <= (
+             SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?3))",
+        params![entry.project_id, cutoff, AUDIT_ENTRIES_PER_PROJECT_MAX],
+    )?;
+    Ok(entry)
+}
+
 impl Store {
-    /// Adds `entry` to its project's log and drops the project's entries past the bounds, in one transaction.
+    /// Adds `entry` to its project's log and drops the project's entries past the bounds, in one transaction of
+    /// its own (what `http::scope` does for a call whose handler wrote no entry in its own transaction).
     pub fn record_audit(&self, entry: &NewAuditEntry) -> Result<AuditEntry, StoreError> {
-        let (ms, created_at) = now();
-        let entry = AuditEntry {
-            id: new_id("aud_", ms),
-            project_id: entry.project_id.clone(),
-            key_id: entry.key_id.clone(),
-            method: entry.method.clone(),
-            path: entry.path.clone(),
-            status: entry.status,
-            request_id: entry.request_id.clone(),
-            created_at,
-        };
-        let cutoff = jiff::Timestamp::now()
-            .checked_sub(jiff::SignedDuration::from_hours(AUDIT_RETENTION_DAYS * 24))
-            .map(timestamp_text)
-            .unwrap_or_default();
         let mut conn = self.conn()?;
-        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
-        tx.execute(
-            &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-            params![
-                entry.id,
-                entry.project_id,
-                entry.key_id,
-                entry.method,
-                entry.path,
-                entry.status,
-                entry.request_id,
-                entry.created_at
-            ],
-        )?;
-        tx.execute(
-            "DELETE FROM audit_log WHERE project_id = ?1 AND (created_at < ?2 OR id <= (
-                 SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?3))",
-            params![entry.project_id, cutoff, AUDIT_ENTRIES_PER_PROJECT_MAX],
-        )?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let entry = insert_audit(&tx, entry)?;
         tx.commit()?;
         Ok(entry)
     }
@@ -150,6 +226,152 @@ pub(crate) mod tests {
             status: n,
             request_id: format!("req_{n}"),
         }
+    }
+
+    #[test]
+    fn a_change_and_its_audit_entry_commit_together() {
+        crate::store::scenarios::on_sqlite(a_change_and_its_audit_entry_commit_together_on);
+    }
+
+    /// The entries of `project_id` with `status`, read from a fresh store.
+    fn entries_with(
+        open: crate::store::scenarios::Open<'_>,
+        account: &AccountId,
+        project_id: &str,
+        status: u16,
+    ) -> usize {
+        let page = open().list_audit(account, project_id, None, 100).unwrap().unwrap();
+        page.items.iter().filter(|e| e.status == status).count()
+    }
+
+    /// A branch row and a restore's operation are committed with their audit entry or not at all: a refused
+    /// change writes no entry, and an entry that cannot be written (its table renamed away for the test) leaves
+    /// no change.
+    pub(crate) fn a_change_and_its_audit_entry_commit_together_on(open: crate::store::scenarios::Open<'_>) {
+        use crate::store::databases::{NewDatabase, TimelineRow};
+        use crate::store::operations::{Action, NewOperation, RestoreParams};
+        use cambium_types::{Lsn, TimelineId};
+
+        let store = open();
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let verifier = compute::pg::ScramVerifier::from_password("pw", compute::pg::scram::ITERATIONS_DEFAULT).unwrap();
+        let root = TimelineRow {
+            timeline_id: TimelineId(1),
+            ancestor_timeline_id: None,
+            start_lsn: Lsn(0x0100_0000),
+        };
+        let new = NewDatabase {
+            project_id: project.id.clone(),
+            name: "d".to_owned(),
+            region: "local".to_owned(),
+            tenant_id: "0123456789abcdef0123456789abcdef".parse().unwrap(),
+            timeline: root,
+            branch_name: "main".to_owned(),
+            password_verifier: std::sync::Arc::new(verifier),
+            labels: Labels::new(),
+            suspend_timeout_seconds: 300,
+        };
+        let created = store.create_database(&account, &new, 10).unwrap().unwrap();
+        let child_timeline = |n: u128| TimelineRow {
+            timeline_id: TimelineId(n),
+            ancestor_timeline_id: Some(root.timeline_id),
+            start_lsn: Lsn(0x0200_0000),
+        };
+        let mut child = created.branch.clone();
+        child.id = format!("{}x", created.branch.id);
+        child.name = "child".to_owned();
+        child.parent_branch_id = Some(created.branch.id.clone());
+        child.parent_lsn = Some(Lsn(0x0200_0000));
+        child.timeline_id = TimelineId(2);
+        let mut audit = entry(&project.id, 201);
+
+        // Committed together.
+        store
+            .insert_branch(&child, &child_timeline(2), Some(&audit), &[])
+            .unwrap();
+        assert!(open().branch(&child.id).unwrap().is_some());
+        assert_eq!(entries_with(open, &account, &project.id, 201), 1);
+
+        // A refused change (a duplicate name) writes no entry.
+        let mut twin = child.clone();
+        twin.id.push('y');
+        twin.timeline_id = TimelineId(3);
+        assert!(matches!(
+            store.insert_branch(&twin, &child_timeline(3), Some(&audit), &[]),
+            Err(StoreError::Conflict(_))
+        ));
+        assert_eq!(entries_with(open, &account, &project.id, 201), 1);
+
+        // An entry that cannot be written leaves no branch.
+        let hide = |hidden: bool| {
+            let (from, to) = if hidden {
+                ("audit_log", "audit_log_away")
+            } else {
+                ("audit_log_away", "audit_log")
+            };
+            store
+                .conn()
+                .unwrap()
+                .execute(&format!("ALTER TABLE {from} RENAME TO {to}"), [])
+                .unwrap();
+        };
+        let mut third = child.clone();
+        third.id.push('z');
+        third.name = "third".to_owned();
+        third.timeline_id = TimelineId(4);
+        hide(true);
+        assert!(store
+            .insert_branch(&third, &child_timeline(4), Some(&audit), &[])
+            .is_err());
+        hide(false);
+        assert_eq!(open().branch(&third.id).unwrap(), None);
+        assert!(open()
+            .timelines_of(&created.database.id)
+            .unwrap()
+            .iter()
+            .all(|t| t.timeline_id != TimelineId(4)));
+        assert_eq!(entries_with(open, &account, &project.id, 201), 1);
+
+        // A restore's operation: the same, both ways.
+        audit.status = 202;
+        let action = Action::RestoreBranch(RestoreParams {
+            branch_id: child.id.clone(),
+            old_timeline_id: child.timeline_id,
+            source_timeline_id: child.timeline_id,
+            target_lsn: Lsn(0x0200_0000),
+            new_timeline_id: TimelineId(5),
+            preserved_name: None,
+            preserved_id: format!("{}k", child.id),
+        });
+        let operation = NewOperation {
+            project_id: &project.id,
+            account_id: &account,
+            database_id: Some(&created.database.id),
+            branch_id: Some(&child.id),
+            action: &action,
+        };
+        hide(true);
+        assert!(store.start_operation_audited(&operation, Some(&audit)).is_err());
+        hide(false);
+        let restores = || {
+            open()
+                .running_operations_on_database(&created.database.id, Action::RESTORE_BRANCH)
+                .unwrap()
+        };
+        assert_eq!(restores(), 0);
+        assert_eq!(entries_with(open, &account, &project.id, 202), 0);
+        let started = store.start_operation_audited(&operation, Some(&audit)).unwrap();
+        assert_eq!(restores(), 1);
+        assert_eq!(entries_with(open, &account, &project.id, 202), 1);
+        // A second one on the same branch is refused, and so is its entry.
+        assert!(matches!(
+            store.start_operation_audited(&operation, Some(&audit)),
+            Err(StoreError::Conflict(_))
+        ));
+        assert_eq!(entries_with(open, &account, &project.id, 202), 1);
+        assert_eq!(restores(), 1);
+        assert!(open().running_operations().unwrap().iter().any(|o| o.id == started.id));
     }
 
     #[test]

@@ -292,6 +292,13 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE databases ADD COLUMN pageserver TEXT;
 ",
     ),
+    // Branch creation overlapped with its storage (issue 12 item 7): a timeline whose row was written at once with
+    // its creation on the storage, not yet known to be there (`control::branches`: completed before it is served).
+    Migration::Sql(
+        "
+    ALTER TABLE timelines ADD COLUMN storage_pending INTEGER NOT NULL DEFAULT 0;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.

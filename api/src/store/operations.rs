@@ -331,6 +331,16 @@ impl Store {
     /// Creates a `running` operation, unless one is already running on the same branch (then
     /// [`StoreError::Conflict`]): one transaction, so two concurrent requests cannot both start one.
     pub fn start_operation(&self, new: &NewOperation<'_>) -> Result<Operation, StoreError> {
+        self.start_operation_audited(new, None)
+    }
+
+    /// [`Store::start_operation`] writing `audit` (the request's audit entry) in the same transaction, if given:
+    /// the operation and its entry are committed together or not at all.
+    pub fn start_operation_audited(
+        &self,
+        new: &NewOperation<'_>,
+        audit: Option<&crate::store::audit::NewAuditEntry>,
+    ) -> Result<Operation, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
         if let Some(branch_id) = new.branch_id {
@@ -348,6 +358,9 @@ impl Store {
             }
         }
         let operation = insert_operation(&tx, new, &self.new_lease())?;
+        if let Some(entry) = audit {
+            crate::store::audit::insert_audit(&tx, entry)?;
+        }
         tx.commit()?;
         Ok(operation)
     }

@@ -62,6 +62,10 @@ const SCENARIOS: &[Scenario] = &[
         super::audit::tests::entries_list_newest_first_by_project_and_old_ones_go_on,
     ),
     (
+        "a_change_and_its_audit_entry_commit_together",
+        super::audit::tests::a_change_and_its_audit_entry_commit_together_on,
+    ),
+    (
         "deliveries_queue_by_subscription_and_log_their_attempts",
         super::webhooks::tests::deliveries_queue_by_subscription_and_log_their_attempts_on,
     ),
@@ -245,7 +249,28 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     child.parent_branch_id = Some(created.branch.id.clone());
     child.parent_lsn = Some(child_timeline.start_lsn);
     child.timeline_id = child_timeline.timeline_id;
-    store.insert_branch(&child, &child_timeline).unwrap();
+    store.insert_branch(&child, &child_timeline, None, &[]).unwrap();
+    // Written at once with its storage: pending until confirmed.
+    assert_eq!(store.pending_timelines_of(&id).unwrap(), [child_timeline.timeline_id]);
+    store.confirm_timelines(&[child_timeline.timeline_id]).unwrap();
+    assert!(store.pending_timelines_of(&id).unwrap().is_empty());
+    let mut undone = child.clone();
+    undone.id.push('u');
+    undone.name = "undone".to_owned();
+    undone.timeline_id = timeline('5');
+    let undone_timeline = TimelineRow {
+        timeline_id: undone.timeline_id,
+        ..child_timeline
+    };
+    store
+        .insert_branch(&undone, &undone_timeline, None, &[child_timeline.timeline_id])
+        .unwrap();
+    assert_eq!(store.pending_timelines_of(&id).unwrap(), [undone.timeline_id]);
+    store
+        .undo_branch_creation(&undone.id, undone.timeline_id, None)
+        .unwrap();
+    assert_eq!(store.branch(&undone.id).unwrap(), None);
+    assert!(store.pending_timelines_of(&id).unwrap().is_empty());
     assert_eq!(store.branch(&child.id).unwrap().unwrap(), child);
     let mut again = child.clone();
     again.id.push('y');
@@ -255,7 +280,9 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
             &TimelineRow {
                 timeline_id: timeline('3'),
                 ..child_timeline
-            }
+            },
+            None,
+            &[]
         ),
         Err(StoreError::Conflict(_))
     ));

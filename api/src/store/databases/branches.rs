@@ -6,6 +6,7 @@ use cambium_types::{Lsn, TimelineId};
 
 use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
+use crate::store::audit::{insert_audit, AuditEntry, NewAuditEntry};
 use crate::store::labels::{label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
 use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
 
@@ -181,12 +182,112 @@ impl Store {
             .optional()?)
     }
 
-    /// Adds `branch` on its new `timeline`, in one transaction; [`StoreError::Conflict`] for a duplicate name.
-    pub fn insert_branch(&self, branch: &Branch, timeline: &TimelineRow) -> Result<(), StoreError> {
+    /// Adds `branch` on its new `timeline`, and `audit` (the creation's audit entry) if given, in one transaction;
+    /// [`StoreError::Conflict`] for a duplicate name. Returns the audit entry written.
+    ///
+    /// The timeline is recorded *storage pending* (written at once with its creation on the storage, which may not
+    /// have happened yet): [`Store::pending_timelines_of`] lists it until [`Store::confirm_timelines`] or a later
+    /// insertion's `confirmed` (timelines known to be on the storage, cleared in the same transaction) says so.
+    pub fn insert_branch(
+        &self,
+        branch: &Branch,
+        timeline: &TimelineRow,
+        audit: Option<&NewAuditEntry>,
+        confirmed: &[TimelineId],
+    ) -> Result<Option<AuditEntry>, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         insert_timeline(&tx, &branch.database_id, timeline)?;
+        tx.execute(
+            "UPDATE timelines SET storage_pending = 1 WHERE timeline_id = ?1",
+            [timeline.timeline_id.to_string()],
+        )?;
         insert_branch(&tx, branch)?;
+        let entry = audit.map(|entry| insert_audit(&tx, entry)).transpose()?;
+        for id in confirmed {
+            tx.execute(
+                "UPDATE timelines SET storage_pending = 0 WHERE timeline_id = ?1",
+                [id.to_string()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(entry)
+    }
+
+    /// Takes back a branch creation whose storage failed: the branch (just made, so without children), its
+    /// timeline's row and the creation's audit entry `audit_id`, in one transaction.
+    pub fn undo_branch_creation(
+        &self,
+        branch_id: &str,
+        timeline: TimelineId,
+        audit_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute("DELETE FROM branches WHERE id = ?1", [branch_id])?;
+        tx.execute("DELETE FROM timelines WHERE timeline_id = ?1", [timeline.to_string()])?;
+        if let Some(id) = audit_id {
+            tx.execute("DELETE FROM audit_log WHERE id = ?1", [id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Takes back branch `branch`, whose creation a crash cut before the storage made its timeline (so it was never
+    /// acknowledged), with its timeline's row and the creation's audit entry (`POST /v1/databases/{id}/branches`,
+    /// 201, the first of its project's entries written at or after the branch's `created_at`: creations on a
+    /// database are serialized by its lock, and the entry was written in the row's transaction), in one
+    /// transaction.
+    pub fn undo_unacknowledged_creation(&self, branch: &Branch, project_id: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let path = format!("/v1/databases/{}/branches", branch.database_id);
+        let audit_id = tx
+            .query_row(
+                "SELECT id FROM audit_log WHERE project_id = ?1 AND method = 'POST' AND path = ?2 AND status = 201
+                 AND created_at >= ?3 ORDER BY id LIMIT 1",
+                params![project_id, path, branch.created_at],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()?;
+        tx.execute("DELETE FROM branches WHERE id = ?1", [&branch.id])?;
+        tx.execute(
+            "DELETE FROM timelines WHERE timeline_id = ?1",
+            [branch.timeline_id.to_string()],
+        )?;
+        if let Some(id) = audit_id {
+            tx.execute("DELETE FROM audit_log WHERE id = ?1", [id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The timelines of database `database_id` recorded storage pending (see [`Store::insert_branch`]).
+    pub fn pending_timelines_of(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt =
+            conn.prepare("SELECT timeline_id FROM timelines WHERE database_id = ?1 AND storage_pending = 1")?;
+        let ids = stmt
+            .query_map([database_id], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        ids.iter()
+            .map(|id| {
+                id.parse()
+                    .map_err(|_| StoreError::Corrupt(format!("timeline id {id:?}")))
+            })
+            .collect()
+    }
+
+    /// Records `timelines` as on the storage (no longer storage pending).
+    pub fn confirm_timelines(&self, timelines: &[TimelineId]) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for id in timelines {
+            tx.execute(
+                "UPDATE timelines SET storage_pending = 0 WHERE timeline_id = ?1",
+                [id.to_string()],
+            )?;
+        }
         tx.commit()?;
         Ok(())
     }
