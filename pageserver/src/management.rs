@@ -208,6 +208,12 @@ impl Management for ManagementHandler {
         let request = request.into_inner();
         let (tenant, id) = convert::timeline_key(request.timeline.as_ref())?;
         let new = new_timeline(&request)?;
+        // A creation asked again (a retry, a restart's settling) is answered as made before anything is waited
+        // for: after a restart the branch point may be ahead of what was ingested, and a refusal here reads to
+        // the control plane as "this timeline will never be", whose copies it deletes.
+        if self.manager.timeline(tenant, id).is_ok() {
+            return Err(Status::already_exists(format!("timeline {id} already exists")));
+        }
         if let NewTimeline::Branch {
             ancestor,
             point: BranchPoint::At(lsn),

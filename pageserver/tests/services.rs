@@ -407,6 +407,10 @@ async fn branches_read_their_parent_as_of_the_branch_point() {
     assert_eq!(below.expect_err("before start").code(), Code::FailedPrecondition);
     let exists = branch(&mut admin, child, MAIN, e1).await;
     assert_eq!(exists.expect_err("exists").code(), Code::AlreadyExists);
+    // Asked again with a branch point ahead (a retry after a restart, before the WAL is ingested again): the
+    // timeline exists, which is the answer, not "ahead" (read as a creation that will never be).
+    let exists_ahead = branch(&mut admin, child, MAIN, Lsn(e3.0 + 1)).await;
+    assert_eq!(exists_ahead.expect_err("exists").code(), Code::AlreadyExists);
     let orphan = branch(&mut admin, TimelineId(0x4), TimelineId(0x777), e1).await;
     assert_eq!(orphan.expect_err("no ancestor").code(), Code::NotFound);
     let tenant_again = admin
