@@ -4,8 +4,9 @@
 //! file, fails instead).
 //!
 //! Linux only, without `unsafe`: the count is the number of entries of `/proc/self/fd`, the limit the soft
-//! "Max open files" of `/proc/self/limits`. Elsewhere both are unknown and every check passes. The count is
-//! cached for [`CACHE_MS`] so a burst of checks reads the directory once.
+//! "Max open files" of `/proc/self/limits`. Elsewhere both are unknown and every check passes. Both are
+//! cached for [`CACHE_MS`] so a burst of checks (a branch creation each) reads the directory and the limits
+//! once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -17,6 +18,8 @@ pub const CACHE_MS: u64 = 100;
 pub const RESERVE_MIN: u64 = 256;
 
 static CACHED_COUNT: AtomicU64 = AtomicU64::new(0);
+/// The cached limit; 0: none known (the checks pass).
+static CACHED_LIMIT: AtomicU64 = AtomicU64::new(0);
 static CACHED_AT_MS: AtomicU64 = AtomicU64::new(0);
 
 /// Open descriptors of this process, if known.
@@ -52,22 +55,27 @@ pub struct Exhausted {
 
 /// Whether there is room for new work that takes `needed` more descriptors (a session, a branch).
 pub fn check_room(needed: u64) -> Result<(), Exhausted> {
-    let Some(limit) = limit() else {
-        return Ok(());
-    };
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let open = if now_ms.saturating_sub(CACHED_AT_MS.load(Ordering::Relaxed)) < CACHE_MS {
-        CACHED_COUNT.load(Ordering::Relaxed)
+    let (open, limit) = if now_ms.saturating_sub(CACHED_AT_MS.load(Ordering::Acquire)) < CACHE_MS {
+        (
+            CACHED_COUNT.load(Ordering::Relaxed),
+            CACHED_LIMIT.load(Ordering::Relaxed),
+        )
     } else {
-        let Some(open) = open_count() else {
+        let (Some(open), Some(limit)) = (open_count(), limit()) else {
             return Ok(());
         };
         CACHED_COUNT.store(open, Ordering::Relaxed);
-        CACHED_AT_MS.store(now_ms, Ordering::Relaxed);
-        open
+        CACHED_LIMIT.store(limit, Ordering::Relaxed);
+        // Release: a check that sees this time sees the count and limit stored before it.
+        CACHED_AT_MS.store(now_ms, Ordering::Release);
+        (open, limit)
     };
+    if limit == 0 {
+        return Ok(());
+    }
     let reserve = reserve(limit);
     if open + needed + reserve > limit {
         return Err(Exhausted { open, limit, reserve });
