@@ -130,6 +130,28 @@ impl Deployment {
     }
 
     /// Waits for operation `id` to end (through the admin route, which reads any account's); its JSON.
+    /// A project and a database named `name` in it, its creation finished: the database's object, id and URI.
+    async fn create_database(&self, name: &str) -> (Value, String, String) {
+        let project = self.call("POST", "/v1/projects", Some(r#"{"name":"p"}"#)).await.json()["project"]["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let reply = self
+            .call(
+                "POST",
+                &format!("/v1/projects/{project}/databases"),
+                Some(&format!(r#"{{"name":"{name}"}}"#)),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        let database = reply.json()["database"].clone();
+        let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+        assert_eq!(self.wait_operation(&operation).await["status"], "finished");
+        let database_id = database["id"].as_str().expect("id").to_owned();
+        let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+        (database, database_id, uri)
+    }
+
     async fn wait_operation(&self, id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
@@ -358,26 +380,7 @@ async fn branch_and_restore(deployment: &Deployment, database: &Value, uri: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_moves_between_pageservers_under_load_and_through_an_api_crash() {
     let mut deployment = Deployment::start(&[]);
-    let project = deployment
-        .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
-        .await
-        .json()["project"]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let reply = deployment
-        .call(
-            "POST",
-            &format!("/v1/projects/{project}/databases"),
-            Some(r#"{"name":"bank"}"#),
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.body);
-    let database = reply.json()["database"].clone();
-    let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
-    assert_eq!(deployment.wait_operation(&operation).await["status"], "finished");
-    let database_id = database["id"].as_str().expect("id").to_owned();
-    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let (database, database_id, uri) = deployment.create_database("bank").await;
     let (tenant, placed) = deployment.placement(&database_id);
     let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
     assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
@@ -531,26 +534,7 @@ async fn a_database_moves_between_pageservers_under_load_and_through_an_api_cras
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_nothing() {
     let mut deployment = Deployment::start(&["--pageserver-dead-after-ms", "2000"]);
-    let project = deployment
-        .call("POST", "/v1/projects", Some(r#"{"name":"p"}"#))
-        .await
-        .json()["project"]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let reply = deployment
-        .call(
-            "POST",
-            &format!("/v1/projects/{project}/databases"),
-            Some(r#"{"name":"bank"}"#),
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.body);
-    let database = reply.json()["database"].clone();
-    let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
-    assert_eq!(deployment.wait_operation(&operation).await["status"], "finished");
-    let database_id = database["id"].as_str().expect("id").to_owned();
-    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let (_, database_id, uri) = deployment.create_database("bank").await;
     let (tenant, placed) = deployment.placement(&database_id);
     let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
     assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");

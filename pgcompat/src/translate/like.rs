@@ -176,8 +176,10 @@ fn read(tokens: &[Token]) -> Result<CreateLike, PgError> {
     p.expect_keyword(Keyword::CREATE).map_err(syntax)?;
     let _ = p.parse_one_of_keywords(&[Keyword::GLOBAL, Keyword::LOCAL]);
     let temporary = p.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
-    let unlogged = !temporary && p.parse_keyword(Keyword::UNLOGGED);
-    let _ = unlogged; // An unlogged table is an ordinary one here: every table is durable.
+    if !temporary {
+        // An unlogged table is an ordinary one here: every table is durable.
+        let _ = p.parse_keyword(Keyword::UNLOGGED);
+    }
     p.expect_keyword(Keyword::TABLE).map_err(syntax)?;
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = p.parse_object_name(false).map_err(syntax)?;
@@ -341,7 +343,7 @@ fn copy(
     let Some(Statement::CreateTable(create)) = parsed.pop() else {
         return Err(internal("the source's definition is not a CREATE TABLE"));
     };
-    let (_, own) = super::schema::schema_of(catalog, table);
+    let (schema, own) = super::schema::schema_of(catalog, table);
     let own = own.to_owned();
     let mut copied = Copied::default();
     // A primary key's columns are NOT NULL in PostgreSQL whether or not the key is copied.
@@ -482,7 +484,7 @@ fn copy(
     }
     if including.indexes {
         for sql in index_sqls(conn, &source, source_temporary)? {
-            copied.steps.push(copy_index(&sql, table, &own, names)?);
+            copied.steps.push(copy_index(&sql, table, &schema, &own, names)?);
         }
     }
     if including.comments {
@@ -526,7 +528,7 @@ fn identity_sequence(
 
 /// A source index's `CREATE INDEX` made for the new table, under PostgreSQL's default name for a copy
 /// (`table_keys_idx`, each key named by [`key_name`]).
-fn copy_index(sql: &str, table: &str, own: &str, names: &mut Names<'_>) -> Result<String, PgError> {
+fn copy_index(sql: &str, table: &str, schema: &str, own: &str, names: &mut Names<'_>) -> Result<String, PgError> {
     let mut parsed = Parser::parse_sql(&SQLiteDialect {}, sql).map_err(internal)?;
     let Some(Statement::CreateIndex(mut index)) = parsed.pop() else {
         return Err(internal("an index's definition is not a CREATE INDEX"));
@@ -535,7 +537,8 @@ fn copy_index(sql: &str, table: &str, own: &str, names: &mut Names<'_>) -> Resul
     let name = names.choose(format!("{own}_{}_idx", columns.join("_")));
     index.name = Some(ObjectName::from(vec![Ident::with_quote(
         '"',
-        prefixed(table, own, &name),
+        // An index lives in its table's schema.
+        crate::schemas::sqlite_name(schema, &name),
     )]));
     index.table_name = ObjectName::from(vec![Ident::with_quote('"', table.to_owned())]);
     index.if_not_exists = false;
@@ -562,12 +565,6 @@ fn key_name(expr: &Expr) -> String {
         }
         _ => "expr".to_owned(),
     }
-}
-
-/// An index's SQLite name: in its table's schema (the table's SQLite name less its own name, plus `name`).
-fn prefixed(table: &str, own: &str, name: &str) -> String {
-    let prefix = &table[..table.len().saturating_sub(own.len())];
-    format!("{prefix}{name}")
 }
 
 /// `CREATE TABLE … (LIKE …)` as text (a statement sqlparser did read, printed again).
@@ -877,6 +874,23 @@ mod tests {
         assert_eq!(
             run(&setup, "SELECT col_description('c'::regclass, 3)"),
             [Some("the b".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_copy_in_another_schema_keeps_its_indexes_in_that_schema() {
+        let setup = [
+            "CREATE SCHEMA app",
+            "CREATE TABLE app.s (a int, b text)",
+            "CREATE INDEX ON app.s (a)",
+            "CREATE TABLE app.c (LIKE app.s INCLUDING INDEXES)",
+        ];
+        assert_eq!(
+            run(
+                &setup,
+                "SELECT schemaname, indexname FROM pg_indexes WHERE tablename = 'c'"
+            ),
+            [Some("app".to_owned()), Some("c_a_idx".to_owned())]
         );
     }
 

@@ -6,10 +6,11 @@
 
 use rusqlite::Connection;
 use sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    SequenceOptions, UnaryOperator, Value, ValueWithSpan,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, ObjectNamePart, SequenceOptions,
+    UnaryOperator, Value, ValueWithSpan,
 };
 
+use super::expr::call;
 use super::{Kind, Translation};
 use crate::catalog::{self, quote_literal, Catalog};
 use crate::error::{PgError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_TABLE, UNDEFINED_COLUMN, UNDEFINED_TABLE};
@@ -108,26 +109,6 @@ fn normalized_name(catalog: &Catalog, text: &str) -> Result<String, PgError> {
         // Not a name SQL could write: left for the function to refuse at run time.
         Err(_) => Ok(text.to_owned()),
     }
-}
-
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    })
 }
 
 /// The default that fills a serial or identity column from its sequence.

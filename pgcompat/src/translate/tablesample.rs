@@ -60,16 +60,16 @@ fn factor(factor: &mut TableFactor) -> Result<(), PgError> {
     match factor {
         TableFactor::Derived { subquery, .. } => rewrite(subquery),
         TableFactor::NestedJoin { table_with_joins, .. } => self::table_with_joins(table_with_joins),
-        TableFactor::Table { sample: Some(_), .. } => {
-            let TableFactor::Table {
-                name, alias, sample, ..
-            } = factor
+        TableFactor::Table {
+            name,
+            alias,
+            sample: sample @ Some(_),
+            ..
+        } => {
+            let Some(TableSampleKind::BeforeTableAlias(sample) | TableSampleKind::AfterTableAlias(sample)) =
+                sample.take()
             else {
-                unreachable!("matched just above");
-            };
-            let sample = match sample.take() {
-                Some(TableSampleKind::BeforeTableAlias(s) | TableSampleKind::AfterTableAlias(s)) => s,
-                None => unreachable!("matched just above"),
+                return Ok(());
             };
             let condition = condition(&sample)?;
             let alias = alias.take().or_else(|| match name.0.last() {

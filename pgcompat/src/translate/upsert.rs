@@ -21,6 +21,7 @@ use sqlparser::ast::{
     SelectItem, SetExpr,
 };
 
+use super::expr::call;
 use crate::error::PgError;
 
 /// A unique key of a table: its constraint's (or index's) name and columns.
@@ -208,26 +209,6 @@ pub(crate) fn mark_updates(insert: &mut Insert) {
             }
         }
     }
-}
-
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(sqlparser::ast::Function {
-        name: sqlparser::ast::ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    })
 }
 
 fn xmax_call() -> Expr {
