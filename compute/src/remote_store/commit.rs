@@ -4,9 +4,9 @@
 //! whole, cut into chunks of about `part_bytes_max` encoded bytes. A transaction of one chunk is one version 1
 //! record, as before groups existed. A larger one is a group (`cambium_types::wal::group`): its parts, named by
 //! the start LSN of the first (this store's read LSN: it is the branch's only writer, and the first part's
-//! acknowledged end checks it), each appended with its own deadline and at most `appends_in_flight_max` in
-//! flight, then, once every part is on a quorum, the commit record. Nothing of it is visible before the commit
-//! is, on the pageserver or here. So the deadline follows progress (a part, not the whole transaction), the
+//! acknowledged end checks it), each handed to the proposer in order (so each gets the LSNs after the one
+//! before) with its own deadline and at most `appends_in_flight_max` in flight, then, once every part is on a
+//! quorum, the commit record. Nothing of it is visible before the commit is, on the pageserver or here. So the deadline follows progress (a part, not the whole transaction), the
 //! memory is a few parts, and the limit (`transaction_bytes_max`) is checked before anything is sent.
 //!
 //! Once a part was handed to the proposer any failure fails the store (DESIGN §5): if the commit record was
@@ -157,7 +157,10 @@ impl RemotePageStore {
                 .to_group_commit_frame(read_lsn)
                 .map_err(|e| self.fail(format!("transaction not committed: encoding its commit: {e}")))?;
             // Even a refusal fails the store now: the proposer's WAL ends past this group's parts.
-            match self.wait_append(self.send_append(proposer, frame)) {
+            let reply = self
+                .send_append(proposer, frame)
+                .map_err(|e| self.fail(format!("commit failed: the commit record was not handed over: {e}")))?;
+            match self.wait_append(reply) {
                 Ok(end_lsn) => end_lsn,
                 Err(e) => return Err(self.fail(format!("commit failed: {e}"))),
             }
@@ -197,7 +200,15 @@ impl RemotePageStore {
             })?;
             // The first part starts the group where this store's history ends.
             let expected_end = (parts == 0).then(|| Lsn(group_lsn.0 + frame.len() as u64));
-            in_flight.push_back((self.send_append(proposer, frame), expected_end));
+            let reply = match self.send_append(proposer, frame) {
+                Ok(reply) => reply,
+                // Nothing of the group was handed over yet: the store can go on.
+                Err(e @ (WalProposerError::BadRecord | WalProposerError::Overloaded)) if parts == 0 => {
+                    return Err(PageStoreError::Unavailable(format!("commit refused: {e}")))
+                }
+                Err(e) => return Err(not_committed(format!("a part was not handed over: {e}"))),
+            };
+            in_flight.push_back((reply, expected_end));
             parts += 1;
             if in_flight.len() >= self.appends_in_flight_max {
                 self.wait_part(&mut in_flight)?;
@@ -226,18 +237,21 @@ impl RemotePageStore {
         }
     }
 
-    /// Hands `frame` to the proposer on the store's runtime; the reply comes on the returned channel.
-    fn send_append(&self, proposer: &Arc<WalProposer>, frame: Bytes) -> AppendReply {
+    /// Hands `frame` to the proposer at once, in call order ([`WalProposer::submit`]: frames handed over one
+    /// after another get consecutive LSNs, which concurrent `append`s do not promise); the reply comes on the
+    /// returned channel. Refused (`Overloaded`, `Shutdown`, `BadRecord`) means nothing of `frame` was handed
+    /// over.
+    fn send_append(&self, proposer: &WalProposer, frame: Bytes) -> Result<AppendReply, WalProposerError> {
+        let reply = proposer.submit(frame)?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let proposer = Arc::clone(proposer);
         self.runtime.get().spawn(async move {
             let started = std::time::Instant::now();
-            let appended = proposer.append(frame).await;
+            let appended = reply.await;
             Metrics::add_micros(&METRICS.commit_quorum_us_total, started.elapsed());
             // The caller may have stopped waiting; then nobody needs the answer.
             let _ = tx.send(appended);
         });
-        rx
+        Ok(rx)
     }
 
     /// Waits for one append's reply, at most its commit timeout plus a margin (the proposer gives up at its
