@@ -53,7 +53,7 @@ impl TableTypes {
             .map(|(_, t)| *t)
     }
 
-    /// Every recorded column and its type.
+    /// Every recorded column and its type, in the table's column order.
     pub fn columns(&self) -> &[(String, PgType)] {
         &self.columns
     }
@@ -231,7 +231,12 @@ impl Catalog {
             .optional()?;
         let mut tables: HashMap<String, TableTypes> = HashMap::new();
         if exists.is_some() {
-            let mut stmt = conn.prepare_cached("SELECT table_name, column_name, type FROM _cambium_columns")?;
+            // In each table's own column order (`SELECT *`'s, and PostgreSQL's attnum order), not the key's.
+            let mut stmt = conn.prepare_cached(
+                "SELECT c.table_name, c.column_name, c.type FROM _cambium_columns AS c \
+                 LEFT JOIN pragma_table_info(c.table_name) AS p ON p.name = c.column_name COLLATE NOCASE \
+                 ORDER BY c.table_name, p.cid",
+            )?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
                 let table: String = row.get(0)?;

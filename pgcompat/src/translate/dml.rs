@@ -474,7 +474,13 @@ pub(super) fn param_columns(query: &Query) -> Vec<(usize, usize)> {
         .collect()
 }
 
-pub(super) fn output_types(catalog: &Catalog, query: &Query, ctes: &[expr::CteTable]) -> Option<Vec<Option<PgType>>> {
+/// `rewritten`: the columns of the set-returning functions the rewrite replaced (their types).
+pub(super) fn output_types(
+    catalog: &Catalog,
+    query: &Query,
+    ctes: &[expr::CteTable],
+    rewritten: &[crate::translate::srf::FunctionColumn],
+) -> Option<Vec<Option<PgType>>> {
     let mut body = query.body.as_ref();
     loop {
         match body {
@@ -496,6 +502,7 @@ pub(super) fn output_types(catalog: &Catalog, query: &Query, ctes: &[expr::CteTa
                     catalog,
                     scopes: vec![Scope::of_select(select)],
                     ctes: ctes.to_vec(),
+                    rewritten: rewritten.to_vec(),
                 };
                 return Some(item_types(&typer, &select.projection));
             }
@@ -506,8 +513,8 @@ pub(super) fn output_types(catalog: &Catalog, query: &Query, ctes: &[expr::CteTa
                     ..query.clone()
                 };
                 let (l, r) = (
-                    output_types(catalog, &query_of(left), ctes)?,
-                    output_types(catalog, &query_of(right), ctes)?,
+                    output_types(catalog, &query_of(left), ctes, rewritten)?,
+                    output_types(catalog, &query_of(right), ctes, rewritten)?,
                 );
                 return Some(
                     l.iter()

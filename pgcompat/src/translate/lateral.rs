@@ -143,12 +143,35 @@ fn replace(columns: &Columns, expr: &mut Expr) {
     }
 }
 
+/// `FROM a, LATERAL (q) l …` is `FROM a CROSS JOIN LATERAL (q) l …`: a lateral derived table after a comma
+/// joins the items before it (a comma is a cross join, and what joins the lateral references only it and
+/// what follows), so the rewrites of joined laterals cover it.
+fn comma_laterals_as_joins(select: &mut Select) {
+    let mut merged: Vec<sqlparser::ast::TableWithJoins> = Vec::with_capacity(select.from.len());
+    for item in std::mem::take(&mut select.from) {
+        let lateral = matches!(item.relation, TableFactor::Derived { lateral: true, .. });
+        match merged.last_mut() {
+            Some(previous) if lateral => {
+                previous.joins.push(Join {
+                    relation: item.relation,
+                    global: false,
+                    join_operator: JoinOperator::CrossJoin(JoinConstraint::None),
+                });
+                previous.joins.extend(item.joins);
+            }
+            _ => merged.push(item),
+        }
+    }
+    select.from = merged;
+}
+
 /// The SELECT's scalar laterals removed from its joins, and the references to their columns replaced.
 fn rewrite_select(select: &mut Select) -> Result<Columns, PgError> {
     let star = select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_)));
     if star {
         return Ok(Vec::new());
     }
+    comma_laterals_as_joins(select);
     let outer = super::lateral_join::from_aliases(select);
     let mut columns: Columns = Vec::new();
     let mut filters: Vec<Expr> = Vec::new();

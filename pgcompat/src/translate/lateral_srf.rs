@@ -55,6 +55,7 @@ pub(crate) fn flatten(
         return None;
     }
     let typer = Typer {
+        rewritten: typer.rewritten.clone(),
         catalog: typer.catalog,
         scopes: inner.cloned().into_iter().collect(),
         ctes: typer.ctes.clone(),

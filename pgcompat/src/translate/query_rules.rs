@@ -222,6 +222,7 @@ pub(crate) fn type_set_operation_literals(catalog: &Catalog, query: &mut Query) 
                 catalog,
                 scopes: vec![Scope::of_select(select)],
                 ctes: Vec::new(),
+                rewritten: Vec::new(),
             };
             if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = &select.projection[column] {
                 if !is_string_literal(e) {

@@ -33,7 +33,7 @@ pub(super) fn translate_query(
         catalog_refs::name_outputs(query);
     }
     // The derived tables' and CTEs' column types, as the rewrite found them.
-    let columns = output_types(catalog, query, &rewriter.typer.ctes);
+    let columns = output_types(catalog, query, &rewriter.typer.ctes, &rewriter.typer.rewritten);
     Ok(Translation {
         steps: vec![query.to_string()],
         primary: 0,

@@ -19,6 +19,7 @@ use super::expr::{last_part, Typer};
 
 mod grouping;
 mod list;
+mod record;
 
 use crate::catalog::quote_ident;
 use crate::error::PgError;
@@ -47,9 +48,16 @@ pub(crate) struct FunctionTable {
 }
 
 impl FunctionTable {
-    /// The column `name`, if this table has it.
+    /// The column `name`, if this table has it; a function of one column is also its table's alias (`SELECT
+    /// e FROM jsonb_array_elements(…) e`, whose column PostgreSQL names `value`).
     pub(crate) fn column(&self, name: &str) -> Option<&FunctionColumn> {
-        self.columns.iter().find(|c| c.name.eq_ignore_ascii_case(name))
+        self.columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+            .or_else(|| match self.columns.as_slice() {
+                [only] if self.alias.eq_ignore_ascii_case(name) => Some(only),
+                _ => None,
+            })
     }
 }
 
@@ -77,7 +85,8 @@ impl Shape {
 
     /// Whether the function returns one (non-composite) column, which a bare table alias names.
     fn scalar(&self) -> bool {
-        !matches!(self, Shape::Each { .. } | Shape::Zip { .. })
+        // `json[b]_array_elements[_text]` declare their column (`OUT value`): an alias does not rename it.
+        !matches!(self, Shape::Each { .. } | Shape::Elements { .. } | Shape::Zip { .. })
     }
 }
 
@@ -118,7 +127,7 @@ pub(crate) fn handles(name: &str) -> bool {
             | "generate_subscripts"
             | "generate_series"
             | "pg_options_to_table"
-    )
+    ) || record::is_record_function(name).is_some()
 }
 
 /// The `json_each` source and shape of a call of `name` with (rewritten) `args`.
@@ -259,11 +268,14 @@ fn series_type(types: &[Option<PgType>]) -> Result<PgType, PgError> {
         .iter()
         .any(|b| matches!(b, Base::Timestamp | Base::Timestamptz | Base::Date))
     {
-        return Ok(if bases.contains(&Base::Timestamptz) {
-            PgType::TIMESTAMPTZ
-        } else {
-            PgType::new(Base::Timestamp)
-        });
+        // Dates alone take the `timestamptz` form (date's preferred cast), as PostgreSQL resolves them.
+        return Ok(
+            if bases.contains(&Base::Timestamptz) || bases.iter().all(|b| *b == Base::Date) {
+                PgType::TIMESTAMPTZ
+            } else {
+                PgType::new(Base::Timestamp)
+            },
+        );
     }
     if types.iter().flatten().any(|t| t.base() == Base::Numeric) {
         return Ok(PgType::NUMERIC);
@@ -357,6 +369,9 @@ pub(crate) fn function_table(
     alias: Option<&TableAlias>,
     with_ordinality: bool,
 ) -> Result<(TableFactor, FunctionTable), PgError> {
+    if record::is_record_function(name).is_some() {
+        return record::record_table(typer, name, args, alias, with_ordinality);
+    }
     let (source, shape) = source(typer, name, args)?;
     let sqlite_alias = fresh_alias();
     let mut columns = columns(&shape, name, &sqlite_alias)?;

@@ -129,8 +129,8 @@ fn generate_series(
                 "function generate_series(timestamp, timestamp) needs an interval step",
             ));
         };
-        // Dates step as timestamps, as PostgreSQL's generate_series(timestamp, …) does.
-        let point = if ty.is_some_and(|t| t.base() == Base::Timestamptz) {
+        // Dates step as `timestamptz` (date's preferred cast), as PostgreSQL resolves the call.
+        let point = if ty.is_some_and(|t| matches!(t.base(), Base::Timestamptz | Base::Date)) {
             "timestamptz"
         } else {
             "timestamp"

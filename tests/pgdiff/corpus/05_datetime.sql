@@ -108,3 +108,5 @@ SELECT DATE '2024-05-07' + 1, DATE '2024-05-07' - 7, DATE '2024-05-07' + TIME '1
 SELECT id, starts::date, starts::time FROM bookings ORDER BY id;
 SELECT count(*) FROM bookings WHERE starts >= date_trunc('month', TIMESTAMP '2024-05-15') AND starts < date_trunc('month', TIMESTAMP '2024-05-15') + INTERVAL '1 month';
 SELECT INTERVAL '1 day' > INTERVAL '23 hours', INTERVAL '1 month' = INTERVAL '30 days', INTERVAL '2 hours' BETWEEN INTERVAL '1 hour' AND INTERVAL '3 hours';
+SELECT generate_series('2024-01-01'::date, '2024-01-05'::date, '2 days'::interval);
+SELECT d, pg_typeof(d) FROM generate_series('2024-01-01'::date, '2024-01-03'::date, interval '1 day') AS g(d);

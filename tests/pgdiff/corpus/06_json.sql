@@ -89,3 +89,16 @@ SELECT body -> 'missing', body ->> 'missing', body #> '{a,b}' FROM docs WHERE id
 SELECT id FROM docs WHERE body @> '{"tags": []}' ORDER BY id;
 SELECT id, jsonb_typeof(body -> 'tags') FROM docs ORDER BY id;
 SELECT json_agg(id ORDER BY id), json_build_object('n', count(*)) FROM docs;
+SELECT * FROM jsonb_each('{"a": 1, "b": "x", "c": [1, {"d": null}]}') ORDER BY key;
+SELECT * FROM json_array_elements('[1, "a", {"b": 2}]');
+SELECT e, pg_typeof(e) FROM jsonb_array_elements_text('[1, "x", null]') e;
+SELECT * FROM generate_series(1, 2) g, jsonb_array_elements('[10, 20]') e ORDER BY 1, 2;
+SELECT pg_typeof(value), pg_typeof(key) FROM jsonb_each('{"a": 1}');
+SELECT t.* FROM jsonb_each_text('{"a": 1, "b": null}') AS t(k, v) ORDER BY k;
+SELECT * FROM jsonb_to_record('{"a": 1, "b": "x", "c": 1.50, "d": {"e": [1]}, "f": true}') AS r(a int, b text, c numeric, d jsonb, f boolean, g text);
+SELECT x.id, x."Name", x.tags FROM jsonb_to_recordset('[{"id": 1, "Name": "a", "tags": {"k": 1}}, {"id": 2}]') AS x(id int, "Name" text, tags json) ORDER BY 1;
+SELECT d.id, r.a FROM docs d, jsonb_to_record(d.body) AS r(a int) ORDER BY 1;
+SELECT sum(r.n) FROM json_to_recordset('[{"n": 1}, {"n": 2}, {"n": null}]') AS r(n int);
+SELECT * FROM jsonb_to_recordset('{"a": 1}') AS r(a int);
+SELECT * FROM json_to_record('{"a": 1}') r;
+SELECT * FROM jsonb_to_record('{"a": "x"}') AS r(a int);

@@ -165,3 +165,7 @@ SELECT count(*) FROM emp TABLESAMPLE SYSTEM (0);
 SELECT count(*) FROM emp AS e TABLESAMPLE BERNOULLI (100) WHERE e.id > 0;
 SELECT count(*) FROM emp TABLESAMPLE BERNOULLI (150);
 INSERT INTO customers (id, name, created) VALUES (9, 'ivy2', '2024-06-09'), (40, 'new', '2024-06-10') ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name RETURNING id, name, xmax = 0 AS inserted, CASE WHEN xmax::text::bigint = 0 THEN 'insert' ELSE 'update' END;
+SELECT c.name, x.total FROM customers c, LATERAL (SELECT sum(amount) AS total FROM orders WHERE customer_id = c.id) x ORDER BY 1;
+SELECT c.name, x.amount FROM customers c, LATERAL (SELECT amount FROM orders o WHERE o.customer_id = c.id ORDER BY amount DESC LIMIT 1) x ORDER BY 1;
+SELECT row_to_json(c.*) FROM customers c ORDER BY id LIMIT 2;
+SELECT to_jsonb(c.*), to_json(c.*) FROM customers c ORDER BY id LIMIT 2;

@@ -49,6 +49,7 @@ impl Rewriter<'_> {
                     let mut scopes = self.typer.scopes.clone();
                     scopes.push(Scope::of_select(select));
                     let inner = Typer {
+                        rewritten: self.typer.rewritten.clone(),
                         catalog: self.typer.catalog,
                         scopes,
                         ctes: self.typer.ctes.clone(),
@@ -422,10 +423,7 @@ impl Rewriter<'_> {
             "to_jsonb" | "jsonb_agg" => true,
             _ => return None,
         };
-        let args = plain_args(function);
-        let [Expr::Identifier(row)] = args.as_slice() else {
-            return None;
-        };
+        let row = whole_row_arg(function)?;
         let columns = self.typer.row_columns(&row.value)?;
         let mut types = Vec::with_capacity(columns.len() * 2);
         let mut object_args = Vec::with_capacity(columns.len() * 2);
@@ -457,6 +455,21 @@ impl Rewriter<'_> {
             PgType::new(Base::Json)
         };
         Some(crate::functions::typed_call(&aggregate, name, &[Some(flavor)]))
+    }
+}
+
+/// The one argument of a call that names a FROM item: `f(t)`, or `f(t.*)`, which means the same.
+fn whole_row_arg(function: &Function) -> Option<Ident> {
+    let FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(row)))] => Some(row.clone()),
+        [FunctionArg::Unnamed(FunctionArgExpr::QualifiedWildcard(name))] => match name.0.as_slice() {
+            [part] => part.as_ident().cloned(),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

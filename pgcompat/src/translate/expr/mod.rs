@@ -48,6 +48,7 @@ impl<'a> Rewriter<'a> {
                 catalog,
                 scopes: Vec::new(),
                 ctes: Vec::new(),
+                rewritten: Vec::new(),
             },
             params: Vec::new(),
             uses_now: false,
@@ -154,14 +155,28 @@ impl Rewriter<'_> {
                     }
                     return Some(columns);
                 }
+                // The query's own CTEs, typed by their first SELECT (the recursive CTE `tables` makes of a
+                // `generate_series`: its column is typed by its first row).
+                let mut ctes = self.typer.ctes.clone();
+                for cte in query.with.iter().flat_map(|with| &with.cte_tables) {
+                    if let Some(mut columns) = self.derived_columns(&cte.query) {
+                        for (column, given) in columns.iter_mut().zip(&cte.alias.columns) {
+                            column.0 = given.name.value.clone();
+                        }
+                        let name = cte.alias.name.value.clone();
+                        ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
+                        ctes.push(typer::CteTable { name, columns });
+                    }
+                }
                 let typer = Typer {
+                    rewritten: self.typer.rewritten.clone(),
                     catalog: self.typer.catalog,
                     scopes: {
                         let mut scopes = self.typer.scopes.clone();
                         scopes.push(Scope::of_select(select));
                         scopes
                     },
-                    ctes: self.typer.ctes.clone(),
+                    ctes,
                 };
                 select
                     .projection
@@ -237,6 +252,10 @@ impl super::walk::Hooks for Rewriter<'_> {
 
     fn leave_select(&mut self) {
         self.left_scope = self.typer.scopes.pop();
+        if let Some(scope) = &self.left_scope {
+            let columns = scope.functions.iter().flat_map(|f| f.columns.iter().cloned());
+            self.typer.rewritten.extend(columns);
+        }
     }
 
     fn reenter_select(&mut self) {
@@ -275,6 +294,7 @@ impl super::walk::Hooks for Rewriter<'_> {
             return;
         };
         let typer = Typer {
+            rewritten: self.typer.rewritten.clone(),
             catalog: self.typer.catalog,
             scopes: {
                 let mut scopes = self.typer.scopes.clone();

@@ -96,9 +96,30 @@ pub(crate) struct Typer<'a> {
     pub(crate) scopes: Vec<Scope>,
     /// The CTEs of the statement, by name (a CTE hides a table of its name).
     pub(crate) ctes: Vec<CteTable>,
+    /// The columns of the set-returning functions of SELECTs already rewritten: their expressions, which the
+    /// rewrite put where the columns were referenced, keep the columns' types (see
+    /// [`Typer::rewritten_function_column`]).
+    pub(crate) rewritten: Vec<crate::translate::srf::FunctionColumn>,
 }
 
 impl Typer<'_> {
+    /// The type of a set-returning function's column that a reference was already rewritten into (its
+    /// expression over the `json_each` item, which says nothing of the PostgreSQL type by itself).
+    fn rewritten_function_column(&self, expr: &Expr) -> Option<PgType> {
+        // (A compound identifier may be one: `"_pgc_fn_0".key`, named by the rewrite's own alias.)
+        if matches!(expr, Expr::Identifier(_) | Expr::Value(_)) {
+            return None;
+        }
+        self.scopes
+            .iter()
+            .rev()
+            .flat_map(|scope| &scope.functions)
+            .flat_map(|function| &function.columns)
+            .chain(&self.rewritten)
+            .find(|column| column.expr == *expr)
+            .and_then(|column| column.ty)
+    }
+
     /// The column of a set-returning function in FROM that `qualifier.column` names, if it is one.
     pub(crate) fn function_column(
         &self,
@@ -264,6 +285,9 @@ impl Typer<'_> {
 
     /// The PostgreSQL type of a (rewritten) expression, when the layer can know it.
     pub(crate) fn infer(&self, expr: &Expr) -> Option<PgType> {
+        if let Some(ty) = self.rewritten_function_column(expr) {
+            return Some(ty);
+        }
         match expr {
             Expr::Identifier(ident) => self.column(None, &ident.value),
             Expr::CompoundIdentifier(parts) => match parts.as_slice() {
@@ -324,6 +348,7 @@ impl Typer<'_> {
         };
         let item = select.projection.first()?;
         let inner = Typer {
+            rewritten: self.rewritten.clone(),
             catalog: self.catalog,
             scopes: {
                 let mut scopes = self.scopes.clone();

@@ -187,8 +187,13 @@ fn expand_wildcards(rewriter: &Rewriter<'_>, select: &mut Select) -> Result<(), 
         table
             .columns
             .iter()
+            // A reference to the column, resolved (and typed) as any `alias.column` is: its expression is
+            // already SQLite's and must not be translated again (`->` in it is SQLite's, not PostgreSQL's).
             .map(|c| SelectItem::ExprWithAlias {
-                expr: c.expr.clone(),
+                expr: Expr::CompoundIdentifier(vec![
+                    Ident::with_quote('"', table.alias.clone()),
+                    Ident::with_quote('"', c.name.clone()),
+                ]),
                 alias: Ident::with_quote('"', c.name.clone()),
             })
             .collect()
