@@ -654,7 +654,10 @@ async fn a_move_whose_target_dies_before_the_switch_rolls_back() {
         assert!(Instant::now() < deadline, "the target never attached the tenant");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(deployment.hold_mark(0, &tenant).exists(), "the source holds its deletions");
+    assert!(
+        deployment.hold_mark(0, &tenant).exists(),
+        "the source holds its deletions"
+    );
     deployment.pageservers[1].kill9();
     let ended = deployment.wait_operation(&operation).await;
     let error = ended["error"].as_str().unwrap_or_default().to_owned();
@@ -686,7 +689,10 @@ async fn a_move_whose_target_dies_before_the_switch_rolls_back() {
         .collect();
     let state = bank::read_state(&uri, seed, "after the rollback").await;
     bank::check(&state, &attempts, &acknowledged, seed, "after the rollback");
-    println!("{} transfers acknowledged, all present after the rollback", acknowledged.len());
+    println!(
+        "{} transfers acknowledged, all present after the rollback",
+        acknowledged.len()
+    );
 }
 
 /// Issue 17 item 5, the failover as a durable operation: the pageserver holding a database under the bank
@@ -725,7 +731,10 @@ async fn a_failover_cut_by_an_api_crash_is_resumed_after_the_restart() {
                 break id.clone();
             }
         }
-        assert!(Instant::now() < deadline, "no failover attached the tenant: {running:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no failover attached the tenant: {running:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     deployment.api.kill9();
@@ -763,7 +772,10 @@ async fn a_failover_cut_by_an_api_crash_is_resumed_after_the_restart() {
         .collect();
     let state = bank::read_state(&uri, seed, "after the failover").await;
     bank::check(&state, &attempts, &acknowledged, seed, "after the failover");
-    println!("{} transfers acknowledged, all present after the failover", acknowledged.len());
+    println!(
+        "{} transfers acknowledged, all present after the failover",
+        acknowledged.len()
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     while deployment.remote_owner(&tenant).as_deref() != Some("ps2") {
         assert!(Instant::now() < deadline, "the remote copy is never marked ps2");
@@ -915,7 +927,12 @@ impl TwoHosts {
     async fn move_through_first(&self, id: &str, index: usize) -> Value {
         let body = format!(r#"{{"pageserver":"{}"}}"#, self.pageservers[index].address);
         let reply = self
-            .call(0, "POST", &format!("/admin/databases/{id}/move_pageserver"), Some(&body))
+            .call(
+                0,
+                "POST",
+                &format!("/admin/databases/{id}/move_pageserver"),
+                Some(&body),
+            )
             .await;
         assert_eq!(reply.status, 202, "{}", reply.body);
         let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
@@ -1039,8 +1056,14 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
         readers.iter().zip(&banks).zip(databases.iter().zip(&placed))
     {
         let (source, target) = (index_of(column), 1 - index_of(column));
-        assert!(!hosts.tenants_on(source).await.contains(tenant), "{id}: the source lacks it");
-        assert!(hosts.tenants_on(target).await.contains(tenant), "{id}: the target has it");
+        assert!(
+            !hosts.tenants_on(source).await.contains(tenant),
+            "{id}: the source lacks it"
+        );
+        assert!(
+            hosts.tenants_on(target).await.contains(tenant),
+            "{id}: the target has it"
+        );
         let (reader_errors, bank_errors) = (reader.errors(), failed_since(bank, moved_at));
         println!(
             "{id} on host {host}: {} reads, {} reader errors, {} bank errors since the moves began",
@@ -1050,10 +1073,18 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
         );
         assert!(reader_errors.is_empty(), "{id}: the reader's errors: {reader_errors:?}");
         assert!(bank_errors.is_empty(), "{id}: the bank's errors: {bank_errors:?}");
-        assert_eq!(reader.reconnects.load(Ordering::SeqCst), 1, "{id}: the reader's session stayed open");
+        assert_eq!(
+            reader.reconnects.load(Ordering::SeqCst),
+            1,
+            "{id}: the reader's session stayed open"
+        );
         let followed = hosts.follow(*host, id).await;
         assert_eq!(followed["served_here"], true, "{followed}");
-        assert_eq!(followed["pageserver"], addresses[target].as_str(), "{id} on host {host}: {followed}");
+        assert_eq!(
+            followed["pageserver"],
+            addresses[target].as_str(),
+            "{id} on host {host}: {followed}"
+        );
         assert_eq!(followed["stores_repointed"], 0, "{id}: already re-pointed: {followed}");
         assert_eq!(hosts.follow(1 - host, id).await["served_here"], false);
     }
@@ -1065,7 +1096,10 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
     );
 
     // The second host cannot be told: stopped while its database moves back; it follows at its next round.
-    let remote = placed.iter().position(|(_, _, host)| *host == 1).expect("a database on the second");
+    let remote = placed
+        .iter()
+        .position(|(_, _, host)| *host == 1)
+        .expect("a database on the second");
     let (id, _) = &databases[remote];
     let back = index_of(&placed[remote].1);
     signal(&hosts.apis[1], "-STOP");
@@ -1085,7 +1119,10 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
         .log_of("second")
         .contains("read from another pageserver than its placement; re-pointed")
     {
-        assert!(Instant::now() < deadline, "the stopped host never re-pointed at its own round");
+        assert!(
+            Instant::now() < deadline,
+            "the stopped host never re-pointed at its own round"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(

@@ -95,7 +95,10 @@ impl Control {
             };
             let database_id = placement.database_id.clone();
             let id = database_id.clone();
-            match self.blocking(move |store| store.running_operation_on_database(&id)).await {
+            match self
+                .blocking(move |store| store.running_operation_on_database(&id))
+                .await
+            {
                 Ok(None) => {}
                 // Its failover (or another operation) runs; a failover after it ends, if still needed.
                 Ok(Some(operation)) => {
@@ -144,7 +147,9 @@ impl Control {
                     slot.submit(operation.id);
                 }
                 // Another process started one, or an operation began meanwhile.
-                Ok(None) => tracing::debug!(database = %database_id, "a lost pageserver's database waits for its operation"),
+                Ok(None) => {
+                    tracing::debug!(database = %database_id, "a lost pageserver's database waits for its operation")
+                }
                 Err(error) => tracing::warn!(database = %database_id, ?error, "starting a failover; next probe"),
             }
         }

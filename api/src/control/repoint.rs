@@ -88,7 +88,12 @@ impl Control {
     /// and computes follow now, then the database's compute host, if another process, is told (see the module
     /// doc; a host not reached follows at its next placement round). Returns how many local stores were
     /// re-pointed.
-    pub(super) async fn repoint_everywhere(&self, database_id: &str, tenant: TenantId, to: &str) -> Result<usize, String> {
+    pub(super) async fn repoint_everywhere(
+        &self,
+        database_id: &str,
+        tenant: TenantId,
+        to: &str,
+    ) -> Result<usize, String> {
         self.backend.remember_placement(tenant, to).map_err(|e| e.to_string())?;
         let repointed = {
             let _held = self.repoint.lock().await;

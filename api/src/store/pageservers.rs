@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(
             placements,
             vec![PageserverPlacement {
-                database_id: database,
+                database_id: database.clone(),
                 tenant_id: tenant,
                 pageserver: Some("ps1:1".to_owned()),
             }]
@@ -238,7 +238,10 @@ mod tests {
         }
         let started = store.start_operation_on_idle_database(&new).unwrap().expect("started");
         assert_eq!(started.work().unwrap(), action);
-        assert!(store.start_operation_on_idle_database(&new).unwrap().is_none(), "one at a time");
+        assert!(
+            store.start_operation_on_idle_database(&new).unwrap().is_none(),
+            "one at a time"
+        );
         store.finish_operation(&started.id, Err("lost".to_owned())).unwrap();
         assert!(store.start_operation_on_idle_database(&new).unwrap().is_some());
     }
