@@ -67,34 +67,41 @@ fn info() -> Vec<(String, String)> {
     vec![("RUST_LOG".to_owned(), "info".to_owned())]
 }
 
+/// Three safekeepers and two pageservers (ids `ps1`, `ps2`) sharing a local-directory remote under `root`, their
+/// logs there: (the safekeepers, their addresses, the pageservers).
+fn start_storage(root: &std::path::Path) -> (Vec<Process>, Vec<String>, Vec<Process>) {
+    let safekeepers: Vec<Process> = (1..=3)
+        .map(|id| Process::safekeeper(id, &root.join(format!("sk{id}"))))
+        .collect();
+    let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
+    let remote = format!("file://{}", root.join("remote").display());
+    let pageservers: Vec<Process> = (1..=2)
+        .map(|n| {
+            Process::start_logged_with_env(
+                vec![
+                    "pageserver".into(),
+                    "--data-dir".into(),
+                    root.join(format!("ps{n}")).display().to_string(),
+                    "--safekeepers".into(),
+                    addresses.join(","),
+                    "--remote".into(),
+                    remote.clone(),
+                    "--id".into(),
+                    format!("ps{n}"),
+                ],
+                &root.join(format!("ps{n}.log")),
+                info(),
+            )
+        })
+        .collect();
+    (safekeepers, addresses, pageservers)
+}
+
 impl Deployment {
     fn start(api_extra: &[&str]) -> Deployment {
         let root = tempfile::tempdir().expect("tempdir");
         let log = |name: &str| root.path().join(format!("{name}.log"));
-        let safekeepers: Vec<Process> = (1..=3)
-            .map(|id| Process::safekeeper(id, &root.path().join(format!("sk{id}"))))
-            .collect();
-        let addresses: Vec<String> = safekeepers.iter().map(|s| s.address.clone()).collect();
-        let remote = format!("file://{}", root.path().join("remote").display());
-        let pageservers: Vec<Process> = (1..=2)
-            .map(|n| {
-                Process::start_logged_with_env(
-                    vec![
-                        "pageserver".into(),
-                        "--data-dir".into(),
-                        root.path().join(format!("ps{n}")).display().to_string(),
-                        "--safekeepers".into(),
-                        addresses.join(","),
-                        "--remote".into(),
-                        remote.clone(),
-                        "--id".into(),
-                        format!("ps{n}"),
-                    ],
-                    &log(&format!("ps{n}")),
-                    info(),
-                )
-            })
-            .collect();
+        let (safekeepers, addresses, pageservers) = start_storage(root.path());
         let data_dir = root.path().join("api");
         let pageserver_list: Vec<String> = pageservers.iter().map(|p| p.address.clone()).collect();
         let mut api_args: Vec<String> = vec![
@@ -207,6 +214,28 @@ impl Deployment {
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .expect("the database's row")
+    }
+
+    /// The operations of `action` on `database` (id and status, oldest first), read from the metadata file.
+    fn operations_of(&self, database: &str, action: &str) -> Vec<(String, String)> {
+        let conn =
+            compute::rusqlite::Connection::open(self.data_dir.join("metadata.sqlite")).expect("open the metadata");
+        let mut stmt = conn
+            .prepare("SELECT id, status FROM operations WHERE database_id = ?1 AND action = ?2 ORDER BY id")
+            .expect("prepare");
+        let rows = stmt
+            .query_map([database, action], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("operations");
+        rows.collect::<Result<_, _>>().expect("operations")
+    }
+
+    /// The durable mark under which pageserver `index` deletes no remote layer of `tenant` (a move's hold).
+    fn hold_mark(&self, index: usize, tenant: &str) -> PathBuf {
+        self.root
+            .path()
+            .join(format!("ps{}", index + 1))
+            .join("hold_deletions")
+            .join(tenant)
     }
 
     fn remote_owner(&self, tenant: &str) -> Option<String> {
@@ -601,4 +630,522 @@ async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_
     );
     let state = bank::read_state(&uri, seed, "after the return").await;
     bank::check(&state, &attempts, &acknowledged, seed, "after the return");
+}
+
+/// Issue 17 item 2, a move's rollback: the target pageserver is killed -9 while it catches up (the API paused
+/// right after the target's attach). The catch-up runs out of time, the operation fails saying it rolled back,
+/// and the database stays on the source, serving: the bank's transfers go on with no error and every
+/// acknowledged one is there, and the source's hold on its remote deletions (a durable mark) is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_target_dies_before_the_switch_rolls_back() {
+    let mut deployment = Deployment::start(&["--faults", "pause_at=move_attached:3000"]);
+    let (_, database_id, uri) = deployment.create_database("bank").await;
+    let (tenant, placed) = deployment.placement(&database_id);
+    let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
+    assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
+    let seed = bank::seed();
+    let bank = Bank::start(&uri, seed).await;
+    bank.progress(40, "before the move").await;
+
+    let moved_at = Instant::now();
+    let operation = deployment.start_move(&database_id, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !deployment.tenants_on(1).await.contains(&tenant) {
+        assert!(Instant::now() < deadline, "the target never attached the tenant");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        deployment.hold_mark(0, &tenant).exists(),
+        "the source holds its deletions"
+    );
+    deployment.pageservers[1].kill9();
+    let ended = deployment.wait_operation(&operation).await;
+    let error = ended["error"].as_str().unwrap_or_default().to_owned();
+    println!(
+        "a move whose target died: {} after {} ms: {error}",
+        ended["status"],
+        moved_at.elapsed().as_millis()
+    );
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert!(error.contains("rolled back"), "{ended}");
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[0].as_str()),
+        "still on the source"
+    );
+    assert!(deployment.tenants_on(0).await.contains(&tenant), "the source has it");
+    assert!(
+        !deployment.hold_mark(0, &tenant).exists(),
+        "the source released its remote deletions"
+    );
+    bank.progress(40, "after the rollback").await;
+    let errors = failed_since(&bank, moved_at);
+    assert!(errors.is_empty(), "the bank's errors: {errors:?}");
+    let attempts = bank.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(&uri, seed, "after the rollback").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the rollback");
+    println!(
+        "{} transfers acknowledged, all present after the rollback",
+        acknowledged.len()
+    );
+}
+
+/// Issue 17 item 5, the failover as a durable operation: the pageserver holding a database under the bank
+/// workload is killed -9; the API starts a `failover_pageserver` operation, which attaches the tenant on the other
+/// and then (a fault pause) waits before the switch; the API is killed -9 there. Restarted, it resumes that same
+/// operation (no second one is started): the database ends on the live pageserver, serves, and nothing
+/// acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_cut_by_an_api_crash_is_resumed_after_the_restart() {
+    let mut deployment = Deployment::start(&[
+        "--pageserver-dead-after-ms",
+        "2000",
+        "--faults",
+        "pause_at=failover_attached:60000",
+    ]);
+    let (_, database_id, uri) = deployment.create_database("bank").await;
+    let (tenant, placed) = deployment.placement(&database_id);
+    let addresses: Vec<String> = deployment.pageservers.iter().map(|p| p.address.clone()).collect();
+    assert_eq!(placed.as_deref(), Some(addresses[0].as_str()), "placed on the first");
+    let seed = bank::seed();
+    let bank = Bank::start(&uri, seed).await;
+    bank.progress(40, "before the loss").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let killed_at = Instant::now();
+    deployment.pageservers[0].kill9();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let operation = loop {
+        let running = deployment.operations_of(&database_id, "failover_pageserver");
+        if let Some((id, _)) = running.first() {
+            if deployment.tenants_on(1).await.contains(&tenant) {
+                break id.clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failover attached the tenant: {running:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    deployment.api.kill9();
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[0].as_str()),
+        "killed before the switch"
+    );
+    let args = deployment.api.args_mut();
+    args.truncate(args.len() - 2);
+    let restarted_at = Instant::now();
+    deployment.api.restart();
+    let ended = deployment.wait_operation(&operation).await;
+    println!(
+        "the failover resumed after kill -9 of the API: ended {} {} ms after the restart ({} ms after the \
+         pageserver's kill)",
+        ended["status"],
+        restarted_at.elapsed().as_millis(),
+        killed_at.elapsed().as_millis()
+    );
+    assert_eq!(ended["status"], "finished", "{ended}");
+    assert_eq!(
+        deployment.placement(&database_id).1.as_deref(),
+        Some(addresses[1].as_str()),
+        "on the live pageserver"
+    );
+    let operations = deployment.operations_of(&database_id, "failover_pageserver");
+    assert_eq!(operations.len(), 1, "resumed, not started again: {operations:?}");
+    bank.progress(40, "after the failover").await;
+    let attempts = bank.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(&uri, seed, "after the failover").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the failover");
+    println!(
+        "{} transfers acknowledged, all present after the failover",
+        acknowledged.len()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps2") {
+        assert!(Instant::now() < deadline, "the remote copy is never marked ps2");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Two `cambium api` compute hosts on PostgreSQL metadata, a `cambium proxy` in front of them, the storage of
+/// [`start_storage`]; each host with a 4-page compute cache and no file cache, so reads reach the pageserver.
+struct TwoHosts {
+    /// The first and the second host.
+    apis: Vec<Process>,
+    _proxy: Process,
+    pageservers: Vec<Process>,
+    _safekeepers: Vec<Process>,
+    metadata: tokio_postgres::Client,
+    key: String,
+    _logs: Logs,
+    root: tempfile::TempDir,
+    _server: common::postgres::TestPostgres,
+}
+
+impl TwoHosts {
+    /// Everything started; `None` (having said why) where PostgreSQL 15 is absent.
+    async fn start() -> Option<TwoHosts> {
+        let server = common::postgres::TestPostgres::start()?;
+        let url = server.create_database("metadata");
+        let root = tempfile::tempdir().expect("tempdir");
+        let (safekeepers, addresses, pageservers) = start_storage(root.path());
+        let proxy = Process::start(vec![
+            "proxy".into(),
+            "--metadata".into(),
+            url.clone(),
+            "--data-dir".into(),
+            root.path().join("proxy").display().to_string(),
+            "--failover-wait-ms".into(),
+            "15000".into(),
+        ]);
+        let pageserver_list: Vec<String> = pageservers.iter().map(|p| p.address.clone()).collect();
+        let api = |name: &str| {
+            Process::start_logged_with_env(
+                vec![
+                    "api".into(),
+                    "--data-dir".into(),
+                    root.path().join(name).display().to_string(),
+                    "--pg-listen".into(),
+                    "127.0.0.1:0".into(),
+                    "--pageservers".into(),
+                    pageserver_list.join(","),
+                    "--safekeepers".into(),
+                    addresses.join(","),
+                    "--metadata".into(),
+                    url.clone(),
+                    "--connection-address".into(),
+                    proxy.address.clone(),
+                    "--page-cache-bytes".into(),
+                    common::faults::PAGE_CACHE_BYTES.into(),
+                    "--file-cache-bytes".into(),
+                    "0".into(),
+                ],
+                &root.path().join(format!("{name}.log")),
+                info(),
+            )
+        };
+        let first = api("first");
+        let key = std::fs::read_to_string(root.path().join("first").join("api_key"))
+            .expect("the admin key")
+            .trim()
+            .to_owned();
+        let second = api("second");
+        let (metadata, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("metadata");
+        tokio::spawn(connection);
+        let logs = ["first", "second", "ps1", "ps2"].map(|name| root.path().join(format!("{name}.log")));
+        Some(TwoHosts {
+            apis: vec![first, second],
+            _proxy: proxy,
+            pageservers,
+            _safekeepers: safekeepers,
+            metadata,
+            key,
+            _logs: Logs(logs.to_vec()),
+            root,
+            _server: server,
+        })
+    }
+
+    async fn call(&self, via: usize, method: &str, path: &str, body: Option<&str>) -> common::api::Reply {
+        request(&self.apis[via].address, method, path, Some(&self.key), body, &[]).await
+    }
+
+    async fn wait_operation(&self, via: usize, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let reply = self
+                .call(via, "GET", &format!("/admin/operations/{id}?wait=30s"), None)
+                .await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let operation = reply.json()["operation"].clone();
+            if operation["status"] != "running" {
+                return operation;
+            }
+            assert!(Instant::now() < deadline, "operation {id} still running: {operation}");
+        }
+    }
+
+    /// A database made through the first host (placed where creations go): its id and connection string.
+    async fn create_database(&self, project: &str, name: &str) -> (String, String) {
+        let reply = self
+            .call(
+                0,
+                "POST",
+                &format!("/v1/projects/{project}/databases"),
+                Some(&format!(r#"{{"name":"{name}"}}"#)),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        let created = reply.json();
+        let operation = created["operation"]["id"].as_str().expect("operation");
+        assert_eq!(self.wait_operation(0, operation).await["status"], "finished");
+        (
+            created["database"]["id"].as_str().expect("id").to_owned(),
+            created["database"]["connection_uri"].as_str().expect("uri").to_owned(),
+        )
+    }
+
+    /// Database `id`'s tenant, pageserver column and compute host (the index in `apis`).
+    async fn placement(&self, id: &str) -> (String, Option<String>, usize) {
+        let row = self
+            .metadata
+            .query_one(
+                "SELECT d.tenant_id, d.pageserver, h.api_url FROM databases d
+                 JOIN compute_hosts h ON h.id = d.compute_host WHERE d.id = $1",
+                &[&id],
+            )
+            .await
+            .expect("the database's placement");
+        let api_url: String = row.get(2);
+        let host = self
+            .apis
+            .iter()
+            .position(|api| api_url == format!("http://{}", api.address))
+            .unwrap_or_else(|| panic!("host {api_url} is neither API process"));
+        (row.get(0), row.get(1), host)
+    }
+
+    /// Moves database `id` to pageserver `index` through the first host; the ended operation.
+    async fn move_through_first(&self, id: &str, index: usize) -> Value {
+        let body = format!(r#"{{"pageserver":"{}"}}"#, self.pageservers[index].address);
+        let reply = self
+            .call(
+                0,
+                "POST",
+                &format!("/admin/databases/{id}/move_pageserver"),
+                Some(&body),
+            )
+            .await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+        self.wait_operation(0, &operation).await
+    }
+
+    /// What host `via` answers when told to follow database `id`'s pageserver (no key).
+    async fn follow(&self, via: usize, id: &str) -> Value {
+        let reply = request(
+            &self.apis[via].address,
+            "POST",
+            &format!("/internal/databases/{id}/pageserver"),
+            None,
+            None,
+            &[],
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()
+    }
+
+    /// The tenants pageserver `index` holds.
+    async fn tenants_on(&self, index: usize) -> Vec<String> {
+        let mut client =
+            ps::management_client::ManagementClient::connect(format!("http://{}", self.pageservers[index].address))
+                .await
+                .expect("connect to the pageserver");
+        client
+            .list_tenants(ps::ListTenantsRequest {})
+            .await
+            .expect("list tenants")
+            .into_inner()
+            .tenant_ids
+    }
+
+    fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.root.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `process`.
+fn signal(process: &Process, signal: &str) {
+    let pid = process.pid().expect("running").to_string();
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// Issue 17 items 2 and 4: moves issued through one API process re-point every compute host. Two compute hosts
+/// (PostgreSQL metadata, clients through `cambium proxy`) each serve one database under the bank workload and a
+/// reader whose session stays open; both databases are moved to the other pageserver through the first process.
+/// The second host's computes are told (`POST /internal/databases/{id}/pageserver`, logged by the first), both
+/// hosts' clients see no error, each source lacks its tenant afterwards while reads that miss the 4-page cache
+/// keep being answered, so by the new pageserver, and each host says its computes read from the new one. Then
+/// the second host is stopped (SIGSTOP) while its database moves back: it cannot be told; continued, it
+/// re-points at its next placement round, and its clients go on. Every acknowledged transfer is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_through_one_api_process_re_points_every_compute_host() {
+    let Some(hosts) = TwoHosts::start().await else {
+        return;
+    };
+    let project = hosts.call(0, "POST", "/v1/projects", Some(r#"{"name":"p"}"#)).await;
+    assert_eq!(project.status, 201, "{}", project.body);
+    let project = project.json()["project"]["id"].as_str().expect("id").to_owned();
+    let mut databases = Vec::new();
+    for name in ["a", "b"] {
+        databases.push(hosts.create_database(&project, name).await);
+    }
+    let mut placed = Vec::new();
+    for (id, _) in &databases {
+        placed.push(hosts.placement(id).await);
+    }
+    let on_hosts: HashSet<usize> = placed.iter().map(|(_, _, host)| *host).collect();
+    assert_eq!(on_hosts.len(), 2, "one database on each host: {placed:?}");
+    let addresses: Vec<String> = hosts.pageservers.iter().map(|p| p.address.clone()).collect();
+    let index_of = |column: &Option<String>| {
+        addresses
+            .iter()
+            .position(|a| Some(a) == column.as_ref())
+            .unwrap_or_else(|| panic!("placed on {column:?}"))
+    };
+
+    let seed = bank::seed();
+    let mut banks = Vec::new();
+    let mut readers = Vec::new();
+    for (_, uri) in &databases {
+        banks.push(Bank::start(uri, seed).await);
+    }
+    for (bank, (id, _)) in banks.iter().zip(&databases) {
+        bank.progress(30, &format!("{id} before the moves")).await;
+    }
+    for (_, uri) in &databases {
+        readers.push(Reader::start(uri));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while readers.iter().any(|reader| reader.reads() < 10) {
+        let errors: Vec<Vec<String>> = readers.iter().map(Reader::errors).collect();
+        assert!(Instant::now() < deadline, "the readers do not read: {errors:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Both moved to the other pageserver, through the first process.
+    let moved_at = Instant::now();
+    for ((id, _), (_, column, host)) in databases.iter().zip(&placed) {
+        let target = 1 - index_of(column);
+        let started = Instant::now();
+        let ended = hosts.move_through_first(id, target).await;
+        assert_eq!(ended["status"], "finished", "{ended}");
+        println!(
+            "{id} (served by host {host}) moved to pageserver {} through the first process in {} ms",
+            target + 1,
+            started.elapsed().as_millis()
+        );
+    }
+    for (bank, (id, _)) in banks.iter().zip(&databases) {
+        bank.progress(30, &format!("{id} after the moves")).await;
+    }
+    for ((reader, bank), ((id, _), (tenant, column, host))) in
+        readers.iter().zip(&banks).zip(databases.iter().zip(&placed))
+    {
+        let (source, target) = (index_of(column), 1 - index_of(column));
+        assert!(
+            !hosts.tenants_on(source).await.contains(tenant),
+            "{id}: the source lacks it"
+        );
+        assert!(
+            hosts.tenants_on(target).await.contains(tenant),
+            "{id}: the target has it"
+        );
+        let (reader_errors, bank_errors) = (reader.errors(), failed_since(bank, moved_at));
+        println!(
+            "{id} on host {host}: {} reads, {} reader errors, {} bank errors since the moves began",
+            reader.reads(),
+            reader_errors.len(),
+            bank_errors.len()
+        );
+        assert!(reader_errors.is_empty(), "{id}: the reader's errors: {reader_errors:?}");
+        assert!(bank_errors.is_empty(), "{id}: the bank's errors: {bank_errors:?}");
+        assert_eq!(
+            reader.reconnects.load(Ordering::SeqCst),
+            1,
+            "{id}: the reader's session stayed open"
+        );
+        let followed = hosts.follow(*host, id).await;
+        assert_eq!(followed["served_here"], true, "{followed}");
+        assert_eq!(
+            followed["pageserver"],
+            addresses[target].as_str(),
+            "{id} on host {host}: {followed}"
+        );
+        assert_eq!(followed["stores_repointed"], 0, "{id}: already re-pointed: {followed}");
+        assert_eq!(hosts.follow(1 - host, id).await["served_here"], false);
+    }
+    assert!(
+        hosts
+            .log_of("first")
+            .contains("told the database's compute host to follow its pageserver"),
+        "the first process told the second host"
+    );
+
+    // The second host cannot be told: stopped while its database moves back; it follows at its next round.
+    let remote = placed
+        .iter()
+        .position(|(_, _, host)| *host == 1)
+        .expect("a database on the second");
+    let (id, _) = &databases[remote];
+    let back = index_of(&placed[remote].1);
+    signal(&hosts.apis[1], "-STOP");
+    let stopped_at = Instant::now();
+    let ended = hosts.move_through_first(id, back).await;
+    signal(&hosts.apis[1], "-CONT");
+    println!(
+        "{id} moved back while its host was stopped: {} after {} ms",
+        ended["status"],
+        stopped_at.elapsed().as_millis()
+    );
+    assert_eq!(ended["status"], "finished", "{ended}");
+    // Watched in its log, not asked (asking would re-point it).
+    let continued_at = Instant::now();
+    let deadline = continued_at + Duration::from_secs(15);
+    while !hosts
+        .log_of("second")
+        .contains("read from another pageserver than its placement; re-pointed")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the stopped host never re-pointed at its own round"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "the stopped host re-pointed at its own round {} ms after it was continued",
+        continued_at.elapsed().as_millis()
+    );
+    let followed = hosts.follow(1, id).await;
+    assert_eq!(followed["pageserver"], addresses[back].as_str(), "{followed}");
+    assert_eq!(followed["stores_repointed"], 0, "already re-pointed: {followed}");
+    banks[remote].progress(30, &format!("{id} after the move back")).await;
+
+    for reader in readers {
+        reader.stop().await;
+    }
+    for (bank, (id, uri)) in banks.into_iter().zip(&databases) {
+        let attempts = bank.stop().await;
+        let acknowledged: HashSet<i64> = attempts
+            .iter()
+            .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+            .map(|a| a.transfer.id)
+            .collect();
+        let state = bank::read_state(uri, seed, id).await;
+        bank::check(&state, &attempts, &acknowledged, seed, id);
+        println!("{id}: {} transfers acknowledged, all present", acknowledged.len());
+    }
 }

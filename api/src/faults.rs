@@ -51,10 +51,13 @@ pub enum Step {
     /// Branch creation: the storage side paused before its timeline is made, while the row is written at once
     /// (`branch_timeline`: a crash then leaves a row whose timeline the storage lacks).
     BranchTimeline,
+    /// A pageserver failover: the live pageserver attached the lost one's tenant as its owner, the placement not
+    /// switched yet (`failover_attached`).
+    FailoverAttached,
 }
 
 impl Step {
-    const ALL: [Step; 8] = [
+    const ALL: [Step; 9] = [
         Step::DatabaseRow,
         Step::DatabaseStorage,
         Step::TenantSafekeepers,
@@ -63,6 +66,7 @@ impl Step {
         Step::TimelineRow,
         Step::MoveAttached,
         Step::BranchTimeline,
+        Step::FailoverAttached,
     ];
 
     /// Its name in the text form and in the log.
@@ -76,6 +80,7 @@ impl Step {
             Step::TimelineRow => "timeline_row",
             Step::MoveAttached => "move_attached",
             Step::BranchTimeline => "branch_timeline",
+            Step::FailoverAttached => "failover_attached",
         }
     }
 }

@@ -69,6 +69,15 @@ pub(crate) trait OperationRunner: Send + Sync + 'static {
         params: MovePageserverParams,
     ) -> impl Future<Output = Result<(), String>> + Send;
 
+    /// The work of `failover_pageserver` `operation`: the database's tenant re-placed from a lost pageserver on
+    /// `params.to`; `Err` says why it was not (the loss probe starts another). Idempotent: a run resumed after a
+    /// crash finishes.
+    fn run_failover_pageserver(
+        &self,
+        operation: &Operation,
+        params: MovePageserverParams,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
     /// Records the end of `operation`: `finished` on `Ok`, `failed` with the message on `Err`.
     fn finish_operation(&self, operation: &Operation, outcome: Result<(), String>) -> impl Future<Output = ()> + Send;
 }
@@ -178,6 +187,7 @@ async fn run<R: OperationRunner>(runner: &R, id: &str) {
         Ok(Action::ResetBranch(params)) => runner.run_reset_branch(&operation, params).await,
         Ok(Action::DeleteBranch(params)) => runner.run_delete_branch(&operation, params).await,
         Ok(Action::MovePageserver(params)) => runner.run_move_pageserver(&operation, params).await,
+        Ok(Action::FailoverPageserver(params)) => runner.run_failover_pageserver(&operation, params).await,
         // Written `finished` with the change they report: one found running was not written by this code.
         Ok(Action::SuspendDatabase(_) | Action::ResumeDatabase(_)) => {
             Err("a suspension or wake is recorded when done; there is nothing to run".to_owned())

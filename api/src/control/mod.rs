@@ -29,6 +29,7 @@ pub mod pageserver_loss;
 mod pageserver_move;
 mod pageservers;
 pub mod placement;
+mod repoint;
 mod resolution;
 mod restore;
 mod safekeepers;
@@ -55,6 +56,7 @@ use crate::worker::Worker;
 
 pub use branches::{BranchChanges, NewBranch, EXPIRY_AHEAD_MAX_DAYS};
 pub use databases::Password;
+pub use repoint::Followed;
 pub use resolution::PointInTime;
 pub use schema_diff::{SchemaDiff, SchemaDiffRequest};
 
@@ -167,6 +169,8 @@ pub struct Control {
     creations_confirmed: parking_lot::Mutex<Vec<TimelineId>>,
     /// The metadata is SQLite: this is the only API process and compute host.
     single_host: bool,
+    /// Held while a database's pageserver is read and its computes re-pointed (`repoint`).
+    repoint: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Control {
@@ -207,6 +211,7 @@ impl Control {
             me: weak.clone(),
             placement: placement::PlacementState::default(),
             creations_confirmed: parking_lot::Mutex::new(Vec::new()),
+            repoint: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -61,6 +61,14 @@ impl OperationRunner for Control {
         self.move_pageserver_work(operation, params)
     }
 
+    fn run_failover_pageserver(
+        &self,
+        operation: &Operation,
+        params: MovePageserverParams,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.failover_pageserver_work(operation, params)
+    }
+
     fn finish_operation(&self, operation: &Operation, outcome: Result<(), String>) -> impl Future<Output = ()> + Send {
         self.finish(operation, outcome)
     }

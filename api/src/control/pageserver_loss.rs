@@ -1,20 +1,30 @@
 //! Serving through the loss of a pageserver (issue 17 item 5): a watch that probes every configured pageserver
-//! (`ListTenants`) and, once one has answered none of its probes for `--pageserver-dead-after-ms`, re-places each
-//! database placed on it on a live one: the live pageserver attaches the tenant from the remote as its owner (its
-//! index and small files; layers on first use; its `owner` mark written first) and ingests the WAL past the
-//! remote copy from the safekeepers (which keep it past `remote_consistent_lsn`), the placement is switched
-//! (conditionally on the dead one), and this process's computes re-pointed. The lost pageserver, if it comes
-//! back, finds the `owner` mark naming another and never uploads the tenant again (it keeps it as a secondary:
-//! `pageserver::remote`).
+//! (`ListTenants`) and, once one has answered none of its probes for `--pageserver-dead-after-ms`, starts a
+//! `failover_pageserver` operation for each database placed on it: a durable operation like a move (a row, run by
+//! the worker, its lease renewed; resumed after a crash of the API, taken over by the database's compute host on
+//! shared metadata), started only while no other operation runs on the database, in the transaction that checks
+//! it, so of several API processes judging the pageserver lost exactly one starts it.
 //!
-//! Each database is re-placed under its lock and only when no operation runs on it; one that fails (no live
-//! pageserver, the attach refused) is tried again at the next probe. With one pageserver configured, or a dead
-//! time of 0, nothing runs.
+//! The work (`failover_pageserver_work`), under the database's lock, each step idempotent:
+//! 1. the live pageserver chosen when the operation started (fewest databases) attaches the tenant from the remote
+//!    as its owner (its index and small files; layers on first use; its `owner` mark written first) and ingests
+//!    the WAL past the remote copy from the safekeepers (which keep it past `remote_consistent_lsn`);
+//! 2. the placement is switched, conditionally on the lost one;
+//! 3. every compute host re-pointed (`repoint`).
+//!
+//! A run resumed after a crash starts from 1 if the column still names the lost pageserver, from 3 if it names
+//! the target; a column naming a third (moved meanwhile) fails it, nothing done. A failure before the switch (the
+//! target down too) fails the operation; the next probe starts another, choosing again among the live ones. The
+//! lost pageserver, if it comes back, finds the `owner` mark naming another and never uploads the tenant again
+//! (it keeps it as a secondary: `pageserver::remote`). With one pageserver configured, or a dead time of 0,
+//! nothing runs.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::{retry, Control};
+use crate::faults::Step;
+use crate::store::operations::{Action, MovePageserverParams, NewOperation, Operation};
 use crate::store::pageservers::choose_pageserver;
 
 /// Starts the watch (nothing with one pageserver or `dead_after_ms` 0); it ends when the control plane is
@@ -56,8 +66,9 @@ pub fn spawn(control: &Arc<Control>, dead_after_ms: u64) -> Option<tokio::task::
 }
 
 impl Control {
-    /// Re-places every database placed on the dead pageserver `address` (`configured[index]`) on a live one;
-    /// logs what it did and what it could not.
+    /// Starts a `failover_pageserver` operation for every database placed on the dead pageserver `address`
+    /// (`configured[index]`) that no operation runs on, each to the live pageserver with the fewest databases;
+    /// logs what it started and what it could not.
     async fn replace_lost_pageserver(&self, configured: &[String], live: &[bool], index: usize, address: &str) {
         let placements = match self.blocking(|store| store.pageserver_placements()).await {
             Ok(placements) => placements,
@@ -71,7 +82,6 @@ impl Control {
             None => index == 0,
         });
         for placement in on_it {
-            let started = Instant::now();
             let loads = match self.blocking(|store| store.pageserver_loads()).await {
                 Ok(loads) => loads,
                 Err(error) => {
@@ -84,15 +94,15 @@ impl Control {
                 return;
             };
             let database_id = placement.database_id.clone();
-            let _held = self.locked(&database_id).await;
             let id = database_id.clone();
             match self
                 .blocking(move |store| store.running_operation_on_database(&id))
                 .await
             {
                 Ok(None) => {}
+                // Its failover (or another operation) runs; a failover after it ends, if still needed.
                 Ok(Some(operation)) => {
-                    tracing::info!(database = %database_id, %operation, "a database on a lost pageserver waits for its operation");
+                    tracing::debug!(database = %database_id, %operation, "a lost pageserver's database waits for its operation");
                     continue;
                 }
                 Err(error) => {
@@ -100,41 +110,95 @@ impl Control {
                     continue;
                 }
             }
-            let tenant = placement.tenant_id;
-            if let Err(error) = retry(|| self.backend.attach_tenant_on(&target, tenant, false)).await {
-                tracing::warn!(database = %database_id, %tenant, %target, %error, "re-attaching a lost pageserver's tenant failed; next probe");
-                continue;
-            }
-            let (id, from, to) = (database_id.clone(), placement.pageserver.clone(), target.clone());
-            match self
-                .blocking(move |store| store.move_pageserver(&id, from.as_deref(), &to))
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!(database = %database_id, "re-placed meanwhile by another process");
-                    continue;
-                }
+            let Ok(slot) = self.worker.reserve() else {
+                tracing::warn!(database = %database_id, "the worker is full; the failover waits for the next probe");
+                return;
+            };
+            let id = database_id.clone();
+            let database = match self.blocking(move |store| store.database(&id)).await {
+                Ok(Some(database)) => database,
+                Ok(None) => continue,
                 Err(error) => {
-                    tracing::warn!(database = %database_id, ?error, "switching a lost pageserver's database");
+                    tracing::warn!(database = %database_id, ?error, "reading a lost pageserver's database");
                     continue;
-                }
-            }
-            if let Err(error) = self.backend.remember_placement(tenant, &target) {
-                tracing::warn!(%tenant, %error, "remembering the placement");
-            }
-            let repointed = match self.host.set_pageserver(tenant, &target) {
-                Ok(repointed) => repointed,
-                Err(error) => {
-                    tracing::error!(database = %database_id, %error, "re-pointing the computes at the new pageserver");
-                    0
                 }
             };
-            tracing::warn!(
-                database = %database_id, %tenant, lost = %address, to = %target, repointed,
-                took_ms = started.elapsed().as_millis() as u64,
-                "re-placed a lost pageserver's database"
-            );
+            let action = Action::FailoverPageserver(MovePageserverParams {
+                from: placement.pageserver.clone(),
+                to: target.clone(),
+            });
+            let started = self
+                .blocking(move |store| {
+                    store.start_operation_on_idle_database(&NewOperation {
+                        project_id: &database.project_id,
+                        account_id: &database.account_id,
+                        database_id: Some(&database.id),
+                        branch_id: None,
+                        action: &action,
+                    })
+                })
+                .await;
+            match started {
+                Ok(Some(operation)) => {
+                    tracing::warn!(
+                        database = %database_id, lost = %address, to = %target, operation = %operation.id,
+                        "a lost pageserver's database is failing over"
+                    );
+                    slot.submit(operation.id);
+                }
+                // Another process started one, or an operation began meanwhile.
+                Ok(None) => {
+                    tracing::debug!(database = %database_id, "a lost pageserver's database waits for its operation")
+                }
+                Err(error) => tracing::warn!(database = %database_id, ?error, "starting a failover; next probe"),
+            }
         }
+    }
+
+    /// The `failover_pageserver` work (the module doc's steps), under the database's lock.
+    pub(super) async fn failover_pageserver_work(
+        &self,
+        operation: &Operation,
+        params: MovePageserverParams,
+    ) -> Result<(), String> {
+        let started = Instant::now();
+        let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
+        let _held = self.locked(&database_id).await;
+        let database = self.database_for_work(&database_id).await?;
+        let tenant = database.tenant_id;
+        let to = params.to.clone();
+        let id = database.id.clone();
+        let column = self
+            .blocking(move |store| store.pageserver_of_database(&id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the database was deleted")?;
+        if column.as_deref() != Some(to.as_str()) {
+            if column != params.from {
+                return Err(format!(
+                    "the database moved meanwhile (to {}); nothing done",
+                    column.as_deref().unwrap_or("the first pageserver")
+                ));
+            }
+            retry(|| self.backend.attach_tenant_on(&to, tenant, false))
+                .await
+                .map_err(|e| format!("attaching the tenant on {to}: {e} (the placement is unchanged)"))?;
+            self.config.faults.pause_at(Step::FailoverAttached).await;
+            let (id, from, target) = (database.id.clone(), params.from.clone(), to.clone());
+            let switched = self
+                .blocking(move |store| store.move_pageserver(&id, from.as_deref(), &target))
+                .await
+                .map_err(|e| format!("switching the placement: {e}"))?;
+            if !switched {
+                return Err("the database's placement changed meanwhile; nothing switched".to_owned());
+            }
+        }
+        let repointed = self.repoint_everywhere(&database.id, tenant, &to).await?;
+        tracing::warn!(
+            database = %database.id, %tenant, lost = ?params.from, %to, repointed,
+            took_ms = started.elapsed().as_millis() as u64,
+            "re-placed a lost pageserver's database"
+        );
+        Ok(())
     }
 }

@@ -9,8 +9,9 @@
 //! 3. the target catches up: the `last_record_lsn` of each of the tenant's timelines on the target reaches the
 //!    source's as read once at this step (bounded by [`CATCH_UP_TIMEOUT`]);
 //! 4. the switch: `databases.pageserver` changed from the source to the target, conditionally on the source;
-//! 5. this process's computes re-pointed (`ComputeHost::set_pageserver`: sessions stay open) and its backend
-//!    told;
+//! 5. every compute host re-pointed (`repoint`: this process's computes at once, the database's compute host,
+//!    if another process, told over HTTP with bounded retries, else following at its next placement round;
+//!    sessions stay open) and this process's backend told;
 //! 6. the source detaches the tenant (its local files go, its remote copy stays; it waits for its running
 //!    uploads, and the detach releases the hold);
 //! 7. the target owns the tenant (`AttachTenant` without `secondary`: it checkpoints, then uploads, marking the
@@ -158,13 +159,11 @@ impl Control {
                 "the move's target caught up; switched the placement"
             );
         }
-        // Switched: from here on only forward.
-        self.backend
-            .remember_placement(tenant, &to)
-            .map_err(|e| e.to_string())?;
-        let repointed = self.host.set_pageserver(tenant, &to).map_err(|e| {
-            format!("re-pointing the computes at {to}: {e} (the placement is on {to}; resume the move)")
-        })?;
+        // Switched: from here on only forward. Every compute host is re-pointed (told) before the source detaches.
+        let repointed = self
+            .repoint_everywhere(&database.id, tenant, &to)
+            .await
+            .map_err(|e| format!("{e} (the placement is on {to}; resume the move)"))?;
         retry(|| self.backend.detach_tenant_on(&source, tenant))
             .await
             .map_err(|e| format!("detaching the tenant from {source}: {e} (the placement is on {to} already)"))?;

@@ -64,12 +64,11 @@ impl Control {
         Ok(())
     }
 
-    /// Tells the compute host which pageserver `database`'s stores read from.
+    /// Tells the compute host which pageserver `database`'s stores read from: the column as it is now (not the
+    /// backend's remembered placement, which may be 2 s old), under the re-point lock (`repoint`).
     pub(super) async fn point_host_at_pageserver(&self, database: &Database) -> Result<(), ApiError> {
-        let address = self.backend.pageserver_of(database.tenant_id).await?;
-        self.host
-            .set_pageserver(database.tenant_id, &address)
-            .map_err(|e| ApiError::Unavailable(format!("pointing the compute at pageserver {address}: {e}")))?;
-        Ok(())
+        self.point_at_placed_pageserver(&database.id, database.tenant_id)
+            .await
+            .map(drop)
     }
 }

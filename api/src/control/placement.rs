@@ -15,6 +15,9 @@
 //! 4. **Serve what is placed here.** A database newly placed here is served as its status says (as at start);
 //!    one placed elsewhere is no longer served ([`ComputeHost::detach_tenant`]: its stores closed, its names
 //!    refusing with the reason); one deleted by another process is forgotten.
+//! 5. **Read from its pageserver.** A database served here whose computes read from another pageserver than its
+//!    `databases.pageserver` names (another process moved or failed it over, and its word did not arrive) is
+//!    re-pointed (`repoint`).
 //!
 //! What this host serves is kept in [`PlacementState`]: [`Control::serve`] and [`Control::refuse`] mark a
 //! database here (they run on the host a database is placed on: requests that change a database are forwarded to
@@ -75,6 +78,15 @@ impl PlacementState {
 
     fn is_here(&self, database_id: &str) -> bool {
         self.known.lock().get(database_id).is_some_and(|known| known.here)
+    }
+
+    /// The tenant of database `database_id` if it is served here.
+    pub(super) fn tenant_here(&self, database_id: &str) -> Option<TenantId> {
+        self.known
+            .lock()
+            .get(database_id)
+            .filter(|known| known.here)
+            .map(|known| known.tenant)
     }
 
     fn forget(&self, database_id: &str) -> Option<Known> {
@@ -149,7 +161,12 @@ impl Control {
                 return;
             }
         };
+        let pageservers: Vec<(String, Option<String>)> = placements
+            .iter()
+            .map(|placement| (placement.database_id.clone(), placement.pageserver.clone()))
+            .collect();
         self.follow(placements).await;
+        self.follow_pageservers(&pageservers).await;
     }
 
     async fn heartbeat(&self) {

@@ -2,6 +2,10 @@
 //! `/metrics`): `POST /admin/databases/{id}/move_pageserver` `{"pageserver": "<address>"}` starts moving a
 //! database's tenant to another configured pageserver (202 with the `move_pageserver` operation), and
 //! `GET /admin/operations/{id}` (`?wait=` as `/v1/operations/{id}`) reads any account's operation.
+//!
+//! Beside them, between the API processes: `POST /internal/databases/{id}/pageserver` tells this compute host
+//! that database `id`'s pageserver changed (`control::repoint`). It takes no key and no body: the host reads the
+//! placement from the metadata itself, so the call can make it do nothing but follow the metadata.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -53,4 +57,14 @@ pub(crate) async fn operation(
     Ok(Json(OperationEnvelope {
         operation: operation.into(),
     }))
+}
+
+/// `POST /internal/databases/{id}/pageserver`: this host's computes of database `id`, if it serves it, read from
+/// the pageserver its placement names now.
+pub(crate) async fn follow_pageserver(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<crate::control::Followed>, ApiError> {
+    let id = parse_id(id, "db_")?;
+    Ok(Json(state.control.follow_pageserver(&id).await?))
 }

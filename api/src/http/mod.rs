@@ -185,6 +185,7 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
             "/admin/operations/{id}",
             get(admin::operation).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
         )
+        .route("/internal/databases/{id}/pageserver", post(admin::follow_pageserver))
         .merge(v1)
         .merge(console::routes())
         .fallback(|| async { ApiError::NotFound })

@@ -59,6 +59,8 @@ pub struct Placement {
     pub tenant_id: String,
     /// The host it is placed on, if any.
     pub host: Option<String>,
+    /// The pageserver its tenant is on (`databases.pageserver`; `None`: the first configured one).
+    pub pageserver: Option<String>,
 }
 
 fn now_text() -> String {
@@ -196,12 +198,13 @@ impl Store {
     /// Every database's placement, by id.
     pub fn placements(&self) -> Result<Vec<Placement>, StoreError> {
         let conn = self.conn()?;
-        let mut stmt = conn.prepare("SELECT id, tenant_id, compute_host FROM databases ORDER BY id")?;
+        let mut stmt = conn.prepare("SELECT id, tenant_id, compute_host, pageserver FROM databases ORDER BY id")?;
         let rows = stmt.query_map([], |row| {
             Ok(Placement {
                 database_id: row.get(0)?,
                 tenant_id: row.get(1)?,
                 host: row.get(2)?,
+                pageserver: row.get(3)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -41,6 +41,10 @@ pub enum Action {
     /// `move_pageserver`: the database's tenant moved to another pageserver (an admin's operation; issue 17
     /// item 2, `control::pageserver_move`).
     MovePageserver(MovePageserverParams),
+    /// `failover_pageserver`: the database's tenant re-placed on a live pageserver after its own was lost (started
+    /// by the loss probe; issue 17 item 5, `control::pageserver_loss`). The parameters are a move's: `from` the
+    /// column as read (the lost pageserver), `to` the live one chosen.
+    FailoverPageserver(MovePageserverParams),
 }
 
 /// The parameters of a `move_pageserver` operation.
@@ -120,6 +124,8 @@ impl Action {
     pub const RESUME_DATABASE: &'static str = "resume_database";
     /// The name of [`Action::MovePageserver`] in the `action` column and the API.
     pub const MOVE_PAGESERVER: &'static str = "move_pageserver";
+    /// The name of [`Action::FailoverPageserver`] in the `action` column and the API.
+    pub const FAILOVER_PAGESERVER: &'static str = "failover_pageserver";
 
     /// Its name, as the `action` column and the API spell it.
     pub fn name(&self) -> &'static str {
@@ -131,6 +137,7 @@ impl Action {
             Action::SuspendDatabase(_) => Action::SUSPEND_DATABASE,
             Action::ResumeDatabase(_) => Action::RESUME_DATABASE,
             Action::MovePageserver(_) => Action::MOVE_PAGESERVER,
+            Action::FailoverPageserver(_) => Action::FAILOVER_PAGESERVER,
         }
     }
 
@@ -152,7 +159,9 @@ impl Action {
                 serde_json::to_string(params).expect("suspension parameters always serialize")
             }
             // Two strings: as above.
-            Action::MovePageserver(params) => serde_json::to_string(params).expect("move parameters always serialize"),
+            Action::MovePageserver(params) | Action::FailoverPageserver(params) => {
+                serde_json::to_string(params).expect("move parameters always serialize")
+            }
         }
     }
 
@@ -170,6 +179,7 @@ impl Action {
             Action::SUSPEND_DATABASE => Ok(Action::SuspendDatabase(serde_json::from_str(params)?)),
             Action::RESUME_DATABASE => Ok(Action::ResumeDatabase(serde_json::from_str(params)?)),
             Action::MOVE_PAGESERVER => Ok(Action::MovePageserver(serde_json::from_str(params)?)),
+            Action::FAILOVER_PAGESERVER => Ok(Action::FailoverPageserver(serde_json::from_str(params)?)),
             other => Err(ActionError::Unknown(other.to_owned())),
         }
     }
@@ -220,7 +230,8 @@ pub struct Operation {
     /// The branch it works on.
     pub branch_id: Option<String>,
     /// `create_database`, `restore_branch`, `reset_branch`, `delete_branch`, `suspend_database`,
-    /// `resume_database` or `move_pageserver`: the name of its [`Action`], as the row holds it (see [`Operation::work`]).
+    /// `resume_database`, `move_pageserver` or `failover_pageserver`: the name of its [`Action`], as the row holds
+    /// it (see [`Operation::work`]).
     pub action: String,
     /// Where it is.
     pub status: OperationStatus,
@@ -363,6 +374,30 @@ impl Store {
         }
         tx.commit()?;
         Ok(operation)
+    }
+
+    /// Starts operation `new` (it must name a database) unless an operation runs on its database: `None` then.
+    /// The check and the insert are one immediate transaction, so of several API processes starting one at once
+    /// (each judging a pageserver lost) exactly one does.
+    pub fn start_operation_on_idle_database(&self, new: &NewOperation<'_>) -> Result<Option<Operation>, StoreError> {
+        let database_id = new
+            .database_id
+            .ok_or_else(|| StoreError::Conflict("the operation names no database".to_owned()))?;
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(crate::store::sql::TransactionBehavior::Immediate)?;
+        let running = tx
+            .query_row(
+                "SELECT id FROM operations WHERE database_id = ?1 AND status = 'running' LIMIT 1",
+                [database_id],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()?;
+        if running.is_some() {
+            return Ok(None);
+        }
+        let operation = insert_operation(&tx, new, &self.new_lease())?;
+        tx.commit()?;
+        Ok(Some(operation))
     }
 
     /// `account`'s operation `id`.

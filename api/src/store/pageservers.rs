@@ -211,10 +211,38 @@ mod tests {
         assert_eq!(
             placements,
             vec![PageserverPlacement {
-                database_id: database,
+                database_id: database.clone(),
                 tenant_id: tenant,
                 pageserver: Some("ps1:1".to_owned()),
             }]
         );
+        let placements = store.placements().unwrap();
+        assert_eq!(placements[0].pageserver.as_deref(), Some("ps1:1"), "{placements:?}");
+
+        // A failover is started only on a database no operation runs on, and then one at a time.
+        use crate::store::operations::{Action, MovePageserverParams, NewOperation};
+        let action = Action::FailoverPageserver(MovePageserverParams {
+            from: Some("ps1:1".to_owned()),
+            to: "ps2:2".to_owned(),
+        });
+        let new = NewOperation {
+            project_id: &project.id,
+            account_id: &account,
+            database_id: Some(database.as_str()),
+            branch_id: None,
+            action: &action,
+        };
+        while let Some(running) = store.running_operation_on_database(&database).unwrap() {
+            assert!(store.start_operation_on_idle_database(&new).unwrap().is_none());
+            store.finish_operation(&running, Ok(())).unwrap();
+        }
+        let started = store.start_operation_on_idle_database(&new).unwrap().expect("started");
+        assert_eq!(started.work().unwrap(), action);
+        assert!(
+            store.start_operation_on_idle_database(&new).unwrap().is_none(),
+            "one at a time"
+        );
+        store.finish_operation(&started.id, Err("lost".to_owned())).unwrap();
+        assert!(store.start_operation_on_idle_database(&new).unwrap().is_some());
     }
 }
