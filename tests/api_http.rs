@@ -732,6 +732,11 @@ async fn metrics_count_requests_by_route_template() {
         "cambium_api_request_duration_seconds_count 3",
         r#"cambium_api_databases{status="active"} 0"#,
         "cambium_api_operations_in_progress 0",
+        // Each successful call's stages (`api::stages`), the 404 not counted: the key check with its scope read,
+        // then the rest.
+        r#"cambium_api_stage_seconds_count{call="GET /v1/projects/{id}",stage="auth_and_scope"} 1"#,
+        r#"cambium_api_stage_seconds_count{call="GET /v1/projects/{id}",stage="rest"} 1"#,
+        r#"cambium_api_stage_seconds_count{call="POST /v1/projects",stage="auth_and_scope"} 1"#,
     ] {
         assert!(
             reply.body.lines().any(|l| l == line),

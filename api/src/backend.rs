@@ -674,8 +674,18 @@ impl Backend {
         set: &[String],
     ) -> Result<(), BackendError> {
         let (on_pageserver, on_safekeepers) = tokio::join!(
-            self.create_timeline_on_pageserver(tenant, timeline),
-            self.create_timeline_on_safekeepers(tenant, timeline, set)
+            async {
+                let began = std::time::Instant::now();
+                let made = self.create_timeline_on_pageserver(tenant, timeline).await;
+                crate::stages::record("storage_pageserver", began.elapsed());
+                made
+            },
+            async {
+                let began = std::time::Instant::now();
+                let made = self.create_timeline_on_safekeepers(tenant, timeline, set).await;
+                crate::stages::record("storage_safekeepers", began.elapsed());
+                made
+            }
         );
         if let Err(error) = on_pageserver {
             // A refusal is final: the copies are of a timeline that will never be. After anything else the

@@ -31,6 +31,7 @@ pub mod proxy;
 pub mod reconcile;
 pub mod safekeeper_sets;
 pub mod schema_diff;
+mod stages;
 pub mod store;
 #[cfg(test)]
 mod testing_postgres;

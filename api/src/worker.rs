@@ -176,6 +176,14 @@ async fn run<R: OperationRunner>(runner: &R, id: &str) {
             return;
         }
     };
+    let action = operation.action.clone();
+    let name = || format!("operation {action}");
+    crate::stages::timed(name, |succeeded: &bool| *succeeded, run_loaded(runner, operation)).await;
+}
+
+/// [`run`] once the operation is read.
+async fn run_loaded<R: OperationRunner>(runner: &R, operation: Operation) -> bool {
+    crate::stages::mark("load");
     let delay_ms = runner.operation_delay_ms();
     if delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
@@ -194,5 +202,7 @@ async fn run<R: OperationRunner>(runner: &R, id: &str) {
         }
         Err(error) => Err(error.to_string()),
     };
+    let succeeded = outcome.is_ok();
     runner.finish_operation(&operation, outcome).await;
+    succeeded
 }

@@ -3,20 +3,23 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cambium_types::TimelineId;
 use compute::host::BranchTarget;
 
+use super::resolution::{resolution_reads, ResolutionReads};
 use super::{check_descriptors, random_u128, Control, PointInTime, PG_USER};
 use crate::backend::CopyState;
 use crate::error::ApiError;
 use crate::faults::{self, Step};
+use crate::stages;
 use crate::store::audit;
 use crate::store::databases::{protection_refuses, Branch, BranchUpdate, Database, DatabaseStatus, TimelineRow};
 use crate::store::labels::Labels;
 use crate::store::operations::Action;
 use crate::store::webhooks::WebhookEvent;
-use crate::store::{new_id, timestamp_text, AccountId};
+use crate::store::{new_id, timestamp_text, AccountId, Store, StoreError};
 
 /// How far ahead a branch's `expires_at` may be: a preview branch lives for days or weeks, and a year bounds how
 /// long a forgotten one holds its storage.
@@ -54,6 +57,60 @@ pub struct BranchChanges {
     pub labels: Option<Labels>,
 }
 
+/// What a branch creation reads from the metadata ([`creation_reads`]), in one store call.
+struct CreationReads {
+    /// The database.
+    database: Database,
+    /// The parent asked for, or the database's default branch.
+    parent_id: String,
+    /// The parent, if it is a branch of the database.
+    parent: Option<Branch>,
+    /// The database's branches.
+    branches: i64,
+    /// Restores and resets running on the database (each may keep a branch).
+    restores_keeping: i64,
+    /// What resolving the parent's point needs (with the parent).
+    resolution: Option<ResolutionReads>,
+}
+
+/// Running restores and resets on database `database_id`, each of which may keep a branch.
+pub(super) fn restores_keeping_a_branch(store: &Store, database_id: &str) -> Result<i64, StoreError> {
+    Ok(
+        store.running_operations_on_database(database_id, Action::RESTORE_BRANCH)?
+            + store.running_operations_on_database(database_id, Action::RESET_BRANCH)?,
+    )
+}
+
+/// What creating a branch of `account`'s database `database_id` reads, in one store call; `None` if there is no
+/// such database.
+fn creation_reads(
+    store: &Store,
+    account: &AccountId,
+    database_id: &str,
+    parent_id: Option<String>,
+) -> Result<Option<CreationReads>, StoreError> {
+    let Some(database) = store.get_database(account, database_id)? else {
+        return Ok(None);
+    };
+    let parent_id = parent_id.unwrap_or_else(|| database.default_branch_id.clone());
+    let parent = store
+        .get_branch(account, &parent_id)?
+        .map(|(parent, _)| parent)
+        .filter(|parent| parent.database_id == database.id);
+    let resolution = match &parent {
+        Some(parent) => Some(resolution_reads(store, &database.id, parent.timeline_id)?),
+        None => None,
+    };
+    Ok(Some(CreationReads {
+        branches: store.branch_count(&database.id)?,
+        restores_keeping: restores_keeping_a_branch(store, &database.id)?,
+        database,
+        parent_id,
+        parent,
+        resolution,
+    }))
+}
+
 /// `expires_at` as stored, if it is in the future and at most [`EXPIRY_AHEAD_MAX_DAYS`] ahead (else 422).
 pub(crate) fn checked_expiry(expires_at: jiff::Timestamp) -> Result<String, ApiError> {
     let now = jiff::Timestamp::now();
@@ -87,30 +144,44 @@ impl Control {
     ) -> Result<(Branch, Database), ApiError> {
         let expires_at = new.expires_at.map(checked_expiry).transpose()?;
         faults::pause(self.config.faults.branch_create_pause_ms).await;
+        stages::mark("branch_validate");
         let _held = self.locked(database_id).await;
-        let database = self.get_database(account, database_id).await?;
+        stages::mark("lock");
+        // Everything the creation reads from the metadata, in one store call (one hand-off to the blocking pool,
+        // not one per read): the database, the parent, the quota's counts, the timelines and the parent's set.
+        let (account_id, id, wanted_parent) = (account.clone(), database_id.to_owned(), new.parent_id.clone());
+        let reads = self
+            .blocking(move |store| creation_reads(store, &account_id, &id, wanted_parent))
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        stages::mark("read_metadata");
+        let CreationReads {
+            database,
+            parent_id,
+            parent,
+            branches,
+            restores_keeping,
+            resolution,
+        } = reads;
         match database.status {
             status @ (DatabaseStatus::Provisioning | DatabaseStatus::Failed) => {
                 return Err(ApiError::Conflict(format!("the database is {}", status.as_str())))
             }
             DatabaseStatus::Active | DatabaseStatus::Suspended => {}
         }
-        let parent_id = new.parent_id.unwrap_or_else(|| database.default_branch_id.clone());
-        let parent = match self.get_branch(account, &parent_id).await {
-            Ok((parent, _)) if parent.database_id == database.id => parent,
-            Ok(_) | Err(ApiError::NotFound) => {
-                return Err(ApiError::Unprocessable(format!(
-                    "`parent_branch_id` {parent_id:?} is not a branch of this database"
-                )))
-            }
-            Err(other) => return Err(other),
+        let (Some(parent), Some(resolution)) = (parent, resolution) else {
+            return Err(ApiError::Unprocessable(format!(
+                "`parent_branch_id` {parent_id:?} is not a branch of this database"
+            )));
         };
         let database = &database;
         let parent = &parent;
         // Under the lock, which every change of the database's branches holds: the count cannot move.
-        self.check_branch_quota(&database.id).await?;
+        self.refuse_over_branch_quota(branches, restores_keeping)?;
         check_descriptors()?;
-        let (holder, lsn) = self.resolve(database, parent, &new.point).await?;
+        stages::mark("descriptors");
+        let (holder, lsn) = self.resolve_read(database, parent, &new.point, resolution).await?;
+        stages::mark("resolve");
         let timeline = TimelineRow {
             timeline_id: TimelineId(random_u128()),
             ancestor_timeline_id: Some(holder.timeline_id),
@@ -119,6 +190,7 @@ impl Control {
         // The child's set may differ from its parent's: its history below the branch point is read from the
         // pageserver, never from the parent's safekeepers.
         let set = self.set_for_new_timeline(&database.id, timeline.timeline_id).await?;
+        stages::mark("safekeeper_set");
         let now = jiff::Timestamp::now();
         let branch = Branch {
             id: new_id("br_", u64::try_from(now.as_millisecond()).unwrap_or(0)),
@@ -144,14 +216,23 @@ impl Control {
         let confirming = confirmed.clone();
         let write_row = async {
             faults::pause(self.config.faults.branch_row_pause_ms).await;
-            self.blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref(), &confirming))
-                .await
+            let began = Instant::now();
+            let inserted = self
+                .blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref(), &confirming))
+                .await;
+            stages::record("metadata_write", began.elapsed());
+            inserted
         };
         let make_storage = async {
             self.config.faults.pause_at(Step::BranchTimeline).await;
-            self.backend.create_timeline(database.tenant_id, &timeline, &set).await
+            let began = Instant::now();
+            let stored = self.backend.create_timeline(database.tenant_id, &timeline, &set).await;
+            stages::record("storage", began.elapsed());
+            stored
         };
+        stages::mark("before_storage");
         let (inserted, stored) = tokio::join!(write_row, make_storage);
+        stages::mark("metadata_and_storage");
         let inserted = match (inserted, stored) {
             (Ok(inserted), Ok(())) => inserted,
             (Err(error), _) => {
@@ -200,6 +281,7 @@ impl Control {
         // Served or refused, the branch checks the database's password (see `refuse`).
         self.host
             .set_credentials_verifier(&branch.id, PG_USER, Arc::clone(&database.password_verifier));
+        stages::mark("after_storage");
         if served {
             let target = BranchTarget {
                 tenant_id: database.tenant_id,
@@ -214,8 +296,10 @@ impl Control {
             self.host
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
+        stages::mark("define");
         self.emit_branch(WebhookEvent::BranchCreated, branch.clone(), database)
             .await;
+        stages::mark("webhook_event");
         Ok((branch, database.clone()))
     }
 
@@ -311,19 +395,9 @@ impl Control {
         Ok(failed)
     }
 
-    /// [`ApiError::QuotaExceeded`] unless database `database_id` may have one more branch than it has and the
-    /// restores running on it may keep (one each). Called under the database's lock.
-    pub(super) async fn check_branch_quota(&self, database_id: &str) -> Result<(), ApiError> {
-        let id = database_id.to_owned();
-        let (count, pending) = self
-            .blocking(move |store| {
-                Ok((
-                    store.branch_count(&id)?,
-                    store.running_operations_on_database(&id, Action::RESTORE_BRANCH)?
-                        + store.running_operations_on_database(&id, Action::RESET_BRANCH)?,
-                ))
-            })
-            .await?;
+    /// [`ApiError::QuotaExceeded`] unless a database with `count` branches and `pending` running restores (each
+    /// may keep one) may have one more. The counts are read under the database's lock.
+    pub(super) fn refuse_over_branch_quota(&self, count: i64, pending: i64) -> Result<(), ApiError> {
         let max = self.config.quotas.branches_per_database_max;
         if count + pending < i64::from(max) {
             return Ok(());

@@ -290,8 +290,17 @@ impl Control {
         F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     {
         let store = Arc::clone(&self.store);
-        match tokio::task::spawn_blocking(move || f(&store)).await {
-            Ok(result) => Ok(result?),
+        let call = move || {
+            let began = std::time::Instant::now();
+            let result = f(&store);
+            (result, began.elapsed())
+        };
+        match tokio::task::spawn_blocking(call).await {
+            Ok((result, took)) => {
+                // What the calls spent in the store itself (the rest of their stages is the hand-off).
+                crate::stages::record("store_calls_inside", took);
+                Ok(result?)
+            }
             Err(error) => {
                 tracing::error!(%error, "metadata store task failed");
                 Err(ApiError::Internal)

@@ -109,6 +109,7 @@ impl Control {
         if let Err(error) = self.blocking(move |store| store.finish_operation(&id, outcome)).await {
             tracing::error!(operation = %operation.id, ?error, "an operation's end could not be recorded");
         }
+        crate::stages::mark("record_finished");
         self.operation_ended.notify_waiters();
         let id = operation.id.clone();
         match self.blocking(move |store| store.operation(&id)).await {
@@ -129,6 +130,7 @@ impl Control {
                 .blocking(move |store| store.get_operation(&account_id, &operation_id))
                 .await?
                 .ok_or(ApiError::NotFound)?;
+            crate::stages::mark("read_operation");
             if operation.status != OperationStatus::Running || tokio::time::Instant::now() >= deadline {
                 return Ok(operation);
             }
@@ -136,6 +138,7 @@ impl Control {
             // read again every poll period.
             let poll = (tokio::time::Instant::now() + Duration::from_millis(WAIT_POLL_MS)).min(deadline);
             let _ = tokio::time::timeout_at(poll, ended).await;
+            crate::stages::mark("wait");
         }
     }
 }

@@ -7,6 +7,7 @@ use super::Control;
 use crate::backend::BackendError;
 use crate::error::ApiError;
 use crate::store::databases::{Branch, Database, TimelineRow};
+use crate::store::{Store, StoreError};
 
 /// The timeline of `timelines` that holds `lsn` in the history of `start`: `start` itself, or the ancestor it
 /// was branched from below its branch point (recursively).
@@ -63,6 +64,28 @@ fn root_of(timelines: &[TimelineRow], start: TimelineId) -> Result<TimelineRow, 
     Err(ApiError::Internal)
 }
 
+/// What [`Control::resolve_read`] needs from the metadata, read in one store call (the caller's, with its own
+/// reads): the timelines of the branch's database and the safekeeper set of the branch's timeline.
+pub(crate) fn resolution_reads(
+    store: &Store,
+    database_id: &str,
+    timeline: TimelineId,
+) -> Result<ResolutionReads, StoreError> {
+    Ok(ResolutionReads {
+        timelines: store.timelines_of(database_id)?,
+        set: store.timeline_safekeepers(timeline)?,
+    })
+}
+
+/// The metadata a resolution reads ([`resolution_reads`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ResolutionReads {
+    /// Every timeline of the branch's database.
+    timelines: Vec<TimelineRow>,
+    /// The branch's timeline's recorded safekeeper set, if any.
+    set: Option<Vec<String>>,
+}
+
 /// A point in a branch's history, as a request gives it.
 #[derive(Debug, Clone)]
 pub enum PointInTime {
@@ -81,16 +104,16 @@ pub enum PointInTime {
 impl Control {
     /// The LSN of `branch`'s latest committed state: its running compute's last commit, or what a majority of
     /// safekeepers hold as committed.
-    async fn head_lsn(&self, database: &Database, branch: &Branch) -> Result<Lsn, ApiError> {
+    /// `set` is the branch's timeline's safekeeper set.
+    async fn head_lsn(&self, database: &Database, branch: &Branch, set: &[String]) -> Result<Lsn, ApiError> {
         if let Some(store) = self.host.store(&branch.id) {
             if store.failure().is_none() {
                 return Ok(store.read_lsn());
             }
         }
-        let set = self.set_of(branch.timeline_id).await?;
         Ok(self
             .backend
-            .committed_lsn(database.tenant_id, branch.timeline_id, &set)
+            .committed_lsn(database.tenant_id, branch.timeline_id, set)
             .await?)
     }
 
@@ -102,9 +125,26 @@ impl Control {
         branch: &Branch,
         point: &PointInTime,
     ) -> Result<(TimelineRow, Lsn), ApiError> {
-        let head = self.head_lsn(database, branch).await?;
-        let database_id = database.id.clone();
-        let timelines = self.blocking(move |store| store.timelines_of(&database_id)).await?;
+        let (database_id, timeline) = (database.id.clone(), branch.timeline_id);
+        let reads = self
+            .blocking(move |store| resolution_reads(store, &database_id, timeline))
+            .await?;
+        crate::stages::mark("read_timelines");
+        self.resolve_read(database, branch, point, reads).await
+    }
+
+    /// [`Control::resolve`] with its metadata already read (in the caller's store call).
+    pub(super) async fn resolve_read(
+        &self,
+        database: &Database,
+        branch: &Branch,
+        point: &PointInTime,
+        reads: ResolutionReads,
+    ) -> Result<(TimelineRow, Lsn), ApiError> {
+        let ResolutionReads { timelines, set } = reads;
+        let set = set.unwrap_or_else(|| self.backend.default_set());
+        let head = self.head_lsn(database, branch, &set).await?;
+        crate::stages::mark("head_lsn");
         let lsn = match point {
             PointInTime::Latest => head,
             PointInTime::Lsn(lsn) => {
@@ -141,6 +181,12 @@ impl Control {
             }
         };
         let holder = timeline_holding(&timelines, branch.timeline_id, lsn)?;
+        if matches!(point, PointInTime::Latest) {
+            // The head is at or past what the pageserver ingested, and its GC cutoff is below that: nothing to
+            // check (and a creation below the cutoff is refused by the pageserver itself, under the lock its GC
+            // takes), so no round trip for it.
+            return Ok((holder, lsn));
+        }
         let state = self
             .backend
             .timeline_state(database.tenant_id, holder.timeline_id)

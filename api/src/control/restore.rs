@@ -6,8 +6,10 @@ use std::sync::Arc;
 use cambium_types::{Lsn, TimelineId};
 use compute::host::BranchTarget;
 
+use super::resolution::resolution_reads;
 use super::{random_u128, retry, Control, PointInTime, PG_USER};
 use crate::error::ApiError;
+use crate::stages;
 use crate::store::audit;
 use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
 use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
@@ -42,9 +44,22 @@ impl Control {
         point: PointInTime,
         preserve: bool,
     ) -> Result<Operation, ApiError> {
-        let (branch, database) = self.get_branch(account, id).await?;
+        // The branch and what resolving its point reads, in one store call.
+        let (account_id, branch_id) = (account.clone(), id.to_owned());
+        let (branch, database, reads) = self
+            .blocking(move |store| {
+                let Some((branch, database)) = store.get_branch(&account_id, &branch_id)? else {
+                    return Ok(None);
+                };
+                let reads = resolution_reads(store, &database.id, branch.timeline_id)?;
+                Ok(Some((branch, database, reads)))
+            })
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        stages::mark("read_branch");
         check_movable(&branch, &database, Move::Restore)?;
-        let (holder, lsn) = self.resolve(&database, &branch, &point).await?;
+        let (holder, lsn) = self.resolve_read(&database, &branch, &point, reads).await?;
+        stages::mark("resolve");
         self.start_move(account, &branch, (holder.timeline_id, lsn), preserve, Move::Restore)
             .await
     }
@@ -89,7 +104,27 @@ impl Control {
         // The quota's count and the operation's row under the lock, so branch creations and other restores
         // count this one.
         let _held = self.locked(&branch.database_id).await;
-        let (branch, database) = self.get_branch(account, &branch.id).await?;
+        stages::mark("lock");
+        // The branch again, and the quota's counts if a branch is kept, in one store call.
+        let (account_id, branch_id) = (account.clone(), branch.id.clone());
+        let (branch, database, counts) = self
+            .blocking(move |store| {
+                let Some((branch, database)) = store.get_branch(&account_id, &branch_id)? else {
+                    return Ok(None);
+                };
+                let counts = if preserve {
+                    Some((
+                        store.branch_count(&database.id)?,
+                        super::branches::restores_keeping_a_branch(store, &database.id)?,
+                    ))
+                } else {
+                    None
+                };
+                Ok(Some((branch, database, counts)))
+            })
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        stages::mark("read_branch_locked");
         check_movable(&branch, &database, kind)?;
         let params = RestoreParams {
             branch_id: branch.id.clone(),
@@ -111,9 +146,8 @@ impl Control {
             Move::Restore => Action::RestoreBranch(params),
             Move::Reset => Action::ResetBranch(params),
         };
-        if preserve {
-            self.check_branch_quota(&database.id)
-                .await
+        if let Some((count, pending)) = counts {
+            self.refuse_over_branch_quota(count, pending)
                 .map_err(|error| match error {
                     ApiError::QuotaExceeded(message) => ApiError::QuotaExceeded(format!(
                         "{message} (or {} with \"preserve\": false, which keeps no branch)",
@@ -121,6 +155,7 @@ impl Control {
                     )),
                     other => other,
                 })?;
+            stages::mark("read_quota");
         }
         let (account, project_id, database_id, branch_id) = (
             account.clone(),
@@ -145,6 +180,7 @@ impl Control {
                 )
             })
             .await?;
+        stages::mark("write_operation");
         if let Some(audit) = audit {
             audit.committed();
         }
@@ -174,7 +210,9 @@ impl Control {
         );
         let database_id = operation.database_id.clone().ok_or("the operation names no database")?;
         let _held = self.locked(&database_id).await;
+        stages::mark("lock");
         let database = self.database_for_work(&database_id).await?;
+        stages::mark("read_database");
         let new_timeline = TimelineRow {
             timeline_id: new_timeline_id,
             ancestor_timeline_id: Some(source),
@@ -184,7 +222,9 @@ impl Control {
             .set_for_new_timeline(&database.id, new_timeline.timeline_id)
             .await
             .map_err(|e| format!("choosing the safekeepers: {e:?}"))?;
+        stages::mark("safekeeper_set");
         retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline, &set)).await?;
+        stages::mark("storage");
         let change = RestoreChange {
             branch_id: params.branch_id.clone(),
             old_timeline_id,
@@ -197,6 +237,7 @@ impl Control {
             .blocking(move |store| store.apply_restore(&change))
             .await
             .map_err(|e| e.to_string())?;
+        stages::mark("apply_restore");
         // Applied: from here on the operation finishes.
         let target = BranchTarget {
             tenant_id: database.tenant_id,
@@ -210,6 +251,7 @@ impl Control {
         {
             tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
         }
+        stages::mark("define");
         if params.preserved_name.is_none() {
             // The old timeline's deletion is cleanup, not the restore: it runs after the operation ends.
             self.sweep_later(&database);
@@ -227,6 +269,7 @@ impl Control {
                 }
             }
         }
+        stages::mark("webhook_event");
         Ok(())
     }
 

@@ -99,6 +99,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .control
         .blocking(move |store| store.idempotent_response(&lookup.0, &lookup.1))
         .await?;
+    crate::stages::mark("idempotency_lookup");
     // A stored response is final: it is replayed whoever holds the reservation (another retry's lookup).
     if let Some(stored) = stored {
         return replay(stored, &method, &path, &request_hash);
@@ -129,6 +130,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .control
         .blocking(move |store| store.store_idempotent_response(&account, &key, &stored))
         .await?;
+    crate::stages::mark("idempotency_store");
     drop(guard);
     Ok(Response::from_parts(parts, Body::from(body)))
 }

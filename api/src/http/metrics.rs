@@ -16,6 +16,8 @@
 //!   `cambium_timeline_repairs_total` (copies rebuilt), `cambium_timeline_repair_failures_total` and
 //!   `cambium_orphan_timelines_deleted_total`; `cambium_safekeeper_set_replacements_total` (dead safekeepers
 //!   replaced in timelines' sets).
+//! - `cambium_api_stage_seconds_sum{call, stage}` and `_count`: where successful calls and operations spend their
+//!   time, stage by stage (`crate::stages`: the key check, the scope's read, each metadata read, the storage, …).
 //! - The compute host's metrics (`compute::metrics`: page reads by source, prefetch hits and wasted prefetches,
 //!   the caches' sizes), since it runs in the same process.
 
@@ -74,7 +76,8 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().to_string();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let call = || format!("{method} {route}");
+    let response = crate::stages::timed(call, |r: &Response| r.status().is_success(), next.run(request)).await;
     state.metrics.observe(
         &method,
         &route,
@@ -204,6 +207,7 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
         let _ = writeln!(out, "# TYPE {name} counter");
         let _ = writeln!(out, "{name} {value}");
     }
+    out.push_str(&crate::stages::render());
     // The compute host runs in this process: its page reads, prefetching and caches.
     out.push_str(&compute::metrics::render());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())

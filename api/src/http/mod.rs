@@ -265,6 +265,29 @@ async fn authenticate(state: &AppState, secret: Option<String>) -> Result<Caller
     Ok(caller)
 }
 
+/// [`authenticate`], and in the same store call (one hand-off to the blocking pool, not two) the project that
+/// `path` concerns as the key's account sees it, for the scope layer ([`scope::project_of`]).
+async fn authenticate_scoped(
+    state: &AppState,
+    secret: Option<String>,
+    path: String,
+) -> Result<(Caller, scope::Scoped), ApiError> {
+    let secret = secret.ok_or(ApiError::Unauthenticated)?;
+    let (caller, project) = state
+        .control
+        .blocking(move |store| {
+            let Some(caller) = auth::authenticate(store, &secret)? else {
+                return Ok(None);
+            };
+            let project = scope::project_of(store, &caller.account, &path)?;
+            Ok(Some((caller, project)))
+        })
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    state.limiter.check(&caller.account)?;
+    Ok((caller, scope::Scoped(project)))
+}
+
 /// The secret of the `Authorization: Bearer` header (owned: a request is not `Sync`, so no reference to it may
 /// cross an await).
 fn bearer(request: &Request) -> Option<String> {
@@ -279,9 +302,12 @@ fn bearer(request: &Request) -> Option<String> {
 /// Resolves the bearer key to its account (or refuses with 401), then applies the account's rate limit; the
 /// handlers get the account, the scope layer the whole [`Caller`].
 async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, ApiError> {
-    let caller = authenticate(&state, bearer(&request)).await?;
+    let path = request.uri().path().to_owned();
+    let (caller, scoped) = authenticate_scoped(&state, bearer(&request), path).await?;
+    crate::stages::mark("auth_and_scope");
     request.extensions_mut().insert(caller.account.clone());
     request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(scoped);
     Ok(next.run(request).await)
 }
 

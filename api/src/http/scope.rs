@@ -23,6 +23,7 @@ use super::{AppState, RequestId};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::audit::{self, NewAuditEntry};
+use crate::store::{AccountId, Store, StoreError};
 
 /// The largest creation response read back for its project id (a project is a few hundred bytes).
 const CREATED_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -32,39 +33,28 @@ fn is_mutating(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// The project of the resource `/v1/<kind>/<id>…` names, as `caller`'s account sees it; `None` when the path names
-/// none or the resource does not exist (the handler answers 404 then).
-async fn project_of(state: &AppState, caller: &Caller, path: &str) -> Result<Option<String>, ApiError> {
+/// The project of the resource `/v1/<kind>/<id>…` names, as `account` sees it; `None` when the path names none or
+/// the resource does not exist (the handler answers 404 then). A store call: the key check makes it in the same
+/// hand-off to the blocking pool as its own read ([`Scoped`]).
+pub(crate) fn project_of(store: &Store, account: &AccountId, path: &str) -> Result<Option<String>, StoreError> {
     let mut segments = path.trim_start_matches('/').split('/');
     let (Some("v1"), Some(kind), Some(id)) = (segments.next(), segments.next(), segments.next()) else {
         return Ok(None);
     };
-    let (account, id) = (caller.account.clone(), id.to_owned());
     let project = match kind {
-        "projects" => state
-            .control
-            .blocking(move |s| s.get_project(&account, &id))
-            .await?
-            .map(|p| p.id),
-        "databases" => state
-            .control
-            .blocking(move |s| s.get_database(&account, &id))
-            .await?
-            .map(|d| d.project_id),
-        "branches" => state
-            .control
-            .blocking(move |s| s.get_branch(&account, &id))
-            .await?
-            .map(|(_, d)| d.project_id),
-        "operations" => state
-            .control
-            .blocking(move |s| s.get_operation(&account, &id))
-            .await?
-            .map(|o| o.project_id),
+        "projects" => store.get_project(account, id)?.map(|p| p.id),
+        "databases" => store.get_database(account, id)?.map(|d| d.project_id),
+        "branches" => store.get_branch(account, id)?.map(|(_, d)| d.project_id),
+        "operations" => store.get_operation(account, id)?.map(|o| o.project_id),
         _ => None,
     };
     Ok(project)
 }
+
+/// The project of the request's path ([`project_of`]), read by the key check with the key, in the request's
+/// extensions for this layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Scoped(pub(crate) Option<String>);
 
 /// The refusal `caller`'s scope gives a `method` call to `route` concerning `project`, if any.
 fn refusal(caller: &Caller, method: &Method, route: &str, project: Option<&str>) -> Option<ApiError> {
@@ -103,7 +93,17 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .map(|r| r.0.clone())
         .unwrap_or_default();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let project = project_of(&state, &caller, &path).await?;
+    let project = match request.extensions().get::<Scoped>() {
+        Some(Scoped(project)) => project.clone(),
+        None => {
+            let (account, path) = (caller.account.clone(), path.clone());
+            state
+                .control
+                .blocking(move |store| project_of(store, &account, &path))
+                .await?
+        }
+    };
+    crate::stages::mark("scope");
     let mut committed = None;
     let mut response = match refusal(&caller, &method, &route, project.as_deref()) {
         Some(error) => {
@@ -123,6 +123,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
                     request_id: request_id.clone(),
                 };
                 let (response, written) = audit::in_request(entry, next.run(request)).await;
+                crate::stages::mark("handler_rest");
                 committed = written;
                 response
             }
@@ -165,6 +166,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         if let Err(error) = state.control.blocking(move |store| store.record_audit(&entry)).await {
             tracing::error!(?error, "an audit entry could not be written");
         }
+        crate::stages::mark("audit");
     }
     Ok(response)
 }
