@@ -276,6 +276,14 @@ async fn missing_wrong_malformed_and_revoked_keys_are_401() {
         .find(|line| line.starts_with(key_id))
         .unwrap_or_else(|| panic!("{listed}"));
     assert_ne!(line.split('\t').nth(3), Some("-"), "revoked: {line}");
+    // The route between API processes takes the host's internal token, which no API key is, not even the
+    // admin's.
+    let internal = "/internal/databases/db_01ARZ3NDEKTSV4RRFFQ69G5FAV/pageserver";
+    for key in [None, Some(up.key.as_str()), Some("0000")] {
+        up.request("POST", internal, key, None)
+            .await
+            .assert_error(401, "unauthenticated");
+    }
     // The admin key still works.
     let reply = call(&up, "GET", "/v1/projects", None).await;
     assert_eq!(reply.status, 200, "{}", reply.body);

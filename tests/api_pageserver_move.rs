@@ -939,17 +939,25 @@ impl TwoHosts {
         self.wait_operation(0, &operation).await
     }
 
-    /// What host `via` answers when told to follow database `id`'s pageserver (no key).
+    /// What host `via` answers when told to follow database `id`'s pageserver, with its internal token as its
+    /// peers read it from the metadata (without it, the call is refused).
     async fn follow(&self, via: usize, id: &str) -> Value {
-        let reply = request(
-            &self.apis[via].address,
-            "POST",
-            &format!("/internal/databases/{id}/pageserver"),
-            None,
-            None,
-            &[],
-        )
-        .await;
+        let path = format!("/internal/databases/{id}/pageserver");
+        let address = &self.apis[via].address;
+        let unauthenticated = request(address, "POST", &path, None, None, &[]).await;
+        assert_eq!(unauthenticated.status, 401, "{}", unauthenticated.body);
+        let token: String = self
+            .metadata
+            .query_one(
+                "SELECT internal_token FROM compute_hosts WHERE api_url = $1",
+                &[&format!("http://{address}")],
+            )
+            .await
+            .expect("the host's internal token")
+            .get(0);
+        assert_eq!(token.len(), 64, "32 random bytes in hex: {token}");
+        let header = format!("Bearer {token}");
+        let reply = request(address, "POST", &path, None, None, &[("Authorization", &header)]).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         reply.json()
     }

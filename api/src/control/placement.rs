@@ -118,6 +118,11 @@ impl Control {
         self.store.lease_owner()
     }
 
+    /// Whether `presented` is the secret this host's `/internal/` routes take.
+    pub fn is_internal_token(&self, presented: &str) -> bool {
+        self.store.is_internal_token(presented)
+    }
+
     /// Marks `database` served here (called when it is served or refused for its status).
     pub(super) fn mark_here(&self, database: &Database) {
         self.placement.mark(database, true);

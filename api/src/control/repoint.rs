@@ -132,7 +132,7 @@ impl Control {
         let mut wait_ms = TELL_FIRST_WAIT_MS;
         let mut last_error = String::new();
         for attempt in 1..=TELL_ATTEMPTS_MAX {
-            match client.post(&url).send().await {
+            match client.post(&url).bearer_auth(&host.internal_token).send().await {
                 Ok(response) if response.status().is_success() => {
                     let answer = response
                         .text()

@@ -4,8 +4,10 @@
 //! `GET /admin/operations/{id}` (`?wait=` as `/v1/operations/{id}`) reads any account's operation.
 //!
 //! Beside them, between the API processes: `POST /internal/databases/{id}/pageserver` tells this compute host
-//! that database `id`'s pageserver changed (`control::repoint`). It takes no key and no body: the host reads the
-//! placement from the metadata itself, so the call can make it do nothing but follow the metadata.
+//! that database `id`'s pageserver changed (`control::repoint`). It takes no body: the host reads the placement
+//! from the metadata itself, so the call can make it do nothing but follow the metadata. It takes the host's
+//! internal token (`Authorization: Bearer …`, registered with the host in the metadata, where its peers read
+//! it; not an API key), so nobody outside the deployment can call it or learn from it.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -63,8 +65,17 @@ pub(crate) async fn operation(
 /// the pageserver its placement names now.
 pub(crate) async fn follow_pageserver(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<crate::control::Followed>, ApiError> {
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !state.control.is_internal_token(presented) {
+        return Err(ApiError::Unauthenticated);
+    }
     let id = parse_id(id, "db_")?;
     Ok(Json(state.control.follow_pageserver(&id).await?))
 }

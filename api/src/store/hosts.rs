@@ -37,6 +37,9 @@ pub struct ComputeHostRow {
     pub api_url: String,
     /// Whether its heartbeat lease has not expired.
     pub live: bool,
+    /// The secret its `/internal/` routes take (`Authorization: Bearer …`); empty for a host registered before
+    /// migration 17, which then takes no internal call.
+    pub internal_token: String,
 }
 
 /// A database moved off a host that is not live (or had none).
@@ -68,6 +71,17 @@ fn now_text() -> String {
 }
 
 impl Store {
+    /// The secret this process's `/internal/` routes take, registered with it ([`ComputeHostRow::internal_token`]).
+    pub fn internal_token(&self) -> &str {
+        &self.internal_token
+    }
+
+    /// Whether `presented` is this process's internal token, compared in constant time.
+    pub fn is_internal_token(&self, presented: &str) -> bool {
+        let (a, b) = (presented.as_bytes(), self.internal_token.as_bytes());
+        !b.is_empty() && a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+
     /// Registers this process as a compute host reachable at `pg_address` (PostgreSQL) and `api_url` (`/v1`),
     /// with a fresh heartbeat lease. A host registered with the same two addresses is taken to be this process's
     /// previous run (a restart on the same ports): its databases are placed on this one and its row goes, so a
@@ -80,14 +94,15 @@ impl Store {
         let tx = conn.transaction_with_behavior(super::sql::TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM compute_hosts WHERE id = ?1", [&self.owner])?;
         tx.execute(
-            "INSERT INTO compute_hosts (id, pg_address, api_url, lease_expires_at, started_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO compute_hosts (id, pg_address, api_url, lease_expires_at, started_at, internal_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
                 self.owner,
                 pg_address,
                 api_url,
                 later(now, HOST_LEASE_MS),
-                timestamp_text(now)
+                timestamp_text(now),
+                self.internal_token
             ],
         )?;
         if sqlite {
@@ -125,14 +140,16 @@ impl Store {
     pub fn compute_hosts(&self) -> Result<Vec<ComputeHostRow>, StoreError> {
         let now = now_text();
         let conn = self.conn()?;
-        let mut stmt =
-            conn.prepare("SELECT id, pg_address, api_url, lease_expires_at >= ?1 FROM compute_hosts ORDER BY id")?;
+        let mut stmt = conn.prepare(
+            "SELECT id, pg_address, api_url, lease_expires_at >= ?1, internal_token FROM compute_hosts ORDER BY id",
+        )?;
         let rows = stmt.query_map([&now], |row| {
             Ok(ComputeHostRow {
                 id: row.get(0)?,
                 pg_address: row.get(1)?,
                 api_url: row.get(2)?,
                 live: row.get(3)?,
+                internal_token: row.get(4)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -144,7 +161,7 @@ impl Store {
         let conn = self.conn()?;
         let row = conn
             .query_row(
-                "SELECT h.id, h.pg_address, h.api_url,
+                "SELECT h.id, h.pg_address, h.api_url, h.internal_token,
                         (SELECT count(*) FROM databases d WHERE d.compute_host = h.id) AS placed
                  FROM compute_hosts h WHERE h.lease_expires_at >= ?1
                  ORDER BY placed, h.id LIMIT 1",
@@ -155,6 +172,7 @@ impl Store {
                         pg_address: row.get(1)?,
                         api_url: row.get(2)?,
                         live: true,
+                        internal_token: row.get(3)?,
                     })
                 },
             )
@@ -178,7 +196,7 @@ impl Store {
         let row = conn
             .query_row(
                 &format!(
-                    "SELECT h.id, h.pg_address, h.api_url, h.lease_expires_at >= ?2
+                    "SELECT h.id, h.pg_address, h.api_url, h.lease_expires_at >= ?2, h.internal_token
                      FROM databases d JOIN compute_hosts h ON h.id = d.compute_host WHERE {condition}"
                 ),
                 params![id, now],
@@ -188,6 +206,7 @@ impl Store {
                         pg_address: row.get(1)?,
                         api_url: row.get(2)?,
                         live: row.get(3)?,
+                        internal_token: row.get(4)?,
                     })
                 },
             )

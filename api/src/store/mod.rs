@@ -299,6 +299,13 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE timelines ADD COLUMN storage_pending INTEGER NOT NULL DEFAULT 0;
 ",
     ),
+    // The secret a compute host's peers present on its `/internal/` routes (issue 17: the re-point after a
+    // pageserver move), new at each registration, read from here by the peers, never shown through `/v1`.
+    Migration::Sql(
+        "
+    ALTER TABLE compute_hosts ADD COLUMN internal_token TEXT NOT NULL DEFAULT '';
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -431,6 +438,8 @@ pub struct Store {
     dialect: sql::Dialect,
     /// This process's lease owner id ([`leases`]).
     owner: String,
+    /// The secret this process's peers present on its `/internal/` routes ([`Store::internal_token`]).
+    internal_token: String,
 }
 
 /// `conn` (to the metadata file) with the settings every connection needs: the busy timeout, and the
@@ -458,6 +467,17 @@ pub(crate) fn timestamp_text(timestamp: jiff::Timestamp) -> String {
 /// A new lease owner id: one per opened store (one per process).
 fn new_owner() -> String {
     new_id("api_", now().0)
+}
+
+/// A new secret for a host's `/internal/` routes: 32 random bytes in hex.
+fn new_internal_token() -> String {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    // SystemRandom fails only if the OS has no randomness source: nothing can run then.
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .unwrap_or_else(|_| panic!("the OS random source failed"));
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A new id with `prefix`.
@@ -505,6 +525,7 @@ impl Store {
             dialect: first.dialect(),
             pool: Pool::new(pool, first, connect),
             owner: new_owner(),
+            internal_token: new_internal_token(),
         };
         if store.migrate()? {
             store.checkpoint()?;
@@ -528,6 +549,7 @@ impl Store {
             dialect: first.dialect(),
             pool: Pool::new(pool, first, Box::new(move || Connection::postgres(&url))),
             owner: new_owner(),
+            internal_token: new_internal_token(),
         };
         store.migrate()?;
         Ok(store)
