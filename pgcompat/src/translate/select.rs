@@ -12,6 +12,9 @@ pub(super) fn translate_query(
     if modifying_cte::has_modifying_cte(query) {
         return modifying_cte::translate(conn, catalog, (**query).clone());
     }
+    if let Some(translation) = statement_with_queries(conn, catalog, query)? {
+        return Ok(translation);
+    }
     expand_table_form(query)?;
     tablesample::rewrite(query)?;
     // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
@@ -45,6 +48,81 @@ pub(super) fn translate_query(
         param_columns: param_columns(query),
         captures: Vec::new(),
     })
+}
+
+/// `WITH q AS (…) INSERT|UPDATE|DELETE …` (its WITH plain queries): the statement translated as it is alone,
+/// its WITH as a query's (SQLite takes a WITH before each of them too). An INSERT's WITH becomes its source
+/// query's, the only part that can read it. `None` for anything else.
+fn statement_with_queries(
+    conn: &Connection,
+    catalog: &Catalog,
+    query: &mut Box<Query>,
+) -> Result<Option<Translation>, PgError> {
+    if !matches!(
+        query.body.as_ref(),
+        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_)
+    ) {
+        return Ok(None);
+    }
+    let Some(mut with) = query.with.take() else {
+        return Ok(None);
+    };
+    if let SetExpr::Insert(Statement::Insert(insert)) = query.body.as_mut() {
+        if let Some(source) = insert.source.as_mut().filter(|source| source.with.is_none()) {
+            source.with = Some(with);
+            let overriding = insert.overriding.take();
+            return translate_insert(conn, catalog, insert, overriding).map(Some);
+        }
+        query.with = Some(with);
+        return Ok(None);
+    }
+    // The WITH's queries rewritten as a query's (over a placeholder body), then put before the statement.
+    let mut holder = Box::new(Query {
+        with: Some(with),
+        ..*Parser::parse_sql(&PostgreSqlDialect {}, "SELECT 1")
+            .ok()
+            .and_then(|mut parsed| match parsed.pop() {
+                Some(Statement::Query(query)) => Some(query),
+                _ => None,
+            })
+            .ok_or_else(|| PgError::new(crate::error::INTERNAL_ERROR, "parsing a placeholder query"))?
+    });
+    let queries = translate_query(conn, catalog, &mut holder)?;
+    with = holder
+        .with
+        .take()
+        .ok_or_else(|| PgError::new(crate::error::INTERNAL_ERROR, "the WITH of a statement went missing"))?;
+    let (mut translation, statement) = match query.body.as_mut() {
+        SetExpr::Update(Statement::Update(update)) => {
+            let rewritten = dml::rewrite_update_statement(conn, catalog, update)?;
+            (
+                rewritten.into_translation(String::new(), Kind::Update),
+                update.to_string(),
+            )
+        }
+        SetExpr::Delete(Statement::Delete(delete)) => {
+            let rewritten = dml::rewrite_delete_statement(catalog, delete)?;
+            (
+                rewritten.into_translation(String::new(), Kind::Delete),
+                delete.to_string(),
+            )
+        }
+        _ => {
+            return Err(PgError::unsupported("this statement after WITH"));
+        }
+    };
+    translation.steps = vec![format!("{with} {statement}")];
+    translation.uses_now |= queries.uses_now;
+    // A parameter typed by either part keeps that type.
+    if translation.params.len() < queries.params.len() {
+        translation.params.resize(queries.params.len(), None);
+    }
+    for (slot, ty) in translation.params.iter_mut().zip(&queries.params) {
+        if slot.is_none() {
+            *slot = *ty;
+        }
+    }
+    Ok(Some(translation))
 }
 
 /// `TABLE t` is `SELECT * FROM t`.

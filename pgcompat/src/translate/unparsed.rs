@@ -45,7 +45,10 @@ pub(crate) fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Resu
             set_schema(conn, catalog, tokens).map(Some)
         }
         [Keyword::ALTER, Keyword::TABLE, ..] => identity_with_sequence_name(conn, catalog, tokens),
-        [Keyword::SELECT | Keyword::WITH, ..] => weaker_row_locks(conn, catalog, tokens),
+        // (In a subquery of a write too: `DELETE … WHERE id IN (SELECT … FOR NO KEY UPDATE SKIP LOCKED)`.)
+        [Keyword::SELECT | Keyword::WITH | Keyword::UPDATE | Keyword::DELETE | Keyword::INSERT, ..] => {
+            weaker_row_locks(conn, catalog, tokens)
+        }
         [Keyword::CREATE, ..] if super::like::is_create_like(&tokens) => {
             super::like::create_like(conn, catalog, &tokens).map(Some)
         }

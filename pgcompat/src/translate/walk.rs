@@ -32,6 +32,10 @@ pub(crate) trait Hooks {
     }
     /// The scope of the SELECT last left, entered again (for the ORDER BY of its query).
     fn reenter_select(&mut self) {}
+    /// A query (the statement's, a CTE's, a subquery's) about to be walked.
+    fn enter_query(&mut self, query: &mut Query) {
+        let _ = query;
+    }
     /// A SELECT whose FROM is done and whose scope is entered, before its list is walked.
     fn projection(&mut self, select: &mut Select) -> Result<(), PgError> {
         let _ = select;
@@ -41,6 +45,7 @@ pub(crate) trait Hooks {
 
 /// Walks a query.
 pub(crate) fn query<H: Hooks>(hooks: &mut H, query: &mut Query) -> Result<(), PgError> {
+    hooks.enter_query(query);
     if let Some(with) = &mut query.with {
         for cte in &mut with.cte_tables {
             hooks.cte(cte);

@@ -87,3 +87,5 @@ SELECT name FROM people ORDER BY lower(name) DESC, id;
 SELECT regexp_split_to_array('a1b22c', '[0-9]+'), array_length(regexp_split_to_array('a,b,c', ','), 1);
 SELECT trim(both ' ' from '  padded  '), length(trim('  x ')), char_length(' a ');
 SELECT format('%s-%s', 'a', 'b'), format('%3s|%-3s|', 'x', 'y'), format('%1$s %1$s', 'again');
+SELECT encode(sha256('abc'), 'hex'), encode(sha224('abc'::bytea), 'hex'), length(sha384('')), encode(sha512(''), 'base64');
+SELECT num_nonnulls(1, NULL, 'a'), num_nulls(NULL, NULL, 3), pg_typeof(num_nulls(1));

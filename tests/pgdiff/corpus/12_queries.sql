@@ -169,3 +169,13 @@ SELECT c.name, x.total FROM customers c, LATERAL (SELECT sum(amount) AS total FR
 SELECT c.name, x.amount FROM customers c, LATERAL (SELECT amount FROM orders o WHERE o.customer_id = c.id ORDER BY amount DESC LIMIT 1) x ORDER BY 1;
 SELECT row_to_json(c.*) FROM customers c ORDER BY id LIMIT 2;
 SELECT to_jsonb(c.*), to_json(c.*) FROM customers c ORDER BY id LIMIT 2;
+CREATE TABLE jobs (id int PRIMARY KEY, kind text NOT NULL, locked_by text, run_at timestamptz NOT NULL DEFAULT '2024-01-01 00:00+00', attempts int NOT NULL DEFAULT 0);
+INSERT INTO jobs (id, kind) VALUES (1, 'mail'), (2, 'mail'), (3, 'sms'), (4, 'mail');
+WITH next AS (SELECT id FROM jobs WHERE locked_by IS NULL ORDER BY run_at, id LIMIT 2 FOR UPDATE SKIP LOCKED) UPDATE jobs j SET locked_by = 'w1', attempts = j.attempts + 1 FROM next WHERE j.id = next.id RETURNING j.id, j.locked_by, j.attempts;
+UPDATE jobs SET locked_by = 'w2' WHERE id = (SELECT id FROM jobs WHERE locked_by IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, locked_by;
+DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE locked_by = 'w1' FOR NO KEY UPDATE) RETURNING id;
+WITH done AS (SELECT id FROM jobs WHERE locked_by = 'w2') DELETE FROM jobs WHERE id IN (SELECT id FROM done) RETURNING id, kind;
+WITH fresh (n, k) AS (VALUES (10, 'push'), (11, 'push')) INSERT INTO jobs (id, kind) SELECT n, k FROM fresh RETURNING id, kind, attempts;
+WITH bad AS (SELECT 12 AS n) INSERT INTO jobs (id, kind) SELECT n, NULL FROM bad;
+WITH late AS (SELECT id FROM jobs WHERE kind = 'push') UPDATE jobs SET run_at = run_at + interval '1 day', kind = upper(kind) WHERE id IN (SELECT id FROM late) RETURNING id, kind, run_at;
+SELECT id, kind, locked_by, attempts FROM jobs ORDER BY id;

@@ -61,6 +61,19 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
             Value::Text(md5::Md5::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
         }))
     })?;
+    // sha224(bytea) … sha512(bytea): the digest's bytes.
+    define(conn, state, "sha224", 1, Purity::Pure, |a, _| {
+        Ok(digest::<sha2::Sha224>(a))
+    })?;
+    define(conn, state, "sha256", 1, Purity::Pure, |a, _| {
+        Ok(digest::<sha2::Sha256>(a))
+    })?;
+    define(conn, state, "sha384", 1, Purity::Pure, |a, _| {
+        Ok(digest::<sha2::Sha384>(a))
+    })?;
+    define(conn, state, "sha512", 1, Purity::Pure, |a, _| {
+        Ok(digest::<sha2::Sha512>(a))
+    })?;
     for n in [3, 4] {
         define(conn, state, "regexp_replace", n, Purity::Pure, regexp_replace)?;
     }
@@ -113,13 +126,18 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
         "regexp_match" | "regexp_split_to_array" | "string_to_array" => PgType::TEXT.array(),
         "pg_similar" => PgType::BOOL,
         "pg_regexp_substring" | "convert_from" => PgType::TEXT,
-        "convert_to" => PgType::BYTEA,
+        "convert_to" | "sha224" | "sha256" | "sha384" | "sha512" => PgType::BYTEA,
         "decode" => PgType::BYTEA,
         _ => return None,
     })
 }
 
 /// Argument `i` as bytes (a text's UTF-8, a bytea's bytes).
+/// The SHA-2 digest `D` of the first argument's bytes, as a bytea (NULL for NULL).
+fn digest<D: sha2::Digest>(a: &Args<'_, '_>) -> Value {
+    bytes(a, 0).map_or(Value::Null, |b| Value::Blob(D::digest(&b).to_vec()))
+}
+
 pub(super) fn bytes(a: &Args<'_, '_>, i: usize) -> Option<Vec<u8>> {
     match a.value(i) {
         Value::Null => None,

@@ -229,6 +229,40 @@ impl Rewriter<'_> {
                     return Ok(None);
                 }
             }
+            // `num_nulls(a, b, …)`: how many arguments are NULL; `num_nonnulls`: how many are not. (A sum of
+            // the tests, cast so the result is typed int4 as PostgreSQL's.)
+            "num_nulls" | "num_nonnulls" => {
+                let args = plain_args(function);
+                if args.is_empty() {
+                    return Err(PgError::new(
+                        crate::error::UNDEFINED_FUNCTION,
+                        format!("function {name}() does not exist"),
+                    ));
+                }
+                let test = |arg: &Expr| {
+                    let arg = Box::new(Expr::Nested(Box::new(arg.clone())));
+                    Expr::Nested(Box::new(if name == "num_nulls" {
+                        Expr::IsNull(arg)
+                    } else {
+                        Expr::IsNotNull(arg)
+                    }))
+                };
+                let sum = args
+                    .iter()
+                    .map(|arg| test(arg))
+                    .reduce(|left, right| Expr::BinaryOp {
+                        left: Box::new(left),
+                        op: sqlparser::ast::BinaryOperator::Plus,
+                        right: Box::new(right),
+                    })
+                    .expect("checked: at least one argument");
+                Expr::Cast {
+                    kind: sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(sum),
+                    data_type: sqlparser::ast::DataType::Integer(None),
+                    format: None,
+                }
+            }
             "pg_typeof" => {
                 let arg = plain_args(function).first().map(|a| (*a).clone());
                 let ty = arg.as_ref().and_then(|a| self.typer.infer(a));
