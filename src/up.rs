@@ -233,7 +233,7 @@ impl LocalStorage {
         Ok(LocalStorage {
             safekeepers,
             safekeeper_addresses,
-            local_safekeepers: walproposer::LocalSafekeepers::new(local_services),
+            local_safekeepers: walproposer::LocalSafekeepers::new(tokio::runtime::Handle::current(), local_services),
             pageserver,
             pageserver_address,
             stop,

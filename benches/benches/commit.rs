@@ -159,7 +159,7 @@ async fn start_cluster(base: &std::path::Path) -> Cluster {
     Cluster {
         _dirs: dirs,
         addresses,
-        local: walproposer::LocalSafekeepers::new(services),
+        local: walproposer::LocalSafekeepers::new(tokio::runtime::Handle::current(), services),
         shutdown,
     }
 }

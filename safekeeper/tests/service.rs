@@ -1789,12 +1789,15 @@ async fn a_proposer_calling_its_safekeepers_in_process_keeps_the_contract() {
         clients.push(client);
     }
     let addresses: Vec<String> = servers.iter().map(address_of).collect();
-    let local = walproposer::LocalSafekeepers::new(servers.iter().map(|server| {
-        (
-            address_of(server),
-            safekeeper::service::SafekeeperService::new(Arc::clone(&server.node)).into_server(),
-        )
-    }));
+    let local = walproposer::LocalSafekeepers::new(
+        tokio::runtime::Handle::current(),
+        servers.iter().map(|server| {
+            (
+                address_of(server),
+                safekeeper::service::SafekeeperService::new(Arc::clone(&server.node)).into_server(),
+            )
+        }),
+    );
     assert_eq!(local.len(), 3);
     assert!(local.get(&format!("http://{}", addresses[0])).is_some());
     let mut config = WalProposerConfig::new(addresses.clone(), TENANT, TIMELINE, START);

@@ -7,7 +7,11 @@
 //! the compute's process (as in `cambium up`). A safekeeper elsewhere is always reached over gRPC.
 //!
 //! The in-process service is given by whoever owns both ends (the binary), keyed by the address the
-//! safekeeper also serves on, so configuration stays a list of addresses ([`LocalSafekeepers`]).
+//! safekeeper also serves on, so configuration stays a list of addresses ([`LocalSafekeepers`]), with the
+//! runtime the safekeepers serve on: every call runs there, as it would behind their TCP listener. The caller's
+//! runtime (the compute's, of two workers and one blocking thread) would otherwise run the safekeepers' append
+//! streams, and their writes and fdatasyncs, which go to the runtime's blocking pool, would wait in turn on its
+//! one blocking thread: three copies of a transaction written one after another (issue 12, bulk load).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -21,7 +25,8 @@ use tower::ServiceExt;
 /// One safekeeper's gRPC service as the proposer's client calls it, whichever the transport.
 pub type PeerService = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, TransportError>;
 
-/// The transport failed (a gRPC connection could not be made or broke); the in-process one never does.
+/// The transport failed (a gRPC connection could not be made or broke; the in-process one only when the
+/// safekeepers' runtime is shutting down).
 #[derive(Debug, thiserror::Error)]
 #[error("safekeeper transport: {0}")]
 pub struct TransportError(#[source] StdError);
@@ -49,8 +54,9 @@ impl LocalSafekeepers {
         LocalSafekeepers::default()
     }
 
-    /// The given services, each the one serving `address` (e.g. `SafekeeperServer::new(service)`).
-    pub fn new<S>(services: impl IntoIterator<Item = (String, S)>) -> LocalSafekeepers
+    /// The given services, each the one serving `address` (e.g. `SafekeeperServer::new(service)`), every call
+    /// run on `runtime` (the one the safekeepers serve on).
+    pub fn new<S>(runtime: tokio::runtime::Handle, services: impl IntoIterator<Item = (String, S)>) -> LocalSafekeepers
     where
         S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
             + Clone
@@ -61,7 +67,7 @@ impl LocalSafekeepers {
     {
         let services = services
             .into_iter()
-            .map(|(address, service)| (address, in_process(service)))
+            .map(|(address, service)| (address, in_process(service, runtime.clone())))
             .collect();
         LocalSafekeepers {
             services: Arc::new(services),
@@ -85,8 +91,8 @@ impl LocalSafekeepers {
     }
 }
 
-/// A service called in this process, as a [`PeerService`].
-fn in_process<S>(service: S) -> PeerService
+/// A service called in this process, each call spawned on `runtime`, as a [`PeerService`].
+fn in_process<S>(service: S, runtime: tokio::runtime::Handle) -> PeerService
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
         + Clone
@@ -95,7 +101,16 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    BoxCloneSyncService::new(service.map_err(|never: Infallible| -> TransportError { match never {} }))
+    BoxCloneSyncService::new(tower::service_fn(move |request: http::Request<Body>| {
+        let call = runtime.spawn(service.clone().oneshot(request));
+        async move {
+            match call.await {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(never)) => match never {},
+                Err(error) => Err(TransportError(Box::new(error))),
+            }
+        }
+    }))
 }
 
 /// A gRPC channel, as a [`PeerService`].
