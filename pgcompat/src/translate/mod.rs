@@ -25,6 +25,7 @@ mod lateral_srf;
 mod like;
 mod lock;
 mod maintenance;
+mod matview;
 pub mod modifying_cte;
 pub(crate) mod names;
 mod prepare;
@@ -259,6 +260,8 @@ fn translate_statement(
             let to = indexes::renamed(catalog, &index, index_name)?;
             indexes::rename_index(conn, &index, &to, false)?
         }
+        Statement::CreateView(view) if view.materialized => matview::create(conn, catalog, view)?,
+        Statement::RefreshMaterializedView(refresh) => matview::refresh(conn, catalog, refresh)?,
         Statement::CreateView(view) => ddl::create_view(catalog, view)?,
         Statement::Truncate(truncate) => truncate::truncate(conn, catalog, truncate)?,
         Statement::StartTransaction {
@@ -381,6 +384,7 @@ fn drop_statement(
 ) -> Result<Translation, PgError> {
     match object_type {
         ObjectType::Schema => schema::drop(catalog, names, if_exists, cascade),
+        ObjectType::MaterializedView => matview::drop(conn, catalog, if_exists, names, cascade),
         ObjectType::Table => {
             let tables = names
                 .iter()
