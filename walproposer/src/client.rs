@@ -251,6 +251,18 @@ impl WalProposer {
         frame: Bytes,
     ) -> Result<impl std::future::Future<Output = Result<Lsn, WalProposerError>> + Send + 'static, WalProposerError>
     {
+        self.submit_within(frame, self.commit_timeout_ms)
+    }
+
+    /// [`WalProposer::submit`] with its own deadline, `timeout_ms` from this call: for a record handed over
+    /// behind others of the same writer (the parts of one transaction in flight), whose commit can come only
+    /// after theirs.
+    pub fn submit_within(
+        &self,
+        frame: Bytes,
+        timeout_ms: u64,
+    ) -> Result<impl std::future::Future<Output = Result<Lsn, WalProposerError>> + Send + 'static, WalProposerError>
+    {
         let (respond, response) = oneshot::channel();
         self.commands
             .try_send(Command::Append { frame, respond })
@@ -258,7 +270,6 @@ impl WalProposer {
                 mpsc::error::TrySendError::Full(_) => WalProposerError::Overloaded,
                 mpsc::error::TrySendError::Closed(_) => WalProposerError::Shutdown,
             })?;
-        let timeout_ms = self.commit_timeout_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         Ok(async move {
             match tokio::time::timeout_at(deadline, response).await {

@@ -158,7 +158,7 @@ impl RemotePageStore {
                 .map_err(|e| self.fail(format!("transaction not committed: encoding its commit: {e}")))?;
             // Even a refusal fails the store now: the proposer's WAL ends past this group's parts.
             let reply = self
-                .send_append(proposer, frame)
+                .send_append(proposer, frame, 0)
                 .map_err(|e| self.fail(format!("commit failed: the commit record was not handed over: {e}")))?;
             match self.wait_append(reply) {
                 Ok(end_lsn) => end_lsn,
@@ -200,7 +200,7 @@ impl RemotePageStore {
             })?;
             // The first part starts the group where this store's history ends.
             let expected_end = (parts == 0).then(|| Lsn(group_lsn.0 + frame.len() as u64));
-            let reply = match self.send_append(proposer, frame) {
+            let reply = match self.send_append(proposer, frame, in_flight.len()) {
                 Ok(reply) => reply,
                 // Nothing of the group was handed over yet: the store can go on.
                 Err(e @ (WalProposerError::BadRecord | WalProposerError::Overloaded)) if parts == 0 => {
@@ -241,8 +241,18 @@ impl RemotePageStore {
     /// after another get consecutive LSNs, which concurrent `append`s do not promise); the reply comes on the
     /// returned channel. Refused (`Overloaded`, `Shutdown`, `BadRecord`) means nothing of `frame` was handed
     /// over.
-    fn send_append(&self, proposer: &WalProposer, frame: Bytes) -> Result<AppendReply, WalProposerError> {
-        let reply = proposer.submit(frame)?;
+    ///
+    /// `behind` records of this transaction are in flight before it: its deadline is one commit timeout for
+    /// each and one for itself, so the deadline follows the transaction's progress (a part queued behind others
+    /// on a slow disk is not failed for their time).
+    fn send_append(
+        &self,
+        proposer: &WalProposer,
+        frame: Bytes,
+        behind: usize,
+    ) -> Result<AppendReply, WalProposerError> {
+        let timeout_ms = (self.commit_timeout.as_millis() as u64).saturating_mul(behind as u64 + 1);
+        let reply = proposer.submit_within(frame, timeout_ms)?;
         let (tx, rx) = mpsc::sync_channel(1);
         self.runtime.get().spawn(async move {
             let started = std::time::Instant::now();
