@@ -36,6 +36,7 @@ pub(crate) mod schema;
 mod schema_move;
 mod select;
 pub(crate) mod sequence;
+mod set_all;
 pub(crate) mod srf;
 pub(crate) mod tables;
 mod tablesample;

@@ -23,6 +23,8 @@ pub(super) fn translate_query(
     check_query_grouping(conn, query.body.as_ref())?;
     cte_columns::complete_column_lists(query)?;
     names::name_columns(query);
+    // After naming: the left side's names name the result.
+    set_all::rewrite(query)?;
     // After naming: a lateral's column keeps its name when its reference becomes a subquery.
     lateral::rewrite(query)?;
     distinct_on::rewrite(query)?;
