@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::{retry, Control};
+use crate::error::ApiError;
 use crate::faults::Step;
 use crate::store::operations::{Action, MovePageserverParams, NewOperation, Operation};
 use crate::store::pageservers::choose_pageserver;
@@ -167,12 +168,10 @@ impl Control {
         let database = self.database_for_work(&database_id).await?;
         let tenant = database.tenant_id;
         let to = params.to.clone();
-        let id = database.id.clone();
-        let column = self
-            .blocking(move |store| store.pageserver_of_database(&id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
+        let column = self.pageserver_column(&database.id).await.map_err(|e| match e {
+            ApiError::NotFound => "the database was deleted".to_owned(),
+            e => e.to_string(),
+        })?;
         if column.as_deref() != Some(to.as_str()) {
             if column != params.from {
                 return Err(format!(

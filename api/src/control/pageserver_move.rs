@@ -65,11 +65,7 @@ impl Control {
                 database.status.as_str()
             )));
         }
-        let id = database.id.clone();
-        let from = self
-            .blocking(move |store| store.pageserver_of_database(&id))
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        let from = self.pageserver_column(&database.id).await?;
         let current = from.clone().unwrap_or_else(|| configured[0].clone());
         if current == to {
             return Err(ApiError::Unprocessable(format!(
@@ -135,12 +131,10 @@ impl Control {
         let first = configured.first().cloned().ok_or("no pageserver is configured")?;
         let source = params.from.clone().unwrap_or(first);
         let to = params.to.clone();
-        let id = database.id.clone();
-        let column = self
-            .blocking(move |store| store.pageserver_of_database(&id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the database was deleted")?;
+        let column = self.pageserver_column(&database.id).await.map_err(|e| match e {
+            ApiError::NotFound => "the database was deleted".to_owned(),
+            e => e.to_string(),
+        })?;
         if column.as_deref() != Some(to.as_str()) {
             if column != params.from {
                 return Err(format!(

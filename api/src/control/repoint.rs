@@ -173,6 +173,15 @@ impl Control {
         })
     }
 
+    /// Database `database_id`'s pageserver column (`None`: the first configured pageserver); `NotFound` if the
+    /// database is gone.
+    pub(super) async fn pageserver_column(&self, database_id: &str) -> Result<Option<String>, ApiError> {
+        let id = database_id.to_owned();
+        self.blocking(move |store| store.pageserver_of_database(&id))
+            .await?
+            .ok_or(ApiError::NotFound)
+    }
+
     /// Reads database `database_id`'s pageserver column and points this host's computes of `tenant` at it (with
     /// the backend); returns the address and how many stores were re-pointed.
     pub(super) async fn point_at_placed_pageserver(
@@ -181,11 +190,7 @@ impl Control {
         tenant: TenantId,
     ) -> Result<(String, usize), ApiError> {
         let _held = self.repoint.lock().await;
-        let id = database_id.to_owned();
-        let column = self
-            .blocking(move |store| store.pageserver_of_database(&id))
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        let column = self.pageserver_column(database_id).await?;
         let address = self.placed_address(column)?;
         if self.host.pageserver_of(tenant) == address {
             return Ok((address, 0));

@@ -165,8 +165,7 @@ fn json_source(typer: &Typer<'_>, name: &str, arg: &Expr) -> Result<(String, Sha
     let jsonb = name.starts_with("jsonb");
     let text = name.ends_with("_text");
     let flavor = if jsonb { "jsonb" } else { "json" };
-    let source = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
-    let json = format!("pg_cast({arg}, '{flavor}', '{source}')");
+    let json = json_argument(typer, arg, flavor);
     Ok(match name {
         "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => (json, Shape::Each { jsonb, text }),
         "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
@@ -175,6 +174,12 @@ fn json_source(typer: &Typer<'_>, name: &str, arg: &Expr) -> Result<(String, Sha
         "jsonb_object_keys" | "json_object_keys" => (format!("pg_json_object({json})"), Shape::Keys),
         other => return Err(PgError::unsupported(format!("the set-returning function {other} here"))),
     })
+}
+
+/// `arg` made the JSON flavor (`json` or `jsonb`) a function takes, from whatever type it has.
+fn json_argument(typer: &Typer<'_>, arg: &Expr, flavor: &str) -> String {
+    let source = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
+    format!("pg_cast({arg}, '{flavor}', '{source}')")
 }
 
 /// The set-returning functions over arrays and other values, each made a JSON array to iterate.
@@ -410,13 +415,25 @@ pub(crate) fn function_table(
         Some(a) if shape.scalar() => columns[0].name = a.name.value.clone(),
         _ => {}
     }
-    let factor_sql = format!("SELECT * FROM json_each({source}) AS {}", quote_ident(&sqlite_alias));
-    let factor = parse_factor(&factor_sql)?;
+    json_each_item(&source, sqlite_alias, table_alias, columns)
+}
+
+/// The `json_each` FROM item over `source` under `sqlite_alias`, and its table of `columns`.
+fn json_each_item(
+    source: &str,
+    sqlite_alias: String,
+    alias: String,
+    columns: Vec<FunctionColumn>,
+) -> Result<(TableFactor, FunctionTable), PgError> {
+    let factor = parse_factor(&format!(
+        "SELECT * FROM json_each({source}) AS {}",
+        quote_ident(&sqlite_alias)
+    ))?;
     Ok((
         factor,
         FunctionTable {
             sqlite_alias,
-            alias: table_alias,
+            alias,
             columns,
         },
     ))

@@ -6,7 +6,7 @@
 
 use sqlparser::ast::{Expr, TableAlias, TableFactor};
 
-use super::{fresh_alias, parse_expr, parse_factor, FunctionColumn, FunctionTable};
+use super::{fresh_alias, json_argument, json_each_item, parse_expr, FunctionColumn, FunctionTable};
 use crate::catalog::quote_ident;
 use crate::error::{PgError, SYNTAX_ERROR};
 use crate::translate::expr::{written_type, Typer};
@@ -47,8 +47,7 @@ pub(super) fn record_table(
         return Err(PgError::unsupported(format!("{name} WITH ORDINALITY")));
     }
     let flavor = if name.starts_with("jsonb") { "jsonb" } else { "json" };
-    let source_type = typer.infer(arg).map_or_else(String::new, PgType::catalog_text);
-    let json = format!("pg_cast({arg}, '{flavor}', '{source_type}')");
+    let json = json_argument(typer, arg, flavor);
     let rows = if set {
         format!("pg_json_array({json})")
     } else {
@@ -82,16 +81,8 @@ pub(super) fn record_table(
             ty: Some(PgType::INT8),
         });
     }
-    let factor = parse_factor(&format!("SELECT * FROM json_each({rows}) AS {a}"))?;
     let table_alias = alias.map_or_else(|| name.to_owned(), |a| a.name.value.clone());
-    Ok((
-        factor,
-        FunctionTable {
-            sqlite_alias,
-            alias: table_alias,
-            columns,
-        },
-    ))
+    json_each_item(&rows, sqlite_alias, table_alias, columns)
 }
 
 /// The SQL reading member `key` of the object in `a.value` as `ty`; a JSON member's text is jsonb's normal
