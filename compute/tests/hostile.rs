@@ -194,6 +194,27 @@ async fn a_runaway_statement_stops_on_cancel() -> TestResult {
     // The statement really ended: the session answers its next query.
     let answered = tokio::time::timeout(STOP_BOUND, count(&client)).await??;
     assert_eq!(answered, 0);
+    // A cancel stops the statement it was for, never the next ones: the client is told 57014 at once, while
+    // the cancelled statement may still be being interrupted; a statement sent right after it runs to its end.
+    for round in 0..5 {
+        let token = client.cancel_token();
+        let canceller = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            token.cancel_query(NoTls).await
+        });
+        let error = tokio::time::timeout(STOP_BOUND, client.query_one(RUNAWAY, &[]))
+            .await?
+            .expect_err("cancelled");
+        canceller.await??;
+        assert_eq!(
+            code(&error),
+            Some(&SqlState::QUERY_CANCELED),
+            "round {round}: {error:?}"
+        );
+        tokio::time::timeout(STOP_BOUND, client.simple_query("SELECT pg_sleep(0.3)"))
+            .await?
+            .unwrap_or_else(|e| panic!("round {round}: the statement after a cancel was stopped: {e:?}"));
+    }
     Ok(())
 }
 

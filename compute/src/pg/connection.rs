@@ -105,7 +105,9 @@ impl Connection {
         let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
         let run_started = Instant::now();
         self.activity.fetch_add(1, Ordering::SeqCst);
-        shared.begin_query();
+        // This call's stops reach it alone (`SessionShared`'s invariant): not the call before it, whose cancel's
+        // follow-up may still be interrupting, nor the one after.
+        let epoch = shared.next_call();
         let slot = self.slot.clone();
         let done = Arc::new(AtomicBool::new(false));
         let thread = self
@@ -118,9 +120,10 @@ impl Connection {
             .as_ref()
             .ok_or_else(|| SqlError::new(INTERNAL_ERROR, "could not start the session's thread").into_pgwire())?;
         let mut task = {
-            let done = done.clone();
+            let (done, shared) = (done.clone(), shared.clone());
             thread.call(move || {
                 let mut guard = slot.lock();
+                shared.begin_call(epoch);
                 let started = Instant::now();
                 let value = guard.as_mut().map(|session| {
                     // Other threads run the session's rare calls (its opening, the idle timer).
@@ -128,6 +131,7 @@ impl Connection {
                     // Answers wait until what the call read or wrote is durable (see the module doc).
                     crate::vfs::with_deferred_durability(|| f(session))
                 });
+                shared.end_call(epoch);
                 done.store(true, Ordering::SeqCst);
                 (value, started.elapsed())
             })?
@@ -135,6 +139,7 @@ impl Connection {
         // pgwire drops this future on a cancel request: then the statement is stopped (see the module doc).
         let cancel_on_drop = CancelOnDrop {
             shared: shared.clone(),
+            epoch,
             done,
         };
         let timeout_ms = shared.statement_timeout_ms();
@@ -158,22 +163,22 @@ impl Connection {
                     // An error is the sender replaced or dropped: no cancel.
                     if fired.is_ok() && stopped.is_none() {
                         stopped = Some(StopReason::Cancel);
-                        shared.stop(StopReason::Cancel);
+                        shared.stop(epoch, StopReason::Cancel);
                     }
                 }
                 () = &mut timeout, if timeout_ms > 0 && stopped.is_none() => {
                     stopped = Some(StopReason::Timeout);
-                    shared.stop(StopReason::Timeout);
+                    shared.stop(epoch, StopReason::Timeout);
                 }
                 _ = check.tick() => {
                     if stopped.is_none() && client_gone(&self.watch) {
                         stopped = Some(StopReason::ClientGone);
-                        shared.stop(StopReason::ClientGone);
+                        shared.stop(epoch, StopReason::ClientGone);
                     }
                 }
                 _ = reinterrupt.tick(), if stopped.is_some() => {
                     if let Some(reason) = stopped {
-                        shared.stop(reason);
+                        shared.stop(epoch, reason);
                     }
                 }
             }
@@ -234,6 +239,8 @@ impl Connection {
 /// cancel request), and keeps interrupting it until it has.
 pub(super) struct CancelOnDrop {
     pub(super) shared: Arc<SessionShared>,
+    /// The call it stops.
+    pub(super) epoch: u64,
     pub(super) done: Arc<AtomicBool>,
 }
 
@@ -246,14 +253,14 @@ impl Drop for CancelOnDrop {
         if self.done.load(Ordering::SeqCst) {
             return;
         }
-        self.shared.stop(StopReason::Cancel);
-        let (shared, done) = (self.shared.clone(), self.done.clone());
+        self.shared.stop(self.epoch, StopReason::Cancel);
+        let (shared, done, epoch) = (self.shared.clone(), self.done.clone(), self.epoch);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let deadline = tokio::time::Instant::now() + CANCEL_FOLLOW_UP;
                 while !done.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
                     tokio::time::sleep(REINTERRUPT_INTERVAL).await;
-                    shared.stop(StopReason::Cancel);
+                    shared.stop(epoch, StopReason::Cancel);
                 }
             });
         }

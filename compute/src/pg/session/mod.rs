@@ -9,7 +9,7 @@
 //! calling the VFS again (its pager keeps an error state).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pgcompat::{Dialect, PgType, Translated, Translation};
@@ -157,7 +157,10 @@ impl Session {
         });
         let shared = Arc::new(SessionShared {
             interrupt: conn.get_interrupt_handle(),
-            stop: AtomicU8::new(0),
+            stop: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
+            gate: parking_lot::Mutex::new(()),
             statement_timeout_ms: AtomicU64::new(defaults.statement_timeout_ms),
             idle_in_transaction_timeout_ms: AtomicU64::new(defaults.idle_in_transaction_timeout_ms),
             in_transaction: AtomicBool::new(false),

@@ -1,7 +1,7 @@
 //! What a session shares with its connection's async side without the session's lock: how to stop the
 //! running statement and why, the timeouts that side enforces, and the session's notifications.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rusqlite::InterruptHandle;
@@ -20,10 +20,23 @@ pub(crate) enum StopReason {
 
 /// What the connection's async side shares with its session without taking the session's lock: how to stop
 /// the running statement and why, and the settings that side enforces.
+///
+/// **Invariant:** a stop reaches only the call it was meant for. Each call into the session has an epoch
+/// ([`SessionShared::next_call`]); a stop names its call's epoch, is seen by [`SessionShared::stopped`] only
+/// while that call runs on the session's thread, and interrupts SQLite only then (checked under `gate`, which a
+/// call also takes to start and end). A cancel's follow-up interrupts, still arriving after the client was told
+/// 57014 and sent its next query, never stop that next query.
 pub(crate) struct SessionShared {
     pub(super) interrupt: InterruptHandle,
-    /// A `StopReason` as its number, 0 for none: set before the interrupt, cleared when a statement starts.
-    pub(super) stop: AtomicU8,
+    /// The call a stop is for and why: its epoch shifted left 8 bits, or'ed with the `StopReason`'s number;
+    /// 0 for none.
+    pub(super) stop: AtomicU64,
+    /// The epoch of the call running on the session's thread, 0 for none.
+    pub(super) running: AtomicU64,
+    /// The last epoch handed out.
+    pub(super) epochs: AtomicU64,
+    /// Held to check which call runs and interrupt it, and to start or end a call.
+    pub(super) gate: parking_lot::Mutex<()>,
     pub(super) statement_timeout_ms: AtomicU64,
     pub(super) idle_in_transaction_timeout_ms: AtomicU64,
     pub(super) in_transaction: AtomicBool,
@@ -34,13 +47,47 @@ pub(crate) struct SessionShared {
 }
 
 impl SessionShared {
-    /// Stops the running statement (SQLite's interrupt) for `reason`; the first reason given wins. Also stops
-    /// the statements still to come of the same query.
-    pub(crate) fn stop(&self, reason: StopReason) {
-        let _first = self
-            .stop
-            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
-        self.interrupt.interrupt();
+    /// Stops call `epoch` (SQLite's interrupt once it runs) for `reason`; the first reason given for a call wins.
+    /// Also stops the statements still to come of the same call. A stop for a call that ended does nothing.
+    pub(crate) fn stop(&self, epoch: u64, reason: StopReason) {
+        assert!(epoch > 0 && epoch < 1 << 56, "a call's epoch: {epoch}");
+        let wanted = epoch << 8 | reason as u64;
+        let mut current = self.stop.load(Ordering::SeqCst);
+        loop {
+            if current >> 8 >= epoch {
+                break; // this call's stop is set already (its first reason wins), or a later call's is
+            }
+            match self
+                .stop
+                .compare_exchange(current, wanted, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(actual) => current = actual,
+            }
+        }
+        let _gate = self.gate.lock();
+        if self.running.load(Ordering::SeqCst) == epoch {
+            self.interrupt.interrupt();
+        }
+    }
+
+    /// A new call's epoch, for [`SessionShared::begin_call`] and its stops.
+    pub(crate) fn next_call(&self) -> u64 {
+        self.epochs.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Call `epoch` starts on the session's thread: from now on its stops are seen and interrupt it.
+    pub(crate) fn begin_call(&self, epoch: u64) {
+        let _gate = self.gate.lock();
+        self.running.store(epoch, Ordering::SeqCst);
+    }
+
+    /// Call `epoch` ended: no stop reaches the session until the next call begins.
+    pub(crate) fn end_call(&self, epoch: u64) {
+        let _gate = self.gate.lock();
+        let _ = self
+            .running
+            .compare_exchange(epoch, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// The notifications waiting for the client, if it may have them now (outside a transaction).
@@ -63,13 +110,14 @@ impl SessionShared {
         self.notified.notified().await;
     }
 
-    /// Forgets an earlier stop: called by the connection before it hands the session a new query.
-    pub(crate) fn begin_query(&self) {
-        self.stop.store(0, Ordering::SeqCst);
-    }
-
+    /// Why the running call was stopped, if it was.
     pub(super) fn stopped(&self) -> Option<StopReason> {
-        match self.stop.load(Ordering::SeqCst) {
+        let stop = self.stop.load(Ordering::SeqCst);
+        let running = self.running.load(Ordering::SeqCst);
+        if running == 0 || stop >> 8 != running {
+            return None;
+        }
+        match stop & 0xff {
             1 => Some(StopReason::Cancel),
             2 => Some(StopReason::Timeout),
             3 => Some(StopReason::ClientGone),
@@ -100,4 +148,59 @@ pub struct SessionDefaults {
     pub statement_timeout_ms: u64,
     /// `idle_in_transaction_session_timeout`.
     pub idle_in_transaction_timeout_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> SessionShared {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        SessionShared {
+            interrupt: conn.get_interrupt_handle(),
+            stop: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
+            gate: parking_lot::Mutex::new(()),
+            statement_timeout_ms: AtomicU64::new(0),
+            idle_in_transaction_timeout_ms: AtomicU64::new(0),
+            in_transaction: AtomicBool::new(false),
+            listener: pgcompat::notify::Notifier::new("d", 1).listener().clone(),
+            notified: tokio::sync::Notify::new(),
+        }
+    }
+
+    #[test]
+    fn a_stop_reaches_only_the_call_it_was_for() {
+        let shared = shared();
+        let first = shared.next_call();
+        shared.begin_call(first);
+        assert_eq!(shared.stopped(), None);
+        shared.stop(first, StopReason::Cancel);
+        shared.stop(first, StopReason::Timeout);
+        assert_eq!(shared.stopped(), Some(StopReason::Cancel), "the first reason wins");
+        shared.end_call(first);
+        assert_eq!(shared.stopped(), None, "no call runs");
+
+        // The next call is queued while the first's cancel still sends follow-up stops: they do not reach it.
+        let second = shared.next_call();
+        shared.stop(first, StopReason::Cancel);
+        shared.begin_call(second);
+        shared.stop(first, StopReason::Cancel);
+        assert_eq!(shared.stopped(), None, "a stop of the call before");
+        shared.stop(second, StopReason::Timeout);
+        shared.stop(first, StopReason::Cancel);
+        assert_eq!(shared.stopped(), Some(StopReason::Timeout));
+        shared.end_call(second);
+
+        // A stop that comes while its call waits for the thread is seen once the call starts.
+        let third = shared.next_call();
+        shared.stop(third, StopReason::ClientGone);
+        assert_eq!(shared.stopped(), None);
+        shared.begin_call(third);
+        assert_eq!(shared.stopped(), Some(StopReason::ClientGone));
+        // A late end of an older call changes nothing.
+        shared.end_call(second);
+        assert_eq!(shared.stopped(), Some(StopReason::ClientGone));
+    }
 }
