@@ -4,8 +4,8 @@
 //! data directory holds no `metadata.sqlite`). The whole black-box suite runs the same way with
 //! `CAMBIUM_TEST_METADATA=postgres` (see `common::api::TEST_METADATA_ENV`). Then two `cambium api` processes share
 //! one metadata database: an operation is held by the process that made it, and taken over by the other when
-//! that one is killed -9 (its lease expires), and one account's rate limit holds across both together (each
-//! process alone would admit it again).
+//! that one is killed -9 (its lease expires), one account's rate limit holds across both together (each
+//! process alone would admit it again), and one `Idempotency-Key` sent to both at once runs its request once.
 
 mod common;
 
@@ -270,4 +270,84 @@ async fn two_api_processes_share_an_accounts_rate_limit() {
         total >= f64::from(BURST) + f64::from(PER_S) * (elapsed_s - 2.0 * lag_s) - 2.0,
         "{total} admitted together: the shared limit refuses more than it should"
     );
+}
+
+/// Two `cambium api` processes on one PostgreSQL metadata database share `Idempotency-Key` reservations: the same
+/// keyed `POST /v1/projects` sent to both at once runs once. Each of the pair gets the project (made, or its
+/// replay) or 409 while the other runs it, never a second project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_request_sent_to_two_api_processes_at_once_runs_once() {
+    const ROUNDS: usize = 20;
+    let Some(server) = TestPostgres::start() else {
+        return;
+    };
+    let url = server.create_database("metadata");
+    let cluster = Cluster::start(TenantId(0xB5), TimelineId(0xB6), Lsn(0x100_0000))
+        .await
+        .expect("storage processes");
+    let root = tempfile::tempdir().expect("tempdir");
+    let processes = [
+        api_process(root.path(), "a", &url, &cluster, 0),
+        api_process(root.path(), "b", &url, &cluster, 0),
+    ];
+    let key = std::fs::read_to_string(root.path().join("a").join("api_key"))
+        .expect("the admin key, made by the first process")
+        .trim()
+        .to_owned();
+    let (mut conflicts, mut replays) = (0, 0);
+    for round in 0..ROUNDS {
+        let idempotency_key = format!("round-{round}");
+        let body = format!(r#"{{"name":"p{round}"}}"#);
+        let send = |address: String| {
+            let (key, idempotency_key, body) = (key.clone(), idempotency_key.clone(), body.clone());
+            async move {
+                request(
+                    &address,
+                    "POST",
+                    "/v1/projects",
+                    Some(&key),
+                    Some(&body),
+                    &[("Idempotency-Key", &idempotency_key)],
+                )
+                .await
+            }
+        };
+        let (a, b) = tokio::join!(send(processes[0].address.clone()), send(processes[1].address.clone()));
+        let mut ids = Vec::new();
+        for reply in [&a, &b] {
+            match reply.status {
+                201 => {
+                    ids.push(reply.json()["project"]["id"].as_str().expect("id").to_owned());
+                    if reply.header("idempotent-replayed") == Some("true") {
+                        replays += 1;
+                    }
+                }
+                409 => {
+                    assert!(reply.body.contains("in progress"), "{}", reply.body);
+                    conflicts += 1;
+                }
+                other => panic!("round {round}: {other} {}", reply.body),
+            }
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "round {round} made {ids:?}: {} / {}", a.body, b.body);
+        // And a later retry on either process replays the same project.
+        let again = send(processes[round % 2].address.clone()).await;
+        assert_eq!(again.status, 201, "{}", again.body);
+        assert_eq!(again.header("idempotent-replayed"), Some("true"));
+        assert_eq!(again.json()["project"]["id"].as_str(), Some(ids[0].as_str()));
+    }
+    let listed = request(
+        &processes[1].address,
+        "GET",
+        "/v1/projects?limit=100",
+        Some(&key),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let projects = listed.json()["projects"].as_array().expect("projects").len();
+    eprintln!("{ROUNDS} rounds: {conflicts} answered 409 in progress, {replays} replays at once");
+    assert_eq!(projects, ROUNDS, "one project per key: {}", listed.body);
 }

@@ -7,7 +7,8 @@
 //! each; a host serves only what is placed on it (a database of the other host is not served on its port); a
 //! branch created and a restore done through the API process that does not host the database work (forwarded)
 //! and are served through the proxy right after; time travel (`name@LSN`) and cancel requests go through the
-//! proxy; malformed startups get an ErrorResponse. Then one API process is killed with -9 while a bank workload runs through the
+//! proxy, also a cancel sent to a second proxy (it reaches the host through every live host); a database
+//! suspended for idleness is woken by a connection through a proxy; malformed startups get an ErrorResponse. Then one API process is killed with -9 while a bank workload runs through the
 //! proxy on one of its databases: its databases are re-placed on the other and served within a bound, every
 //! acknowledged transfer is there and the total is conserved, and each database is placed on exactly one live
 //! host. Restarted, the killed process is a new, empty host: it serves none of them, and takes the next one.
@@ -64,6 +65,8 @@ struct Deployment {
     first: Process,
     second: Process,
     proxy: Process,
+    /// A second proxy on the same metadata (several proxies behind one address).
+    other_proxy: Process,
     metadata: tokio_postgres::Client,
 }
 
@@ -146,6 +149,13 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         "--failover-wait-ms".into(),
         "15000".into(),
     ]);
+    let other_proxy = Process::start(vec![
+        "proxy".into(),
+        "--metadata".into(),
+        url.clone(),
+        "--data-dir".into(),
+        root.path().join("other_proxy").display().to_string(),
+    ]);
     let first = api_process(root.path(), "first", &url, &cluster, &proxy.address);
     let key = std::fs::read_to_string(root.path().join("first").join("api_key"))
         .expect("the admin key")
@@ -161,6 +171,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         first,
         second,
         proxy,
+        other_proxy,
         metadata,
     };
     let (first, second) = (&deployment.first, &deployment.second);
@@ -279,7 +290,90 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         .simple_query("SELECT 1")
         .await
         .expect("the session answers after the cancel");
+
+    // A cancel request that reaches another proxy than its session's (two proxies behind one address) is sent on
+    // to every live host, and the one running the statement cancels it.
+    let token = client.cancel_token();
+    let other_proxy = deployment.other_proxy.address.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stream = tokio::net::TcpStream::connect(&other_proxy)
+            .await
+            .expect("the other proxy");
+        token.cancel_query_raw(stream, tokio_postgres::NoTls).await
+    });
+    let error = tokio::time::timeout(Duration::from_secs(20), client.query_one(runaway, &[]))
+        .await
+        .expect("cancelled through the other proxy within 20 s")
+        .expect_err("cancelled through the other proxy");
+    canceller
+        .await
+        .expect("canceller")
+        .expect("the cancel request was sent to the other proxy");
+    assert_eq!(error.code().map(|c| c.code()), Some("57014"), "{error:?}");
+    // A made-up key sent to the other proxy while a statement runs is ignored by every host: it runs on.
+    let other_proxy = deployment.other_proxy.address.clone();
+    let bogus = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut stream = tokio::net::TcpStream::connect(&other_proxy)
+            .await
+            .expect("the other proxy");
+        let mut request = Vec::new();
+        for word in [16u32, 80_877_102, 1, 2] {
+            request.extend_from_slice(&word.to_be_bytes());
+        }
+        tokio::io::AsyncWriteExt::write_all(&mut stream, &request)
+            .await
+            .expect("a made-up cancel request");
+    });
+    client
+        .simple_query("SELECT pg_sleep(1)")
+        .await
+        .expect("a made-up cancel key cancels nothing");
+    bogus.await.expect("the made-up cancel request was sent");
     drop(client);
+
+    // A database suspended for idleness is woken by a connection through a proxy (its host wakes it).
+    let reply = deployment
+        .call(
+            first,
+            "PATCH",
+            &format!("/v1/databases/{target}"),
+            Some(r#"{"suspend_timeout_seconds":1}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = deployment
+            .call(first, "GET", &format!("/v1/databases/{target}"), None)
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if reply.json()["database"]["status"] == "suspended" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{target} not suspended for idleness: {}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let through_other = target_uri.replace(&deployment.proxy.address, &deployment.other_proxy.address);
+    assert_eq!(
+        ids(&through_other).await,
+        (0..5).collect::<Vec<_>>(),
+        "woken through the other proxy"
+    );
+    let reply = deployment
+        .call(
+            first,
+            "PATCH",
+            &format!("/v1/databases/{target}"),
+            Some(r#"{"suspend_timeout_seconds":0}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
 
     // Malformed and unknown startups get an ErrorResponse from the proxy, and it goes on serving.
     let reply = first_message_reply(&deployment.proxy.address, &[0, 0, 0, 4, 0, 3, 0, 0]).await;

@@ -8,21 +8,27 @@
 //! replay of a database's creation or of a password reset shows the connection string without it. A password is
 //! given once, to the request that made it.
 //!
+//! The key is reserved in the metadata while its first request runs ([`crate::store::idempotency`]), so every API
+//! process sharing the metadata sees it: a retry sent to another process meanwhile is 409 too.
+//!
 //! **Invariant:** a key's request runs at most once while its response is kept: the key is reserved before the
-//! stored response is looked up, and the response is stored before the reservation is let go.
+//! stored response is looked up, and the response is stored in the same transaction that lets the reservation
+//! go (the store's invariant); a reservation is renewed while its request runs and let go when it ends without a
+//! response to keep (also when the request is cancelled).
 
-use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use parking_lot::Mutex;
 
 use super::AppState;
+use crate::control::Control;
 use crate::error::ApiError;
-use crate::store::idempotency::StoredResponse;
+use crate::store::idempotency::{Reservation, StoredResponse, RESERVATION_LEASE_MS};
 use crate::store::AccountId;
 
 /// The request header.
@@ -32,21 +38,95 @@ const KEY_LEN_MAX_BYTES: usize = 255;
 /// The largest response body kept.
 const BODY_BYTES_MAX: usize = 1 << 20;
 
-/// The keys whose first request is running.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    keys: Mutex<HashSet<(AccountId, String)>>,
+/// This process's reservation of a key while its request runs: renewed in the background, and let go when
+/// dropped unless the response was stored (which lets it go itself).
+struct Reserved {
+    control: Arc<Control>,
+    account: AccountId,
+    key: String,
+    renewal: tokio::task::JoinHandle<()>,
+    /// Whether the reservation is already gone (stored or released).
+    ended: bool,
 }
 
-/// Removes its key from [`InFlight`] when dropped (also when the request is cancelled).
-struct InFlightGuard<'a> {
-    in_flight: &'a InFlight,
-    key: (AccountId, String),
+impl Reserved {
+    fn new(control: Arc<Control>, account: AccountId, key: String) -> Reserved {
+        let renewal = tokio::spawn({
+            let (control, account, key) = (Arc::clone(&control), account.clone(), key.clone());
+            async move {
+                let period = Duration::from_millis(RESERVATION_LEASE_MS / 3);
+                loop {
+                    tokio::time::sleep(period).await;
+                    let (account, key) = (account.clone(), key.clone());
+                    match control
+                        .blocking(move |store| store.renew_idempotency_reservation(&account, &key))
+                        .await
+                    {
+                        Ok(true) => {}
+                        // Taken over (this process was thought dead): the request runs on; its response is
+                        // stored as usual, but a retry may have run too.
+                        Ok(false) => {
+                            tracing::warn!("an Idempotency-Key reservation was lost while its request ran");
+                            return;
+                        }
+                        Err(error) => tracing::warn!(%error, "an Idempotency-Key reservation was not renewed"),
+                    }
+                }
+            }
+        });
+        Reserved {
+            control,
+            account,
+            key,
+            renewal,
+            ended: false,
+        }
+    }
+
+    /// Lets the reservation go now (the request ended without a response to keep).
+    async fn release(mut self) -> Result<(), ApiError> {
+        self.renewal.abort();
+        self.ended = true;
+        let (account, key) = (self.account.clone(), self.key.clone());
+        self.control
+            .blocking(move |store| store.release_idempotency_key(&account, &key))
+            .await
+    }
+
+    /// Stores `response` as the key's answer, which lets the reservation go.
+    async fn store(mut self, response: StoredResponse) -> Result<(), ApiError> {
+        self.renewal.abort();
+        let (account, key) = (self.account.clone(), self.key.clone());
+        self.control
+            .blocking(move |store| store.store_idempotent_response(&account, &key, &response))
+            .await?;
+        self.ended = true;
+        Ok(())
+    }
 }
 
-impl Drop for InFlightGuard<'_> {
+impl Drop for Reserved {
     fn drop(&mut self) {
-        self.in_flight.keys.lock().remove(&self.key);
+        self.renewal.abort();
+        if self.ended {
+            return;
+        }
+        // Cancelled (the client went away) or failed before its end: let go in the background; if even that
+        // fails, the lease expires.
+        let (control, account, key) = (Arc::clone(&self.control), self.account.clone(), self.key.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = control
+                    .blocking(move |store| store.release_idempotency_key(&account, &key))
+                    .await
+                {
+                    tracing::warn!(
+                        ?error,
+                        "an Idempotency-Key reservation was not let go; its lease expires"
+                    );
+                }
+            });
+        }
     }
 }
 
@@ -83,35 +163,26 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .as_ref()
         .to_vec();
     let request = Request::from_parts(request_parts, Body::from(request_body));
-    // Reserve the key first, then look for a stored response. The other order let a retry look (nothing stored
-    // yet), then reserve after the first request had stored its response and let go, and run a second time.
-    // In this order a reservation is only taken once the previous holder's response is stored (it stores before
-    // it lets go), so the lookup sees it. In process memory rather than a SQLite row: one process serves a
-    // metadata store, and a row would outlive a crash as a stale reservation.
-    let entry = (account.clone(), key.clone());
-    let reserved = state.idempotency.keys.lock().insert(entry.clone());
-    let guard = reserved.then(|| InFlightGuard {
-        in_flight: &state.idempotency,
-        key: entry,
-    });
-    let lookup = (account.clone(), key.clone());
-    let stored = state
+    // Reserve the key first, then look for a stored response (one store call: see the invariant).
+    let (lookup_account, lookup_key) = (account.clone(), key.clone());
+    let reservation = state
         .control
-        .blocking(move |store| store.idempotent_response(&lookup.0, &lookup.1))
+        .blocking(move |store| store.reserve_idempotency_key(&lookup_account, &lookup_key))
         .await?;
     crate::stages::mark("idempotency_lookup");
-    // A stored response is final: it is replayed whoever holds the reservation (another retry's lookup).
-    if let Some(stored) = stored {
-        return replay(stored, &method, &path, &request_hash);
-    }
-    let Some(guard) = guard else {
-        return Err(ApiError::Conflict(
-            "a request with this Idempotency-Key is in progress".to_owned(),
-        ));
+    let reserved = match reservation {
+        // A stored response is final: it is replayed whoever holds the key.
+        Reservation::Stored(stored) => return replay(stored, &method, &path, &request_hash),
+        Reservation::Held => {
+            return Err(ApiError::Conflict(
+                "a request with this Idempotency-Key is in progress".to_owned(),
+            ))
+        }
+        Reservation::Reserved => Reserved::new(Arc::clone(&state.control), account, key),
     };
     let response = next.run(request).await;
     if !response.status().is_success() {
-        drop(guard);
+        reserved.release().await?;
         return Ok(response);
     }
     let (parts, body) = response.into_parts();
@@ -126,12 +197,8 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         status: parts.status.as_u16(),
         body: body.to_vec(),
     };
-    state
-        .control
-        .blocking(move |store| store.store_idempotent_response(&account, &key, &stored))
-        .await?;
+    reserved.store(stored).await?;
     crate::stages::mark("idempotency_store");
-    drop(guard);
     Ok(Response::from_parts(parts, Body::from(body)))
 }
 

@@ -91,7 +91,6 @@ impl Default for HttpConfig {
 pub(crate) struct AppState {
     pub(crate) control: Arc<Control>,
     limiter: Arc<limits::RateLimiter>,
-    idempotency: Arc<idempotency::InFlight>,
     metrics: Arc<metrics::Metrics>,
     forwarder: forward::Forwarder,
 }
@@ -118,7 +117,6 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
     let state = AppState {
         control,
         limiter,
-        idempotency: Arc::new(idempotency::InFlight::default()),
         metrics: Arc::new(metrics::Metrics::default()),
         forwarder: forward::Forwarder::new(),
     };

@@ -14,7 +14,11 @@
 //!
 //! **Cancel requests** are routed too: the proxy reads the host's messages up to the session's first
 //! ReadyForQuery, notes its BackendKeyData (process id and secret) with the host's address while the session
-//! lasts, and sends a CancelRequest carrying that key to that host.
+//! lasts, and sends a CancelRequest carrying that key to that host. A key this proxy does not carry may belong to
+//! a session another proxy carries (several proxies behind one address, a client's cancel landing on another
+//! than its session): it is sent to every live compute host, and the one whose session has that secret cancels
+//! (the others ignore it, as PostgreSQL ignores an unknown key). At most [`CANCEL_BROADCASTS_MAX`] such sends run
+//! at once; more are dropped, so a flood of made-up keys costs the hosts a bounded number of connections.
 //!
 //! One job per file: this one holds the listener and a connection's life; `startup` the first messages (pure);
 //! `route` the resolution of names to hosts and the relay.
@@ -92,12 +96,19 @@ const NEGOTIATIONS_MAX: usize = 2;
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
+/// Cancel requests for keys this proxy does not carry being sent to every live host at once, at most.
+pub const CANCEL_BROADCASTS_MAX: usize = 8;
+/// Hosts one such cancel request is sent to, at most.
+const CANCEL_BROADCAST_HOSTS_MAX: usize = 256;
+
 /// What the connections share.
 struct Shared {
     config: ProxyConfig,
     resolver: Resolver,
     /// The sessions carried now: backend key → the host's PostgreSQL address, for cancel requests.
     sessions: Mutex<HashMap<BackendKey, String>>,
+    /// Slots of [`CANCEL_BROADCASTS_MAX`].
+    cancel_broadcasts: Arc<Semaphore>,
 }
 
 /// Serves `listener` until `shutdown`, resolving names through `store`.
@@ -112,6 +123,7 @@ pub async fn serve(
         resolver: Resolver::new(store, Duration::from_millis(config.cache_ttl_ms)),
         config,
         sessions: Mutex::new(HashMap::new()),
+        cancel_broadcasts: Arc::new(Semaphore::new(CANCEL_BROADCASTS_MAX)),
     });
     tokio::pin!(shutdown);
     loop {
@@ -236,20 +248,43 @@ async fn refuse(client: &mut Box<dyn Io>, sqlstate: &str, message: &str) {
     .await;
 }
 
-/// Sends a CancelRequest for `key` to the host of the session that has it, if the proxy carries one.
+/// Sends a CancelRequest for `key` to the host of the session that has it if this proxy carries it, else to every
+/// live host (see the module's comment).
 async fn cancel(shared: &Shared, key: BackendKey) {
-    let Some(address) = shared.sessions.lock().get(&key).cloned() else {
-        return; // as PostgreSQL: an unknown key is ignored silently
-    };
     let mut request = Vec::with_capacity(16);
     request.extend_from_slice(&16u32.to_be_bytes());
     request.extend_from_slice(&startup::CANCEL_REQUEST.to_be_bytes());
     request.extend_from_slice(&key.process_id.to_be_bytes());
     request.extend_from_slice(&key.secret.to_be_bytes());
     let timeout = Duration::from_millis(shared.config.connect_timeout_ms);
+    let carried = shared.sessions.lock().get(&key).cloned();
+    if let Some(address) = carried {
+        send_cancel(&address, &request, timeout).await;
+        return;
+    }
+    let Ok(_slot) = Arc::clone(&shared.cancel_broadcasts).try_acquire_owned() else {
+        tracing::warn!("a cancel request for a session this proxy does not carry was dropped: too many at once");
+        return;
+    };
+    let addresses = match shared.resolver.live_host_addresses().await {
+        Ok(addresses) => addresses,
+        Err(error) => {
+            tracing::warn!(%error, "a cancel request could not be sent: the compute hosts could not be read");
+            return;
+        }
+    };
+    let sends = addresses
+        .iter()
+        .take(CANCEL_BROADCAST_HOSTS_MAX)
+        .map(|address| send_cancel(address, &request, timeout));
+    futures::future::join_all(sends).await;
+}
+
+/// Sends the CancelRequest `request` to the compute host at `address`, within `timeout`.
+async fn send_cancel(address: &str, request: &[u8], timeout: Duration) {
     let sent = tokio::time::timeout(timeout, async {
-        let mut host = TcpStream::connect(&address).await?;
-        host.write_all(&request).await?;
+        let mut host = TcpStream::connect(address).await?;
+        host.write_all(request).await?;
         host.shutdown().await
     })
     .await;

@@ -49,6 +49,20 @@ impl Resolver {
         }
     }
 
+    /// The PostgreSQL addresses of every live compute host, from the metadata.
+    pub async fn live_host_addresses(&self) -> Result<Vec<String>, String> {
+        let store = Arc::clone(&self.store);
+        let hosts = tokio::task::spawn_blocking(move || store.compute_hosts())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(hosts
+            .into_iter()
+            .filter(|host| host.live)
+            .map(|host| host.pg_address)
+            .collect())
+    }
+
     /// Where `name` (no time-travel suffix) is served; from the cache unless `fresh`.
     pub async fn lookup(&self, name: &str, fresh: bool) -> Result<NameLookup, String> {
         if !fresh {

@@ -306,6 +306,19 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE compute_hosts ADD COLUMN internal_token TEXT NOT NULL DEFAULT '';
 ",
     ),
+    // `Idempotency-Key` reservations shared by the API processes on one metadata database (issue 17 item 1,
+    // `idempotency`): the key whose first request is running, the process running it and its lease.
+    Migration::Sql(
+        "
+    CREATE TABLE idempotency_reservations (
+        account_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, key)
+    );
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
