@@ -783,6 +783,13 @@ async fn a_failover_cut_by_an_api_crash_is_resumed_after_the_restart() {
     }
 }
 
+/// Which process runs a move sent to the first host ([`TwoHosts::move_through_first`]).
+#[derive(Debug, Clone, Copy)]
+enum Handling {
+    ByItsHost,
+    ByTheFirst,
+}
+
 /// Two `cambium api` compute hosts on PostgreSQL metadata, a `cambium proxy` in front of them, the storage of
 /// [`start_storage`]; each host with a 4-page compute cache and no file cache, so reads reach the pageserver.
 struct TwoHosts {
@@ -923,19 +930,44 @@ impl TwoHosts {
         (row.get(0), row.get(1), host)
     }
 
-    /// Moves database `id` to pageserver `index` through the first host; the ended operation.
-    async fn move_through_first(&self, id: &str, index: usize) -> Value {
+    /// Moves database `id` to pageserver `index` through the first host; the ended operation. `ByItsHost`: as a
+    /// client sends it (the first forwards it to the database's host, which runs it); `ByTheFirst`: marked as
+    /// already forwarded, so the first runs it whatever the placement (as a forwarded request that arrives after
+    /// the placement changed), and must tell the host to follow.
+    async fn move_through_first(&self, id: &str, index: usize, handling: Handling) -> Value {
         let body = format!(r#"{{"pageserver":"{}"}}"#, self.pageservers[index].address);
-        let reply = self
-            .call(
-                0,
-                "POST",
-                &format!("/admin/databases/{id}/move_pageserver"),
-                Some(&body),
-            )
-            .await;
+        let headers: &[(&str, &str)] = match handling {
+            Handling::ByItsHost => &[],
+            Handling::ByTheFirst => &[("cambium-forwarded-by", "the-test")],
+        };
+        let path = format!("/admin/databases/{id}/move_pageserver");
+        let reply = request(
+            &self.apis[0].address,
+            "POST",
+            &path,
+            Some(&self.key),
+            Some(&body),
+            headers,
+        )
+        .await;
         assert_eq!(reply.status, 202, "{}", reply.body);
         let operation = reply.json()["operation"]["id"].as_str().expect("id").to_owned();
+        let row = self
+            .metadata
+            .query_one(
+                "SELECT o.lease_owner, d.compute_host, (SELECT h.id FROM compute_hosts h WHERE h.api_url = $2)
+                 FROM operations o JOIN databases d ON d.id = o.database_id WHERE o.id = $1",
+                &[&operation, &format!("http://{}", self.apis[0].address)],
+            )
+            .await
+            .expect("the move's operation");
+        let (holder, host, first): (Option<String>, Option<String>, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
+        match handling {
+            // It went to the database's host (which holds the database's lock), and that host made it.
+            Handling::ByItsHost => assert_eq!(holder, host, "the move of {id} was made by its host"),
+            Handling::ByTheFirst => assert_eq!(holder, first, "the move of {id} was made by the first"),
+        }
         self.wait_operation(0, &operation).await
     }
 
@@ -1049,7 +1081,7 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
     for ((id, _), (_, column, host)) in databases.iter().zip(&placed) {
         let target = 1 - index_of(column);
         let started = Instant::now();
-        let ended = hosts.move_through_first(id, target).await;
+        let ended = hosts.move_through_first(id, target, Handling::ByItsHost).await;
         assert_eq!(ended["status"], "finished", "{ended}");
         println!(
             "{id} (served by host {host}) moved to pageserver {} through the first process in {} ms",
@@ -1096,23 +1128,41 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
         assert_eq!(followed["stores_repointed"], 0, "{id}: already re-pointed: {followed}");
         assert_eq!(hosts.follow(1 - host, id).await["served_here"], false);
     }
+
+    // A move that the first runs itself (a forwarded request arriving after the placement changed, or a
+    // pageserver failover, which any process runs): it tells the host to follow.
+    let remote = placed
+        .iter()
+        .position(|(_, _, host)| *host == 1)
+        .expect("a database on the second");
+    let (id, _) = &databases[remote];
+    let ended = hosts
+        .move_through_first(id, index_of(&placed[remote].1), Handling::ByTheFirst)
+        .await;
+    assert_eq!(ended["status"], "finished", "{ended}");
     assert!(
         hosts
             .log_of("first")
             .contains("told the database's compute host to follow its pageserver"),
         "the first process told the second host"
     );
+    let followed = hosts.follow(1, id).await;
+    assert_eq!(
+        followed["pageserver"],
+        addresses[index_of(&placed[remote].1)].as_str(),
+        "{followed}"
+    );
+    assert_eq!(
+        followed["stores_repointed"], 0,
+        "already re-pointed when told: {followed}"
+    );
 
-    // The second host cannot be told: stopped while its database moves back; it follows at its next round.
-    let remote = placed
-        .iter()
-        .position(|(_, _, host)| *host == 1)
-        .expect("a database on the second");
-    let (id, _) = &databases[remote];
-    let back = index_of(&placed[remote].1);
+    // The second host cannot be told: stopped while the first moves its database away again; it follows at its
+    // next round.
+    let back = 1 - index_of(&placed[remote].1);
     signal(&hosts.apis[1], "-STOP");
     let stopped_at = Instant::now();
-    let ended = hosts.move_through_first(id, back).await;
+    let ended = hosts.move_through_first(id, back, Handling::ByTheFirst).await;
     signal(&hosts.apis[1], "-CONT");
     println!(
         "{id} moved back while its host was stopped: {} after {} ms",

@@ -158,10 +158,14 @@ pub async fn run(
     served
 }
 
-/// Keeps exactly one receiver running per existing timeline.
+/// A running receiver: how to stop it, its task, and the timeline object it ingests into.
+type Receiver = (watch::Sender<bool>, tokio::task::JoinHandle<()>, Arc<storage::Timeline>);
+
+/// Keeps exactly one receiver running per existing timeline, ingesting into the timeline object the tenant
+/// serves now: a tenant detached and attached again between two rounds (moved away and back) has new timeline
+/// objects, and the old one's receiver (its files gone, so failing) is stopped for a new one.
 async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConfig, mut stop: watch::Receiver<bool>) {
-    let mut running: HashMap<(TenantId, TimelineId), (watch::Sender<bool>, tokio::task::JoinHandle<()>)> =
-        HashMap::new();
+    let mut running: HashMap<(TenantId, TimelineId), Receiver> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(config.receiver_sync_interval_ms.max(1)));
     loop {
         tokio::select! {
@@ -179,21 +183,27 @@ async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConf
             for timeline in tenant.timelines() {
                 let key = (tenant_id, timeline.id());
                 live.push(key);
-                if running.contains_key(&key) {
-                    continue;
+                match running.get(&key) {
+                    Some((_, _, followed)) if Arc::ptr_eq(followed, &timeline) => continue,
+                    Some(_) => {
+                        if let Some((receiver_stop, _, _)) = running.remove(&key) {
+                            let _ = receiver_stop.send(true);
+                        }
+                    }
+                    None => {}
                 }
                 let (receiver_stop, receiver_stop_rx) = watch::channel(false);
                 let task = tokio::spawn(wal_receiver::run(
                     Arc::clone(&manager),
                     tenant_id,
-                    timeline,
+                    Arc::clone(&timeline),
                     config.receiver.clone(),
                     receiver_stop_rx,
                 ));
-                running.insert(key, (receiver_stop, task));
+                running.insert(key, (receiver_stop, task, timeline));
             }
         }
-        running.retain(|key, (receiver_stop, _)| {
+        running.retain(|key, (receiver_stop, _, _)| {
             let keep = live.contains(key);
             if !keep {
                 let _ = receiver_stop.send(true);
@@ -201,7 +211,7 @@ async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConf
             keep
         });
     }
-    for (_, (receiver_stop, task)) in running {
+    for (_, (receiver_stop, task, _)) in running {
         let _ = receiver_stop.send(true);
         let _ = task.await;
     }

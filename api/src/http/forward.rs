@@ -5,7 +5,9 @@
 //! - What goes: every non-`GET` call under `/v1/databases/{id}` and `/v1/branches/{id}`, and `GET
 //!   /v1/branches/{id}/schema_diff` (it reads the branch through the compute); a database's creation (`POST
 //!   /v1/projects/{id}/databases`) goes to the live host with the fewest databases, which places it on itself.
-//!   Reads and project-level calls are answered by any process from the metadata.
+//!   Reads and project-level calls are answered by any process from the metadata. Outside `/v1`, an admin's
+//!   `POST /admin/databases/{id}/move_pageserver` goes to the database's host too: the move holds the database's
+//!   lock, which only the host's branch creations and restores take.
 //! - What stays: a request for a database placed here, on no host, or on a host that is not live (its databases
 //!   are re-placed within a lease, `control::placement`), and every request that carries
 //!   [`FORWARDED_HEADER`]: a forwarded request is never forwarded again, so placements that changed meanwhile
@@ -84,6 +86,8 @@ fn target_of(method: &Method, path: &str) -> Option<Target> {
         ["v1", "projects", _, "databases"] if *method == Method::POST => Some(Target::NewDatabase),
         ["v1", "databases", id, ..] if !id.is_empty() => Some(Target::Database((*id).to_owned())),
         ["v1", "branches", id, ..] if !id.is_empty() => Some(Target::Branch((*id).to_owned())),
+        // A pageserver move holds the database's lock: it must be the host's, which also makes its branches.
+        ["admin", "databases", id, "move_pageserver"] if !id.is_empty() => Some(Target::Database((*id).to_owned())),
         _ => None,
     }
 }
@@ -210,6 +214,11 @@ mod tests {
             Some(Target::NewDatabase)
         );
         assert_eq!(target_of(&Method::POST, "/v1/projects"), None);
+        assert_eq!(
+            target_of(&Method::POST, "/admin/databases/db_1/move_pageserver"),
+            database("db_1")
+        );
+        assert_eq!(target_of(&Method::GET, "/admin/operations/op_1"), None);
         assert_eq!(target_of(&Method::DELETE, "/v1/projects/p"), None);
         assert_eq!(target_of(&Method::POST, "/v1/projects/p/webhooks"), None);
         assert_eq!(target_of(&Method::DELETE, "/v1/databases/"), None);

@@ -177,7 +177,10 @@ pub fn router(control: Arc<Control>, config: &HttpConfig) -> Router {
         )
         .route(
             "/admin/databases/{id}/move_pageserver",
-            post(admin::move_pageserver).route_layer(middleware::from_fn_with_state(state.clone(), require_admin)),
+            post(admin::move_pageserver)
+                .route_layer(middleware::from_fn_with_state(state.clone(), require_admin))
+                // Outermost, as for `/v1`: sent to the database's host before anything else looks at it.
+                .route_layer(middleware::from_fn_with_state(state.clone(), forward::layer)),
         )
         .route(
             "/admin/operations/{id}",
