@@ -8,8 +8,11 @@
 //! branch created and a restore done through the API process that does not host the database work (forwarded)
 //! and are served through the proxy right after; time travel (`name@LSN`) and cancel requests go through the
 //! proxy, also a cancel sent to a second proxy (it reaches the host through every live host); a database
-//! suspended for idleness is woken by a connection through a proxy; malformed startups get an ErrorResponse. Then one API process is killed with -9 while a bank workload runs through the
-//! proxy on one of its databases: its databases are re-placed on the other and served within a bound, every
+//! suspended for idleness is woken by a connection through a proxy; malformed startups get an ErrorResponse. A
+//! host frozen (SIGSTOP) past its lease while a bank workload runs on one of its databases cannot fence itself:
+//! its databases are re-placed on the other host, the workload goes on there, and continued it serves none of
+//! them and nothing it had in flight lands (the safekeepers' terms fence it). Then one API process is killed with
+//! -9 while a bank workload runs through the proxy on one of its databases: its databases are re-placed on the other and served within a bound, every
 //! acknowledged transfer is there and the total is conserved, and each database is placed on exactly one live
 //! host. Restarted, the killed process is a new, empty host: it serves none of them, and takes the next one.
 
@@ -386,14 +389,85 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
     let error = connect(&unknown).await.expect_err("an unknown database");
     assert_eq!(error.code().map(|c| c.code()), Some("3D000"), "{error}");
 
+    // A frozen host (SIGSTOP past its lease: it cannot fence itself) is fenced by the safekeepers' terms: a bank
+    // workload through the proxy on a database of the second host, the second stopped; its databases are
+    // re-placed on the first and the workload goes on there; continued, the second serves none of them and
+    // nothing it had in flight lands beside the first's commits (every acknowledged transfer, total conserved).
+    let (frozen_db, _, frozen_uri) = databases
+        .iter()
+        .find(|(id, _, _)| on_second.contains(id) && id != target)
+        .expect("a second database on the second host");
+    let seed = bank::seed();
+    let client = connect(frozen_uri).await.expect("connect");
+    client.batch_execute("DROP TABLE t").await.expect("drop");
+    drop(client);
+    let workload = Bank::start(frozen_uri, seed).await;
+    workload.progress(20, "before the freeze").await;
+    signal(&deployment.second, "-STOP");
+    let frozen = Instant::now();
+    loop {
+        let placed = placements(&deployment.metadata).await;
+        if placed.iter().all(|(_, host)| *host == first_url) {
+            break;
+        }
+        assert!(
+            frozen.elapsed() < FAILOVER_BOUND,
+            "not re-placed off the frozen host in {FAILOVER_BOUND:?}: {placed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let replaced_after = frozen.elapsed();
+    workload.progress(20, "after the frozen host's databases moved").await;
+    eprintln!(
+        "the frozen host's databases re-placed {replaced_after:?} and transfers acknowledged again {:?} after the \
+         freeze",
+        frozen.elapsed()
+    );
+    signal(&deployment.second, "-CONT");
+    let continued = Instant::now();
+    // Continued, it learns it lost its lease and registers again, serving nothing it lost.
+    loop {
+        let live: bool = deployment
+            .metadata
+            .query_one(
+                "SELECT COALESCE(bool_or(lease_expires_at >= $1), false) FROM compute_hosts WHERE api_url = $2",
+                &[&now_text(), &second_url],
+            )
+            .await
+            .expect("the second host's row")
+            .get(0);
+        if live {
+            break;
+        }
+        assert!(
+            continued.elapsed() < FAILOVER_BOUND,
+            "the continued host never registered again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let direct = frozen_uri.replace(&deployment.proxy.address, &second_pg);
+    assert!(
+        connect(&direct).await.is_err(),
+        "{frozen_db} is still served by the host it was taken from"
+    );
+    workload.progress(20, "after the frozen host was continued").await;
+    let attempts = workload.stop().await;
+    let acknowledged: HashSet<i64> = attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect();
+    let state = bank::read_state(frozen_uri, seed, "after the freeze").await;
+    bank::check(&state, &attempts, &acknowledged, seed, "after the freeze");
+
     // Failover: a bank workload through the proxy on a database of the first host, then kill -9 of the first.
     let (bank_db, _, bank_uri) = databases.iter().find(|(id, _, _)| on_first.contains(id)).expect("one");
-    let seed = bank::seed();
     let client = connect(bank_uri).await.expect("connect");
     client.batch_execute("DROP TABLE t").await.expect("drop");
     drop(client);
     let workload = Bank::start(bank_uri, seed).await;
     workload.progress(20, "before the kill").await;
+    // The kill's takeover needs the second host live again (it registered after the freeze).
     deployment.first.kill9();
     let killed = Instant::now();
     loop {
@@ -412,7 +486,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
     let served_after = killed.elapsed();
     eprintln!("re-placed {replaced_after:?} and transfers acknowledged again {served_after:?} after the kill");
     for (id, _, uri) in &databases {
-        if id != bank_db {
+        if id != bank_db && id != frozen_db {
             assert!(!ids(uri).await.is_empty(), "{id} served after the failover");
         }
     }
@@ -462,6 +536,16 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
 }
 
 /// Now as the metadata stores times (ISO 8601 UTC, three fractional digits).
+/// Sends `signal` (`-STOP`, `-CONT`) to `process`.
+fn signal(process: &Process, signal: &str) {
+    let pid = process.pid().expect("running").to_string();
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
 fn now_text() -> String {
     format!("{:.3}", jiff::Timestamp::now())
 }
