@@ -157,11 +157,11 @@ pub(crate) async fn serve(State(state): State<AppState>) -> Result<Response, Api
     for (index, address) in pageservers.iter().enumerate() {
         let placed: u64 = loads
             .iter()
-            .filter(|(placed, _)| match placed {
+            .filter(|load| match &load.pageserver {
                 Some(placed) => placed == address,
                 None => index == 0,
             })
-            .map(|(_, count)| *count)
+            .map(|load| load.databases)
             .sum();
         let _ = writeln!(out, "cambium_pageserver_databases{{pageserver=\"{address}\"}} {placed}");
     }

@@ -5,8 +5,8 @@
 //! (`--pageservers`). `NULL` means the first configured pageserver: rows from before placement, when one
 //! pageserver held every tenant, and a database whose creation was cut short between its row and its placement
 //! (its storage is made by the creation's work, which reads the placement first, so the two always agree). A
-//! new database is placed by [`choose_pageserver`] (the live pageserver with the fewest databases placed on it
-//! in the metadata); a move changes the column with one conditional `UPDATE` ([`Store::move_pageserver`]).
+//! new database is placed by [`choose_pageserver`] (the live pageserver holding the least, by its databases'
+//! sizes and count in the metadata); a move changes the column with one conditional `UPDATE` ([`Store::move_pageserver`]).
 
 use cambium_types::TenantId;
 
@@ -24,20 +24,40 @@ pub struct PageserverPlacement {
     pub pageserver: Option<String>,
 }
 
+/// What one pageserver holds, as the metadata says: its databases and their size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageserverLoad {
+    /// The pageserver's address; `None`: the first configured one (a `NULL` column).
+    pub pageserver: Option<String>,
+    /// Databases placed on it.
+    pub databases: u64,
+    /// The weight of those databases: each one's logical size (its branches' latest samples, summed), counted as
+    /// at least [`DATABASE_WEIGHT_FLOOR_BYTES`].
+    pub weight_bytes: u64,
+}
+
+/// The least a database weighs in placement, however small or unsampled: each database also costs a pageserver
+/// its WAL ingest, its timelines and its computes' reads, so a thousand empty ones are not free.
+pub const DATABASE_WEIGHT_FLOOR_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How far back consumption buckets are read for a branch's latest logical size (samples come every minute).
+const SIZE_SAMPLE_AGE_MAX_HOURS: i64 = 2;
+
 /// The configured pageserver a new database goes to: among those `live` (same order as `configured`), the one
-/// with the fewest databases placed on it according to `placed` (each database's `databases.pageserver`,
-/// `None` counting for the first configured one); ties go to the earlier one in `configured`. `None` if no
-/// pageserver is live.
-pub fn choose_pageserver(configured: &[String], live: &[bool], placed: &[(Option<String>, u64)]) -> Option<usize> {
-    let load = |index: usize| -> u64 {
+/// holding the least weight according to `placed` (the databases placed on each, by size: see
+/// [`PageserverLoad`]; `None` counting for the first configured one), then the fewest databases; ties go to the
+/// earlier one in `configured`. `None` if no pageserver is live.
+pub fn choose_pageserver(configured: &[String], live: &[bool], placed: &[PageserverLoad]) -> Option<usize> {
+    let load = |index: usize| -> (u64, u64) {
         placed
             .iter()
-            .filter(|(address, _)| match address {
+            .filter(|load| match &load.pageserver {
                 Some(address) => *address == configured[index],
                 None => index == 0,
             })
-            .map(|(_, count)| *count)
-            .sum()
+            .fold((0, 0), |(weight, databases), load| {
+                (weight.saturating_add(load.weight_bytes), databases + load.databases)
+            })
     };
     (0..configured.len())
         .filter(|&index| live.get(index).copied().unwrap_or(false))
@@ -69,15 +89,44 @@ impl Store {
             .optional()?)
     }
 
-    /// How many databases each pageserver holds, as the column says (`None`: the first configured one).
-    pub fn pageserver_loads(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+    /// What each pageserver holds, as the column says (`None`: the first configured one): its databases and their
+    /// weight ([`PageserverLoad`]), sizes from the consumption samples of the last
+    /// [`SIZE_SAMPLE_AGE_MAX_HOURS`] hours (a branch's largest there: sizes change slowly, and balance is
+    /// approximate anyway).
+    pub fn pageserver_loads(&self) -> Result<Vec<PageserverLoad>, StoreError> {
+        let now = jiff::Timestamp::now();
+        let since = now
+            .checked_sub(jiff::SignedDuration::from_hours(SIZE_SAMPLE_AGE_MAX_HOURS))
+            .unwrap_or(now);
+        let since_hour = format!("{}:00:00Z", since.strftime("%Y-%m-%dT%H"));
+        let floor = i64::try_from(DATABASE_WEIGHT_FLOOR_BYTES).expect("the floor fits an i64");
         let conn = self.conn()?;
-        let mut stmt = conn.prepare("SELECT pageserver, count(*) FROM databases GROUP BY pageserver")?;
-        let rows = stmt.query_map([], |row| Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?)))?;
-        let rows: Vec<(Option<String>, i64)> = rows.collect::<Result<_, _>>()?;
+        let mut stmt = conn.prepare(
+            "SELECT d.pageserver, count(*),
+                    CAST(COALESCE(sum(CASE WHEN s.bytes > CAST(?1 AS BIGINT) THEN s.bytes ELSE CAST(?1 AS BIGINT) END), 0)
+                         AS BIGINT)
+             FROM databases d
+             LEFT JOIN (SELECT database_id, CAST(sum(size) AS BIGINT) AS bytes
+                        FROM (SELECT branch_id, database_id, max(logical_size_bytes) AS size FROM consumption
+                              WHERE hour >= ?2 GROUP BY branch_id, database_id) b
+                        GROUP BY database_id) s ON s.database_id = d.id
+             GROUP BY d.pageserver",
+        )?;
+        let rows = stmt.query_map(params![floor, since_hour], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })?;
+        let rows: Vec<(Option<String>, i64, i64)> = rows.collect::<Result<_, _>>()?;
         Ok(rows
             .into_iter()
-            .map(|(address, count)| (address, u64::try_from(count).unwrap_or(0)))
+            .map(|(pageserver, databases, weight)| PageserverLoad {
+                pageserver,
+                databases: u64::try_from(databases).unwrap_or(0),
+                weight_bytes: u64::try_from(weight).unwrap_or(0),
+            })
             .collect())
     }
 
@@ -126,20 +175,29 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn configured() -> Vec<String> {
         vec!["ps1:1".to_owned(), "ps2:2".to_owned(), "ps3:3".to_owned()]
     }
 
+    /// `databases` small databases (each at the floor) on `address`.
+    fn small(address: Option<&str>, databases: u64) -> PageserverLoad {
+        PageserverLoad {
+            pageserver: address.map(str::to_owned),
+            databases,
+            weight_bytes: databases * DATABASE_WEIGHT_FLOOR_BYTES,
+        }
+    }
+
     #[test]
     fn the_least_loaded_live_pageserver_is_chosen() {
         let placed = vec![
-            (None, 2),
-            (Some("ps1:1".to_owned()), 1),
-            (Some("ps2:2".to_owned()), 2),
-            (Some("ps3:3".to_owned()), 4),
+            small(None, 2),
+            small(Some("ps1:1"), 1),
+            small(Some("ps2:2"), 2),
+            small(Some("ps3:3"), 4),
         ];
         // NULL rows count for the first: ps1 holds 3, ps2 2, ps3 4.
         assert_eq!(choose_pageserver(&configured(), &[true, true, true], &placed), Some(1));
@@ -153,12 +211,122 @@ mod tests {
     }
 
     #[test]
+    fn size_weighs_before_the_count() {
+        let gib = 1024 * 1024 * 1024;
+        // ps1: one database of 10 GiB; ps2: three small ones; ps3: three small ones and one of 1 GiB.
+        let placed = vec![
+            PageserverLoad {
+                pageserver: Some("ps1:1".to_owned()),
+                databases: 1,
+                weight_bytes: 10 * gib,
+            },
+            small(Some("ps2:2"), 3),
+            PageserverLoad {
+                pageserver: Some("ps3:3".to_owned()),
+                databases: 4,
+                weight_bytes: 3 * DATABASE_WEIGHT_FLOOR_BYTES + gib,
+            },
+        ];
+        assert_eq!(choose_pageserver(&configured(), &[true, true, true], &placed), Some(1));
+        assert_eq!(choose_pageserver(&configured(), &[true, false, true], &placed), Some(2));
+        // Equal weight: the fewer databases.
+        let placed = vec![
+            PageserverLoad {
+                pageserver: Some("ps1:1".to_owned()),
+                databases: 2,
+                weight_bytes: 2 * gib,
+            },
+            PageserverLoad {
+                pageserver: Some("ps2:2".to_owned()),
+                databases: 1,
+                weight_bytes: 2 * gib,
+            },
+        ];
+        assert_eq!(choose_pageserver(&configured(), &[true, true, false], &placed), Some(1));
+    }
+
+    #[test]
     fn ties_go_to_the_first_configured_and_unknown_addresses_count_for_none() {
         assert_eq!(choose_pageserver(&configured(), &[true, true, true], &[]), Some(0));
-        let placed = vec![(Some("gone:9".to_owned()), 7), (Some("ps1:1".to_owned()), 1)];
+        let placed = vec![small(Some("gone:9"), 7), small(Some("ps1:1"), 1)];
         assert_eq!(choose_pageserver(&configured(), &[true, true, true], &placed), Some(1));
         // A missing liveness answer is not live.
         assert_eq!(choose_pageserver(&configured(), &[false], &placed), None);
+    }
+
+    #[test]
+    fn a_pageservers_weight_is_its_databases_sizes() {
+        crate::store::scenarios::on_sqlite(a_pageservers_weight_is_its_databases_sizes_on);
+    }
+
+    /// Two databases on the first pageserver, one sampled at 1 GiB (its largest sample of the last hours), one
+    /// never sampled (the floor); samples older than that window do not count.
+    #[allow(clippy::unwrap_used)] // a test failure is a panic
+    pub(crate) fn a_pageservers_weight_is_its_databases_sizes_on(open: crate::store::scenarios::Open<'_>) {
+        use std::sync::Arc;
+
+        use crate::store::consumption::BranchSample;
+        use crate::store::databases::{NewDatabase, TimelineRow};
+        use crate::store::labels::Labels;
+
+        let store = open();
+        let account = store.create_account().unwrap();
+        let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let verifier =
+            Arc::new(compute::pg::ScramVerifier::from_password("pw", compute::pg::scram::ITERATIONS_DEFAULT).unwrap());
+        let mut created = Vec::new();
+        for (name, digit) in [("a", '1'), ("b", '2')] {
+            let new = NewDatabase {
+                project_id: project.id.clone(),
+                name: name.to_owned(),
+                region: "local".to_owned(),
+                tenant_id: digit.to_string().repeat(32).parse().unwrap(),
+                timeline: TimelineRow {
+                    timeline_id: digit.to_string().repeat(32).parse().unwrap(),
+                    ancestor_timeline_id: None,
+                    start_lsn: cambium_types::Lsn(0x0100_0000),
+                },
+                branch_name: "main".to_owned(),
+                password_verifier: Arc::clone(&verifier),
+                labels: Labels::new(),
+                suspend_timeout_seconds: 300,
+            };
+            created.push(store.create_database(&account, &new, 10).unwrap().unwrap());
+        }
+        assert_eq!(store.pageserver_loads().unwrap(), vec![small(None, 2)]);
+        let gib: u64 = 1024 * 1024 * 1024;
+        let sample = |size: u64| BranchSample {
+            project_id: project.id.clone(),
+            database_id: created[0].database.id.clone(),
+            branch_id: created[0].branch.id.clone(),
+            timeline_id: "1".repeat(32),
+            start_lsn: 0x0100_0000,
+            last_record_lsn: 0x0100_0000,
+            logical_size_bytes: size,
+            compute_active_ms: 0,
+        };
+        let hour = |hours_ago: i64| {
+            let at = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(hours_ago);
+            format!("{}:00:00Z", at.strftime("%Y-%m-%dT%H"))
+        };
+        store
+            .record_consumption(&hour(5), "2000-01-01T00:00:00Z", &[sample(50 * gib)])
+            .unwrap();
+        store
+            .record_consumption(&hour(1), "2000-01-01T00:00:00Z", &[sample(gib / 2)])
+            .unwrap();
+        store
+            .record_consumption(&hour(0), "2000-01-01T00:00:00Z", &[sample(gib)])
+            .unwrap();
+        let loads = store.pageserver_loads().unwrap();
+        assert_eq!(
+            loads,
+            vec![PageserverLoad {
+                pageserver: None,
+                databases: 2,
+                weight_bytes: gib + DATABASE_WEIGHT_FLOOR_BYTES,
+            }]
+        );
     }
 
     #[test]
@@ -196,7 +364,7 @@ mod tests {
             store.pageserver_of_tenant("f".repeat(32).parse().unwrap()).unwrap(),
             None
         );
-        assert_eq!(store.pageserver_loads().unwrap(), vec![(None, 1)]);
+        assert_eq!(store.pageserver_loads().unwrap(), vec![small(None, 1)]);
         // From NULL only while it is NULL.
         assert!(!store.move_pageserver(&database, Some("ps1:1"), "ps2:2").unwrap());
         assert!(store.move_pageserver(&database, None, "ps2:2").unwrap());
@@ -206,7 +374,7 @@ mod tests {
             Some(Some("ps2:2".to_owned()))
         );
         assert!(store.move_pageserver(&database, Some("ps2:2"), "ps1:1").unwrap());
-        assert_eq!(store.pageserver_loads().unwrap(), vec![(Some("ps1:1".to_owned()), 1)]);
+        assert_eq!(store.pageserver_loads().unwrap(), vec![small(Some("ps1:1"), 1)]);
         let placements = store.pageserver_placements().unwrap();
         assert_eq!(
             placements,

@@ -94,6 +94,10 @@ const SCENARIOS: &[Scenario] = &[
         super::rate_limits::tests::counts_are_exchanged_between_stores_and_old_windows_go_on,
     ),
     (
+        "a_pageservers_weight_is_its_databases_sizes",
+        super::pageservers::tests::a_pageservers_weight_is_its_databases_sizes_on,
+    ),
+    (
         "a_key_is_reserved_by_one_process_until_its_response_is_stored",
         super::idempotency::tests::a_key_is_reserved_by_one_process_until_its_response_is_stored_on,
     ),
