@@ -403,6 +403,8 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
     drop(client);
     let workload = Bank::start(frozen_uri, seed).await;
     workload.progress(20, "before the freeze").await;
+    // A session open through the proxy on the host about to freeze.
+    let stranded = connect(frozen_uri).await.expect("a session before the freeze");
     signal(&deployment.second, "-STOP");
     let frozen = Instant::now();
     loop {
@@ -417,6 +419,13 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let replaced_after = frozen.elapsed();
+    // The proxy closes it once the database is served elsewhere, instead of leaving it on the frozen host until
+    // the client's own timeouts: its next query fails at once and the client can reconnect.
+    let answer = tokio::time::timeout(Duration::from_secs(15), stranded.simple_query("SELECT 1"))
+        .await
+        .expect("the session on the frozen host is closed by the proxy, not left hanging");
+    assert!(answer.is_err(), "a session on the frozen host answered");
+    drop(stranded);
     workload.progress(20, "after the frozen host's databases moved").await;
     eprintln!(
         "the frozen host's databases re-placed {replaced_after:?} and transfers acknowledged again {:?} after the \

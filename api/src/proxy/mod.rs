@@ -7,7 +7,8 @@
 //! travel), resolved through the metadata to the live host serving it ([`route::Resolver`]: a short cache,
 //! re-resolved when a connect fails, waiting out a failover). The proxy connects to that host's PostgreSQL
 //! address (plain TCP: the hosts are on the private network), replays the startup message and copies bytes both
-//! ways (tokio's bounded copy buffers). The host authenticates (SCRAM) and wakes a suspended database itself.
+//! ways (tokio's bounded copy buffers), until either side ends or the database is no longer served by that host
+//! (`route::relay`: then the session is closed, and its client reconnects to the new host). The host authenticates (SCRAM) and wakes a suspended database itself.
 //! Nothing the client sends before that reaches a host unchecked: a malformed first message gets an
 //! ErrorResponse (08P01), an unknown database 3D000, a database whose host cannot be reached 57P03, never a
 //! panic.
@@ -224,7 +225,7 @@ async fn connection(shared: &Shared, socket: TcpStream) -> Result<(), Connection
             return Ok(());
         }
     };
-    route::relay(shared, client, backend, &startup.bytes).await;
+    route::relay(shared, client, backend, &database, &startup.bytes).await;
     Ok(())
 }
 

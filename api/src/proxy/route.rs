@@ -22,6 +22,9 @@ const RETRY_WAIT_MS: u64 = 250;
 const GREETING_MESSAGE_BYTES_MAX: usize = 64 * 1024;
 /// How long one direction of a relay may outlive the other before the connection is closed.
 const RELAY_LINGER_MS: u64 = 5_000;
+/// How often a relayed session checks that its host still serves its database (through the resolver's cache,
+/// so one metadata read per name per cache period at most).
+const PLACEMENT_CHECK_MS: u64 = 1_000;
 
 /// Resolves connection names to the PostgreSQL address of the live host serving them, through the metadata,
 /// remembering each for a short while.
@@ -142,8 +145,17 @@ pub(super) async fn connect(shared: &Shared, database: &str) -> Result<(TcpStrea
 }
 
 /// Replays `startup` to the host, then copies bytes both ways until either side ends, noting the session's
-/// backend key for cancel requests while it lasts.
-pub(super) async fn relay(shared: &Shared, client: Box<dyn Io>, host: (TcpStream, String), startup: &[u8]) {
+/// backend key for cancel requests while it lasts. A session whose database is no longer served by its host
+/// (re-placed elsewhere, or the host's lease lapsed: it has fenced itself, or is frozen and will be fenced) is
+/// closed, so its client reconnects to the new host at once instead of waiting on a dead one until its own
+/// timeouts.
+pub(super) async fn relay(
+    shared: &Shared,
+    client: Box<dyn Io>,
+    host: (TcpStream, String),
+    database: &str,
+    startup: &[u8],
+) {
     let (mut host, address) = host;
     if host.write_all(startup).await.is_err() {
         return;
@@ -163,16 +175,44 @@ pub(super) async fn relay(shared: &Shared, client: Box<dyn Io>, host: (TcpStream
         let _ = tokio::io::copy(&mut host_read, &mut client_write).await;
         let _ = client_write.shutdown().await;
     };
+    let moved = placement_lost(shared, base_name(database), &address);
     tokio::pin!(upstream);
     tokio::pin!(downstream);
+    tokio::pin!(moved);
     let linger = Duration::from_millis(RELAY_LINGER_MS);
     tokio::select! {
         () = &mut upstream => { let _ = tokio::time::timeout(linger, &mut downstream).await; }
         () = &mut downstream => { let _ = tokio::time::timeout(linger, &mut upstream).await; }
+        why = &mut moved => {
+            tracing::info!(%database, host = %address, why, "closed a session whose host no longer serves its database");
+        }
     }
     let noted = key.lock().take();
     if let Some(found) = noted {
         shared.sessions.lock().remove(&found);
+    }
+}
+
+/// Resolves once `name` is no longer served at `address` (answered by the resolver: another live host, or no live
+/// host), saying which; a metadata read that fails changes nothing.
+async fn placement_lost(shared: &Shared, name: &str, address: &str) -> &'static str {
+    // Each session checks at its own offset in the period, so the sessions of one database do not all miss the
+    // resolver's cache at once when it expires (the first to miss refreshes it for the others).
+    let offset_ms = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new().build_hasher().finish() % PLACEMENT_CHECK_MS
+    };
+    let first = tokio::time::Instant::now() + Duration::from_millis(PLACEMENT_CHECK_MS + offset_ms);
+    let mut check = tokio::time::interval_at(first, Duration::from_millis(PLACEMENT_CHECK_MS));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        check.tick().await;
+        match shared.resolver.lookup(name, false).await {
+            Ok(NameLookup::Live(now)) if now != address => return "re-placed on another host",
+            Ok(NameLookup::NotLive) => return "its host's lease lapsed",
+            Ok(NameLookup::Unknown) => return "the database is gone",
+            Ok(NameLookup::Live(_)) | Err(_) => {}
+        }
     }
 }
 
