@@ -169,11 +169,20 @@ async fn bench_restore(service: &Service, database: &Value, iterations: usize) -
     summary(samples)
 }
 
-/// Authenticated GETs per second with `clients` keep-alive connections for `seconds`.
-async fn bench_gets(service: &Service, path: &str, clients: usize, seconds: u64) -> f64 {
+/// A request a rate is measured of.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    /// `GET path`.
+    Get,
+    /// `PATCH path` renaming the project (a metadata write: the row and its audit entry, one transaction).
+    RenameProject,
+}
+
+/// Authenticated requests per second with `clients` keep-alive connections for `seconds`.
+async fn bench_requests(service: &Service, call: Call, path: &str, clients: usize, seconds: u64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
-    for _ in 0..clients {
+    for client in 0..clients {
         let (http, url, key) = (
             reqwest::Client::new(),
             format!("{}{path}", service.url),
@@ -182,8 +191,15 @@ async fn bench_gets(service: &Service, path: &str, clients: usize, seconds: u64)
         tasks.push(tokio::spawn(async move {
             let mut done = 0u64;
             while Instant::now() < deadline {
-                let response = http.get(&url).bearer_auth(&key).send().await.expect("get");
-                assert_eq!(response.status().as_u16(), 200);
+                let request = match call {
+                    Call::Get => http.get(&url),
+                    Call::RenameProject => http
+                        .patch(&url)
+                        .header("content-type", "application/json")
+                        .body(format!(r#"{{"name":"bench-{client}-{done}"}}"#)),
+                };
+                let response = request.bearer_auth(&key).send().await.expect("request");
+                assert_eq!(response.status().as_u16(), 200, "{call:?} {url}");
                 let _ = response.bytes().await.expect("body");
                 done += 1;
             }
@@ -428,23 +444,24 @@ async fn measure_latencies(targets: &[Target], iterations: usize, restores: usiz
     rows
 }
 
-/// The GET rates, each on every target in turn: per path, its label and a rate per target.
+/// The request rates, each on every target in turn: per request, its label and a rate per target.
 async fn measure_rates(targets: &[Target]) -> Vec<(&'static str, Vec<f64>)> {
     let mut rates = Vec::new();
-    for (label, path_of) in [
-        ("GET /v1/databases/{id}", database_path as fn(&Target) -> String),
-        ("GET /v1/projects/{id}", project_path),
+    for (label, call, path_of) in [
+        ("GET /v1/databases/{id}", Call::Get, database_path as fn(&Target) -> String),
+        ("GET /v1/projects/{id}", Call::Get, project_path),
+        ("PATCH /v1/projects/{id} (rename)", Call::RenameProject, project_path),
     ] {
         let mut cells = Vec::new();
         for target in targets {
-            cells.push(bench_gets(&target.service, &path_of(target), 4, 5).await);
+            cells.push(bench_requests(&target.service, call, &path_of(target), 4, 5).await);
         }
         rates.push((label, cells));
     }
     rates
 }
 
-/// The GET rate table: a column per backend named in `names`, then PostgreSQL / SQLite where both ran.
+/// The request rate table: a column per backend named in `names`, then PostgreSQL / SQLite where both ran.
 fn print_rates(names: &[&str], rates: &[(&str, Vec<f64>)]) {
     let mut header = "| 4 keep-alive clients |".to_owned();
     let mut rule = "|---|".to_owned();
