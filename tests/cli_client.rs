@@ -109,7 +109,7 @@ fn every_command_prints_what_the_api_holds_and_exits_as_documented() {
     if has_psql() {
         sql_and_restore(&cli, &database, &branch);
     } else {
-        eprintln!("SKIPPED: the psql steps (no psql on this machine)");
+        common::skipped("the psql steps (no psql on this machine)");
     }
     operations_and_requests(&cli, &project, &database, &branch);
     exit_codes(&cli, &database);
@@ -572,6 +572,6 @@ fn wait_gives_up_with_11_and_operations_wait_follows_to_the_end() {
         );
         assert!(text.trim_end().ends_with("finished"), "{text}");
     } else {
-        eprintln!("SKIPPED: the terminal check (no `script` on this machine)");
+        common::skipped("the terminal check (no `script` on this machine)");
     }
 }

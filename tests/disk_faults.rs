@@ -80,7 +80,7 @@ impl Tmpfs {
         match Tmpfs::mount(dir, size_kib) {
             Ok(tmpfs) => Some(tmpfs),
             Err(reason) => {
-                eprintln!("SKIPPED: {test}: cannot mount a tmpfs ({reason})");
+                common::skipped(&format!("{test}: cannot mount a tmpfs ({reason})"));
                 None
             }
         }

@@ -11,7 +11,11 @@
 //! - The pageserver cut off from every other host: reads of pages the compute does not hold fail or wait (within
 //!   the client's bound), and the load goes on once it is back.
 //!
-//! Each ends with `Run::finish`: a fresh branch (its reads all go to the pageserver), then every acknowledged
+//! - A client that vanishes (its host cut off, silently) inside a transaction holding the database's write lock:
+//!   the compute host finds it gone by TCP keepalive and rolls the transaction back, so another client writes
+//!   again within a bound, long before `idle_in_transaction_session_timeout` (10 min by default) would end it.
+//!
+//! The bank runs end with `Run::finish`: a fresh branch (its reads all go to the pageserver), then every acknowledged
 //! transfer on the database and on each branch, no half transfer, `PRAGMA integrity_check` ok.
 //!
 //! Skipped, saying why, where network namespaces cannot be made (not root, no iproute2).
@@ -49,10 +53,10 @@ struct Hosts {
 impl Hosts {
     /// Starts every part on its host; `None` (having said why) where namespaces cannot be made.
     fn start() -> Option<Hosts> {
-        let net = match Net::create(&["sk1", "sk2", "sk3", "ps", "api"]) {
+        let net = match Net::create(&["sk1", "sk2", "sk3", "ps", "api", "client"]) {
             Ok(net) => net,
             Err(reason) => {
-                eprintln!("SKIPPED: network namespaces cannot be made here: {reason}");
+                common::skipped(&format!("network namespaces cannot be made here: {reason}"));
                 return None;
             }
         };
@@ -231,4 +235,94 @@ async fn the_pageserver_cut_off_loses_nothing() {
     hosts.net.rejoin("ps");
     run.bank.progress(100, "after the pageserver rejoined").await;
     run.finish(&api).await;
+}
+
+/// A write waiting behind a vanished client's transaction succeeds within this: keepalive finds the client gone
+/// in ~25 s (`compute::pg::keepalive`: 10 s idle, then 3 probes 5 s apart), far under the 10 min
+/// `idle_in_transaction_session_timeout` that would end the transaction otherwise.
+const VANISHED_CLIENT_BOUND: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_vanished_inside_a_transaction_does_not_hold_the_write_lock() {
+    use std::io::Write;
+    let Some(hosts) = Hosts::start() else { return };
+    let api = hosts.client();
+    let database = api.create_database("vanishing").await;
+    let client = common::api::connect(&database.uri).await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT NOT NULL); INSERT INTO t VALUES (1, 0);")
+        .await
+        .expect("create");
+    // psql on the client's own host opens a transaction that writes (taking the database's write lock), then
+    // waits on its standard input, which the test keeps open.
+    let host = hosts.net.host("client");
+    let mut psql = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &host.netns,
+            "psql",
+            &database.uri,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-q",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("psql in the client's namespace");
+    let mut stdin = psql.stdin.take().expect("psql's standard input");
+    stdin
+        .write_all(b"BEGIN;\nUPDATE t SET v = 1 WHERE id = 1;\n")
+        .expect("the transaction sent");
+    stdin.flush().expect("flush");
+    // Its transaction holds the lock: a write from here is refused meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.batch_execute("UPDATE t SET v = 2 WHERE id = 1").await {
+            Err(error) if error.to_string().contains("write lock") || format!("{error:?}").contains("write lock") => {
+                break
+            }
+            Err(error) => panic!("a write beside the open transaction: {error:?}"),
+            Ok(()) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the vanishing client never took the write lock"
+                );
+                // psql has not taken the lock yet: look again.
+                pause().await;
+            }
+        }
+    }
+    hosts.net.isolate("client");
+    let cut_at = Instant::now();
+    loop {
+        match client.batch_execute("UPDATE t SET v = 3 WHERE id = 1").await {
+            Ok(()) => break,
+            Err(error) => {
+                assert!(
+                    cut_at.elapsed() < VANISHED_CLIENT_BOUND,
+                    "the vanished client's transaction still holds the write lock after {VANISHED_CLIENT_BOUND:?}: \
+                     {error:?}"
+                );
+                pause().await;
+            }
+        }
+    }
+    eprintln!(
+        "a write went through {:?} after the client holding the lock vanished",
+        cut_at.elapsed()
+    );
+    // Its transaction was rolled back, never committed.
+    let v: i64 = client
+        .query_one("SELECT v FROM t WHERE id = 1", &[])
+        .await
+        .expect("select")
+        .get(0);
+    assert_eq!(v, 3);
+    drop(stdin);
+    let _ = psql.kill();
+    let _ = psql.wait();
+    hosts.net.rejoin("client");
 }

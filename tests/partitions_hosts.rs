@@ -55,7 +55,7 @@ impl Deployment {
         let net = match Net::create(&["meta", "first", "second"]) {
             Ok(net) => net,
             Err(reason) => {
-                eprintln!("SKIPPED: network namespaces cannot be made here: {reason}");
+                common::skipped(&format!("network namespaces cannot be made here: {reason}"));
                 return None;
             }
         };

@@ -34,7 +34,7 @@ fn quickstart(marker: &str) -> String {
 fn the_readme_quickstart_runs_as_written() {
     let missing: Vec<&str> = ["bash", "curl", "psql"].into_iter().filter(|t| !has(t)).collect();
     if !missing.is_empty() {
-        eprintln!("SKIPPED: the quickstart needs {missing:?}, which this machine lacks");
+        common::skipped(&format!("the quickstart needs {missing:?}, which this machine lacks"));
         return;
     }
     let up = Up::start();
@@ -63,7 +63,7 @@ fn the_readme_quickstart_runs_as_written() {
 fn the_readme_cli_quickstart_runs_as_written() {
     let missing: Vec<&str> = ["bash", "psql"].into_iter().filter(|t| !has(t)).collect();
     if !missing.is_empty() {
-        eprintln!("SKIPPED: the quickstart needs {missing:?}, which this machine lacks");
+        common::skipped(&format!("the quickstart needs {missing:?}, which this machine lacks"));
         return;
     }
     let up = Up::start();
@@ -108,7 +108,9 @@ fn the_readme_cli_quickstart_runs_as_written() {
 fn the_readme_preview_branch_workflow_runs_as_written() {
     let missing: Vec<&str> = ["bash", "curl", "psql", "jq"].into_iter().filter(|t| !has(t)).collect();
     if !missing.is_empty() {
-        eprintln!("SKIPPED: the preview workflow needs {missing:?}, which this machine lacks");
+        common::skipped(&format!(
+            "the preview workflow needs {missing:?}, which this machine lacks"
+        ));
         return;
     }
     let up = Up::start();

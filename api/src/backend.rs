@@ -33,6 +33,10 @@ use crate::store::databases::TimelineRow;
 /// How long a tenant's pageserver, as read from the metadata, is used before it is read again.
 pub const PLACEMENT_CACHE_MS: u64 = 2_000;
 
+/// Bound of one pageserver's liveness probe (`ListTenants`): a live one answers in milliseconds, and is judged
+/// lost only after failing every probe for `--pageserver-dead-after-ms`.
+pub const PAGESERVER_PROBE_TIMEOUT_MS: u64 = 3_000;
+
 /// Where the storage services are and how long a call may take.
 #[derive(Debug, Clone)]
 pub struct BackendConfig {
@@ -285,15 +289,26 @@ impl Backend {
 
     /// Which pageservers answer now (`ListTenants`, asked of all at once), in the configured order, with how
     /// many tenants each holds (`None`: no answer).
+    /// Each call is bounded by [`PAGESERVER_PROBE_TIMEOUT_MS`], not the request bound, so a silent pageserver
+    /// (a partition) costs a probe round that much.
     pub async fn pageserver_tenant_counts(&self) -> Vec<Option<usize>> {
         let calls = self.pageservers.iter().map(|server| {
             let mut client = server.management.clone();
-            async move { client.list_tenants(ps::ListTenantsRequest {}).await }
+            async move {
+                tokio::time::timeout(
+                    Duration::from_millis(PAGESERVER_PROBE_TIMEOUT_MS),
+                    client.list_tenants(ps::ListTenantsRequest {}),
+                )
+                .await
+            }
         });
         join_all(calls)
             .await
             .into_iter()
-            .map(|result| result.ok().map(|response| response.into_inner().tenant_ids.len()))
+            .map(|result| match result {
+                Ok(Ok(response)) => Some(response.into_inner().tenant_ids.len()),
+                Ok(Err(_)) | Err(_) => None,
+            })
             .collect()
     }
 

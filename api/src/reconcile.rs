@@ -61,6 +61,10 @@ pub const RECONCILE_PERIOD_MS_DEFAULT: u64 = 30_000;
 pub const HEALTHY_COPIES_WANTED: usize = 3;
 /// Timelines checked or repaired at once.
 const TIMELINES_IN_FLIGHT_MAX: usize = 4;
+/// Bound of one safekeeper's liveness probe. Shorter than the backend's request bound (10 s), so a silent one (a
+/// partition: no reset, no answer) costs a round this much, not that; a live one answers a listing in
+/// milliseconds, and is judged dead only after failing every probe for `--safekeeper-dead-after-ms`.
+const PROBE_TIMEOUT_MS: u64 = 3_000;
 /// Tries of one pull within a round while the safekeeper says to retry.
 const PULL_TRIES_MAX: u32 = 3;
 /// The first wait between tries of a pull; it doubles.
@@ -224,10 +228,15 @@ async fn probe_safekeepers(control: &Control) -> Listings {
     let backend = control.backend();
     let count = backend.safekeeper_addresses().len();
     let listings: Listings = futures::future::join_all((0..count).map(|index| async move {
-        match backend.list_copies(index).await {
-            Ok(copies) => Some(copies),
-            Err(error) => {
+        let probe = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), backend.list_copies(index));
+        match probe.await {
+            Ok(Ok(copies)) => Some(copies),
+            Ok(Err(error)) => {
                 tracing::debug!(safekeeper = index, %error, "a safekeeper did not answer the probe");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(safekeeper = index, "a safekeeper did not answer the probe in time");
                 None
             }
         }
@@ -265,13 +274,27 @@ pub async fn round(control: &Control, config: &ReconcileConfig) {
     let sets = replace_dead_members(control, config, &live, sets).await;
     repoint_moved_branches(control, &sets).await;
     let default_set = control.backend().default_set();
+    // A safekeeper that did not answer this round's probe is not asked again for each copy (each ask would wait
+    // out the request bound on a silent one): its copies count as unknown this round.
+    let unanswered: HashSet<String> = control
+        .backend()
+        .safekeeper_addresses()
+        .iter()
+        .zip(&listings)
+        .filter(|(_, listing)| listing.is_none())
+        .map(|(address, _)| address.clone())
+        .collect();
+    let unanswered = &unanswered;
     let healthy_copies: HashMap<TimelineId, usize> = stream::iter(live.iter().cloned())
         .map(|timeline| {
             let set = sets
                 .get(&timeline.timeline_id)
                 .cloned()
                 .unwrap_or_else(|| default_set.clone());
-            async move { (timeline.timeline_id, reconcile_timeline(control, &timeline, &set).await) }
+            async move {
+                let healthy = reconcile_timeline(control, &timeline, &set, unanswered).await;
+                (timeline.timeline_id, healthy)
+            }
         })
         .buffer_unordered(TIMELINES_IN_FLIGHT_MAX)
         .collect()
@@ -453,10 +476,25 @@ async fn repoint_moved_branches(control: &Control, sets: &HashMap<TimelineId, Ve
 }
 
 /// Checks and repairs the copies of one timeline on its `set`; returns how many are healthy afterwards.
-async fn reconcile_timeline(control: &Control, timeline: &LiveTimeline, set: &[String]) -> usize {
+async fn reconcile_timeline(
+    control: &Control,
+    timeline: &LiveTimeline,
+    set: &[String],
+    unanswered: &HashSet<String>,
+) -> usize {
     let backend = control.backend();
     let (tenant, timeline_id) = (timeline.tenant_id, timeline.timeline_id);
-    let states = backend.copy_states(tenant, timeline_id, set).await;
+    let asked: Vec<String> = set.iter().filter(|a| !unanswered.contains(*a)).cloned().collect();
+    let mut answers = backend.copy_states(tenant, timeline_id, &asked).await.into_iter();
+    let states: Vec<CopyState> = set
+        .iter()
+        .map(|address| match unanswered.contains(address) {
+            true => CopyState::Unknown("did not answer this round's probe".to_owned()),
+            false => answers
+                .next()
+                .unwrap_or_else(|| CopyState::Unknown("no answer".to_owned())),
+        })
+        .collect();
     let verdicts = judge(&states);
     let mut healthy = verdicts.iter().filter(|v| **v == Verdict::Healthy).count();
     for (index, verdict) in verdicts.iter().enumerate() {

@@ -8,6 +8,8 @@
 //!
 //! [`TestPostgres::start_in_netns`] runs it inside a network namespace instead, listening on that namespace's
 //! address, for tests that partition it from the hosts that use it (`tests/common/netns.rs`).
+//! [`TestPostgres::kill9`] and [`TestPostgres::restart`] crash it (kill -9 of its processes) and start it again on
+//! the same port and data directory, for tests of the metadata server's loss.
 //!
 //! Shared, by path, between the `api` crate's unit tests and the workspace's black-box tests.
 
@@ -27,6 +29,8 @@ pub struct TestPostgres {
     listen_ip: String,
     /// The network namespace its tools and server run in, if any.
     netns: Option<String>,
+    /// The server's options (`pg_ctl start -o`), to start it again the same way ([`TestPostgres::restart`]).
+    options: String,
 }
 
 impl TestPostgres {
@@ -56,7 +60,11 @@ impl TestPostgres {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
         if !bin.join("initdb").exists() || !bin.join("pg_ctl").exists() {
-            eprintln!("SKIPPED: no PostgreSQL 15 binaries in {} (set PG_BIN)", bin.display());
+            // Outside the test harness's capture, so `cargo test` shows the skip for a passing test too.
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("SKIPPED: no PostgreSQL 15 binaries in {} (set PG_BIN)\n", bin.display()),
+            );
             return None;
         }
         // PostgreSQL refuses to run as root: then the server runs as `postgres`.
@@ -78,13 +86,14 @@ impl TestPostgres {
                 .expect("a free port")
                 .port(),
         };
-        let server = TestPostgres {
+        let mut server = TestPostgres {
             dir,
             bin,
             port,
             server_user,
             listen_ip: netns.map_or("127.0.0.1", |(_, ip)| ip).to_owned(),
             netns: netns.map(|(netns, _)| netns.to_owned()),
+            options: String::new(),
         };
         let data = server.data_dir();
         server.run(
@@ -106,29 +115,97 @@ impl TestPostgres {
             rules.push_str("host all all 0.0.0.0/0 trust\n");
             std::fs::write(&hba, rules).expect("write pg_hba.conf");
         }
-        let options = format!(
+        server.options = format!(
             "-c listen_addresses={} -c unix_socket_directories={} -p {port} -c fsync={fsync} \
              -c max_connections=50",
             server.listen_ip,
             path_str(server.dir.path())
         );
-        let log = server.dir.path().join("server.log");
-        server.run(
-            "pg_ctl",
-            &[
-                "-D",
-                path_str(&data),
-                "-l",
-                path_str(&log),
-                "-w",
-                "-t",
-                "60",
-                "start",
-                "-o",
-                &options,
-            ],
-        );
+        server.pg_ctl_start();
         Some(server)
+    }
+
+    /// `pg_ctl start` on the data directory with the server's options, waiting (60 s at most) until it accepts
+    /// connections.
+    fn pg_ctl_start(&self) {
+        let data = self.data_dir();
+        let log = self.dir.path().join("server.log");
+        let args = [
+            "-D",
+            path_str(&data),
+            "-l",
+            path_str(&log),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            "-o",
+            &self.options,
+        ];
+        let out = self
+            .command("pg_ctl")
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running pg_ctl: {e}"));
+        if !out.status.success() {
+            // Why is in the server's log, which goes with the temp dir.
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            panic!(
+                "pg_ctl {args:?} failed: {}{}\nthe server's log ends:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                lines[lines.len().saturating_sub(20)..].join("\n")
+            );
+        }
+    }
+
+    /// kill -9 of the server, as the crash of its host: the postmaster and every process it started (each by its
+    /// process id), nothing flushed, no shutdown checkpoint. Returns once they are gone (reaped or zombies),
+    /// within 10 s. [`TestPostgres::restart`] starts it again.
+    pub fn kill9(&self) {
+        let pid_file = self.data_dir().join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file).expect("read postmaster.pid: the server runs");
+        let postmaster: u32 = text
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no process id in postmaster.pid: {text:?}"));
+        // Stopped first, so it forks no backend between the listing of its children and the kill (one it forked
+        // then would outlive it, attached to its shared memory, and the restart would refuse to start).
+        signal(&[postmaster], "-STOP");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stat_of(postmaster).is_some_and(|(state, _)| state != 'T') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the PostgreSQL postmaster {postmaster} did not stop in 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut victims = children_of(postmaster);
+        victims.push(postmaster);
+        signal(&victims, "-9");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while victims.iter().any(|pid| running(*pid)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the killed PostgreSQL processes {victims:?} still run after 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // What a reboot of its host would leave: no lock file naming a process (here a zombie may keep the id
+        // alive, if nothing reaps it, and PostgreSQL would refuse to start over it).
+        std::fs::remove_file(&pid_file).expect("remove postmaster.pid");
+    }
+
+    /// Starts the server again after [`TestPostgres::kill9`], on the same address, port and data directory (crash
+    /// recovery first); returns once it accepts connections.
+    pub fn restart(&self) {
+        assert!(
+            !self.data_dir().join("postmaster.pid").exists(),
+            "restart a killed server"
+        );
+        self.pg_ctl_start();
     }
 
     /// The URL of database `database` on this server.
@@ -195,6 +272,47 @@ impl Drop for TestPostgres {
             }
         }
     }
+}
+
+/// Sends `signal` (`-STOP`, `-9`) to each of `pids`. A process that exited by itself meanwhile makes `kill` fail
+/// for it alone: the status is not checked.
+fn signal(pids: &[u32], signal: &str) {
+    let mut command = Command::new("kill");
+    command.arg(signal);
+    for pid in pids {
+        command.arg(pid.to_string());
+    }
+    let _ = command.output().expect("run kill");
+}
+
+/// The processes whose parent is `parent` (from `/proc`).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| parent_of(*pid) == Some(parent))
+        .collect()
+}
+
+/// Process `pid`'s parent and state, from `/proc/<pid>/stat` (`pid (comm) state ppid …`; the command may hold
+/// spaces and parentheses, so the fields are read after the last `)`).
+fn stat_of(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_of(pid).map(|(_, parent)| parent)
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    stat_of(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
 }
 
 fn path_str(path: &Path) -> &str {

@@ -243,6 +243,15 @@ pub struct Bank {
 impl Bank {
     /// Creates the tables and the accounts, then starts the clients.
     pub async fn start(uri: &str, seed: u64) -> Bank {
+        Bank::start_through(&[uri.to_owned()], seed).await
+    }
+
+    /// [`Bank::start`] with the clients spread over `uris` (the same database through several routes, such as
+    /// two `cambium proxy`s): client `i` connects through `uris[i % uris.len()]`; the tables are made through the
+    /// first.
+    pub async fn start_through(uris: &[String], seed: u64) -> Bank {
+        assert!(!uris.is_empty(), "at least one route to the database");
+        let uri = uris[0].as_str();
         let client = connect(uri).await.expect("connect");
         let mut setup = String::from(
             "CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL);
@@ -262,7 +271,7 @@ impl Bank {
         let clients = (0..CLIENTS)
             .map(|index| {
                 tokio::spawn(run_client(
-                    uri.to_owned(),
+                    uris[index as usize % uris.len()].clone(),
                     index,
                     seed,
                     Arc::clone(&log),
@@ -321,6 +330,52 @@ impl Bank {
                  recent errors: {:?}",
                 self.seed,
                 self.log.acknowledged.load(Ordering::SeqCst),
+                self.recent_errors()
+            );
+            pause().await;
+        }
+    }
+
+    /// The transfers of client `index` acknowledged so far (its ids are `(index + 1) × 1 000 000` onwards).
+    pub fn acknowledged_by(&self, index: u64) -> u64 {
+        let first = (index as i64 + 1) * 1_000_000;
+        let attempts = self.log.attempts.lock().expect("log lock");
+        attempts
+            .iter()
+            .filter(|a| matches!(a.outcome, Outcome::Acknowledged))
+            .filter(|a| (first..first + 1_000_000).contains(&a.transfer.id))
+            .count() as u64
+    }
+
+    /// Waits (bounded) for each of the clients `indexes` to have `more` transfers acknowledged: progress through
+    /// the routes those clients use (see [`Bank::start_through`]).
+    pub async fn progress_of(&self, indexes: &[u64], more: u64, what: &str) {
+        let targets: Vec<(u64, u64)> = indexes
+            .iter()
+            .map(|&index| (index, self.acknowledged_by(index) + more))
+            .collect();
+        let deadline = Instant::now() + PROGRESS_TIMEOUT;
+        loop {
+            let behind: Vec<(u64, u64, u64)> = targets
+                .iter()
+                .map(|&(index, target)| (index, self.acknowledged_by(index), target))
+                .filter(|&(_, done, target)| done < target)
+                .collect();
+            if behind.is_empty() {
+                return;
+            }
+            if let Some(finished) = self.clients.iter().position(|c| c.is_finished()) {
+                panic!(
+                    "seed {:#x}: {what}: client {finished} stopped; recent errors: {:?}",
+                    self.seed,
+                    self.recent_errors()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {:#x}: {what}: clients behind after {PROGRESS_TIMEOUT:?} (client, acknowledged, wanted): \
+                 {behind:?}; recent errors: {:?}",
+                self.seed,
                 self.recent_errors()
             );
             pause().await;

@@ -13,6 +13,14 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// Says that a test, or a part of one, is skipped and why: `SKIPPED: {what}` written to the process's standard
+/// error itself, outside the test harness's capture, so `cargo test` shows it for a test that passes too (a
+/// skip that only `--nocapture` shows would pass unseen in CI).
+pub fn skipped(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {what}");
+}
+
 /// A `cambium <subcommand>` process and what it needs to be restarted the same way.
 pub struct Process {
     args: Vec<String>,
@@ -119,6 +127,26 @@ impl Process {
             args,
             envs: Vec::new(),
             stderr_log: stderr_log.map(Path::to_path_buf),
+            address,
+            netns: Some(netns.to_owned()),
+            child: Some(child),
+        }
+    }
+
+    /// [`Process::start_in`] with environment variables `envs` set (`RUST_LOG`, say), for its restarts too, and its
+    /// stderr appended to `stderr_log`.
+    pub fn start_in_with_env(
+        netns: &str,
+        ip: &str,
+        args: Vec<String>,
+        stderr_log: &Path,
+        envs: Vec<(String, String)>,
+    ) -> Process {
+        let (child, address) = spawn(Some(netns), &args, &envs, &format!("{ip}:0"), Some(stderr_log));
+        Process {
+            args,
+            envs,
+            stderr_log: Some(stderr_log.to_path_buf()),
             address,
             netns: Some(netns.to_owned()),
             child: Some(child),

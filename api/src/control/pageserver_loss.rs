@@ -6,9 +6,10 @@
 //! it, so of several API processes judging the pageserver lost exactly one starts it.
 //!
 //! The work (`failover_pageserver_work`), under the database's lock, each step idempotent:
-//! 1. the live pageserver chosen when the operation started (fewest databases) attaches the tenant from the remote
-//!    as its owner (its index and small files; layers on first use; its `owner` mark written first) and ingests
-//!    the WAL past the remote copy from the safekeepers (which keep it past `remote_consistent_lsn`);
+//! 1. the live pageserver chosen when the operation started (fewest databases) drops any copy of the tenant it
+//!    holds (a stale secondary: see the work's comment), then attaches the tenant from the remote as its owner (its
+//!    index and small files; layers on first use; its `owner` mark written first) and ingests the WAL past the
+//!    remote copy from the safekeepers (which keep it past `remote_consistent_lsn`);
 //! 2. the placement is switched, conditionally on the lost one;
 //! 3. every compute host re-pointed (`repoint`).
 //!
@@ -179,6 +180,14 @@ impl Control {
                     column.as_deref().unwrap_or("the first pageserver")
                 ));
             }
+            // A copy `to` holds already is a secondary left from an earlier ownership (a pageserver lost, then
+            // back, keeps its tenants so), or this operation's own attach before a crash. Promoted as it is, a
+            // secondary's layer map may name remote layers the owner has deleted since (compacted away): the
+            // first read or compaction that fetches one fails and poisons the timeline. So it is dropped, and the
+            // tenant attached afresh from the remote.
+            retry(|| self.backend.detach_tenant_on(&to, tenant))
+                .await
+                .map_err(|e| format!("dropping the copy the tenant has on {to}: {e} (the placement is unchanged)"))?;
             retry(|| self.backend.attach_tenant_on(&to, tenant, false))
                 .await
                 .map_err(|e| format!("attaching the tenant on {to}: {e} (the placement is unchanged)"))?;

@@ -4,8 +4,8 @@
 //! The steps, each idempotent (ARCHITECTURE.md, **Several pageservers**):
 //! 1. the source holds its remote layer deletions for the tenant (`HoldRemoteDeletions`), so every layer the
 //!    index the target reads next names stays on the remote while the target may fetch it;
-//! 2. the target attaches the tenant from the remote as a *secondary* (it ingests from the safekeepers and
-//!    serves reads, it uploads nothing);
+//! 2. the target drops any copy of the tenant it holds (a stale secondary) and attaches the tenant from the
+//!    remote as a *secondary* (it ingests from the safekeepers and serves reads, it uploads nothing);
 //! 3. the target catches up: the `last_record_lsn` of each of the tenant's timelines on the target reaches the
 //!    source's as read once at this step (bounded by [`CATCH_UP_TIMEOUT`]);
 //! 4. the switch: `databases.pageserver` changed from the source to the target, conditionally on the source;
@@ -223,6 +223,14 @@ impl Control {
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CATCH_UP_TIMEOUT;
         loop {
+            // Any copy the target holds goes first: a secondary left from an earlier ownership (a pageserver
+            // lost, then back, keeps its tenants so; one the tenant moved away from and back to), or this move's
+            // own attach before a crash or a retry. Attached over as it is, its layer map may name remote layers
+            // the owner has deleted since (compacted away): the first read that fetches one fails and poisons the
+            // timeline. So the attach always starts from the remote copy.
+            retry(|| self.backend.detach_tenant_on(to, tenant))
+                .await
+                .map_err(|e| format!("dropping the copy the tenant has on {to}: {e}"))?;
             retry(|| self.backend.attach_tenant_on(to, tenant, true))
                 .await
                 .map_err(|e| format!("attaching the tenant on {to}: {e}"))?;
@@ -241,9 +249,6 @@ impl Control {
                 ));
             }
             tracing::info!(%tenant, timeline = %missing, "the remote copy lacks a timeline yet; attaching again");
-            retry(|| self.backend.detach_tenant_on(to, tenant))
-                .await
-                .map_err(|e| format!("detaching the tenant on {to} to attach it again: {e}"))?;
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }

@@ -142,6 +142,9 @@ pub async fn serve(
             }
         };
         let _ = socket.set_nodelay(true);
+        if let Err(error) = compute::pg::keepalive::configure(&socket) {
+            tracing::warn!(%peer, %error, "keepalive could not be set on a client's connection");
+        }
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             let refusal = startup::error_response("53300", "sorry, too many clients already (cambium proxy)");
             tokio::spawn(async move {

@@ -123,6 +123,9 @@ pub(super) async fn connect(shared: &Shared, database: &str) -> Result<(TcpStrea
                 match tokio::time::timeout(connect_timeout, TcpStream::connect(&address)).await {
                     Ok(Ok(stream)) => {
                         let _ = stream.set_nodelay(true);
+                        if let Err(error) = compute::pg::keepalive::configure(&stream) {
+                            tracing::warn!(%address, %error, "keepalive could not be set on a host connection");
+                        }
                         return Ok((stream, address));
                     }
                     Ok(Err(error)) => format!("its compute host {address} refused: {error}"),

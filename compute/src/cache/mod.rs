@@ -264,19 +264,11 @@ impl HostCache {
         match admission {
             // The page is a buffer of its own: no copy.
             Admission::Memory => self.insert_owned(fact, page.clone()),
-            Admission::Scan => {
-                let mut inner = self.inner.lock();
-                if inner.memory.has_room() {
-                    let before = inner.memory.used_bytes();
-                    let evicted = inner.memory.insert(fact, page.clone());
-                    assert!(
-                        evicted.is_empty(),
-                        "an insert with room evicted {} pages",
-                        evicted.len()
-                    );
-                    METRICS.set_cache_memory_bytes(before, inner.memory.used_bytes());
-                }
-            }
+            // With room nothing is evicted for space, but a block that has `VERSIONS_MAX` versions in memory
+            // already gives up its oldest, which goes to the file cache as any eviction does (as the other scan
+            // admissions, `insert_read` and `insert_prefetched`).
+            Admission::Scan if self.inner.lock().memory.has_room() => self.insert_owned(fact, page.clone()),
+            Admission::Scan => {}
         }
     }
 
@@ -521,6 +513,21 @@ mod tests {
 
     fn page(byte: u8) -> Bytes {
         Bytes::from(vec![byte; PAGE_SIZE_BYTES])
+    }
+
+    /// A scan's page taken from the file cache (a prefetch) for a block that has every version it may keep in
+    /// memory already pushes the oldest out, as any insert does; it panicked ("an insert with room evicted 1
+    /// pages"), failing the read with a disk I/O error (tests/partitions_cluster.rs, a branch read after a
+    /// takeover).
+    #[test]
+    fn a_scan_admission_from_the_file_of_a_block_with_every_version_evicts_its_oldest() {
+        let cache = HostCache::in_memory(16 * ENTRY_BYTES);
+        let timeline = TimelineId(1);
+        for version in 1..=memory::VERSIONS_MAX as u8 {
+            cache.insert(Fact::at(timeline, 2, Lsn(100 * u64::from(version))), &page(version));
+        }
+        cache.admit_from_file(Fact::at(timeline, 2, Lsn(1_000)), &page(9), Admission::Scan);
+        assert_eq!(cache.inner.lock().memory.entry_count(), memory::VERSIONS_MAX);
     }
 
     /// Which of the test's pages `page` is (its fill byte), so failures print a byte, not 8 KiB.

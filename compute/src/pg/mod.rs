@@ -23,6 +23,7 @@ mod error;
 mod exec;
 mod frames;
 mod handlers;
+pub mod keepalive;
 pub mod scram;
 mod session;
 mod startup;
@@ -266,6 +267,9 @@ pub async fn serve_with(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
+                    if let Err(error) = keepalive::configure(&socket) {
+                        tracing::warn!(%peer, %error, "keepalive could not be set on a connection");
+                    }
                     if connections.len() >= CONNECTIONS_MAX {
                         tracing::warn!(%peer, "refusing connection: {CONNECTIONS_MAX} already open");
                         refuse(socket, format!("too many connections: {CONNECTIONS_MAX} already open"));
