@@ -448,7 +448,11 @@ async fn measure_latencies(targets: &[Target], iterations: usize, restores: usiz
 async fn measure_rates(targets: &[Target]) -> Vec<(&'static str, Vec<f64>)> {
     let mut rates = Vec::new();
     for (label, call, path_of) in [
-        ("GET /v1/databases/{id}", Call::Get, database_path as fn(&Target) -> String),
+        (
+            "GET /v1/databases/{id}",
+            Call::Get,
+            database_path as fn(&Target) -> String,
+        ),
         ("GET /v1/projects/{id}", Call::Get, project_path),
         ("PATCH /v1/projects/{id} (rename)", Call::RenameProject, project_path),
     ] {
