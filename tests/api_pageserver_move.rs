@@ -20,26 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::api::{connect, password_of, request, with_password};
 use common::bank::{self, Bank};
-use common::Process;
+use common::{Logs, Process};
 use proto::pageserver as ps;
 use serde_json::Value;
-
-/// Prints the tail of every process's log if the test fails.
-struct Logs(Vec<PathBuf>);
-
-impl Drop for Logs {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        for path in &self.0 {
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            eprintln!("---- {} (last 60 lines)\n{tail}", path.display());
-        }
-    }
-}
 
 /// Three safekeepers, two pageservers sharing a remote, and the API over them.
 struct Deployment {
@@ -491,14 +474,7 @@ async fn a_database_moves_between_pageservers_under_load_and_through_an_api_cras
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     reader.stop().await;
-    let attempts = bank.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(&uri, seed, "after the move").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the move");
+    let (attempts, acknowledged) = bank.stop_and_check(&uri, "after the move").await;
     println!(
         "{} transfers acknowledged, all present after the move",
         acknowledged.len()
@@ -593,14 +569,7 @@ async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_
          {resumed_ms} ms; {} failed transfers or connects meanwhile",
         errors.len()
     );
-    let attempts = bank.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(&uri, seed, "after the re-placement").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the re-placement");
+    let (attempts, acknowledged) = bank.stop_and_check(&uri, "after the re-placement").await;
     println!("{} transfers acknowledged, all present", acknowledged.len());
     assert!(deployment.tenants_on(1).await.contains(&tenant), "the live one has it");
     assert_eq!(deployment.remote_owner(&tenant).as_deref(), Some("ps2"));
@@ -681,14 +650,7 @@ async fn a_move_whose_target_dies_before_the_switch_rolls_back() {
     bank.progress(40, "after the rollback").await;
     let errors = failed_since(&bank, moved_at);
     assert!(errors.is_empty(), "the bank's errors: {errors:?}");
-    let attempts = bank.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(&uri, seed, "after the rollback").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the rollback");
+    let (_, acknowledged) = bank.stop_and_check(&uri, "after the rollback").await;
     println!(
         "{} transfers acknowledged, all present after the rollback",
         acknowledged.len()
@@ -764,14 +726,7 @@ async fn a_failover_cut_by_an_api_crash_is_resumed_after_the_restart() {
     let operations = deployment.operations_of(&database_id, "failover_pageserver");
     assert_eq!(operations.len(), 1, "resumed, not started again: {operations:?}");
     bank.progress(40, "after the failover").await;
-    let attempts = bank.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(&uri, seed, "after the failover").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the failover");
+    let (_, acknowledged) = bank.stop_and_check(&uri, "after the failover").await;
     println!(
         "{} transfers acknowledged, all present after the failover",
         acknowledged.len()

@@ -460,14 +460,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         "{frozen_db} is still served by the host it was taken from"
     );
     workload.progress(20, "after the frozen host was continued").await;
-    let attempts = workload.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(frozen_uri, seed, "after the freeze").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the freeze");
+    workload.stop_and_check(frozen_uri, "after the freeze").await;
 
     // Failover: a bank workload through the proxy on a database of the first host, then kill -9 of the first.
     let (bank_db, _, bank_uri) = databases.iter().find(|(id, _, _)| on_first.contains(id)).expect("one");
@@ -517,14 +510,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
         .map(|(url, _)| url.as_str())
         .collect();
     assert_eq!(live, HashSet::from([second_url.as_str()]), "{hosts:?}");
-    let attempts = workload.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(bank_uri, seed, "after the failover").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the failover");
+    workload.stop_and_check(bank_uri, "after the failover").await;
 
     // The killed process restarted (a new, empty host: its old row went with its databases) serves none of them,
     // and the next database goes to it, the host with fewer.

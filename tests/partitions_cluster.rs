@@ -32,7 +32,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ use common::api::{connect, password_of, request, with_password};
 use common::bank::{self, Bank};
 use common::netns::Net;
 use common::postgres::TestPostgres;
-use common::Process;
+use common::{Logs, Process};
 use serde_json::Value;
 
 /// The PostgreSQL port of each compute host (its namespace has nothing else on it).
@@ -70,23 +69,6 @@ const PROXY_LOSS: Duration = Duration::from_secs(5);
 const CALL_BOUND: Duration = Duration::from_secs(30);
 /// The period of the split-brain watch.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
-
-/// Prints the tail of every process's log if the test fails.
-struct Logs(Vec<PathBuf>);
-
-impl Drop for Logs {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        for path in &self.0 {
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-            eprintln!("---- {} (last 40 lines)\n{tail}", path.display());
-        }
-    }
-}
 
 /// Fields drop in order: the processes, then the metadata server, then the network, then the files.
 struct Deployment {

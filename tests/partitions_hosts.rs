@@ -18,7 +18,6 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::api::{connect, request};
@@ -336,12 +335,5 @@ async fn a_host_cut_from_the_metadata_fences_itself_before_another_takes_over() 
         Some(second_url.as_str())
     );
 
-    let attempts = workload.stop().await;
-    let acknowledged: HashSet<i64> = attempts
-        .iter()
-        .filter(|a| matches!(a.outcome, bank::Outcome::Acknowledged))
-        .map(|a| a.transfer.id)
-        .collect();
-    let state = bank::read_state(&uri, seed, "after the partition").await;
-    bank::check(&state, &attempts, &acknowledged, seed, "after the partition");
+    workload.stop_and_check(&uri, "after the partition").await;
 }

@@ -397,6 +397,26 @@ impl Bank {
         let attempts = self.log.attempts.lock().expect("log lock").clone();
         attempts
     }
+
+    /// Stops the workload, reads `uri`'s final state and [`check`]s it (every acknowledged transfer there, the
+    /// total conserved); the attempts and the ids of the acknowledged ones.
+    pub async fn stop_and_check(self, uri: &str, what: &str) -> (Vec<Attempt>, HashSet<i64>) {
+        let seed = self.seed;
+        let attempts = self.stop().await;
+        let acknowledged = acknowledged_ids(&attempts);
+        let state = read_state(uri, seed, what).await;
+        check(&state, &attempts, &acknowledged, seed, what);
+        (attempts, acknowledged)
+    }
+}
+
+/// The ids of the acknowledged transfers among `attempts`.
+pub fn acknowledged_ids(attempts: &[Attempt]) -> HashSet<i64> {
+    attempts
+        .iter()
+        .filter(|a| matches!(a.outcome, Outcome::Acknowledged))
+        .map(|a| a.transfer.id)
+        .collect()
 }
 
 /// What a branch holds.

@@ -21,6 +21,23 @@ pub fn skipped(what: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {what}");
 }
 
+/// Log files whose last lines are printed if the test fails (when this is dropped while panicking).
+pub struct Logs(pub Vec<PathBuf>);
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for path in &self.0 {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            eprintln!("---- {} (last 60 lines)\n{tail}", path.display());
+        }
+    }
+}
+
 /// A `cambium <subcommand>` process and what it needs to be restarted the same way.
 pub struct Process {
     args: Vec<String>,
