@@ -75,3 +75,10 @@ UPDATE posts SET tags = tags || ARRAY['z'] WHERE id = 5 RETURNING tags;
 UPDATE posts SET tags = array_remove(tags, 'x') WHERE id = 5 RETURNING tags;
 SELECT id FROM posts WHERE cardinality(tags) > 1 ORDER BY id;
 SELECT array_agg(DISTINCT t ORDER BY t) FROM posts, unnest(tags) AS t WHERE id = 5;
+-- Appended: SELECT * over a multi-array unnest (all its columns are named unnest), and Django's bulk_create.
+SELECT * FROM unnest(ARRAY['a', 'b']::varchar[], ARRAY[1, 2]::integer[], ARRAY['x', 'y']::varchar[]);
+SELECT * FROM unnest(ARRAY[1, 2, 3], ARRAY['x', 'y']) ORDER BY 1;
+CREATE TABLE perms (id serial PRIMARY KEY, name varchar(255) NOT NULL, content_type_id integer NOT NULL, codename varchar(100) NOT NULL);
+INSERT INTO perms (name, content_type_id, codename) SELECT * FROM UNNEST((ARRAY['Can add', 'Can change'])::varchar[], (ARRAY[1, 1])::integer[], (ARRAY['add', 'change'])::varchar[]) RETURNING perms.id;
+SELECT id, name, content_type_id, codename FROM perms ORDER BY id;
+DROP TABLE perms;

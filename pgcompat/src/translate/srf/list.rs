@@ -184,16 +184,31 @@ fn expand_wildcards(rewriter: &Rewriter<'_>, select: &mut Select) -> Result<(), 
         return Ok(());
     };
     let function_items = |table: &FunctionTable| -> Vec<SelectItem> {
+        let named_once = |name: &str| {
+            table
+                .columns
+                .iter()
+                .filter(|c| c.name.eq_ignore_ascii_case(name))
+                .count()
+                == 1
+        };
         table
             .columns
             .iter()
-            // A reference to the column, resolved (and typed) as any `alias.column` is: its expression is
-            // already SQLite's and must not be translated again (`->` in it is SQLite's, not PostgreSQL's).
             .map(|c| SelectItem::ExprWithAlias {
-                expr: Expr::CompoundIdentifier(vec![
-                    Ident::with_quote('"', table.alias.clone()),
-                    Ident::with_quote('"', c.name.clone()),
-                ]),
+                // A reference to the column, resolved (and typed) as any `alias.column` is: its expression is
+                // already SQLite's and must not be translated again (`->` in it is SQLite's, not PostgreSQL's).
+                // A name several columns share (`unnest(a, b)`: both `unnest`) would resolve to the first of
+                // them: those columns are spelled out (they are casts of the zipped elements, which translate
+                // to themselves).
+                expr: if named_once(&c.name) {
+                    Expr::CompoundIdentifier(vec![
+                        Ident::with_quote('"', table.alias.clone()),
+                        Ident::with_quote('"', c.name.clone()),
+                    ])
+                } else {
+                    c.expr.clone()
+                },
                 alias: Ident::with_quote('"', c.name.clone()),
             })
             .collect()
