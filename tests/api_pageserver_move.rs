@@ -968,16 +968,6 @@ impl TwoHosts {
     }
 }
 
-/// Sends `signal` (`-STOP`, `-CONT`) to `process`.
-fn signal(process: &Process, signal: &str) {
-    let pid = process.pid().expect("running").to_string();
-    let status = std::process::Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
 /// Issue 17 items 2 and 4: moves issued through one API process re-point every compute host. Two compute hosts
 /// (PostgreSQL metadata, clients through `cambium proxy`) each serve one database under the bank workload and a
 /// reader whose session stays open; both databases are moved to the other pageserver through the first process.
@@ -1115,10 +1105,10 @@ async fn a_move_through_one_api_process_re_points_every_compute_host() {
     // The second host cannot be told: stopped while the first moves its database away again; it follows at its
     // next round.
     let back = 1 - index_of(&placed[remote].1);
-    signal(&hosts.apis[1], "-STOP");
+    hosts.apis[1].signal("-STOP");
     let stopped_at = Instant::now();
     let ended = hosts.move_through_first(id, back, Handling::ByTheFirst).await;
-    signal(&hosts.apis[1], "-CONT");
+    hosts.apis[1].signal("-CONT");
     println!(
         "{id} moved back while its host was stopped: {} after {} ms",
         ended["status"],

@@ -405,7 +405,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
     workload.progress(20, "before the freeze").await;
     // A session open through the proxy on the host about to freeze.
     let stranded = connect(frozen_uri).await.expect("a session before the freeze");
-    signal(&deployment.second, "-STOP");
+    deployment.second.signal("-STOP");
     let frozen = Instant::now();
     loop {
         let placed = placements(&deployment.metadata).await;
@@ -432,7 +432,7 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
          freeze",
         frozen.elapsed()
     );
-    signal(&deployment.second, "-CONT");
+    deployment.second.signal("-CONT");
     let continued = Instant::now();
     // Continued, it learns it lost its lease and registers again, serving nothing it lost.
     loop {
@@ -531,16 +531,6 @@ async fn databases_are_placed_routed_forwarded_and_failed_over() {
 }
 
 /// Now as the metadata stores times (ISO 8601 UTC, three fractional digits).
-/// Sends `signal` (`-STOP`, `-CONT`) to `process`.
-fn signal(process: &Process, signal: &str) {
-    let pid = process.pid().expect("running").to_string();
-    let status = std::process::Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
 fn now_text() -> String {
     format!("{:.3}", jiff::Timestamp::now())
 }

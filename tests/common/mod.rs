@@ -108,6 +108,13 @@ fn spawn(
 }
 
 impl Process {
+    /// Sends `signal` (`-STOP`, `-CONT`) to the running process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("running").to_string();
+        let status = Command::new("kill").args([signal, &pid]).status().expect("kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts `cambium <args>` on a free loopback port.
     pub fn start(args: Vec<String>) -> Process {
         let (child, address) = spawn(None, &args, &[], "127.0.0.1:0", None);
