@@ -48,6 +48,10 @@ const MAGIC: u32 = u32::from_le_bytes(*b"LFC1");
 const PAGE_SIZE_U64: u64 = PAGE_SIZE_BYTES as u64;
 /// Headers read at once when the file is opened.
 const LOAD_CHUNK_SLOTS: usize = 16_384;
+/// Facts kept per block of a timeline, at most: a newer one replaces the oldest (by the end of its range). Without
+/// a bound the versions of a hot page (one a commit per version) filled the cache and every insert and lookup of
+/// that block walked all of them (a one-row UPDATE loop spent a quarter of the process's CPU there).
+pub const FILE_VERSIONS_MAX: usize = 4;
 const _: () = assert!(PAGE_SIZE_BYTES % HEADER_BYTES == 0);
 
 /// Where the file cache lives and how large it is.
@@ -365,6 +369,9 @@ impl FileCache {
                 }) {
                     continue; // the same block twice in one batch: the first is kept
                 }
+                if !make_room_for_version(&mut state, *fact) {
+                    continue; // older than every version kept of its block
+                }
                 let Some(slot) = self.victim(&mut state) else {
                     break; // every slot is being written: the rest are not kept
                 };
@@ -490,11 +497,12 @@ enum Overlap {
 
 /// Widens an entry of `fact`'s block whose range overlaps it (see [`Overlap`]).
 fn widen_overlapping(state: &mut FileState, fact: Fact) -> Overlap {
-    let Some(slots) = state.index.get(&(fact.timeline, fact.block)).cloned() else {
+    let FileState { slots, index, .. } = state;
+    let Some(kept) = index.get(&(fact.timeline, fact.block)) else {
         return Overlap::None;
     };
-    for slot in slots {
-        let meta = &mut state.slots[slot as usize];
+    for &slot in kept {
+        let meta = &mut slots[slot as usize];
         let Some(old) = meta.fact else { continue };
         if old.from <= fact.to && fact.from <= old.to {
             meta.referenced = true;
@@ -515,6 +523,32 @@ fn widen_overlapping(state: &mut FileState, fact: Fact) -> Overlap {
         }
     }
     Overlap::None
+}
+
+/// Makes room for a new version `fact` of its block ([`FILE_VERSIONS_MAX`]): while the block has that many,
+/// the oldest goes (its slot is free for the victim search). Returns `false`, removing nothing, when `fact` is
+/// older than every version kept (the block's newest versions are the ones worth keeping).
+fn make_room_for_version(state: &mut FileState, fact: Fact) -> bool {
+    loop {
+        let oldest = {
+            let Some(kept) = state.index.get(&(fact.timeline, fact.block)) else {
+                return true;
+            };
+            if kept.len() < FILE_VERSIONS_MAX {
+                return true;
+            }
+            kept.iter()
+                .filter_map(|&slot| state.slots[slot as usize].fact.map(|old| (old.to, slot)))
+                .min()
+        };
+        let Some((oldest_to, slot)) = oldest else {
+            return true;
+        };
+        if fact.to <= oldest_to {
+            return false;
+        }
+        remove_slot(state, slot);
+    }
 }
 
 fn remove_slot(state: &mut FileState, slot: u32) {
@@ -632,6 +666,33 @@ mod tests {
         let cache = open(dir.path(), 16);
         assert_eq!(cache.used_bytes(), 0);
         assert_eq!(cache.lookup(&link(100), 2), None);
+    }
+
+    #[test]
+    fn a_block_keeps_its_newest_versions_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = open(dir.path(), 32);
+        let versions = FILE_VERSIONS_MAX as u64 + 3;
+        for version in 1..=versions {
+            cache.insert(Fact::at(T, 7, Lsn(100 * version)), &page(version as u8));
+        }
+        assert_eq!(cache.state.lock().index[&(T, 7)].len(), FILE_VERSIONS_MAX);
+        assert_eq!(cache.used_bytes(), FILE_VERSIONS_MAX as u64 * PAGE_SIZE_U64);
+        let newest = 100 * versions;
+        assert_eq!(
+            cache.lookup(&link(newest), 7).map(|(_, p)| p),
+            Some(Bytes::from(page(versions as u8)))
+        );
+        let oldest_kept = versions + 1 - FILE_VERSIONS_MAX as u64;
+        assert!(cache.lookup(&link(100 * oldest_kept), 7).is_some());
+        assert_eq!(cache.lookup(&link(100), 7), None, "the oldest versions went first");
+        // A version older than every one kept is not kept, and removes nothing.
+        cache.insert(Fact::at(T, 7, Lsn(50)), &page(0));
+        assert_eq!(cache.lookup(&link(50), 7), None);
+        assert_eq!(cache.state.lock().index[&(T, 7)].len(), FILE_VERSIONS_MAX);
+        // Another block is not limited by this one's versions.
+        cache.insert(Fact::at(T, 8, Lsn(50)), &page(8));
+        assert!(cache.lookup(&link(50), 8).is_some());
     }
 
     #[test]

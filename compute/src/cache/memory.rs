@@ -104,7 +104,8 @@ impl MemoryTier {
     }
 
     /// Adds `fact` with its `page` (a copy owned by the cache), merged with an overlapping fact of the block.
-    /// Returns the entries evicted to stay within the budget, for the next tier.
+    /// Returns the entries evicted to stay within the budget, for the next tier (a block's oldest version
+    /// dropped for [`VERSIONS_MAX`] is not among them).
     pub fn insert(&mut self, fact: Fact, page: Bytes) -> Vec<(Fact, Bytes)> {
         assert!(fact.from <= fact.to, "fact {fact:?} has an empty range");
         assert!(page.len() == PAGE_SIZE_BYTES, "a cached page of {} bytes", page.len());
@@ -124,13 +125,15 @@ impl MemoryTier {
             }
         }
         if existing.len() >= VERSIONS_MAX {
-            // The oldest version of the block makes room.
+            // The oldest version of the block makes room. It is dropped, not handed to the next tier: a hot
+            // block's superseded versions (one per commit) would otherwise cost a file-cache write on every
+            // commit's acknowledgement, for reads at old snapshots that are rare.
             let oldest = existing
                 .iter()
                 .copied()
                 .min_by_key(|&index| self.slot(index).fact.to)
                 .expect("the block has versions");
-            evicted.extend(self.remove_slot(oldest));
+            self.remove_slot(oldest);
         }
         while self.used_bytes + ENTRY_BYTES > self.budget_bytes {
             match self.evict_one() {
@@ -265,7 +268,8 @@ mod tests {
         assert_eq!(tier.lookup(T, 0, Lsn(20), None), Some(page(2)));
         assert_eq!(tier.lookup(T, 0, Lsn(15), None), None);
         for lsn in 30..40 {
-            tier.insert(Fact::at(T, 0, Lsn(lsn)), page(lsn as u8));
+            let evicted = tier.insert(Fact::at(T, 0, Lsn(lsn)), page(lsn as u8));
+            assert!(evicted.is_empty(), "a superseded version is dropped, not passed to the file cache");
         }
         assert_eq!(tier.entry_count(), VERSIONS_MAX);
         assert_eq!(tier.lookup(T, 0, Lsn(39), None), Some(page(39)));

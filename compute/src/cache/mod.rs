@@ -265,8 +265,8 @@ impl HostCache {
             // The page is a buffer of its own: no copy.
             Admission::Memory => self.insert_owned(fact, page.clone()),
             // With room nothing is evicted for space, but a block that has `VERSIONS_MAX` versions in memory
-            // already gives up its oldest, which goes to the file cache as any eviction does (as the other scan
-            // admissions, `insert_read` and `insert_prefetched`).
+            // already gives up its oldest (dropped, as for the other scan admissions, `insert_read` and
+            // `insert_prefetched`).
             Admission::Scan if self.inner.lock().memory.has_room() => self.insert_owned(fact, page.clone()),
             Admission::Scan => {}
         }
