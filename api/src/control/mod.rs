@@ -37,7 +37,7 @@ pub mod scale_to_zero;
 mod schema_diff;
 mod serving;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,6 +125,9 @@ impl Default for Quotas {
 /// Locks in the map before [`Control::locked`] drops the ones nobody holds or awaits (normally each is dropped
 /// with its last guard; this catches those whose waiter was cancelled).
 const LOCKS_PRUNE_AT: usize = 1024;
+/// Restores' timelines remembered as made by their request, at most (past it the set is cleared: their works make
+/// them again, idempotently).
+const RESTORE_STORAGE_MADE_MAX: usize = 4096;
 
 /// A held database or project lock. Dropping it lets go, and forgets the lock if nobody else holds or awaits it
 /// (they all got it from the map, under the map's lock), so the map holds the locks in use, not one per id ever
@@ -167,6 +170,10 @@ pub struct Control {
     /// Timelines of branches created here whose storage is known to be there, to record so with the next branch
     /// creation's row (`Control::create_branch`; no commit of their own on the path).
     creations_confirmed: parking_lot::Mutex<Vec<TimelineId>>,
+    /// New timelines of restores whose storage the request made (at once with the operation's row, under the
+    /// database's lock), so their operation's work does not make them again (`restore`). At most
+    /// [`RESTORE_STORAGE_MADE_MAX`]; a timeline missing here is made by the work (the creation is idempotent).
+    restore_storage_made: parking_lot::Mutex<HashSet<TimelineId>>,
     /// The metadata is SQLite: this is the only API process and compute host.
     single_host: bool,
     /// Held while a database's pageserver is read and its computes re-pointed (`repoint`).
@@ -211,6 +218,7 @@ impl Control {
             me: weak.clone(),
             placement: placement::PlacementState::default(),
             creations_confirmed: parking_lot::Mutex::new(Vec::new()),
+            restore_storage_made: parking_lot::Mutex::new(HashSet::new()),
             repoint: tokio::sync::Mutex::new(()),
         })
     }

@@ -142,6 +142,7 @@ impl Control {
             }),
             preserved_id: new_id("br_", now_ms),
         };
+        let new_timeline_id = params.new_timeline_id;
         let action = match kind {
             Move::Restore => Action::RestoreBranch(params),
             Move::Reset => Action::ResetBranch(params),
@@ -163,26 +164,63 @@ impl Control {
             database.id.clone(),
             branch.id.clone(),
         );
+        // The new timeline on the storage at once with the operation's row, under the database's lock: the request
+        // waits for the slower of the two flushes, and the work does not make it again. Until the row is written
+        // the lock keeps the reconciler from judging the timeline an orphan; after, the running operation does
+        // (`reconcile`). If the row is not written, the timeline is an orphan the reconciler deletes; if the
+        // storage failed, the work makes it (with retries), as before.
+        let new_timeline = TimelineRow {
+            timeline_id: new_timeline_id,
+            ancestor_timeline_id: Some(source.0),
+            start_lsn: source.1,
+        };
+        let set = self.set_for_new_timeline(&database.id, new_timeline.timeline_id).await?;
+        stages::mark("safekeeper_set");
         // The call's audit entry (202) goes in the operation's own transaction: one metadata flush, not two.
         let audit = audit::claim(202);
         let entry = audit.as_ref().map(|claim| claim.entry().clone());
-        let operation = self
-            .blocking(move |store| {
-                store.start_operation_audited(
-                    &NewOperation {
-                        project_id: &project_id,
-                        account_id: &account,
-                        database_id: Some(&database_id),
-                        branch_id: Some(&branch_id),
-                        action: &action,
-                    },
-                    entry.as_ref(),
-                )
-            })
-            .await?;
+        let write_row = async {
+            let began = std::time::Instant::now();
+            let written = self
+                .blocking(move |store| {
+                    store.start_operation_audited(
+                        &NewOperation {
+                            project_id: &project_id,
+                            account_id: &account,
+                            database_id: Some(&database_id),
+                            branch_id: Some(&branch_id),
+                            action: &action,
+                        },
+                        entry.as_ref(),
+                    )
+                })
+                .await;
+            stages::record("metadata_write", began.elapsed());
+            written
+        };
+        let make_storage = async {
+            let began = std::time::Instant::now();
+            let stored = self.backend.create_timeline(database.tenant_id, &new_timeline, &set).await;
+            stages::record("storage", began.elapsed());
+            stored
+        };
+        let (operation, stored) = tokio::join!(write_row, make_storage);
         stages::mark("write_operation");
+        let operation = operation?;
         if let Some(audit) = audit {
             audit.committed();
+        }
+        match stored {
+            Ok(()) => {
+                let mut made = self.restore_storage_made.lock();
+                if made.len() >= super::RESTORE_STORAGE_MADE_MAX {
+                    made.clear();
+                }
+                made.insert(new_timeline.timeline_id);
+            }
+            Err(error) => {
+                tracing::info!(operation = %operation.id, %error, "a restore's timeline was not made with its request; its work makes it")
+            }
         }
         slot.submit(operation.id.clone());
         Ok(operation)
@@ -223,7 +261,11 @@ impl Control {
             .await
             .map_err(|e| format!("choosing the safekeepers: {e:?}"))?;
         stages::mark("safekeeper_set");
-        retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline, &set)).await?;
+        // Made by the request (in this process) unless it failed there or this run resumes after a restart.
+        let made = self.restore_storage_made.lock().remove(&new_timeline_id);
+        if !made {
+            retry(|| self.backend.create_timeline(database.tenant_id, &new_timeline, &set)).await?;
+        }
         stages::mark("storage");
         let change = RestoreChange {
             branch_id: params.branch_id.clone(),
