@@ -174,7 +174,9 @@ impl Control {
             ancestor_timeline_id: Some(source.0),
             start_lsn: source.1,
         };
-        let set = self.set_for_new_timeline(&database.id, new_timeline.timeline_id).await?;
+        let set = self
+            .set_for_new_timeline(&database.id, new_timeline.timeline_id)
+            .await?;
         stages::mark("safekeeper_set");
         // The call's audit entry (202) goes in the operation's own transaction: one metadata flush, not two.
         let audit = audit::claim(202);
@@ -200,7 +202,10 @@ impl Control {
         };
         let make_storage = async {
             let began = std::time::Instant::now();
-            let stored = self.backend.create_timeline(database.tenant_id, &new_timeline, &set).await;
+            let stored = self
+                .backend
+                .create_timeline(database.tenant_id, &new_timeline, &set)
+                .await;
             stages::record("storage", began.elapsed());
             stored
         };

@@ -269,7 +269,10 @@ mod tests {
         assert_eq!(tier.lookup(T, 0, Lsn(15), None), None);
         for lsn in 30..40 {
             let evicted = tier.insert(Fact::at(T, 0, Lsn(lsn)), page(lsn as u8));
-            assert!(evicted.is_empty(), "a superseded version is dropped, not passed to the file cache");
+            assert!(
+                evicted.is_empty(),
+                "a superseded version is dropped, not passed to the file cache"
+            );
         }
         assert_eq!(tier.entry_count(), VERSIONS_MAX);
         assert_eq!(tier.lookup(T, 0, Lsn(39), None), Some(page(39)));
