@@ -27,6 +27,7 @@
 //! after the source's detach in step 6 has waited out the source's uploads and left it unable to start one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -231,9 +232,31 @@ impl Control {
             retry(|| self.backend.detach_tenant_on(to, tenant))
                 .await
                 .map_err(|e| format!("dropping the copy the tenant has on {to}: {e}"))?;
-            retry(|| self.backend.attach_tenant_on(to, tenant, true))
-                .await
-                .map_err(|e| format!("attaching the tenant on {to}: {e}"))?;
+            // A tenant the source has not uploaded yet (made moments ago: its uploader runs every second) is not
+            // on the remote: waited for as a timeline not uploaded yet is, below.
+            let not_uploaded = AtomicBool::new(false);
+            retry(|| async {
+                match self.backend.attach_tenant_on(to, tenant, true).await {
+                    Err(BackendError::NotFound(_)) => {
+                        not_uploaded.store(true, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    other => other,
+                }
+            })
+            .await
+            .map_err(|e| format!("attaching the tenant on {to}: {e}"))?;
+            if not_uploaded.load(Ordering::Relaxed) {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "the remote copy still lacks the tenant after {} s (the source has not uploaded it)",
+                        CATCH_UP_TIMEOUT.as_secs()
+                    ));
+                }
+                tracing::info!(%tenant, "the remote copy lacks the tenant yet; attaching again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
             let attached = self
                 .backend
                 .last_record_lsns_on(to, tenant)
