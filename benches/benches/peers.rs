@@ -773,7 +773,7 @@ async fn cambium_fill(uri: &str, bytes: u64) -> u64 {
     let started = Instant::now();
     while current < bytes {
         let next: i64 = client
-            .query_one("SELECT coalesce(max(id), 0) FROM blobs", &[])
+            .query_one("SELECT coalesce(max(id), 0)::bigint FROM blobs", &[])
             .await
             .expect("max")
             .get(0);

@@ -14,7 +14,7 @@ use crate::store::audit;
 use crate::store::databases::{Branch, Database, DatabaseStatus, RestoreChange, TimelineRow};
 use crate::store::operations::{Action, NewOperation, Operation, RestoreParams};
 use crate::store::webhooks::WebhookEvent;
-use crate::store::{new_id, AccountId};
+use crate::store::{new_id, AccountId, StoreError};
 
 /// Which of the two moves of a branch onto a new timeline an operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,13 +105,20 @@ impl Control {
         // count this one.
         let _held = self.locked(&branch.database_id).await;
         stages::mark("lock");
-        // The branch again, and the quota's counts if a branch is kept, in one store call.
+        // The branch again, and the quota's counts if a branch is kept, in one store call. An operation already
+        // running on the branch is refused here, before the storage is asked for a timeline (the row's insert
+        // checks again, in its transaction).
         let (account_id, branch_id) = (account.clone(), branch.id.clone());
         let (branch, database, counts) = self
             .blocking(move |store| {
                 let Some((branch, database)) = store.get_branch(&account_id, &branch_id)? else {
                     return Ok(None);
                 };
+                if let Some(running) = store.running_operation_on_branch(&branch.id)? {
+                    return Err(StoreError::Conflict(format!(
+                        "operation {running} is running on this branch"
+                    )));
+                }
                 let counts = if preserve {
                     Some((
                         store.branch_count(&database.id)?,

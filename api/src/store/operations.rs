@@ -462,7 +462,19 @@ impl Store {
         rows.map(|row| finish_row(row?)).collect()
     }
 
-    /// A running operation on database `database_id`, if any.
+    /// The id of a running operation on branch `branch_id`, if any.
+    pub fn running_operation_on_branch(&self, branch_id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn
+            .query_row(
+                "SELECT id FROM operations WHERE branch_id = ?1 AND status = 'running' LIMIT 1",
+                [branch_id],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The id of a running operation on database `database_id`, if any.
     pub fn running_operation_on_database(&self, database_id: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn()?;
         Ok(conn
