@@ -464,23 +464,21 @@ impl Store {
 
     /// The id of a running operation on branch `branch_id`, if any.
     pub fn running_operation_on_branch(&self, branch_id: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn()?;
-        Ok(conn
-            .query_row(
-                "SELECT id FROM operations WHERE branch_id = ?1 AND status = 'running' LIMIT 1",
-                [branch_id],
-                |row| row.get(0),
-            )
-            .optional()?)
+        self.running_operation_where("branch_id", branch_id)
     }
 
     /// The id of a running operation on database `database_id`, if any.
     pub fn running_operation_on_database(&self, database_id: &str) -> Result<Option<String>, StoreError> {
+        self.running_operation_where("database_id", database_id)
+    }
+
+    /// The id of a running operation whose `column` (a column name of this module, never input) is `value`.
+    fn running_operation_where(&self, column: &'static str, value: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn()?;
         Ok(conn
             .query_row(
-                "SELECT id FROM operations WHERE database_id = ?1 AND status = 'running' LIMIT 1",
-                [database_id],
+                &format!("SELECT id FROM operations WHERE {column} = ?1 AND status = 'running' LIMIT 1"),
+                [value],
                 |row| row.get(0),
             )
             .optional()?)
