@@ -312,18 +312,23 @@ impl Bank {
         errors
     }
 
+    /// Panics, naming `what` and the recent errors, if a client's task has stopped (it runs until `stop`).
+    fn assert_clients_run(&self, what: &str) {
+        if let Some(finished) = self.clients.iter().position(|c| c.is_finished()) {
+            panic!(
+                "seed {:#x}: {what}: client {finished} stopped; recent errors: {:?}",
+                self.seed,
+                self.recent_errors()
+            );
+        }
+    }
+
     /// Waits (bounded) for `more` transfers to be acknowledged.
     pub async fn progress(&self, more: u64, what: &str) {
         let target = self.log.acknowledged.load(Ordering::SeqCst) + more;
         let deadline = Instant::now() + PROGRESS_TIMEOUT;
         while self.log.acknowledged.load(Ordering::SeqCst) < target {
-            if let Some(finished) = self.clients.iter().position(|c| c.is_finished()) {
-                panic!(
-                    "seed {:#x}: {what}: client {finished} stopped; recent errors: {:?}",
-                    self.seed,
-                    self.recent_errors()
-                );
-            }
+            self.assert_clients_run(what);
             assert!(
                 Instant::now() < deadline,
                 "seed {:#x}: {what}: {} of {target} transfers acknowledged after {PROGRESS_TIMEOUT:?}; \
@@ -364,13 +369,7 @@ impl Bank {
             if behind.is_empty() {
                 return;
             }
-            if let Some(finished) = self.clients.iter().position(|c| c.is_finished()) {
-                panic!(
-                    "seed {:#x}: {what}: client {finished} stopped; recent errors: {:?}",
-                    self.seed,
-                    self.recent_errors()
-                );
-            }
+            self.assert_clients_run(what);
             assert!(
                 Instant::now() < deadline,
                 "seed {:#x}: {what}: clients behind after {PROGRESS_TIMEOUT:?} (client, acknowledged, wanted): \
