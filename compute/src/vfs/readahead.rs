@@ -12,10 +12,19 @@
 //!   the child right after the previously read child of the same parent is a scan, and the next children are
 //!   asked for, whatever their page numbers (a table loaded in random key order, or after updates).
 //!
+//! A read's place among a parent's children is found without an index of every child: it is either the
+//! child after the previous read's place (a scan's next step, one comparison) or found by a linear search of
+//! the most recently read parents' children, newest first (a scan's first step, or a point read's
+//! descent, which reads each child right after its parent, so the first list searched holds it); interior
+//! pages are not looked for at all (a descent reads their children next, not their siblings). A hash map
+//! from every remembered child to its parent cost a rehash of hundreds of children for every interior page
+//! read, and point reads re-read their interior pages at every transaction: 7 % of the compute's CPU under
+//! pgbench's TPC-B (ARCHITECTURE.md, Decisions).
+//!
 //! A read that fits neither (a point lookup: root, interior, leaf) asks for nothing, so it stays one round
 //! trip. Requests are topped up when less than half a window is ahead of the reader, so they go in batches.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use cambium_types::PAGE_SIZE_BYTES;
 
@@ -25,6 +34,10 @@ pub const SEQUENTIAL_GAP_MAX: u32 = 4;
 pub const SEQUENTIAL_RUN_MIN: u32 = 2;
 /// Interior pages whose children are remembered.
 pub const PARENTS_MAX: usize = 16;
+/// Remembered parents searched (most recently read first) for a read that is not a scan's next step: a
+/// scan's first child is read right after its parent or a few other reads later, and a read no parent
+/// holds (a small table's root leaf, page 1) costs this many children lists, not all of them.
+pub const SEARCHED_PARENTS_MAX: usize = 4;
 /// SQLite's database header before page 1's b-tree header.
 const PAGE_ONE_HEADER_BYTES: usize = 100;
 
@@ -36,10 +49,10 @@ pub(crate) struct ReadAhead {
     run: u32,
     /// Sequential blocks below this were asked for.
     sequential_until: u32,
-    /// Interior pages read, oldest first, with their children in key order.
+    /// Interior pages read, least recently read first, with their children in key order; at most
+    /// [`PARENTS_MAX`], one entry per parent.
     parents: VecDeque<(u32, Vec<u32>)>,
-    /// Child block → (parent block, index among its children), for the remembered parents.
-    positions: HashMap<u32, (u32, usize)>,
+    /// The previous read's (parent block, index among its children), if it was a remembered parent's child.
     last_position: Option<(u32, usize)>,
     /// Children of this parent below this index were asked for.
     ordered_until: Option<(u32, usize)>,
@@ -53,8 +66,7 @@ impl ReadAhead {
             last_block: None,
             run: 0,
             sequential_until: 0,
-            parents: VecDeque::new(),
-            positions: HashMap::new(),
+            parents: VecDeque::with_capacity(PARENTS_MAX),
             last_position: None,
             ordered_until: None,
         }
@@ -65,9 +77,17 @@ impl ReadAhead {
         if self.window_pages == 0 {
             return Vec::new();
         }
-        let mut wanted = self.ordered(block);
+        let children = interior_children(block, page);
+        // An interior page's own place among its parent's children is not looked for: the read after it is
+        // one of its own children (a descent), never its next sibling, so it starts no scan step.
+        let mut wanted = if children.is_some() {
+            self.last_position = None;
+            Vec::new()
+        } else {
+            self.ordered(block)
+        };
         wanted.extend(self.sequential(block));
-        if let Some(children) = interior_children(block, page) {
+        if let Some(children) = children {
             self.remember(block, children);
         }
         wanted
@@ -97,8 +117,32 @@ impl ReadAhead {
         (from..until).collect()
     }
 
+    /// `block`'s place among a remembered parent's children: right after the previous read's place, or else
+    /// the first place found among the [`SEARCHED_PARENTS_MAX`] most recently read parents' children.
+    fn position_of(&self, block: u32) -> Option<(u32, usize)> {
+        if let Some((parent, index)) = self.last_position {
+            let next = self.children_of(parent).and_then(|children| children.get(index + 1));
+            if next == Some(&block) {
+                return Some((parent, index + 1));
+            }
+        }
+        self.parents
+            .iter()
+            .rev()
+            .take(SEARCHED_PARENTS_MAX)
+            .find_map(|(parent, children)| index_of(children, block).map(|index| (*parent, index)))
+    }
+
+    fn children_of(&self, parent: u32) -> Option<&Vec<u32>> {
+        self.parents
+            .iter()
+            .rev()
+            .find(|(p, _)| *p == parent)
+            .map(|(_, children)| children)
+    }
+
     fn ordered(&mut self, block: u32) -> Vec<u32> {
-        let position = self.positions.get(&block).copied();
+        let position = self.position_of(block);
         let previous = std::mem::replace(&mut self.last_position, position);
         let (Some((parent, index)), Some((last_parent, last_index))) = (position, previous) else {
             return Vec::new();
@@ -106,7 +150,7 @@ impl ReadAhead {
         if parent != last_parent || index != last_index + 1 {
             return Vec::new();
         }
-        let Some(children) = self.parents.iter().find(|(p, _)| *p == parent).map(|(_, c)| c) else {
+        let Some(children) = self.children_of(parent) else {
             return Vec::new();
         };
         let until = (index + 1 + self.window_pages as usize).min(children.len());
@@ -117,32 +161,42 @@ impl ReadAhead {
         if from >= until || (until - from < self.window_pages as usize / 2 && until < children.len()) {
             return Vec::new();
         }
+        let wanted = children[from..until].to_vec();
         self.ordered_until = Some((parent, until));
-        children[from..until].to_vec()
+        wanted
     }
 
+    /// Notes `parent`'s children as the most recently read parent's (replacing what an earlier read of it
+    /// said), forgetting the least recently read parent past [`PARENTS_MAX`].
     fn remember(&mut self, parent: u32, children: Vec<u32>) {
         if let Some(at) = self.parents.iter().position(|(p, _)| *p == parent) {
-            self.forget(at);
-        }
-        if self.parents.len() >= PARENTS_MAX {
-            self.forget(0);
-        }
-        for (index, child) in children.iter().enumerate() {
-            self.positions.insert(*child, (parent, index));
+            self.parents.remove(at);
+        } else if self.parents.len() >= PARENTS_MAX {
+            self.parents.pop_front();
         }
         self.parents.push_back((parent, children));
+        assert!(
+            self.parents.len() <= PARENTS_MAX,
+            "read-ahead remembers a bounded number of parents"
+        );
     }
+}
 
-    fn forget(&mut self, at: usize) {
-        if let Some((parent, children)) = self.parents.remove(at) {
-            for child in children {
-                if self.positions.get(&child).is_some_and(|(p, _)| *p == parent) {
-                    self.positions.remove(&child);
-                }
-            }
+/// The first index of `block` in `children`. Compares a chunk at a time without an early exit inside it, which
+/// the compiler turns into vector compares: a miss over the remembered parents (a root page's read) costs
+/// about a microsecond.
+fn index_of(children: &[u32], block: u32) -> Option<usize> {
+    const CHUNK: usize = 16;
+    for (at, chunk) in children.chunks(CHUNK).enumerate() {
+        if chunk.iter().fold(false, |found, child| found | (*child == block)) {
+            let within = chunk
+                .iter()
+                .position(|child| *child == block)
+                .expect("the chunk holds the block");
+            return Some(at * CHUNK + within);
         }
     }
+    None
 }
 
 /// The children (blocks, in key order) of `page` if it is an interior b-tree page (table: type 5, index: type
@@ -255,5 +309,49 @@ mod tests {
         zero.observe(2, &interior(&children));
         zero.observe(40, &leaf());
         assert!(zero.observe(7, &leaf()).is_empty());
+    }
+
+    #[test]
+    fn a_scan_of_an_older_parent_is_seen_after_other_parents_were_read() {
+        let mut ahead = ReadAhead::new(2);
+        assert!(ahead.observe(2, &interior(&[40, 7, 300, 12])).is_empty());
+        // Other interior pages (another table's root, an index) read after it: the scan's parent is older.
+        assert!(ahead.observe(30, &interior(&[50, 51, 52])).is_empty());
+        assert!(ahead.observe(70, &interior(&[60, 61])).is_empty());
+        assert!(ahead.observe(40, &leaf()).is_empty());
+        assert_eq!(ahead.observe(7, &leaf()), vec![300, 12]);
+    }
+
+    #[test]
+    fn a_reread_parent_with_new_children_replaces_the_old_ones_and_parents_stay_bounded() {
+        let mut ahead = ReadAhead::new(2);
+        ahead.observe(2, &interior(&[40, 7, 300]));
+        ahead.observe(2, &interior(&[41, 8, 301, 9]));
+        assert_eq!(ahead.parents.len(), 1, "one entry per parent");
+        assert!(ahead.observe(41, &leaf()).is_empty());
+        assert_eq!(ahead.observe(8, &leaf()), vec![301, 9]);
+        for parent in 100..100 + 2 * PARENTS_MAX as u32 {
+            ahead.observe(parent, &interior(&[parent * 10, parent * 10 + 1]));
+        }
+        assert_eq!(ahead.parents.len(), PARENTS_MAX);
+        assert!(
+            ahead.children_of(2).is_none(),
+            "the least recently read parent went first"
+        );
+        // A child of a parent read before the last SEARCHED_PARENTS_MAX is not looked for.
+        let older = 100 + 2 * PARENTS_MAX as u32 - 1 - SEARCHED_PARENTS_MAX as u32;
+        assert_eq!(ahead.position_of(older * 10), None);
+        assert_eq!(ahead.position_of((older + 1) * 10 + 1), Some((older + 1, 1)));
+    }
+
+    #[test]
+    fn index_of_finds_the_first_place_in_any_chunk() {
+        let children: Vec<u32> = (0..100).map(|i| i * 3).collect();
+        for (i, child) in children.iter().enumerate() {
+            assert_eq!(index_of(&children, *child), Some(i));
+        }
+        assert_eq!(index_of(&children, 1), None);
+        assert_eq!(index_of(&[], 1), None);
+        assert_eq!(index_of(&[5, 5, 5], 5), Some(0));
     }
 }
