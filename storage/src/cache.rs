@@ -147,6 +147,11 @@ impl PageCache {
 
     /// The cached page of `key` valid at `lsn`, if any.
     pub fn lookup(&self, timeline: TimelineId, key: Key, lsn: Lsn) -> Option<Bytes> {
+        self.lookup_versioned(timeline, key, lsn).map(|(_, page)| page)
+    }
+
+    /// Like [`PageCache::lookup`], with the LSN of the version the page reflects.
+    pub fn lookup_versioned(&self, timeline: TimelineId, key: Key, lsn: Lsn) -> Option<(Lsn, Bytes)> {
         let cache_key = (timeline, key);
         let mut shard = self.shard(&cache_key).lock();
         let Shard { slots, index, .. } = &mut *shard;
@@ -159,7 +164,7 @@ impl PageCache {
         let slot = &mut slots[slot_index as usize];
         if lsn < slot.superseded_lsn {
             slot.referenced = true;
-            return Some(slot.page.clone());
+            return Some((slot.version_lsn, slot.page.clone()));
         }
         None
     }

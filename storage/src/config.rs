@@ -24,6 +24,10 @@ pub struct TimelineConfig {
     /// Bytes of a transaction's pending group (its parts before its commit) kept in memory; the rest goes to a
     /// temporary file in the timeline's directory until the commit applies it or the group is abandoned.
     pub group_memory_bytes_max: u64,
+    /// Deltas of one key in a row in the open in-memory layer after which ingest makes the key's newest version
+    /// the whole page it makes (reconstructed then): a read applies at most about twice this many deltas, and a
+    /// page changed by every commit costs one more page image per this many commits. At least 2.
+    pub delta_run_max: usize,
 }
 
 impl Default for TimelineConfig {
@@ -38,6 +42,7 @@ impl Default for TimelineConfig {
             pitr_interval_ms: 7 * 24 * 3600 * 1000,
             durability: Durability::Fsync,
             group_memory_bytes_max: 64 * 1024 * 1024,
+            delta_run_max: 64,
         }
     }
 }
@@ -53,6 +58,9 @@ impl TimelineConfig {
         }
         if self.image_creation_threshold == 0 {
             return Err("image_creation_threshold must be positive".into());
+        }
+        if self.delta_run_max < 2 {
+            return Err("delta_run_max must be at least 2".into());
         }
         if self.partition_keys == 0 {
             return Err("partition_keys must be positive".into());

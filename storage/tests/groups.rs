@@ -124,6 +124,7 @@ fn config() -> TimelineConfig {
     TimelineConfig {
         // Two pages of a group in memory; the rest spills to the group's file.
         group_memory_bytes_max: 2 * (8 + 1 + 4 + 8192),
+        delta_run_max: 64,
         durability: storage::Durability::Off,
         ..small_config()
     }

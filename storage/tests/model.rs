@@ -33,6 +33,7 @@ struct Coverage {
     ancestor_reads: AtomicU64,
     l1_written: AtomicU64,
     images_written: AtomicU64,
+    materialized: AtomicU64,
     gc_layers_removed: AtomicU64,
     restarts: AtomicU64,
     refused_below_cutoff: AtomicU64,
@@ -43,6 +44,7 @@ static COVERAGE: Coverage = Coverage {
     ancestor_reads: AtomicU64::new(0),
     l1_written: AtomicU64::new(0),
     images_written: AtomicU64::new(0),
+    materialized: AtomicU64::new(0),
     gc_layers_removed: AtomicU64::new(0),
     restarts: AtomicU64::new(0),
     refused_below_cutoff: AtomicU64::new(0),
@@ -103,6 +105,7 @@ struct Knobs {
     image_creation_threshold: usize,
     partition_keys: u64,
     gc_horizon_bytes: u64,
+    delta_run_max: usize,
 }
 
 fn knobs_strategy() -> impl Strategy<Value = Knobs> {
@@ -112,6 +115,7 @@ fn knobs_strategy() -> impl Strategy<Value = Knobs> {
         1usize..4,
         1u64..5,
         prop_oneof![Just(0u64), Just(9_000), Just(40_000)],
+        prop_oneof![Just(2usize), Just(3), Just(64)],
     )
         .prop_map(
             |(
@@ -120,12 +124,14 @@ fn knobs_strategy() -> impl Strategy<Value = Knobs> {
                 image_creation_threshold,
                 partition_keys,
                 gc_horizon_bytes,
+                delta_run_max,
             )| Knobs {
                 checkpoint_distance_bytes,
                 compaction_l0_threshold,
                 image_creation_threshold,
                 partition_keys,
                 gc_horizon_bytes,
+                delta_run_max,
             },
         )
 }
@@ -227,6 +233,7 @@ fn config(knobs: &Knobs) -> TimelineConfig {
         // Restarts here are clean (no crash), so fsync adds only time; the crash tests cover durability.
         durability: Durability::Off,
         group_memory_bytes_max: 64 << 20,
+        delta_run_max: knobs.delta_run_max,
     }
 }
 
@@ -439,7 +446,9 @@ impl Harness {
             entries,
         };
         let start = branch.last_lsn;
+        let materialized = timeline.materialized_total();
         let end = timeline.ingest_record(start, &record).expect("ingest");
+        count(&COVERAGE.materialized, timeline.materialized_total() - materialized);
         prop_assert_eq!(end, Lsn(start.0 + record.frame_len()));
         // Model: the transaction's final page per block, at `end`.
         let mut finals: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
@@ -614,6 +623,7 @@ fn engine_matches_model() {
         ("ancestor reads", &c.ancestor_reads),
         ("L1 layers", &c.l1_written),
         ("image layers", &c.images_written),
+        ("pages made whole at ingest", &c.materialized),
         ("GC removals", &c.gc_layers_removed),
         ("restarts", &c.restarts),
         ("refused branches", &c.refused_below_cutoff),
@@ -648,11 +658,12 @@ fn engine_matches_model() {
     }
     eprintln!(
         "coverage over {cases} cases: {} reads checked ({} through an ancestor), {} L1 and {} image layers written, \
-         {} layers removed by GC, {} restarts, {} branches refused below the cutoff",
+         {} pages made whole at ingest, {} layers removed by GC, {} restarts, {} branches refused below the cutoff",
         get(&c.reads_checked),
         get(&c.ancestor_reads),
         get(&c.l1_written),
         get(&c.images_written),
+        get(&c.materialized),
         get(&c.gc_layers_removed),
         get(&c.restarts),
         get(&c.refused_below_cutoff)

@@ -144,6 +144,127 @@ fn branch_sees_parent_as_of_branch_point_only() {
 }
 
 #[test]
+fn a_hot_pages_deltas_are_cut_by_images_and_a_branchs_read_of_it_is_cached_for_every_branch_at_that_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let parent = tenant.create_timeline(TimelineId(1), START).expect("create");
+    // A hot page: one image, then a chain of deltas, as a counter's page gets from a commit loop.
+    let mut lsn = parent
+        .ingest_record(START, &record(1, 1, vec![(0, image(0))]))
+        .expect("ingest");
+    let mut expected = vec![0u8; PAGE_SIZE_BYTES];
+    let mut history = Vec::new();
+    for i in 0..200u16 {
+        let byte = (i % 251) as u8 + 1;
+        lsn = parent
+            .ingest_record(lsn, &record(2, 1, vec![(0, patch(i * 8, &[byte]))]))
+            .expect("ingest");
+        expected[usize::from(i) * 8] = byte;
+        history.push((lsn, expected.clone()));
+    }
+    // The chain of deltas is cut by images made at ingest: a read gathers far fewer than 200 versions, and
+    // every version reads as it was written, in memory and after the flush.
+    let (_, stats) = parent.get_page_uncached(Key::page(0), lsn).expect("read");
+    assert!(
+        stats.versions_read <= 128,
+        "{} versions gathered for one read",
+        stats.versions_read
+    );
+    for flushed in [false, true] {
+        if flushed {
+            parent.checkpoint().expect("checkpoint");
+        }
+        for (at, page) in history.iter().step_by(7).chain(history.last()) {
+            let (read, _) = parent.get_page_uncached(Key::page(0), *at).expect("read");
+            assert_page(&read, page, &format!("page 0 at {at}, flushed {flushed}"));
+        }
+    }
+    let point = lsn;
+    // After a restart (an empty page cache) the first branch's read reconstructs the parent's page.
+    drop(parent);
+    drop(tenant);
+    let tenant = open(dir.path(), small_config());
+    let parent = tenant.timeline(TimelineId(1)).expect("parent reloaded");
+    let first = tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(point))
+        .expect("branch");
+    assert_page(
+        &first.get_page(Key::page(0), point).expect("read"),
+        &expected,
+        "first branch",
+    );
+    assert!(
+        first.read_amplification_counters().1 > 0,
+        "the first branch reconstructed the page"
+    );
+    // The parent's read at the branch point and a second branch's are cache hits.
+    let parent_reads = parent.read_amplification_counters();
+    assert_page(
+        &parent.get_page(Key::page(0), point).expect("read"),
+        &expected,
+        "parent",
+    );
+    assert_eq!(
+        parent.read_amplification_counters(),
+        parent_reads,
+        "the parent's read was a hit"
+    );
+    let second = tenant
+        .branch(TimelineId(3), TimelineId(1), BranchPoint::At(point))
+        .expect("branch");
+    assert_page(
+        &second.get_page(Key::page(0), point).expect("read"),
+        &expected,
+        "second branch",
+    );
+    assert_eq!(
+        second.read_amplification_counters().1,
+        0,
+        "no layer visited: the parent's page came from the cache"
+    );
+    // A branch's own write goes on top of the cached parent page.
+    let after = second
+        .ingest_record(point, &record(3, 1, vec![(0, patch(4000, &[7]))]))
+        .expect("ingest on the branch");
+    let mut written = expected.clone();
+    written[4000] = 7;
+    assert_page(
+        &second.get_page(Key::page(0), after).expect("read"),
+        &written,
+        "the branch's write",
+    );
+    assert_page(
+        &first.get_page(Key::page(0), point).expect("read"),
+        &expected,
+        "the other branch",
+    );
+    // The parent moves on: its later version is not the one cached at the branch point.
+    let later = parent
+        .ingest_record(point, &record(4, 1, vec![(0, patch(0, &[99]))]))
+        .expect("ingest");
+    let mut newer = expected.clone();
+    newer[0] = 99;
+    assert_page(
+        &parent.get_page(Key::page(0), later).expect("read"),
+        &newer,
+        "parent after",
+    );
+    assert_page(
+        &parent.get_page(Key::page(0), point).expect("read"),
+        &expected,
+        "parent at the point",
+    );
+    let third = tenant
+        .branch(TimelineId(4), TimelineId(1), BranchPoint::At(later))
+        .expect("branch");
+    assert_page(
+        &third.get_page(Key::page(0), later).expect("read"),
+        &newer,
+        "a branch at the later point",
+    );
+}
+
+#[test]
 fn gc_removes_superseded_layers_and_keeps_branch_points_readable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant = open(dir.path(), small_config());

@@ -171,12 +171,15 @@ impl Timeline {
         end_lsn: Lsn,
     ) -> Result<Lsn> {
         let state = self.layers.read().clone();
-        let put = |entries: Vec<(Key, Value)>, frame_bytes: u64, first: bool| {
+        let mut long_runs = Vec::new();
+        let mut put = |entries: Vec<(Key, Value)>, frame_bytes: u64, first: bool| {
             for (key, _) in &entries {
                 self.cache.invalidate(self.id, *key, end_lsn);
             }
             if first {
-                state.open.put_record(end_lsn, entries.into_iter(), frame_bytes);
+                long_runs = state
+                    .open
+                    .put_record(end_lsn, entries.into_iter(), frame_bytes, self.conf.delta_run_max);
             } else {
                 state.open.extend_record(end_lsn, entries.into_iter(), frame_bytes);
             }
@@ -194,6 +197,19 @@ impl Timeline {
         let mut entries = record.entries.clone();
         entries.push(db_size_value(record.db_size_pages));
         put(entries, frame_len, first);
+        // A key's run of deltas in the open layer reached the bound: its version here becomes the page it makes,
+        // before `end_lsn` is published (reads below it never look this far). A page that cannot be read now (an
+        // ancestor not re-fed up to the branch point after a restart) keeps its delta: the next run tries again.
+        for key in long_runs {
+            match self.reconstruct(key, end_lsn, &mut ReadStats::default()) {
+                Ok(Some((_, page))) => {
+                    state.open.materialize(key, end_lsn, page);
+                    self.materialized_total.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => {}
+                Err(error) => tracing::debug!(timeline = %self.id, %key, %error, "a long run of deltas kept"),
+            }
+        }
         // Commit timestamps must not go backwards for the index to stay sorted; a clock step back is clamped.
         writer.last_commit_ts_us = writer.last_commit_ts_us.max(record.commit_ts_us);
         self.timestamps.push(writer.last_commit_ts_us, end_lsn);

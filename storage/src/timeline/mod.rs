@@ -61,11 +61,13 @@ struct RetainPoints {
     leases: BTreeMap<Lsn, u64>,
 }
 
-/// How many layers reads visited, for tracking read amplification.
+/// How many layers reads visited and how many versions they gathered, for tracking read amplification.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadStats {
     /// Layers (in memory and on disk) whose index a read consulted.
     pub layers_visited: u64,
+    /// Versions a read gathered to reconstruct its page (the image it started from and the deltas above it).
+    pub versions_read: u64,
 }
 
 /// The state of a timeline, for reports and the pageserver's timeline info.
@@ -151,6 +153,8 @@ pub struct Timeline {
     timestamps: TimestampIndex,
     poisoned: AtomicBool,
     reads_total: AtomicU64,
+    /// Versions ingest made whole pages (`TimelineConfig::delta_run_max`).
+    materialized_total: AtomicU64,
     layers_visited_total: AtomicU64,
 }
 
@@ -228,6 +232,7 @@ impl Timeline {
             timestamps,
             poisoned: AtomicBool::new(false),
             reads_total: AtomicU64::new(0),
+            materialized_total: AtomicU64::new(0),
             layers_visited_total: AtomicU64::new(0),
         }
     }
@@ -401,6 +406,12 @@ impl Timeline {
     /// The on-disk layers' descriptors.
     pub fn layer_descs(&self) -> Vec<LayerDesc> {
         self.layers.read().map.iter().map(|l| l.desc().clone()).collect()
+    }
+
+    /// Versions ingest made whole pages because their key's run of deltas reached
+    /// `TimelineConfig::delta_run_max`, since this timeline was opened.
+    pub fn materialized_total(&self) -> u64 {
+        self.materialized_total.load(Ordering::Relaxed)
     }
 
     /// Reads served without the cache, and the layers they visited in all (read amplification =

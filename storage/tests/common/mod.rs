@@ -18,6 +18,7 @@ pub fn small_config() -> TimelineConfig {
         pitr_interval_ms: 0,
         durability: Durability::Fsync,
         group_memory_bytes_max: 64 << 20,
+        delta_run_max: 64,
     }
 }
 
