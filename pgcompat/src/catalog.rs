@@ -88,9 +88,54 @@ pub struct Catalog {
     /// The session's effective `search_path` (existing schemas, in order), set before each translation;
     /// `None`: never set, PostgreSQL's default (`public`).
     search_path: Option<Arc<Vec<String>>>,
+    /// Per table (as an INSERT names it, lower case): its columns whose default takes a value from a sequence,
+    /// with the main and temp schema versions they were read at (see [`Catalog::sequence_defaults`]).
+    sequence_defaults: Arc<parking_lot::Mutex<HashMap<String, SequenceDefaults>>>,
 }
 
+/// The schema versions (main, temp) a table's sequence defaults were read at, and the defaults.
+type SequenceDefaults = ((i64, i64), Arc<Vec<(String, sqlparser::ast::Expr)>>);
+
+/// Tables whose sequence defaults are kept at once; past it the cache starts again empty.
+const SEQUENCE_DEFAULTS_CACHED_MAX: usize = 1024;
+
 impl Catalog {
+    /// The columns of `table` whose default takes a value from a sequence, as `read` finds them, kept while
+    /// neither the main nor the temp schema changes (an INSERT asks at every translation; `read` queries
+    /// `pragma_table_info` and parses every default). The versions are read at each call, so the answer is the
+    /// database's now, even at a statement that translates with the catalog as last seen.
+    pub(crate) fn sequence_defaults(
+        &self,
+        conn: &Connection,
+        table: &str,
+        read: impl FnOnce() -> Vec<(String, sqlparser::ast::Expr)>,
+    ) -> Arc<Vec<(String, sqlparser::ast::Expr)>> {
+        let version = |sql: &str| {
+            conn.prepare_cached(sql)
+                .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+                .ok()
+        };
+        let (Some(main), Some(temp)) = (
+            version("PRAGMA main.schema_version"),
+            version("PRAGMA temp.schema_version"),
+        ) else {
+            return Arc::new(read());
+        };
+        let key = table.to_ascii_lowercase();
+        if let Some((versions, defaults)) = self.sequence_defaults.lock().get(&key) {
+            if *versions == (main, temp) {
+                return Arc::clone(defaults);
+            }
+        }
+        let defaults = Arc::new(read());
+        let mut cache = self.sequence_defaults.lock();
+        if cache.len() >= SEQUENCE_DEFAULTS_CACHED_MAX {
+            cache.clear();
+        }
+        cache.insert(key, ((main, temp), Arc::clone(&defaults)));
+        defaults
+    }
+
     /// The types of a table's columns, if any were recorded.
     pub fn table(&self, name: &str) -> Option<&TableTypes> {
         self.tables.get(&name.to_ascii_lowercase())
@@ -275,6 +320,7 @@ impl Catalog {
             schemas,
             relations: Arc::new(relations),
             search_path: None,
+            sequence_defaults: Arc::default(),
         })
     }
 }

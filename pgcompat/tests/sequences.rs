@@ -165,3 +165,27 @@ fn identity_columns_keep_their_rules() {
         Err("42P01".to_owned())
     );
 }
+
+#[test]
+fn an_inserts_sequence_columns_follow_schema_changes_and_temp_tables() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE TABLE items (name text)");
+    ok(&conn, &mut d, "INSERT INTO items (name) VALUES ('before')");
+    // Made again with a serial column after INSERTs into it were translated: the next one fills it.
+    ok(&conn, &mut d, "DROP TABLE items");
+    ok(&conn, &mut d, "CREATE TABLE items (id serial, name text)");
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('after') RETURNING id"),
+        "1"
+    );
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('again') RETURNING id"),
+        "2"
+    );
+    // A temp table of the same name hides it, without its sequence column.
+    ok(&conn, &mut d, "CREATE TEMP TABLE items (name text, n int DEFAULT 7)");
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('temp') RETURNING n"),
+        "7"
+    );
+}

@@ -233,7 +233,7 @@ pub(super) fn translate_insert(
         substitute_defaults(conn, &table, source, &columns);
         coerce_source(&mut rewriter, source, &types);
     }
-    identity::fill_omitted(conn, &table, insert, &columns)?;
+    identity::fill_omitted(conn, catalog, &table, insert, &columns)?;
     if reads_xmax {
         upsert::mark_updates(insert);
     }

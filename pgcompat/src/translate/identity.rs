@@ -41,7 +41,22 @@ fn calls_nextval(expr: &Expr) -> bool {
 
 /// The columns of `table` left out of an INSERT whose default takes a sequence value, with that default:
 /// SQLite evaluates no default for an `INTEGER PRIMARY KEY` (it picks a rowid), so the INSERT names them.
-fn omitted_sequence_defaults(conn: &Connection, table: &str, named: &[String]) -> Vec<(String, Expr)> {
+fn omitted_sequence_defaults(
+    conn: &Connection,
+    catalog: &Catalog,
+    table: &str,
+    named: &[String],
+) -> Vec<(String, Expr)> {
+    catalog
+        .sequence_defaults(conn, table, || sequence_defaults(conn, table))
+        .iter()
+        .filter(|(name, _)| !named.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        .cloned()
+        .collect()
+}
+
+/// Every column of `table` whose default takes a value from a sequence, with the default.
+fn sequence_defaults(conn: &Connection, table: &str) -> Vec<(String, Expr)> {
     let Ok(mut stmt) = conn.prepare_cached("SELECT name, dflt_value FROM pragma_table_info(?1)") else {
         return Vec::new();
     };
@@ -52,7 +67,6 @@ fn omitted_sequence_defaults(conn: &Connection, table: &str, named: &[String]) -
         return Vec::new();
     };
     rows.filter_map(Result::ok)
-        .filter(|(name, _)| !named.iter().any(|n| n.eq_ignore_ascii_case(name)))
         .filter_map(|(name, default)| default.as_deref().and_then(is_sequence_default).map(|e| (name, e)))
         .collect()
 }
@@ -135,12 +149,13 @@ pub(crate) fn check_identity_update(
 /// rewritten): to each VALUES row or around its query, and a `DEFAULT VALUES` made a VALUES row.
 pub(crate) fn fill_omitted(
     conn: &Connection,
+    catalog: &Catalog,
     table: &str,
     insert: &mut sqlparser::ast::Insert,
     columns: &[String],
 ) -> Result<(), PgError> {
     let named: &[String] = if insert.source.is_some() { columns } else { &[] };
-    let defaults = omitted_sequence_defaults(conn, table, named);
+    let defaults = omitted_sequence_defaults(conn, catalog, table, named);
     if defaults.is_empty() {
         return Ok(());
     }
