@@ -167,7 +167,7 @@ fn identity_columns_keep_their_rules() {
 }
 
 #[test]
-fn an_inserts_sequence_columns_follow_schema_changes_and_temp_tables() {
+fn an_inserts_sequence_columns_follow_schema_changes() {
     let (conn, mut d) = setup();
     ok(&conn, &mut d, "CREATE TABLE items (name text)");
     ok(&conn, &mut d, "INSERT INTO items (name) VALUES ('before')");
@@ -182,10 +182,49 @@ fn an_inserts_sequence_columns_follow_schema_changes_and_temp_tables() {
         one(&conn, &mut d, "INSERT INTO items (name) VALUES ('again') RETURNING id"),
         "2"
     );
-    // A temp table of the same name hides it, without its sequence column.
-    ok(&conn, &mut d, "CREATE TEMP TABLE items (name text, n int DEFAULT 7)");
+    // A temp table of another name gets its own columns' defaults, and the table keeps its own.
+    ok(&conn, &mut d, "CREATE TEMP TABLE staged (name text, n int DEFAULT 7)");
     assert_eq!(
-        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('temp') RETURNING n"),
+        one(&conn, &mut d, "INSERT INTO staged (name) VALUES ('temp') RETURNING n"),
         "7"
     );
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (name) VALUES ('third') RETURNING id"),
+        "3"
+    );
+}
+
+#[test]
+fn a_temporary_table_may_not_hide_a_table_of_the_same_name_nor_the_reverse() {
+    let (conn, mut d) = setup();
+    ok(&conn, &mut d, "CREATE TABLE items (id serial, price numeric)");
+    ok(&conn, &mut d, "INSERT INTO items (price) VALUES (1.5)");
+    // The catalog keeps types and sequences by bare name: a hiding temp table would take the table's.
+    for sql in [
+        "CREATE TEMP TABLE items (name text)",
+        "CREATE TEMPORARY TABLE IF NOT EXISTS items (name text)",
+        "CREATE TEMP TABLE items AS SELECT 1 AS one",
+        "CREATE TEMP TABLE items (LIKE items)",
+        "CREATE TEMP TABLE items_id_seq (n int)",
+    ] {
+        // `CREATE … AS` finds the name taken before it makes anything (42P07): refused either way.
+        let code = run(&conn, &mut d, sql).unwrap_err();
+        assert!(code == "0A000" || code == "42P07", "{sql}: {code}");
+    }
+    ok(&conn, &mut d, "CREATE TEMP TABLE scratch (n int)");
+    assert_eq!(
+        run(&conn, &mut d, "CREATE TABLE scratch (n int)").unwrap_err(),
+        "0A000",
+        "a table named as a temporary table"
+    );
+    // Nothing changed: the table, its type and its sequence are as they were.
+    assert_eq!(
+        one(&conn, &mut d, "INSERT INTO items (price) VALUES (2.25) RETURNING id"),
+        "2"
+    );
+    assert_eq!(
+        one(&conn, &mut d, "SELECT pg_typeof(price) FROM items WHERE id = 2"),
+        "numeric"
+    );
+    assert_eq!(one(&conn, &mut d, "SELECT count(*) FROM scratch"), "0");
 }

@@ -274,6 +274,7 @@ pub(crate) fn create_table(
     } else {
         super::schema::created(catalog, &create.name)?
     };
+    refuse_shadowing(conn, &table, create.temporary)?;
     if catalog::is_internal_table(&table) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,
@@ -402,6 +403,31 @@ fn single_primary_key(constraints: &[TableConstraint]) -> Option<String> {
 }
 
 /// Whether a table of this name exists.
+/// Refuses (0A000) a table made under the name of a relation on the other side of SQLite's temp schema: a
+/// temporary table named as a table, view, index or sequence of the database, or a table named as a
+/// temporary table. SQLite keeps them apart (its temp schema, searched first, stands for `pg_temp`), but the
+/// catalog keeps a table's column types, sequences and comments by its bare name: one would take the other's
+/// (a temporary table's types recorded over the table's, a `DROP` of the temporary table forgetting the
+/// table's sequence). PostgreSQL allows it; a clear refusal is better than metadata that silently changes.
+pub(super) fn refuse_shadowing(conn: &Connection, table: &str, temporary: bool) -> Result<(), PgError> {
+    let other = if temporary { "main" } else { "temp" };
+    let exists: bool = conn
+        .query_row(
+            &format!("SELECT EXISTS (SELECT 1 FROM {other}.sqlite_schema WHERE name = ?1 COLLATE NOCASE)"),
+            [table],
+            |row| row.get(0),
+        )
+        .unwrap_or(false);
+    if !exists {
+        return Ok(());
+    }
+    Err(PgError::unsupported(if temporary {
+        format!("a temporary table named as the relation \"{table}\" (hiding it)")
+    } else {
+        format!("a table named as the temporary table \"{table}\"")
+    }))
+}
+
 pub(super) fn table_exists(conn: &Connection, table: &str) -> bool {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE)",

@@ -590,6 +590,7 @@ pub(super) fn create_like(conn: &Connection, catalog: &Catalog, tokens: &[Token]
     } else {
         super::schema::created(catalog, &statement.name)?
     };
+    super::ddl::refuse_shadowing(conn, &table, statement.temporary)?;
     if catalog::is_internal_table(&table) {
         return Err(PgError::new(
             crate::error::RESERVED_NAME,
