@@ -208,12 +208,12 @@ fn a_temporary_table_may_not_hide_a_table_of_the_same_name_nor_the_reverse() {
         "CREATE TEMP TABLE items_id_seq (n int)",
     ] {
         // `CREATE … AS` finds the name taken before it makes anything (42P07): refused either way.
-        let code = run(&conn, &mut d, sql).unwrap_err();
+        let code = run(&conn, &mut d, sql).expect_err("refused");
         assert!(code == "0A000" || code == "42P07", "{sql}: {code}");
     }
     ok(&conn, &mut d, "CREATE TEMP TABLE scratch (n int)");
     assert_eq!(
-        run(&conn, &mut d, "CREATE TABLE scratch (n int)").unwrap_err(),
+        run(&conn, &mut d, "CREATE TABLE scratch (n int)").expect_err("refused"),
         "0A000",
         "a table named as a temporary table"
     );
