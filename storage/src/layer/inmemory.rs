@@ -160,7 +160,6 @@ impl InMemoryLayer {
     }
 }
 
-/// Combines two changes of one key at the same LSN into one value.
 /// Puts `entries` at `end_lsn`. One record may change a key twice; the later change wins, as it would on replay.
 /// Returns the keys whose newest `delta_run_max` versions here are all deltas, checked when a key's count of
 /// versions reaches a multiple of it.
@@ -191,6 +190,7 @@ fn put_versions(
     long_runs
 }
 
+/// Combines two changes of one key at the same LSN into one value.
 fn merge_same_lsn(older: &Value, newer: Value) -> Value {
     match (older, newer) {
         (_, image @ Value::Image(_)) => image,

@@ -182,6 +182,7 @@ impl Timeline {
                 None => break,
             }
         }
+        stats.versions_read += versions.len() as u64;
         if let Some((ancestor, at, from, ancestor_last)) = ancestor_part {
             // A branch point among the ancestor's pending group's parts (past its `last_record_lsn`) is not cached.
             if versions.len() > from && at <= ancestor_last {
@@ -195,7 +196,6 @@ impl Timeline {
         if versions.is_empty() {
             return Ok(None);
         }
-        stats.versions_read += versions.len() as u64;
         Ok(Some(reconstruct_versions(versions)))
     }
 
