@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::api::{connect, password_of, request, with_password};
+use common::api::{connect, free_port, password_of, request, with_password};
 use common::bank::{self, Bank};
 use common::{Logs, Process};
 use proto::pageserver as ps;
@@ -37,13 +37,6 @@ struct Deployment {
 
 /// A free loopback port (bound, then let go), so the API's PostgreSQL listener keeps its address across its
 /// restarts and the clients' connection strings stay valid.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
-        .port()
-}
 
 /// The processes' logs at `info` (their stderr, printed if the test fails).
 fn info() -> Vec<(String, String)> {

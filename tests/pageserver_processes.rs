@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::api::free_port;
 use common::Process;
 use proto::pageserver as ps;
 use proto::safekeeper as sk;
@@ -400,13 +401,6 @@ async fn pageserver_rebuilds_from_remote_storage_after_losing_its_disk() {
 }
 
 /// A free loopback port (bound, then released for the process to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
-        .port()
-}
 
 /// `GET /metrics` over plain HTTP/1.1.
 async fn scrape(port: u16) -> String {

@@ -34,10 +34,33 @@ pub struct Up {
 /// `postgres`, each such `cambium up` gets `--metadata` on a PostgreSQL 15 of its own.
 pub const TEST_METADATA_ENV: &str = "CAMBIUM_TEST_METADATA";
 
-/// A free loopback port (bound and released; another process could take it, which is unlikely in tests).
+/// A free loopback port for a process the test starts later (bound and released, so the port is free now).
+///
+/// Chosen below Linux's ephemeral range (`ip_local_port_range` starts at 32768), never from it: a port the
+/// kernel handed out for `:0` and took back is the next one it may hand to any `bind(":0")` or outgoing
+/// connection, such as a `cambium up`'s own pageserver or safekeepers started a moment before, and the process
+/// meant to listen on it then fails to start. Each call in this process returns a port it has not returned
+/// before, starting from a point spread by the process id (test binaries run one after another, but a port
+/// may still be in TIME_WAIT or held by a process a test left behind: those fail the bind and are skipped).
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % COUNT,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..COUNT {
+        let offset = NEXT.fetch_add(1, Ordering::SeqCst) % COUNT;
+        let port = u16::try_from(FIRST + offset).expect("below 32768");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT);
 }
 
 impl Up {

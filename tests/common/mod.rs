@@ -61,16 +61,24 @@ fn spawn(
     address: &str,
     stderr_log: Option<&Path>,
 ) -> (Child, String) {
-    let stderr = match stderr_log {
-        Some(path) => Stdio::from(
+    // Without a log file, stderr goes to an unnamed temporary file so a process that dies before it says where
+    // it listens can be told apart from one that hangs: its last lines go into the panic.
+    let (stderr_file, kept) = match stderr_log {
+        Some(path) => (
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
                 .unwrap_or_else(|e| panic!("open {}: {e}", path.display())),
+            None,
         ),
-        None => Stdio::null(),
+        None => {
+            let file = tempfile::tempfile().expect("a temporary file for stderr");
+            let kept = file.try_clone().expect("clone the stderr file");
+            (file, Some(kept))
+        }
     };
+    let stderr = Stdio::from(stderr_file);
     let cambium = env!("CARGO_BIN_EXE_cambium");
     let mut command = match netns {
         Some(netns) => {
@@ -103,7 +111,31 @@ fn spawn(
                 .trim_start_matches("https://")
                 .to_string()
         })
-        .unwrap_or_else(|| panic!("{args:?} did not report its address: {line:?}"));
+        .unwrap_or_else(|| {
+            // Its stdout closed: it is exiting, or has (a second at most to reap it).
+            let mut status = None;
+            for _ in 0..100 {
+                status = child.try_wait().ok().flatten();
+                if status.is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let stderr = match (kept, stderr_log) {
+                (Some(mut file), _) => {
+                    use std::io::{Read, Seek};
+                    let mut text = String::new();
+                    let _ = file.seek(std::io::SeekFrom::Start(0));
+                    let _ = file.read_to_string(&mut text);
+                    text
+                }
+                (None, Some(path)) => std::fs::read_to_string(path).unwrap_or_default(),
+                (None, None) => String::new(),
+            };
+            let lines: Vec<&str> = stderr.lines().collect();
+            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            panic!("{args:?} did not report its address: {line:?} (exit: {status:?}); stderr's last lines:\n{tail}")
+        });
     (child, address)
 }
 
