@@ -35,9 +35,6 @@ struct Deployment {
     root: tempfile::TempDir,
 }
 
-/// A free loopback port (bound, then let go), so the API's PostgreSQL listener keeps its address across its
-/// restarts and the clients' connection strings stay valid.
-
 /// The processes' logs at `info` (their stderr, printed if the test fails).
 fn info() -> Vec<(String, String)> {
     vec![("RUST_LOG".to_owned(), "info".to_owned())]

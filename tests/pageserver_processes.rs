@@ -400,8 +400,6 @@ async fn pageserver_rebuilds_from_remote_storage_after_losing_its_disk() {
     cluster.check(cluster.timeline, &tail, "after the rebuild").await;
 }
 
-/// A free loopback port (bound, then released for the process to take).
-
 /// `GET /metrics` over plain HTTP/1.1.
 async fn scrape(port: u16) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
