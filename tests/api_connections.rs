@@ -175,6 +175,7 @@ async fn past_the_connection_cap_connections_are_refused_at_once_and_the_service
     }
     // The server accepts them in the background: wait (bounded) until a new connection is refused.
     let mut refused = None;
+    let waiting = Instant::now();
     for _ in 0..50 {
         let started = Instant::now();
         let status = list_projects(&address, &up.key).await;
@@ -184,7 +185,20 @@ async fn past_the_connection_cap_connections_are_refused_at_once_and_the_service
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (status, took) = refused.expect("a connection past the cap is refused");
+    let (status, took) = refused.unwrap_or_else(|| {
+        // What the holders see, so a failure says whether the server closed them.
+        let open = held
+            .iter()
+            .filter(|stream| {
+                let mut buf = [0u8; 1];
+                matches!(stream.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            })
+            .count();
+        panic!(
+            "no connection past the cap of {CAP} was refused in {:?}; {open} of the {CAP} holders still open",
+            waiting.elapsed()
+        )
+    });
     // Refused at once: a 503 if the socket took it, else only the close.
     assert!(matches!(status, Some(503) | None), "{status:?}");
     assert!(took < Duration::from_secs(2), "refusing took {took:?}");
