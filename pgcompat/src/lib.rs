@@ -27,6 +27,7 @@ pub mod routines;
 pub mod schemas;
 pub mod sequence;
 pub mod settings;
+pub mod shapes;
 pub mod translate;
 pub mod types;
 pub mod value;
@@ -73,6 +74,11 @@ pub struct Dialect {
     order: VecDeque<(Arc<str>, String)>,
     /// The effective `search_path` as last computed, and what it was computed from.
     path: PathMemo,
+    /// Translations reused across texts that differ only in integer literals (`shapes`), cleared and keyed
+    /// as `cache` is.
+    shapes: shapes::Shapes,
+    /// Translations made by filling a learned shape's template.
+    shape_fills: u64,
     /// The catalog version the cached translations were made at.
     cache_version: i64,
 }
@@ -99,6 +105,8 @@ impl Dialect {
             cache: HashMap::new(),
             order: VecDeque::new(),
             path: PathMemo::default(),
+            shapes: shapes::Shapes::default(),
+            shape_fills: 0,
             cache_version: -1,
         })
     }
@@ -106,6 +114,11 @@ impl Dialect {
     /// What the session's functions read (its zone, its transaction timestamp).
     pub fn state(&self) -> &Arc<SessionState> {
         &self.state
+    }
+
+    /// How many translations this session made by filling a learned shape's template (`shapes`).
+    pub fn shape_fills(&self) -> u64 {
+        self.shape_fills
     }
 
     /// The catalog as of the last translation.
@@ -123,6 +136,7 @@ impl Dialect {
         if self.catalog.schema_version() != self.cache_version {
             self.cache.clear();
             self.order.clear();
+            self.shapes.clear();
             self.cache_version = self.catalog.schema_version();
         }
         Ok(())
@@ -159,7 +173,46 @@ impl Dialect {
             }
             return Ok(hit.clone());
         }
+        // A text like one seen before but for its integer literals: the learned template filled in, or
+        // learned now if this is the shape's second sighting (see `shapes`).
+        let shape = shapes::Shape::of(sql);
+        let known = shape
+            .as_ref()
+            .and_then(|shape| self.shapes.get(&path, &shape.key).cloned());
+        if let (Some(shape), Some(shapes::Known::Learned(template))) = (&shape, &known) {
+            let filled = template.fill(&shape.values);
+            self.shape_fills += 1;
+            if filled.iter().any(Translation::reads_catalog) {
+                pg_catalog::ensure(conn).map_err(TranslateError::Sqlite)?;
+            }
+            return Ok(Arc::new(Translated::Statements(filled)));
+        }
         let translated = Arc::new(translate::translate(conn, &self.catalog, sql)?);
+        if let Some(shape) = shape {
+            let next = match known {
+                None => Some(shapes::Known::SeenOnce),
+                Some(shapes::Known::SeenOnce) => {
+                    let catalog = &self.catalog;
+                    let template = shapes::Template::learn(&shape, &translated, |text| {
+                        translate::translate(conn, catalog, text).ok()
+                    });
+                    Some(match template {
+                        Some(template) => shapes::Known::Learned(Arc::new(template)),
+                        None => shapes::Known::Opaque,
+                    })
+                }
+                Some(shapes::Known::Opaque | shapes::Known::Learned(_)) => None,
+            };
+            if let Some(next) = next {
+                let learned = matches!(next, shapes::Known::Learned(_));
+                self.shapes.set(path.clone(), shape.key, next);
+                // The template serves this shape's texts from now on: they are not kept by text too, where
+                // one-off values would push out the texts that repeat.
+                if learned {
+                    return Ok(translated);
+                }
+            }
+        }
         if sql.len() <= CACHED_SQL_BYTES_MAX {
             if self.order.len() >= TRANSLATIONS_MAX {
                 if let Some((oldest_path, oldest)) = self.order.pop_front() {

@@ -108,7 +108,7 @@ pub enum Kind {
 }
 
 /// One PostgreSQL statement as SQLite runs it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Translation {
     /// The SQLite statements, in order; more than one only for DDL that also records types (run them in
     /// one savepoint).
@@ -170,7 +170,7 @@ impl Translation {
 }
 
 /// A query text translated: its statements, or the text to give SQLite as it is.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Translated {
     /// Each statement translated.
     Statements(Vec<Translation>),

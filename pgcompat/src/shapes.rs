@@ -1,0 +1,412 @@
+//! Translations reused across statements that differ only in their integer literals.
+//!
+//! A client that sends its values inline (psycopg2, Django, Rails without prepared statements, pgbench's
+//! simple mode) sends a new text for every statement: `UPDATE accounts SET balance = balance + -42 WHERE id =
+//! 7`, then `… + 15 WHERE id = 9`. The text cache never hits, and each statement is parsed and translated
+//! again (a third of the compute's CPU per statement under pgbench's TPC-B). Here such a statement's *shape*,
+//! its text with each unsigned integer literal cut out, keys a template: the translation with each literal's
+//! place marked, filled in with the next statement's values.
+//!
+//! **When a shape is trusted.** Only if its translation carries each literal through as text, whatever the
+//! value: the shape's second statement is translated as usual, then again with each literal replaced by a
+//! distinct sentinel number, again with every literal `0`, and again with every literal `1`. The template is
+//! the sentinel translation with each sentinel's occurrences (whole numbers, not parts of a longer token) as
+//! the literal's slots; it is kept only if every literal has a slot and filling it with the statement's own
+//! values, with zeros and with ones gives exactly (every field of [`Translation`]) what the translator gave
+//! for those texts. A translation that consumes a value (an `ORDER BY` position, a `TABLESAMPLE` percentage),
+//! types it by its size, or treats `0` or `1` apart (the translator's special cases) fails one of these and
+//! marks the shape opaque: its statements are translated every time, as before. Only queries and DML
+//! (`SELECT`, `INSERT`, `UPDATE`, `DELETE`) are learned; literals are the unsigned integers of at most ten
+//! digits within `int4` (as PostgreSQL types them: bigger ones type `int8` and stay in the shape).
+//!
+//! **Bounds.** A shape is learned at its second sighting (a text seen once pays one tokenization, not four
+//! translations), at most [`SHAPES_MAX`] shapes are remembered per session (oldest out first), at most
+//! [`LITERALS_MAX`] literals per text, and texts longer than [`crate::CACHED_SQL_BYTES_MAX`] are not shaped.
+//! The caller clears the shapes with its text cache when the catalog changes, and keys them by the same
+//! effective `search_path`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::tokenizer::{Location, Token, Tokenizer};
+
+use crate::translate::{Kind, Translated, Translation};
+
+/// Most shapes a session remembers (seen once, opaque or learned); the oldest goes first.
+pub const SHAPES_MAX: usize = 512;
+/// Most literals a shaped text may have.
+pub const LITERALS_MAX: usize = 64;
+
+/// Marks a literal's place in a shape's key; a text that holds it is never shaped.
+const SLOT_MARK: char = '\u{1}';
+/// The first sentinel; the i-th is `SENTINEL_BASE + i * SENTINEL_STEP`: ten digits, in `int4`, distinct.
+const SENTINEL_BASE: u64 = 1_000_000_007;
+const SENTINEL_STEP: u64 = 1_000_003;
+
+/// A text cut into its shape (the key) and its integer literals, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// The text with each literal replaced by one `\u{1}`.
+    pub key: String,
+    /// Each literal's digits.
+    pub values: Vec<String>,
+    /// The text around the literals: `pieces.len() == values.len() + 1`.
+    pieces: Vec<String>,
+}
+
+impl Shape {
+    /// `text`'s shape, or `None` if it has no integer literal, more than [`LITERALS_MAX`], holds the slot mark,
+    /// or does not tokenize.
+    pub fn of(text: &str) -> Option<Shape> {
+        if text.contains(SLOT_MARK) || text.len() > crate::CACHED_SQL_BYTES_MAX {
+            return None;
+        }
+        // A cheap refusal first: most texts with no digit outside names have no literal either.
+        if !text.bytes().any(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, text)
+            .tokenize_with_location()
+            .ok()?;
+        let lines = LineStarts::new(text);
+        let mut spans = Vec::new();
+        for (index, token) in tokens.iter().enumerate() {
+            let Token::Number(digits, false) = &token.token else {
+                continue;
+            };
+            if !is_int4_literal(digits) {
+                continue;
+            }
+            let start = lines.offset(text, token.span.start)?;
+            let end = start.checked_add(digits.len())?;
+            // The token is exactly these digits in the text, and is not glued to a following number part.
+            if text.get(start..end) != Some(digits.as_str()) {
+                return None;
+            }
+            if matches!(tokens.get(index + 1).map(|t| &t.token), Some(Token::Period)) {
+                continue;
+            }
+            spans.push((start, end));
+            if spans.len() > LITERALS_MAX {
+                return None;
+            }
+        }
+        if spans.is_empty() {
+            return None;
+        }
+        let mut key = String::with_capacity(text.len());
+        let mut pieces = Vec::with_capacity(spans.len() + 1);
+        let mut values = Vec::with_capacity(spans.len());
+        let mut at = 0;
+        for (start, end) in spans {
+            if start < at {
+                return None;
+            }
+            let piece = text.get(at..start)?;
+            key.push_str(piece);
+            key.push(SLOT_MARK);
+            pieces.push(piece.to_owned());
+            values.push(text.get(start..end)?.to_owned());
+            at = end;
+        }
+        let rest = text.get(at..)?;
+        key.push_str(rest);
+        pieces.push(rest.to_owned());
+        debug_assert_eq!(pieces.len(), values.len() + 1);
+        Some(Shape { key, values, pieces })
+    }
+
+    /// The text with the literals replaced by `values` (as many as the shape has).
+    pub fn with_values<S: AsRef<str>>(&self, values: &[S]) -> String {
+        assert_eq!(values.len(), self.values.len(), "one value per literal");
+        let mut text = String::with_capacity(self.key.len() + values.len() * 10);
+        for (piece, value) in self.pieces.iter().zip(values) {
+            text.push_str(piece);
+            text.push_str(value.as_ref());
+        }
+        text.push_str(self.pieces.last().expect("a shape has one more piece than values"));
+        text
+    }
+}
+
+/// Whether `digits` is an unsigned integer literal PostgreSQL types `int4`, written without leading zeros.
+fn is_int4_literal(digits: &str) -> bool {
+    !digits.is_empty()
+        && digits.len() <= 10
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && digits.parse::<u64>().is_ok_and(|value| value <= i32::MAX as u64)
+}
+
+/// Byte offsets of a text's line starts, to turn the tokenizer's (line, column) into offsets.
+struct LineStarts(Vec<usize>);
+
+impl LineStarts {
+    fn new(text: &str) -> LineStarts {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(at, _)| at + 1));
+        LineStarts(starts)
+    }
+
+    /// The byte offset of `location` (1-based line and column, the column counted in characters).
+    fn offset(&self, text: &str, location: Location) -> Option<usize> {
+        let line = usize::try_from(location.line).ok()?.checked_sub(1)?;
+        let column = usize::try_from(location.column).ok()?.checked_sub(1)?;
+        let start = *self.0.get(line)?;
+        let rest = text.get(start..)?;
+        rest.char_indices().nth(column).map(|(at, _)| start + at)
+    }
+}
+
+/// One piece of a template's step: text, or the slot of literal `n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Slot(usize),
+}
+
+/// A shape's translation with each literal's place marked.
+#[derive(Debug)]
+pub struct Template {
+    /// The translation made with sentinels (its steps are replaced when filled in).
+    translations: Vec<Translation>,
+    /// Each translation's steps, cut at the slots.
+    steps: Vec<Vec<Vec<Part>>>,
+}
+
+impl Template {
+    /// The template of `shape`, if `translate` carries its literals through as text (see the module doc);
+    /// `translated` is what `translate` gave for the shape's own text.
+    pub fn learn(
+        shape: &Shape,
+        translated: &Translated,
+        mut translate: impl FnMut(&str) -> Option<Translated>,
+    ) -> Option<Template> {
+        let Translated::Statements(own) = translated else {
+            return None;
+        };
+        if own.is_empty() || !own.iter().all(|t| is_learnable(&t.kind)) {
+            return None;
+        }
+        let sentinels: Vec<String> = (0..shape.values.len())
+            .map(|i| (SENTINEL_BASE + i as u64 * SENTINEL_STEP).to_string())
+            .collect();
+        let Translated::Statements(with_sentinels) = translate(&shape.with_values(&sentinels))? else {
+            return None;
+        };
+        if with_sentinels.len() != own.len() {
+            return None;
+        }
+        let mut seen = vec![false; sentinels.len()];
+        let steps: Vec<Vec<Vec<Part>>> = with_sentinels
+            .iter()
+            .map(|t| t.steps.iter().map(|step| cut(step, &sentinels, &mut seen)).collect())
+            .collect();
+        if !seen.iter().all(|&s| s) {
+            return None;
+        }
+        let template = Template {
+            translations: with_sentinels,
+            steps,
+        };
+        if template.fill(&shape.values) != *own {
+            return None;
+        }
+        for digit in ["0", "1"] {
+            let values = vec![digit; shape.values.len()];
+            let Translated::Statements(expected) = translate(&shape.with_values(&values))? else {
+                return None;
+            };
+            if template.fill(&values) != expected {
+                return None;
+            }
+        }
+        Some(template)
+    }
+
+    /// The translation of the shape's text with `values`.
+    pub fn fill<S: AsRef<str>>(&self, values: &[S]) -> Vec<Translation> {
+        self.translations
+            .iter()
+            .zip(&self.steps)
+            .map(|(translation, steps)| {
+                let mut filled = translation.clone();
+                filled.steps = steps
+                    .iter()
+                    .map(|parts| {
+                        let mut step = String::new();
+                        for part in parts {
+                            match part {
+                                Part::Text(text) => step.push_str(text),
+                                Part::Slot(n) => step.push_str(values[*n].as_ref()),
+                            }
+                        }
+                        step
+                    })
+                    .collect();
+                filled
+            })
+            .collect()
+    }
+}
+
+/// Only these kinds are learned: their translation has no side effect and no name the caller keeps.
+fn is_learnable(kind: &Kind) -> bool {
+    matches!(kind, Kind::Select | Kind::Insert | Kind::Update | Kind::Delete)
+}
+
+/// `step` cut at each whole occurrence of a sentinel (not inside a longer run of digits, letters, `_` or `.`),
+/// marking the literals found in `seen`.
+fn cut(step: &str, sentinels: &[String], seen: &mut [bool]) -> Vec<Part> {
+    let bytes = step.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'$';
+    let mut parts = Vec::new();
+    let (mut text_start, mut at) = (0, 0);
+    while at < bytes.len() {
+        let starts_number = bytes[at].is_ascii_digit() && (at == 0 || !is_word(bytes[at - 1]));
+        if starts_number {
+            let end = at + bytes[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+            let whole = end == bytes.len() || !is_word(bytes[end]);
+            if whole {
+                if let Some(n) = sentinels.iter().position(|s| s.as_bytes() == &bytes[at..end]) {
+                    if text_start < at {
+                        parts.push(Part::Text(step[text_start..at].to_owned()));
+                    }
+                    parts.push(Part::Slot(n));
+                    seen[n] = true;
+                    text_start = end;
+                }
+            }
+            at = end;
+            continue;
+        }
+        at += 1;
+    }
+    if text_start < bytes.len() {
+        parts.push(Part::Text(step[text_start..].to_owned()));
+    }
+    parts
+}
+
+/// What a session knows of a shape.
+#[derive(Debug, Clone)]
+pub enum Known {
+    /// Seen once: learned if seen again.
+    SeenOnce,
+    /// Its translation does not carry its literals through: translated every time.
+    Opaque,
+    /// Learned.
+    Learned(Arc<Template>),
+}
+
+/// A session's shapes, by effective `search_path` then key, bounded by [`SHAPES_MAX`].
+#[derive(Debug, Default)]
+pub struct Shapes {
+    known: HashMap<Arc<str>, HashMap<String, Known>>,
+    /// (path, key) of each shape known, oldest first.
+    order: VecDeque<(Arc<str>, String)>,
+}
+
+impl Shapes {
+    /// What is known of `key` under `path`.
+    pub fn get(&self, path: &Arc<str>, key: &str) -> Option<&Known> {
+        self.known.get(path).and_then(|by_key| by_key.get(key))
+    }
+
+    /// Records what is known of `key` under `path`, forgetting the oldest shape past the bound.
+    pub fn set(&mut self, path: Arc<str>, key: String, known: Known) {
+        let by_key = self.known.entry(path.clone()).or_default();
+        if by_key.insert(key.clone(), known).is_none() {
+            if self.order.len() >= SHAPES_MAX {
+                if let Some((oldest_path, oldest)) = self.order.pop_front() {
+                    if let Some(by_key) = self.known.get_mut(&oldest_path) {
+                        by_key.remove(&oldest);
+                        if by_key.is_empty() {
+                            self.known.remove(&oldest_path);
+                        }
+                    }
+                }
+            }
+            self.order.push_back((path, key));
+        }
+        assert!(self.order.len() <= SHAPES_MAX, "shapes over their bound");
+    }
+
+    /// Forgets every shape (the catalog changed).
+    pub fn clear(&mut self) {
+        self.known.clear();
+        self.order.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shape_cuts_out_unsigned_int4_literals_only() {
+        let shape =
+            Shape::of("UPDATE t SET v = v + -42 WHERE id = 7 AND x = 1.5 AND y = 'a 9' AND z = t2.c").expect("shape");
+        assert_eq!(shape.values, vec!["42", "7"]);
+        assert_eq!(
+            shape.key,
+            "UPDATE t SET v = v + -\u{1} WHERE id = \u{1} AND x = 1.5 AND y = 'a 9' AND z = t2.c"
+        );
+        assert_eq!(
+            shape.with_values(&["1", "2"]),
+            "UPDATE t SET v = v + -1 WHERE id = 2 AND x = 1.5 AND y = 'a 9' AND z = t2.c"
+        );
+        // int8-sized, leading zeros, exponents, hexadecimal: part of the shape.
+        assert_eq!(Shape::of("SELECT 2147483648, 007, 1e5, 0x10"), None);
+        assert_eq!(
+            Shape::of("SELECT 2147483647").expect("shape").values,
+            vec!["2147483647"]
+        );
+        assert_eq!(Shape::of("SELECT a FROM t"), None);
+        assert_eq!(Shape::of("SELECT '\u{1}', 5"), None);
+        assert_eq!(Shape::of("SELECT $1 FROM t -- 5"), None);
+    }
+
+    #[test]
+    fn offsets_follow_lines_and_wide_characters() {
+        let text = "SELECT 'é',\n  'ü',  12\n-- 3\n, 45";
+        let shape = Shape::of(text).expect("shape");
+        assert_eq!(shape.values, vec!["12", "45"]);
+        assert_eq!(shape.with_values(&["12", "45"]), text);
+    }
+
+    #[test]
+    fn a_step_is_cut_at_whole_sentinels_only() {
+        let sentinels = vec!["1000000007".to_owned(), "1001000010".to_owned()];
+        let mut seen = vec![false; 2];
+        let parts = cut(
+            "SELECT -1000000007, x1000000007, 10000000071, 1000000007.5, 1001000010",
+            &sentinels,
+            &mut seen,
+        );
+        assert_eq!(
+            parts,
+            vec![
+                Part::Text("SELECT -".to_owned()),
+                Part::Slot(0),
+                Part::Text(", x1000000007, 10000000071, 1000000007.5, ".to_owned()),
+                Part::Slot(1),
+            ]
+        );
+        assert_eq!(seen, vec![true, true]);
+    }
+
+    #[test]
+    fn shapes_stay_within_their_bound() {
+        let mut shapes = Shapes::default();
+        let path: Arc<str> = Arc::from("public");
+        for i in 0..SHAPES_MAX + 10 {
+            shapes.set(path.clone(), format!("k{i}"), Known::SeenOnce);
+        }
+        assert_eq!(shapes.order.len(), SHAPES_MAX);
+        assert_eq!(shapes.known[&path].len(), SHAPES_MAX);
+        assert!(shapes.get(&path, "k0").is_none());
+        assert!(shapes.get(&path, &format!("k{}", SHAPES_MAX + 9)).is_some());
+    }
+}
