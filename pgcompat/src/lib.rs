@@ -45,6 +45,8 @@ pub use types::{Base, PgType};
 
 /// Most translations a session keeps (by statement text); the oldest goes first.
 pub const TRANSLATIONS_MAX: usize = 512;
+/// Most transaction-control texts a session keeps translated (savepoint names vary: ORMs number them).
+pub const CONTROL_TEXTS_MAX: usize = 64;
 /// Longest statement text cached; longer ones are translated every time (bulk INSERTs).
 pub const CACHED_SQL_BYTES_MAX: usize = 16 << 10;
 /// Highest parameter number (`$n`) the layer types (PostgreSQL's protocol allows 65535).
@@ -77,6 +79,9 @@ pub struct Dialect {
     /// Translations reused across texts that differ only in integer literals (`shapes`), cleared and keyed
     /// as `cache` is.
     shapes: shapes::Shapes,
+    /// Transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT s`, …) by text: translated without the catalog, so
+    /// kept across schema changes; emptied when [`CONTROL_TEXTS_MAX`] is reached.
+    control: HashMap<String, Arc<Translated>>,
     /// Translations made by filling a learned shape's template.
     shape_fills: u64,
     /// The catalog version the cached translations were made at.
@@ -106,6 +111,7 @@ impl Dialect {
             order: VecDeque::new(),
             path: PathMemo::default(),
             shapes: shapes::Shapes::default(),
+            control: HashMap::new(),
             shape_fills: 0,
             cache_version: -1,
         })
@@ -147,7 +153,15 @@ impl Dialect {
         // Transaction control needs no catalog, and must work when the database cannot be read (a failed
         // transaction is ended with ROLLBACK even while reads fail).
         if is_transaction_control(sql) {
-            return Ok(Arc::new(translate::translate(conn, &Catalog::default(), sql)?));
+            if let Some(hit) = self.control.get(sql) {
+                return Ok(hit.clone());
+            }
+            let translated = Arc::new(translate::translate(conn, &Catalog::default(), sql)?);
+            if self.control.len() >= CONTROL_TEXTS_MAX {
+                self.control.clear();
+            }
+            self.control.insert(sql.to_owned(), translated.clone());
+            return Ok(translated);
         }
         // The first statement after BEGIN reads with the catalog as last seen: reading the schema version
         // there would start the transaction's snapshot before the statement does, widening the window in

@@ -201,3 +201,27 @@ fn a_shape_whose_translation_takes_a_value_apart_is_never_filled() {
     let rows = common::run(&conn, &mut d, "SELECT id, name FROM accounts ORDER BY 2 DESC").expect("runs");
     assert_eq!(rows[0][1].as_deref(), Some("b"));
 }
+
+#[test]
+fn transaction_control_is_translated_once_per_text_and_kept_within_its_bound() {
+    let (conn, mut d) = setup();
+    let begin = d.translate(&conn, "BEGIN").expect("translates");
+    assert!(std::sync::Arc::ptr_eq(
+        &begin,
+        &d.translate(&conn, "BEGIN").expect("translates")
+    ));
+    // Across a schema change too: transaction control reads no catalog.
+    ok(&conn, &mut d, "CREATE TABLE t (x int)");
+    assert!(std::sync::Arc::ptr_eq(
+        &begin,
+        &d.translate(&conn, "BEGIN").expect("translates")
+    ));
+    // Numbered savepoints (as ORMs name them) past the bound: each still translates to its own name.
+    for i in 0..pgcompat::CONTROL_TEXTS_MAX * 2 {
+        let sql = format!("SAVEPOINT s{i}");
+        let Translated::Statements(list) = &*d.translate(&conn, &sql).expect("translates") else {
+            panic!("{sql} passed through");
+        };
+        assert_eq!(list[0].steps, vec![format!("SAVEPOINT \"s{i}\"")]);
+    }
+}

@@ -29,6 +29,9 @@ pub(crate) const VALUE_BYTES_MAX: i32 = 256 << 20;
 pub(crate) const SQL_BYTES_MAX: i32 = 16 << 20;
 /// Deepest expression tree.
 pub(crate) const EXPR_DEPTH_MAX: i32 = 1000;
+/// Compiled statements a session's connection keeps for reuse (rusqlite's LRU statement cache; its default is
+/// 16): a few KiB each, so at most ~32 × 5 KiB per session.
+pub(crate) const STATEMENTS_CACHED_MAX: usize = 32;
 
 /// PRAGMAs a client may run, with or without a value. Each only reads, or changes this connection's own
 /// behaviour within bounds SQLite keeps (`foreign_keys`, `case_sensitive_like`, …), or sets an application
@@ -109,6 +112,9 @@ pub(crate) fn harden(conn: &Connection) -> rusqlite::Result<()> {
     conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, VALUE_BYTES_MAX)?;
     conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, SQL_BYTES_MAX)?;
     conn.set_limit(Limit::SQLITE_LIMIT_EXPR_DEPTH, EXPR_DEPTH_MAX)?;
+    // The authorizer runs when a statement is compiled: a cached statement was authorized then, and what it
+    // decides depends on the statement alone (`refusal`), never on the session's state.
+    conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED_MAX);
     conn.authorizer(Some(authorize))?;
     Ok(())
 }

@@ -480,7 +480,9 @@ impl Session {
             return self.run_steps(translation, &kind);
         }
         let style = self.dialect.state().output_style();
-        let mut stmt = match self.conn.prepare(&translation.steps[0]) {
+        // From the connection's statement cache: a text run before (a prepared statement's every execution,
+        // `BEGIN`, `COMMIT`) is not compiled again. SQLite recompiles a cached statement whose schema changed.
+        let mut stmt = match self.conn.prepare_cached(&translation.steps[0]) {
             Ok(stmt) => stmt,
             Err(error) => {
                 let error = if self.tx == TxState::Failed {
@@ -509,7 +511,7 @@ impl Session {
         if kind == Kind::Commit && self.tx == TxState::InBlock && !self.conn.is_autocommit() {
             drop(stmt);
             self.check_deferred_constraints()?;
-            stmt = self.conn.prepare(&translation.steps[0])?;
+            stmt = self.conn.prepare_cached(&translation.steps[0])?;
         }
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
