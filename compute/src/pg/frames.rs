@@ -11,6 +11,13 @@
 //! The first messages of a connection are untyped (a StartupMessage of protocol 3.x, or a CancelRequest);
 //! after a StartupMessage every message has a type byte. An SSLRequest before them is answered by pgwire's
 //! TLS negotiation, before the guard is in place.
+//!
+//! Writes pass through, except while the client's next messages are already in ([`Guarded::set_defer`]): then
+//! replies are held (up to [`HELD_BYTES_MAX`]) and go out together, as PostgreSQL's backend flushes its output
+//! only before it waits for input. An extended-protocol statement (Bind, Execute, Sync in one packet) is answered
+//! with one write, not one per message (BindComplete, rows, CommandComplete, ReadyForQuery). The connection loop
+//! turns the deferral off and flushes before it waits for the next message, so nothing held ever waits on the
+//! client.
 
 use std::io;
 use std::pin::Pin;
@@ -264,7 +271,11 @@ pub(crate) fn log_refused(peer: std::net::SocketAddr, error: &FrameError) {
     }
 }
 
-/// A stream whose reads release only whole, valid frontend messages (see the module doc); writes pass through.
+/// Most reply bytes held while the deferral is on; past it they are written at once.
+pub(crate) const HELD_BYTES_MAX: usize = 64 << 10;
+
+/// A stream whose reads release only whole, valid frontend messages, and whose writes are held while the
+/// deferral is on (see the module doc).
 pub(crate) struct Guarded<S> {
     inner: S,
     checker: FrameChecker,
@@ -272,6 +283,10 @@ pub(crate) struct Guarded<S> {
     failed: Option<FrameError>,
     /// Where socket reads land, allocated once (not a zeroed array on every read).
     chunk: Vec<u8>,
+    /// Reply bytes not written to the socket yet (at most [`HELD_BYTES_MAX`]), in order before any later write.
+    held: BytesMut,
+    /// Hold writes and make flushes no-ops: the client's next messages are already in.
+    defer: bool,
 }
 
 impl<S> Guarded<S> {
@@ -283,6 +298,8 @@ impl<S> Guarded<S> {
             ready: BytesMut::new(),
             failed: None,
             chunk: vec![0u8; READ_CHUNK_BYTES],
+            held: BytesMut::new(),
+            defer: false,
         };
         if let Err(error) = guarded.checker.feed(already_read, &mut guarded.ready) {
             guarded.failed = Some(error);
@@ -293,6 +310,58 @@ impl<S> Guarded<S> {
     /// The first invalid message's error, once one came.
     pub(crate) fn failure(&self) -> Option<&FrameError> {
         self.failed.as_ref()
+    }
+
+    /// Whether whole messages the reader has not taken yet are in (bytes checked but not read).
+    pub(crate) fn has_unread_messages(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Holds writes (and ignores flushes) while `defer`; turned off, the next flush writes what is held.
+    pub(crate) fn set_defer(&mut self, defer: bool) {
+        self.defer = defer;
+    }
+
+    /// Whether reply bytes are held, unwritten.
+    pub(crate) fn holds_output(&self) -> bool {
+        !self.held.is_empty()
+    }
+}
+
+impl<S: AsyncWrite + Unpin> Guarded<S> {
+    /// Writes what is held to the socket.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.held.is_empty() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.held) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(written)) => self.held.advance(written),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes `len` bytes (given by `put`) into the held bytes if the deferral is on, or if bytes are held
+    /// already (they go first), within the bound; `false` if the caller is to write them itself.
+    fn hold(&mut self, cx: &mut Context<'_>, len: usize, put: impl FnOnce(&mut BytesMut)) -> Poll<io::Result<bool>> {
+        if !self.defer && self.held.is_empty() {
+            return Poll::Ready(Ok(false));
+        }
+        if self.held.len() + len <= HELD_BYTES_MAX {
+            put(&mut self.held);
+            if !self.defer {
+                // Written now if the socket takes it; else the next flush does.
+                if let Poll::Ready(Err(error)) = self.poll_drain(cx) {
+                    return Poll::Ready(Err(error));
+                }
+            }
+            return Poll::Ready(Ok(true));
+        }
+        match self.poll_drain(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(false)),
+            other => other.map_ok(|()| false),
+        }
     }
 }
 
@@ -332,15 +401,32 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let this = &mut *self;
+        match this.hold(cx, buf.len(), |held| held.extend_from_slice(buf)) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Ready(Ok(true)) => Poll::Ready(Ok(buf.len())),
+            Poll::Ready(Ok(false)) => Pin::new(&mut this.inner).poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        if this.defer {
+            return Poll::Ready(Ok(()));
+        }
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_flush(cx),
+            other => other,
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_shutdown(cx),
+            other => other,
+        }
     }
 
     fn poll_write_vectored(
@@ -348,7 +434,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let len = bufs.iter().map(|b| b.len()).sum();
+        let put = |held: &mut BytesMut| bufs.iter().for_each(|b| held.extend_from_slice(b));
+        match this.hold(cx, len, put) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Ready(Ok(true)) => Poll::Ready(Ok(len)),
+            Poll::Ready(Ok(false)) => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -362,6 +456,62 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// What the peer of `duplex` can read within 50 ms.
+    async fn readable(peer: &mut tokio::io::DuplexStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout(std::time::Duration::from_millis(50), peer.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn deferred_writes_are_held_until_the_deferral_ends_and_go_out_in_order() {
+        use tokio::io::AsyncWriteExt;
+        let (ours, mut peer) = tokio::io::duplex(1 << 20);
+        let mut guarded = Guarded::new(ours, &[]);
+        guarded.write_all(b"one ").await.expect("write");
+        guarded.flush().await.expect("flush");
+        assert_eq!(readable(&mut peer).await, b"one ");
+        guarded.set_defer(true);
+        guarded.write_all(b"two ").await.expect("write");
+        guarded.flush().await.expect("a flush while deferring is a no-op");
+        guarded.write_all(b"three ").await.expect("write");
+        assert!(guarded.holds_output());
+        assert_eq!(readable(&mut peer).await, b"", "nothing goes out while deferring");
+        guarded.set_defer(false);
+        guarded.write_all(b"four").await.expect("write");
+        guarded.flush().await.expect("flush");
+        assert!(!guarded.holds_output());
+        assert_eq!(readable(&mut peer).await, b"two three four");
+    }
+
+    #[tokio::test]
+    async fn held_writes_past_the_bound_go_out_at_once() {
+        use tokio::io::AsyncWriteExt;
+        let (ours, mut peer) = tokio::io::duplex(4 << 20);
+        let mut guarded = Guarded::new(ours, &[]);
+        guarded.set_defer(true);
+        let first = vec![b'a'; HELD_BYTES_MAX - 10];
+        let second = vec![b'b'; 100];
+        guarded.write_all(&first).await.expect("write");
+        guarded.write_all(&second).await.expect("write");
+        let got = readable(&mut peer).await;
+        assert!(got.len() >= first.len(), "the held bytes went out past the bound: {}", got.len());
+        assert!(got[..first.len()].iter().all(|&b| b == b'a'), "in order");
+        guarded.set_defer(false);
+        guarded.flush().await.expect("flush");
+        let mut all = got;
+        all.extend(readable(&mut peer).await);
+        assert_eq!(all.len(), first.len() + second.len());
+        assert!(all[first.len()..].iter().all(|&b| b == b'b'));
+    }
 
     fn startup() -> Vec<u8> {
         let mut body = 196_608u32.to_be_bytes().to_vec();

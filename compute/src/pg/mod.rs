@@ -441,10 +441,15 @@ async fn serve_messages(
             _ => message.is_extended_query(),
         };
         let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        // The client's next messages are in already (a Bind, Execute and Sync in one packet): this message's
+        // replies are held and go out with theirs (`frames`, as PostgreSQL flushes only before it waits).
+        let more_in = !awaiting_startup && (!socket.read_buffer().is_empty() || socket.get_ref().has_unread_messages());
+        socket.get_mut().set_defer(more_in);
         if describe_sql_cursor(&mut socket, &handlers.query, &message).await? {
+            socket.get_mut().set_defer(false);
             continue;
         }
-        if let Err(error) = process_message(
+        let processed = process_message(
             message,
             &mut socket,
             startup.clone(),
@@ -453,8 +458,9 @@ async fn serve_messages(
             copy.clone(),
             cancel.clone(),
         )
-        .await
-        {
+        .await;
+        socket.get_mut().set_defer(false);
+        if let Err(error) = processed {
             let is_fatal = error.is_fatal();
             process_error(&mut socket, error, is_extended_query).await?;
             if is_fatal {
@@ -467,6 +473,13 @@ async fn serve_messages(
         if let Some(shared) = handlers.query.connection.shared.get() {
             // Notifications that came while a statement ran, or that it sent itself, go after its reply.
             send_notifications(&mut socket, shared).await?;
+        }
+        // Nothing held waits while the loop waits for the client.
+        if socket.get_ref().holds_output() && socket.read_buffer().is_empty() && !socket.get_ref().has_unread_messages()
+        {
+            futures::SinkExt::flush(&mut socket)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
         }
     }
 }
