@@ -503,7 +503,11 @@ mod tests {
         guarded.write_all(&first).await.expect("write");
         guarded.write_all(&second).await.expect("write");
         let got = readable(&mut peer).await;
-        assert!(got.len() >= first.len(), "the held bytes went out past the bound: {}", got.len());
+        assert!(
+            got.len() >= first.len(),
+            "the held bytes went out past the bound: {}",
+            got.len()
+        );
         assert!(got[..first.len()].iter().all(|&b| b == b'a'), "in order");
         guarded.set_defer(false);
         guarded.flush().await.expect("flush");
