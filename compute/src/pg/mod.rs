@@ -447,6 +447,7 @@ async fn serve_messages(
         socket.get_mut().set_defer(more_in);
         if describe_sql_cursor(&mut socket, &handlers.query, &message).await? {
             socket.get_mut().set_defer(false);
+            flush_before_waiting(&mut socket).await?;
             continue;
         }
         let processed = process_message(
@@ -474,14 +475,25 @@ async fn serve_messages(
             // Notifications that came while a statement ran, or that it sent itself, go after its reply.
             send_notifications(&mut socket, shared).await?;
         }
-        // Nothing held waits while the loop waits for the client.
-        if socket.get_ref().holds_output() && socket.read_buffer().is_empty() && !socket.get_ref().has_unread_messages()
-        {
-            futures::SinkExt::flush(&mut socket)
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-        }
+        flush_before_waiting(&mut socket).await?;
     }
+}
+
+/// Writes the replies held (`frames`) if no whole message of the client waits unread: the loop is about to wait
+/// for one, and nothing held may wait with it.
+async fn flush_before_waiting<S>(
+    socket: &mut Framed<frames::Guarded<S>, pgwire::tokio::server::PgWireMessageServerCodec<String>>,
+) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let guarded = socket.get_ref();
+    if guarded.holds_output() && socket.read_buffer().is_empty() && !guarded.has_unread_messages() {
+        SinkExt::flush(socket)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// A Describe of a portal pgwire does not hold but the session has as a SQL cursor (`DECLARE c CURSOR`):
