@@ -1,0 +1,55 @@
+-- Statements that differ only in their integer literals, as clients that inline values send them (issue 12,
+-- 2026-12-06): from a shape's third sighting Cambium fills a learned template instead of translating the text
+-- (pgcompat's `shapes`). Each shape runs with several values, 0 and 1 among them, where a position or a limit
+-- changes what the statement means.
+CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL DEFAULT 0, name text, tags int[]);
+INSERT INTO accounts (id, balance, name, tags) VALUES (1, 10, 'a', '{5,6,7}');
+INSERT INTO accounts (id, balance, name, tags) VALUES (2, 20, 'b', '{8}');
+INSERT INTO accounts (id, balance, name, tags) VALUES (3, 30, 'c', '{}');
+INSERT INTO accounts (id, balance, name, tags) VALUES (4, 0, 'd', NULL);
+UPDATE accounts SET balance = balance + -7 WHERE id = 1 RETURNING balance;
+UPDATE accounts SET balance = balance + 5 WHERE id = 2 RETURNING balance;
+UPDATE accounts SET balance = balance + 0 WHERE id = 3 RETURNING balance;
+UPDATE accounts SET balance = balance + 1 WHERE id = 0 RETURNING balance;
+UPDATE accounts SET balance = balance + 2147483647 WHERE id = 4 RETURNING balance;
+UPDATE accounts SET balance = balance + 1 WHERE id = 4 RETURNING balance;
+SELECT balance FROM accounts WHERE id = 1;
+SELECT balance FROM accounts WHERE id = 2;
+SELECT balance FROM accounts WHERE id = 3;
+SELECT balance FROM accounts WHERE id = 0;
+SELECT id, name FROM accounts ORDER BY 1 DESC;
+SELECT id, name FROM accounts ORDER BY 2 DESC;
+SELECT id, name FROM accounts ORDER BY 1 DESC;
+SELECT id, name FROM accounts ORDER BY 2 DESC;
+SELECT id, name FROM accounts ORDER BY 3 DESC;
+SELECT id FROM accounts ORDER BY id LIMIT 2 OFFSET 1;
+SELECT id FROM accounts ORDER BY id LIMIT 0 OFFSET 0;
+SELECT id FROM accounts ORDER BY id LIMIT 1 OFFSET 3;
+SELECT id FROM accounts ORDER BY id LIMIT 3 OFFSET 2;
+SELECT tags[1], tags[2:3] FROM accounts WHERE id = 1;
+SELECT tags[0], tags[0:1] FROM accounts WHERE id = 1;
+SELECT tags[3], tags[1:1] FROM accounts WHERE id = 1;
+SELECT tags[2], tags[2:2] FROM accounts WHERE id = 2;
+SELECT 7 / 2, 7 % 3, 2 - 9;
+SELECT 1 / 1, 0 % 3, 0 - 0;
+SELECT 9 / 4, 5 % 5, 1 - 2;
+SELECT 1 / 0, 1 % 1, 3 - 3;
+SELECT 2147483647 + 1;
+SELECT name, count(*) FROM accounts GROUP BY 1 ORDER BY 1;
+SELECT name, count(*) FROM accounts GROUP BY 1 ORDER BY 2, 1;
+SELECT name, count(*) FROM accounts GROUP BY 1 ORDER BY 1;
+SELECT name, count(*) FROM accounts GROUP BY 1 ORDER BY 2, 1;
+INSERT INTO accounts (id, balance) VALUES (5, 50) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance + 1 RETURNING id, balance;
+INSERT INTO accounts (id, balance) VALUES (5, 60) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance + 1 RETURNING id, balance;
+INSERT INTO accounts (id, balance) VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance + 0 RETURNING id, balance;
+INSERT INTO accounts (id, balance) VALUES (6, 1) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance + 1 RETURNING id, balance;
+DELETE FROM accounts WHERE id IN (5, 6, 7) RETURNING id;
+DELETE FROM accounts WHERE id IN (0, 1, 2) RETURNING id;
+DELETE FROM accounts WHERE id IN (9, 8, 3) RETURNING id;
+SELECT CASE WHEN balance > 0 THEN 'pos' ELSE 'zero' END, balance FROM accounts WHERE id = 4;
+SELECT CASE WHEN balance > 1 THEN 'pos' ELSE 'zero' END, balance FROM accounts WHERE id = 4;
+SELECT CASE WHEN balance > 5 THEN 'pos' ELSE 'zero' END, balance FROM accounts WHERE id = 4;
+SELECT x FROM generate_series(1, 3) AS g(x) WHERE x > 1;
+SELECT x FROM generate_series(1, 3) AS g(x) WHERE x > 0;
+SELECT x FROM generate_series(1, 3) AS g(x) WHERE x > 2;
+SELECT count(*) FROM accounts;
