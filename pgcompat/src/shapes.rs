@@ -173,6 +173,8 @@ pub struct Template {
     translations: Vec<Translation>,
     /// Each translation's steps, cut at the slots.
     steps: Vec<Vec<Vec<Part>>>,
+    /// How many literals the shape has (every one has at least one slot).
+    literals: usize,
 }
 
 impl Template {
@@ -209,6 +211,7 @@ impl Template {
         let template = Template {
             translations: with_sentinels,
             steps,
+            literals: shape.values.len(),
         };
         if template.fill(&shape.values) != *own {
             return None;
@@ -225,8 +228,10 @@ impl Template {
         Some(template)
     }
 
-    /// The translation of the shape's text with `values`.
+    /// The translation of the shape's text with `values` (one per literal of the shape: texts of one key have
+    /// as many).
     pub fn fill<S: AsRef<str>>(&self, values: &[S]) -> Vec<Translation> {
+        assert_eq!(values.len(), self.literals, "one value per literal of the shape");
         self.translations
             .iter()
             .zip(&self.steps)

@@ -358,10 +358,7 @@ impl<S: AsyncWrite + Unpin> Guarded<S> {
             }
             return Poll::Ready(Ok(true));
         }
-        match self.poll_drain(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(false)),
-            other => other.map_ok(|()| false),
-        }
+        self.poll_drain(cx).map_ok(|()| false)
     }
 }
 
