@@ -18,8 +18,7 @@
 //! - Where a statement's time goes (issue 12 item 8; `scripts/bench-commit-stages.sh` reads them):
 //!   `cambium_compute_session_calls_total` with `…_session_call_microseconds_total` (SQLite's work for one
 //!   call from the wire: a simple query, an Execute, a Describe) and `…_session_run_microseconds_total` (the
-//!   same calls seen from the connection's async side: the difference is the hand-off to the SQLite thread
-//!   and back); `cambium_compute_commits_total` with `…_commit_sync_microseconds_total` (the VFS's xSync: the
+//!   same calls with their watching by the statements' watchdog: both run on the connection's own thread); `cambium_compute_commits_total` with `…_commit_sync_microseconds_total` (the VFS's xSync: the
 //!   store's commit: with early lock release only its hand-over to the proposer),
 //!   `…_commit_append_wait_microseconds_total` (SQLite threads waiting for acknowledgements, inside the
 //!   commit or after the call), `…_session_durable_wait_microseconds_total` (a session call's wait, after its
@@ -121,7 +120,7 @@ impl Metrics {
             .fetch_add(saturated(db_size_us), Ordering::Relaxed);
     }
 
-    /// Counts one call into a session that ran `call` on its SQLite thread and took `run` in all.
+    /// Counts one call into a session whose SQLite work took `call` and which took `run` in all.
     pub fn record_session_call(&self, call: std::time::Duration, run: std::time::Duration) {
         self.session_calls_total.fetch_add(1, Ordering::Relaxed);
         self.session_call_us_total.fetch_add(micros(call), Ordering::Relaxed);

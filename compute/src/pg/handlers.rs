@@ -155,18 +155,14 @@ impl ExtendedQueryHandler for QueryHandler {
 impl QueryHandler {
     pub(super) async fn describe<C: ClientInfo>(
         &self,
-        client: &C,
+        _client: &C,
         stmt: &StoredStatement<String>,
     ) -> PgWireResult<Described> {
-        let sql = stmt.statement.clone();
-        check_query_size(&sql).map_err(SqlError::into_pgwire)?;
-        let client_types = stmt.parameter_types.clone();
-        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
-            Some(handle) => Some(handle.start_query().await),
-            None => None,
-        };
+        let sql = &stmt.statement;
+        check_query_size(sql).map_err(SqlError::into_pgwire)?;
+        let client_types = &stmt.parameter_types;
         self.connection
-            .run_cancellable(cancel, move |s| s.describe(&sql, &client_types))
+            .run(move |s| s.describe(sql, client_types))
             .await?
             .map_err(SqlError::into_pgwire)
     }

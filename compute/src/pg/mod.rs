@@ -1,21 +1,24 @@
 //! The PostgreSQL wire protocol over SQLite sessions, through `pgwire`.
 //!
 //! Each client connection gets its own handlers and, once its password checks out, its own SQLite
-//! connection from a [`SessionFactory`] (picked by user and database name). SQLite calls block, so they
-//! run on tokio's blocking pool; the session's lock is only ever taken there, never across an await.
+//! connection from a [`SessionFactory`] (picked by user and database name). Each connection is served on a
+//! thread of its own with a single-threaded tokio runtime of its own ([`serve_on_own_thread`]): its socket,
+//! pgwire's handling and its session's SQLite calls (which block) all run there, one after the other, as a
+//! PostgreSQL backend process does; the session's lock is only ever taken there, never across an await.
 //!
 //! Limits: results are built in memory, bounded in rows and bytes (SQLSTATE 54000 beyond); queries
 //! longer than [`QUERY_BYTES_MAX`] are refused; every message is checked and bounded before pgwire decodes
 //! it (`frames`).
 //!
 //! **Stopping work.** A running statement stops (SQLite's interrupt, SQLSTATE 57014) on a cancel request (the
-//! key sent at startup, pgwire's `ConnectionManager`: pgwire answers 57014 and drops the handler's future,
-//! whose drop interrupts the statement), when the session's `statement_timeout` passes, or when
+//! key sent at startup names the session: `cancel`), when the session's `statement_timeout` passes, or when
 //! the client's connection closes (checked every [`CLIENT_CHECK_INTERVAL`] on a duplicate of the socket while
-//! a statement runs). A session idle inside a transaction for its `idle_in_transaction_session_timeout` has
+//! a statement runs): the connection's thread is busy running it, so one thread watches every running call
+//! (`watchdog`). A session idle inside a transaction for its `idle_in_transaction_session_timeout` has
 //! the transaction rolled back (so its snapshot and any write lock go) and the connection ended with FATAL
 //! 25P03, as PostgreSQL does. [`ServeConfig`] holds the server's defaults; sessions change theirs with `SET`.
 
+mod cancel;
 mod connection;
 mod cursor;
 mod defend;
@@ -28,6 +31,7 @@ pub mod scram;
 mod session;
 mod startup;
 pub mod tls;
+mod watchdog;
 
 use connection::{check_query_size, Connection};
 use handlers::QueryHandler;
@@ -41,7 +45,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,7 +59,6 @@ use pgwire::api::auth::{
     protocol_negotiation, save_startup_parameters_to_metadata, AuthDriver, AuthOutcome, AuthSource,
     DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
-use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -63,7 +66,7 @@ use pgwire::api::results::{
     CopyResponse, DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
-use pgwire::api::{ClientInfo, ConnectionHandle, ConnectionManager, PgWireConnectionState};
+use pgwire::api::{ClientInfo, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult, SEVERITY_FATAL};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::response::NotificationResponse;
@@ -77,7 +80,7 @@ use self::error::{
     SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED, TOO_MANY_CONNECTIONS,
 };
 use self::frames::Guarded;
-use self::session::{Described, Outcome, Session, SessionShared, StopReason};
+use self::session::{Described, Outcome, Session, SessionShared};
 
 /// Longest query text accepted, in bytes.
 pub const QUERY_BYTES_MAX: usize = 16 << 20;
@@ -258,8 +261,7 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
-    let manager = Arc::new(ConnectionManager::new());
-    let cancel = Arc::new(DefaultCancelHandler::new(manager.clone()));
+    let cancel = Arc::new(cancel::CancelTargets::default());
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -280,7 +282,7 @@ pub async fn serve_with(
                         refuse(socket, exhausted.to_string());
                         continue;
                     }
-                    let (socket, watch) = match with_watch(socket) {
+                    let (socket, watch) = match into_std_with_watch(socket) {
                         Ok(pair) => pair,
                         Err(error) => {
                             tracing::warn!(%peer, %error, "refusing connection: cannot watch its socket");
@@ -288,12 +290,8 @@ pub async fn serve_with(
                         }
                     };
                     let tls = config.tls.as_ref().map(tls::ServerTls::acceptor);
-                    let handlers = ConnectionHandlers::new(sessions.clone(), config.clone(), manager.clone(), cancel.clone(), watch);
-                    connections.spawn(async move {
-                        if let Err(error) = serve_connection(socket, peer, tls, handlers).await {
-                            tracing::debug!(%peer, %error, "connection ended");
-                        }
-                    });
+                    let handlers = ConnectionHandlers::new(sessions.clone(), config.clone(), cancel.clone(), watch);
+                    connections.spawn(serve_on_own_thread(socket, peer, tls, handlers));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -306,8 +304,67 @@ pub async fn serve_with(
     connections.shutdown().await;
 }
 
-/// Descriptors one connection takes: its socket and the duplicate that watches it.
-const FDS_PER_CONNECTION: u64 = 2;
+/// Descriptors one connection takes: its socket, the duplicate that watches it, and its thread's runtime's
+/// epoll instance and waker.
+const FDS_PER_CONNECTION: u64 = 4;
+
+/// The stack of a connection's thread: its session's SQLite calls (tokio's blocking threads have 2 MiB, where
+/// they ran before) and the connection's protocol handling.
+const CONNECTION_STACK_BYTES: usize = 4 << 20;
+
+/// Serves one connection on a thread of its own, with a single-threaded tokio runtime of its own: the socket's
+/// reads and writes, pgwire's handling and the session's SQLite calls all run there, one after the other, so a
+/// statement costs no hand-over between threads (a PostgreSQL backend is one process per connection). Resolves
+/// when the connection ends; dropping this future (the server shutting down) ends the connection as soon as
+/// its thread is between calls (a running call is stopped by its own means: the watchdog, a cancel).
+async fn serve_on_own_thread(
+    socket: std::net::TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
+    handlers: ConnectionHandlers,
+) {
+    let (ended, ended_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("pg-session".to_owned())
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::warn!(%peer, %error, "refusing connection: cannot start its runtime");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let socket = match TcpStream::from_std(socket) {
+                    Ok(socket) => socket,
+                    Err(error) => {
+                        tracing::warn!(%peer, %error, "refusing connection: cannot register its socket");
+                        return;
+                    }
+                };
+                tokio::select! {
+                    served = serve_connection(socket, peer, tls, handlers) => {
+                        if let Err(error) = served {
+                            tracing::debug!(%peer, %error, "connection ended");
+                        }
+                    }
+                    // Sent or dropped: the server is shutting down.
+                    _ = stop_rx => {}
+                }
+            });
+            // The connection's tasks (an idle timer) go with the runtime, before the server hears it ended.
+            drop(runtime);
+            let _ = ended.send(());
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%peer, %error, "refusing connection: cannot start its thread");
+        return;
+    }
+    let _stop_when_dropped = stop;
+    let _ = ended_rx.await;
+}
 
 /// Tells a client it cannot be served (FATAL 53300 too_many_connections, as PostgreSQL does past
 /// `max_connections`) and closes its socket, in the background and bounded in time.
@@ -335,12 +392,13 @@ fn fatal_frame(code: &str, message: &str) -> Vec<u8> {
     frame
 }
 
-/// The socket, and a duplicate of it to check the client is still there while a statement runs.
-fn with_watch(socket: TcpStream) -> std::io::Result<(TcpStream, Arc<std::net::TcpStream>)> {
+/// The socket, out of this runtime (for the connection's own), and a duplicate of it to check the client is
+/// still there while a statement runs.
+fn into_std_with_watch(socket: TcpStream) -> std::io::Result<(std::net::TcpStream, Arc<std::net::TcpStream>)> {
     // `into_std` leaves it non-blocking, and the duplicate shares that, so peeking never blocks.
     let socket = socket.into_std()?;
     let watch = socket.try_clone()?;
-    Ok((TcpStream::from_std(socket)?, Arc::new(watch)))
+    Ok((socket, Arc::new(watch)))
 }
 
 /// Whether the client's side of `watch` is closed (end of stream or an error); pending bytes mean it is there.
@@ -367,9 +425,8 @@ async fn serve_connection(
 ) -> std::io::Result<()> {
     let slot = handlers.query.connection.slot.clone();
     let served = serve_messages(socket, peer, tls, handlers).await;
-    // A statement may still hold the slot (the client went mid-statement; it is being stopped): the session is
-    // taken, and dropped, on the blocking pool once that statement lets go.
-    let _dropping = tokio::task::spawn_blocking(move || drop(slot.lock().take()));
+    // Calls run on this thread, so none holds the slot now: the session goes at once.
+    drop(slot.lock().take());
     served
 }
 
@@ -580,15 +637,14 @@ where
 struct ConnectionHandlers {
     startup: Arc<Startup>,
     query: Arc<QueryHandler>,
-    cancel: Arc<DefaultCancelHandler>,
+    cancel: Arc<cancel::CancelTargets>,
 }
 
 impl ConnectionHandlers {
     fn new(
         sessions: Arc<dyn SessionFactory>,
         config: ServeConfig,
-        manager: Arc<ConnectionManager>,
-        cancel: Arc<DefaultCancelHandler>,
+        cancel: Arc<cancel::CancelTargets>,
         watch: Arc<std::net::TcpStream>,
     ) -> ConnectionHandlers {
         let connection = Arc::new(Connection {
@@ -597,7 +653,7 @@ impl ConnectionHandlers {
             watch,
             activity: Arc::new(AtomicU64::new(0)),
             config,
-            thread: std::sync::OnceLock::new(),
+            cancel: std::sync::OnceLock::new(),
         });
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("15.0 (Cambium, SQLite {})", rusqlite::version());
@@ -608,10 +664,11 @@ impl ConnectionHandlers {
         scram.set_iterations(scram::ITERATIONS_DEFAULT);
         ConnectionHandlers {
             startup: Arc::new(Startup {
-                driver: AuthDriver::new(parameters).with_connection_manager(manager),
+                driver: AuthDriver::new(parameters),
                 mechanisms: SaslMechanisms::new(vec![Arc::new(scram)]),
                 sessions,
                 connection: connection.clone(),
+                cancel: cancel.clone(),
             }),
             query: Arc::new(QueryHandler {
                 connection,

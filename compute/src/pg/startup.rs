@@ -66,6 +66,8 @@ pub(super) struct Startup {
     pub(super) mechanisms: SaslMechanisms,
     pub(super) sessions: Arc<dyn SessionFactory>,
     pub(super) connection: Arc<Connection>,
+    /// Where the session is registered for cancel requests once the client has its key.
+    pub(super) cancel: Arc<super::cancel::CancelTargets>,
 }
 
 impl Startup {
@@ -86,7 +88,9 @@ impl Startup {
             .local_addr()
             .and_then(|server| Ok((server, self.connection.watch.peer_addr()?)))
             .ok();
-        let opened = tokio::task::spawn_blocking(move || {
+        // On the connection's own thread, which has nothing else to do meanwhile (opening may start the branch's
+        // store, bounded by the store's own deadlines).
+        let opened = (|| {
             let admission = sessions.admit(&database)?;
             let conn = sessions.open(&user, &database)?;
             let mut session = Session::new(conn, &database, &user, defaults, &startup)?;
@@ -94,9 +98,7 @@ impl Startup {
                 session = session.with_addresses(server, client);
             }
             Ok::<_, SessionError>(session.with_admission(admission))
-        })
-        .await
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        })();
         match opened {
             Ok(session) => {
                 let _first = self.connection.shared.set(session.shared());
@@ -120,7 +122,13 @@ impl Startup {
             AuthOutcome::InProgress => Ok(()),
             AuthOutcome::Authenticated { final_message, .. } => {
                 self.open_session(client).await?;
-                self.driver.complete_authentication(client, final_message).await
+                self.driver.complete_authentication(client, final_message).await?;
+                // The client now has its key (BackendKeyData): cancel requests with it stop the session's calls.
+                let (pid, secret) = client.pid_and_secret_key();
+                if let Some(shared) = self.connection.shared.get() {
+                    let _first = self.connection.cancel.set(self.cancel.register(pid, &secret, shared));
+                }
+                Ok(())
             }
         }
     }

@@ -71,6 +71,23 @@ impl SessionShared {
         }
     }
 
+    /// Stops the call running now, if one is (a cancel request, which names no call).
+    pub(crate) fn stop_running(&self, reason: StopReason) {
+        let epoch = self.running.load(Ordering::SeqCst);
+        if epoch != 0 {
+            self.stop(epoch, reason);
+        }
+    }
+
+    /// Why call `epoch` was stopped, if it was (whether or not it still runs).
+    pub(crate) fn stop_reason(&self, epoch: u64) -> Option<StopReason> {
+        let stop = self.stop.load(Ordering::SeqCst);
+        if stop >> 8 != epoch {
+            return None;
+        }
+        reason_of(stop)
+    }
+
     /// A new call's epoch, for [`SessionShared::begin_call`] and its stops.
     pub(crate) fn next_call(&self) -> u64 {
         self.epochs.fetch_add(1, Ordering::SeqCst) + 1
@@ -117,12 +134,7 @@ impl SessionShared {
         if running == 0 || stop >> 8 != running {
             return None;
         }
-        match stop & 0xff {
-            1 => Some(StopReason::Cancel),
-            2 => Some(StopReason::Timeout),
-            3 => Some(StopReason::ClientGone),
-            _ => None,
-        }
+        reason_of(stop)
     }
 
     /// The session's `statement_timeout` in milliseconds (0: none).
@@ -141,6 +153,36 @@ impl SessionShared {
     }
 }
 
+#[cfg(test)]
+impl SessionShared {
+    /// A session's shared half over an in-memory database of its own, for tests of the stops.
+    pub(crate) fn for_tests() -> SessionShared {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        SessionShared {
+            interrupt: conn.get_interrupt_handle(),
+            stop: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
+            gate: parking_lot::Mutex::new(()),
+            statement_timeout_ms: AtomicU64::new(0),
+            idle_in_transaction_timeout_ms: AtomicU64::new(0),
+            in_transaction: AtomicBool::new(false),
+            listener: pgcompat::notify::Notifier::new("d", 1).listener().clone(),
+            notified: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+/// The reason in a `stop` word (its low 8 bits).
+fn reason_of(stop: u64) -> Option<StopReason> {
+    match stop & 0xff {
+        1 => Some(StopReason::Cancel),
+        2 => Some(StopReason::Timeout),
+        3 => Some(StopReason::ClientGone),
+        _ => None,
+    }
+}
+
 /// The server's defaults for a new session's timeouts, in milliseconds (0: none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionDefaults {
@@ -155,19 +197,7 @@ mod tests {
     use super::*;
 
     fn shared() -> SessionShared {
-        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
-        SessionShared {
-            interrupt: conn.get_interrupt_handle(),
-            stop: AtomicU64::new(0),
-            running: AtomicU64::new(0),
-            epochs: AtomicU64::new(0),
-            gate: parking_lot::Mutex::new(()),
-            statement_timeout_ms: AtomicU64::new(0),
-            idle_in_transaction_timeout_ms: AtomicU64::new(0),
-            in_transaction: AtomicBool::new(false),
-            listener: pgcompat::notify::Notifier::new("d", 1).listener().clone(),
-            notified: tokio::sync::Notify::new(),
-        }
+        SessionShared::for_tests()
     }
 
     #[test]
