@@ -7,7 +7,8 @@
 # the statement's latency into:
 #   wire/session  the client's latency less the session call as its connection saw it (pgbench, the wire,
 #                 pgwire, the connection's loop)
-#   hand-off      the call seen from the connection's async side less the call on the SQLite thread
+#   hand-off      the call as its connection saw it less its SQLite work (since calls run on the connection's
+#                 own thread: the registration with the statements' watchdog)
 #   SQLite        the call on the SQLite thread less its commit and its wait for durability (parsing, the
 #                 dialect, SQLite, page reads)
 #   commit        what the SQLite thread spent on the commit: the VFS's xSync (the record built and handed to
