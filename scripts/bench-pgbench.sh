@@ -12,6 +12,9 @@
 #   CAMBIUM_BIN    the cambium binary (default target/release/cambium; build it with
 #                  `cargo build --release --bin cambium`)
 #   PG_BIN         PostgreSQL 15's server binaries (default /usr/lib/postgresql/15/bin)
+#   BENCH_SSLMODE  the clients' sslmode for both servers (default disable: the PostgreSQL started here has no
+#                  certificate, so both are measured without TLS; `prefer` gives Cambium TLS and PostgreSQL
+#                  none, which on 2 cores costs Cambium's run the clients' and its own encryption)
 #
 # The servers run one after the other, never together; each one's data is deleted at the end. Needs psql and
 # pgbench 15 (Debian's postgresql-client-15) and the PostgreSQL 15 server (postgresql-15).
@@ -21,6 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 here=$root/scripts/clients
 scale=${BENCH_SCALE:-10}
 seconds=${BENCH_SECONDS:-30}
+sslmode=${BENCH_SSLMODE:-disable}
 export CAMBIUM_BIN=${CAMBIUM_BIN:-$root/target/release/cambium}
 targets=(main)
 
@@ -31,6 +35,13 @@ die() {
 }
 [ -x "$CAMBIUM_BIN" ] || die "no $CAMBIUM_BIN: cargo build --release --bin cambium (or set CAMBIUM_BIN)"
 command -v pgbench >/dev/null || die "no pgbench (Debian: apt-get install postgresql-client-15)"
+
+# URI $1 with its sslmode set to the bench's (any sslmode it had replaced).
+with_sslmode() {
+    local base=${1%%\?*} query=
+    [[ $1 != *\?* ]] || query=$(printf '%s' "${1#*\?}" | tr '&' '\n' | { grep -v '^sslmode=' || true; } | paste -sd '&')
+    echo "$base?${query:+$query&}sslmode=$sslmode"
+}
 
 results=$(mktemp "${TMPDIR:-/tmp}/bench-pgbench.XXXXXX")
 trap 'rm -f "$results"' EXIT
@@ -59,7 +70,7 @@ run_peer() (
     start_server
     create_database bench
     local uri
-    uri=$(uri_of main bench)
+    uri=$(with_sslmode "$(uri_of main bench)")
     say "$peer: pgbench -i -s $scale"
     local started=$SECONDS
     pgbench -i -s "$scale" "$uri" >"$work/init.out" 2>&1 || die "$peer: pgbench -i failed: $(tail -3 "$work/init.out")"
@@ -83,7 +94,7 @@ run_peer cambium
 run_peer postgres
 
 echo
-echo "pgbench TPC-B (simple query mode), scale $scale, $seconds s per run; $(date -u +'%Y-%m-%d %H:%M UTC')"
+echo "pgbench TPC-B (simple query mode, sslmode=$sslmode), scale $scale, $seconds s per run; $(date -u +'%Y-%m-%d %H:%M UTC')"
 echo
 echo "| clients | Cambium TPS | PostgreSQL 15 TPS | ratio | Cambium latency | PostgreSQL latency | failed (Cambium / PG) |"
 echo "|---|---|---|---|---|---|---|"
