@@ -79,6 +79,8 @@ pub struct Dialect {
     /// Translations reused across texts that differ only in integer literals (`shapes`), cleared and keyed
     /// as `cache` is.
     shapes: shapes::Shapes,
+    /// How texts of each form were cut before (not cleared with the catalog: it is the tokenizer's).
+    shape_memo: shapes::ShapeMemo,
     /// Transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT s`, …) by text: translated without the catalog, so
     /// kept across schema changes; emptied when [`CONTROL_TEXTS_MAX`] is reached.
     control: HashMap<String, Arc<Translated>>,
@@ -111,6 +113,7 @@ impl Dialect {
             order: VecDeque::new(),
             path: PathMemo::default(),
             shapes: shapes::Shapes::default(),
+            shape_memo: shapes::ShapeMemo::default(),
             control: HashMap::new(),
             shape_fills: 0,
             cache_version: -1,
@@ -125,6 +128,11 @@ impl Dialect {
     /// How many translations this session made by filling a learned shape's template (`shapes`).
     pub fn shape_fills(&self) -> u64 {
         self.shape_fills
+    }
+
+    /// How many texts this session cut into their shapes from its memo of their form, without tokenizing.
+    pub fn shapes_cut_from_memo(&self) -> u64 {
+        self.shape_memo.hits()
     }
 
     /// The catalog as of the last translation.
@@ -189,7 +197,7 @@ impl Dialect {
         }
         // A text like one seen before but for its integer literals: the learned template filled in, or
         // learned now if this is the shape's second sighting (see `shapes`).
-        let shape = shapes::Shape::of(sql);
+        let shape = self.shape_memo.shape_of(sql);
         let known = shape
             .as_ref()
             .and_then(|shape| self.shapes.get(&path, &shape.key).cloned());

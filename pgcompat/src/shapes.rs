@@ -19,6 +19,16 @@
 //! (`SELECT`, `INSERT`, `UPDATE`, `DELETE`) are learned; literals are the unsigned integers of at most ten
 //! digits within `int4` (as PostgreSQL types them: bigger ones type `int8` and stay in the shape).
 //!
+//! **Cutting a text without tokenizing it** ([`ShapeMemo`]). Tokenizing a text to find its literals was most
+//! of what a filled statement cost (6 % of the compute's CPU under TPC-B). A text's *digit runs* (maximal runs
+//! of ASCII digits, wherever they are) are found with one pass over its bytes, and the text with each run
+//! replaced by the slot mark keys a memo of how the tokenizer cut a text of that form before (an exemplar):
+//! which runs were literals, and the exact digits of every other run (in names, strings, comments, bigger or
+//! decimal numbers). A new text with the same key and the same digits in every other run differs from the
+//! exemplar only inside runs the tokenizer read as whole integer literals; it is cut the same way if each new
+//! value is itself an `int4` literal and each literal's neighbours cannot join a number token (a letter, digit,
+//! `_`, `$`, `.` or quote beside a literal keeps the form out of the memo). Anything else is tokenized.
+//!
 //! **Bounds.** A shape is learned at its second sighting (a text seen once pays one tokenization, not four
 //! translations), at most [`SHAPES_MAX`] shapes are remembered per session (oldest out first), at most
 //! [`LITERALS_MAX`] literals per text, and texts longer than [`crate::CACHED_SQL_BYTES_MAX`] are not shaped.
@@ -59,11 +69,7 @@ impl Shape {
     /// `text`'s shape, or `None` if it has no integer literal, more than [`LITERALS_MAX`], holds the slot mark,
     /// or does not tokenize.
     pub fn of(text: &str) -> Option<Shape> {
-        if text.contains(SLOT_MARK) || text.len() > crate::CACHED_SQL_BYTES_MAX {
-            return None;
-        }
-        // A cheap refusal first: most texts with no digit outside names have no literal either.
-        if !text.bytes().any(|b| b.is_ascii_digit()) {
+        if !Shape::worth_cutting(text) {
             return None;
         }
         let tokens = Tokenizer::new(&PostgreSqlDialect {}, text)
@@ -117,6 +123,14 @@ impl Shape {
         Some(Shape { key, values, pieces })
     }
 
+    /// The checks before a text is cut: not too long, no slot mark, some digit (a text with no digit has no
+    /// literal).
+    fn worth_cutting(text: &str) -> bool {
+        text.len() <= crate::CACHED_SQL_BYTES_MAX
+            && !text.contains(SLOT_MARK)
+            && text.bytes().any(|b| b.is_ascii_digit())
+    }
+
     /// The text with the literals replaced by `values` (as many as the shape has).
     pub fn with_values<S: AsRef<str>>(&self, values: &[S]) -> String {
         assert_eq!(values.len(), self.values.len(), "one value per literal");
@@ -137,6 +151,172 @@ fn is_int4_literal(digits: &str) -> bool {
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'))
         && digits.parse::<u64>().is_ok_and(|value| value <= i32::MAX as u64)
+}
+
+/// Most text forms a session's [`ShapeMemo`] remembers; the oldest goes first.
+pub const FORMS_MAX: usize = 512;
+
+/// How the tokenizer cut texts of each form (see the module doc): the shape of a text of a known form comes
+/// from one pass over its bytes.
+#[derive(Debug, Default)]
+pub struct ShapeMemo {
+    forms: HashMap<String, Arc<Exemplar>>,
+    /// The forms in the order they were learned, oldest first.
+    order: VecDeque<String>,
+    /// Texts cut from the memo, not tokenized.
+    hits: u64,
+}
+
+/// One form's digit runs, in order, as the tokenizer read them in the text that taught it.
+#[derive(Debug)]
+struct Exemplar {
+    runs: Vec<Run>,
+}
+
+#[derive(Debug)]
+enum Run {
+    /// An `int4` literal: a new text's digits here are its value.
+    Literal,
+    /// Any other run: a new text must have exactly these digits here.
+    Fixed(String),
+}
+
+/// A text's digit runs as byte ranges, and its form: the text with each run replaced by the slot mark.
+fn digit_runs(text: &str) -> (String, Vec<(usize, usize)>) {
+    let bytes = text.as_bytes();
+    let mut form = String::with_capacity(text.len());
+    let mut runs = Vec::new();
+    let mut copied = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        // ASCII digits are whole characters: both ends are character boundaries.
+        form.push_str(&text[copied..start]);
+        form.push(SLOT_MARK);
+        runs.push((start, at));
+        copied = at;
+    }
+    form.push_str(&text[copied..]);
+    (form, runs)
+}
+
+/// Whether a literal's neighbouring byte (`None` at the text's ends) leaves its token the same whatever its
+/// digits: nothing that could join a number, a name or a quoted token.
+fn is_clear_neighbour(byte: Option<u8>) -> bool {
+    byte.is_none_or(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.' | b'\'' | b'"')))
+}
+
+impl ShapeMemo {
+    /// `text`'s shape, as [`Shape::of`] gives it: from the memo when a text of its form was cut before and
+    /// differs from it only in literals, else by tokenizing (and then the form is remembered, if it can be).
+    pub fn shape_of(&mut self, text: &str) -> Option<Shape> {
+        if !Shape::worth_cutting(text) {
+            return None;
+        }
+        let (form, runs) = digit_runs(text);
+        if let Some(exemplar) = self.forms.get(&form) {
+            if let Some(shape) = exemplar.cut(text, &runs) {
+                self.hits += 1;
+                return Some(shape);
+            }
+            return Shape::of(text);
+        }
+        let shape = Shape::of(text)?;
+        if let Some(exemplar) = Exemplar::of(text, &runs, &shape) {
+            if self.order.len() >= FORMS_MAX {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.forms.remove(&oldest);
+                }
+            }
+            self.forms.insert(form.clone(), Arc::new(exemplar));
+            self.order.push_back(form);
+            assert!(self.order.len() <= FORMS_MAX, "forms over their bound");
+        }
+        Some(shape)
+    }
+
+    /// How many texts were cut from the memo rather than tokenized.
+    pub fn hits(&self) -> u64 {
+        self.hits
+    }
+}
+
+impl Exemplar {
+    /// What `shape` (tokenized from `text`, whose digit runs are `runs`) teaches about its form, if every
+    /// literal is exactly one run with clear neighbours.
+    fn of(text: &str, runs: &[(usize, usize)], shape: &Shape) -> Option<Exemplar> {
+        let bytes = text.as_bytes();
+        // The literals' byte ranges, from the shape's pieces: each literal follows its piece.
+        let mut literals = Vec::with_capacity(shape.values.len());
+        let mut at = 0;
+        for (piece, value) in shape.pieces.iter().zip(&shape.values) {
+            let start = at + piece.len();
+            let end = start + value.len();
+            literals.push((start, end));
+            at = end;
+        }
+        let mut literals = literals.into_iter().peekable();
+        let mut exemplar = Vec::with_capacity(runs.len());
+        for &(start, end) in runs {
+            if literals.peek() == Some(&(start, end)) {
+                literals.next();
+                let before = start.checked_sub(1).map(|i| bytes[i]);
+                if !is_clear_neighbour(before) || !is_clear_neighbour(bytes.get(end).copied()) {
+                    return None;
+                }
+                exemplar.push(Run::Literal);
+            } else {
+                exemplar.push(Run::Fixed(text.get(start..end)?.to_owned()));
+            }
+        }
+        // Every literal was one whole run.
+        if literals.next().is_some() {
+            return None;
+        }
+        Some(Exemplar { runs: exemplar })
+    }
+
+    /// `text`'s shape (its form is this exemplar's, its digit runs `runs`), if it differs from the exemplar's
+    /// text only in literals that are still `int4` literals.
+    fn cut(&self, text: &str, runs: &[(usize, usize)]) -> Option<Shape> {
+        if runs.len() != self.runs.len() {
+            return None;
+        }
+        let literals = self.runs.iter().filter(|run| matches!(run, Run::Literal)).count();
+        let mut key = String::with_capacity(text.len());
+        let mut pieces = Vec::with_capacity(literals + 1);
+        let mut values = Vec::with_capacity(literals);
+        let mut at = 0;
+        for (run, &(start, end)) in self.runs.iter().zip(runs) {
+            let digits = text.get(start..end)?;
+            match run {
+                Run::Fixed(fixed) if fixed == digits => {}
+                Run::Fixed(_) => return None,
+                Run::Literal => {
+                    if !is_int4_literal(digits) {
+                        return None;
+                    }
+                    let piece = text.get(at..start)?;
+                    key.push_str(piece);
+                    key.push(SLOT_MARK);
+                    pieces.push(piece.to_owned());
+                    values.push(digits.to_owned());
+                    at = end;
+                }
+            }
+        }
+        let rest = text.get(at..)?;
+        key.push_str(rest);
+        pieces.push(rest.to_owned());
+        Some(Shape { key, values, pieces })
+    }
 }
 
 /// Byte offsets of a text's line starts, to turn the tokenizer's (line, column) into offsets.
@@ -413,5 +593,121 @@ mod tests {
         assert_eq!(shapes.known[&path].len(), SHAPES_MAX);
         assert!(shapes.get(&path, "k0").is_none());
         assert!(shapes.get(&path, &format!("k{}", SHAPES_MAX + 9)).is_some());
+    }
+
+    #[test]
+    fn the_memo_cuts_a_known_form_without_tokenizing_and_as_the_tokenizer_would() {
+        let mut memo = ShapeMemo::default();
+        let first = "UPDATE t SET v = v + -42 WHERE id = 7 AND name = 'x9' AND t2.c = 3.5";
+        assert_eq!(memo.shape_of(first), Shape::of(first));
+        assert_eq!(memo.hits(), 0, "the first text of a form is tokenized");
+        let second = "UPDATE t SET v = v + -1 WHERE id = 123456 AND name = 'x9' AND t2.c = 3.5";
+        assert_eq!(memo.shape_of(second), Shape::of(second));
+        assert_eq!(memo.hits(), 1);
+        // Another run's digits differ (the string, the name, the decimal): tokenized.
+        for other in [
+            "UPDATE t SET v = v + -1 WHERE id = 5 AND name = 'x8' AND t2.c = 3.5",
+            "UPDATE t SET v = v + -1 WHERE id = 5 AND name = 'x9' AND t3.c = 3.5",
+            "UPDATE t SET v = v + -1 WHERE id = 5 AND name = 'x9' AND t2.c = 3.6",
+            // A value that is no longer an int4 literal.
+            "UPDATE t SET v = v + -2147483648 WHERE id = 5 AND name = 'x9' AND t2.c = 3.5",
+            "UPDATE t SET v = v + -007 WHERE id = 5 AND name = 'x9' AND t2.c = 3.5",
+        ] {
+            assert_eq!(memo.shape_of(other), Shape::of(other), "{other}");
+        }
+        assert_eq!(memo.hits(), 1);
+    }
+
+    #[test]
+    fn a_literal_beside_what_could_join_it_keeps_its_form_out_of_the_memo() {
+        let mut memo = ShapeMemo::default();
+        for text in ["SELECT 5 FROM t", "SELECT 6 FROM t"] {
+            memo.shape_of(text);
+        }
+        assert_eq!(memo.hits(), 1);
+        let mut memo = ShapeMemo::default();
+        // `(5)::int` is clear; a literal glued to a name is not a literal; `1.` is not int4; `x[1]` is clear.
+        for text in [
+            "SELECT x[1], 5.e1 FROM t",
+            "SELECT x[2], 5.e1 FROM t",
+            "SELECT x[3], 5.e1 FROM t",
+        ] {
+            assert_eq!(memo.shape_of(text), Shape::of(text), "{text}");
+        }
+        assert_eq!(memo.hits(), 2);
+    }
+
+    #[test]
+    fn the_memo_stays_within_its_bound() {
+        let mut memo = ShapeMemo::default();
+        for i in 0..FORMS_MAX + 10 {
+            // A name of letters only (digits would be runs of the same form).
+            let name: String = i.to_string().bytes().map(|d| char::from(b'a' + (d - b'0'))).collect();
+            let text = format!("SELECT 1 FROM t{name}");
+            memo.shape_of(&text);
+        }
+        assert_eq!(memo.order.len(), FORMS_MAX);
+        assert_eq!(memo.forms.len(), FORMS_MAX);
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Pieces a text is made of: literals, numbers of other kinds and digits inside other tokens.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                (0u64..3_000_000_000).prop_map(|n| n.to_string()),
+                Just("0".to_owned()),
+                Just("007".to_owned()),
+                (0u32..100).prop_map(|n| format!("{n}.5")),
+                (0u32..100).prop_map(|n| format!("{n}e3")),
+                (0u32..100).prop_map(|n| format!("0x{n}")),
+                (0u32..100).prop_map(|n| format!("t{n}")),
+                (0u32..100).prop_map(|n| format!("'s{n}'")),
+                (0u32..100).prop_map(|n| format!("\"c {n}\"")),
+                (0u32..100).prop_map(|n| format!("/* {n} */")),
+                (0u32..100).prop_map(|n| format!("$${n}$$")),
+                (0u32..100).prop_map(|n| format!("${n}")),
+                (0u32..100).prop_map(|n| format!("x[{n}]")),
+                (0u32..100).prop_map(|n| format!("-{n}")),
+                (0u32..100).prop_map(|n| format!("E'\\{n}'")),
+                (0u32..100).prop_map(|n| format!("{n}_000")),
+                (0u32..100).prop_map(|n| format!("{n}::int")),
+                (0u32..100).prop_map(|n| format!("{n}.")),
+                (0u32..100).prop_map(|n| format!("{n}abc")),
+                Just("-- 7\n".to_owned()),
+                Just("'it''s 5'".to_owned()),
+                Just("é".to_owned()),
+                Just("'".to_owned()),
+            ]
+        }
+
+        proptest! {
+            /// Texts of a few forms, each with values varied between its texts: the memo's shape is always the
+            /// tokenizer's.
+            #[test]
+            fn the_memo_agrees_with_the_tokenizer(
+                forms in proptest::collection::vec(proptest::collection::vec(piece(), 1..8), 1..4),
+                variants in proptest::collection::vec((0usize..4, proptest::collection::vec(0u64..3_000_000_000, 8)), 1..24),
+            ) {
+                let mut memo = ShapeMemo::default();
+                for (form, values) in variants {
+                    let Some(pieces) = forms.get(form % forms.len()) else { continue };
+                    // The form's pieces, with each plain number among them replaced by the variant's value.
+                    let text = pieces
+                        .iter()
+                        .zip(&values)
+                        .map(|(piece, value)| match piece.parse::<u64>() {
+                            Ok(_) => value.to_string(),
+                            Err(_) => piece.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let text = format!("SELECT {text}");
+                    prop_assert_eq!(memo.shape_of(&text), Shape::of(&text), "{}", text);
+                }
+            }
+        }
     }
 }
