@@ -2,7 +2,7 @@
 //! writes its socket (`serve_on_own_thread`), stopped by cancel requests (`cancel`), the statement timeout or
 //! the client going (`watchdog`), and answered only once what they read or wrote is durable
 //! (`vfs::with_deferred_durability`: a commit releases the writer's lock when it is handed to the proposer,
-//! DESIGN §5); and the idle-in-transaction timer.
+//! DESIGN §5); and the end of a transaction left idle too long.
 
 use super::*;
 use std::time::Instant;
@@ -20,8 +20,6 @@ pub(super) struct Connection {
     /// A duplicate of the client's socket: checked for the client having gone, and used to end an idle
     /// transaction's connection.
     pub(super) watch: Arc<std::net::TcpStream>,
-    /// Counts calls into the session: the idle-transaction timer fires only if none came since it was set.
-    pub(super) activity: Arc<AtomicU64>,
     pub(super) config: ServeConfig,
     /// Lets cancel requests reach the session, once it is open and the client has its key.
     pub(super) cancel: std::sync::OnceLock<super::cancel::CancelRegistration>,
@@ -36,7 +34,6 @@ impl Connection {
     pub(super) async fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> PgWireResult<T> {
         let shared = self.shared.get().cloned().ok_or(PgWireError::NotReadyForQuery)?;
         let started = Instant::now();
-        self.activity.fetch_add(1, Ordering::SeqCst);
         // This call's stops reach it alone (`SessionShared`'s invariant): not the call before it, whose stop's
         // follow-up may still be interrupting, nor the one after.
         let epoch = shared.next_call();
@@ -59,7 +56,6 @@ impl Connection {
         };
         let (called, call_time) = called;
         drop(watched);
-        self.activity.fetch_add(1, Ordering::SeqCst);
         crate::metrics::METRICS.record_session_call(call_time, started.elapsed());
         let value = called
             .map_err(|_| SqlError::new(INTERNAL_ERROR, "the statement failed inside the server").into_pgwire())?;
@@ -69,43 +65,27 @@ impl Connection {
             // outcome is unknown and the store has failed, as for a commit that failed in SQLite's sync.
             return Err(SqlError::new(IO_ERROR, format!("{error}: the statement's outcome is unknown")).into_pgwire());
         }
-        self.arm_idle_timer(&shared);
         Ok(value)
     }
 
-    /// If the session is in a transaction and has an idle timeout, ends the transaction and the connection
-    /// once that long passes with no call into the session. The timer is a task of the connection's own
-    /// runtime, which runs it while the connection waits for its client (and drops it with the connection).
-    pub(super) fn arm_idle_timer(&self, shared: &SessionShared) {
-        let idle_ms = shared.idle_in_transaction_timeout_ms();
-        if idle_ms == 0 || !shared.in_transaction() {
-            return;
+    /// Ends the session's transaction and the connection if it is still in a transaction: the connection waited
+    /// for its client for the session's `idle_in_transaction_session_timeout`. Returns whether it ended.
+    pub(super) fn end_idle_transaction(&self) -> bool {
+        let mut guard = self.slot.lock();
+        let Some(session) = guard.as_mut() else {
+            return false;
+        };
+        if !session.abort_idle_transaction() {
+            return false;
         }
-        let epoch = self.activity.load(Ordering::SeqCst);
-        let (activity, slot, watch) = (self.activity.clone(), self.slot.clone(), self.watch.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(idle_ms)).await;
-            if activity.load(Ordering::SeqCst) != epoch {
-                return;
-            }
-            let mut guard = slot.lock();
-            // Checked again under the session's lock, which every call takes: no statement slips in.
-            if activity.load(Ordering::SeqCst) != epoch {
-                return;
-            }
-            let Some(session) = guard.as_mut() else {
-                return;
-            };
-            if session.abort_idle_transaction() {
-                // Nothing else uses the session from now on: the connection is told and closed.
-                *guard = None;
-                end_connection(
-                    &watch,
-                    IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-                    "terminating connection due to idle-in-transaction timeout",
-                );
-            }
-        });
+        // Nothing else uses the session from now on: the connection is told and closed.
+        *guard = None;
+        end_connection(
+            &self.watch,
+            IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            "terminating connection due to idle-in-transaction timeout",
+        );
+        true
     }
 }
 

@@ -469,14 +469,27 @@ async fn serve_messages(
             }
         } else {
             match handlers.query.connection.shared.get().cloned() {
-                // A session: notifications are sent as they arrive, while the client is idle.
-                Some(shared) => tokio::select! {
-                    message = socket.next() => message,
-                    () = shared.notification_arrived() => {
-                        send_notifications(&mut socket, &shared).await?;
-                        continue;
+                // A session: notifications are sent as they arrive, while the client is idle; a transaction left
+                // idle for the session's `idle_in_transaction_session_timeout` ends, and the connection with it
+                // (the timer restarts with every wait for the client, as PostgreSQL's does).
+                Some(shared) => {
+                    let idle_ms = shared.idle_in_transaction_timeout_ms();
+                    let idle_limit = (idle_ms > 0 && shared.in_transaction()).then_some(idle_ms);
+                    let idle = tokio::time::sleep(Duration::from_millis(idle_limit.unwrap_or(0)));
+                    tokio::select! {
+                        message = socket.next() => message,
+                        () = shared.notification_arrived() => {
+                            send_notifications(&mut socket, &shared).await?;
+                            continue;
+                        }
+                        () = idle, if idle_limit.is_some() => {
+                            if handlers.query.connection.end_idle_transaction() {
+                                return Ok(());
+                            }
+                            continue;
+                        }
                     }
-                },
+                }
                 None => socket.next().await,
             }
         };
@@ -651,7 +664,6 @@ impl ConnectionHandlers {
             slot: Arc::new(Mutex::new(None)),
             shared: std::sync::OnceLock::new(),
             watch,
-            activity: Arc::new(AtomicU64::new(0)),
             config,
             cancel: std::sync::OnceLock::new(),
         });
