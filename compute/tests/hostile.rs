@@ -454,3 +454,59 @@ async fn tls_with_a_self_signed_certificate() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_shutdown_ends_its_connections_and_their_write_locks() -> TestResult {
+    let (port, stop) = start("hostile_shutdown", SessionDefaults::default()).await;
+    let holder = connect(port, "hostile_shutdown").await?;
+    holder
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY); BEGIN; INSERT INTO t VALUES (1)")
+        .await?;
+    let idle = connect(port, "hostile_shutdown").await?;
+    stop.send(()).map_err(|()| "the server stopped already")?;
+
+    // Each connection's own thread sees the shutdown while its connection waits for its client.
+    for client in [&holder, &idle] {
+        let ended = tokio::time::timeout(STOP_BOUND, async {
+            loop {
+                if client.simple_query("SELECT 1").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "a connection still answered {STOP_BOUND:?} after the shutdown"
+        );
+    }
+
+    // The holder's session went with its connection: its transaction rolled back, the writer's lock free.
+    let (port, _stop) = start_again("hostile_shutdown").await;
+    let writer = connect(port, "hostile_shutdown").await?;
+    let started = Instant::now();
+    writer.execute("INSERT INTO t VALUES (2)", &[]).await?;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the write waited on the ended session"
+    );
+    assert_eq!(count(&writer).await?, 1, "the ended session's insert was rolled back");
+    Ok(())
+}
+
+/// Another server over the already registered database `name`.
+async fn start_again(name: &str) -> (u16, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
+        "app".to_owned(),
+        "secret".to_owned(),
+    )])));
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    assert!(compute::vfs::is_registered(name), "{name} is registered");
+    tokio::spawn(serve_with(listener, factory, ServeConfig::default(), async move {
+        let _ = stop_rx.await;
+    }));
+    (port, stop)
+}
