@@ -37,6 +37,14 @@ async fn start_with_tls(
     tls: Option<compute::pg::tls::ServerTls>,
 ) -> (u16, tokio::sync::oneshot::Sender<()>) {
     compute::vfs::register_database(name, Arc::new(MemoryPageStore::new())).expect("register");
+    serve_registered(defaults, tls).await
+}
+
+/// A server over the databases registered already; returns its port and a stop handle.
+async fn serve_registered(
+    defaults: SessionDefaults,
+    tls: Option<compute::pg::tls::ServerTls>,
+) -> (u16, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("address").port();
     let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
@@ -483,7 +491,8 @@ async fn the_servers_shutdown_ends_its_connections_and_their_write_locks() -> Te
     }
 
     // The holder's session went with its connection: its transaction rolled back, the writer's lock free.
-    let (port, _stop) = start_again("hostile_shutdown").await;
+    assert!(compute::vfs::is_registered("hostile_shutdown"));
+    let (port, _stop) = serve_registered(SessionDefaults::default(), None).await;
     let writer = connect(port, "hostile_shutdown").await?;
     let started = Instant::now();
     writer.execute("INSERT INTO t VALUES (2)", &[]).await?;
@@ -493,20 +502,4 @@ async fn the_servers_shutdown_ends_its_connections_and_their_write_locks() -> Te
     );
     assert_eq!(count(&writer).await?, 1, "the ended session's insert was rolled back");
     Ok(())
-}
-
-/// Another server over the already registered database `name`.
-async fn start_again(name: &str) -> (u16, tokio::sync::oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
-        "app".to_owned(),
-        "secret".to_owned(),
-    )])));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    assert!(compute::vfs::is_registered(name), "{name} is registered");
-    tokio::spawn(serve_with(listener, factory, ServeConfig::default(), async move {
-        let _ = stop_rx.await;
-    }));
-    (port, stop)
 }
