@@ -69,6 +69,8 @@ pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
 pub(crate) const SERIALIZATION_FAILURE: &str = "40001";
 /// too_many_connections: the listener's connection cap, or the process out of file descriptors
 pub(crate) const TOO_MANY_CONNECTIONS: &str = "53300";
+/// insufficient_resources: the server could not start what serves a connection (its thread or runtime).
+pub(crate) const INSUFFICIENT_RESOURCES: &str = "53000";
 /// idle_in_transaction_session_timeout
 pub(crate) const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
 /// io_error: SQLite reported an I/O error on the database file (a store error, see `session`)

@@ -76,7 +76,8 @@ use tokio::task::JoinSet;
 use tokio_util::codec::{Framed, FramedParts};
 
 use self::error::{
-    SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INVALID_CATALOG_NAME, PROGRAM_LIMIT_EXCEEDED, TOO_MANY_CONNECTIONS,
+    SqlError, IDLE_IN_TRANSACTION_SESSION_TIMEOUT, INSUFFICIENT_RESOURCES, INVALID_CATALOG_NAME,
+    PROGRAM_LIMIT_EXCEEDED, TOO_MANY_CONNECTIONS,
 };
 use self::frames::Guarded;
 use self::session::{Described, Outcome, Session, SessionShared};
@@ -324,6 +325,9 @@ async fn serve_on_own_thread(
 ) {
     let (ended, ended_rx) = tokio::sync::oneshot::channel::<()>();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // The socket's duplicate, to tell the client if the connection cannot be served after all.
+    let watch = handlers.query.connection.watch.clone();
+    let thread_watch = watch.clone();
     let spawned = std::thread::Builder::new()
         .name("pg-session".to_owned())
         .stack_size(CONNECTION_STACK_BYTES)
@@ -332,6 +336,11 @@ async fn serve_on_own_thread(
                 Ok(runtime) => runtime,
                 Err(error) => {
                     tracing::warn!(%peer, %error, "refusing connection: cannot start its runtime");
+                    connection::end_connection(
+                        &thread_watch,
+                        INSUFFICIENT_RESOURCES,
+                        "could not start the connection's runtime",
+                    );
                     return;
                 }
             };
@@ -359,6 +368,11 @@ async fn serve_on_own_thread(
         });
     if let Err(error) = spawned {
         tracing::warn!(%peer, %error, "refusing connection: cannot start its thread");
+        connection::end_connection(
+            &watch,
+            INSUFFICIENT_RESOURCES,
+            "could not start a thread for the connection",
+        );
         return;
     }
     let _stop_when_dropped = stop;
