@@ -315,8 +315,8 @@ impl MainFile {
             };
             if stale || latest.is_err() {
                 self.lock_level = locks.unlock(self.handle, level, LockLevel::Shared);
+                self.database.wake_next_writer(&mut locks);
                 drop(locks);
-                self.database.writer_released.notify_all();
                 latest?;
                 return Err(LockError::Busy(BusyReason::StaleSnapshot));
             }
@@ -341,9 +341,14 @@ impl MainFile {
             self.rolling_back_failed_commit = false;
         }
         let was_writer = self.lock_level >= LockLevel::Reserved;
-        self.lock_level = self.database.locks.lock().unlock(self.handle, self.lock_level, wanted);
-        if was_writer && self.lock_level < LockLevel::Reserved {
-            self.database.writer_released.notify_all();
+        let mut locks = self.database.locks.lock();
+        self.lock_level = locks.unlock(self.handle, self.lock_level, wanted);
+        let released = was_writer && self.lock_level < LockLevel::Reserved;
+        if released {
+            self.database.wake_next_writer(&mut locks);
+        }
+        drop(locks);
+        if released {
             // A write transaction ended: committed (its commit is noted already) or not, what it read
             // depends on its snapshot.
             if let Some(snapshot) = self.snapshot {

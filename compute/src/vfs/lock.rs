@@ -117,6 +117,18 @@ impl LockTable {
         if self.writer.is_some_and(|w| w.handle != handle) {
             return true;
         }
+        self.drop_stale_waiters(now);
+        self.waiting.front().is_some_and(|w| w.handle != handle)
+    }
+
+    /// The waiter owed the writer's lock next: the oldest still asking (stale ones leave the queue here).
+    pub(crate) fn next_in_line(&mut self, now: Instant) -> Option<u64> {
+        self.drop_stale_waiters(now);
+        self.waiting.front().map(|w| w.handle)
+    }
+
+    /// Takes out of the queue's front the waiters that stopped asking.
+    fn drop_stale_waiters(&mut self, now: Instant) {
         while self
             .waiting
             .front()
@@ -124,7 +136,6 @@ impl LockTable {
         {
             self.waiting.pop_front();
         }
-        self.waiting.front().is_some_and(|w| w.handle != handle)
     }
 
     /// Queues `handle` (or notes that it asked again).
@@ -258,6 +269,28 @@ mod tests {
         table.forget(2);
         table.unlock(1, Reserved, Shared);
         assert_eq!(table.lock_at(3, Shared, Reserved, at(later + 1)), (Reserved, Ok(())));
+    }
+
+    #[test]
+    fn the_next_in_line_is_the_oldest_waiter_still_asking() {
+        let mut table = LockTable::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert_eq!(table.next_in_line(at(0)), Option::None, "nobody waits");
+        for handle in 1..=3 {
+            assert_eq!(table.lock_at(handle, None, Shared, at(0)), (Shared, Ok(())));
+        }
+        assert_eq!(table.lock_at(1, Shared, Reserved, at(0)), (Reserved, Ok(())));
+        assert_eq!(table.lock_at(2, Shared, Reserved, at(1)), (Shared, Err(Busy)));
+        assert_eq!(table.lock_at(3, Shared, Reserved, at(2)), (Shared, Err(Busy)));
+        table.unlock(1, Reserved, Shared);
+        assert_eq!(table.next_in_line(at(3)), Some(2));
+        // 3 keeps asking, 2 stops: once 2 is stale, 3 is owed the lock.
+        let later = 1 + WAITER_STALE.as_millis() as u64 + 1;
+        assert_eq!(table.lock_at(3, Shared, Reserved, at(later - 1)), (Shared, Err(Busy)));
+        assert_eq!(table.next_in_line(at(later)), Some(3));
+        assert_eq!(table.lock_at(3, Shared, Reserved, at(later)), (Reserved, Ok(())));
+        assert_eq!(table.next_in_line(at(later)), Option::None, "the one in line got it");
     }
 
     #[test]
