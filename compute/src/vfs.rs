@@ -187,6 +187,12 @@ pub(crate) fn take_store_error() -> Option<PageStoreError> {
     LAST_STORE_ERROR.with(|last| last.borrow_mut().take())
 }
 
+/// The latest commit LSN of the store behind `conn` (a connection [`open_connection`] opened), which moves
+/// with every commit to its database by any connection; `None` if the store cannot say (it failed).
+pub(crate) fn latest_commit(conn: &Connection) -> Option<u64> {
+    ffi::latest_commit(conn)
+}
+
 /// Registers `name` as a database held by `store`, so `open_connection(name)` serves it. Registers the VFS
 /// with SQLite on first use.
 pub fn register_database(name: &str, store: Arc<dyn PageStore>) -> Result<(), VfsError> {

@@ -77,3 +77,82 @@ async fn sql_over_the_wire_commits_to_the_page_store() {
     let _ = server.await;
     compute::vfs::unregister_database("wire_db");
 }
+
+/// A session skips reading the schema version while its store's latest commit has not moved, and answers a
+/// Describe from its last answer while the translation is the same: neither may hide a schema change, made by
+/// another session or by its own transaction that rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_changes_are_seen_by_the_next_statement_and_describe() {
+    let store = Arc::new(MemoryPageStore::new());
+    compute::vfs::register_database("schema_db", store.clone()).expect("register");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
+        "app".to_string(),
+        "secret".to_string(),
+    )])));
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, factory, async move {
+        let _ = stop_rx.await;
+    }));
+    let config = format!("host=127.0.0.1 port={port} user=app password=secret dbname=schema_db");
+    let (a, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
+        .await
+        .expect("connect a");
+    tokio::spawn(connection);
+    let (b, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
+        .await
+        .expect("connect b");
+    tokio::spawn(connection);
+    let column_types = |statement: &tokio_postgres::Statement| {
+        statement
+            .columns()
+            .iter()
+            .map(|c| (c.name().to_owned(), c.type_().clone()))
+            .collect::<Vec<_>>()
+    };
+
+    a.batch_execute("CREATE TABLE t (a int4); INSERT INTO t VALUES (1)")
+        .await
+        .expect("create");
+    let select = a.prepare("SELECT * FROM t").await.expect("prepare");
+    assert_eq!(column_types(&select), [("a".to_owned(), Type::INT4)]);
+    // Described twice, the second from the session's cache.
+    let select = a.prepare("SELECT * FROM t").await.expect("prepare again");
+    assert_eq!(column_types(&select), [("a".to_owned(), Type::INT4)]);
+    assert_eq!(a.query(&select, &[]).await.expect("query").len(), 1);
+
+    b.batch_execute("ALTER TABLE t ADD COLUMN at timestamptz")
+        .await
+        .expect("alter");
+    let select = a.prepare("SELECT * FROM t").await.expect("prepare after the change");
+    assert_eq!(
+        column_types(&select),
+        [("a".to_owned(), Type::INT4), ("at".to_owned(), Type::TIMESTAMPTZ)],
+        "another session's column, typed from the catalog"
+    );
+
+    // A's own schema change, rolled back: nothing was committed, yet the catalog it read inside must go.
+    a.batch_execute("BEGIN; ALTER TABLE t ADD COLUMN flag bool; SELECT flag FROM t")
+        .await
+        .expect("alter inside a transaction");
+    let inside = a.prepare("SELECT * FROM t").await.expect("prepare inside");
+    assert_eq!(inside.columns().len(), 3);
+    a.batch_execute("ROLLBACK").await.expect("rollback");
+    let select = a.prepare("SELECT * FROM t").await.expect("prepare after the rollback");
+    assert_eq!(
+        column_types(&select),
+        [("a".to_owned(), Type::INT4), ("at".to_owned(), Type::TIMESTAMPTZ)]
+    );
+    let error = a
+        .prepare("SELECT flag FROM t")
+        .await
+        .expect_err("the rolled-back column is gone");
+    let message = error.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
+    assert!(message.contains("flag"), "{error:?}");
+
+    drop((a, b));
+    let _ = stop.send(());
+    let _ = server.await;
+    compute::vfs::unregister_database("schema_db");
+}

@@ -88,6 +88,11 @@ pub struct Dialect {
     shape_fills: u64,
     /// The catalog version the cached translations were made at.
     cache_version: i64,
+    /// The database's commit version as the caller last gave it ([`Dialect::set_commit_version`]).
+    commit_version: Option<u64>,
+    /// The commit version at the catalog's last read outside a transaction; `None` after a read inside one
+    /// (which may have seen the transaction's own schema changes, gone if it rolls back).
+    catalog_read_at: Option<u64>,
 }
 
 impl Dialect {
@@ -117,6 +122,8 @@ impl Dialect {
             control: HashMap::new(),
             shape_fills: 0,
             cache_version: -1,
+            commit_version: None,
+            catalog_read_at: None,
         })
     }
 
@@ -140,8 +147,31 @@ impl Dialect {
         &self.catalog
     }
 
+    /// Gives the database's commit version for the next [`Dialect::translate`] only: a number that changes
+    /// with every commit to the database by any connection, read just before that call (for the compute, its
+    /// store's latest commit LSN). While it stays where it was at the catalog's last read outside a
+    /// transaction, a statement outside one needs no read of the schema version (a read transaction of its
+    /// own in SQLite, a fifth of a one-row autocommit statement's work). Not given: read every time.
+    pub fn set_commit_version(&mut self, version: Option<u64>) {
+        self.commit_version = version;
+    }
+
     /// Reads the catalog again if the schema changed.
     pub fn refresh(&mut self, conn: &Connection) -> Result<(), TranslateError> {
+        self.refresh_at(conn, None)
+    }
+
+    /// [`Dialect::refresh`], skipped outside a transaction if `version` (see
+    /// [`Dialect::set_commit_version`]) is the one the catalog was last read at outside one.
+    fn refresh_at(&mut self, conn: &Connection, version: Option<u64>) -> Result<(), TranslateError> {
+        let autocommit = conn.is_autocommit();
+        if autocommit && self.cache_version != -1 && version.is_some() && self.catalog_read_at == version {
+            return Ok(());
+        }
+        // The version given was read before the schema version is, so a commit in between is a change the
+        // next call sees. Noted once the catalog is read.
+        self.catalog_read_at = None;
+        let read_at = if autocommit { version } else { None };
         if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
             functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
                 .map_err(TranslateError::Sqlite)?;
@@ -153,11 +183,13 @@ impl Dialect {
             self.shapes.clear();
             self.cache_version = self.catalog.schema_version();
         }
+        self.catalog_read_at = read_at;
         Ok(())
     }
 
     /// Translates a query text, from the cache when the same text was translated at this schema.
     pub fn translate(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, TranslateError> {
+        let commit_version = self.commit_version.take();
         // Transaction control needs no catalog, and must work when the database cannot be read (a failed
         // transaction is ended with ROLLBACK even while reads fail).
         if is_transaction_control(sql) {
@@ -180,7 +212,7 @@ impl Dialect {
                 .transaction_state(Some(rusqlite::MAIN_DB))
                 .is_ok_and(|state| state == rusqlite::TransactionState::None);
         if !first_of_block || self.cache_version == -1 {
-            self.refresh(conn)?;
+            self.refresh_at(conn, commit_version)?;
         }
         // Unqualified names resolve through the session's `search_path`: a translation is cached under the
         // path it was made with, so one made under another path is never used.

@@ -539,8 +539,45 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
     })
 }
 
-unsafe extern "C" fn x_file_control(_file: *mut ffi::sqlite3_file, _op: c_int, _arg: *mut c_void) -> c_int {
-    ffi::SQLITE_NOTFOUND
+/// Our own file-control opcode (far above SQLite's `SQLITE_FCNTL_*`): writes the store's latest commit LSN
+/// (see [`PageStore::snapshot`](crate::page_store::PageStore::snapshot)) to the `u64` at `arg`.
+const FCNTL_LATEST_COMMIT: c_int = 0x4342_0001;
+
+unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    if op != FCNTL_LATEST_COMMIT {
+        return ffi::SQLITE_NOTFOUND;
+    }
+    guard(ffi::SQLITE_IOERR, || {
+        // SAFETY: SQLite calls io methods only on files `x_open` opened, one call at a time.
+        let Some(main) = (unsafe { main_file(file) }) else {
+            return ffi::SQLITE_NOTFOUND;
+        };
+        match main.latest_commit() {
+            Ok(lsn) => {
+                // SAFETY: `latest_commit` below passes a pointer to a live `u64`.
+                unsafe { *arg.cast::<u64>() = lsn.0 };
+                ffi::SQLITE_OK
+            }
+            Err(_) => ffi::SQLITE_IOERR,
+        }
+    })
+}
+
+/// The latest commit LSN of the store behind `conn`'s main database, if it is one of ours (and the store
+/// answers): it moves with every commit of any connection to that database.
+pub(super) fn latest_commit(conn: &rusqlite::Connection) -> Option<u64> {
+    let mut lsn: u64 = 0;
+    // SAFETY: `conn.handle()` is the open connection's handle, used on this thread only for this call; the
+    // out-pointer is a live `u64` that `x_file_control` writes and nothing else keeps.
+    let code = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            FCNTL_LATEST_COMMIT,
+            (&mut lsn as *mut u64).cast::<c_void>(),
+        )
+    };
+    (code == ffi::SQLITE_OK).then_some(lsn)
 }
 
 unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {

@@ -360,6 +360,11 @@ impl MainFile {
         }
     }
 
+    /// The store's latest commit LSN (commits handed over included).
+    pub(crate) fn latest_commit(&self) -> Result<cambium_types::Lsn, PageStoreError> {
+        Ok(self.database.store.snapshot()?.lsn)
+    }
+
     /// Whether any connection to this database holds RESERVED or above.
     pub(crate) fn is_reserved(&self) -> bool {
         self.database.locks.lock().is_reserved()

@@ -88,6 +88,8 @@ impl std::fmt::Debug for InterruptCheck {
 #[derive(Debug)]
 pub struct SessionState {
     time_zone: RwLock<TimeZone>,
+    /// The `TimeZone` text `time_zone` was made from (a zone is looked up again only when it changes).
+    time_zone_text: parking_lot::Mutex<String>,
     /// The session's run-time parameters; `time_zone` follows their `TimeZone`.
     settings: parking_lot::Mutex<crate::settings::Settings>,
     /// The session's advisory locks (released when the session's connection goes).
@@ -133,6 +135,7 @@ impl SessionState {
     pub fn new(database: &str, user: &str, backend_pid: i32) -> SessionState {
         SessionState {
             time_zone: RwLock::new(TimeZone::UTC),
+            time_zone_text: parking_lot::Mutex::new(String::new()),
             settings: parking_lot::Mutex::new(crate::settings::Settings::new()),
             advisory_locks: crate::advisory::SessionLocks::new(database, backend_pid),
             notifier: crate::notify::Notifier::new(database, backend_pid),
@@ -207,13 +210,16 @@ impl SessionState {
     pub fn update_settings<R>(&self, update: impl FnOnce(&mut crate::settings::Settings) -> R) -> R {
         let mut settings = self.settings.lock();
         let result = update(&mut settings);
-        let zone = settings
-            .raw(crate::settings::TIME_ZONE)
-            .and_then(crate::settings::zone_of)
-            .unwrap_or(TimeZone::UTC);
-        let order = crate::value::datetime::DateOrder::of_datestyle(settings.raw("DateStyle").unwrap_or_default());
+        let zone_text = settings.raw(crate::settings::TIME_ZONE).unwrap_or_default();
+        let mut applied_text = self.time_zone_text.lock();
+        if *applied_text != zone_text || applied_text.is_empty() {
+            let zone = crate::settings::zone_of(zone_text).unwrap_or(TimeZone::UTC);
+            zone_text.clone_into(&mut applied_text);
+            *self.time_zone.write() = zone;
+        }
+        drop(applied_text);
+        let order = crate::value::datetime::DateOrder::of_datestyle(settings.raw("datestyle").unwrap_or_default());
         drop(settings);
-        *self.time_zone.write() = zone;
         crate::value::datetime::set_date_order(order);
         result
     }

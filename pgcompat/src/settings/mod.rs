@@ -32,8 +32,8 @@ pub const TRANSACTION_ISOLATION: &str = "transaction_isolation";
 pub const STATEMENT_TIMEOUT: &str = "statement_timeout";
 /// `idle_in_transaction_session_timeout`.
 pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "idle_in_transaction_session_timeout";
-/// `TimeZone`.
-pub const TIME_ZONE: &str = "TimeZone";
+/// `TimeZone` (by its key: parameters are kept under their lowercase names).
+pub const TIME_ZONE: &str = "timezone";
 /// The parameter naming the schemas unqualified names are looked up in (and made in).
 pub const SEARCH_PATH: &str = "search_path";
 
@@ -133,6 +133,10 @@ impl Settings {
 
     /// The stored value of `name` (integers in their unit), if it exists.
     pub fn raw(&self, name: &str) -> Option<&str> {
+        // Most callers name a parameter by its key already (the constants here): no lowercase copy for them.
+        if !name.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            return self.values.get(name).map(String::as_str);
+        }
         self.values.get(&name.to_ascii_lowercase()).map(String::as_str)
     }
 
@@ -225,6 +229,11 @@ impl Settings {
             (TRANSACTION_ISOLATION, "default_transaction_isolation"),
             ("transaction_deferrable", "default_transaction_deferrable"),
         ] {
+            // Outside a transaction every value is the session's, so one equal to its default needs no
+            // change now and no restoring at the end (the usual case: no allocation per statement).
+            if self.values.get(own) == self.values.get(default) {
+                continue;
+            }
             if let Some(value) = self.values.get(default).cloned() {
                 self.values.insert(own.to_owned(), value);
                 self.diverged.insert(own.to_owned());

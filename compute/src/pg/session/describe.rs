@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// A describe's answer kept for the next describe of the same text.
+pub(super) struct Cached {
+    /// The translation the answer was made from: the answer holds while the dialect hands out this same
+    /// translation (its cache is emptied when the schema changes and is kept per `search_path`, and this
+    /// reference keeps the allocation from being reused).
+    translated: Arc<Translated>,
+    /// The parameter types the client declared.
+    client_types: Vec<Option<Type>>,
+    described: Described,
+}
+
 impl Session {
     pub(super) fn describe_inner(&mut self, sql: &str, client_types: &[Option<Type>]) -> Result<Described, SqlError> {
         if let Some(word) = exec::leading_words(sql, 1)
@@ -24,6 +35,13 @@ impl Session {
             });
         }
         let translated = self.translate(sql)?;
+        if let Some(cached) = self.describe_cache.get(sql) {
+            if Arc::ptr_eq(&cached.translated, &translated) && cached.client_types == client_types {
+                let described = cached.described.clone();
+                self.note_described(sql, &described.columns);
+                return Ok(described);
+            }
+        }
         let (step, translation) = match &*translated {
             Translated::Passthrough => (exec::passthrough_text(sql).into_owned(), None),
             Translated::Statements(list) => match list.as_slice() {
@@ -97,7 +115,8 @@ impl Session {
         }
         let declared = exec::declared_types(&stmt);
         let unknown = known.iter().zip(&declared).any(|(k, d)| k.is_none() && d.is_none());
-        let probe = if unknown && stmt.readonly() && count == 0 {
+        let probed = unknown && stmt.readonly() && count == 0;
+        let probe = if probed {
             let mut rows = stmt.raw_query();
             match rows.next()? {
                 Some(row) => (0..declared.len())
@@ -119,11 +138,30 @@ impl Session {
                 (name, ty)
             })
             .collect();
-        if self.described.len() >= DESCRIBED_STATEMENTS_MAX {
+        drop(stmt);
+        self.note_described(sql, &columns);
+        let described = Described { params, columns };
+        // An answer typed from a row's values may change with the data: made again each time.
+        if !probed {
+            if self.describe_cache.len() >= DESCRIBED_STATEMENTS_MAX {
+                self.describe_cache.clear();
+            }
+            let cached = Cached {
+                translated: Arc::clone(&translated),
+                client_types: client_types.to_vec(),
+                described: described.clone(),
+            };
+            self.describe_cache.insert(sql.to_owned(), cached);
+        }
+        Ok(described)
+    }
+
+    /// Keeps the column types a describe gave the client, for the text's executions.
+    fn note_described(&mut self, sql: &str, columns: &[(String, PgType)]) {
+        if self.described.len() >= DESCRIBED_STATEMENTS_MAX && !self.described.contains_key(sql) {
             self.described.clear();
         }
         self.described
             .insert(sql.to_owned(), columns.iter().map(|(_, ty)| *ty).collect());
-        Ok(Described { params, columns })
     }
 }

@@ -80,6 +80,7 @@ pub(crate) enum Outcome {
 }
 
 /// A statement's parameter types (PostgreSQL numbering) and result columns.
+#[derive(Clone)]
 pub(crate) struct Described {
     pub(crate) params: Vec<Type>,
     pub(crate) columns: Vec<(String, PgType)>,
@@ -99,6 +100,11 @@ pub(crate) struct Session {
     dialect: Dialect,
     /// Column types given to the client when it described a statement, so execution agrees.
     described: HashMap<String, Vec<PgType>>,
+    /// What describing a text answered, with the translation it was made from (at most
+    /// [`DESCRIBED_STATEMENTS_MAX`]): a driver of the extended protocol describes its prepared statement at
+    /// every execution (pgbench `-M prepared`: Bind, Describe, Execute), which prepared it in SQLite and
+    /// typed its columns each time, more than the execution itself.
+    describe_cache: HashMap<String, describe::Cached>,
     /// SQL-level prepared statements (`PREPARE name AS …`).
     prepared: HashMap<String, prepared::PreparedSql>,
     /// Whether prepared statements or cursors were published to the dialect (`pg_prepared_statements`,
@@ -186,6 +192,7 @@ impl Session {
             block_fresh: false,
             dialect,
             described: HashMap::new(),
+            describe_cache: HashMap::new(),
             prepared: HashMap::new(),
             objects_published: false,
             cursors: Cursors::default(),
@@ -314,6 +321,7 @@ impl Session {
 
     /// Translates a query text; in a failed transaction a translation error is 25P02 like any other.
     fn translate(&mut self, sql: &str) -> Result<Arc<Translated>, SqlError> {
+        self.dialect.set_commit_version(vfs::latest_commit(&self.conn));
         match self.dialect.translate(&self.conn, sql) {
             Ok(translated) => Ok(translated),
             Err(error) => {
@@ -447,6 +455,7 @@ impl Session {
                 self.dialect.state().update_settings(|settings| settings.reset(None))?;
                 self.prepared.clear();
                 self.described.clear();
+                self.describe_cache.clear();
                 self.cursors.close(None)?;
                 return Ok(Outcome::Command("DISCARD ALL".to_owned()));
             }
