@@ -40,7 +40,7 @@ use rusqlite::{Connection, Statement};
 pub use catalog::Catalog;
 pub use error::PgError;
 pub use functions::SessionState;
-pub use translate::{Capture, Kind, Translated, Translation};
+pub use translate::{Bound, Capture, Kind, Translated, Translation};
 pub use types::{Base, PgType};
 
 /// Most translations a session keeps (by statement text); the oldest goes first.
@@ -234,7 +234,10 @@ impl Dialect {
             .as_ref()
             .and_then(|shape| self.shapes.get(&path, &shape.key).cloned());
         if let (Some(shape), Some(shapes::Known::Learned(template))) = (&shape, &known) {
-            let filled = template.fill(&shape.values);
+            let mut filled = template.fill(&shape.values);
+            if let ([translation], Some(bound)) = (filled.as_mut_slice(), template.bind(&shape.values)) {
+                translation.bound = Some(bound);
+            }
             self.shape_fills += 1;
             if filled.iter().any(Translation::reads_catalog) {
                 pg_catalog::ensure(conn).map_err(TranslateError::Sqlite)?;

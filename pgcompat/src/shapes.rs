@@ -29,6 +29,18 @@
 //! value is itself an `int4` literal and each literal's neighbours cannot join a number token (a letter, digit,
 //! `_`, `$`, `.` or quote beside a literal keeps the form out of the memo). Anything else is tokenized.
 //!
+//! **Literals as parameters** ([`Template::bind`]). A filled text is still new to SQLite, which compiles it
+//! again (9 % of the compute's CPU under TPC-B). A template of one step, with no parameters of its own, also
+//! keeps a form of that step in which the literals in a few places are parameters `?1…?n`: every text of the
+//! shape then has the same SQLite text, which the connection's statement cache serves compiled
+//! ([`Translation::bound`]). Only places where a parameter means what the literal does: the right operand of
+//! a comparison or arithmetic operator (`aid = 7`, `abalance + -42`, past a unary sign) and the value
+//! `pg_coerce(` converts (an INSERT's values). Never where SQLite reads a bare integer as something else
+//! (`ORDER BY 1`, `GROUP BY 1`), as a result column (a bare parameter column is typed as the parameter), nor
+//! anywhere not listed. SQLite compares and computes with a bound integer exactly as with an integer literal
+//! (neither has an affinity); what can differ is only the plan (an index on an expression holding the literal,
+//! a partial index whose condition names it), never the result.
+//!
 //! **Bounds.** A shape is learned at its second sighting (a text seen once pays one tokenization, not four
 //! translations), at most [`SHAPES_MAX`] shapes are remembered per session (oldest out first), at most
 //! [`LITERALS_MAX`] literals per text, and texts longer than [`crate::CACHED_SQL_BYTES_MAX`] are not shaped.
@@ -41,7 +53,7 @@ use std::sync::Arc;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Location, Token, Tokenizer};
 
-use crate::translate::{Kind, Translated, Translation};
+use crate::translate::{Bound, Kind, Translated, Translation};
 
 /// Most shapes a session remembers (seen once, opaque or learned); the oldest goes first.
 pub const SHAPES_MAX: usize = 512;
@@ -344,6 +356,8 @@ impl LineStarts {
 enum Part {
     Text(String),
     Slot(usize),
+    /// Literal `n` as the next parameter (only in [`Template::bindable`]).
+    Bind(usize),
 }
 
 /// A shape's translation with each literal's place marked.
@@ -355,6 +369,9 @@ pub struct Template {
     steps: Vec<Vec<Vec<Part>>>,
     /// How many literals the shape has (every one has at least one slot).
     literals: usize,
+    /// The one step with the slots that may be parameters marked [`Part::Bind`] (see the module doc), if
+    /// the template has one step, no parameters of its own and at least one such slot.
+    bindable: Option<Vec<Part>>,
 }
 
 impl Template {
@@ -388,10 +405,22 @@ impl Template {
         if !seen.iter().all(|&s| s) {
             return None;
         }
+        let bindable = match (with_sentinels.as_slice(), steps.as_slice()) {
+            ([translation], [step_parts])
+                if translation.params.is_empty()
+                    && translation.captures.is_empty()
+                    && !translation.foreign_keys_off
+                    && step_parts.len() == 1 =>
+            {
+                bindable_parts(&step_parts[0])
+            }
+            _ => None,
+        };
         let template = Template {
             translations: with_sentinels,
             steps,
             literals: shape.values.len(),
+            bindable,
         };
         if template.fill(&shape.values) != *own {
             return None;
@@ -424,7 +453,7 @@ impl Template {
                         for part in parts {
                             match part {
                                 Part::Text(text) => step.push_str(text),
-                                Part::Slot(n) => step.push_str(values[*n].as_ref()),
+                                Part::Slot(n) | Part::Bind(n) => step.push_str(values[*n].as_ref()),
                             }
                         }
                         step
@@ -472,6 +501,140 @@ fn cut(step: &str, sentinels: &[String], seen: &mut [bool]) -> Vec<Part> {
         parts.push(Part::Text(step[text_start..].to_owned()));
     }
     parts
+}
+
+impl Template {
+    /// The template's one step filled with `values` with the bindable literals as parameters, and their
+    /// values (see [`Translation::bound`]); `None` if the template has no such step.
+    pub fn bind<S: AsRef<str>>(&self, values: &[S]) -> Option<Bound> {
+        let parts = self.bindable.as_ref()?;
+        assert_eq!(values.len(), self.literals, "one value per literal of the shape");
+        let mut step = String::new();
+        let mut bound = Vec::new();
+        for part in parts {
+            match part {
+                Part::Text(text) => step.push_str(text),
+                Part::Slot(n) => step.push_str(values[*n].as_ref()),
+                Part::Bind(n) => {
+                    // An `int4` literal's digits (the shape's rule) always parse; anything else stays inline.
+                    match values[*n].as_ref().parse::<i64>() {
+                        Ok(value) => {
+                            bound.push(value);
+                            step.push('?');
+                            step.push_str(&bound.len().to_string());
+                        }
+                        Err(_) => step.push_str(values[*n].as_ref()),
+                    }
+                }
+            }
+        }
+        Some(Bound { step, values: bound })
+    }
+}
+
+/// `parts` with each slot a parameter may take marked [`Part::Bind`]; `None` if none may, or if the text
+/// holds a `?` already (parameters of its own).
+fn bindable_parts(parts: &[Part]) -> Option<Vec<Part>> {
+    let has_parameter = parts
+        .iter()
+        .any(|part| matches!(part, Part::Text(text) if text.contains('?')));
+    if has_parameter {
+        return None;
+    }
+    let mut marked = Vec::with_capacity(parts.len());
+    let mut any = false;
+    for (index, part) in parts.iter().enumerate() {
+        let bindable = match (part, index.checked_sub(1).map(|i| &parts[i])) {
+            (Part::Slot(_), Some(Part::Text(before))) => bindable_after(before),
+            _ => false,
+        };
+        marked.push(match part {
+            Part::Slot(n) if bindable => {
+                any = true;
+                Part::Bind(*n)
+            }
+            other => other.clone(),
+        });
+    }
+    any.then_some(marked)
+}
+
+/// Words after which a `+` or `-` is a sign, not an operator.
+const SIGN_AFTER_WORDS: &[&str] = &[
+    "ALL",
+    "AND",
+    "AS",
+    "BETWEEN",
+    "BY",
+    "CASE",
+    "DISTINCT",
+    "ELSE",
+    "ESCAPE",
+    "EXCEPT",
+    "FROM",
+    "GLOB",
+    "HAVING",
+    "IN",
+    "INTERSECT",
+    "IS",
+    "JOIN",
+    "LIKE",
+    "LIMIT",
+    "NOT",
+    "OFFSET",
+    "ON",
+    "OR",
+    "REGEXP",
+    "RETURNING",
+    "SELECT",
+    "SET",
+    "THEN",
+    "UNION",
+    "USING",
+    "VALUES",
+    "WHEN",
+    "WHERE",
+    "WITH",
+];
+
+/// Whether a literal right after `before` (the SQLite text before it) may be a parameter with the same
+/// meaning (see the module doc): after a comparison or arithmetic operator, a sign after one, or
+/// `pg_coerce(`.
+fn bindable_after(before: &str) -> bool {
+    let text = before.trim_end();
+    if text.ends_with("--") {
+        return false;
+    }
+    if let Some(rest) = text.strip_suffix("pg_coerce(") {
+        return !rest.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    }
+    let Some(last) = text.chars().last() else {
+        return false;
+    };
+    match last {
+        '=' | '<' | '>' | '*' | '/' | '%' => true,
+        '+' | '-' => {
+            let rest = text[..text.len() - 1].trim_end();
+            match rest.chars().last() {
+                // After an operand: the binary operator.
+                Some(')' | '"' | '\'' | ']' | '`') => true,
+                Some(c) if c.is_ascii_digit() => true,
+                Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                    let word_start = rest
+                        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .map_or(0, |at| at + 1);
+                    let word = rest[word_start..].to_ascii_uppercase();
+                    // A name is an operand; a keyword makes this a sign at the start of an expression, where
+                    // a parameter is not the same (`ORDER BY -1`).
+                    !SIGN_AFTER_WORDS.contains(&word.as_str())
+                }
+                // A sign after an operator (`+ -42`): as the operator allows.
+                Some(_) => bindable_after(rest),
+                None => false,
+            }
+        }
+        _ => false,
+    }
 }
 
 /// What a session knows of a shape.

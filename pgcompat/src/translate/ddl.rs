@@ -44,6 +44,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         foreign_keys_off: false,
         param_columns: Vec::new(),
         captures: Vec::new(),
+        bound: None,
     }
 }
 
@@ -583,5 +584,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         foreign_keys_off: false,
         param_columns: Vec::new(),
         captures: Vec::new(),
+        bound: None,
     })
 }

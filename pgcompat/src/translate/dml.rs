@@ -24,6 +24,7 @@ impl DmlRewrite {
             foreign_keys_off: false,
             param_columns: Vec::new(),
             captures: Vec::new(),
+            bound: None,
         }
     }
 }
@@ -248,6 +249,7 @@ pub(super) fn translate_insert(
         foreign_keys_off: false,
         param_columns: Vec::new(),
         captures: Vec::new(),
+        bound: None,
     })
 }
 

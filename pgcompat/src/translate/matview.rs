@@ -112,6 +112,7 @@ pub(super) fn refresh(
         foreign_keys_off: false,
         param_columns: Vec::new(),
         captures: Vec::new(),
+        bound: None,
     })
 }
 

@@ -66,7 +66,7 @@ use crate::error::PgError;
 use crate::types::PgType;
 use dml::{output_types, param_columns, translate_insert};
 use expr::{coerce_call, last_part, Rewriter, Scope, Typer};
-pub use translation::{Capture, Kind, Translated, Translation};
+pub use translation::{Bound, Capture, Kind, Translated, Translation};
 
 /// Translates a query text (one or several statements) against the catalog.
 ///

@@ -122,6 +122,7 @@ pub(super) fn translate(conn: &Connection, catalog: &Catalog, mut query: Query) 
         foreign_keys_off: false,
         param_columns: outer.param_columns,
         captures,
+        bound: None,
     })
 }
 

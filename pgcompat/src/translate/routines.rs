@@ -39,6 +39,7 @@ fn steps(tag: &str, steps: Vec<String>) -> Translation {
         foreign_keys_off: false,
         param_columns: Vec::new(),
         captures: Vec::new(),
+        bound: None,
     }
 }
 

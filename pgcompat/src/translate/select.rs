@@ -49,6 +49,7 @@ pub(super) fn translate_query(
         foreign_keys_off: false,
         param_columns: param_columns(query),
         captures: Vec::new(),
+        bound: None,
     })
 }
 

@@ -134,6 +134,20 @@ pub struct Translation {
     /// Steps whose rows the caller keeps in a TEMP table before the next step runs (data-modifying CTEs,
     /// `modifying_cte`); the steps after the primary one drop those tables.
     pub captures: Vec<Capture>,
+    /// The one step again with some integer literals as parameters `?1…?n` and their values, which a caller
+    /// that binds no parameters of its own may run instead of `steps[0]` (same result): every text of a
+    /// learned shape then has the same SQLite text, which SQLite's statement cache serves without compiling
+    /// it again (`shapes::Template::bind`). `None` for every translation not filled from a shape's template.
+    pub bound: Option<Bound>,
+}
+
+/// A step with integer literals moved out of its text into parameters (see [`Translation::bound`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The SQLite text, with `?1…?n` where the literals were.
+    pub step: String,
+    /// The value of `?i` at `values[i - 1]`.
+    pub values: Vec<i64>,
 }
 
 /// A step whose rows (an INSERT, UPDATE or DELETE with RETURNING) go into a TEMP table: the caller makes
@@ -165,6 +179,7 @@ impl Translation {
             foreign_keys_off: false,
             param_columns: Vec::new(),
             captures: Vec::new(),
+            bound: None,
         }
     }
 }

@@ -489,9 +489,19 @@ impl Session {
             return self.run_steps(translation, &kind);
         }
         let style = self.dialect.state().output_style();
+        // A text filled from a shape's template, with no parameters of the client's: its literals bound, so the
+        // text SQLite compiles is the shape's (`Translation::bound`).
+        let bound_values: Vec<Value>;
+        let (step, params) = match translation.bound.as_ref().filter(|_| params.is_empty()) {
+            Some(bound) => {
+                bound_values = bound.values.iter().map(|&value| Value::Integer(value)).collect();
+                (&bound.step, bound_values.as_slice())
+            }
+            None => (&translation.steps[0], params),
+        };
         // From the connection's statement cache: a text run before (a prepared statement's every execution,
         // `BEGIN`, `COMMIT`) is not compiled again. SQLite recompiles a cached statement whose schema changed.
-        let mut stmt = match self.conn.prepare_cached(&translation.steps[0]) {
+        let mut stmt = match self.conn.prepare_cached(step) {
             Ok(stmt) => stmt,
             Err(error) => {
                 let error = if self.tx == TxState::Failed {
@@ -520,7 +530,7 @@ impl Session {
         if kind == Kind::Commit && self.tx == TxState::InBlock && !self.conn.is_autocommit() {
             drop(stmt);
             self.check_deferred_constraints()?;
-            stmt = self.conn.prepare_cached(&translation.steps[0])?;
+            stmt = self.conn.prepare_cached(step)?;
         }
         let outcome = exec::run(&self.conn, &mut self.tx, &mut stmt, params, format, &kind, &typing);
         drop(stmt);
