@@ -10,20 +10,54 @@ use compute::page_store::MemoryPageStore;
 use compute::pg::{serve, VfsSessionFactory};
 use tokio_postgres::types::Type;
 
+/// The pg front on 127.0.0.1 serving VFS sessions (user `app`, password `secret`) of a database registered
+/// over a new `MemoryPageStore`.
+struct VfsServer {
+    name: String,
+    port: u16,
+    store: Arc<MemoryPageStore>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl VfsServer {
+    async fn start(name: &str) -> VfsServer {
+        let store = Arc::new(MemoryPageStore::new());
+        compute::vfs::register_database(name, store.clone()).expect("register");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
+            "app".to_string(),
+            "secret".to_string(),
+        )])));
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = serve(listener, factory, async move {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+        VfsServer {
+            name: name.to_owned(),
+            port,
+            store,
+            stop,
+            server,
+        }
+    }
+
+    /// Stops the server and unregisters its database.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+        compute::vfs::unregister_database(&self.name);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_over_the_wire_commits_to_the_page_store() {
-    let store = Arc::new(MemoryPageStore::new());
-    compute::vfs::register_database("wire_db", store.clone()).expect("register");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
-        "app".to_string(),
-        "secret".to_string(),
-    )])));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, factory, async move {
-        let _ = stop_rx.await;
-    }));
+    let served = VfsServer::start("wire_db").await;
+    let (port, store) = (served.port, served.store.clone());
 
     let connect = |database: &str| format!("host=127.0.0.1 port={port} user=app password=secret dbname={database}");
     let (client, connection) = tokio_postgres::connect(&connect("wire_db"), tokio_postgres::NoTls)
@@ -73,9 +107,7 @@ async fn sql_over_the_wire_commits_to_the_page_store() {
         "no local file was created"
     );
 
-    let _ = stop.send(());
-    let _ = server.await;
-    compute::vfs::unregister_database("wire_db");
+    served.stop().await;
 }
 
 /// A session skips reading the schema version while its store's latest commit has not moved, and answers a
@@ -83,19 +115,11 @@ async fn sql_over_the_wire_commits_to_the_page_store() {
 /// another session or by its own transaction that rolled back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_changes_are_seen_by_the_next_statement_and_describe() {
-    let store = Arc::new(MemoryPageStore::new());
-    compute::vfs::register_database("schema_db", store.clone()).expect("register");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
-        "app".to_string(),
-        "secret".to_string(),
-    )])));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, factory, async move {
-        let _ = stop_rx.await;
-    }));
-    let config = format!("host=127.0.0.1 port={port} user=app password=secret dbname=schema_db");
+    let served = VfsServer::start("schema_db").await;
+    let config = format!(
+        "host=127.0.0.1 port={} user=app password=secret dbname=schema_db",
+        served.port
+    );
     let (a, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
         .await
         .expect("connect a");
@@ -152,7 +176,5 @@ async fn schema_changes_are_seen_by_the_next_statement_and_describe() {
     assert!(message.contains("flag"), "{error:?}");
 
     drop((a, b));
-    let _ = stop.send(());
-    let _ = server.await;
-    compute::vfs::unregister_database("schema_db");
+    served.stop().await;
 }
