@@ -140,9 +140,12 @@ pub enum StorageError {
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
 /// Wraps an `io::Error` with its path.
-pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StorageError {
-    let path = path.into();
-    move |source| StorageError::Io { path, source }
+pub(crate) fn io_err<P: Into<PathBuf>>(path: P) -> impl FnOnce(std::io::Error) -> StorageError {
+    // The path is copied only if the call failed: every write and fsync passes one.
+    move |source| StorageError::Io {
+        path: path.into(),
+        source,
+    }
 }
 
 impl From<crate::fsio::IoError> for StorageError {

@@ -20,9 +20,12 @@ pub struct IoError {
 pub type Result<T, E = IoError> = std::result::Result<T, E>;
 
 /// Wraps an `io::Error` with its path.
-pub fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> IoError {
-    let path = path.into();
-    move |source| IoError { path, source }
+pub fn io_err<P: Into<PathBuf>>(path: P) -> impl FnOnce(std::io::Error) -> IoError {
+    // The path is copied only if the call failed: every write and fsync passes one.
+    move |source| IoError {
+        path: path.into(),
+        source,
+    }
 }
 
 /// Whether the engine calls fsync. `Off` exists for benchmarks that measure the work apart from the sync; a
