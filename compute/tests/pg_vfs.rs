@@ -3,56 +3,10 @@
 //! committed statement is one commit of the store; a fresh connection reads it back; an unregistered database
 //! name is refused rather than opened as a local file.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+mod common;
 
-use compute::page_store::MemoryPageStore;
-use compute::pg::{serve, VfsSessionFactory};
+use common::VfsServer;
 use tokio_postgres::types::Type;
-
-/// The pg front on 127.0.0.1 serving VFS sessions (user `app`, password `secret`) of a database registered
-/// over a new `MemoryPageStore`.
-struct VfsServer {
-    name: String,
-    port: u16,
-    store: Arc<MemoryPageStore>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl VfsServer {
-    async fn start(name: &str) -> VfsServer {
-        let store = Arc::new(MemoryPageStore::new());
-        compute::vfs::register_database(name, store.clone()).expect("register");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
-            "app".to_string(),
-            "secret".to_string(),
-        )])));
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let _ = serve(listener, factory, async move {
-                let _ = stop_rx.await;
-            })
-            .await;
-        });
-        VfsServer {
-            name: name.to_owned(),
-            port,
-            store,
-            stop,
-            server,
-        }
-    }
-
-    /// Stops the server and unregisters its database.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.server.await;
-        compute::vfs::unregister_database(&self.name);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_over_the_wire_commits_to_the_page_store() {

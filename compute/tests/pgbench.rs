@@ -2,12 +2,11 @@
 //! database over a `MemoryPageStore`) in simple, extended and prepared query modes, and the database ends in
 //! the state the transactions imply. Skipped (with a message) when `pgbench` is not installed.
 
-use std::collections::HashMap;
-use std::process::Command;
-use std::sync::Arc;
+mod common;
 
-use compute::page_store::MemoryPageStore;
-use compute::pg::{serve, VfsSessionFactory};
+use std::process::Command;
+
+use common::VfsServer;
 
 const ACCOUNTS: i64 = 20;
 const TRANSACTIONS_PER_MODE: i64 = 30;
@@ -18,18 +17,8 @@ async fn pgbench_runs_a_custom_script_in_every_query_mode() {
         eprintln!("pgbench is not installed: skipping");
         return;
     }
-    let store = Arc::new(MemoryPageStore::new());
-    compute::vfs::register_database("bench_db", store.clone()).expect("register");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let factory = Arc::new(VfsSessionFactory::new(HashMap::from([(
-        "app".to_string(),
-        "secret".to_string(),
-    )])));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, factory, async move {
-        let _ = stop_rx.await;
-    }));
+    let served = VfsServer::start("bench_db").await;
+    let port = served.port;
 
     let dsn = format!("host=127.0.0.1 port={port} user=app password=secret dbname=bench_db");
     let (client, connection) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
@@ -98,7 +87,5 @@ async fn pgbench_runs_a_custom_script_in_every_query_mode() {
         .expect("sum")
         .get(0);
     assert_eq!(total, 3 * TRANSACTIONS_PER_MODE, "every pgbench transaction added one");
-    let _ = stop.send(());
-    let _ = server.await;
-    compute::vfs::unregister_database("bench_db");
+    served.stop().await;
 }
