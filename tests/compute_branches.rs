@@ -4,6 +4,11 @@
 //! point, on the safekeepers as a timeline starting at that LSN) is a database of its own through a
 //! `RemotePageStore`: it sees the parent's rows as of the branch point and none written after; rows written
 //! then on either side are seen on that side only, also by fresh computes (new stores, empty caches).
+//!
+//! And a new branch's store started before its election ends (`RemotePageStore::start_new_branch`, issue 12
+//! item 6): it reads at the branch point while no safekeeper answers, and its commit fails rather than waits
+//! past the election's bound; elected, it commits; started so on a timeline with WAL of its own, it fails once
+//! the election tells, and nothing committed is lost.
 
 mod common;
 
@@ -152,5 +157,91 @@ async fn a_branch_sees_the_parent_at_the_branch_point_and_then_only_its_own_writ
         assert_eq!(check, "ok");
         assert!(unregister_database(name));
     }
+    Ok(())
+}
+
+/// Polls `store` until it reports a failure, at most `seconds`.
+async fn failure_within(store: &RemotePageStore, seconds: u64) -> Option<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while std::time::Instant::now() < deadline {
+        if let Some(reason) = store.failure() {
+            return Some(reason);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_branch_reads_before_its_election_and_commits_only_once_elected_at_its_branch_point() -> TestResult {
+    let cluster = Cluster::start(TenantId(0xB4), TimelineId(0xB5), START).await?;
+    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 5_000)).await?;
+    register_database("np-parent", parent.clone())?;
+    with_db("np-parent", |c| {
+        c.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+        insert(c, 0..300, "parent")
+    })
+    .await?;
+    let branch_lsn = parent.read_lsn();
+    create_branch(&cluster, branch_lsn).await?;
+
+    // No safekeeper answers: the election cannot end, yet the store starts and reads at the branch point.
+    let mut unreachable = cluster.store_config(BRANCH, branch_lsn, 5_000);
+    unreachable.safekeepers = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into(), "127.0.0.1:3".into()];
+    unreachable.election_timeout_ms = 1_500;
+    let started = std::time::Instant::now();
+    let waiting = RemotePageStore::start_new_branch(unreachable.clone()).await?;
+    assert!(!waiting.is_elected());
+    assert_eq!(waiting.read_lsn(), branch_lsn);
+    register_database("np-waiting", waiting.clone())?;
+    assert_eq!(with_db("np-waiting", |c| ids(c)).await?, (0..300).collect::<Vec<_>>());
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(1_500),
+        "the reads waited for the election ({:?})",
+        started.elapsed()
+    );
+    // Its commit waits for the election, which fails within its bound: refused, nothing committed.
+    let refused = with_db("np-waiting", |c| insert(c, 500..510, "never")).await;
+    assert!(refused.is_err(), "a commit without an elected proposer went through");
+    let reason = waiting.failure().expect("the store failed with its election");
+    assert!(reason.contains("election"), "{reason}");
+    assert!(unregister_database("np-waiting"));
+    drop(waiting);
+    // A store that campaigns first cannot start at all then.
+    assert!(RemotePageStore::start(unreachable).await.is_err());
+
+    // With the safekeepers: reads at once, then the first commit goes through once elected.
+    let branch = RemotePageStore::start_new_branch(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
+    register_database("np-branch", branch.clone())?;
+    assert_eq!(with_db("np-branch", |c| ids(c)).await?, (0..300).collect::<Vec<_>>());
+    with_db("np-branch", |c| insert(c, 1000..1050, "branch")).await?;
+    assert!(branch.is_elected());
+    assert_eq!(branch.failure(), None);
+    let written: Vec<i64> = (0..300).chain(1000..1050).collect();
+    assert_eq!(with_db("np-branch", |c| ids(c)).await?, written);
+    let branch_head = branch.read_lsn();
+    assert!(branch_head > branch_lsn);
+    assert!(unregister_database("np-branch"));
+    drop(branch);
+
+    // Started as new although its WAL goes on past the branch point: the election tells, the store fails, and
+    // a commit on what it read is refused.
+    let stale = RemotePageStore::start_new_branch(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
+    register_database("np-stale", stale.clone())?;
+    let reason = failure_within(&stale, 20)
+        .await
+        .expect("the store fails once elected past its branch point");
+    assert!(reason.contains("past its branch point"), "{reason}");
+    assert!(with_db("np-stale", |c| insert(c, 2000..2010, "stale")).await.is_err());
+    assert!(unregister_database("np-stale"));
+    drop(stale);
+
+    // Nothing committed is lost: a store that campaigns first reads every row the branch committed.
+    let again = RemotePageStore::start(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
+    assert!(again.read_lsn() >= branch_head);
+    register_database("np-again", again.clone())?;
+    assert_eq!(with_db("np-again", |c| ids(c)).await?, written);
+    assert!(unregister_database("np-again"));
+    assert!(unregister_database("np-parent"));
     Ok(())
 }

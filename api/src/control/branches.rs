@@ -289,7 +289,8 @@ impl Control {
                 start_lsn: lsn,
                 safekeepers: set,
             };
-            if let Err(error) = self.host.define(&branch.id, target) {
+            // The timeline was made by this request: its store may read before its election ends.
+            if let Err(error) = self.host.define_new_branch(&branch.id, target) {
                 tracing::error!(%error, branch = %branch.id, "the new branch could not be served");
             }
         } else {

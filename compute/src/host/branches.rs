@@ -4,7 +4,7 @@
 //! (`tenants`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -19,6 +19,10 @@ use crate::vfs;
 pub(super) struct Branch {
     pub(super) name: String,
     pub(super) target: BranchTarget,
+    /// Set while no store of the branch has started and its timeline is known to have no WAL of its own (the
+    /// host made the branch in this request: [`super::ComputeHost::define_new_branch`]): its first store reads at
+    /// once while it is elected ([`RemotePageStore::start_new_branch`]). Cleared by the first start.
+    pub(super) new_timeline: AtomicBool,
     /// Held across a start or restart of this branch's store, and only then.
     pub(super) starting: Mutex<()>,
     pub(super) state: Mutex<BranchState>,
@@ -84,8 +88,14 @@ impl HostShared {
     }
 
     /// Makes `name` serve `target` and returns its (current) branch: the existing one if the target is the
-    /// same, else a new one without a store, the old one retired. Clears a refusal of `name`.
-    pub(super) fn define(&self, name: &str, target: BranchTarget) -> Result<Arc<Branch>, ComputeError> {
+    /// same, else a new one without a store, the old one retired (`new_timeline`: see [`Branch::new_timeline`]).
+    /// Clears a refusal of `name`.
+    pub(super) fn define(
+        &self,
+        name: &str,
+        target: BranchTarget,
+        new_timeline: bool,
+    ) -> Result<Arc<Branch>, ComputeError> {
         validate_name(name)?;
         let mut names = self.names.write();
         if names.aliases.contains_key(name) {
@@ -100,6 +110,7 @@ impl HostShared {
         let branch = Arc::new(Branch {
             name: name.to_owned(),
             target,
+            new_timeline: AtomicBool::new(new_timeline),
             starting: Mutex::new(()),
             state: Mutex::new(BranchState::default()),
         });
@@ -242,12 +253,18 @@ impl HostShared {
                 }
             }
         }
-        let fresh = futures::executor::block_on(RemotePageStore::start(self.store_config(&branch.target))).map_err(
-            |source| ComputeError::Store {
-                name: branch.name.clone(),
-                source,
-            },
-        )?;
+        // Only the first start may read before its election: after it (a failure, an idle stop) the timeline may
+        // have WAL of its own.
+        let config = self.store_config(&branch.target);
+        let started = if branch.new_timeline.swap(false, Ordering::SeqCst) {
+            futures::executor::block_on(RemotePageStore::start_new_branch(config))
+        } else {
+            futures::executor::block_on(RemotePageStore::start(config))
+        };
+        let fresh = started.map_err(|source| ComputeError::Store {
+            name: branch.name.clone(),
+            source,
+        })?;
         {
             let names = self.names.read();
             let mut state = branch.state.lock();

@@ -337,7 +337,7 @@ impl ComputeHost {
     /// On a start error the branch stays defined (as by [`ComputeHost::define`]): the next session or attach
     /// tries again.
     pub async fn attach(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        let branch = self.shared.define(name, target)?;
+        let branch = self.shared.define(name, target, false)?;
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.ensure_started(&branch).map(drop))
             .await
@@ -350,7 +350,20 @@ impl ComputeHost {
     /// branch starts on its first session only ([`ComputeHost::park`]). Replacing another target closes its
     /// store now, as attach does.
     pub fn define(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        let branch = self.shared.define(name, target)?;
+        self.define_with(name, target, false)
+    }
+
+    /// [`ComputeHost::define`] for a branch made by the caller's request just now, whose timeline nothing has
+    /// written yet (created at `target.start_lsn` for this branch; no store of it ever started): its first store
+    /// serves reads at once at the branch point while it campaigns, and only its first commit waits for the
+    /// election ([`RemotePageStore::start_new_branch`]; issue 12 item 6). Any other target (a restart's, a
+    /// restore's, a re-pointing) must use `define`.
+    pub fn define_new_branch(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
+        self.define_with(name, target, true)
+    }
+
+    fn define_with(&self, name: &str, target: BranchTarget, new_timeline: bool) -> Result<(), ComputeError> {
+        let branch = self.shared.define(name, target, new_timeline)?;
         if self.shared.config.branch_stores == BranchStoreStart::WhenDefined {
             HostShared::start_in_background(&self.shared, branch);
         }

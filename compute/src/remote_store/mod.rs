@@ -36,6 +36,7 @@
 
 mod commit;
 mod delta;
+mod election;
 mod in_flight;
 mod prefetch;
 mod read;
@@ -57,6 +58,7 @@ use walproposer::{WalProposer, WalProposerConfig, WalProposerError};
 use crate::cache::{HostCache, TimelineCache, ENTRY_BYTES};
 use crate::dirty_pages::DirtyPages;
 use crate::page_store::{validate_commit, PageStore, PageStoreError, Snapshot};
+use election::{Election, Writer};
 use prefetch::Prefetcher;
 
 pub use delta::page_delta;
@@ -231,8 +233,11 @@ pub struct RemotePageStore {
     /// The pageserver reads go to (its address and client); re-pointed when the database moves
     /// ([`RemotePageStore::repoint`]).
     pages: parking_lot::RwLock<(String, PageServiceClient<Channel>)>,
-    /// `Arc` so the runtime's tasks can hold it while the caller waits. `None`: read-only at a fixed LSN.
-    proposer: Option<Arc<WalProposer>>,
+    /// The proposer (`Arc` so the runtime's tasks can hold it while the caller waits), or the election that will
+    /// give it, or none: read-only at a fixed LSN.
+    writer: Writer,
+    /// How long a commit waits for an election under way ([`Writer::Electing`]) before it fails the store.
+    election_wait: Duration,
     get_page_timeout: Duration,
     commit_timeout: Duration,
     transaction_bytes_max: usize,
@@ -287,11 +292,19 @@ struct State {
     closed: bool,
 }
 
-/// How a store starts: writing (a proposer, reads at its own commits) or read-only at a fixed LSN.
+/// How a store starts: writing (a proposer, reads at its own commits) once elected, writing with reads at the
+/// timeline's start while it is elected (a branch just created), or read-only at a fixed LSN.
 #[derive(Clone, Copy, Debug)]
 enum Mode {
     Write,
+    NewBranch,
     ReadOnlyAt(Lsn),
+}
+
+/// The proposer a store starts with: elected, still to be elected (`Mode::NewBranch`), or none.
+enum Starting {
+    Elected(Option<Arc<WalProposer>>),
+    Electing(Arc<WalProposer>),
 }
 
 impl RemotePageStore {
@@ -299,6 +312,17 @@ impl RemotePageStore {
     /// context: the work runs on the store's own runtime.
     pub async fn start(config: RemotePageStoreConfig) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
         RemotePageStore::start_mode(config, Mode::Write).await
+    }
+
+    /// Starts the store of a branch this host has just created, whose timeline has no WAL of its own yet: reads
+    /// start at once at the timeline's start LSN (`timeline_start_lsn`, the branch point) while the proposer
+    /// campaigns in the background; a commit waits for the election. If the election ends at another LSN (some
+    /// other compute wrote the timeline) or fails, the store fails and nothing is committed (`election`).
+    ///
+    /// The caller guarantees the timeline is new: created for this branch by the same request, no store of it
+    /// started before. Any other start must use [`RemotePageStore::start`].
+    pub async fn start_new_branch(config: RemotePageStoreConfig) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
+        RemotePageStore::start_mode(config, Mode::NewBranch).await
     }
 
     /// Starts a read-only store at `read_lsn` (time travel): no proposer, no election; every read is `GetPage`
@@ -312,7 +336,16 @@ impl RemotePageStore {
 
     /// Whether this store refuses commits (it was started with [`RemotePageStore::start_read_only`]).
     pub fn is_read_only(&self) -> bool {
-        self.proposer.is_none()
+        matches!(self.writer, Writer::ReadOnly)
+    }
+
+    /// Whether this store's proposer is elected (always, but for a new branch's store whose election is still
+    /// under way, or ended in a failure).
+    pub fn is_elected(&self) -> bool {
+        match &self.writer {
+            Writer::ReadOnly | Writer::Elected(_) => true,
+            Writer::Electing(election) => election.wait(Duration::ZERO).is_some_and(|outcome| outcome.is_ok()),
+        }
     }
 
     async fn start_mode(config: RemotePageStoreConfig, mode: Mode) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
@@ -336,6 +369,19 @@ impl RemotePageStore {
                 // Where the timeline comes from, asked while the proposer campaigns.
                 let ancestry = read::timeline_ancestry(channel, timeline.clone(), get_page_timeout);
                 let started = Instant::now();
+                if let Mode::NewBranch = mode {
+                    // Reads start at the branch point now; the election runs once the store exists.
+                    let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
+                    let read_lsn = config.timeline_start_lsn;
+                    let (db_size, ancestry) = tokio::join!(
+                        get_db_size(pages.clone(), timeline, read_lsn, get_page_timeout),
+                        ancestry
+                    );
+                    let db_size_pages = db_size.map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
+                    tracing::info!(?mode, %read_lsn, db_size_pages, ?ancestry, db_size_us = started.elapsed().as_micros(),
+                        "remote page store reading; its election goes on");
+                    return Ok((pages, Starting::Electing(proposer), read_lsn, db_size_pages, ancestry));
+                }
                 let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
                 let (proposer, epoch_start_lsn) = elected?;
                 let elected_us = started.elapsed().as_micros();
@@ -346,11 +392,17 @@ impl RemotePageStore {
                 crate::metrics::METRICS.record_store_start(elected_us, db_size_us);
                 tracing::info!(?mode, read_lsn = %epoch_start_lsn, db_size_pages, ?ancestry, elected_us, db_size_us,
                     "remote page store started");
-                Ok::<_, RemoteStoreError>((pages, proposer, epoch_start_lsn, db_size_pages, ancestry))
+                Ok::<_, RemoteStoreError>((
+                    pages,
+                    Starting::Elected(proposer),
+                    epoch_start_lsn,
+                    db_size_pages,
+                    ancestry,
+                ))
             }
         };
         // Every step of `init` is bounded (election timeout, GetDbSize and GetTimelineInfo deadlines).
-        let (pages, proposer, epoch_start_lsn, db_size_pages, ancestry) = runtime
+        let (pages, starting, epoch_start_lsn, db_size_pages, ancestry) = runtime
             .get()
             .spawn(init)
             .await
@@ -363,18 +415,27 @@ impl RemotePageStore {
             cache.record_ancestry(config.timeline_id, ancestry);
         }
         let view = match mode {
-            Mode::Write => cache.writer_view(config.timeline_id, epoch_start_lsn, db_size_pages),
+            Mode::Write | Mode::NewBranch => cache.writer_view(config.timeline_id, epoch_start_lsn, db_size_pages),
             Mode::ReadOnlyAt(_) => cache.reader_view(config.timeline_id),
         };
         let cache_capacity_pages = (cache.memory_budget_bytes() / ENTRY_BYTES).min(COMMIT_CACHED_PAGES_MAX);
-        Ok(Arc::new(RemotePageStore {
+        let (writer, electing) = match starting {
+            Starting::Elected(Some(proposer)) => (Writer::Elected(proposer), None),
+            Starting::Elected(None) => (Writer::ReadOnly, None),
+            Starting::Electing(proposer) => {
+                let election = Election::new();
+                (Writer::Electing(Arc::clone(&election)), Some((proposer, election)))
+            }
+        };
+        let store = Arc::new(RemotePageStore {
             timeline,
             timeline_id: config.timeline_id,
             prefetcher: Prefetcher::new(config.prefetch, Arc::clone(&cache), config.timeline_id),
             cache_capacity_pages,
             cache,
             pages: parking_lot::RwLock::new((config.pageserver.clone(), pages)),
-            proposer,
+            writer,
+            election_wait: Duration::from_millis(config.election_timeout_ms) + WAIT_MARGIN,
             get_page_timeout,
             commit_timeout: Duration::from_millis(config.commit_timeout_ms),
             transaction_bytes_max: config.transactions.transaction_bytes_max,
@@ -396,7 +457,41 @@ impl RemotePageStore {
             acknowledged: Arc::new(Condvar::new()),
             committing: Mutex::new(()),
             runtime,
-        }))
+        });
+        if let Some((proposer, election)) = electing {
+            store.elect_in_background(proposer, election, epoch_start_lsn);
+        }
+        Ok(store)
+    }
+
+    /// Runs the election of a store that already reads at `read_lsn` (`Mode::NewBranch`) on its runtime and
+    /// decides `election`: the proposer if it won with its epoch starting at `read_lsn`, else the store fails.
+    fn elect_in_background(&self, proposer: Arc<WalProposer>, election: Arc<Election>, read_lsn: Lsn) {
+        let (state, acknowledged) = (Arc::clone(&self.state), Arc::clone(&self.acknowledged));
+        let timeline_id = self.timeline_id;
+        let started = Instant::now();
+        self.runtime.get().spawn(async move {
+            let outcome = match proposer.elect().await {
+                Ok((term, epoch_start_lsn)) if epoch_start_lsn == read_lsn => {
+                    let elected_us = started.elapsed().as_micros();
+                    crate::metrics::METRICS.record_store_start(elected_us, 0);
+                    tracing::info!(timeline = %timeline_id, term, epoch_start = %epoch_start_lsn, elected_us,
+                        "elected while reading");
+                    Ok(proposer)
+                }
+                Ok((_, epoch_start_lsn)) => Err(format!(
+                    "the new branch's WAL goes on past its branch point {read_lsn} (to {epoch_start_lsn}): another \
+                     compute wrote it; reconnect"
+                )),
+                Err(error) => Err(format!("the new branch's election failed: {error}; reconnect")),
+            };
+            if let Err(reason) = &outcome {
+                tracing::error!(timeline = %timeline_id, %reason, "remote page store failed");
+                state.lock().failed.get_or_insert_with(|| reason.clone());
+                acknowledged.notify_all();
+            }
+            election.decide(outcome);
+        });
     }
 
     /// The end LSN of this store's last commit a quorum acknowledged, or the epoch start (commits handed to
@@ -551,7 +646,7 @@ impl PageStore for RemotePageStore {
         // Checked before anything is sent: a refused commit leaves nothing behind and the store usable.
         validate_commit(&pages, db_size_pages)?;
         let page_count = pages.len();
-        let snapshot = self.commit_pages(proposer, pages.into_iter().map(Ok), page_count, db_size_pages)?;
+        let snapshot = self.commit_pages(&proposer, pages.into_iter().map(Ok), page_count, db_size_pages)?;
         drop(committing);
         // `commit` returns once durable.
         self.wait_acknowledged(snapshot.lsn)?;
@@ -564,7 +659,7 @@ impl PageStore for RemotePageStore {
         self.check_not_failed()?;
         let spilled = |e: crate::dirty_pages::SpillError| PageStoreError::Unavailable(e.to_string());
         self.commit_pages(
-            proposer,
+            &proposer,
             pages.iter().map(|page| page.map_err(spilled)),
             pages.len(),
             db_size_pages,
@@ -581,11 +676,25 @@ impl PageStore for RemotePageStore {
 }
 
 impl RemotePageStore {
-    /// The proposer, or the refusal of a read-only store (before anything is sent: the store stays usable).
-    fn writer(&self) -> Result<&Arc<WalProposer>, PageStoreError> {
-        self.proposer.as_ref().ok_or_else(|| {
-            PageStoreError::Unavailable(format!("read-only at LSN {}: commits are refused", self.read_lsn()))
-        })
+    /// The proposer, once elected (waiting for an election under way), or the refusal of a read-only store
+    /// (before anything is sent: the store stays usable).
+    fn writer(&self) -> Result<Arc<WalProposer>, PageStoreError> {
+        match &self.writer {
+            Writer::ReadOnly => Err(PageStoreError::Unavailable(format!(
+                "read-only at LSN {}: commits are refused",
+                self.read_lsn()
+            ))),
+            Writer::Elected(proposer) => Ok(Arc::clone(proposer)),
+            Writer::Electing(election) => match wait_blocking(|| election.wait(self.election_wait)) {
+                Some(Ok(proposer)) => Ok(proposer),
+                // The election's task failed the store with the reason.
+                Some(Err(reason)) => Err(self.fail(reason)),
+                None => Err(self.fail(format!(
+                    "the new branch's election did not end within {} ms",
+                    self.election_wait.as_millis()
+                ))),
+            },
+        }
     }
 }
 
@@ -596,7 +705,7 @@ async fn elect(
     mode: Mode,
 ) -> Result<(Option<Arc<WalProposer>>, Lsn), RemoteStoreError> {
     match mode {
-        Mode::Write => {
+        Mode::Write | Mode::NewBranch => {
             let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
             let (term, epoch_start_lsn) = proposer.elect().await?;
             tracing::info!(term, epoch_start = %epoch_start_lsn, "elected");
