@@ -304,7 +304,8 @@ enum Mode {
 /// The proposer a store starts with: elected, still to be elected (`Mode::NewBranch`), or none.
 enum Starting {
     Elected(Option<Arc<WalProposer>>),
-    Electing(Arc<WalProposer>),
+    /// With the microseconds its `GetDbSize` took, counted with the election's once it ends.
+    Electing(Arc<WalProposer>, u128),
 }
 
 impl RemotePageStore {
@@ -378,9 +379,16 @@ impl RemotePageStore {
                         ancestry
                     );
                     let db_size_pages = db_size.map_err(|e| RemoteStoreError::Pageserver(e.to_string()))?;
-                    tracing::info!(?mode, %read_lsn, db_size_pages, ?ancestry, db_size_us = started.elapsed().as_micros(),
+                    let db_size_us = started.elapsed().as_micros();
+                    tracing::info!(?mode, %read_lsn, db_size_pages, ?ancestry, db_size_us,
                         "remote page store reading; its election goes on");
-                    return Ok((pages, Starting::Electing(proposer), read_lsn, db_size_pages, ancestry));
+                    return Ok((
+                        pages,
+                        Starting::Electing(proposer, db_size_us),
+                        read_lsn,
+                        db_size_pages,
+                        ancestry,
+                    ));
                 }
                 let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
                 let (proposer, epoch_start_lsn) = elected?;
@@ -422,9 +430,12 @@ impl RemotePageStore {
         let (writer, electing) = match starting {
             Starting::Elected(Some(proposer)) => (Writer::Elected(proposer), None),
             Starting::Elected(None) => (Writer::ReadOnly, None),
-            Starting::Electing(proposer) => {
+            Starting::Electing(proposer, db_size_us) => {
                 let election = Election::new();
-                (Writer::Electing(Arc::clone(&election)), Some((proposer, election)))
+                (
+                    Writer::Electing(Arc::clone(&election)),
+                    Some((proposer, election, db_size_us)),
+                )
             }
         };
         let store = Arc::new(RemotePageStore {
@@ -458,15 +469,22 @@ impl RemotePageStore {
             committing: Mutex::new(()),
             runtime,
         });
-        if let Some((proposer, election)) = electing {
-            store.elect_in_background(proposer, election, epoch_start_lsn);
+        if let Some((proposer, election, db_size_us)) = electing {
+            store.elect_in_background(proposer, election, epoch_start_lsn, db_size_us);
         }
         Ok(store)
     }
 
     /// Runs the election of a store that already reads at `read_lsn` (`Mode::NewBranch`) on its runtime and
     /// decides `election`: the proposer if it won with its epoch starting at `read_lsn`, else the store fails.
-    fn elect_in_background(&self, proposer: Arc<WalProposer>, election: Arc<Election>, read_lsn: Lsn) {
+    /// `db_size_us`: how long the start's `GetDbSize` took (counted with the election in the metrics).
+    fn elect_in_background(
+        &self,
+        proposer: Arc<WalProposer>,
+        election: Arc<Election>,
+        read_lsn: Lsn,
+        db_size_us: u128,
+    ) {
         let (state, acknowledged) = (Arc::clone(&self.state), Arc::clone(&self.acknowledged));
         let timeline_id = self.timeline_id;
         let started = Instant::now();
@@ -474,7 +492,7 @@ impl RemotePageStore {
             let outcome = match proposer.elect().await {
                 Ok((term, epoch_start_lsn)) if epoch_start_lsn == read_lsn => {
                     let elected_us = started.elapsed().as_micros();
-                    crate::metrics::METRICS.record_store_start(elected_us, 0);
+                    crate::metrics::METRICS.record_store_start(elected_us, db_size_us);
                     tracing::info!(timeline = %timeline_id, term, epoch_start = %epoch_start_lsn, elected_us,
                         "elected while reading");
                     Ok(proposer)
