@@ -73,6 +73,13 @@ pub const COMMIT_CACHED_PAGES_MAX: usize = 4096;
 /// is bounded by `get_page_timeout_ms`): 12 × 10 s by default, what applying a 4 GiB transaction may take.
 pub const GET_PAGE_ATTEMPTS_MAX: u32 = 12;
 
+/// New branches' elections run in the background at once in this process, at most (`start_new_branch`: their
+/// stores return before them, so the host's bound on background starts no longer bounds them); the rest wait
+/// their turn, first come first served. Each vote is two control-file writes on each safekeeper.
+pub const BACKGROUND_ELECTIONS_MAX: usize = 4;
+
+static BACKGROUND_ELECTIONS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BACKGROUND_ELECTIONS_MAX);
+
 /// How much longer than an operation's own timeout the caller waits before giving up on it.
 const WAIT_MARGIN: Duration = Duration::from_secs(2);
 
@@ -489,6 +496,8 @@ impl RemotePageStore {
         let timeline_id = self.timeline_id;
         let started = Instant::now();
         self.runtime.get().spawn(async move {
+            // Never closed: the permit always comes, in turn.
+            let permit = BACKGROUND_ELECTIONS.acquire().await;
             let outcome = match proposer.elect().await {
                 Ok((term, epoch_start_lsn)) if epoch_start_lsn == read_lsn => {
                     let elected_us = started.elapsed().as_micros();
@@ -503,6 +512,7 @@ impl RemotePageStore {
                 )),
                 Err(error) => Err(format!("the new branch's election failed: {error}; reconnect")),
             };
+            drop(permit);
             if let Err(reason) = &outcome {
                 tracing::error!(timeline = %timeline_id, %reason, "remote page store failed");
                 state.lock().failed.get_or_insert_with(|| reason.clone());
