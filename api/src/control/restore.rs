@@ -300,7 +300,7 @@ impl Control {
             safekeepers: set,
         };
         if let Err(error) = self
-            .serve_restored(&database, &params.branch_id, target, preserved.as_ref())
+            .serve_restored(&database, &params.branch_id, target, made, preserved.as_ref())
             .await
         {
             tracing::warn!(database = %database.id, branch = %params.branch_id, %error, "a restored branch is not started yet; its next session starts it");
@@ -329,14 +329,21 @@ impl Control {
 
     /// After a restore's rows changed: the branch's sessions move to its new timeline (its old store is closed,
     /// new sessions get the new one), and the preserved branch, if one was made, is served or refused as the
-    /// database's status says.
+    /// database's status says. `made_here`: the new timeline was made by the restore's request in this process
+    /// (not by a run resumed after a restart), so no store of it can have started: its first store may read
+    /// before its election ends ([`compute::host::ComputeHost::define_new_branch`]).
     async fn serve_restored(
         &self,
         database: &Database,
         branch_id: &str,
         target: BranchTarget,
+        made_here: bool,
         preserved: Option<&Branch>,
     ) -> Result<(), String> {
+        let define = |name: &str, target: BranchTarget| match made_here {
+            true => self.host.define_new_branch(name, target),
+            false => self.host.define(name, target),
+        };
         if let Some(preserved) = preserved {
             self.host
                 .set_credentials_verifier(&preserved.id, PG_USER, Arc::clone(&database.password_verifier));
@@ -350,9 +357,7 @@ impl Control {
         }
         if database.status != DatabaseStatus::Active {
             // Suspended for idleness: re-pointed but not started (it stays parked until a session wakes it).
-            self.host
-                .define(branch_id, target)
-                .map_err(|e| format!("serving the restored branch: {e}"))?;
+            define(branch_id, target).map_err(|e| format!("serving the restored branch: {e}"))?;
             if let Some(preserved) = preserved {
                 let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
                 self.host
@@ -374,9 +379,7 @@ impl Control {
             // Not `attach`: the operation does not wait for the new store's election (two control file writes
             // on each safekeeper, in turn). Re-pointing closes the old store now; the new one starts in the
             // background at once (or with the first session under `--lazy-branch-stores`), as a new branch's.
-            self.host
-                .define(branch_id, target)
-                .map_err(|e| format!("serving the restored branch: {e}"))
+            define(branch_id, target).map_err(|e| format!("serving the restored branch: {e}"))
         };
         if let Some(preserved) = preserved {
             let preserved_target = self.target(database, preserved).await.map_err(|e| e.to_string())?;
