@@ -12,6 +12,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::cluster::{Cluster, TestResult};
 use compute::remote_store::RemotePageStore;
 use compute::rusqlite::{self, params, Connection};
@@ -94,20 +96,31 @@ fn insert(connection: &mut Connection, ids: std::ops::Range<i64>, tag: &str) -> 
     transaction.commit()
 }
 
+/// Starts the main timeline's store as `name` with rows `0..rows` in `t`, and creates `BRANCH` at its read LSN.
+/// Returns the parent's store and the branch point.
+async fn parent_and_branch(
+    cluster: &Cluster,
+    name: &'static str,
+    rows: i64,
+) -> TestResult<(Arc<RemotePageStore>, Lsn)> {
+    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 5_000)).await?;
+    register_database(name, parent.clone())?;
+    with_db(name, move |c| {
+        c.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+        insert(c, 0..rows, "parent")
+    })
+    .await?;
+    let branch_lsn = parent.read_lsn();
+    create_branch(cluster, branch_lsn).await?;
+    Ok((parent, branch_lsn))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_sees_the_parent_at_the_branch_point_and_then_only_its_own_writes() -> TestResult {
     let cluster = Cluster::start(TenantId(0xB1), TimelineId(0xB2), START).await?;
 
     // The parent: 500 rows, then the branch point.
-    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 5_000)).await?;
-    register_database("parent", parent.clone())?;
-    with_db("parent", |c| {
-        c.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
-        insert(c, 0..500, "parent")
-    })
-    .await?;
-    let branch_lsn = parent.read_lsn();
-    create_branch(&cluster, branch_lsn).await?;
+    let (parent, branch_lsn) = parent_and_branch(&cluster, "parent", 500).await?;
 
     // The parent goes on writing after the branch point.
     with_db("parent", |c| insert(c, 1000..1300, "parent-after")).await?;
@@ -175,15 +188,7 @@ async fn failure_within(store: &RemotePageStore, seconds: u64) -> Option<String>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_branch_reads_before_its_election_and_commits_only_once_elected_at_its_branch_point() -> TestResult {
     let cluster = Cluster::start(TenantId(0xB4), TimelineId(0xB5), START).await?;
-    let parent = RemotePageStore::start(cluster.store_config(cluster.timeline, START, 5_000)).await?;
-    register_database("np-parent", parent.clone())?;
-    with_db("np-parent", |c| {
-        c.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
-        insert(c, 0..300, "parent")
-    })
-    .await?;
-    let branch_lsn = parent.read_lsn();
-    create_branch(&cluster, branch_lsn).await?;
+    let (_parent, branch_lsn) = parent_and_branch(&cluster, "np-parent", 300).await?;
 
     // No safekeeper answers: the election cannot end, yet the store starts and reads at the branch point.
     let mut unreachable = cluster.store_config(BRANCH, branch_lsn, 5_000);
