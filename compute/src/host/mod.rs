@@ -357,7 +357,7 @@ impl ComputeHost {
     /// written yet (created at `target.start_lsn` for this branch; no store of it ever started): its first store
     /// serves reads at once at the branch point while it campaigns, and only its first commit waits for the
     /// election ([`RemotePageStore::start_new_branch`]; issue 12 item 6). Any other target (a restart's, a
-    /// restore's, a re-pointing) must use `define`.
+    /// restore resumed after a restart, a re-pointing) must use `define`.
     pub fn define_new_branch(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
         self.define_with(name, target, true)
     }

@@ -226,9 +226,7 @@ impl RemotePageStore {
         Metrics::add_micros(&METRICS.commit_append_wait_us_total, started.elapsed());
         result
     }
-}
 
-impl RemotePageStore {
     /// Polls for `lsn`'s acknowledgement (or a failure) until `until`, giving the CPU to any other runnable thread
     /// between looks ([`ACKNOWLEDGEMENT_POLL`]).
     fn poll_acknowledged(&self, lsn: Lsn, until: Instant) {
