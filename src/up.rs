@@ -195,10 +195,8 @@ impl LocalStorage {
                 .await
                 .context("listening for a safekeeper")?;
             let address = listener.local_addr().context("reading the bound address")?.to_string();
-            local_services.push((
-                address.clone(),
-                safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_server(),
-            ));
+            let (service, append) = safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_local();
+            local_services.push((address.clone(), service, append));
             safekeeper_addresses.push(address);
             let served = Arc::clone(&node);
             let shutdown = stopped(stop_rx.clone());

@@ -145,10 +145,8 @@ async fn start_cluster(base: &std::path::Path) -> Cluster {
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address").to_string();
-        services.push((
-            address.clone(),
-            safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_server(),
-        ));
+        let (service, append) = safekeeper::service::SafekeeperService::new(Arc::clone(&node)).into_local();
+        services.push((address.clone(), service, append));
         addresses.push(address);
         let mut stop = shutdown_rx.clone();
         tokio::spawn(safekeeper::service::serve(node, listener, async move {

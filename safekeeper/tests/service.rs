@@ -1792,10 +1792,8 @@ async fn a_proposer_calling_its_safekeepers_in_process_keeps_the_contract() {
     let local = walproposer::LocalSafekeepers::new(
         tokio::runtime::Handle::current(),
         servers.iter().map(|server| {
-            (
-                address_of(server),
-                safekeeper::service::SafekeeperService::new(Arc::clone(&server.node)).into_server(),
-            )
+            let (service, append) = safekeeper::service::SafekeeperService::new(Arc::clone(&server.node)).into_local();
+            (address_of(server), service, append)
         }),
     );
     assert_eq!(local.len(), 3);
@@ -1842,4 +1840,82 @@ async fn a_proposer_calling_its_safekeepers_in_process_keeps_the_contract() {
     for server in servers {
         assert!(server.stop().await);
     }
+}
+
+/// An append stream opened in process (`InProcessAppend`, the proposer's messages handed over as they are)
+/// keeps the stream's contract: acknowledgements in order, a refusal as the status gRPC gives (with its
+/// metadata) ending the stream, a message over the bound ending it with nothing written, and a node that shut
+/// down refusing to open one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_stream_opened_in_process_keeps_the_streams_contract() {
+    use walproposer::InProcessAppend;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path()).await;
+    let mut client = server.client().await;
+    create(&mut client).await;
+    elect(&mut client, 1, &[], START).await;
+    let service = safekeeper::service::SafekeeperService::new(Arc::clone(&server.node));
+
+    // Two appends are acknowledged in order; a third that leaves a gap is refused as over gRPC.
+    let (requests, requests_rx) = mpsc::channel(8);
+    let mut acks = service.open_append(requests_rx).expect("opens");
+    let (first, second) = (frame(1), frame(2));
+    let middle = end_of(START, &first);
+    let end = end_of(middle, &second);
+    requests
+        .send(append_message(0, 1, START, first, START))
+        .await
+        .expect("send");
+    requests
+        .send(append_message(1, 1, middle, second, START))
+        .await
+        .expect("send");
+    for (request_id, flush_lsn) in [(0, middle), (1, end)] {
+        let ack = tokio::time::timeout(WAIT, acks.recv())
+            .await
+            .expect("an answer")
+            .expect("open")
+            .expect("acknowledged");
+        assert_eq!((ack.request_id, ack.term), (request_id, 1));
+        assert!(ack.flush_lsn >= flush_lsn.0, "{} < {flush_lsn}", ack.flush_lsn);
+    }
+    let past_end = Lsn(end.0 + 8);
+    requests
+        .send(append_message(2, 1, past_end, frame(3), START))
+        .await
+        .expect("send");
+    let status = tokio::time::timeout(WAIT, acks.recv())
+        .await
+        .expect("an answer")
+        .expect("open")
+        .expect_err("a gap is refused");
+    assert_eq!(status.code(), Code::OutOfRange);
+    assert_eq!(metadata_u64(&status, WRITE_LSN_METADATA), Some(end.0));
+    assert!(
+        tokio::time::timeout(WAIT, acks.recv()).await.expect("ends").is_none(),
+        "the refusal ends the stream"
+    );
+    assert_eq!(state(&mut client).await.flush_lsn, end.0);
+
+    // A message over the bound ends the stream before anything of it is written.
+    let (requests, requests_rx) = mpsc::channel(8);
+    let mut acks = service.open_append(requests_rx).expect("opens");
+    let oversized = Bytes::from(vec![0u8; MESSAGE_BYTES_MAX + 1]);
+    requests
+        .send(append_message(0, 1, end, oversized, START))
+        .await
+        .expect("send");
+    assert!(
+        tokio::time::timeout(WAIT, acks.recv()).await.expect("ends").is_none(),
+        "an oversized message ends the stream unanswered"
+    );
+    assert_eq!(state(&mut client).await.flush_lsn, end.0);
+
+    // A node that shut down opens no stream.
+    server.node.shut_down();
+    let (_requests, requests_rx) = mpsc::channel(8);
+    let refused = service.open_append(requests_rx).expect_err("a shut-down node refuses");
+    assert_eq!(refused.code(), Code::Unavailable);
+    drop((client, service));
+    assert!(server.stop().await);
 }

@@ -26,9 +26,11 @@ use parking_lot::Mutex;
 use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::transport::Endpoint;
 
-use crate::transport::{self, LocalSafekeepers, PeerService};
+use crate::transport::{self, LocalPeer, LocalSafekeepers, PeerService};
 use crate::wire;
 use safekeeper_core::proposer::{Envelope, ProposeError, Proposer, ProposerConfig, Refusal, Reply, Request, Status};
 use safekeeper_core::protocol::{AppendResponse, Term, VoteResponse};
@@ -165,7 +167,7 @@ impl WalProposer {
     pub fn start(config: WalProposerConfig) -> Result<WalProposer, WalProposerError> {
         let mut endpoints = Vec::with_capacity(config.safekeepers.len());
         for address in &config.safekeepers {
-            endpoints.push(peer_service(address, &config)?);
+            endpoints.push(peer_endpoint(address, &config)?);
         }
         let mut proposer_config = config.proposer.clone();
         proposer_config.acceptor_count = endpoints.len();
@@ -178,9 +180,16 @@ impl WalProposer {
         let peers: Vec<mpsc::Sender<Envelope>> = endpoints
             .into_iter()
             .enumerate()
-            .map(|(index, endpoint)| {
+            .map(|(index, (service, local))| {
                 let (tx, rx) = mpsc::channel(config.peer_queue_max);
-                let peer = PeerConnection::new(index, endpoint, timeline.clone(), reply_tx.clone(), request_timeout);
+                let peer = PeerConnection::new(
+                    index,
+                    service,
+                    local,
+                    timeline.clone(),
+                    reply_tx.clone(),
+                    request_timeout,
+                );
                 tokio::spawn(peer.run(rx));
                 tx
             })
@@ -469,11 +478,14 @@ impl Driver {
     }
 }
 
-/// How to reach the safekeeper at `address`: its service in this process if [`WalProposerConfig::local`] has
-/// it, else a lazily connected gRPC channel with keepalive.
-fn peer_service(address: &str, config: &WalProposerConfig) -> Result<PeerService, WalProposerError> {
+/// How to reach the safekeeper at `address`: in this process if [`WalProposerConfig::local`] has it (its service,
+/// and the peer for its append stream), else a lazily connected gRPC channel with keepalive.
+fn peer_endpoint(
+    address: &str,
+    config: &WalProposerConfig,
+) -> Result<(PeerService, Option<LocalPeer>), WalProposerError> {
     if let Some(local) = config.local.get(address) {
-        return Ok(local);
+        return Ok((local.service(), Some(local)));
     }
     let uri = if address.contains("://") {
         address.to_owned()
@@ -487,7 +499,7 @@ fn peer_service(address: &str, config: &WalProposerConfig) -> Result<PeerService
         .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
         .keep_alive_while_idle(true)
         .tcp_nodelay(true);
-    Ok(transport::over_grpc(endpoint.connect_lazy()))
+    Ok((transport::over_grpc(endpoint.connect_lazy()), None))
 }
 
 /// One safekeeper connection: unary calls in their own tasks, appends on one long-lived stream.
@@ -495,11 +507,16 @@ struct PeerConnection {
     /// Its index among the safekeepers.
     index: usize,
     client: SafekeeperClient<PeerService>,
+    /// The safekeeper in this process, whose append stream is opened directly.
+    local: Option<LocalPeer>,
     timeline: pb::TimelineRef,
     replies: mpsc::Sender<Incoming>,
     request_timeout: Duration,
     stream: Option<AppendStream>,
 }
+
+/// An append stream's acknowledgements, over gRPC or in process.
+type AckStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::AppendResponse, tonic::Status>> + Send>>;
 
 struct AppendStream {
     requests: mpsc::Sender<pb::AppendRequest>,
@@ -511,6 +528,7 @@ impl PeerConnection {
     fn new(
         index: usize,
         channel: PeerService,
+        local: Option<LocalPeer>,
         timeline: pb::TimelineRef,
         replies: mpsc::Sender<Incoming>,
         request_timeout: Duration,
@@ -521,6 +539,7 @@ impl PeerConnection {
         PeerConnection {
             index,
             client,
+            local,
             timeline,
             replies,
             request_timeout,
@@ -583,13 +602,22 @@ impl PeerConnection {
         let (requests, requests_rx) = mpsc::channel::<pb::AppendRequest>(1024);
         let unacked = Arc::new(Mutex::new(VecDeque::new()));
         let mut client = self.client.clone();
+        let local = self.local.clone();
         let replies = self.replies.clone();
         let pending = Arc::clone(&unacked);
         let index = self.index;
         tokio::spawn(async move {
-            let outbound = tokio_stream::wrappers::ReceiverStream::new(requests_rx);
-            let mut inbound = match client.append(outbound).await {
-                Ok(response) => response.into_inner(),
+            let opened: Result<AckStream, tonic::Status> = match local {
+                Some(local) => local
+                    .open_append(requests_rx)
+                    .map(|acks| Box::pin(ReceiverStream::new(acks)) as AckStream),
+                None => client
+                    .append(ReceiverStream::new(requests_rx))
+                    .await
+                    .map(|response| Box::pin(response.into_inner()) as AckStream),
+            };
+            let mut inbound = match opened {
+                Ok(inbound) => inbound,
                 Err(status) => {
                     report_stream_error(&pending, &replies, &status).await;
                     let _ = replies.send(Incoming::Lost(index)).await;
@@ -597,7 +625,7 @@ impl PeerConnection {
                 }
             };
             loop {
-                match inbound.message().await {
+                match inbound.next().await.transpose() {
                     Ok(Some(ack)) => {
                         pending.lock().retain(|&x| x != ack.request_id);
                         let reply = Reply::Append(AppendResponse {

@@ -12,4 +12,4 @@ pub mod transport;
 pub mod wire;
 
 pub use client::{WalProposer, WalProposerConfig, WalProposerError};
-pub use transport::{LocalSafekeepers, PeerService};
+pub use transport::{InProcessAppend, LocalPeer, LocalSafekeepers, PeerService};

@@ -6,6 +6,10 @@
 //! loopback TCP round trip, which on a small machine are most of a commit's CPU when the safekeepers share
 //! the compute's process (as in `cambium up`). A safekeeper elsewhere is always reached over gRPC.
 //!
+//! The append stream, a commit's path, goes further in process: the proposer hands its messages to the
+//! safekeeper's stream as they are ([`InProcessAppend`]), never encoding them to protobuf and decoding them
+//! back; the unary calls (a campaign's few) go through the service.
+//!
 //! The in-process service is given by whoever owns both ends (the binary), keyed by the address the
 //! safekeeper also serves on, so configuration stays a list of addresses ([`LocalSafekeepers`]), with the
 //! runtime the safekeepers serve on: every call runs there, as it would behind their TCP listener. The caller's
@@ -17,6 +21,8 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use proto::safekeeper as pb;
+use tokio::sync::mpsc;
 use tonic::body::Body;
 use tonic::codegen::{http, Service, StdError};
 use tower::util::BoxCloneSyncService;
@@ -31,19 +37,56 @@ pub type PeerService = BoxCloneSyncService<http::Request<Body>, http::Response<B
 #[error("safekeeper transport: {0}")]
 pub struct TransportError(#[source] StdError);
 
+/// The acknowledgements of an append stream opened in process, or the status that ended it (the stream then
+/// closes).
+pub type AppendAcks = mpsc::Receiver<Result<pb::AppendResponse, tonic::Status>>;
+
+/// A safekeeper's `Append` stream served in this process, the messages handed over as they are.
+///
+/// Guarantees (the implementor's): the same contract as the service's `Append` over gRPC (`safekeeper.proto`):
+/// the same acknowledgements in the same order, the same refusal statuses with their metadata, the stream ended
+/// by a status on a refusal and closed when the requests' sender is dropped.
+pub trait InProcessAppend: Send + Sync + 'static {
+    /// Opens one append stream fed by `requests`. Called within the runtime the safekeepers serve on, so the
+    /// tasks it spawns run there. Fails with the status the service would (e.g. the node is shutting down).
+    fn open_append(&self, requests: mpsc::Receiver<pb::AppendRequest>) -> Result<AppendAcks, tonic::Status>;
+}
+
+/// One safekeeper served in this process: its service for the unary calls, its append stream called directly.
+#[derive(Clone)]
+pub struct LocalPeer {
+    service: PeerService,
+    append: Arc<dyn InProcessAppend>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl LocalPeer {
+    /// The service for the unary calls (each call run on the safekeepers' runtime).
+    pub fn service(&self) -> PeerService {
+        self.service.clone()
+    }
+
+    /// Opens an append stream on the safekeepers' runtime (see [`InProcessAppend::open_append`]).
+    pub fn open_append(&self, requests: mpsc::Receiver<pb::AppendRequest>) -> Result<AppendAcks, tonic::Status> {
+        let _runtime = self.runtime.enter();
+        self.append.open_append(requests)
+    }
+}
+
 /// The safekeepers served in this process, by the address each also serves on over TCP.
 ///
-/// Guarantees: a proposer configured with an address found here calls that service directly; any other
-/// address is reached over gRPC. Cheap to clone (shared).
+/// Guarantees: a proposer configured with an address found here calls that safekeeper in process (its service
+/// for unary calls, its append stream directly); any other address is reached over gRPC. Cheap to clone
+/// (shared).
 #[derive(Clone, Default)]
 pub struct LocalSafekeepers {
-    services: Arc<BTreeMap<String, PeerService>>,
+    peers: Arc<BTreeMap<String, LocalPeer>>,
 }
 
 impl std::fmt::Debug for LocalSafekeepers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalSafekeepers")
-            .field("addresses", &self.services.keys().collect::<Vec<_>>())
+            .field("addresses", &self.peers.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -54,9 +97,12 @@ impl LocalSafekeepers {
         LocalSafekeepers::default()
     }
 
-    /// The given services, each the one serving `address` (e.g. `SafekeeperServer::new(service)`), every call
-    /// run on `runtime` (the one the safekeepers serve on).
-    pub fn new<S>(runtime: tokio::runtime::Handle, services: impl IntoIterator<Item = (String, S)>) -> LocalSafekeepers
+    /// The given safekeepers, each the one serving `address`: its service (e.g. `SafekeeperServer::new(service)`)
+    /// and its append stream, every call run on `runtime` (the one the safekeepers serve on).
+    pub fn new<S>(
+        runtime: tokio::runtime::Handle,
+        services: impl IntoIterator<Item = (String, S, Arc<dyn InProcessAppend>)>,
+    ) -> LocalSafekeepers
     where
         S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
             + Clone
@@ -65,29 +111,34 @@ impl LocalSafekeepers {
             + 'static,
         S::Future: Send + 'static,
     {
-        let services = services
+        let peers = services
             .into_iter()
-            .map(|(address, service)| (address, in_process(service, runtime.clone())))
+            .map(|(address, service, append)| {
+                let peer = LocalPeer {
+                    service: in_process(service, runtime.clone()),
+                    append,
+                    runtime: runtime.clone(),
+                };
+                (address, peer)
+            })
             .collect();
-        LocalSafekeepers {
-            services: Arc::new(services),
-        }
+        LocalSafekeepers { peers: Arc::new(peers) }
     }
 
-    /// The in-process service for `address`, if it is one of these.
-    pub fn get(&self, address: &str) -> Option<PeerService> {
+    /// The safekeeper in this process serving `address`, if it is one of these.
+    pub fn get(&self, address: &str) -> Option<LocalPeer> {
         let address = address.strip_prefix("http://").unwrap_or(address);
-        self.services.get(address).cloned()
+        self.peers.get(address).cloned()
     }
 
     /// How many safekeepers are in this process.
     pub fn len(&self) -> usize {
-        self.services.len()
+        self.peers.len()
     }
 
     /// Whether none is.
     pub fn is_empty(&self) -> bool {
-        self.services.is_empty()
+        self.peers.is_empty()
     }
 }
 

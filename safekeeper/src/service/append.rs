@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use proto::safekeeper as pb;
 use safekeeper_core::dispatch::{self, Served};
 use safekeeper_core::proposer::Request as ProtocolRequest;
 use safekeeper_core::protocol::{AcceptorError, AppendRequest, AppendResponse};
 use tokio::sync::mpsc;
-use tonic::{Status, Streaming};
+use tonic::Status;
 
 use super::{
     shutdown_signalled, status_from_node, timeline_deleted, unexpected_reply, APPEND_BATCH_BYTES_MAX,
@@ -20,6 +20,15 @@ use crate::convert::{self, status_from_acceptor, TimelineKey};
 use crate::node::{NodeError, SafekeeperNode, Timeline};
 
 type AppendSender = mpsc::Sender<Result<pb::AppendResponse, Status>>;
+
+/// What an append stream reads its requests from: a gRPC stream ([`tonic::Streaming`]), or a proposer in this
+/// process handing its messages over as they are.
+pub(super) trait AppendRequests:
+    Stream<Item = Result<pb::AppendRequest, Status>> + Unpin + Send + 'static
+{
+}
+
+impl<S: Stream<Item = Result<pb::AppendRequest, Status>> + Unpin + Send + 'static> AppendRequests for S {}
 
 /// What writing one batch of appends gave.
 struct BatchOutcome {
@@ -89,7 +98,7 @@ impl Drop for PendingAppends<'_> {
 
 /// Takes whatever messages have already arrived on the stream, without waiting, while the batch has room.
 /// Returns whether the stream ended (by the client or with an error).
-fn gather_arrived(inbound: &mut Streaming<pb::AppendRequest>, pending: &mut PendingAppends<'_>) -> bool {
+fn gather_arrived<S: AppendRequests>(inbound: &mut S, pending: &mut PendingAppends<'_>) -> bool {
     while pending.has_room() {
         match inbound.next().now_or_never() {
             Some(Some(Ok(message))) => pending.push(message),
@@ -109,11 +118,7 @@ fn gather_arrived(inbound: &mut Streaming<pb::AppendRequest>, pending: &mut Pend
 /// While a batch is written (waiting for the acceptor's lock, then writing and syncing), the messages that
 /// arrive are read ahead into the next batch, up to the batch limits; so the next batch is everything that
 /// arrived meanwhile, and [`SafekeeperNode::appends_pending`] counts what the server has received.
-pub(super) async fn append_stream(
-    node: Arc<SafekeeperNode>,
-    mut inbound: Streaming<pb::AppendRequest>,
-    tx: AppendSender,
-) {
+pub(super) async fn append_stream<S: AppendRequests>(node: Arc<SafekeeperNode>, mut inbound: S, tx: AppendSender) {
     let mut shutdown = node.subscribe_shutdown();
     let mut timeline: Option<Arc<Timeline>> = None;
     let mut pending = PendingAppends::new(node.appends_pending_gauge());

@@ -38,6 +38,7 @@ use proto::safekeeper as pb;
 use proto::safekeeper::safekeeper_server::{Safekeeper, SafekeeperServer};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -49,7 +50,27 @@ use safekeeper_core::protocol::{AcceptorError, VoteRequest};
 
 mod append;
 
-use append::append_stream;
+use append::{append_stream, AppendRequests};
+
+/// A proposer in this process hands its append messages over as they are: the same stream as over gRPC, with
+/// the same bound on a message (one over it ends the stream, as tonic's decoder would).
+impl walproposer::InProcessAppend for SafekeeperService {
+    fn open_append(
+        &self,
+        requests: mpsc::Receiver<pb::AppendRequest>,
+    ) -> Result<walproposer::transport::AppendAcks, Status> {
+        let inbound = ReceiverStream::new(requests).map(|message| {
+            if message.data.len() > MESSAGE_BYTES_MAX {
+                return Err(Status::out_of_range(format!(
+                    "append of {} bytes is over the message bound of {MESSAGE_BYTES_MAX} bytes",
+                    message.data.len()
+                )));
+            }
+            Ok(message)
+        });
+        self.open_append_stream(inbound)
+    }
+}
 
 /// Largest gRPC message accepted or sent. An append carries at most `acceptor::APPEND_BYTES_MAX` (16 MiB) of
 /// WAL; this leaves room for the envelope and makes an oversized append a clear `INVALID_ARGUMENT` from the
@@ -95,6 +116,29 @@ impl SafekeeperService {
         SafekeeperServer::new(self)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+
+    /// This service as a proposer in this process calls it: the tonic server for its unary calls and its append
+    /// stream called directly (`walproposer::LocalSafekeepers`).
+    pub fn into_local(
+        self,
+    ) -> (
+        SafekeeperServer<SafekeeperService>,
+        Arc<dyn walproposer::InProcessAppend>,
+    ) {
+        let append = Arc::new(SafekeeperService {
+            node: Arc::clone(&self.node),
+        });
+        (self.into_server(), append)
+    }
+
+    /// Starts serving one append stream read from `inbound` (a task on the current runtime); its
+    /// acknowledgements, or the status that ended it, come on the returned channel.
+    fn open_append_stream<S: AppendRequests>(&self, inbound: S) -> Result<walproposer::transport::AppendAcks, Status> {
+        self.check_running()?;
+        let (tx, rx) = mpsc::channel(APPEND_RESPONSE_CHANNEL_MESSAGES);
+        tokio::spawn(append_stream(Arc::clone(&self.node), inbound, tx));
+        Ok(rx)
     }
 
     fn check_running(&self) -> Result<(), Status> {
@@ -277,10 +321,8 @@ impl Safekeeper for SafekeeperService {
         &self,
         request: Request<Streaming<pb::AppendRequest>>,
     ) -> Result<Response<Self::AppendStream>, Status> {
-        self.check_running()?;
-        let (tx, rx) = mpsc::channel(APPEND_RESPONSE_CHANNEL_MESSAGES);
-        tokio::spawn(append_stream(Arc::clone(&self.node), request.into_inner(), tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let acks = self.open_append_stream(request.into_inner())?;
+        Ok(Response::new(ReceiverStream::new(acks)))
     }
 
     async fn read_wal(&self, request: Request<pb::ReadWalRequest>) -> Result<Response<pb::WalChunk>, Status> {
