@@ -104,6 +104,31 @@ thread_local! {
     static BUSY_SINCE: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
 }
 
+thread_local! {
+    /// Writer's locks taken and not let go by handles on this thread.
+    static WRITER_LOCKS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes that a handle on this thread took (`true`) or let go of (`false`) a database's writer's lock.
+pub(crate) fn note_writer_lock(taken: bool) {
+    WRITER_LOCKS_HELD.with(|held| {
+        held.set(if taken {
+            held.get().saturating_add(1)
+        } else {
+            held.get().saturating_sub(1)
+        });
+    });
+}
+
+/// Whether a handle on this thread holds a database's writer's lock (taken and let go on this thread, as a
+/// connection's SQLite calls are: a handle moved between threads may leave this count off, which only changes
+/// how a connection waits for its client, `pg::frames`).
+pub(crate) fn holds_writer_lock() -> bool {
+    WRITER_LOCKS_HELD.with(|held| held.get() > 0)
+}
+
+pub(crate) use lock::writers_waiting;
+
 /// Notes that this thread's handle `handle` was refused the writer's lock of `database`.
 fn note_waiting(database: &Arc<Database>, handle: u64) {
     WAITING_ON.with(|waiting| *waiting.borrow_mut() = Some((database.clone(), handle)));
@@ -300,4 +325,37 @@ pub fn open_connection(database: &str) -> rusqlite::Result<Connection> {
     connection.pragma_update(None, "synchronous", "FULL")?;
     let _locking_mode: String = connection.pragma_update_and_check(None, "locking_mode", "NORMAL", |row| row.get(0))?;
     Ok(connection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page_store::MemoryPageStore;
+
+    /// A connection's thread holds the writer's lock from its transaction's first write to its end (commit or
+    /// rollback), and no other thread does: what `pg::frames` watches the client by.
+    #[test]
+    fn a_thread_holds_the_writer_lock_from_its_first_write_to_its_end() -> Result<(), Box<dyn std::error::Error>> {
+        register_database("writer_lock_held", Arc::new(MemoryPageStore::new()))?;
+        let connection = open_connection("writer_lock_held")?;
+        connection.execute_batch("CREATE TABLE t(x)")?;
+        assert!(!holds_writer_lock(), "an autocommit statement lets it go");
+        connection.execute_batch("BEGIN; SELECT count(*) FROM t")?;
+        assert!(!holds_writer_lock(), "a read takes no writer's lock");
+        connection.execute_batch("INSERT INTO t VALUES (1)")?;
+        assert!(holds_writer_lock(), "from the first write");
+        let elsewhere = std::thread::spawn(holds_writer_lock).join().expect("thread");
+        assert!(!elsewhere, "only on the connection's thread");
+        connection.execute_batch("COMMIT")?;
+        assert!(!holds_writer_lock(), "the commit lets it go");
+        connection.execute_batch("BEGIN; INSERT INTO t VALUES (2)")?;
+        assert!(holds_writer_lock());
+        connection.execute_batch("ROLLBACK")?;
+        assert!(!holds_writer_lock(), "so does a rollback");
+        connection.execute_batch("BEGIN; INSERT INTO t VALUES (3)")?;
+        drop(connection);
+        assert!(!holds_writer_lock(), "and closing the connection");
+        unregister_database("writer_lock_held");
+        Ok(())
+    }
 }

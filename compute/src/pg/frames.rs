@@ -18,6 +18,9 @@
 //! with one write, not one per message (BindComplete, rows, CommandComplete, ReadyForQuery). The connection loop
 //! turns the deferral off and flushes before it waits for the next message, so nothing held ever waits on the
 //! client.
+//!
+//! A read that would sleep while the connection's session holds the writer's lock, and no other writer waits
+//! for it, first watches the socket for the client's next message ([`CLIENT_WATCH`]).
 
 use std::io;
 use std::pin::Pin;
@@ -287,6 +290,9 @@ pub(crate) struct Guarded<S> {
     held: BytesMut,
     /// Hold writes and make flushes no-ops: the client's next messages are already in.
     defer: bool,
+    /// The socket's duplicate, watched for the client's next message while this thread holds the writer's lock
+    /// uncontended ([`CLIENT_WATCH`]).
+    spin: Option<std::sync::Arc<std::net::TcpStream>>,
 }
 
 impl<S> Guarded<S> {
@@ -300,11 +306,18 @@ impl<S> Guarded<S> {
             chunk: vec![0u8; READ_CHUNK_BYTES],
             held: BytesMut::new(),
             defer: false,
+            spin: None,
         };
         if let Err(error) = guarded.checker.feed(already_read, &mut guarded.ready) {
             guarded.failed = Some(error);
         }
         guarded
+    }
+
+    /// Watches `socket` (a duplicate of the one read, non-blocking) for the client's next message before a read
+    /// sleeps, while this thread holds the writer's lock uncontended ([`CLIENT_WATCH`]).
+    pub(crate) fn spin_on(&mut self, socket: std::sync::Arc<std::net::TcpStream>) {
+        self.spin = Some(socket);
     }
 
     /// The first invalid message's error, once one came.
@@ -365,6 +378,35 @@ impl<S: AsyncWrite + Unpin> Guarded<S> {
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 16 << 10;
 
+/// How long a connection whose session holds the writer's lock, uncontended, watches for the client's next
+/// message before it sleeps. Inside a write transaction the client's next statement usually follows within
+/// a round trip; on a virtual machine whose CPUs halt when idle, a sleeping thread is woken late for it (see
+/// `remote_store::in_flight::ACKNOWLEDGEMENT_POLL`), and the writer's lock is held all that while. Only when no
+/// writer waits: then the CPUs are busy anyway, and watching would take CPU from the others.
+pub(crate) const CLIENT_WATCH: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Watches `socket` (a duplicate of the connection's) for the client's next bytes for up to [`CLIENT_WATCH`],
+/// giving the CPU to any other runnable thread between looks. If they come (or the socket errs or closes), wakes
+/// the task: the connection's runtime then polls its I/O driver, which sees the socket readable, and reads.
+fn await_client_awake(socket: &std::net::TcpStream, cx: &mut Context<'_>) {
+    let until = std::time::Instant::now() + CLIENT_WATCH;
+    let mut byte = [0u8; 1];
+    loop {
+        match socket.peek(&mut byte) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            _ => {
+                cx.waker().wake_by_ref();
+                return;
+            }
+        }
+        if std::time::Instant::now() >= until {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
@@ -380,7 +422,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             }
             let mut chunk_buf = ReadBuf::new(&mut this.chunk);
             match Pin::new(&mut this.inner).poll_read(cx, &mut chunk_buf) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if let Some(socket) = &this.spin {
+                        if crate::vfs::holds_writer_lock() && !crate::vfs::writers_waiting() {
+                            await_client_awake(socket, cx);
+                        }
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                 Poll::Ready(Ok(())) => {}
             }
@@ -466,6 +515,55 @@ mod tests {
             out.extend_from_slice(&buf[..n]);
         }
         out
+    }
+
+    /// A loopback TCP pair: the server's side (tokio, with a std duplicate to watch) and the client's.
+    async fn tcp_pair() -> (
+        tokio::net::TcpStream,
+        std::sync::Arc<std::net::TcpStream>,
+        std::net::TcpStream,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let client = std::net::TcpStream::connect(address).expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        let server = server.into_std().expect("std");
+        let watch = server.try_clone().expect("duplicate");
+        (
+            tokio::net::TcpStream::from_std(server).expect("tokio"),
+            std::sync::Arc::new(watch),
+            client,
+        )
+    }
+
+    /// While the thread holds the writer's lock, a read that would sleep watches for the client first: bytes
+    /// that come while it watches, and bytes that come only after it gave up and slept, are both read.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_watched_for_the_client_gets_what_comes_during_and_after_the_watch() {
+        use std::io::Write;
+        use tokio::io::AsyncReadExt;
+        let (server, watch, mut client) = tcp_pair().await;
+        let mut guarded = Guarded::new(server, &[]);
+        guarded.spin_on(watch);
+        crate::vfs::note_writer_lock(true);
+        let startup = startup();
+        let (early, late) = startup.split_at(4);
+        let (early, late) = (early.to_vec(), late.to_vec());
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+            client.write_all(&early).expect("write");
+            std::thread::sleep(CLIENT_WATCH * 20);
+            client.write_all(&late).expect("write");
+            client
+        });
+        let mut got = vec![0u8; startup.len()];
+        tokio::time::timeout(std::time::Duration::from_secs(10), guarded.read_exact(&mut got))
+            .await
+            .expect("read within the bound")
+            .expect("read");
+        assert_eq!(got, startup);
+        crate::vfs::note_writer_lock(false);
+        drop(writer.join().expect("writer"));
     }
 
     #[tokio::test]

@@ -461,7 +461,9 @@ async fn serve_messages(
         return Ok(());
     };
     let old = framed.into_parts();
-    let mut parts = FramedParts::new(Guarded::new(old.io, &old.read_buf), old.codec);
+    let mut guarded = Guarded::new(old.io, &old.read_buf);
+    guarded.spin_on(handlers.query.connection.watch.clone());
+    let mut parts = FramedParts::new(guarded, old.codec);
     parts.write_buf = old.write_buf;
     let mut socket = Framed::from_parts(parts);
     socket.set_state(PgWireConnectionState::AwaitingStartup);

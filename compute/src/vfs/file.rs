@@ -322,6 +322,7 @@ impl MainFile {
             }
             // The writer's transaction answers for what it read at its end (`durability`).
             durability::forgive(self.handle);
+            super::note_writer_lock(true);
         }
         Ok(())
     }
@@ -346,6 +347,7 @@ impl MainFile {
         let released = was_writer && self.lock_level < LockLevel::Reserved;
         if released {
             self.database.wake_next_writer(&mut locks);
+            super::note_writer_lock(false);
         }
         drop(locks);
         if released {

@@ -13,6 +13,7 @@
 //! asked for [`WAITER_STALE`]: a waiting connection asks again at least every [`super::WAIT_SLICE`].
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a queued writer may go without asking again before it is taken for gone.
@@ -57,6 +58,30 @@ pub(crate) struct LockTable {
     writer: Option<Writer>,
     /// Writers refused, oldest first (at most [`WAITERS_MAX`]).
     waiting: VecDeque<Waiter>,
+}
+
+/// Writers queued for a writer's lock, over every database of the process (the tables' queues' lengths).
+static WRITERS_WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any writer in the process is queued for a writer's lock (one that stopped asking stays queued up
+/// to [`WAITER_STALE`]).
+pub(crate) fn writers_waiting() -> bool {
+    WRITERS_WAITING.load(Ordering::Relaxed) > 0
+}
+
+/// A table's queue went from `before` to `after` waiters.
+fn gauge_waiting(before: usize, after: usize) {
+    if after > before {
+        WRITERS_WAITING.fetch_add(after - before, Ordering::Relaxed);
+    } else {
+        WRITERS_WAITING.fetch_sub(before - after, Ordering::Relaxed);
+    }
+}
+
+impl Drop for LockTable {
+    fn drop(&mut self) {
+        gauge_waiting(self.waiting.len(), 0);
+    }
 }
 
 impl LockTable {
@@ -106,7 +131,9 @@ impl LockTable {
             "handle {handle} granted the writer's lock held by {:?}",
             self.writer
         );
+        let before = self.waiting.len();
         self.waiting.retain(|w| w.handle != handle);
+        gauge_waiting(before, self.waiting.len());
         self.writer = Some(Writer { handle, level: wanted });
         (wanted, Ok(()))
     }
@@ -135,6 +162,7 @@ impl LockTable {
             .is_some_and(|w| now.saturating_duration_since(w.asked_at) > WAITER_STALE)
         {
             self.waiting.pop_front();
+            gauge_waiting(1, 0);
         }
     }
 
@@ -144,12 +172,15 @@ impl LockTable {
             waiter.asked_at = now;
         } else if self.waiting.len() < WAITERS_MAX {
             self.waiting.push_back(Waiter { handle, asked_at: now });
+            gauge_waiting(0, 1);
         }
     }
 
     /// Takes `handle` out of the queue (its file closed).
     pub(crate) fn forget(&mut self, handle: u64) {
+        let before = self.waiting.len();
         self.waiting.retain(|w| w.handle != handle);
+        gauge_waiting(before, self.waiting.len());
     }
 
     /// Moves `handle` from `current` down to `wanted` (SHARED or NONE). Returns the new level.
