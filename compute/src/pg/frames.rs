@@ -292,7 +292,7 @@ pub(crate) struct Guarded<S> {
     defer: bool,
     /// The socket's duplicate, watched for the client's next message while this thread holds the writer's lock
     /// uncontended ([`CLIENT_WATCH`]).
-    spin: Option<std::sync::Arc<std::net::TcpStream>>,
+    client_watch: Option<std::sync::Arc<std::net::TcpStream>>,
 }
 
 impl<S> Guarded<S> {
@@ -306,7 +306,7 @@ impl<S> Guarded<S> {
             chunk: vec![0u8; READ_CHUNK_BYTES],
             held: BytesMut::new(),
             defer: false,
-            spin: None,
+            client_watch: None,
         };
         if let Err(error) = guarded.checker.feed(already_read, &mut guarded.ready) {
             guarded.failed = Some(error);
@@ -316,8 +316,8 @@ impl<S> Guarded<S> {
 
     /// Watches `socket` (a duplicate of the one read, non-blocking) for the client's next message before a read
     /// sleeps, while this thread holds the writer's lock uncontended ([`CLIENT_WATCH`]).
-    pub(crate) fn spin_on(&mut self, socket: std::sync::Arc<std::net::TcpStream>) {
-        self.spin = Some(socket);
+    pub(crate) fn watch_client_on(&mut self, socket: std::sync::Arc<std::net::TcpStream>) {
+        self.client_watch = Some(socket);
     }
 
     /// The first invalid message's error, once one came.
@@ -388,7 +388,7 @@ pub(crate) const CLIENT_WATCH: std::time::Duration = std::time::Duration::from_m
 /// Watches `socket` (a duplicate of the connection's) for the client's next bytes for up to [`CLIENT_WATCH`],
 /// giving the CPU to any other runnable thread between looks. If they come (or the socket errs or closes), wakes
 /// the task: the connection's runtime then polls its I/O driver, which sees the socket readable, and reads.
-fn await_client_awake(socket: &std::net::TcpStream, cx: &mut Context<'_>) {
+fn watch_for_client(socket: &std::net::TcpStream, cx: &mut Context<'_>) {
     let until = std::time::Instant::now() + CLIENT_WATCH;
     let mut byte = [0u8; 1];
     loop {
@@ -423,9 +423,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             let mut chunk_buf = ReadBuf::new(&mut this.chunk);
             match Pin::new(&mut this.inner).poll_read(cx, &mut chunk_buf) {
                 Poll::Pending => {
-                    if let Some(socket) = &this.spin {
+                    if let Some(socket) = &this.client_watch {
                         if crate::vfs::holds_writer_lock() && !crate::vfs::writers_waiting() {
-                            await_client_awake(socket, cx);
+                            watch_for_client(socket, cx);
                         }
                     }
                     return Poll::Pending;
@@ -544,7 +544,7 @@ mod tests {
         use tokio::io::AsyncReadExt;
         let (server, watch, mut client) = tcp_pair().await;
         let mut guarded = Guarded::new(server, &[]);
-        guarded.spin_on(watch);
+        guarded.watch_client_on(watch);
         crate::vfs::note_writer_lock(true);
         let startup = startup();
         let (early, late) = startup.split_at(4);

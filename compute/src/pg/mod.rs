@@ -462,7 +462,7 @@ async fn serve_messages(
     };
     let old = framed.into_parts();
     let mut guarded = Guarded::new(old.io, &old.read_buf);
-    guarded.spin_on(handlers.query.connection.watch.clone());
+    guarded.watch_client_on(handlers.query.connection.watch.clone());
     let mut parts = FramedParts::new(guarded, old.codec);
     parts.write_buf = old.write_buf;
     let mut socket = Framed::from_parts(parts);
