@@ -11,6 +11,9 @@
 //! (`branch_storage` is after), then each timeline nothing needs from the pageserver, the safekeepers
 //! (`timeline_safekeepers` is between) and its row (`timeline_row` is before).
 //!
+//! A restore without `preserve` retires the branch's old timeline in the sweep after it: sealed on the
+//! pageserver, its row marked retired (`timeline_retired` is after), then deleted from the safekeepers.
+//!
 //! The reconciler does not run while the service is paused (its period is long until the restart), so the
 //! state at the pause is the deletion's alone. What the storage holds is read from disk beside the running service: the pageserver's live timelines from the
 //! tenant's branch log, each safekeeper's from its directories, the metadata read-only (SQLite WAL mode).
@@ -184,9 +187,14 @@ impl Scene {
 
     /// Every row the database had is there, and it takes a commit.
     async fn assert_intact(&self) {
-        assert_eq!(ids(&self.uri).await, (0..10).collect::<Vec<_>>());
-        insert(&self.uri, 10..12).await;
-        assert_eq!(ids(&self.uri).await, (0..12).collect::<Vec<_>>());
+        self.assert_intact_from(10).await;
+    }
+
+    /// Ids `0..rows` are there, and the database takes a commit.
+    async fn assert_intact_from(&self, rows: i64) {
+        assert_eq!(ids(&self.uri).await, (0..rows).collect::<Vec<_>>());
+        insert(&self.uri, rows..rows + 2).await;
+        assert_eq!(ids(&self.uri).await, (0..rows + 2).collect::<Vec<_>>());
     }
 }
 
@@ -494,4 +502,176 @@ async fn an_acknowledged_branch_still_recorded_pending_is_kept_and_served_after_
     after.insert(timeline);
     scene.wait_storage_is(&after).await;
     scene.assert_intact().await;
+}
+
+/// A mark of main's latest state (a branch made and deleted at once), as `parent_lsn` gives it.
+async fn mark_lsn(scene: &Scene, name: &str) -> String {
+    let created = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/databases/{}/branches", scene.database_id),
+            Some(&format!(r#"{{"name":"{name}"}}"#)),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let branch = created.json()["branch"].clone();
+    let deleted = scene
+        .up
+        .call("DELETE", &format!("/v1/branches/{}", text(&branch, "id")), None)
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    text(&branch, "parent_lsn")
+}
+
+/// Restores main to `lsn` without `preserve` and waits for the operation's end (not for the sweep after it).
+async fn restore_main(scene: &Scene, lsn: &str) {
+    let main = text(&scene.database, "default_branch_id");
+    let reply = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/branches/{main}/restore"),
+            Some(&format!(r#"{{"target_lsn":"{lsn}","preserve":false}}"#)),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let operation = text(&reply.json()["operation"], "id");
+    let ended = scene.up.wait_operation(&operation).await;
+    assert_eq!(ended["status"], "finished", "{ended}");
+}
+
+/// Main's timeline now.
+fn main_timeline(scene: &Scene) -> String {
+    metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM branches WHERE id = ?1",
+        &text(&scene.database, "default_branch_id"),
+    )
+    .into_iter()
+    .next()
+    .expect("main's timeline")
+}
+
+/// The database's retired timeline rows.
+fn retired_rows(scene: &Scene) -> BTreeSet<String> {
+    metadata_query(
+        &scene.data_dir,
+        "SELECT timeline_id FROM timelines WHERE database_id = ?1 AND retired = 1",
+        &scene.database_id,
+    )
+    .into_iter()
+    .collect()
+}
+
+/// The timelines the tenant's branch log records as sealed.
+fn sealed_on_pageserver(scene: &Scene) -> BTreeSet<String> {
+    let path = scene
+        .data_dir
+        .join("pageserver/tenants")
+        .join(&scene.tenant)
+        .join("branches.log");
+    let log = std::fs::read(&path).expect("the branch log");
+    let (entries, _) = storage::formats::branch_log_prefix(&log).expect("a valid branch log");
+    entries
+        .iter()
+        .filter_map(|entry| match entry {
+            storage::branch_log::BranchLogEntry::Seal { timeline_id, .. } => Some(timeline_id.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Restores without `preserve` chain each new timeline to the old one (the new reads through it below the restore
+/// point), so none of the old ones can be deleted. Each old one is retired instead: sealed on the pageserver
+/// (flushed, followed no more) and deleted from every safekeeper, so a branch restored before every test run does
+/// not pile up a timeline per restore on the safekeepers. Killed between the row marked retired and the
+/// safekeepers' deletion (`timeline_retired`), the reconciler deletes the copies left. Through restarts, main
+/// reads its restored state and a branch made at a point inside a retired timeline reads that point, from the
+/// pageserver alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_without_preserve_retire_the_old_timelines_from_the_safekeepers_even_through_a_crash() {
+    let mut scene = Scene::start("timeline_retired").await;
+    let first = main_timeline(&scene);
+    scene.wait_storage_is(&BTreeSet::from([first.clone()])).await;
+    let ten = mark_lsn(&scene, "ten").await;
+    insert(&scene.uri, 10..20).await;
+    restore_main(&scene, &ten).await;
+    let line = "fault injection: pausing at timeline_retired";
+    wait_for("the pause in the retirement", || {
+        std::fs::read_to_string(&scene.log).is_ok_and(|log| log.contains(line))
+    })
+    .await;
+    let second = main_timeline(&scene);
+    assert_ne!(first, second);
+    // Paused: the old timeline sealed and its row retired; the safekeepers still hold it.
+    assert_eq!(retired_rows(&scene), BTreeSet::from([first.clone()]));
+    assert_eq!(sealed_on_pageserver(&scene), BTreeSet::from([first.clone()]));
+    let both = BTreeSet::from([first.clone(), second.clone()]);
+    assert_eq!(scene.on_pageserver(), both);
+    assert!((1..=3).all(|n| scene.on_safekeeper(n).contains(&first)));
+    scene.crash_and_restart();
+
+    // The reconciler deletes the copies the crash left; the pageserver keeps both, main reads its restored state.
+    wait_for("the retired timeline's copies to be deleted", || {
+        (1..=3).all(|n| scene.on_safekeeper(n) == BTreeSet::from([second.clone()]))
+    })
+    .await;
+    assert_eq!(scene.on_pageserver(), both);
+    assert_eq!(scene.timeline_rows(), both);
+    assert_eq!(ids(&scene.uri).await, (0..10).collect::<Vec<_>>());
+
+    // More restores (no fault now): each old timeline is retired by the sweep after its restore.
+    insert(&scene.uri, 10..12).await;
+    let twelve = mark_lsn(&scene, "twelve").await;
+    let mut timelines = both.clone();
+    for round in 0..3_i64 {
+        insert(&scene.uri, 100 + round * 10..105 + round * 10).await;
+        restore_main(&scene, &twelve).await;
+        timelines.insert(main_timeline(&scene));
+    }
+    let last = main_timeline(&scene);
+    assert_eq!(timelines.len(), 5, "{timelines:?}");
+    wait_for("every old timeline to be retired", || {
+        retired_rows(&scene).len() == 4 && (1..=3).all(|n| scene.on_safekeeper(n) == BTreeSet::from([last.clone()]))
+    })
+    .await;
+    assert_eq!(scene.on_pageserver(), timelines);
+    assert_eq!(sealed_on_pageserver(&scene).len(), 4);
+    assert_eq!(ids(&scene.uri).await, (0..12).collect::<Vec<_>>());
+    // The retired timelines have no copies, and the database's replication is healthy all the same.
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let health = scene
+            .up
+            .call("GET", &format!("/v1/databases/{}/health", scene.database_id), None)
+            .await;
+        assert_eq!(health.status, 200, "{}", health.body);
+        match health.json()["health"]["replication"].as_str() {
+            Some("healthy") => break,
+            Some("unknown") if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => panic!("replication is not healthy: {}", health.body),
+        }
+    }
+
+    // Killed and restarted: the pageserver follows no WAL for the sealed timelines (the safekeepers have none),
+    // yet main and a branch at the first mark, inside the first (retired) timeline, read what they did.
+    scene.up.process.kill9();
+    scene.up.process.restart();
+    assert_eq!(ids(&scene.uri).await, (0..12).collect::<Vec<_>>());
+    let created = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/databases/{}/branches", scene.database_id),
+            Some(&format!(r#"{{"name":"at_ten","parent_lsn":"{ten}"}}"#)),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let at_ten = scene.up.uri(&created.json()["branch"]);
+    assert_eq!(ids(&at_ten).await, (0..10).collect::<Vec<_>>());
+    insert(&at_ten, 10..11).await;
+    scene.assert_intact_from(12).await;
 }

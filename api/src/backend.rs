@@ -825,6 +825,24 @@ impl Backend {
         }
     }
 
+    /// Seals `timeline` on the pageserver (an ancestor no branch is on; see the pageserver's `SealTimeline`);
+    /// returns whether everything its children read is durable where the pageserver's recovery finds it, so
+    /// that its safekeeper copies may go. `false` (not yet: an upload to remote storage pending) and every error
+    /// mean "try again later".
+    pub async fn seal_timeline(&self, tenant: TenantId, timeline: TimelineId) -> Result<bool, BackendError> {
+        match self
+            .clients(tenant)
+            .await?
+            .management
+            .clone()
+            .seal_timeline(timeline_ref(tenant, timeline))
+            .await
+        {
+            Ok(response) => Ok(response.into_inner().durable),
+            Err(status) => Err(unavailable("sealing the timeline", &status)),
+        }
+    }
+
     /// The second step of [`Backend::delete_timeline`]: `timeline` deleted from every safekeeper at once; one
     /// that fails or is down is logged and keeps the timeline's WAL.
     pub async fn delete_timeline_from_safekeepers(&self, tenant: TenantId, timeline: TimelineId) {

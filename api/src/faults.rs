@@ -54,10 +54,13 @@ pub enum Step {
     /// A pageserver failover: the live pageserver attached the lost one's tenant as its owner, the placement not
     /// switched yet (`failover_attached`).
     FailoverAttached,
+    /// A timeline's retirement: sealed on the pageserver and its row marked retired, its safekeeper copies not
+    /// deleted yet (`timeline_retired`).
+    TimelineRetired,
 }
 
 impl Step {
-    const ALL: [Step; 9] = [
+    const ALL: [Step; 10] = [
         Step::DatabaseRow,
         Step::DatabaseStorage,
         Step::TenantSafekeepers,
@@ -67,6 +70,7 @@ impl Step {
         Step::MoveAttached,
         Step::BranchTimeline,
         Step::FailoverAttached,
+        Step::TimelineRetired,
     ];
 
     /// Its name in the text form and in the log.
@@ -81,6 +85,7 @@ impl Step {
             Step::MoveAttached => "move_attached",
             Step::BranchTimeline => "branch_timeline",
             Step::FailoverAttached => "failover_attached",
+            Step::TimelineRetired => "timeline_retired",
         }
     }
 }

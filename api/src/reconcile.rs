@@ -598,11 +598,13 @@ async fn finish_deletions(control: &Control) {
     };
     for database in databases {
         let id = database.id.clone();
-        let has_unreferenced = control
-            .blocking(move |store| store.unreferenced_timelines(&id))
+        let has_work = control
+            .blocking(move |store| {
+                Ok(!store.unreferenced_timelines(&id)?.is_empty() || !store.retirable_timelines(&id)?.is_empty())
+            })
             .await
-            .is_ok_and(|unreferenced| !unreferenced.is_empty());
-        if !has_unreferenced {
+            .unwrap_or(false);
+        if !has_work {
             continue;
         }
         let _held = control.locked(&database.id).await;
@@ -614,7 +616,7 @@ async fn finish_deletions(control: &Control) {
             Ok(None) => {}
             Ok(Some(_)) | Err(_) => continue,
         }
-        tracing::info!(database = %database.id, "finishing the deletion of timelines nothing needs");
+        tracing::info!(database = %database.id, "finishing the deletion of timelines nothing needs, and the retirement of those only branched from");
         control.sweep_timelines(&database).await;
     }
 }
@@ -737,9 +739,15 @@ async fn delete_orphan_tenants_and_copies(control: &Control, listings: &Listings
             let Ok(sets) = current_sets(control).await else {
                 continue;
             };
+            let id = database.id.clone();
+            let Ok(retired) = control.blocking(move |store| store.retired_timelines(&id)).await else {
+                continue;
+            };
             let stale = |timeline: &TimelineId| {
-                sets.get(timeline)
-                    .is_some_and(|set| !set.iter().any(|member| *member == addresses[index]))
+                retired.contains(timeline)
+                    || sets
+                        .get(timeline)
+                        .is_some_and(|set| !set.iter().any(|member| *member == addresses[index]))
             };
             for timeline in timelines
                 .into_iter()

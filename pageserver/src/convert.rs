@@ -104,6 +104,7 @@ pub fn timeline_info_to_proto(tenant: TenantId, info: &TimelineInfo) -> pb::Time
         logical_size_bytes: u64::from(info.db_size_pages) * PAGE_SIZE_BYTES as u64,
         layer_count: u32::try_from(info.layer_count).unwrap_or(u32::MAX),
         layer_bytes: info.layer_bytes,
+        sealed_lsn: info.sealed_lsn.map_or(0, |lsn| lsn.0),
     }
 }
 
@@ -161,7 +162,9 @@ pub fn status_from_storage(error: &StorageError, operation: Operation) -> Status
         StorageError::LsnBelowGcCutoff { .. }
         | StorageError::LsnBeforeStart { .. }
         | StorageError::HasChildren { .. }
+        | StorageError::NoChildren(_)
         | StorageError::TimestampBeforeHistory { .. } => Status::failed_precondition(error.to_string()),
+        StorageError::PastSeal { .. } => Status::out_of_range(error.to_string()),
         StorageError::LsnAhead { .. } => match operation {
             Operation::Read => Status::deadline_exceeded(error.to_string()),
             Operation::Manage => Status::out_of_range(error.to_string()),
@@ -362,8 +365,10 @@ mod tests {
             layer_count: 2,
             layer_bytes: 1000,
             frozen_layer_count: 0,
+            sealed_lsn: Some(Lsn(0x50)),
         };
         let wire = timeline_info_to_proto(TenantId(7), &info);
+        assert_eq!(wire.sealed_lsn, 0x50);
         assert_eq!(wire.tenant_id, TenantId(7).to_string());
         assert_eq!(wire.ancestor_timeline_id, TimelineId(1).to_string());
         assert_eq!(wire.ancestor_lsn, 0x40);

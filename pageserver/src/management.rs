@@ -262,6 +262,50 @@ impl Management for ManagementHandler {
         Ok(Response::new(pb::DeleteTimelineResponse {}))
     }
 
+    async fn seal_timeline(
+        &self,
+        request: Request<pb::TimelineRef>,
+    ) -> Result<Response<pb::SealTimelineResponse>, Status> {
+        let (tenant, id) = convert::timeline_key(Some(request.get_ref()))?;
+        let timeline = self
+            .manager
+            .timeline(tenant, id)
+            .map_err(|e| status_from_error(&e, Operation::Manage))?;
+        // After a restart the end may not have been re-fed yet: waited for, bounded, as a branch point is.
+        if timeline.sealed_lsn().is_none() {
+            if let Some(end_lsn) = timeline.newest_branch_point() {
+                let waited = self
+                    .manager
+                    .wait_for_lsn(tenant, &timeline, end_lsn, Duration::from_millis(BRANCH_POINT_WAIT_MS))
+                    .await;
+                if let Err(error) = waited {
+                    return Err(Status::unavailable(format!(
+                        "timeline {id} has not ingested up to its end {end_lsn}: {error}"
+                    )));
+                }
+            }
+        }
+        let manager = Arc::clone(&self.manager);
+        let (end_lsn, info) = blocking(move || {
+            let end_lsn = manager
+                .seal_timeline(tenant, id)
+                .map_err(|e| status_from_error(&e, Operation::Manage))?;
+            Ok((end_lsn, timeline.info()))
+        })
+        .await?;
+        let info = self.info_to_proto(tenant, &info);
+        // Without remote storage the local layers are what a restart reads; with it, a rebuild reads the remote
+        // copy, which the uploader brings up to the flush within its scan interval.
+        let durable = info.disk_consistent_lsn >= end_lsn.0
+            && (self.remote_consistent_lsns.is_none() || info.remote_consistent_lsn >= end_lsn.0);
+        tracing::info!(%tenant, timeline = %id, %end_lsn, durable, "sealed timeline");
+        Ok(Response::new(pb::SealTimelineResponse {
+            end_lsn: end_lsn.0,
+            durable,
+            info: Some(info),
+        }))
+    }
+
     async fn get_timeline_info(&self, request: Request<pb::TimelineRef>) -> Result<Response<pb::TimelineInfo>, Status> {
         let (tenant, id) = convert::timeline_key(Some(request.get_ref()))?;
         let timeline = self

@@ -161,7 +161,7 @@ pub async fn run(
 /// A running receiver: how to stop it, its task, and the timeline object it ingests into.
 type Receiver = (watch::Sender<bool>, tokio::task::JoinHandle<()>, Arc<storage::Timeline>);
 
-/// Keeps exactly one receiver running per existing timeline, ingesting into the timeline object the tenant
+/// Keeps exactly one receiver running per existing timeline that is not sealed, ingesting into the timeline object the tenant
 /// serves now: a tenant detached and attached again between two rounds (moved away and back) has new timeline
 /// objects, and the old one's receiver (its files gone, so failing) is stopped for a new one.
 async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConfig, mut stop: watch::Receiver<bool>) {
@@ -181,6 +181,10 @@ async fn supervise_receivers(manager: Arc<TenantManager>, config: PageserverConf
                 continue;
             };
             for timeline in tenant.timelines() {
+                // A sealed timeline's WAL is needed by no one (its receiver, if running, is stopped below).
+                if timeline.sealed_lsn().is_some() {
+                    continue;
+                }
                 let key = (tenant_id, timeline.id());
                 live.push(key);
                 match running.get(&key) {

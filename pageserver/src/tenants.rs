@@ -405,6 +405,11 @@ impl TenantManager {
         Ok(timeline)
     }
 
+    /// Seals a timeline (see [`storage::Tenant::seal_timeline`]); returns its end.
+    pub fn seal_timeline(&self, tenant: TenantId, id: TimelineId) -> Result<Lsn, PageserverError> {
+        Ok(self.tenant(tenant)?.seal_timeline(id)?)
+    }
+
     /// Deletes a timeline that has no children.
     pub fn delete_timeline(&self, tenant: TenantId, id: TimelineId) -> Result<(), PageserverError> {
         self.tenant(tenant)?.delete_timeline(id)?;

@@ -11,7 +11,8 @@
 //! `FAILED_PRECONDITION` below the GC cutoff or for a timeline with children, `OUT_OF_RANGE` for a branch
 //! ahead, `ALREADY_EXISTS`); a corrupt layer file is `DATA_LOSS` naming the file while other timelines keep
 //! being served; `GetDbSize`, `LsnForTimestamp`, `LeaseLsn` (which holds GC back) and the timeline info round
-//! trip; shutdown ends a waiting read with `UNAVAILABLE` and returns promptly.
+//! trip; shutdown ends a waiting read with `UNAVAILABLE` and returns promptly; `SealTimeline` flushes an
+//! ancestor to its children's newest branch point, refuses branches past it, and holds across a restart.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -953,4 +954,75 @@ async fn shutdown_ends_waiting_reads_with_unavailable() {
         .expect("the stream ends");
     assert!(!matches!(end, Some(Ok(_))), "{end:?}");
     drop(tx);
+}
+
+#[tokio::test]
+async fn a_sealed_ancestor_is_flushed_to_its_end_refuses_branches_past_it_and_says_it_is_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(open_manager(dir.path(), TimelineConfig::default())).await;
+    let (mut pages, mut admin) = server.clients().await;
+    let [e1, e2, e3] = three_records(&server, &mut admin).await;
+    let code =
+        |result: Result<tonic::Response<pb::SealTimelineResponse>, tonic::Status>| result.expect_err("refused").code();
+    assert_eq!(
+        code(admin.seal_timeline(timeline_ref(TENANT, MAIN)).await),
+        Code::FailedPrecondition,
+        "nothing is branched from it"
+    );
+    assert_eq!(
+        code(admin.seal_timeline(timeline_ref(TENANT, TimelineId(0x77))).await),
+        Code::NotFound
+    );
+    let restored = TimelineId(0x2);
+    branch(&mut admin, restored, MAIN, e2).await.expect("restored at e2");
+    let before = admin
+        .get_timeline_info(timeline_ref(TENANT, MAIN))
+        .await
+        .expect("info")
+        .into_inner();
+    assert!(before.disk_consistent_lsn < e2.0 && before.sealed_lsn == 0);
+    let sealed = admin
+        .seal_timeline(timeline_ref(TENANT, MAIN))
+        .await
+        .expect("seal")
+        .into_inner();
+    let info = sealed.info.expect("info");
+    assert_eq!(sealed.end_lsn, e2.0, "its child's branch point");
+    assert!(
+        sealed.durable,
+        "no remote storage: the local layers are what a restart reads"
+    );
+    assert!(info.disk_consistent_lsn >= e2.0);
+    assert_eq!(info.sealed_lsn, e2.0);
+    assert_eq!(
+        branch(&mut admin, TimelineId(0x3), MAIN, e3)
+            .await
+            .expect_err("past the end")
+            .code(),
+        Code::OutOfRange
+    );
+    branch(&mut admin, TimelineId(0x3), MAIN, e1)
+        .await
+        .expect("at or before the end");
+    assert_page(
+        &get_page(&mut pages, restored, 0, e2).await.expect("page"),
+        2,
+        "the restored branch reads its sealed ancestor",
+    );
+    server.stop().await;
+    // Restarted: still sealed, and its children still read it, with no WAL re-fed.
+    let server = start(open_manager(dir.path(), TimelineConfig::default())).await;
+    let (mut pages, mut admin) = server.clients().await;
+    let info = admin
+        .get_timeline_info(timeline_ref(TENANT, MAIN))
+        .await
+        .expect("info")
+        .into_inner();
+    assert_eq!(info.sealed_lsn, e2.0);
+    assert_page(
+        &get_page(&mut pages, restored, 0, e2).await.expect("page"),
+        2,
+        "after a restart",
+    );
+    server.stop().await;
 }

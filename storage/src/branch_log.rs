@@ -37,6 +37,15 @@ pub enum BranchLogEntry {
         /// Its first LSN (the branch point, for a branch).
         start_lsn: Lsn,
     },
+    /// A timeline was sealed: nothing reads it past `end_lsn` (its children's newest branch point), and
+    /// everything up to there was in its layer files before this entry was written. No WAL is followed for it
+    /// after a restart.
+    Seal {
+        /// The timeline.
+        timeline_id: TimelineId,
+        /// Where it ends.
+        end_lsn: Lsn,
+    },
     /// A timeline was deleted.
     Delete {
         /// The timeline.

@@ -87,6 +87,19 @@ pub enum StorageError {
         /// How many children.
         children: usize,
     },
+    /// The timeline has no child branches: nothing reads it as an ancestor, so there is nothing to seal it for.
+    #[error("timeline {0} has no child timelines to be sealed for")]
+    NoChildren(TimelineId),
+    /// A branch point past where a sealed timeline ends.
+    #[error("timeline {timeline} is sealed at {end_lsn}; {lsn} is past it")]
+    PastSeal {
+        /// The sealed timeline.
+        timeline: TimelineId,
+        /// Where it ends.
+        end_lsn: Lsn,
+        /// The LSN asked for.
+        lsn: Lsn,
+    },
     /// A record that does not start where the previous one ended.
     #[error("record at {got} does not follow the last record, which ended at {expected}")]
     OutOfOrder {

@@ -61,6 +61,7 @@ pub fn live_timelines(entries: &[BranchLogEntry]) -> Vec<TimelineId> {
         match entry {
             BranchLogEntry::Create { timeline_id, .. } => live.push(*timeline_id),
             BranchLogEntry::Delete { timeline_id } => live.retain(|id| id != timeline_id),
+            BranchLogEntry::Seal { .. } => {}
         }
     }
     live

@@ -78,6 +78,7 @@ impl Tenant {
         let conf = Arc::new(conf);
         let mut timelines: HashMap<TimelineId, Arc<Timeline>> = HashMap::new();
         let mut created: Vec<(TimelineId, Option<TimelineId>, Lsn)> = Vec::new();
+        let mut sealed: HashMap<TimelineId, Lsn> = HashMap::new();
         for entry in entries {
             match entry {
                 BranchLogEntry::Create {
@@ -86,6 +87,9 @@ impl Tenant {
                     start_lsn,
                 } => created.push((timeline_id, ancestor, start_lsn)),
                 BranchLogEntry::Delete { timeline_id } => created.retain(|(id, _, _)| *id != timeline_id),
+                BranchLogEntry::Seal { timeline_id, end_lsn } => {
+                    sealed.insert(timeline_id, end_lsn);
+                }
             }
         }
         // The log lists a parent before its children, so ancestors are loaded first.
@@ -110,6 +114,20 @@ impl Tenant {
             )?;
             if let Some(ancestor) = ancestor {
                 ancestor.restore_branch_point(id, start_lsn);
+            }
+            if let Some(end_lsn) = sealed.get(&id) {
+                // Sealed only once its layers held everything up to the end; a metadata behind that is damage.
+                if timeline.disk_consistent_lsn() < *end_lsn {
+                    return Err(crate::error::corrupt(
+                        timeline.dir().join(crate::metadata::METADATA_FILE),
+                        0,
+                        format!(
+                            "disk_consistent_lsn {} is behind the timeline's seal at {end_lsn}",
+                            timeline.disk_consistent_lsn()
+                        ),
+                    ));
+                }
+                timeline.set_sealed(*end_lsn);
             }
             timelines.insert(id, Arc::new(timeline));
         }
@@ -185,6 +203,15 @@ impl Tenant {
             BranchPoint::Latest => last_record_lsn,
             BranchPoint::At(lsn) => lsn,
         };
+        if let Some(end_lsn) = ancestor.sealed_lsn() {
+            if lsn > end_lsn {
+                return Err(StorageError::PastSeal {
+                    timeline: ancestor_id,
+                    end_lsn,
+                    lsn,
+                });
+            }
+        }
         // A point among a pending group's parts is the state before the group (see `Timeline::wal_end_lsn`).
         if lsn > last_record_lsn.max(ancestor.wal_end_lsn()) {
             return Err(StorageError::LsnAhead { lsn, last_record_lsn });
@@ -224,6 +251,59 @@ impl Tenant {
         };
         self.timelines.write().insert(id, Arc::clone(&timeline));
         Ok(timeline)
+    }
+
+    /// Seals timeline `id`: an ancestor that nothing writes to any more and nothing reads past its children's
+    /// newest branch point (a branch's old timeline after a restore without `preserve`). Flushes what it holds
+    /// in memory, then records the seal in the branch log: from then on everything a read can reach on it is in
+    /// its layer files, so its WAL is needed by no one, a pageserver follows none for it (after a restart too),
+    /// and no branch is made from it past the end. Returns the end: its children's newest branch point.
+    /// Sealing again returns the same end and writes nothing.
+    ///
+    /// Fails with `NoChildren` for a timeline nothing is branched from (delete it instead) and with
+    /// `AncestorBehind` while it has not ingested up to the end (after a restart, before its WAL was re-fed;
+    /// or an end inside a transaction's pending parts): try again later.
+    pub fn seal_timeline(&self, id: TimelineId) -> Result<Lsn> {
+        let timeline = self.timeline(id)?;
+        if let Some(end_lsn) = timeline.sealed_lsn() {
+            return Ok(end_lsn);
+        }
+        // The flush runs before the log's lock, so creations of other branches do not wait for it.
+        let needed = |timeline: &Timeline| -> Result<Lsn> {
+            let end_lsn = timeline.newest_branch_point().ok_or(StorageError::NoChildren(id))?;
+            let last_record_lsn = timeline.last_record_lsn();
+            if last_record_lsn < end_lsn {
+                return Err(StorageError::AncestorBehind {
+                    ancestor: id,
+                    branch_lsn: end_lsn,
+                    last_record_lsn,
+                });
+            }
+            Ok(end_lsn)
+        };
+        if timeline.disk_consistent_lsn() < needed(&timeline)? {
+            timeline.checkpoint()?;
+        }
+        let mut log = self.log.lock();
+        if let Some(end_lsn) = timeline.sealed_lsn() {
+            return Ok(end_lsn);
+        }
+        // Under the log's lock no branch is made from it: the end cannot move any more.
+        let end_lsn = needed(&timeline)?;
+        if timeline.disk_consistent_lsn() < end_lsn {
+            timeline.checkpoint()?;
+        }
+        assert!(
+            timeline.disk_consistent_lsn() >= end_lsn,
+            "a checkpoint of timeline {id} left disk_consistent_lsn {} behind {end_lsn}, which it had ingested",
+            timeline.disk_consistent_lsn()
+        );
+        log.append(&BranchLogEntry::Seal {
+            timeline_id: id,
+            end_lsn,
+        })?;
+        timeline.set_sealed(end_lsn);
+        Ok(end_lsn)
     }
 
     /// Deletes a timeline with no children: its log entry, its files, its cached pages.

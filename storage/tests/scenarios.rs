@@ -525,3 +525,97 @@ fn a_lease_holds_the_gc_cutoff_until_it_expires() {
         Err(StorageError::LsnBelowGcCutoff { .. })
     ));
 }
+
+#[test]
+fn a_sealed_timeline_holds_in_its_layers_what_its_children_read_and_stays_sealed_across_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let a = old
+        .ingest_record(START, &record(1, 2, vec![(0, image(1)), (1, image(1))]))
+        .expect("ingest");
+    assert!(matches!(
+        tenant.seal_timeline(TimelineId(1)),
+        Err(StorageError::NoChildren(_))
+    ));
+    let b = old
+        .ingest_record(a, &record(2, 2, vec![(0, image(2))]))
+        .expect("ingest");
+    // The abandoned future after the restore point.
+    let c = old
+        .ingest_record(b, &record(3, 2, vec![(0, image(3))]))
+        .expect("ingest");
+    tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(a))
+        .expect("first child");
+    let restored = tenant
+        .branch(TimelineId(3), TimelineId(1), BranchPoint::At(b))
+        .expect("restored");
+    assert!(old.disk_consistent_lsn() < b, "nothing was flushed yet");
+    assert_eq!(
+        tenant.seal_timeline(TimelineId(1)).expect("seal"),
+        b,
+        "the newest branch point"
+    );
+    assert!(
+        old.disk_consistent_lsn() >= b,
+        "the seal flushed what the children read"
+    );
+    assert_eq!(old.sealed_lsn(), Some(b));
+    assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("again"), b);
+    assert!(matches!(
+        tenant.branch(TimelineId(4), TimelineId(1), BranchPoint::At(c)),
+        Err(StorageError::PastSeal { .. })
+    ));
+    assert!(matches!(
+        tenant.branch(TimelineId(4), TimelineId(1), BranchPoint::Latest),
+        Err(StorageError::PastSeal { .. })
+    ));
+    tenant
+        .branch(TimelineId(4), TimelineId(1), BranchPoint::At(a))
+        .expect("a branch at or before the end");
+    assert_eq!(restored.get_page(Key::page(0), b).expect("read")[0], 2);
+    // After a restart nothing is re-fed to the old timeline (no WAL is followed for it), and its children
+    // read what they read before, from its layer files.
+    drop((old, restored));
+    drop(tenant);
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.timeline(TimelineId(1)).expect("reloaded");
+    assert_eq!(old.sealed_lsn(), Some(b));
+    assert!(old.last_record_lsn() >= b);
+    let restored = tenant.timeline(TimelineId(3)).expect("reloaded");
+    assert_eq!(restored.get_page(Key::page(0), b).expect("read")[0], 2);
+    assert_eq!(restored.get_page(Key::page(1), b).expect("read")[0], 1);
+    let first = tenant.timeline(TimelineId(2)).expect("reloaded");
+    assert_eq!(first.get_page(Key::page(0), a).expect("read")[0], 1);
+    assert!(matches!(
+        tenant.branch(TimelineId(5), TimelineId(1), BranchPoint::At(c)),
+        Err(StorageError::PastSeal { .. })
+    ));
+}
+
+#[test]
+fn a_timeline_is_sealed_only_once_it_has_ingested_up_to_its_childrens_newest_branch_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let a = old
+        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
+        .expect("ingest");
+    tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(a))
+        .expect("child");
+    // A restart before any flush: the old timeline stands at its start until its WAL is re-fed.
+    drop(old);
+    drop(tenant);
+    let tenant = open(dir.path(), small_config());
+    assert!(matches!(
+        tenant.seal_timeline(TimelineId(1)),
+        Err(StorageError::AncestorBehind { .. })
+    ));
+    let old = tenant.timeline(TimelineId(1)).expect("reloaded");
+    assert_eq!(old.sealed_lsn(), None, "a refused seal records nothing");
+    old.ingest_record(START, &record(1, 1, vec![(0, image(1))]))
+        .expect("re-fed");
+    assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("seal"), a);
+}

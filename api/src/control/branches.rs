@@ -540,8 +540,59 @@ impl Control {
         });
     }
 
-    /// Deletes the timelines of `database` that nothing needs any more, children first; failures are logged.
+    /// Deletes the timelines of `database` that nothing needs any more, children first, then retires those only
+    /// branched from ([`Control::retire_timelines`]); failures are logged.
     pub(crate) async fn sweep_timelines(&self, database: &Database) {
+        self.delete_unreferenced_timelines(database).await;
+        self.retire_timelines(database).await;
+    }
+
+    /// Retires the timelines of `database` that no branch is on and others are branched from: a branch's old
+    /// timeline after a restore without `preserve` (without this, a branch restored before every test run
+    /// would pile up one timeline per restore on each safekeeper, with its files and its descriptors, and one
+    /// WAL stream per timeline on the pageserver). Each is sealed on the pageserver (flushed up to its
+    /// children's newest branch point, no WAL followed for it any more); once the pageserver says that is
+    /// durable where its recovery finds it, the row is marked retired and the safekeepers' copies deleted. A
+    /// copy a safekeeper kept (down, or a crash between the two) is a leftover the reconciler deletes; a
+    /// timeline not durable yet (remote storage) is retired by a later sweep (the reconciler's). The caller
+    /// holds the database's lock.
+    pub(crate) async fn retire_timelines(&self, database: &Database) {
+        let database_id = database.id.clone();
+        let Ok(retirable) = self
+            .blocking(move |store| store.retirable_timelines(&database_id))
+            .await
+        else {
+            return;
+        };
+        for timeline in retirable {
+            match self.backend.seal_timeline(database.tenant_id, timeline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::debug!(%timeline, "a sealed timeline is not durable on the pageserver yet; retired later");
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %timeline, "a timeline only branched from could not be sealed; retired later");
+                    continue;
+                }
+            }
+            if self
+                .blocking(move |store| store.retire_timeline(timeline))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            self.config.faults.pause_at(Step::TimelineRetired).await;
+            self.backend
+                .delete_timeline_from_safekeepers(database.tenant_id, timeline)
+                .await;
+            tracing::info!(database = %database.id, %timeline, "retired a timeline only branched from");
+        }
+    }
+
+    /// Deletes the timelines of `database` that nothing needs any more, children first.
+    async fn delete_unreferenced_timelines(&self, database: &Database) {
         // Bounded: every round deletes at least one row or stops.
         for _ in 0..1_000 {
             let database_id = database.id.clone();

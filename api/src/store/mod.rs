@@ -319,6 +319,14 @@ const MIGRATIONS: &[Migration] = &[
     );
 ",
     ),
+    // Retired timelines (issue 12): an ancestor no branch is on (a branch's old timeline after a restore without
+    // `preserve`), sealed on the pageserver with everything its children read durable there; its safekeeper
+    // copies are not needed, and any left is a leftover the reconciler deletes (`control::branches`).
+    Migration::Sql(
+        "
+    ALTER TABLE timelines ADD COLUMN retired INTEGER NOT NULL DEFAULT 0;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.

@@ -413,6 +413,15 @@ fn operations_and_restore(store: &Store, account: &super::AccountId, project_id:
     assert_eq!(store.delete_branch_subtree(&preserved.id).unwrap().len(), 1);
     assert_eq!(store.needed_timelines_of(database_id).unwrap().len(), 3);
     assert!(store.unreferenced_timelines(database_id).unwrap().is_empty());
+    // That old timeline is now an ancestor no branch is on: retired, its safekeeper copies are needed no more.
+    assert_eq!(store.retirable_timelines(database_id).unwrap(), [timeline('2')]);
+    assert!(store.retired_timelines(database_id).unwrap().is_empty());
+    store.retire_timeline(timeline('2')).unwrap();
+    assert!(store.retirable_timelines(database_id).unwrap().is_empty());
+    assert_eq!(store.retired_timelines(database_id).unwrap(), [timeline('2')]);
+    assert_eq!(store.needed_timelines_of(database_id).unwrap().len(), 2);
+    assert!(!store.is_live_timeline(timeline('2')).unwrap());
+    assert_eq!(store.timelines_of(database_id).unwrap().len(), 3, "its row stays");
     assert_eq!(store.delete_branch_subtree(&child.id).unwrap().len(), 1);
     let unreferenced = store.unreferenced_timelines(database_id).unwrap();
     assert_eq!(unreferenced, [timeline('4')]);

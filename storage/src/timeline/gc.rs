@@ -24,6 +24,11 @@ impl Timeline {
         self.branch_points.lock().children.remove(&child);
     }
 
+    /// The newest branch point of its children, `None` without children.
+    pub fn newest_branch_point(&self) -> Option<Lsn> {
+        self.branch_points.lock().children.values().copied().max()
+    }
+
     /// The number of child timelines.
     pub fn child_count(&self) -> usize {
         self.branch_points.lock().children.len()

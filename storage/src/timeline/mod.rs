@@ -93,6 +93,8 @@ pub struct TimelineInfo {
     pub layer_bytes: u64,
     /// Frozen in-memory layers waiting for flush.
     pub frozen_layer_count: usize,
+    /// Where it was sealed, if it was (see [`Timeline::sealed_lsn`]).
+    pub sealed_lsn: Option<Lsn>,
 }
 
 /// What a compaction run did.
@@ -150,6 +152,8 @@ pub struct Timeline {
     ops: Mutex<()>,
     /// Children's branch points. Its lock also orders branch creation against GC's cutoff move.
     branch_points: Mutex<RetainPoints>,
+    /// Set once the timeline is sealed ([`crate::Tenant::seal_timeline`]): the LSN past which nothing reads it.
+    sealed_lsn: Mutex<Option<Lsn>>,
     timestamps: TimestampIndex,
     poisoned: AtomicBool,
     reads_total: AtomicU64,
@@ -229,6 +233,7 @@ impl Timeline {
             }),
             ops: Mutex::new(()),
             branch_points: Mutex::new(RetainPoints::default()),
+            sealed_lsn: Mutex::new(None),
             timestamps,
             poisoned: AtomicBool::new(false),
             reads_total: AtomicU64::new(0),
@@ -379,6 +384,16 @@ impl Timeline {
         self.ops.lock()
     }
 
+    /// Where the timeline was sealed ([`crate::Tenant::seal_timeline`]): no WAL is followed for it any more and no
+    /// branch is made from it past this LSN. `None` while it is not sealed.
+    pub fn sealed_lsn(&self) -> Option<Lsn> {
+        *self.sealed_lsn.lock()
+    }
+
+    pub(crate) fn set_sealed(&self, end_lsn: Lsn) {
+        *self.sealed_lsn.lock() = Some(end_lsn);
+    }
+
     /// Marks the timeline dead (it is being deleted): it takes no more writes.
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
@@ -400,6 +415,7 @@ impl Timeline {
             layer_count: state.map.len(),
             layer_bytes: state.map.iter().map(|l| l.desc().size_bytes).sum(),
             frozen_layer_count: state.frozen.len(),
+            sealed_lsn: self.sealed_lsn(),
         }
     }
 

@@ -1,5 +1,6 @@
-//! Timeline rows: every timeline of a database that may still be on the storage, and which of them something
-//! still needs (a branch on it, or a timeline branched from it).
+//! Timeline rows: every timeline of a database that may still be on the storage, which of them something
+//! still needs (a branch on it, or a timeline branched from it), and which of those need their safekeeper copies
+//! (all but the retired: ancestors no branch is on, sealed on the pageserver).
 
 use crate::store::sql::{params, OptionalExtension, Row, Transaction};
 use cambium_types::{Lsn, TenantId, TimelineId};
@@ -29,9 +30,10 @@ pub struct LiveTimeline {
     pub timeline_id: TimelineId,
 }
 
-/// A timeline row `t` that something still needs: a branch is on it or a timeline is branched from it.
-const LIVE_CONDITION: &str = "EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
-    OR EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id)";
+/// A timeline row `t` whose safekeeper copies something still needs: a branch is on it, or a timeline is
+/// branched from it and it is not retired ([`Store::retire_timeline`]).
+const LIVE_CONDITION: &str = "t.retired = 0 AND (EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
+    OR EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id))";
 
 pub(super) fn timeline_row(row: &Row<'_>) -> crate::store::sql::Result<TimelineRow> {
     let ancestor: Option<String> = row.get(1)?;
@@ -87,9 +89,44 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every timeline the storage must hold for a served database (`active` or `suspended`; not one being made
-    /// or whose creation failed): those a branch is on or another timeline is branched from (an unreferenced one
-    /// is a deletion not finished yet). In database order, then creation order.
+    /// The timelines of database `database_id` that no branch is on and another timeline is branched from, not
+    /// retired yet: the ones [`Store::retire_timeline`] is for. In creation order.
+    pub fn retirable_timelines(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT timeline_id FROM timelines t WHERE database_id = ?1 AND retired = 0
+               AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.timeline_id = t.timeline_id)
+               AND EXISTS (SELECT 1 FROM timelines c WHERE c.ancestor_timeline_id = t.timeline_id)
+             ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map([database_id], |row| parse_column(row, 0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The retired timelines of database `database_id` ([`Store::retire_timeline`]).
+    pub fn retired_timelines(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt =
+            conn.prepare("SELECT timeline_id FROM timelines WHERE database_id = ?1 AND retired = 1 ORDER BY rowid")?;
+        let rows = stmt.query_map([database_id], |row| parse_column(row, 0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records timeline `id` retired: sealed on the pageserver, with everything its children read durable there,
+    /// so its safekeeper copies are needed by nothing (any left is a leftover to delete) and the reconciler no
+    /// longer repairs them. The row stays: the timeline is still on the pageserver, an ancestor.
+    pub fn retire_timeline(&self, id: TimelineId) -> Result<(), StoreError> {
+        let conn = self.conn()?;
+        conn.execute(
+            "UPDATE timelines SET retired = 1 WHERE timeline_id = ?1",
+            [id.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Every timeline whose safekeeper copies a served database needs (`active` or `suspended`; not one being
+    /// made or whose creation failed): those a branch is on or another timeline is branched from, except the
+    /// retired (an unreferenced one is a deletion not finished yet). In database order, then creation order.
     pub fn live_timelines(&self) -> Result<Vec<LiveTimeline>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
@@ -107,8 +144,9 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The timelines of database `database_id` that something needs (a branch is on it or another timeline is
-    /// branched from it), whatever the database's status; in creation order.
+    /// The timelines of database `database_id` whose safekeeper copies something needs (a branch is on it, or
+    /// another timeline is branched from it and it is not retired), whatever the database's status; in creation
+    /// order.
     pub fn needed_timelines_of(&self, database_id: &str) -> Result<Vec<TimelineId>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
