@@ -266,7 +266,8 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "DROP TABLE idempotency_reservations;
+            "ALTER TABLE timelines DROP COLUMN retired;
+             DROP TABLE idempotency_reservations;
              ALTER TABLE timelines DROP COLUMN storage_pending;
              ALTER TABLE databases DROP COLUMN pageserver;
              DROP INDEX timeline_safekeepers_by_database;
