@@ -162,6 +162,23 @@ pub struct Timeline {
     layers_visited_total: AtomicU64,
 }
 
+impl Drop for Timeline {
+    /// Lets go of the ancestors one after another, not recursively: a chain of branches (a branch restored again
+    /// and again makes one) may be far deeper than a thread's stack would take, one drop frame per timeline.
+    fn drop(&mut self) {
+        let mut next = self.ancestor.take();
+        // Bounded by the chain's length: each turn takes one timeline off it.
+        while let Some(ancestor) = next {
+            next = match Arc::try_unwrap(ancestor) {
+                // The last holder: its own drop then finds no ancestor left to recurse into.
+                Ok(mut timeline) => timeline.ancestor.take(),
+                // Someone else still holds it (the tenant, a reader): the chain stays for them.
+                Err(_) => None,
+            };
+        }
+    }
+}
+
 impl Timeline {
     /// A new, empty timeline (a root at `start_lsn`, or a branch of `ancestor` at `start_lsn`). Writes nothing:
     /// its directory appears at its first flush.
