@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert::{self, status_from_error, status_from_storage, Operation};
 use crate::limits::MESSAGE_BYTES_MAX;
-use crate::remote::RemoteConsistentLsns;
+use crate::remote::{RemoteConsistentLsns, UploadQueue};
 
 /// How long a branch creation waits for the WAL receiver to ingest up to the branch point.
 const BRANCH_POINT_WAIT_MS: u64 = 5_000;
@@ -79,6 +79,8 @@ pub struct ManagementHandler {
     manager: Arc<TenantManager>,
     /// `None` without remote storage.
     remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
+    /// The uploader's queue; `None` without remote storage.
+    upload_queue: Option<Arc<UploadQueue>>,
 }
 
 impl ManagementHandler {
@@ -87,12 +89,16 @@ impl ManagementHandler {
         ManagementHandler {
             manager,
             remote_consistent_lsns: None,
+            upload_queue: None,
         }
     }
 
-    /// Reports the `remote_consistent_lsn`s of `lsns` (remote storage is configured).
-    pub fn with_remote_consistent_lsns(mut self, lsns: Option<Arc<RemoteConsistentLsns>>) -> ManagementHandler {
+    /// Reports the `remote_consistent_lsn`s of the remote storage's uploader and queues uploads on its queue
+    /// (`None`: no remote storage).
+    pub fn with_remote(mut self, remote: Option<(Arc<RemoteConsistentLsns>, Arc<UploadQueue>)>) -> ManagementHandler {
+        let (lsns, queue) = remote.unzip();
         self.remote_consistent_lsns = lsns;
+        self.upload_queue = queue;
         self
     }
 
@@ -294,8 +300,13 @@ impl Management for ManagementHandler {
         })
         .await?;
         let info = self.info_to_proto(tenant, &info);
+        // The next upload of the timeline carries the branch log with the seal (a rebuild then follows no WAL for
+        // it either) and its flush.
+        if let Some(queue) = &self.upload_queue {
+            queue.schedule(tenant, id);
+        }
         // Without remote storage the local layers are what a restart reads; with it, a rebuild reads the remote
-        // copy, which the uploader brings up to the flush within its scan interval.
+        // copy: durable once the uploader brought it up to the end.
         let durable = info.disk_consistent_lsn >= end_lsn.0
             && (self.remote_consistent_lsns.is_none() || info.remote_consistent_lsn >= end_lsn.0);
         tracing::info!(%tenant, timeline = %id, %end_lsn, durable, "sealed timeline");

@@ -110,6 +110,7 @@ pub async fn run(
         .map(|remote| Uploader::new(Arc::clone(&manager), remote, config.uploader.clone()));
     let upload_queue = uploader.as_ref().map(Uploader::queue);
     let remote_consistent_lsns = uploader.as_ref().map(Uploader::remote_consistent_lsns);
+    let remote = remote_consistent_lsns.clone().zip(upload_queue.clone());
     config.receiver.remote_consistent_lsns = remote_consistent_lsns.clone();
     let uploader = uploader.map(|uploader| tokio::spawn(uploader.run(stop_rx.clone())));
     let background = tokio::spawn(background::run(
@@ -119,8 +120,7 @@ pub async fn run(
         stop_rx.clone(),
     ));
     let receivers = tokio::spawn(supervise_receivers(Arc::clone(&manager), config.clone(), stop_rx));
-    let served =
-        crate::server::serve_with_remote(Arc::clone(&manager), remote_consistent_lsns, listener, shutdown).await;
+    let served = crate::server::serve_with_remote(Arc::clone(&manager), remote, listener, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = receivers.await;
     let _ = background.await;

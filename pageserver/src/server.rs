@@ -11,7 +11,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::management::ManagementHandler;
 use crate::page_service::PageServiceHandler;
-use crate::remote::RemoteConsistentLsns;
+use crate::remote::{RemoteConsistentLsns, UploadQueue};
 use crate::tenants::TenantManager;
 
 pub use crate::limits::{
@@ -30,11 +30,11 @@ pub async fn serve(
     serve_with_remote(manager, None, listener, shutdown).await
 }
 
-/// As [`serve`], with the management service reporting the `remote_consistent_lsn`s of remote storage (`None`:
-/// no remote storage).
+/// As [`serve`], with the management service reporting the `remote_consistent_lsn`s of remote storage and
+/// queueing uploads on its uploader's queue (`None`: no remote storage).
 pub async fn serve_with_remote(
     manager: Arc<TenantManager>,
-    remote_consistent_lsns: Option<Arc<RemoteConsistentLsns>>,
+    remote: Option<(Arc<RemoteConsistentLsns>, Arc<UploadQueue>)>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
@@ -51,11 +51,7 @@ pub async fn serve_with_remote(
         .http2_keepalive_interval(Some(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS)))
         .http2_keepalive_timeout(Some(Duration::from_millis(HTTP2_KEEPALIVE_TIMEOUT_MS)))
         .add_service(PageServiceHandler::new(Arc::clone(&manager), shutdown_rx).into_server())
-        .add_service(
-            ManagementHandler::new(manager)
-                .with_remote_consistent_lsns(remote_consistent_lsns)
-                .into_server(),
-        )
+        .add_service(ManagementHandler::new(manager).with_remote(remote).into_server())
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });

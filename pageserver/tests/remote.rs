@@ -19,7 +19,8 @@
 //!
 //! Also: deletions reach the remote (a timeline's objects go after the log says so; a tenant's log goes
 //! first); the running pageserver's background loop uploads by itself and `GetTimelineInfo` reports the
-//! advancing `remote_consistent_lsn`; and the same round trip against a real S3 server (`s3s-fs`, in
+//! advancing `remote_consistent_lsn`, and `SealTimeline` answers durable only once the remote holds the sealed
+//! timeline up to its end, the remote branch log then recording the seal; and the same round trip against a real S3 server (`s3s-fs`, in
 //! process over HTTP on 127.0.0.1).
 
 use std::collections::BTreeMap;
@@ -1088,6 +1089,63 @@ async fn running_pageserver_uploads_and_reports_remote_consistent_lsn() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+    // A child at the newest LSN, more WAL after it (its abandoned future), then the seal: it answers durable only
+    // once the remote copy holds everything up to the child's branch point, and the remote branch log then
+    // records the seal (a rebuild follows no WAL for it either).
+    let child = TimelineId(0x67);
+    let end = model.lsn;
+    client
+        .create_timeline(pb::CreateTimelineRequest {
+            timeline: Some(pb::TimelineRef {
+                tenant_id: tenant.to_string(),
+                timeline_id: child.to_string(),
+            }),
+            ancestor_timeline_id: timeline_id.to_string(),
+            ancestor_lsn: end.0,
+            start_lsn: 0,
+        })
+        .await
+        .expect("branch");
+    for n in 0..4 {
+        model.write(&timeline, 100 + n);
+    }
+    manager.notify_ingested(tenant, &timeline);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let sealed = client
+            .seal_timeline(timeline_ref.clone())
+            .await
+            .expect("seal")
+            .into_inner();
+        let info = sealed.info.expect("info");
+        assert_eq!(sealed.end_lsn, end.0, "the child's branch point");
+        assert_eq!(info.sealed_lsn, end.0);
+        assert!(info.disk_consistent_lsn >= end.0, "flushed before it answers");
+        if sealed.durable {
+            assert!(
+                info.remote_consistent_lsn >= end.0,
+                "durable only once the remote holds the end: {}",
+                Lsn(info.remote_consistent_lsn)
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the seal never became durable");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let remote_log = root
+        .path()
+        .join("remote/tenants")
+        .join(tenant.to_string())
+        .join("branches.log");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read(&remote_log).is_ok_and(|bytes| {
+        decode_branch_log(&bytes).iter().any(|entry| {
+            matches!(entry, BranchLogEntry::Seal { timeline_id: sealed, end_lsn } if *sealed == timeline_id && *end_lsn == end)
+        })
+    }) {
+        assert!(tokio::time::Instant::now() < deadline, "the remote branch log never recorded the seal");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = stop_tx.send(());
     server.await.expect("join").expect("serve");
