@@ -10,7 +10,11 @@ use crate::store::databases::{Branch, Database, TimelineRow};
 use crate::store::{Store, StoreError};
 
 /// The timeline of `timelines` that holds `lsn` in the history of `start`: `start` itself, or the ancestor it
-/// was branched from below its branch point (recursively).
+/// was branched from at or below its branch point (recursively). At its branch point a branch's timeline is its
+/// ancestor there (its first record ends past it), so a point there is the ancestor's: a branch or a restore
+/// made at it is not chained to a timeline it reads nothing of. Restoring a branch again and again to one point
+/// (a test database reset before every run) then makes each new timeline a child of the same ancestor, and the
+/// one it replaces, which nothing needs, is deleted, instead of each new one hanging below the last.
 pub(crate) fn timeline_holding(
     timelines: &[TimelineRow],
     start: TimelineId,
@@ -26,7 +30,7 @@ pub(crate) fn timeline_holding(
     // Bounded: each step goes to an ancestor, and there are finitely many rows.
     for _ in 0..=timelines.len() {
         match current.ancestor_timeline_id {
-            Some(ancestor) if lsn < current.start_lsn => current = find(ancestor)?,
+            Some(ancestor) if lsn <= current.start_lsn => current = find(ancestor)?,
             _ => {
                 if lsn < current.start_lsn {
                     return Err(ApiError::Unprocessable(format!(
@@ -223,5 +227,39 @@ impl Control {
             tracing::error!(database = %database.id, %timestamp, "a creation time before 1970");
             ApiError::Internal
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: u128, ancestor: Option<u128>, start: u64) -> TimelineRow {
+        TimelineRow {
+            timeline_id: TimelineId(id),
+            ancestor_timeline_id: ancestor.map(TimelineId),
+            start_lsn: Lsn(start),
+        }
+    }
+
+    #[test]
+    fn a_point_at_a_branch_point_is_the_ancestors() {
+        // A root from 100; A branched from it at 200; B branched from A at 300.
+        let timelines = [row(1, None, 100), row(2, Some(1), 200), row(3, Some(2), 300)];
+        let holder = |lsn: u64| {
+            timeline_holding(&timelines, TimelineId(3), Lsn(lsn))
+                .map(|row| row.timeline_id.0)
+                .map_err(|error| matches!(error, ApiError::Unprocessable(_)))
+        };
+        assert_eq!(holder(301), Ok(3));
+        assert_eq!(holder(300), Ok(2), "B at its start is A there");
+        assert_eq!(holder(250), Ok(2));
+        assert_eq!(
+            holder(200),
+            Ok(1),
+            "A at its start is the root there, so B's point is too"
+        );
+        assert_eq!(holder(100), Ok(1), "a root's start is its own");
+        assert_eq!(holder(99), Err(true), "before the history: 422");
     }
 }
