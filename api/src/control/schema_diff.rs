@@ -105,6 +105,18 @@ impl Control {
     async fn point_on(&self, database: &Database, branch: &Branch, point: &PointInTime) -> Result<Lsn, ApiError> {
         let (holder, lsn) = self.resolve(database, branch, point).await?;
         if holder.timeline_id != branch.timeline_id {
+            // At its start the branch's timeline is its ancestor at the branch point, which resolution names; its
+            // time-travel name serves that point all the same.
+            let (database_id, own) = (database.id.clone(), branch.timeline_id);
+            let own_start = self
+                .blocking(move |store| store.timelines_of(&database_id))
+                .await?
+                .into_iter()
+                .find(|row| row.timeline_id == own)
+                .map(|row| row.start_lsn);
+            if own_start == Some(lsn) {
+                return Ok(lsn);
+            }
             return Err(ApiError::Unprocessable(format!(
                 "LSN {lsn} is before branch {}'s own history; diff its parent at that point instead",
                 branch.id
