@@ -515,14 +515,16 @@ impl Control {
     }
 
     /// After `deleted` branches' rows are gone: the compute host forgets them, then the timelines nothing needs
-    /// any more are deleted.
+    /// any more are deleted; those left only branched from are retired afterwards, in a task of its own (a seal
+    /// may flush a timeline's recent WAL: not on the deletion's reply path).
     pub(super) async fn forget_branches(&self, database: &Database, deleted: &[Branch]) {
         for branch in deleted {
             self.host.detach(&branch.id);
             self.host.clear_refusal(&branch.id);
             self.host.remove_credentials(&branch.id);
         }
-        self.sweep_timelines(database).await;
+        self.delete_unreferenced_timelines(database).await;
+        self.sweep_later(database);
     }
 
     /// [`Control::sweep_timelines`] in a task of its own, under the database's lock (taken once the caller lets

@@ -169,11 +169,12 @@ impl Drop for Timeline {
         let mut next = self.ancestor.take();
         // Bounded by the chain's length: each turn takes one timeline off it.
         while let Some(ancestor) = next {
-            next = match Arc::try_unwrap(ancestor) {
+            // `into_inner`, not `try_unwrap`: of holders letting go at once, exactly one gets the timeline.
+            next = match Arc::into_inner(ancestor) {
                 // The last holder: its own drop then finds no ancestor left to recurse into.
-                Ok(mut timeline) => timeline.ancestor.take(),
+                Some(mut timeline) => timeline.ancestor.take(),
                 // Someone else still holds it (the tenant, a reader): the chain stays for them.
-                Err(_) => None,
+                None => None,
             };
         }
     }
