@@ -268,7 +268,9 @@ impl Tenant {
         if let Some(end_lsn) = timeline.sealed_lsn() {
             return Ok(end_lsn);
         }
-        // The flush runs before the log's lock, so creations of other branches do not wait for it.
+        // The flush runs before the log's lock, so creations of other branches do not wait for it. All of what it
+        // holds in memory goes, past the end too (WAL no read will reach): nothing is ingested into it again, so
+        // its memory is freed now, not when the open layer grows stale.
         let needed = |timeline: &Timeline| -> Result<Lsn> {
             let end_lsn = timeline.newest_branch_point().ok_or(StorageError::NoChildren(id))?;
             let last_record_lsn = timeline.last_record_lsn();
@@ -281,9 +283,8 @@ impl Tenant {
             }
             Ok(end_lsn)
         };
-        if timeline.disk_consistent_lsn() < needed(&timeline)? {
-            timeline.checkpoint()?;
-        }
+        needed(&timeline)?;
+        timeline.checkpoint()?;
         let mut log = self.log.lock();
         if let Some(end_lsn) = timeline.sealed_lsn() {
             return Ok(end_lsn);

@@ -558,9 +558,10 @@ fn a_sealed_timeline_holds_in_its_layers_what_its_children_read_and_stays_sealed
         "the newest branch point"
     );
     assert!(
-        old.disk_consistent_lsn() >= b,
-        "the seal flushed what the children read"
+        old.disk_consistent_lsn() >= c,
+        "the seal flushed all it held, past the end too"
     );
+    assert_eq!(old.info().frozen_layer_count, 0);
     assert_eq!(old.sealed_lsn(), Some(b));
     assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("again"), b);
     assert!(matches!(
@@ -661,4 +662,24 @@ fn a_long_chain_of_branches_is_dropped_without_recursing_down_it() {
         .expect("spawn")
         .join()
         .expect("no stack overflow");
+}
+
+#[test]
+fn a_seal_flushes_what_its_timeline_holds_past_its_end_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let a = old
+        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
+        .expect("ingest");
+    tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(a))
+        .expect("child");
+    old.checkpoint().expect("checkpoint");
+    // Durable up to the end already; WAL past it (no read reaches it) is in memory only.
+    let past = old
+        .ingest_record(a, &record(2, 1, vec![(0, image(2))]))
+        .expect("ingest");
+    assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("seal"), a);
+    assert_eq!(old.disk_consistent_lsn(), past, "nothing left in memory");
 }
