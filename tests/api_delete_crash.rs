@@ -677,4 +677,43 @@ async fn restores_without_preserve_retire_the_old_timelines_from_the_safekeepers
     assert_eq!(ids(&at_ten).await, (0..10).collect::<Vec<_>>());
     insert(&at_ten, 10..11).await;
     scene.assert_intact_from(12).await;
+
+    // A restore that keeps the state before it as a branch leaves nothing to retire; deleting that kept branch
+    // (with its subtree: `at_ten`, made from main before the restore, is now below it) leaves its timeline only
+    // branched from, and it is retired after the deletion's reply.
+    let before_keep = main_timeline(&scene);
+    let fourteen = mark_lsn(&scene, "fourteen").await;
+    insert(&scene.uri, 14..16).await;
+    let main = text(&scene.database, "default_branch_id");
+    let reply = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/branches/{main}/restore"),
+            Some(&format!(r#"{{"target_lsn":"{fourteen}","preserve":true}}"#)),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let ended = scene.up.wait_operation(&text(&reply.json()["operation"], "id")).await;
+    assert_eq!(ended["status"], "finished", "{ended}");
+    let kept = metadata_query(
+        &scene.data_dir,
+        "SELECT id FROM branches WHERE timeline_id = ?1",
+        &before_keep,
+    );
+    assert_eq!(kept.len(), 1, "the kept branch is on the old timeline: {kept:?}");
+    let restored = main_timeline(&scene);
+    assert!(!retired_rows(&scene).contains(&before_keep), "a branch is on it");
+    let deleted = scene
+        .up
+        .call("DELETE", &format!("/v1/branches/{}", kept[0]), None)
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    wait_for("the kept branch's timeline to be retired", || {
+        retired_rows(&scene).contains(&before_keep)
+            && (1..=3).all(|n| scene.on_safekeeper(n) == BTreeSet::from([restored.clone()]))
+    })
+    .await;
+    assert!(scene.on_pageserver().contains(&before_keep));
+    assert_eq!(ids(&scene.uri).await, (0..14).collect::<Vec<_>>());
 }
