@@ -222,6 +222,18 @@ impl Deployment {
         )
         .ok()
     }
+
+    /// Whether the remote holds the tenant's branch log (its pageserver marks it as its owner one upload
+    /// before: a rebuild or an attach needs the log too).
+    fn remote_has_branch_log(&self, tenant: &str) -> bool {
+        self.root
+            .path()
+            .join("remote")
+            .join("tenants")
+            .join(tenant)
+            .join("branches.log")
+            .exists()
+    }
 }
 
 /// A session that sums the balances in a loop, reconnecting after an error; counts reads and errors.
@@ -538,7 +550,7 @@ async fn a_lost_pageservers_database_is_re_placed_and_the_returning_one_uploads_
     bank.progress(60, "before the loss").await;
     // Uploaded and marked by its pageserver.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") {
+    while deployment.remote_owner(&tenant).as_deref() != Some("ps1") || !deployment.remote_has_branch_log(&tenant) {
         assert!(Instant::now() < deadline, "the remote copy is never marked ps1");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

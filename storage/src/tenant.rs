@@ -116,18 +116,20 @@ impl Tenant {
                 ancestor.restore_branch_point(id, start_lsn);
             }
             if let Some(end_lsn) = sealed.get(&id) {
-                // Sealed only once its layers held everything up to the end; a metadata behind that is damage.
-                if timeline.disk_consistent_lsn() < *end_lsn {
-                    return Err(crate::error::corrupt(
-                        timeline.dir().join(crate::metadata::METADATA_FILE),
-                        0,
-                        format!(
-                            "disk_consistent_lsn {} is behind the timeline's seal at {end_lsn}",
-                            timeline.disk_consistent_lsn()
-                        ),
-                    ));
+                // Sealed here only once its layers held everything up to the end. A tenant rebuilt from remote
+                // storage may pair a seal with an older metadata (an upload's log carried the seal its metadata
+                // did not): then it is not sealed yet, its WAL is followed again (the safekeepers delete theirs
+                // only once the remote copy holds the end), and the control plane's next seal seals it.
+                if timeline.disk_consistent_lsn() >= *end_lsn {
+                    timeline.set_sealed(*end_lsn);
+                } else {
+                    tracing::warn!(
+                        timeline = %id,
+                        %end_lsn,
+                        disk_consistent_lsn = %timeline.disk_consistent_lsn(),
+                        "a sealed timeline's layers stop before its end; loaded unsealed, to be re-fed and sealed again"
+                    );
                 }
-                timeline.set_sealed(*end_lsn);
             }
             timelines.insert(id, Arc::new(timeline));
         }

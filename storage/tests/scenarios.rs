@@ -683,3 +683,42 @@ fn a_seal_flushes_what_its_timeline_holds_past_its_end_too() {
     assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("seal"), a);
     assert_eq!(old.disk_consistent_lsn(), past, "nothing left in memory");
 }
+
+/// A tenant rebuilt from remote storage may find a seal in its branch log beside a metadata from before the
+/// seal's flush: the timeline is loaded unsealed, at that metadata, to be re-fed and sealed again.
+#[test]
+fn a_seal_beside_an_older_metadata_loads_unsealed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let a = old
+        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
+        .expect("ingest");
+    old.checkpoint().expect("checkpoint");
+    let metadata = old.dir().join(storage::metadata::METADATA_FILE);
+    let older = std::fs::read(&metadata).expect("the metadata at a");
+    let b = old
+        .ingest_record(a, &record(2, 1, vec![(0, image(2))]))
+        .expect("ingest");
+    tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(b))
+        .expect("child");
+    assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("seal"), b);
+    drop(old);
+    drop(tenant);
+    std::fs::write(&metadata, older).expect("the older metadata back");
+
+    let tenant = open(dir.path(), small_config());
+    let old = tenant.timeline(TimelineId(1)).expect("reloaded");
+    assert_eq!(old.sealed_lsn(), None, "its layers stop at {a}, before its end {b}");
+    assert_eq!(old.last_record_lsn(), a);
+    assert!(matches!(
+        tenant.seal_timeline(TimelineId(1)),
+        Err(StorageError::AncestorBehind { .. })
+    ));
+    old.ingest_record(a, &record(2, 1, vec![(0, image(2))]))
+        .expect("re-fed");
+    assert_eq!(tenant.seal_timeline(TimelineId(1)).expect("sealed again"), b);
+    let child = tenant.timeline(TimelineId(2)).expect("child");
+    assert_eq!(child.get_page(Key::page(0), b).expect("read")[0], 2);
+}
