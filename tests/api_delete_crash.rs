@@ -524,15 +524,16 @@ async fn mark_lsn(scene: &Scene, name: &str) -> String {
     text(&branch, "parent_lsn")
 }
 
-/// Restores main to `lsn` without `preserve` and waits for the operation's end (not for the sweep after it).
-async fn restore_main(scene: &Scene, lsn: &str) {
+/// Restores main to `lsn` (keeping the state before it as a branch with `preserve`) and waits for the
+/// operation's end (not for the sweep after it).
+async fn restore_main(scene: &Scene, lsn: &str, preserve: bool) {
     let main = text(&scene.database, "default_branch_id");
     let reply = scene
         .up
         .call(
             "POST",
             &format!("/v1/branches/{main}/restore"),
-            Some(&format!(r#"{{"target_lsn":"{lsn}","preserve":false}}"#)),
+            Some(&format!(r#"{{"target_lsn":"{lsn}","preserve":{preserve}}}"#)),
         )
         .await;
     assert_eq!(reply.status, 202, "{}", reply.body);
@@ -596,7 +597,7 @@ async fn restores_without_preserve_retire_the_old_timelines_from_the_safekeepers
     scene.wait_storage_is(&BTreeSet::from([first.clone()])).await;
     let ten = mark_lsn(&scene, "ten").await;
     insert(&scene.uri, 10..20).await;
-    restore_main(&scene, &ten).await;
+    restore_main(&scene, &ten, false).await;
     let line = "fault injection: pausing at timeline_retired";
     wait_for("the pause in the retirement", || {
         std::fs::read_to_string(&scene.log).is_ok_and(|log| log.contains(line))
@@ -629,7 +630,7 @@ async fn restores_without_preserve_retire_the_old_timelines_from_the_safekeepers
     let twelve = mark_lsn(&scene, "twelve").await;
     for round in 0..3_i64 {
         insert(&scene.uri, 100 + round * 10..105 + round * 10).await;
-        restore_main(&scene, &twelve).await;
+        restore_main(&scene, &twelve, false).await;
     }
     let last = main_timeline(&scene);
     let kept = BTreeSet::from([first.clone(), second.clone(), last.clone()]);
@@ -684,18 +685,7 @@ async fn restores_without_preserve_retire_the_old_timelines_from_the_safekeepers
     let before_keep = main_timeline(&scene);
     let fourteen = mark_lsn(&scene, "fourteen").await;
     insert(&scene.uri, 14..16).await;
-    let main = text(&scene.database, "default_branch_id");
-    let reply = scene
-        .up
-        .call(
-            "POST",
-            &format!("/v1/branches/{main}/restore"),
-            Some(&format!(r#"{{"target_lsn":"{fourteen}","preserve":true}}"#)),
-        )
-        .await;
-    assert_eq!(reply.status, 202, "{}", reply.body);
-    let ended = scene.up.wait_operation(&text(&reply.json()["operation"], "id")).await;
-    assert_eq!(ended["status"], "finished", "{ended}");
+    restore_main(&scene, &fourteen, true).await;
     let kept = metadata_query(
         &scene.data_dir,
         "SELECT id FROM branches WHERE timeline_id = ?1",
