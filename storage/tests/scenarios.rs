@@ -526,6 +526,23 @@ fn a_lease_holds_the_gc_cutoff_until_it_expires() {
     ));
 }
 
+/// A tenant in `dir` with root timeline 1 holding one record (page 0 filled with 1); the record's end.
+fn root_with_one_record(dir: &std::path::Path) -> (storage::Tenant, std::sync::Arc<storage::Timeline>, Lsn) {
+    let tenant = open(dir, small_config());
+    let root = tenant.create_timeline(TimelineId(1), START).expect("create");
+    let end = root
+        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
+        .expect("ingest");
+    (tenant, root, end)
+}
+
+/// Timeline 2, a branch of timeline 1 at `lsn`.
+fn branch_of_root(tenant: &storage::Tenant, lsn: Lsn) {
+    tenant
+        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(lsn))
+        .expect("child");
+}
+
 #[test]
 fn a_sealed_timeline_holds_in_its_layers_what_its_children_read_and_stays_sealed_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -598,14 +615,8 @@ fn a_sealed_timeline_holds_in_its_layers_what_its_children_read_and_stays_sealed
 #[test]
 fn a_timeline_is_sealed_only_once_it_has_ingested_up_to_its_childrens_newest_branch_point() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let tenant = open(dir.path(), small_config());
-    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
-    let a = old
-        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
-        .expect("ingest");
-    tenant
-        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(a))
-        .expect("child");
+    let (tenant, old, a) = root_with_one_record(dir.path());
+    branch_of_root(&tenant, a);
     // A restart before any flush: the old timeline stands at its start until its WAL is re-fed.
     drop(old);
     drop(tenant);
@@ -667,14 +678,8 @@ fn a_long_chain_of_branches_is_dropped_without_recursing_down_it() {
 #[test]
 fn a_seal_flushes_what_its_timeline_holds_past_its_end_too() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let tenant = open(dir.path(), small_config());
-    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
-    let a = old
-        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
-        .expect("ingest");
-    tenant
-        .branch(TimelineId(2), TimelineId(1), BranchPoint::At(a))
-        .expect("child");
+    let (tenant, old, a) = root_with_one_record(dir.path());
+    branch_of_root(&tenant, a);
     old.checkpoint().expect("checkpoint");
     // Durable up to the end already; WAL past it (no read reaches it) is in memory only.
     let past = old
@@ -689,11 +694,7 @@ fn a_seal_flushes_what_its_timeline_holds_past_its_end_too() {
 #[test]
 fn a_seal_beside_an_older_metadata_loads_unsealed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let tenant = open(dir.path(), small_config());
-    let old = tenant.create_timeline(TimelineId(1), START).expect("create");
-    let a = old
-        .ingest_record(START, &record(1, 1, vec![(0, image(1))]))
-        .expect("ingest");
+    let (tenant, old, a) = root_with_one_record(dir.path());
     old.checkpoint().expect("checkpoint");
     let metadata = old.dir().join(storage::metadata::METADATA_FILE);
     let older = std::fs::read(&metadata).expect("the metadata at a");
