@@ -321,7 +321,7 @@ async fn serve_api(
     let host = ComputeHost::start(HostConfig {
         listen: options.pg_listen.clone(),
         safekeepers: safekeepers.clone(),
-        local_safekeepers,
+        local_safekeepers: local_safekeepers.clone(),
         pageserver: pageservers.first().cloned().unwrap_or_default(),
         passwords: Default::default(),
         cache: options.cache.clone(),
@@ -345,7 +345,8 @@ async fn serve_api(
         connect_timeout_ms: BACKEND_CONNECT_TIMEOUT_MS,
         pull_timeout_ms: BACKEND_PULL_TIMEOUT_MS,
     })
-    .context("configuring the storage clients")?;
+    .context("configuring the storage clients")?
+    .with_local_safekeepers(&local_safekeepers);
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;

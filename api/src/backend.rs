@@ -27,6 +27,7 @@ use proto::safekeeper as sk;
 use proto::safekeeper::safekeeper_client::SafekeeperClient;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
+use walproposer::PeerService;
 
 use crate::store::databases::TimelineRow;
 
@@ -114,12 +115,15 @@ pub struct Backend {
     /// In the configured order.
     pageservers: Vec<PageserverClients>,
     placements: Arc<Placements>,
-    safekeepers: Vec<(String, SafekeeperClient<Channel>)>,
+    safekeepers: Vec<(String, SafekeeperClient<PeerService>)>,
     /// The same safekeepers in the same order, on channels bounded by [`BackendConfig::pull_timeout_ms`]
     /// (tonic bounds a request by the shorter of its channel's timeout and its own, so a longer bound needs a
     /// channel of its own).
-    pullers: Vec<SafekeeperClient<Channel>>,
+    pullers: Vec<SafekeeperClient<PeerService>>,
+    /// The bound of one call.
     timeout: Duration,
+    /// The bound of one replica repair.
+    pull_timeout: Duration,
 }
 
 /// One safekeeper's copy of a timeline, as its `GetState` says.
@@ -201,7 +205,7 @@ impl Backend {
             .iter()
             .map(|address| {
                 let channel = endpoint(address, config)?.connect_lazy();
-                Ok((address.clone(), SafekeeperClient::new(channel)))
+                Ok((address.clone(), SafekeeperClient::new(walproposer::over_grpc(channel))))
             })
             .collect::<Result<Vec<_>, BackendError>>()?;
         if safekeepers.is_empty() {
@@ -214,7 +218,10 @@ impl Backend {
         let pullers = config
             .safekeepers
             .iter()
-            .map(|address| Ok(SafekeeperClient::new(endpoint(address, &pull_config)?.connect_lazy())))
+            .map(|address| {
+                let channel = endpoint(address, &pull_config)?.connect_lazy();
+                Ok(SafekeeperClient::new(walproposer::over_grpc(channel)))
+            })
             .collect::<Result<Vec<_>, BackendError>>()?;
         Ok(Backend {
             pageservers,
@@ -222,7 +229,23 @@ impl Backend {
             safekeepers,
             pullers,
             timeout: Duration::from_millis(config.request_timeout_ms),
+            pull_timeout: Duration::from_millis(config.pull_timeout_ms),
         })
+    }
+
+    /// Calls the safekeepers of `local` that are among the configured ones in this process, through their
+    /// services (the same contract and bounds, without HTTP/2 and the loopback TCP round trip: most of a
+    /// timeline creation's wait when the safekeepers share the process, as in `cambium up`); the others stay
+    /// on gRPC.
+    #[must_use]
+    pub fn with_local_safekeepers(mut self, local: &walproposer::LocalSafekeepers) -> Backend {
+        for (index, (address, client)) in self.safekeepers.iter_mut().enumerate() {
+            if let Some(peer) = local.get(address) {
+                *client = SafekeeperClient::new(walproposer::bounded(peer.service(), self.timeout));
+                self.pullers[index] = SafekeeperClient::new(walproposer::bounded(peer.service(), self.pull_timeout));
+            }
+        }
+        self
     }
 
     /// The pageservers' addresses, as configured.
@@ -319,7 +342,7 @@ impl Backend {
     }
 
     /// The client of the configured safekeeper at `address`, if it is one.
-    fn client_of(&self, address: &str) -> Option<&SafekeeperClient<Channel>> {
+    fn client_of(&self, address: &str) -> Option<&SafekeeperClient<PeerService>> {
         self.safekeepers
             .iter()
             .find(|(configured, _)| configured == address)

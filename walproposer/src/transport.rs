@@ -142,6 +142,27 @@ impl LocalSafekeepers {
     }
 }
 
+/// `service` with each call bounded by `timeout`: a call that has no response by then fails with a
+/// [`TransportError`] (what a gRPC channel's own timeout does for a call over TCP; an in-process service has
+/// none).
+pub fn bounded(service: PeerService, timeout: std::time::Duration) -> PeerService {
+    BoxCloneSyncService::new(tower::service_fn(move |request: http::Request<Body>| {
+        let call = service.clone().oneshot(request);
+        async move {
+            match tokio::time::timeout(timeout, call).await {
+                Ok(response) => response,
+                Err(_) => Err(TransportError(
+                    format!(
+                        "no response from the in-process safekeeper within {} ms",
+                        timeout.as_millis()
+                    )
+                    .into(),
+                )),
+            }
+        }
+    }))
+}
+
 /// A service called in this process, each call spawned on `runtime`, as a [`PeerService`].
 fn in_process<S>(service: S, runtime: tokio::runtime::Handle) -> PeerService
 where
@@ -165,6 +186,6 @@ where
 }
 
 /// A gRPC channel, as a [`PeerService`].
-pub(crate) fn over_grpc(channel: tonic::transport::Channel) -> PeerService {
+pub fn over_grpc(channel: tonic::transport::Channel) -> PeerService {
     BoxCloneSyncService::new(channel.map_err(|error| TransportError(Box::new(error))))
 }
