@@ -148,19 +148,17 @@ impl Scene {
             .collect()
     }
 
-    /// The timelines safekeeper `n` holds for the tenant; empty if it holds no such tenant.
+    /// The timelines safekeeper `n` holds for the tenant (its creation log's, and any directory with a control
+    /// file); empty if it holds no such tenant.
     fn on_safekeeper(&self, n: u32) -> BTreeSet<String> {
-        timeline_dirs(&self.data_dir.join(format!("safekeeper-{n}")).join(&self.tenant))
+        common::safekeeper_timelines(&self.data_dir.join(format!("safekeeper-{n}")), &self.tenant)
     }
 
     /// Whether any storage node holds anything of the tenant.
     fn tenant_held(&self) -> bool {
         self.data_dir.join("pageserver/tenants").join(&self.tenant).exists()
             || (1..=3).any(|n| {
-                self.data_dir
-                    .join(format!("safekeeper-{n}"))
-                    .join(&self.tenant)
-                    .exists()
+                common::safekeeper_tenants(&self.data_dir.join(format!("safekeeper-{n}"))).contains(&self.tenant)
             })
     }
 
@@ -229,19 +227,6 @@ fn metadata_query(data_dir: &Path, sql: &str, arg: &str) -> Vec<String> {
         .expect("query")
         .collect::<Result<_, _>>()
         .expect("rows")
-}
-
-/// The subdirectories of `dir` named as timeline ids (32 hex digits); none if it is missing.
-fn timeline_dirs(dir: &Path) -> BTreeSet<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return BTreeSet::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|entry| entry.path().is_dir())
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -213,13 +213,9 @@ async fn a_timeline_made_just_before_a_crash_is_deleted_as_an_orphan_after_resta
     insert(&uri, 0..10).await;
     let tenant = only_subdir(&data_dir.join("safekeeper-1"));
     let tenant = tenant.file_name().expect("name").to_owned();
-    // The timelines safekeeper `n` holds for the tenant, by name.
-    let copies = |n: u32| -> Vec<std::ffi::OsString> {
-        subdirs(&data_dir.join(format!("safekeeper-{n}")).join(&tenant))
-            .iter()
-            .map(|path| path.file_name().expect("name").to_owned())
-            .collect()
-    };
+    // The timelines safekeeper `n` holds for the tenant, by name (a timeline has no directory until it writes).
+    let tenant = tenant.to_string_lossy().into_owned();
+    let copies = |n: u32| common::safekeeper_timelines(&data_dir.join(format!("safekeeper-{n}")), &tenant);
     let main = copies(1);
     assert_eq!(main.len(), 1, "{main:?}");
 

@@ -354,7 +354,7 @@ async fn concurrent_sql_branches_restores_and_kill_9_keep_every_promise() {
         "seed {seed:#x}: orphan timelines on the pageserver: {orphans:?}"
     );
     for safekeeper in 1..=3 {
-        let held = dir_names(&data_dir.join(format!("safekeeper-{safekeeper}")).join(&tenant));
+        let held = common::safekeeper_timelines(&data_dir.join(format!("safekeeper-{safekeeper}")), &tenant);
         assert!(
             !held.is_empty(),
             "safekeeper {safekeeper}'s timelines are where the test looks"
@@ -455,10 +455,17 @@ fn check_no_orphan_tenants_or_half_deletions(data_dir: &std::path::Path, seed: u
         unneeded.is_empty(),
         "seed {seed:#x}: timeline rows nothing needs (a deletion left half done): {unneeded:?}"
     );
-    let mut holders = vec![data_dir.join("pageserver/tenants")];
-    holders.extend((1..=3).map(|n| data_dir.join(format!("safekeeper-{n}"))));
-    for holder in holders {
-        let orphans: Vec<_> = dir_names(&holder).difference(&tenants).cloned().collect();
+    let mut holders = vec![(
+        data_dir.join("pageserver/tenants"),
+        dir_names(&data_dir.join("pageserver/tenants")),
+    )];
+    holders.extend((1..=3).map(|n| {
+        let safekeeper = data_dir.join(format!("safekeeper-{n}"));
+        let held = common::safekeeper_tenants(&safekeeper);
+        (safekeeper, held)
+    }));
+    for (holder, held) in holders {
+        let orphans: Vec<_> = held.difference(&tenants).cloned().collect();
         assert!(
             orphans.is_empty(),
             "seed {seed:#x}: {} holds tenants no database names: {orphans:?}",

@@ -1,14 +1,15 @@
 //! A timeline creation cut by a crash at each of its steps, and the node reopened (`SafekeeperNode` in process).
 //!
-//! A creation makes the tenant directory, the timeline directory and its empty first segment without syncing
-//! them, then appends one record to the node's creation log (`timelines.log`) and fdatasyncs it: that record is
-//! the commit point. A crash (here: the files a crash may leave, made by hand, since a lost directory entry or
-//! a torn append cannot be had from a live process) leaves either no timeline, whatever directories it left
-//! (the next creation takes them over), or the whole timeline in its initial state: term 0, no WAL, its start
-//! LSN, whichever of its unsynced files the disk kept. A logged timeline whose directory is gone altogether is
-//! a lost copy, never made again empty (it may have voted). A deletion appends its record before its directory goes,
-//! so no deleted timeline comes back from the log. Every case ends with the timeline voting and taking WAL, and
-//! a second reopen keeping what it acknowledged.
+//! A creation makes no file: it appends one record to the node's creation log (`timelines.log`) and
+//! fdatasyncs it, the commit point. The timeline's first write (its first vote) makes the tenant directory, the
+//! timeline directory and its empty first segment, makes them durable, then logs a materialization record. A
+//! crash (here: the files a crash may leave, made by hand, since a lost directory entry or a torn append cannot
+//! be had from a live process) leaves either no timeline, whatever directories an older creation left (the next
+//! creation takes them over), or the whole timeline in its initial state: term 0, no WAL, its start LSN,
+//! whichever of its unsynced files the disk kept. A materialized timeline whose directory is gone altogether is
+//! a lost copy, never made again empty (it may have voted); one that never wrote has no directory to lose. A
+//! deletion appends its record before its directory goes, so no deleted timeline comes back from the log. Every
+//! case ends with the timeline voting and taking WAL, and a second reopen keeping what it acknowledged.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -155,17 +156,23 @@ fn a_creation_cut_before_its_record_leaves_no_timeline_and_is_taken_over() {
 }
 
 /// What the disk may hold after a crash once the record is durable (the creation may or may not have been
-/// acknowledged): the record and the directory, with or without its unsynced segment, or a first control file
-/// write cut short (its temp file). The timeline is there, whole, in its initial state.
+/// acknowledged) and before the timeline's first write is: nothing but the record, or that write cut short
+/// (its directory, with or without its unsynced segment, perhaps a control temp file). The timeline is there,
+/// whole, in its initial state.
 #[test]
 fn a_creation_cut_after_its_record_leaves_the_whole_timeline() {
     type Leave = fn(&Path);
-    let cases: [(&str, Leave); 3] = [
-        ("every file kept", |_| {}),
-        ("the first segment lost", |data| {
-            fs::remove_file(timeline_dir(data).join(segment_file_name(START))).expect("rm")
+    let cases: [(&str, Leave); 4] = [
+        ("no file made", |_| {}),
+        ("a first write's directory and segment", |data| {
+            fs::create_dir_all(timeline_dir(data)).expect("mkdir");
+            fs::write(timeline_dir(data).join(segment_file_name(START)), b"").expect("segment");
+        }),
+        ("a first write's directory without its segment", |data| {
+            fs::create_dir_all(timeline_dir(data)).expect("mkdir");
         }),
         ("a first control file write cut short", |data| {
+            fs::create_dir_all(timeline_dir(data)).expect("mkdir");
             fs::write(timeline_dir(data).join("control.tmp"), b"CMBSKCTL torn").expect("tmp")
         }),
     ];
@@ -174,8 +181,8 @@ fn a_creation_cut_after_its_record_leaves_the_whole_timeline() {
         let node = open_node(root.path()).expect("open");
         node.create_timeline_blocking(KEY, START).expect("create");
         assert!(
-            !timeline_dir(root.path()).join(CONTROL_FILE_NAME).exists(),
-            "a creation writes no control file"
+            !root.path().join(TENANT.to_string()).exists(),
+            "a creation makes no file"
         );
         drop(node);
         leave(root.path());
@@ -197,9 +204,11 @@ fn a_creation_cut_after_its_record_leaves_the_whole_timeline() {
     }
 }
 
-/// A logged timeline whose directory is gone (removed, or its disk lost it) is a lost copy: it may have voted,
-/// so it is not made again empty (it would have forgotten its promise) but left to a pull; the log still knows
-/// its start LSN, so a `CreateTimeline` of the same start makes it again, and one of another start is refused.
+/// A materialized timeline (it wrote: its directory was made durable and logged) whose directory is gone
+/// (removed, or its disk lost it) is a lost copy: it may have voted, so it is not made again empty (it would have
+/// forgotten its promise) but left to a pull; the log still knows its start LSN, so a `CreateTimeline` of the
+/// same start makes it again, and one of another start is refused. A timeline that never wrote has no directory
+/// to lose: it is there, in its initial state, with no file.
 #[test]
 fn a_logged_timeline_whose_directory_is_lost_is_not_made_again_empty() {
     type Leave = fn(&Path);
@@ -212,22 +221,84 @@ fn a_logged_timeline_whose_directory_is_lost_is_not_made_again_empty() {
         }),
     ];
     for (what, leave) in cases {
-        for voted in [false, true] {
-            let what = format!("{what}, voted: {voted}");
-            let root = tempfile::tempdir().expect("tempdir");
-            let node = open_node(root.path()).expect("open");
-            node.create_timeline_blocking(KEY, START).expect("create");
-            if voted {
-                vote_elect_append(&node, &what);
-            }
-            drop(node);
-            leave(root.path());
-            let node = open_node(root.path()).expect("reopen");
-            assert_absent(&node, &what);
-            node.create_timeline_blocking(KEY, START)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_initial(&node, &what);
+        let root = tempfile::tempdir().expect("tempdir");
+        let node = open_node(root.path()).expect("open");
+        node.create_timeline_blocking(KEY, START).expect("create");
+        vote_elect_append(&node, what);
+        drop(node);
+        leave(root.path());
+        let node = open_node(root.path()).expect("reopen");
+        assert_absent(&node, what);
+        node.create_timeline_blocking(KEY, START)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_initial(&node, what);
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = open_node(root.path()).expect("open");
+    node.create_timeline_blocking(KEY, START).expect("create");
+    drop(node);
+    let node = open_node(root.path()).expect("reopen");
+    assert_initial(&node, "never wrote");
+    assert!(!root.path().join(TENANT.to_string()).exists(), "still no file");
+}
+
+/// A first write whose directory became durable and whose materialization record a crash cut off: the
+/// directory, with its control file, is loaded as it is, and the open logs the materialization, so a later loss
+/// of the directory still reads as a lost copy.
+#[test]
+fn a_first_write_cut_before_its_materialization_record_is_logged_at_open() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = open_node(root.path()).expect("open");
+    node.create_timeline_blocking(KEY, START).expect("create");
+    let created_only = fs::read(log_path(root.path())).expect("log");
+    let flushed = vote_elect_append(&node, "voted");
+    assert!(
+        fs::read(log_path(root.path())).expect("log").len() > created_only.len(),
+        "the first write logs its materialization"
+    );
+    drop(node);
+    // The crash: the directory durable, the record not.
+    fs::write(log_path(root.path()), &created_only).expect("log");
+    assert_kept(root.path(), flushed, "record cut off");
+    assert!(
+        fs::read(log_path(root.path())).expect("log").len() > created_only.len(),
+        "logged at open"
+    );
+    fs::remove_dir_all(timeline_dir(root.path())).expect("rm");
+    let node = open_node(root.path()).expect("reopen");
+    assert_absent(&node, "the directory lost after the open logged it");
+}
+
+/// A log of the version before materialization records: every creation then made its directory durable before
+/// it was acknowledged, so each logged timeline is read as materialized (its directory lost: a lost copy), and
+/// the log is rewritten in the current version at open.
+#[test]
+fn a_log_of_the_version_before_materialization_reads_every_timeline_materialized() {
+    let (_, mut after) = log_before_and_after_one_creation();
+    after[8..12].copy_from_slice(&1u32.to_le_bytes());
+    for with_dir in [false, true] {
+        let what = format!("with its directory: {with_dir}");
+        let root = tempfile::tempdir().expect("tempdir");
+        drop(open_node(root.path()).expect("open"));
+        fs::write(log_path(root.path()), &after).expect("log");
+        if with_dir {
+            fs::create_dir_all(timeline_dir(root.path())).expect("mkdir");
+            fs::write(timeline_dir(root.path()).join(segment_file_name(START)), b"").expect("segment");
         }
+        let node = open_node(root.path()).expect("reopen");
+        if with_dir {
+            assert_initial(&node, &what);
+        } else {
+            assert_absent(&node, &what);
+        }
+        let log = fs::read(log_path(root.path())).expect("log");
+        assert_eq!(log[8..12], 2u32.to_le_bytes(), "{what}: rewritten");
+        drop(node);
+        // Still materialized after the rewrite: with its directory gone it stays a lost copy.
+        if with_dir {
+            fs::remove_dir_all(timeline_dir(root.path())).expect("rm");
+        }
+        assert_absent(&open_node(root.path()).expect("reopen"), &what);
     }
 }
 
@@ -244,6 +315,10 @@ fn a_deletion_cut_after_its_record_never_brings_the_timeline_back() {
         node.create_timeline_blocking(KEY, START).expect("create");
         if voted {
             vote_elect_append(&node, what);
+        } else {
+            // What a first write cut short leaves.
+            fs::create_dir_all(timeline_dir(root.path())).expect("mkdir");
+            fs::write(timeline_dir(root.path()).join(segment_file_name(START)), b"").expect("segment");
         }
         copy_dir(&timeline_dir(root.path()), backup.path());
         node.delete_timeline_blocking(KEY).expect("delete");

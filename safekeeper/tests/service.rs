@@ -960,6 +960,14 @@ async fn tombstones_left_by_a_deletion_cut_short_are_removed_at_open() {
     create_at(&mut client, timeline_ref_of(TENANT, other), START).await;
     let gone_tenant = TenantId(0x777);
     create_at(&mut client, timeline_ref_of(gone_tenant, TimelineId(1)), START).await;
+    // Each writes, so that it has a directory (a timeline has none until its first write).
+    for timeline in [timeline_ref(), timeline_ref_of(gone_tenant, TimelineId(1))] {
+        let vote = pb::VoteRequest {
+            timeline: Some(timeline),
+            term: 1,
+        };
+        assert!(client.vote(vote).await.expect("vote").into_inner().granted);
+    }
     // What a crash after the rename and before the removal leaves: a timeline tombstone and a tenant one, each
     // deletion's record in the creation log (it goes before the rename). Made here by deleting, then putting
     // back the directories, as they were, under their tombstone names.
@@ -1019,8 +1027,33 @@ async fn idle_timelines_let_their_segment_files_go() {
     let count_fds = || std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
     let before = count_fds();
     for i in 0..TIMELINES {
-        node.create_timeline_blocking((TenantId(0xF0), TimelineId(u128::from(i) + 1)), START)
+        let timeline = node
+            .create_timeline_blocking((TenantId(0xF0), TimelineId(u128::from(i) + 1)), START)
             .expect("create");
+        // A timeline has no segment file until it writes.
+        timeline
+            .run_blocking(|acceptor| {
+                use safekeeper_core::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
+                acceptor.vote(VoteRequest { term: 1 }).expect("vote");
+                acceptor
+                    .elected(ElectedRequest {
+                        term: 1,
+                        history: TermHistory::default().with(TermSwitch { term: 1, lsn: START }),
+                        start_streaming_at: START,
+                    })
+                    .expect("elected");
+                let data = frame(1);
+                acceptor
+                    .append(&AppendRequest {
+                        term: 1,
+                        begin_lsn: START,
+                        data,
+                        commit_lsn: START,
+                    })
+                    .expect("append");
+                acceptor.sync().expect("sync");
+            })
+            .expect("run");
     }
     let with_files = count_fds();
     assert_eq!(
@@ -1251,6 +1284,39 @@ async fn a_missing_timeline_is_pulled_from_the_most_advanced_peer_and_serves_lik
         "the commit LSN is persisted lazily, but never below the replica's"
     );
     for server in [a, b, c] {
+        assert!(server.stop().await);
+    }
+}
+
+/// A timeline that exists on C but never wrote has no directory (a creation makes no file): a pull replaces
+/// it with A's copy (the staging directory renamed into place), and C's creation log then records the copy's
+/// directory, so that losing it later reads as a lost copy, not as a timeline to make again empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeline_that_never_wrote_is_replaced_by_a_pull_and_its_directory_logged() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let a = start_pulling(dirs[0].path()).await;
+    let c = start_pulling(dirs[1].path()).await;
+    let (mut ca, mut cc) = (a.client().await, c.client().await);
+    create(&mut ca).await;
+    elect(&mut ca, 1, &[], START).await;
+    let frames: Vec<Bytes> = (0..5u8).map(|i| frame(i + 10)).collect();
+    let end = append_frames(&mut ca, 1, START, &frames, Some(START)).await;
+    create(&mut cc).await;
+    let timeline_dir = dirs[1].path().join(TENANT.to_string()).join(TIMELINE.to_string());
+    assert!(!timeline_dir.exists(), "no directory before the first write");
+    let pulled = pull_from(&mut cc, vec![address_of(&a)]).await.expect("pull");
+    assert!(pulled.copied, "{pulled:?}");
+    assert_eq!(state(&mut cc).await.flush_lsn, end.0);
+    assert!(timeline_dir.join("control").is_file(), "the replica is in place");
+    drop(cc);
+    assert!(c.stop().await);
+    std::fs::remove_dir_all(&timeline_dir).expect("lose the copy");
+    let c = start(dirs[1].path()).await;
+    assert!(
+        c.node.timeline_keys().is_empty(),
+        "a lost copy of a pulled replica is not made again empty"
+    );
+    for server in [a, c] {
         assert!(server.stop().await);
     }
 }

@@ -299,3 +299,45 @@ impl Drop for Process {
 pub fn dir(root: &Path, name: &str) -> PathBuf {
     root.join(name)
 }
+
+/// The timelines of `tenant` (its id in hex) that the safekeeper with data directory `safekeeper_dir` holds:
+/// those its creation log names (a timeline has no directory until it first writes) and any directory with a
+/// control file (a replica pulled there, or a copy put there by hand). Empty if it holds none.
+pub fn safekeeper_timelines(safekeeper_dir: &Path, tenant: &str) -> std::collections::BTreeSet<String> {
+    let mut held: std::collections::BTreeSet<String> = safekeeper::node::logged_timelines(safekeeper_dir)
+        .unwrap_or_else(|e| panic!("reading the creation log of {}: {e}", safekeeper_dir.display()))
+        .into_keys()
+        .filter(|(logged_tenant, _)| logged_tenant.to_string() == tenant)
+        .map(|(_, timeline)| timeline.to_string())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(safekeeper_dir.join(tenant)) {
+        held.extend(
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.path().join(safekeeper::filestore::CONTROL_FILE_NAME).is_file())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())),
+        );
+    }
+    held
+}
+
+/// The tenants (ids in hex) that the safekeeper with data directory `safekeeper_dir` holds a timeline of, by its
+/// creation log or a tenant directory.
+pub fn safekeeper_tenants(safekeeper_dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut held: std::collections::BTreeSet<String> = safekeeper::node::logged_timelines(safekeeper_dir)
+        .unwrap_or_else(|e| panic!("reading the creation log of {}: {e}", safekeeper_dir.display()))
+        .into_keys()
+        .map(|(tenant, _)| tenant.to_string())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(safekeeper_dir) {
+        held.extend(
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.path().is_dir())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())),
+        );
+    }
+    held
+}

@@ -12,7 +12,7 @@ use cambium_types::fsio::{self, Durability};
 use safekeeper_core::protocol::{ControlState, ControlStore, StoreError};
 
 use super::{
-    corrupt, from_fsio, io_error, UnsyncedDirs, CONTROL_FILE_BYTES_MAX, CONTROL_FILE_NAME, CONTROL_FORMAT_VERSION,
+    corrupt, from_fsio, io_error, DeferredDir, CONTROL_FILE_BYTES_MAX, CONTROL_FILE_NAME, CONTROL_FORMAT_VERSION,
     CONTROL_HEADER_BYTES, CONTROL_MAGIC,
 };
 
@@ -22,9 +22,9 @@ pub struct FileControl {
     dir: PathBuf,
     path: PathBuf,
     durability: Durability,
-    /// A timeline created unsynced (`create_timeline_unsynced`): its directories, fsynced by the next persist
-    /// (unless its WAL store did it first) right after the control file.
-    pub(super) unsynced_dirs: Option<Arc<UnsyncedDirs>>,
+    /// A timeline created without files (`create_timeline_deferred`): its directory, made by the next persist
+    /// (unless its WAL store did it first) and made durable right after the control file is written.
+    pub(super) deferred: Option<Arc<DeferredDir>>,
     poisoned: bool,
 }
 
@@ -35,15 +35,15 @@ impl FileControl {
             dir: dir.to_path_buf(),
             path: dir.join(CONTROL_FILE_NAME),
             durability,
-            unsynced_dirs: None,
+            deferred: None,
             poisoned: false,
         }
     }
 
-    /// The directories in `unsynced` (the control file's own first) are fsynced by the next persist, unless the
-    /// WAL store, which shares them, did it first: the timeline was created without syncing them.
-    pub(super) fn defer_dir_syncs(&mut self, unsynced: Arc<UnsyncedDirs>) {
-        self.unsynced_dirs = Some(unsynced);
+    /// The directory is `deferred` (shared with the WAL store): the next persist makes it if need be, and makes
+    /// it durable.
+    pub(super) fn defer_dir(&mut self, deferred: Arc<DeferredDir>) {
+        self.deferred = Some(deferred);
     }
 
     /// The control file's path.
@@ -88,16 +88,26 @@ impl ControlStore for FileControl {
             return Err(StoreError::Poisoned);
         }
         let bytes = encode_control(state);
-        let unsynced = self.unsynced_dirs.take();
-        // `write_atomic` fsyncs the control file's own directory: the others follow.
-        let written = fsio::write_atomic(&self.path, &bytes, self.durability)
-            .map_err(from_fsio)
-            .and_then(|()| unsynced.map_or(Ok(()), |dirs| dirs.sync(true, self.durability)));
-        written.map_err(|error| {
-            tracing::error!(dir = %self.dir.display(), %error, "control file write failed; poisoned");
-            self.poisoned = true;
-            error
-        })
+        let deferred = self.deferred.clone();
+        // `write_atomic` fsyncs the control file's own directory: those above it follow.
+        let written = deferred
+            .as_ref()
+            .map_or(Ok(()), |dir| dir.make())
+            .and_then(|()| fsio::write_atomic(&self.path, &bytes, self.durability).map_err(from_fsio))
+            .and_then(|()| deferred.as_ref().map_or(Ok(true), |dir| dir.make_durable(true)));
+        written
+            .map(|durable| {
+                assert!(
+                    durable,
+                    "a deferred directory is made before its control file is written"
+                );
+                self.deferred = None;
+            })
+            .map_err(|error| {
+                tracing::error!(dir = %self.dir.display(), %error, "control file write failed; poisoned");
+                self.poisoned = true;
+                error
+            })
     }
 }
 

@@ -67,7 +67,6 @@ mod timeline;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use cambium_types::fsio::{self, Durability};
 use cambium_types::Lsn;
@@ -75,7 +74,7 @@ use safekeeper_core::protocol::StoreError;
 
 pub use control::FileControl;
 pub use segments::FileWal;
-pub use timeline::{create_timeline, create_timeline_unsynced, open_timeline, ReplicaWriter};
+pub use timeline::{create_timeline, create_timeline_deferred, open_timeline, ReplicaWriter};
 
 /// The default segment size: 16 MiB.
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 16 * 1024 * 1024;
@@ -170,28 +169,116 @@ fn sync_dir(dir: &Path, durability: Durability) -> Result<(), StoreError> {
     fsio::sync_dir(dir, durability).map_err(from_fsio)
 }
 
-/// The directories of a timeline made by [`create_timeline_unsynced`] whose entries may not be durable: its own
-/// (holding the first segment, and the control file once written) and those above it, nearest first. Shared by
-/// the timeline's WAL and control stores: whichever of them syncs first fsyncs them all, before it reports
-/// anything durable; the other then has nothing left to do (so a new timeline's first vote pays for them, and
-/// its first commit does not).
-#[derive(Debug)]
-struct UnsyncedDirs {
-    dirs: Vec<PathBuf>,
-    synced: AtomicBool,
+/// Runs once the directory of a timeline made by [`create_timeline_deferred`] is durable, before the write that
+/// made it returns (the safekeeper node logs there that the timeline has files: see `node::creations`). Its
+/// error fails that write.
+pub type OnDurable = Box<dyn Fn() -> Result<(), StoreError> + Send + Sync>;
+
+/// The directory of a timeline made by [`create_timeline_deferred`], shared by its WAL and control stores: it
+/// does not exist until the first write of either ([`DeferredDir::make`]: the directory, any directory above it
+/// that is missing, and the empty first segment, none synced), and whichever store syncs first after that makes
+/// it durable ([`DeferredDir::make_durable`]: fsyncs the timeline's directory and each one above it whose entry
+/// was made, then runs the [`OnDurable`]) before it reports anything durable. So a new timeline costs no file
+/// until it is used, its first vote pays for its directory, and its first commit finds the segment made.
+pub(crate) struct DeferredDir {
+    dir: PathBuf,
+    first_segment: PathBuf,
+    durability: Durability,
+    state: parking_lot::Mutex<Deferred>,
+    on_durable: OnDurable,
 }
 
-impl UnsyncedDirs {
-    /// fsyncs the directories unless that was done already; `skip_own` when the caller just fsynced the
-    /// timeline's own directory.
-    fn sync(&self, skip_own: bool, durability: Durability) -> Result<(), StoreError> {
-        if self.synced.load(Ordering::Acquire) {
-            return Ok(());
+impl std::fmt::Debug for DeferredDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredDir")
+            .field("dir", &self.dir)
+            .field("state", &*self.state.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a [`DeferredDir`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Deferred {
+    /// Nothing on disk.
+    Absent,
+    /// On disk, not yet durable: these directories (the timeline's own first) are to be fsynced.
+    Made(Vec<PathBuf>),
+    /// Durable, and the [`OnDurable`] has run.
+    Durable,
+}
+
+impl DeferredDir {
+    /// A timeline directory `dir` whose WAL starts at `start_lsn`, in state `state` (`Absent`, or `Made` for a
+    /// directory found without a control file).
+    fn new(dir: &Path, start_lsn: Lsn, durability: Durability, state: Deferred, on_durable: OnDurable) -> DeferredDir {
+        assert!(state != Deferred::Durable, "a deferred directory starts absent or made");
+        DeferredDir {
+            dir: dir.to_path_buf(),
+            first_segment: dir.join(segment_file_name(start_lsn)),
+            durability,
+            state: parking_lot::Mutex::new(state),
+            on_durable,
         }
-        for dir in self.dirs.iter().skip(usize::from(skip_own)) {
-            sync_dir(dir, durability)?;
+    }
+
+    /// Where it is now.
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> Deferred {
+        self.state.lock().clone()
+    }
+
+    /// Makes the directory, the missing ones above it, and the empty first segment, unless done already: none of
+    /// it synced (see [`DeferredDir::make_durable`]). Before it is durable, a crash leaves at most a directory
+    /// without a control file holding an empty first segment, which is no timeline: the node's creation log
+    /// remakes it, or the next creation takes it over.
+    fn make(&self) -> Result<(), StoreError> {
+        let mut state = self.state.lock();
+        match &mut *state {
+            Deferred::Durable => return Ok(()),
+            Deferred::Absent => {
+                // The directories this makes: each one's entry, in the directory above it, is to be synced.
+                let mut made = vec![self.dir.clone()];
+                let mut above = self.dir.parent();
+                while let Some(dir) = above {
+                    if dir.is_dir() {
+                        made.push(dir.to_path_buf());
+                        break;
+                    }
+                    made.push(dir.to_path_buf());
+                    above = dir.parent();
+                }
+                std::fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+                *state = Deferred::Made(made);
+            }
+            Deferred::Made(_) => {}
         }
-        self.synced.store(true, Ordering::Release);
-        Ok(())
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.first_segment)
+        {
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(error) => Err(io_error(&self.first_segment)(error)),
+        }
+    }
+
+    /// Makes a made directory durable (fsyncs it, unless `own_synced`: the caller just did, then each directory
+    /// above whose entry it made) and runs the [`OnDurable`]. Returns whether the directory is durable now:
+    /// `false` if nothing was made yet (nothing to sync). On an error it stays made, to be synced again.
+    fn make_durable(&self, own_synced: bool) -> Result<bool, StoreError> {
+        let mut state = self.state.lock();
+        let dirs = match &*state {
+            Deferred::Absent => return Ok(false),
+            Deferred::Durable => return Ok(true),
+            Deferred::Made(dirs) => dirs,
+        };
+        for dir in dirs.iter().skip(usize::from(own_synced)) {
+            sync_dir(dir, self.durability)?;
+        }
+        (self.on_durable)()?;
+        *state = Deferred::Durable;
+        Ok(true)
     }
 }

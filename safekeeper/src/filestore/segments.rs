@@ -16,8 +16,8 @@ use cambium_types::Lsn;
 use safekeeper_core::protocol::{StoreError, WalStore};
 
 use super::{
-    corrupt, io_error, parse_segment_name, segment_file_name, sync_all, sync_data, sync_dir, FileStoreConfig,
-    UnsyncedDirs, BOUNDARY_WALK_BUFFER_BYTES, CONTROL_FILE_NAME, SCAN_CHUNK_BYTES,
+    corrupt, io_error, parse_segment_name, segment_file_name, sync_all, sync_data, sync_dir, DeferredDir,
+    FileStoreConfig, BOUNDARY_WALK_BUFFER_BYTES, CONTROL_FILE_NAME, SCAN_CHUNK_BYTES,
 };
 
 /// Asserts that `frames` is whole frames back to back (the caller's contract; headers only, no crc).
@@ -87,9 +87,10 @@ pub struct FileWal {
     write_lsn: Lsn,
     /// A segment was created since the directory was last fsynced.
     dir_dirty: bool,
-    /// A timeline created unsynced (`create_timeline_unsynced`): its directories, fsynced at the next sync
-    /// (unless its control store did it first) before anything is reported flushed.
-    pub(super) unsynced_dirs: Option<Arc<UnsyncedDirs>>,
+    /// A timeline created without files (`create_timeline_deferred`): its directory, made by the first segment's
+    /// creation (unless the control store did it first) and made durable at the next sync before anything is
+    /// reported flushed.
+    pub(super) deferred: Option<Arc<DeferredDir>>,
     poisoned: bool,
 }
 
@@ -148,7 +149,7 @@ impl FileWal {
             flush_lsn: timeline_start_lsn,
             write_lsn: timeline_start_lsn,
             dir_dirty: false,
-            unsynced_dirs: None,
+            deferred: None,
             poisoned: false,
         };
         if let Some(&(start_lsn, len_bytes)) = segments.last() {
@@ -162,8 +163,8 @@ impl FileWal {
         Ok(wal)
     }
 
-    /// An empty WAL in `dir`, a directory this process has just created and written nothing into: nothing to
-    /// list, recover or sync (the creator syncs the directory).
+    /// An empty WAL in `dir`, a directory this process has just created and written nothing into, or one that
+    /// does not exist yet (a deferred one): nothing to list, recover or sync (the creator syncs the directory).
     pub(super) fn open_new(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreConfig) -> FileWal {
         assert!(config.segment_size_bytes > 0, "segment_size_bytes must be positive");
         FileWal {
@@ -175,7 +176,7 @@ impl FileWal {
             flush_lsn: timeline_start_lsn,
             write_lsn: timeline_start_lsn,
             dir_dirty: false,
-            unsynced_dirs: None,
+            deferred: None,
             poisoned: false,
         }
     }
@@ -230,16 +231,40 @@ impl FileWal {
     }
 
     /// Creates the segment starting at the write position and makes it the open one. The previous open
-    /// segment must be synced and its directory entry durable (see `roll_over`).
+    /// segment must be synced and its directory entry durable (see `roll_over`). The first segment of a deferred
+    /// directory is the one [`DeferredDir::make`] made, whose entry is synced with the directory.
     fn create_segment(&mut self) -> Result<(), StoreError> {
         let start_lsn = self.write_lsn;
         let path = self.segment_path(start_lsn);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io_error(&path))?;
+        let first = self.segment_starts.is_empty();
+        if first {
+            if let Some(deferred) = &self.deferred {
+                deferred.make()?;
+            }
+        }
+        let created = OpenOptions::new().read(true).write(true).create_new(true).open(&path);
+        let (file, made_here) = match created {
+            Ok(file) => (file, true),
+            // Only a deferred directory's `make` leaves a first segment that this WAL does not list (every other
+            // segment is listed at open or made here): empty, and named durably with the directory.
+            Err(error) if first && error.kind() == std::io::ErrorKind::AlreadyExists => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(io_error(&path))?;
+                let len_bytes = file.metadata().map_err(io_error(&path))?.len();
+                if len_bytes != 0 {
+                    return Err(corrupt(
+                        &path,
+                        0,
+                        "a first segment found non-empty in a WAL that holds none",
+                    ));
+                }
+                (file, false)
+            }
+            Err(error) => return Err(io_error(&path)(error)),
+        };
         self.segment_starts.push(start_lsn);
         self.open = Some(OpenSegment {
             start_lsn,
@@ -249,7 +274,7 @@ impl FileWal {
             dirty: false,
             last_used: std::time::Instant::now(),
         });
-        self.dir_dirty = true;
+        self.dir_dirty |= made_here;
         Ok(())
     }
 
@@ -266,25 +291,10 @@ impl FileWal {
         })
     }
 
-    /// Creates the first segment of an empty WAL with no sync at all, for a timeline whose creation is made
-    /// durable elsewhere (the node's creation log, which can remake this empty segment after a crash): the
-    /// directories in `unsynced` are fsynced at the next sync (see [`FileWal::defer_dir_syncs`]).
-    pub(super) fn create_first_segment_unsynced(&mut self, unsynced: Arc<UnsyncedDirs>) -> Result<(), StoreError> {
-        assert!(
-            self.open.is_none() && self.segment_starts.is_empty(),
-            "the first segment of a WAL that has segments"
-        );
-        self.guarded(Self::create_segment)?;
-        // The segment's entry is in the timeline's own directory, the first of `unsynced`.
-        self.dir_dirty = false;
-        self.defer_dir_syncs(unsynced);
-        Ok(())
-    }
-
-    /// The directories in `unsynced` (the timeline's own first) are fsynced at the next sync, unless the
-    /// control store, which shares them, did it first.
-    pub(super) fn defer_dir_syncs(&mut self, unsynced: Arc<UnsyncedDirs>) {
-        self.unsynced_dirs = Some(unsynced);
+    /// The directory is `deferred` (shared with the control store): the first segment's creation makes it if
+    /// need be, and the next sync makes it durable.
+    pub(super) fn defer_dir(&mut self, deferred: Arc<DeferredDir>) {
+        self.deferred = Some(deferred);
     }
 
     /// Closes the open segment and starts a new one at the write position: the old one is fdatasynced and
@@ -309,8 +319,10 @@ impl FileWal {
             sync_dir(&self.dir, durability)?;
             self.dir_dirty = false;
         }
-        if let Some(unsynced) = self.unsynced_dirs.take() {
-            unsynced.sync(false, durability)?;
+        if let Some(deferred) = &self.deferred {
+            if deferred.make_durable(false)? {
+                self.deferred = None;
+            }
         }
         Ok(())
     }

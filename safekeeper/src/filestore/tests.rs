@@ -652,54 +652,138 @@ fn creation_cut_short_anywhere_is_taken_over() {
     }
 }
 
-/// `create_timeline_unsynced` writes no control file and leaves the first segment; its stores share the
-/// directories to sync, once: after a persist (which syncs them) the WAL's first sync has no directory left
-/// to sync, and whatever was persisted and synced is there after a reopen. It takes over the same leftovers as
-/// `create_timeline`, and opens a timeline that has a control file.
+/// A counter of `OnDurable` runs, and the hook that counts (failing while `fail` is set).
+fn counting_hook() -> (
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicBool>,
+    OnDurable,
+) {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (counted, failing) = (Arc::clone(&runs), Arc::clone(&fail));
+    let hook: OnDurable = Box::new(move || {
+        if failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Io {
+                path: "the log".to_owned(),
+                source: std::io::Error::other("injected"),
+            });
+        }
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    });
+    (runs, fail, hook)
+}
+
+fn runs(counter: &std::sync::atomic::AtomicUsize) -> usize {
+    counter.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// `create_timeline_deferred` makes no file (not even the tenant's directory); the first persist makes the
+/// directories, the empty first segment and the control file, makes them durable and runs the hook once; the
+/// WAL then writes into the segment made, and its first sync has nothing left to make durable. Reopening finds
+/// the timeline as persisted, without running the hook.
 #[test]
-fn an_unsynced_creation_syncs_its_directories_once_at_the_first_write() {
+fn a_deferred_creation_makes_no_file_until_its_first_vote() {
     let cfg = config(SMALL_SEGMENT_BYTES);
     let root = tempfile::tempdir().expect("tempdir");
     let tenant = root.path().join("tenant");
     let dir = tenant.join("timeline");
-    fs::create_dir(&tenant).expect("mkdir");
-    let (state, mut wal, mut control) =
-        create_timeline_unsynced(&dir, START, &[tenant.clone(), root.path().to_path_buf()], &cfg).expect("create");
+    let (count, _, hook) = counting_hook();
+    let (state, mut wal, mut control) = create_timeline_deferred(&dir, START, &cfg, hook).expect("create");
     assert_eq!(state, ControlState::new(START));
-    assert!(!dir.join(CONTROL_FILE_NAME).exists(), "no control file at creation");
-    assert!(
-        dir.join(segment_file_name(START)).is_file(),
-        "the first segment is made"
-    );
+    assert!(!tenant.exists(), "no directory at creation");
     let shared = Arc::clone(
         control
-            .unsynced_dirs
+            .deferred
             .as_ref()
-            .expect("the control store syncs the directories"),
+            .expect("the control store makes the directory"),
     );
-    assert!(wal.unsynced_dirs.is_some(), "the WAL store too");
-    assert_eq!(
-        shared.dirs,
-        vec![dir.clone(), tenant.clone(), root.path().to_path_buf()]
+    assert_eq!(shared.state(), Deferred::Absent);
+    assert!(wal.deferred.is_some(), "the WAL store shares it");
+    assert_eq!(wal.sync().expect("a sync before any write"), START);
+    assert!(
+        !tenant.exists() && runs(&count) == 0,
+        "a sync with nothing written makes nothing"
     );
     let mut voted = state.clone();
     voted.term = 1;
     control.persist(&voted).expect("persist");
+    assert!(dir.join(CONTROL_FILE_NAME).is_file());
     assert!(
-        shared.synced.load(std::sync::atomic::Ordering::Acquire),
-        "synced by the persist"
+        dir.join(segment_file_name(START)).is_file(),
+        "the first segment is made with the directory"
     );
-    assert!(control.unsynced_dirs.is_none());
+    assert_eq!(shared.state(), Deferred::Durable);
+    assert_eq!(runs(&count), 1, "the hook ran once the directory was durable");
+    assert!(control.deferred.is_none());
     wal.write(START, &frames(2, 10, 1)).expect("write");
     let end = wal.sync().expect("sync");
-    assert!(wal.unsynced_dirs.is_none(), "nothing left for the WAL to sync");
+    assert!(wal.deferred.is_none(), "nothing left for the WAL to make durable");
+    voted.term = 2;
+    control.persist(&voted).expect("persist again");
+    assert_eq!(runs(&count), 1, "the hook runs once");
     drop((wal, control));
-    let (again, wal, _) = create_timeline_unsynced(&dir, START, std::slice::from_ref(&tenant), &cfg).expect("open");
+    let (_, _, hook) = counting_hook();
+    let (again, wal, control) = create_timeline_deferred(&dir, START, &cfg, hook).expect("open");
     assert_eq!(again, voted, "an existing timeline is opened");
     assert_eq!(wal.flush_lsn(), end);
-    assert!(wal.unsynced_dirs.is_none(), "an opened timeline has nothing to sync");
-    drop(wal);
-    // Leftovers of a creation cut short (an empty directory, the empty segment, a temp control file).
+    assert!(
+        wal.deferred.is_none() && control.deferred.is_none(),
+        "an opened timeline has nothing deferred"
+    );
+}
+
+/// A deferred timeline whose WAL writes first: the write makes the directory and segment, the sync makes them
+/// durable and runs the hook, and the control file's first persist then only writes itself. A failing hook
+/// fails the write that made the directory durable (the store is poisoned), and the directory stays made.
+#[test]
+fn a_deferred_directory_made_by_the_wal_is_durable_at_its_sync_and_a_failing_hook_fails_it() {
+    let cfg = config(SMALL_SEGMENT_BYTES);
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("tenant").join("timeline");
+    let (count, _, hook) = counting_hook();
+    let (state, mut wal, mut control) = create_timeline_deferred(&dir, START, &cfg, hook).expect("create");
+    let shared = Arc::clone(wal.deferred.as_ref().expect("deferred"));
+    wal.write(START, &frames(3, 10, 2)).expect("write");
+    assert!(dir.join(segment_file_name(START)).is_file());
+    assert!(
+        matches!(shared.state(), Deferred::Made(ref dirs) if dirs.len() == 3),
+        "{:?}",
+        shared.state()
+    );
+    assert_eq!(runs(&count), 0);
+    let end = wal.sync().expect("sync");
+    assert_eq!(shared.state(), Deferred::Durable);
+    assert_eq!(runs(&count), 1);
+    control.persist(&state).expect("persist");
+    assert_eq!(runs(&count), 1);
+    drop((wal, control));
+    assert_eq!(
+        open_timeline(&dir, &cfg).expect("open").expect("exists").1.flush_lsn(),
+        end
+    );
+
+    let dir = root.path().join("tenant").join("failing");
+    let (count, fail, hook) = counting_hook();
+    fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (state, _wal, mut control) = create_timeline_deferred(&dir, START, &cfg, hook).expect("create");
+    let shared = Arc::clone(control.deferred.as_ref().expect("deferred"));
+    control.persist(&state).expect_err("the hook failed");
+    assert!(
+        matches!(shared.state(), Deferred::Made(ref dirs) if dirs.len() == 2),
+        "{:?}",
+        shared.state()
+    );
+    assert!(matches!(control.persist(&state), Err(StoreError::Poisoned)));
+    assert_eq!(runs(&count), 0);
+}
+
+/// A directory without a control file (a first write cut short, or a creation of an older version) is taken
+/// over: opening it removes a stray temp file; the first write makes it durable and runs the hook.
+#[test]
+fn a_deferred_creation_takes_over_the_leftovers_of_a_first_write_cut_short() {
+    let cfg = config(SMALL_SEGMENT_BYTES);
+    let root = tempfile::tempdir().expect("tempdir");
     for leave in ["", "segment", "temp"] {
         let dir = root.path().join(format!("left-{leave}"));
         fs::create_dir(&dir).expect("mkdir");
@@ -708,12 +792,27 @@ fn an_unsynced_creation_syncs_its_directories_once_at_the_first_write() {
             "temp" => fs::write(fsio::temp_path(&dir.join(CONTROL_FILE_NAME)), b"torn").expect("temp"),
             _ => {}
         }
-        let (state, mut wal, _) = create_timeline_unsynced(&dir, START, &[], &cfg).expect("take over");
+        let (count, _, hook) = counting_hook();
+        let (state, mut wal, _) = create_timeline_deferred(&dir, START, &cfg, hook).expect("take over");
         assert_eq!(state, ControlState::new(START), "{leave}");
         assert!(!fsio::temp_path(&dir.join(CONTROL_FILE_NAME)).exists(), "{leave}");
+        assert!(
+            matches!(wal.deferred.as_ref().expect("deferred").state(), Deferred::Made(_)),
+            "{leave}"
+        );
         wal.write(START, &frames(1, 10, 2)).expect("write");
         wal.sync().expect("sync");
+        assert_eq!(runs(&count), 1, "{leave}");
     }
+    // WAL past the start without a control file is not a leftover of a creation.
+    let dir = root.path().join("wal");
+    let (_, mut wal, _) = create_timeline(&dir, START, &cfg).expect("create");
+    wal.write(START, &frames(2, 10, 3)).expect("write");
+    wal.sync().expect("sync");
+    fs::remove_file(dir.join(CONTROL_FILE_NAME)).expect("remove control");
+    let (_, _, hook) = counting_hook();
+    let refused = create_timeline_deferred(&dir, START, &cfg, hook).expect_err("refused");
+    assert!(matches!(refused, StoreError::Corrupt { .. }), "{refused}");
 }
 
 #[test]

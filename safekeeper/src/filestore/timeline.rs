@@ -3,14 +3,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use cambium_types::fsio::Durability;
 use cambium_types::Lsn;
 use safekeeper_core::protocol::{ControlState, ControlStore, StoreError, WalStore};
 
-use super::{corrupt, io_error, sync_dir, FileControl, FileStoreConfig, FileWal, UnsyncedDirs};
+use super::{corrupt, io_error, sync_dir, Deferred, DeferredDir, FileControl, FileStoreConfig, FileWal, OnDurable};
 
 /// Opens the timeline in `dir`: its control state, WAL and control store. `None` if it has no control file.
 pub fn open_timeline(
@@ -107,15 +106,16 @@ impl ReplicaWriter {
 /// over by the next creation. Any other WAL without a control file is refused.
 ///
 /// A timeline directory made this way stands alone; the safekeeper node instead makes its timelines with
-/// [`create_timeline_unsynced`] and commits them in its creation log, with one flush instead of three.
+/// [`create_timeline_deferred`] and commits them in its creation log: one flush, and no file until used.
 pub fn create_timeline(
     dir: &Path,
     timeline_start_lsn: Lsn,
     config: &FileStoreConfig,
 ) -> Result<(ControlState, FileWal, FileControl), StoreError> {
-    let mut wal = match existing_or_prepared(dir, timeline_start_lsn, config)? {
+    let mut wal = match existing_or_prepared(dir, timeline_start_lsn, config, true)? {
         Prepared::Existing(opened) => return Ok(*opened),
         Prepared::Wal(wal) => wal,
+        Prepared::Missing => unreachable!("existing_or_prepared makes a missing directory when asked to"),
     };
     let state = ControlState::new(timeline_start_lsn);
     let mut control = FileControl::new(dir, config.durability);
@@ -132,44 +132,51 @@ pub fn create_timeline(
     Ok((state, wal, control))
 }
 
-/// Makes the timeline in `dir` for a creation whose durability the caller provides (the safekeeper node's
-/// creation log, which records the start LSN: the whole of a new timeline's state): the directory and its
-/// empty first segment, with *no* sync and no control file. The state is `ControlState::new`; the directory
-/// and `parents` (the directories above it, nearest first, whose entries for it may not be durable) are
-/// fsynced by the first control file write or WAL sync, before either returns. Since a vote writes the
-/// control file before any WAL is accepted, nothing acknowledged ever depends on an entry that is not durable.
+/// The timeline in `dir` for a creation whose durability the caller provides (the safekeeper node's creation
+/// log, which records the start LSN: the whole of a new timeline's state), with *no file made*: the state is
+/// `ControlState::new`, and the directory (with any missing one above it, and the empty first segment) is made
+/// by the first control file write or WAL write and made durable before that write, or the next WAL sync,
+/// returns; `on_durable` runs then (see [`DeferredDir`]). Since a vote writes the control file before any WAL
+/// is accepted, nothing acknowledged ever depends on a directory entry that is not durable, and a timeline that
+/// is never used costs no inode.
 ///
-/// Idempotent like [`create_timeline`]: a timeline with a control file and the same start LSN is opened, one
-/// with another start LSN is an `AlreadyExists` I/O error. A directory holding only an empty first segment at
-/// the start LSN (and perhaps a control temp file) is taken over: it is what a crash leaves of this function
-/// or of a first control file write cut short. Any other WAL without a control file is refused (`Corrupt`).
+/// Idempotent like [`create_timeline`]: a timeline with a control file and the same start LSN is opened (made
+/// already, so `on_durable` is dropped unrun), one with another start LSN is an `AlreadyExists` I/O error. A
+/// directory holding only an empty first segment at the start LSN (and perhaps a control temp file) is taken
+/// over: it is what a crash leaves of a first write cut short, or of an older creation. Any other WAL without a
+/// control file is refused (`Corrupt`).
 ///
-/// Crash argument, with the caller's record: until the record is durable, a crash leaves the directory
-/// absent, empty or holding the empty segment, without a control file, which is no timeline; after it, the
-/// caller calls this function again at open and gets the same initial timeline.
-pub fn create_timeline_unsynced(
+/// Crash argument, with the caller's record: until the record is durable, a crash leaves nothing, or a
+/// directory without a control file, which is no timeline; after it, the caller calls this function again at
+/// open and gets the same initial timeline.
+pub fn create_timeline_deferred(
     dir: &Path,
     timeline_start_lsn: Lsn,
-    parents: &[PathBuf],
     config: &FileStoreConfig,
+    on_durable: OnDurable,
 ) -> Result<(ControlState, FileWal, FileControl), StoreError> {
-    let mut wal = match existing_or_prepared(dir, timeline_start_lsn, config)? {
+    let (mut wal, state) = match existing_or_prepared(dir, timeline_start_lsn, config, false)? {
         Prepared::Existing(opened) => return Ok(*opened),
-        Prepared::Wal(wal) => wal,
+        Prepared::Wal(wal) => {
+            // Found without a control file: on disk, its entries not known durable.
+            let parents = dir.ancestors().skip(1).take(2).map(Path::to_path_buf);
+            (
+                wal,
+                Deferred::Made(std::iter::once(dir.to_path_buf()).chain(parents).collect()),
+            )
+        }
+        Prepared::Missing => (FileWal::open_new(dir, timeline_start_lsn, config), Deferred::Absent),
     };
-    let unsynced = Arc::new(UnsyncedDirs {
-        dirs: std::iter::once(dir.to_path_buf())
-            .chain(parents.iter().cloned())
-            .collect(),
-        synced: AtomicBool::new(false),
-    });
-    if wal.segment_starts().is_empty() {
-        wal.create_first_segment_unsynced(Arc::clone(&unsynced))?;
-    } else {
-        wal.defer_dir_syncs(Arc::clone(&unsynced));
-    }
+    let deferred = Arc::new(DeferredDir::new(
+        dir,
+        timeline_start_lsn,
+        config.durability,
+        state,
+        on_durable,
+    ));
+    wal.defer_dir(Arc::clone(&deferred));
     let mut control = FileControl::new(dir, config.durability);
-    control.defer_dir_syncs(unsynced);
+    control.defer_dir(deferred);
     Ok((ControlState::new(timeline_start_lsn), wal, control))
 }
 
@@ -179,12 +186,19 @@ enum Prepared {
     Existing(Box<(ControlState, FileWal, FileControl)>),
     /// The (empty) WAL of a directory with no control file: new, or left by a creation cut short.
     Wal(FileWal),
+    /// No directory (and none made: `make_missing` was false).
+    Missing,
 }
 
-/// The shared first step of [`create_timeline`] and [`create_timeline_unsynced`]: an existing timeline is
+/// The shared first step of [`create_timeline`] and [`create_timeline_deferred`]: an existing timeline is
 /// opened (or refused for another start LSN); a directory without a control file is taken over if it holds
-/// at most an empty first segment at the start LSN; a missing one is made (not synced).
-fn existing_or_prepared(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreConfig) -> Result<Prepared, StoreError> {
+/// at most an empty first segment at the start LSN; a missing one is made (not synced) if `make_missing`.
+fn existing_or_prepared(
+    dir: &Path,
+    timeline_start_lsn: Lsn,
+    config: &FileStoreConfig,
+    make_missing: bool,
+) -> Result<Prepared, StoreError> {
     if let Some((state, wal, control)) = open_timeline(dir, config)? {
         if state.timeline_start_lsn != timeline_start_lsn {
             return Err(StoreError::Io {
@@ -213,6 +227,9 @@ fn existing_or_prepared(dir: &Path, timeline_start_lsn: Lsn, config: &FileStoreC
             ));
         }
         return Ok(Prepared::Wal(wal));
+    }
+    if !make_missing {
+        return Ok(Prepared::Missing);
     }
     fs::create_dir_all(dir).map_err(io_error(dir))?;
     Ok(Prepared::Wal(FileWal::open_new(dir, timeline_start_lsn, config)))

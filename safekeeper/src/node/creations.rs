@@ -1,22 +1,26 @@
 //! The node's timeline creation log (`<data_dir>/timelines.log`): the commit point of a timeline creation.
 //!
 //! A new timeline's initial state is a function of its start LSN alone (`ControlState::new`), so creating one
-//! durably needs only one record saying it exists: one append and one fdatasync of this file, instead of a
-//! control file (fdatasync of its temp file, then an fsync of the timeline directory and one of the tenant
-//! directory, three flushes in turn). The timeline's directory and empty first segment are made before the
-//! append but not synced; the directories above it are fsynced at once with the append, on a second thread
-//! (both are done before the creation is acknowledged); its first control file write (the first vote, which
-//! comes before any WAL can be accepted) or its first WAL sync fsyncs its own directory (see
-//! `filestore::create_timeline_unsynced`).
+//! durably needs only one record saying it exists: one append and one fdatasync of this file, and no file of its
+//! own. Its directory (with the tenant's, for a new tenant) and empty first segment are made by its first
+//! control file write (the first vote, which comes before any WAL can be accepted) or first WAL write, and made
+//! durable with the directories above it before that write returns; then a *materialized* record is appended
+//! here, before the write is acknowledged (see `filestore::create_timeline_deferred`). A timeline never voted
+//! for costs one record and no inode (inode allocation was most of a creation's CPU on a file system with many
+//! recent deletions).
 //!
 //! # Format
 //!
 //! ```text
-//! magic "CMBSKTLG" | version u32 (= 1)                                    the header, written with the file
+//! magic "CMBSKTLG" | version u32 (= 2)                                    the header, written with the file
 //! crc32(rest) u32 | kind u8 | tenant u128 BE | timeline u128 BE | start_lsn u64 LE    one record, 45 bytes
 //! ```
 //!
-//! `kind` is 1 for a creation, 2 for a deletion. A timeline is *logged* when its last record is a creation.
+//! `kind` is 1 for a creation, 2 for a deletion, 3 for a materialization (its start LSN 0). A timeline is
+//! *logged* when its last creation or deletion record is a creation, and *materialized* when a materialization
+//! record follows that creation (one for a timeline not logged is ignored: a write that raced its deletion). A
+//! version 1 log (before materialization records, when every creation made its directory durable before it was
+//! acknowledged) is read as every logged timeline materialized, and rewritten as version 2 at open.
 //!
 //! # Crash argument
 //!
@@ -30,11 +34,13 @@
 //!   control file: not a timeline (the creation was not acknowledged); the next `CreateTimeline` of that id
 //!   takes them over, and the reconciler never sees them (`ListTimelines` lists loaded timelines only);
 //! - after it: the timeline exists. At open, a logged timeline whose directory holds no control file (only the
-//!   empty first segment or nothing, and perhaps a control temp file of a first write cut short) is made again
-//!   in its initial state: it acknowledged no vote and no WAL, since both write a control file first. A logged
-//!   timeline with no directory is not loaded: it is a lost copy (a crash cannot remove the directory of a
-//!   timeline acknowledged, whose entry was fsynced before the acknowledgement), rebuilt by a pull like any
-//!   missing copy;
+//!   empty first segment or nothing, and perhaps a control temp file of a first write cut short), or that has no
+//!   directory and is not materialized, is loaded in its initial state: it acknowledged no vote and no WAL, since
+//!   both write a control file first and log the materialization before they are acknowledged. A materialized
+//!   timeline with no directory is not loaded: it is a lost copy (a crash cannot remove a directory made durable
+//!   before the record), rebuilt by a pull like any missing copy. A crash after the directory is durable and
+//!   before its record leaves a directory with a control file, loaded as it is; the node logs its
+//!   materialization at open, so that a later loss of that directory still reads as a lost copy;
 //! - a deletion appends its record (fdatasync) before the directory is renamed to its tombstone, so a deleted
 //!   timeline never comes back from the log. A crash between the two leaves the directory: with a control
 //!   file it is still loaded (the deletion was not acknowledged and is retried); without one, it is a leftover
@@ -43,7 +49,7 @@
 //! The log is rewritten (atomically: temp, fsync, rename, fsync) at open when it holds more than twice as many
 //! records as logged timelines, plus [`REWRITE_SLACK_RECORDS`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -58,24 +64,30 @@ use super::{NodeError, TimelineKey};
 pub const CREATION_LOG_FILE_NAME: &str = "timelines.log";
 /// The first bytes of the log.
 const MAGIC: &[u8; 8] = b"CMBSKTLG";
-/// The format version written and accepted.
-const VERSION: u32 = 1;
+/// The format version written.
+const VERSION: u32 = 2;
+/// The version before materialization records: read (every logged timeline materialized) and rewritten.
+const VERSION_WITHOUT_MATERIALIZATION: u32 = 1;
 /// magic | version.
 const HEADER_BYTES: usize = 8 + 4;
 /// crc | kind | tenant | timeline | start LSN.
 const RECORD_BYTES: usize = 4 + 1 + 16 + 16 + 8;
 const KIND_CREATED: u8 = 1;
 const KIND_DELETED: u8 = 2;
-/// Records beyond twice the logged timelines tolerated before the log is rewritten at open.
+const KIND_MATERIALIZED: u8 = 3;
+/// Records beyond three per logged timeline (its creation, its materialization, and one more) tolerated before
+/// the log is rewritten at open.
 pub const REWRITE_SLACK_RECORDS: usize = 1024;
 
-/// One record: a timeline created with its start LSN, or deleted.
+/// One record: a timeline created with its start LSN, deleted, or given its files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Record {
     /// The timeline exists from here on, starting at this LSN.
     Created(TimelineKey, Lsn),
     /// The timeline was deleted.
     Deleted(TimelineKey),
+    /// The timeline's directory is durable (its first write): from here on a missing directory is a lost copy.
+    Materialized(TimelineKey),
 }
 
 impl Record {
@@ -83,6 +95,7 @@ impl Record {
         let (kind, key, lsn) = match self {
             Record::Created(key, lsn) => (KIND_CREATED, key, lsn),
             Record::Deleted(key) => (KIND_DELETED, key, Lsn(0)),
+            Record::Materialized(key) => (KIND_MATERIALIZED, key, Lsn(0)),
         };
         let mut body = Vec::with_capacity(RECORD_BYTES - 4);
         body.push(kind);
@@ -106,6 +119,7 @@ impl Record {
         match body[0] {
             KIND_CREATED => Some(Record::Created(key, Lsn(lsn))),
             KIND_DELETED => Some(Record::Deleted(key)),
+            KIND_MATERIALIZED => Some(Record::Materialized(key)),
             _ => None,
         }
     }
@@ -120,6 +134,8 @@ pub(super) struct CreationLog {
     durability: Durability,
     /// Every timeline whose last record is a creation, with its start LSN.
     logged: HashMap<TimelineKey, Lsn>,
+    /// The logged timelines whose directory was made durable (materialization records).
+    materialized: HashSet<TimelineKey>,
     /// A failed append or sync: the file's tail is unknown, so nothing more is appended until a reopen.
     poisoned: bool,
 }
@@ -146,10 +162,113 @@ fn damaged(path: &Path, reason: String) -> NodeError {
 }
 
 fn header() -> Vec<u8> {
+    header_of(VERSION)
+}
+
+fn header_of(version: u32) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER_BYTES);
     bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&version.to_le_bytes());
     bytes
+}
+
+/// What `record` does to the logged and materialized sets.
+fn apply(record: Record, logged: &mut HashMap<TimelineKey, Lsn>, materialized: &mut HashSet<TimelineKey>) {
+    match record {
+        Record::Created(key, lsn) => {
+            logged.insert(key, lsn);
+            materialized.remove(&key);
+        }
+        Record::Deleted(key) => {
+            logged.remove(&key);
+            materialized.remove(&key);
+        }
+        Record::Materialized(key) => {
+            if logged.contains_key(&key) {
+                materialized.insert(key);
+            }
+        }
+    }
+}
+
+/// What a log's bytes say.
+struct Parsed {
+    logged: HashMap<TimelineKey, Lsn>,
+    materialized: HashSet<TimelineKey>,
+    /// Whole records read.
+    records: usize,
+    /// The header and those records: where a torn last record starts.
+    good_bytes: usize,
+    /// A version 1 log (every logged timeline read as materialized).
+    without_materialization: bool,
+}
+
+/// Reads a log's `bytes` (the file at `path`): a torn last record is left out (and logged); a bad header, or a
+/// bad record before the last one, is damage.
+fn parse(bytes: &[u8], path: &Path) -> Result<Parsed, NodeError> {
+    let without_materialization =
+        bytes.len() >= HEADER_BYTES && bytes[..HEADER_BYTES] == header_of(VERSION_WITHOUT_MATERIALIZATION)[..];
+    if bytes.len() < HEADER_BYTES || (bytes[..HEADER_BYTES] != header()[..] && !without_materialization) {
+        return Err(damaged(path, "not a timeline creation log (bad header)".to_owned()));
+    }
+    let body = &bytes[HEADER_BYTES..];
+    let mut logged = HashMap::new();
+    let mut materialized = HashSet::new();
+    let mut records = 0usize;
+    let mut good_bytes = HEADER_BYTES;
+    for (index, chunk) in body.chunks(RECORD_BYTES).enumerate() {
+        let last = (index + 1) * RECORD_BYTES >= body.len();
+        let record = (chunk.len() == RECORD_BYTES).then(|| Record::decode(chunk)).flatten();
+        match record {
+            Some(record) => apply(record, &mut logged, &mut materialized),
+            None if last => {
+                tracing::warn!(
+                    path = %path.display(),
+                    offset = good_bytes,
+                    "a torn last record of the timeline creation log (an append cut short)"
+                );
+                break;
+            }
+            None => {
+                return Err(damaged(
+                    path,
+                    format!("a bad record at offset {good_bytes}, before the last one"),
+                ))
+            }
+        }
+        records += 1;
+        good_bytes += RECORD_BYTES;
+    }
+    if without_materialization {
+        // Every creation of version 1 made its directory durable before it was acknowledged.
+        materialized = logged.keys().copied().collect();
+    }
+    Ok(Parsed {
+        logged,
+        materialized,
+        records,
+        good_bytes,
+        without_materialization,
+    })
+}
+
+/// The timelines the creation log of the safekeeper data directory `data_dir` holds (those its node serves, or
+/// rebuilds: see the node's module doc), each with whether it was materialized (it wrote: its directory was made
+/// durable), read without changing the file; empty if there is no log. For tools and tests that look at a
+/// stopped, or running, node's data directory.
+pub fn logged_timelines(data_dir: &Path) -> Result<std::collections::BTreeMap<TimelineKey, bool>, NodeError> {
+    let path = data_dir.join(CREATION_LOG_FILE_NAME);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(error) => return Err(io_error(&path)(error)),
+    };
+    let parsed = parse(&bytes, &path)?;
+    Ok(parsed
+        .logged
+        .keys()
+        .map(|key| (*key, parsed.materialized.contains(key)))
+        .collect())
 }
 
 impl CreationLog {
@@ -168,41 +287,13 @@ impl CreationLog {
             .map_err(io_error(&path))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io_error(&path))?;
-        if bytes.len() < HEADER_BYTES || bytes[..HEADER_BYTES] != header()[..] {
-            return Err(damaged(&path, "not a timeline creation log (bad header)".to_owned()));
-        }
-        let body = &bytes[HEADER_BYTES..];
-        let mut logged = HashMap::new();
-        let mut records = 0usize;
-        let mut good_bytes = HEADER_BYTES;
-        for (index, chunk) in body.chunks(RECORD_BYTES).enumerate() {
-            let last = (index + 1) * RECORD_BYTES >= body.len();
-            let record = (chunk.len() == RECORD_BYTES).then(|| Record::decode(chunk)).flatten();
-            match record {
-                Some(Record::Created(key, lsn)) => {
-                    logged.insert(key, lsn);
-                }
-                Some(Record::Deleted(key)) => {
-                    logged.remove(&key);
-                }
-                None if last => {
-                    tracing::warn!(
-                        path = %path.display(),
-                        offset = good_bytes,
-                        "cutting a torn last record of the timeline creation log (an append cut short)"
-                    );
-                    break;
-                }
-                None => {
-                    return Err(damaged(
-                        &path,
-                        format!("a bad record at offset {good_bytes}, before the last one"),
-                    ))
-                }
-            }
-            records += 1;
-            good_bytes += RECORD_BYTES;
-        }
+        let Parsed {
+            logged,
+            materialized,
+            records,
+            good_bytes,
+            without_materialization,
+        } = parse(&bytes, &path)?;
         if good_bytes < bytes.len() {
             file.set_len(good_bytes as u64).map_err(io_error(&path))?;
             if durability == Durability::Fsync {
@@ -215,9 +306,10 @@ impl CreationLog {
             len_bytes: good_bytes as u64,
             durability,
             logged,
+            materialized,
             poisoned: false,
         };
-        if records > 2 * log.logged.len() + REWRITE_SLACK_RECORDS {
+        if without_materialization || records > 3 * log.logged.len() + REWRITE_SLACK_RECORDS {
             log.rewrite()?;
         }
         Ok(log)
@@ -231,6 +323,11 @@ impl CreationLog {
     /// Whether `key`'s last record is a creation.
     pub(super) fn is_logged(&self, key: &TimelineKey) -> bool {
         self.logged.contains_key(key)
+    }
+
+    /// Whether `key` is logged and its directory was made durable.
+    pub(super) fn is_materialized(&self, key: &TimelineKey) -> bool {
+        self.materialized.contains(key)
     }
 
     /// Appends `records` and fdatasyncs them: durable when this returns `Ok`. A failure poisons the log.
@@ -260,25 +357,22 @@ impl CreationLog {
         }
         self.len_bytes += bytes.len() as u64;
         for record in records {
-            match *record {
-                Record::Created(key, lsn) => {
-                    self.logged.insert(key, lsn);
-                }
-                Record::Deleted(key) => {
-                    self.logged.remove(&key);
-                }
-            }
+            apply(*record, &mut self.logged, &mut self.materialized);
         }
         Ok(())
     }
 
-    /// Replaces the file by one holding a creation record per logged timeline (atomically).
+    /// Replaces the file by one holding a creation record per logged timeline, each followed by a
+    /// materialization record if it is materialized (atomically; in the current version).
     fn rewrite(&mut self) -> Result<(), NodeError> {
         let mut keys: Vec<_> = self.logged.iter().map(|(&key, &lsn)| (key, lsn)).collect();
         keys.sort_unstable();
         let mut bytes = header();
         for (key, lsn) in keys {
             Record::Created(key, lsn).encode(&mut bytes);
+            if self.materialized.contains(&key) {
+                Record::Materialized(key).encode(&mut bytes);
+            }
         }
         fsio::write_atomic(&self.path, &bytes, self.durability).map_err(from_fsio)?;
         self.file = OpenOptions::new()
@@ -310,6 +404,30 @@ mod tests {
         drop(log);
         let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
         assert_eq!(log.logged(), &HashMap::from([(key(1, 3), Lsn(0x200))]));
+    }
+
+    #[test]
+    fn materializations_count_only_for_the_logged_creation_they_follow_and_survive_a_rewrite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(logged_timelines(dir.path()).expect("no log").is_empty());
+        let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("open");
+        log.append(&[Record::Created(key(1, 2), Lsn(0x100))]).expect("append");
+        log.append(&[Record::Created(key(1, 3), Lsn(0x200))]).expect("append");
+        log.append(&[Record::Materialized(key(1, 2))]).expect("append");
+        // A write that raced its timeline's deletion: ignored.
+        log.append(&[Record::Deleted(key(1, 3)), Record::Materialized(key(1, 3))])
+            .expect("append");
+        // Made again: not materialized until it writes again.
+        log.append(&[Record::Created(key(1, 3), Lsn(0x300))]).expect("append");
+        assert!(log.is_materialized(&key(1, 2)) && !log.is_materialized(&key(1, 3)));
+        let expected = std::collections::BTreeMap::from([(key(1, 2), true), (key(1, 3), false)]);
+        assert_eq!(logged_timelines(dir.path()).expect("read"), expected);
+        log.rewrite().expect("rewrite");
+        drop(log);
+        assert_eq!(logged_timelines(dir.path()).expect("read"), expected);
+        let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
+        assert!(log.is_materialized(&key(1, 2)) && !log.is_materialized(&key(1, 3)));
+        assert_eq!(log.logged().get(&key(1, 3)), Some(&Lsn(0x300)));
     }
 
     #[test]

@@ -20,15 +20,15 @@
 //!
 //! # Creation
 //!
-//! [`SafekeeperNode::create_timeline_blocking`] makes the timeline's directories and empty first segment without
-//! syncing them and commits with one record appended to the creation log and fdatasynced (`creations`, which
-//! has the crash argument), while a second thread fsyncs the directories above the new one: two flushes at
-//! once instead of three in turn. The timeline has no control file until it first votes; that write, or its
-//! first WAL sync, fsyncs its own directory first. At open, a logged
-//! timeline whose directory has no control file is loaded in its initial state (term 0, no WAL); a logged
-//! timeline with no directory at all is a lost copy (not loaded; a pull rebuilds it: it may have voted before
-//! it was lost); a directory without a control file that the log does not name is a creation cut short before
-//! its record: not loaded, and taken over by the next `CreateTimeline` of that id.
+//! [`SafekeeperNode::create_timeline_blocking`] makes no file: it commits with one record appended to the
+//! creation log and fdatasynced (`creations`, which has the crash argument). The timeline's directory, with its
+//! empty first segment, is made by its first write (the first vote's control file) and made durable with the
+//! directories above it before that write returns; then a materialization record is logged, before the write
+//! is acknowledged (`filestore::create_timeline_deferred`). At open, a logged timeline whose directory has no
+//! control file, or that has no directory and is not materialized, is loaded in its initial state (term 0, no
+//! WAL); a materialized timeline with no directory at all is a lost copy (not loaded; a pull rebuilds it: it
+//! may have voted before it was lost); a directory without a control file that the log does not name is a
+//! creation cut short before its record: not loaded, and taken over by the next `CreateTimeline` of that id.
 //!
 //! # Deletion
 //!
@@ -83,7 +83,6 @@ mod replica;
 mod timeline;
 
 use std::collections::HashMap;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +103,7 @@ use creations::{CreationLog, Record};
 use dirs::{list_timeline_dirs, open_timeline_dir, remove_dir_durable, remove_tree_if_exists};
 use lock::DirLock;
 
-pub use creations::CREATION_LOG_FILE_NAME;
+pub use creations::{logged_timelines, CREATION_LOG_FILE_NAME};
 pub use dirs::TOMBSTONE_SUFFIX;
 pub use replica::{Installed, LocalCopy, PullGuard};
 pub use timeline::Timeline;
@@ -222,18 +221,34 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     }
 }
 
-/// The timeline `key` of the creation log whose directory has no control file at open: it never voted (a vote
-/// writes the control file first), so it is its initial state; made again from what the directory holds (at
-/// most an empty first segment), every directory above it to be synced by its first write.
-fn open_logged(config: &NodeConfig, key: TimelineKey, start_lsn: Lsn, lock: &Arc<DirLock>) -> Slot {
-    let tenant_dir = config.data_dir.join(key.0.to_string());
-    let dir = tenant_dir.join(key.1.to_string());
-    let parents = [tenant_dir.clone(), config.data_dir.clone()];
-    let opened = fs::create_dir_all(&tenant_dir)
+/// What a deferred timeline does once its directory is durable: logs its materialization (see `creations`).
+/// The log's lock is the innermost: taken under a timeline's acceptor lock, never the other way round.
+fn materialization(log: &Arc<Mutex<CreationLog>>, key: TimelineKey) -> filestore::OnDurable {
+    let log = Arc::clone(log);
+    Box::new(move || {
+        log.lock()
+            .append(&[Record::Materialized(key)])
+            .map_err(|error| safekeeper_core::protocol::StoreError::Io {
+                path: CREATION_LOG_FILE_NAME.to_owned(),
+                source: io::Error::other(error.to_string()),
+            })
+    })
+}
+
+/// The timeline `key` of the creation log that never voted (its directory has no control file, or it has no
+/// directory and is not materialized: a vote writes the control file first, and logs the materialization before
+/// it is acknowledged), so it is its initial state; made again from what the directory holds (at most an empty
+/// first segment), or with no file until its first write.
+fn open_logged(
+    config: &NodeConfig,
+    key: TimelineKey,
+    start_lsn: Lsn,
+    lock: &Arc<DirLock>,
+    log: &Arc<Mutex<CreationLog>>,
+) -> Slot {
+    let dir = config.data_dir.join(key.0.to_string()).join(key.1.to_string());
+    let opened = filestore::create_timeline_deferred(&dir, start_lsn, &config.store, materialization(log, key))
         .map_err(|e| e.to_string())
-        .and_then(|()| {
-            filestore::create_timeline_unsynced(&dir, start_lsn, &parents, &config.store).map_err(|e| e.to_string())
-        })
         .and_then(|(control, wal, store)| Acceptor::new(control, wal, store).map_err(|e| e.to_string()));
     match opened {
         Ok(acceptor) => {
@@ -242,6 +257,7 @@ fn open_logged(config: &NodeConfig, key: TimelineKey, start_lsn: Lsn, lock: &Arc
                 tenant = %key.0,
                 timeline = %key.1,
                 %start_lsn,
+                files = dir.is_dir(),
                 "opened a logged timeline in its initial state (no control file written yet)"
             );
             Slot::Ready(Arc::new(Timeline::new(key, acceptor, Arc::clone(lock))))
@@ -267,8 +283,11 @@ pub struct SafekeeperNode {
     config: NodeConfig,
     timelines: RwLock<HashMap<TimelineKey, Slot>>,
     /// Serializes timeline creations, deletions and replica installs (each is a few fsyncs; the map lock is
-    /// never held across them), and holds the creation log they append to.
-    create_lock: Mutex<CreationLog>,
+    /// never held across them). Taken before a timeline's acceptor lock.
+    create_lock: Mutex<()>,
+    /// The creation log: appended to by creations and deletions (under `create_lock`) and by a deferred
+    /// timeline's first write (under its acceptor lock). The innermost lock: nothing is locked under it.
+    log: Arc<Mutex<CreationLog>>,
     lock: Arc<DirLock>,
     shutdown: watch::Sender<bool>,
     /// When the node opened (the quiet period runs from here).
@@ -288,13 +307,18 @@ impl SafekeeperNode {
         let data_dir = config.data_dir.clone();
         create_dir_durable(&data_dir, config.store.durability)?;
         let lock = Arc::new(DirLock::acquire(&data_dir)?);
-        let log = CreationLog::open(&data_dir, config.store.durability)?;
+        let log = Arc::new(Mutex::new(CreationLog::open(&data_dir, config.store.durability)?));
         let mut timelines = HashMap::new();
-        let mut logged_without_dir = log.logged().clone();
+        let mut logged_without_dir = log.lock().logged().clone();
+        // Logged timelines with a control file whose materialization record a crash cut off.
+        let mut unrecorded = Vec::new();
         for (key, dir) in list_timeline_dirs(&data_dir)? {
             let logged_start = logged_without_dir.remove(&key);
             match open_timeline_dir(&dir, &config.store) {
                 Ok(Some(acceptor)) => {
+                    if logged_start.is_some() && !log.lock().is_materialized(&key) {
+                        unrecorded.push(Record::Materialized(key));
+                    }
                     let timeline = Timeline::new(key, acceptor, Arc::clone(&lock));
                     tracing::info!(
                         node = config.node_id,
@@ -308,7 +332,7 @@ impl SafekeeperNode {
                 }
                 Ok(None) => match logged_start {
                     Some(start_lsn) => {
-                        let slot = open_logged(&config, key, start_lsn, &lock);
+                        let slot = open_logged(&config, key, start_lsn, &lock, &log);
                         timelines.insert(key, slot);
                     }
                     None => tracing::warn!(
@@ -323,11 +347,16 @@ impl SafekeeperNode {
                 }
             }
         }
-        // Logged timelines with no directory at all are lost copies, never made again here: the copy may have
-        // voted before it was lost (its first vote made its directory durable, so no crash removes it), and an
-        // empty copy would have forgotten the promise. A pull rebuilds them after the quiet period, with the
-        // highest term any peer promised.
+        log.lock().append(&unrecorded)?;
+        // Materialized timelines with no directory at all are lost copies, never made again here: the copy may
+        // have voted before it was lost (its first vote made its directory durable, so no crash removes it), and
+        // an empty copy would have forgotten the promise. A pull rebuilds them after the quiet period, with the
+        // highest term any peer promised. One never materialized never voted: it has no file until it does.
         for (key, start_lsn) in logged_without_dir {
+            if !log.lock().is_materialized(&key) {
+                timelines.insert(key, open_logged(&config, key, start_lsn, &lock, &log));
+                continue;
+            }
             tracing::warn!(
                 node = config.node_id,
                 tenant = %key.0,
@@ -345,7 +374,8 @@ impl SafekeeperNode {
         Ok(SafekeeperNode {
             config,
             timelines: RwLock::new(timelines),
-            create_lock: Mutex::new(log),
+            create_lock: Mutex::new(()),
+            log,
             lock,
             shutdown: watch::Sender::new(false),
             opened_at: std::time::Instant::now(),
@@ -430,14 +460,14 @@ impl SafekeeperNode {
         }
     }
 
-    /// Creates the timeline `key` whose WAL starts at `start_lsn`, durably (one fdatasync of the creation log:
-    /// see the module doc); blocks on disk I/O. Idempotent
-    /// for the same start LSN; `AlreadyExists` for another.
+    /// Creates the timeline `key` whose WAL starts at `start_lsn`, durably (one fdatasync of the creation log,
+    /// and no file of its own until its first write: see the module doc); blocks on disk I/O. Idempotent for
+    /// the same start LSN; `AlreadyExists` for another.
     pub fn create_timeline_blocking(&self, key: TimelineKey, start_lsn: Lsn) -> Result<Arc<Timeline>, NodeError> {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let mut log = self.create_lock.lock();
+        let _creating = self.create_lock.lock();
         match self.timeline(key) {
             Ok(timeline) if timeline.start_lsn == start_lsn => return Ok(timeline),
             Ok(timeline) => {
@@ -450,22 +480,14 @@ impl SafekeeperNode {
             Err(NodeError::NotFound { .. }) => {}
             Err(other) => return Err(other),
         }
-        // The log record is the commit point (see `creations`). At once with its fdatasync, on a second thread,
-        // the directories above the new one are fsynced (the tenant directory, and the data directory for a new
-        // tenant), so a copy acknowledged is never lost to a crash: two flushes overlapping, not in turn. The
-        // timeline's own directory (its first segment's entry) is fsynced by its first control file write or
-        // WAL sync.
-        let tenant_dir = self.config.data_dir.join(key.0.to_string());
-        let mut parents = vec![tenant_dir.clone()];
-        if !tenant_dir.is_dir() {
-            fs::create_dir_all(&tenant_dir).map_err(io_error(&tenant_dir))?;
-            parents.push(self.config.data_dir.clone());
-        }
+        // The log record is the commit point (see `creations`). A directory found here (a creation cut short
+        // before its record) is taken over; none is made.
         let dir = self.timeline_dir(key);
-        let (control, wal, store) = filestore::create_timeline_unsynced(&dir, start_lsn, &[], &self.config.store)
-            .map_err(AcceptorError::from)?;
+        let (control, wal, store) =
+            filestore::create_timeline_deferred(&dir, start_lsn, &self.config.store, materialization(&self.log, key))
+                .map_err(AcceptorError::from)?;
         if control.timeline_start_lsn != start_lsn {
-            // `create_timeline_unsynced` checks this too; a directory left by a crash holds whatever it holds.
+            // `create_timeline_deferred` checks this too; a directory left by a crash holds whatever it holds.
             return Err(NodeError::AlreadyExists {
                 key,
                 existing: control.timeline_start_lsn,
@@ -473,28 +495,11 @@ impl SafekeeperNode {
             });
         }
         let acceptor = Acceptor::new(control, wal, store)?;
-        let durability = self.config.store.durability;
-        let record = (log.logged().get(&key) != Some(&start_lsn)).then_some(Record::Created(key, start_lsn));
-        let (appended, synced) = std::thread::scope(|scope| {
-            let syncing = scope.spawn(|| {
-                parents.iter().try_for_each(|parent| {
-                    fsio::sync_dir(parent, durability).map_err(|e| NodeError::Io {
-                        path: e.path,
-                        source: e.source,
-                    })
-                })
-            });
-            let appended = log.append(record.as_slice());
-            (appended, syncing.join())
-        });
-        appended?;
-        synced.unwrap_or_else(|_| {
-            Err(NodeError::Io {
-                path: tenant_dir.clone(),
-                source: io::Error::other("the thread syncing the new directories panicked"),
-            })
-        })?;
-        drop(log);
+        {
+            let mut log = self.log.lock();
+            let record = (log.logged().get(&key) != Some(&start_lsn)).then_some(Record::Created(key, start_lsn));
+            log.append(record.as_slice())?;
+        }
         let timeline = Arc::new(Timeline::new(key, acceptor, Arc::clone(&self.lock)));
         self.timelines.write().insert(key, Slot::Ready(Arc::clone(&timeline)));
         tracing::info!(node = self.config.node_id, tenant = %key.0, timeline = %key.1, %start_lsn, "created timeline");
@@ -519,10 +524,13 @@ impl SafekeeperNode {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let mut log = self.create_lock.lock();
+        let _deleting = self.create_lock.lock();
         // First, so that a timeline the log made is never made again at open once its directory goes.
-        if log.is_logged(&key) {
-            log.append(&[Record::Deleted(key)])?;
+        {
+            let mut log = self.log.lock();
+            if log.is_logged(&key) {
+                log.append(&[Record::Deleted(key)])?;
+            }
         }
         let slot = self.timelines.write().remove(&key);
         if let Some(Slot::Ready(timeline)) = &slot {
@@ -557,11 +565,14 @@ impl SafekeeperNode {
         if self.is_shut_down() {
             return Err(NodeError::ShuttingDown);
         }
-        let mut log = self.create_lock.lock();
-        let mut logged: Vec<TimelineKey> = log.logged().keys().filter(|key| key.0 == tenant).copied().collect();
-        logged.sort_unstable();
-        let deleted: Vec<Record> = logged.into_iter().map(Record::Deleted).collect();
-        log.append(&deleted)?;
+        let _deleting = self.create_lock.lock();
+        {
+            let mut log = self.log.lock();
+            let mut logged: Vec<TimelineKey> = log.logged().keys().filter(|key| key.0 == tenant).copied().collect();
+            logged.sort_unstable();
+            let deleted: Vec<Record> = logged.into_iter().map(Record::Deleted).collect();
+            log.append(&deleted)?;
+        }
         let slots: Vec<Slot> = {
             let mut timelines = self.timelines.write();
             let keys: Vec<TimelineKey> = timelines.keys().filter(|key| key.0 == tenant).copied().collect();

@@ -160,7 +160,14 @@ impl SafekeeperNode {
                     return Ok(Installed::NotNeeded(timeline));
                 }
                 raise_staged_control(&staging, &current, copy_position.1, durability)?;
-                swap_dirs(&dir, &staging, &tenant_dir, durability)?;
+                if dir.exists() {
+                    swap_dirs(&dir, &staging, &tenant_dir, durability)?;
+                } else {
+                    // A timeline that has not written yet has no directory (see `create_timeline_deferred`); its
+                    // acceptor lock, held here, keeps it from making one.
+                    fs::rename(&staging, &dir).map_err(io_error(&staging))?;
+                    sync_dir_node(&tenant_dir, durability)?;
+                }
                 timeline.deleted.send_replace(true);
                 drop(acceptor);
             }
@@ -172,6 +179,13 @@ impl SafekeeperNode {
                     fs::rename(&staging, &dir).map_err(io_error(&staging))?;
                     sync_dir_node(&tenant_dir, durability)?;
                 }
+            }
+        }
+        // The directory is durable with its control file: a later loss of it reads as a lost copy.
+        {
+            let mut log = self.log.lock();
+            if log.is_logged(&key) && !log.is_materialized(&key) {
+                log.append(&[super::creations::Record::Materialized(key)])?;
             }
         }
         let timeline = match open_timeline_dir(&dir, &self.config.store) {
