@@ -162,6 +162,8 @@ struct LocalStorage {
     local_safekeepers: walproposer::LocalSafekeepers,
     pageserver: tokio::task::JoinHandle<()>,
     pageserver_address: String,
+    /// The same pageserver's management service, for the control plane to call without TCP.
+    local_pageserver: walproposer::PeerService,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -223,17 +225,24 @@ impl LocalStorage {
             .context("listening for the pageserver")?;
         let pageserver_address = listener.local_addr().context("reading the bound address")?.to_string();
         let shutdown = stopped(stop_rx);
+        let (local_tx, local_rx) = tokio::sync::oneshot::channel();
         let pageserver = tokio::spawn(async move {
-            if let Err(error) = pageserver::runner::run(manager, config, listener, shutdown).await {
+            let served = pageserver::runner::run_with_local(manager, config, listener, shutdown, Some(local_tx)).await;
+            if let Err(error) = served {
                 tracing::error!(%error, "the pageserver stopped serving");
             }
         });
+        let management = local_rx
+            .await
+            .context("the pageserver stopped before it started serving")?;
+        let local_pageserver = walproposer::in_process(management, tokio::runtime::Handle::current());
         Ok(LocalStorage {
             safekeepers,
             safekeeper_addresses,
             local_safekeepers: walproposer::LocalSafekeepers::new(tokio::runtime::Handle::current(), local_services),
             pageserver,
             pageserver_address,
+            local_pageserver,
             stop,
         })
     }
@@ -242,6 +251,7 @@ impl LocalStorage {
     async fn stop(self) {
         // The in-process services hold the nodes: let go of them so `close` sees the nodes free.
         drop(self.local_safekeepers);
+        drop(self.local_pageserver);
         let _ = self.stop.send(true);
         let _ = self.pageserver.await;
         for (node, task) in self.safekeepers {
@@ -313,6 +323,7 @@ async fn serve_api(
     pageservers: Vec<String>,
     safekeepers: Vec<String>,
     local_safekeepers: walproposer::LocalSafekeepers,
+    local_pageserver: Option<walproposer::PeerService>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     what: &str,
 ) -> Result<()> {
@@ -338,6 +349,7 @@ async fn serve_api(
     .context("starting the PostgreSQL listener")?;
     let pg_address = host.address();
     let host = Arc::new(host);
+    let first_pageserver = pageservers.first().cloned().unwrap_or_default();
     let backend = Backend::new(&BackendConfig {
         pageservers,
         safekeepers,
@@ -347,6 +359,12 @@ async fn serve_api(
     })
     .context("configuring the storage clients")?
     .with_local_safekeepers(&local_safekeepers);
+    let backend = match local_pageserver {
+        Some(service) => backend
+            .with_local_pageserver(&first_pageserver, service)
+            .context("calling the pageserver in process")?,
+        None => backend,
+    };
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
@@ -483,6 +501,7 @@ pub async fn up(
         vec![storage.pageserver_address.clone()],
         storage.safekeeper_addresses.clone(),
         storage.local_safekeepers.clone(),
+        Some(storage.local_pageserver.clone()),
         shutdown,
         "up",
     )
@@ -507,7 +526,7 @@ pub async fn api(
         anyhow::ensure!(seen.insert(address), "--pageservers names {address} twice");
     }
     let remote_only = walproposer::LocalSafekeepers::none();
-    serve_api(&options, pageservers, safekeepers, remote_only, shutdown, "api").await
+    serve_api(&options, pageservers, safekeepers, remote_only, None, shutdown, "api").await
 }
 
 /// What `cambium keys` does.

@@ -85,7 +85,7 @@ pub struct TimelineState {
 #[derive(Debug, Clone)]
 struct PageserverClients {
     address: String,
-    management: ManagementClient<Channel>,
+    management: ManagementClient<PeerService>,
     pages: PageServiceClient<Channel>,
 }
 
@@ -195,7 +195,7 @@ impl Backend {
                 let channel = endpoint(address, config)?.connect_lazy();
                 Ok(PageserverClients {
                     address: address.clone(),
-                    management: ManagementClient::new(channel.clone()),
+                    management: ManagementClient::new(walproposer::over_grpc(channel.clone())),
                     pages: PageServiceClient::new(channel),
                 })
             })
@@ -231,6 +231,16 @@ impl Backend {
             timeout: Duration::from_millis(config.request_timeout_ms),
             pull_timeout: Duration::from_millis(config.pull_timeout_ms),
         })
+    }
+
+    /// Calls the management service of the configured pageserver at `address` in this process, through
+    /// `service` (see `walproposer::in_process`; each call bounded as a channel's is): a branch creation's and a
+    /// restore's pageserver calls without HTTP/2 and the loopback round trip, as `cambium up` runs its
+    /// pageserver. The page service stays on gRPC. `Unavailable` if no configured pageserver is at `address`.
+    pub fn with_local_pageserver(mut self, address: &str, service: PeerService) -> Result<Backend, BackendError> {
+        let index = self.pageserver_index(address)?;
+        self.pageservers[index].management = ManagementClient::new(walproposer::bounded(service, self.timeout));
+        Ok(self)
     }
 
     /// Calls the safekeepers of `local` that are among the configured ones in this process, through their
@@ -1061,7 +1071,7 @@ impl Backend {
 /// tenant's placement says, and each idempotent (what is done already is success).
 impl Backend {
     /// The management client of configured pageserver `address`.
-    fn management_of(&self, address: &str) -> Result<ManagementClient<Channel>, BackendError> {
+    fn management_of(&self, address: &str) -> Result<ManagementClient<PeerService>, BackendError> {
         Ok(self.pageservers[self.pageserver_index(address)?].management.clone())
     }
 

@@ -12,7 +12,10 @@ use std::time::Duration;
 use storage::{PageCache, TenantId, TimelineConfig, TimelineId};
 use tokio::sync::watch;
 
+use proto::pageserver::management_server::ManagementServer;
+
 use crate::background::{self, BackgroundConfig};
+use crate::management::ManagementHandler;
 use crate::remote::{self, LayerDownloader, RemoteStorage, Uploader, UploaderConfig};
 use crate::tenants::{PageserverError, TenantManager};
 use crate::wal_receiver::{self, WalReceiverConfig};
@@ -99,9 +102,21 @@ pub async fn open(config: &PageserverConfig) -> Result<Arc<TenantManager>, Pages
 /// Serves until `shutdown` resolves: gRPC on `listener`, a receiver per timeline, background work.
 pub async fn run(
     manager: Arc<TenantManager>,
+    config: PageserverConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    run_with_local(manager, config, listener, shutdown, None).await
+}
+
+/// [`run`], also handing `local` the management service it serves (the same handler, with the same remote
+/// storage), for a caller in this process to call without TCP (`cambium up`'s control plane).
+pub async fn run_with_local(
+    manager: Arc<TenantManager>,
     mut config: PageserverConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    local: Option<tokio::sync::oneshot::Sender<ManagementServer<ManagementHandler>>>,
 ) -> Result<(), tonic::transport::Error> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let uploader = config
@@ -111,6 +126,14 @@ pub async fn run(
     let upload_queue = uploader.as_ref().map(Uploader::queue);
     let remote_consistent_lsns = uploader.as_ref().map(Uploader::remote_consistent_lsns);
     let remote = remote_consistent_lsns.clone().zip(upload_queue.clone());
+    if let Some(local) = local {
+        // The receiver is gone only if the caller stopped waiting: then nobody calls in process.
+        let _ = local.send(
+            ManagementHandler::new(Arc::clone(&manager))
+                .with_remote(remote.clone())
+                .into_server(),
+        );
+    }
     config.receiver.remote_consistent_lsns = remote_consistent_lsns.clone();
     let uploader = uploader.map(|uploader| tokio::spawn(uploader.run(stop_rx.clone())));
     let background = tokio::spawn(background::run(

@@ -12,4 +12,4 @@ pub mod transport;
 pub mod wire;
 
 pub use client::{WalProposer, WalProposerConfig, WalProposerError};
-pub use transport::{bounded, over_grpc, InProcessAppend, LocalPeer, LocalSafekeepers, PeerService};
+pub use transport::{bounded, in_process, over_grpc, InProcessAppend, LocalPeer, LocalSafekeepers, PeerService};

@@ -163,8 +163,11 @@ pub fn bounded(service: PeerService, timeout: std::time::Duration) -> PeerServic
     }))
 }
 
-/// A service called in this process, each call spawned on `runtime`, as a [`PeerService`].
-fn in_process<S>(service: S, runtime: tokio::runtime::Handle) -> PeerService
+/// A tonic service called in this process, each call spawned on `runtime` (the one the service would serve on
+/// behind its TCP listener), as a [`PeerService`]: the same contract as over gRPC without HTTP/2, TCP or
+/// connection tasks. Used for the co-located safekeepers, and by `cambium up` for its pageserver's management
+/// service.
+pub fn in_process<S>(service: S, runtime: tokio::runtime::Handle) -> PeerService
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
         + Clone
@@ -188,4 +191,35 @@ where
 /// A gRPC channel, as a [`PeerService`].
 pub fn over_grpc(channel: tonic::transport::Channel) -> PeerService {
     BoxCloneSyncService::new(channel.map_err(|error| TransportError(Box::new(error))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call to an in-process service that never answers fails once its bound passes (a gRPC channel's own
+    /// timeout does this over TCP); one that answers in time gets its response.
+    #[tokio::test]
+    async fn a_bounded_call_that_gets_no_response_fails_at_its_bound() {
+        let silent: PeerService = BoxCloneSyncService::new(tower::service_fn(|_request: http::Request<Body>| {
+            std::future::pending::<Result<http::Response<Body>, TransportError>>()
+        }));
+        let bound = std::time::Duration::from_millis(50);
+        let started = std::time::Instant::now();
+        let error = bounded(silent, bound)
+            .oneshot(http::Request::new(Body::empty()))
+            .await
+            .expect_err("no response");
+        assert!(started.elapsed() >= bound, "failed only at the bound");
+        assert!(error.to_string().contains("within 50 ms"), "{error}");
+        let answering: PeerService =
+            BoxCloneSyncService::new(tower::service_fn(|_request: http::Request<Body>| async {
+                Ok::<_, TransportError>(http::Response::new(Body::empty()))
+            }));
+        let response = bounded(answering, bound)
+            .oneshot(http::Request::new(Body::empty()))
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), http::StatusCode::OK);
+    }
 }
