@@ -11,6 +11,8 @@
 //! deletion appends its record before its directory goes, so no deleted timeline comes back from the log. Every
 //! case ends with the timeline voting and taking WAL, and a second reopen keeping what it acknowledged.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,6 @@ use bytes::Bytes;
 use cambium_types::{Durability, Key, Lsn, Patch, TenantId, TimelineId, Value, WalRecord};
 use safekeeper::filestore::{segment_file_name, FileStoreConfig, CONTROL_FILE_NAME};
 use safekeeper::node::{NodeConfig, NodeError, SafekeeperNode, CREATION_LOG_FILE_NAME};
-use safekeeper_core::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
 
 const START: Lsn = Lsn(0x100);
 const TENANT: TenantId = TenantId(0xabc);
@@ -65,27 +66,7 @@ fn assert_absent(node: &SafekeeperNode, what: &str) {
 /// Votes for term 1, is elected, appends one frame and syncs it; returns the flush LSN.
 fn vote_elect_append(node: &SafekeeperNode, what: &str) -> Lsn {
     let timeline = node.timeline(KEY).unwrap_or_else(|e| panic!("{what}: {e}"));
-    timeline
-        .run_blocking(|acceptor| {
-            assert!(acceptor.vote(VoteRequest { term: 1 }).expect("vote").granted, "{what}");
-            acceptor
-                .elected(ElectedRequest {
-                    term: 1,
-                    history: TermHistory::default().with(TermSwitch { term: 1, lsn: START }),
-                    start_streaming_at: START,
-                })
-                .expect("elected");
-            acceptor
-                .append(&AppendRequest {
-                    term: 1,
-                    begin_lsn: START,
-                    data: frame(),
-                    commit_lsn: START,
-                })
-                .expect("append");
-            acceptor.sync().expect("sync").flush_lsn
-        })
-        .expect("run")
+    common::vote_elect_append(&timeline, START, frame(), what)
 }
 
 /// After `vote_elect_append` and a reopen: term 1 and the WAL kept.

@@ -19,6 +19,8 @@
 //! completes; staging directories left by a crash are installed or removed at open; a `WalProposer` takes in a
 //! replica pulled mid-run and commits with it.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -1031,29 +1033,7 @@ async fn idle_timelines_let_their_segment_files_go() {
             .create_timeline_blocking((TenantId(0xF0), TimelineId(u128::from(i) + 1)), START)
             .expect("create");
         // A timeline has no segment file until it writes.
-        timeline
-            .run_blocking(|acceptor| {
-                use safekeeper_core::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
-                acceptor.vote(VoteRequest { term: 1 }).expect("vote");
-                acceptor
-                    .elected(ElectedRequest {
-                        term: 1,
-                        history: TermHistory::default().with(TermSwitch { term: 1, lsn: START }),
-                        start_streaming_at: START,
-                    })
-                    .expect("elected");
-                let data = frame(1);
-                acceptor
-                    .append(&AppendRequest {
-                        term: 1,
-                        begin_lsn: START,
-                        data,
-                        commit_lsn: START,
-                    })
-                    .expect("append");
-                acceptor.sync().expect("sync");
-            })
-            .expect("run");
+        common::vote_elect_append(&timeline, START, frame(1), "an idle timeline");
     }
     let with_files = count_fds();
     assert_eq!(
