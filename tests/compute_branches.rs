@@ -215,10 +215,16 @@ async fn a_new_branch_reads_before_its_election_and_commits_only_once_elected_at
     // A store that campaigns first cannot start at all then.
     assert!(RemotePageStore::start(unreachable).await.is_err());
 
-    // With the safekeepers: reads at once, then the first commit goes through once elected.
-    let branch = RemotePageStore::start_new_branch(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
+    // With the safekeepers, its campaign deferred (as a host starts the stores of the branches it makes): reads
+    // at once and no election until the first commit, which campaigns, waits for the election and goes through.
+    let branch = RemotePageStore::start_new_branch_deferred(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
     register_database("np-branch", branch.clone())?;
     assert_eq!(with_db("np-branch", |c| ids(c)).await?, (0..300).collect::<Vec<_>>());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !branch.is_elected(),
+        "a deferred campaign began without a session or a commit"
+    );
     with_db("np-branch", |c| insert(c, 1000..1050, "branch")).await?;
     assert!(branch.is_elected());
     assert_eq!(branch.failure(), None);
@@ -229,8 +235,20 @@ async fn a_new_branch_reads_before_its_election_and_commits_only_once_elected_at
     assert!(unregister_database("np-branch"));
     drop(branch);
 
-    // Started as new although its WAL goes on past the branch point: the election tells, the store fails, and
-    // a commit on what it read is refused.
+    // Started as new although its WAL goes on past the branch point: the election tells (once the deferred
+    // campaign begins), the store fails, and a commit on what it read is refused.
+    let deferred = RemotePageStore::start_new_branch_deferred(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
+    assert_eq!(
+        failure_within(&deferred, 1).await,
+        None,
+        "failed before its campaign began"
+    );
+    deferred.campaign();
+    let reason = failure_within(&deferred, 20)
+        .await
+        .expect("the store fails once elected past its branch point");
+    assert!(reason.contains("past its branch point"), "{reason}");
+    drop(deferred);
     let stale = RemotePageStore::start_new_branch(cluster.store_config(BRANCH, branch_lsn, 5_000)).await?;
     register_database("np-stale", stale.clone())?;
     let reason = failure_within(&stale, 20)

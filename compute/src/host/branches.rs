@@ -254,10 +254,11 @@ impl HostShared {
             }
         }
         // Only the first start may read before its election: after it (a failure, an idle stop) the timeline may
-        // have WAL of its own.
+        // have WAL of its own. Its campaign begins with its first session ([`RemotePageStore::campaign`]) or
+        // commit: a branch made and never used costs no election.
         let config = self.store_config(&branch.target);
         let started = if branch.new_timeline.swap(false, Ordering::SeqCst) {
-            futures::executor::block_on(RemotePageStore::start_new_branch(config))
+            futures::executor::block_on(RemotePageStore::start_new_branch_deferred(config))
         } else {
             futures::executor::block_on(RemotePageStore::start(config))
         };

@@ -104,7 +104,10 @@ pub enum BranchStoreStart {
     /// On the branch's first session (which waits for the election and the database size).
     FirstSession,
     /// In the background when the branch is defined (at most [`BACKGROUND_STARTS_MAX`] at once; a branch
-    /// defined meanwhile starts on its first session), so the first session of a new branch rarely waits.
+    /// defined meanwhile starts on its first session), so the first session of a new branch rarely waits. A
+    /// new branch's store (`define_new_branch`) reads at once and campaigns only when its first session opens
+    /// (or it commits): the election overlaps that session's first statements, and a branch never used costs
+    /// none.
     WhenDefined,
 }
 
@@ -339,7 +342,7 @@ impl ComputeHost {
     pub async fn attach(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
         let branch = self.shared.define(name, target, false)?;
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || shared.ensure_started(&branch).map(drop))
+        tokio::task::spawn_blocking(move || shared.ensure_started(&branch).map(|store| store.campaign()))
             .await
             .map_err(|e| ComputeError::Task(e.to_string()))?
     }

@@ -119,8 +119,11 @@ impl SessionFactory for HostShared {
         // Held until the connection has the database open, so the idle-store reaper cannot stop the store
         // between its start and this open.
         let starting = branch.starting.lock();
-        self.ensure_started_holding(&branch, &starting)
+        let store = self
+            .ensure_started_holding(&branch, &starting)
             .map_err(|e| cannot_open(format!("{database}: {e}")))?;
+        // A new branch's election overlaps this session's first statements (its reads never wait for it).
+        store.campaign();
         // Opening reads page 1: if the store fails (or is closed) meanwhile, say why, not just "disk I/O error".
         vfs::clear_store_error();
         let opened = self

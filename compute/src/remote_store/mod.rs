@@ -243,6 +243,8 @@ pub struct RemotePageStore {
     /// The proposer (`Arc` so the runtime's tasks can hold it while the caller waits), or the election that will
     /// give it, or none: read-only at a fixed LSN.
     writer: Writer,
+    /// A new branch's campaign until it begins ([`RemotePageStore::campaign`]).
+    campaign: Mutex<Option<Campaign>>,
     /// How long a commit waits for an election under way ([`Writer::Electing`]) before it fails the store.
     election_wait: Duration,
     get_page_timeout: Duration,
@@ -312,7 +314,15 @@ enum Mode {
 enum Starting {
     Elected(Option<Arc<WalProposer>>),
     /// With the microseconds its `GetDbSize` took, counted with the election's once it ends.
-    Electing(Arc<WalProposer>, u128),
+    Electing(u128),
+}
+
+/// A new branch's campaign not begun yet ([`RemotePageStore::campaign`] begins it).
+struct Campaign {
+    proposer: WalProposerConfig,
+    election: Arc<Election>,
+    read_lsn: Lsn,
+    db_size_us: u128,
 }
 
 impl RemotePageStore {
@@ -330,7 +340,36 @@ impl RemotePageStore {
     /// The caller guarantees the timeline is new: created for this branch by the same request, no store of it
     /// started before. Any other start must use [`RemotePageStore::start`].
     pub async fn start_new_branch(config: RemotePageStoreConfig) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
+        let store = RemotePageStore::start_mode(config, Mode::NewBranch).await?;
+        store.campaign();
+        Ok(store)
+    }
+
+    /// [`RemotePageStore::start_new_branch`] without the campaign: the store reads at the branch point, and its
+    /// proposer starts and campaigns only on [`RemotePageStore::campaign`] or the first commit (which then waits
+    /// for the whole election). For a host that starts the stores of the branches it creates before anyone
+    /// connects: a branch nobody writes costs no election (and its safekeepers no file), and a burst of
+    /// creations is not slowed by their elections. The same guarantee is asked of the caller.
+    pub async fn start_new_branch_deferred(
+        config: RemotePageStoreConfig,
+    ) -> Result<Arc<RemotePageStore>, RemoteStoreError> {
         RemotePageStore::start_mode(config, Mode::NewBranch).await
+    }
+
+    /// Begins a new branch's campaign in the background unless it has begun (or the store did not start as a
+    /// new branch's, or is closed): idempotent, never waits. A host calls it when a session opens on the store,
+    /// so the election overlaps the client's first statements.
+    pub fn campaign(&self) {
+        let Some(campaign) = self.campaign.lock().take() else {
+            return;
+        };
+        if self.state.lock().closed {
+            campaign
+                .election
+                .decide(Err("the store was closed before its election".to_owned()));
+            return;
+        }
+        self.elect_in_background(campaign);
     }
 
     /// Starts a read-only store at `read_lsn` (time travel): no proposer, no election; every read is `GetPage`
@@ -378,8 +417,7 @@ impl RemotePageStore {
                 let ancestry = read::timeline_ancestry(channel, timeline.clone(), get_page_timeout);
                 let started = Instant::now();
                 if let Mode::NewBranch = mode {
-                    // Reads start at the branch point now; the election runs once the store exists.
-                    let proposer = Arc::new(WalProposer::start(config.proposer_config())?);
+                    // Reads start at the branch point now; the election runs once the store exists and campaigns.
                     let read_lsn = config.timeline_start_lsn;
                     let (db_size, ancestry) = tokio::join!(
                         get_db_size(pages.clone(), timeline, read_lsn, get_page_timeout),
@@ -389,13 +427,7 @@ impl RemotePageStore {
                     let db_size_us = started.elapsed().as_micros();
                     tracing::info!(?mode, %read_lsn, db_size_pages, ?ancestry, db_size_us,
                         "remote page store reading; its election goes on");
-                    return Ok((
-                        pages,
-                        Starting::Electing(proposer, db_size_us),
-                        read_lsn,
-                        db_size_pages,
-                        ancestry,
-                    ));
+                    return Ok((pages, Starting::Electing(db_size_us), read_lsn, db_size_pages, ancestry));
                 }
                 let (elected, ancestry) = tokio::join!(elect(&config, mode), ancestry);
                 let (proposer, epoch_start_lsn) = elected?;
@@ -434,14 +466,19 @@ impl RemotePageStore {
             Mode::ReadOnlyAt(_) => cache.reader_view(config.timeline_id),
         };
         let cache_capacity_pages = (cache.memory_budget_bytes() / ENTRY_BYTES).min(COMMIT_CACHED_PAGES_MAX);
-        let (writer, electing) = match starting {
+        let (writer, campaign) = match starting {
             Starting::Elected(Some(proposer)) => (Writer::Elected(proposer), None),
             Starting::Elected(None) => (Writer::ReadOnly, None),
-            Starting::Electing(proposer, db_size_us) => {
+            Starting::Electing(db_size_us) => {
                 let election = Election::new();
                 (
                     Writer::Electing(Arc::clone(&election)),
-                    Some((proposer, election, db_size_us)),
+                    Some(Campaign {
+                        proposer: config.proposer_config(),
+                        election,
+                        read_lsn: epoch_start_lsn,
+                        db_size_us,
+                    }),
                 )
             }
         };
@@ -453,6 +490,7 @@ impl RemotePageStore {
             cache,
             pages: parking_lot::RwLock::new((config.pageserver.clone(), pages)),
             writer,
+            campaign: Mutex::new(campaign),
             election_wait: Duration::from_millis(config.election_timeout_ms) + WAIT_MARGIN,
             get_page_timeout,
             commit_timeout: Duration::from_millis(config.commit_timeout_ms),
@@ -476,37 +514,42 @@ impl RemotePageStore {
             committing: Mutex::new(()),
             runtime,
         });
-        if let Some((proposer, election, db_size_us)) = electing {
-            store.elect_in_background(proposer, election, epoch_start_lsn, db_size_us);
-        }
         Ok(store)
     }
 
-    /// Runs the election of a store that already reads at `read_lsn` (`Mode::NewBranch`) on its runtime and
-    /// decides `election`: the proposer if it won with its epoch starting at `read_lsn`, else the store fails.
-    /// `db_size_us`: how long the start's `GetDbSize` took (counted with the election in the metrics).
-    fn elect_in_background(
-        &self,
-        proposer: Arc<WalProposer>,
-        election: Arc<Election>,
-        read_lsn: Lsn,
-        db_size_us: u128,
-    ) {
+    /// Starts the proposer of a store that already reads at the campaign's `read_lsn` (`Mode::NewBranch`) and
+    /// runs its election on the store's runtime, then decides the campaign's election: the proposer if it won
+    /// with its epoch starting at `read_lsn`, else the store fails. The campaign's `db_size_us` (how long the
+    /// start's `GetDbSize` took) is counted with the election in the metrics.
+    fn elect_in_background(&self, campaign: Campaign) {
+        let Campaign {
+            proposer,
+            election,
+            read_lsn,
+            db_size_us,
+        } = campaign;
         let (state, acknowledged) = (Arc::clone(&self.state), Arc::clone(&self.acknowledged));
         let timeline_id = self.timeline_id;
         let started = Instant::now();
         self.runtime.get().spawn(async move {
             // Never closed: the permit always comes, in turn.
             let permit = BACKGROUND_ELECTIONS.acquire().await;
-            let outcome = match proposer.elect().await {
-                Ok((term, epoch_start_lsn)) if epoch_start_lsn == read_lsn => {
+            let elected = match WalProposer::start(proposer) {
+                Ok(proposer) => {
+                    let proposer = Arc::new(proposer);
+                    proposer.elect().await.map(|won| (won, proposer))
+                }
+                Err(error) => Err(error),
+            };
+            let outcome = match elected {
+                Ok(((term, epoch_start_lsn), proposer)) if epoch_start_lsn == read_lsn => {
                     let elected_us = started.elapsed().as_micros();
                     crate::metrics::METRICS.record_store_start(elected_us, db_size_us);
                     tracing::info!(timeline = %timeline_id, term, epoch_start = %epoch_start_lsn, elected_us,
                         "elected while reading");
                     Ok(proposer)
                 }
-                Ok((_, epoch_start_lsn)) => Err(format!(
+                Ok(((_, epoch_start_lsn), _)) => Err(format!(
                     "the new branch's WAL goes on past its branch point {read_lsn} (to {epoch_start_lsn}): another \
                      compute wrote it; reconnect"
                 )),
@@ -713,15 +756,19 @@ impl RemotePageStore {
                 self.read_lsn()
             ))),
             Writer::Elected(proposer) => Ok(Arc::clone(proposer)),
-            Writer::Electing(election) => match wait_blocking(|| election.wait(self.election_wait)) {
-                Some(Ok(proposer)) => Ok(proposer),
-                // The election's task failed the store with the reason.
-                Some(Err(reason)) => Err(self.fail(reason)),
-                None => Err(self.fail(format!(
-                    "the new branch's election did not end within {} ms",
-                    self.election_wait.as_millis()
-                ))),
-            },
+            Writer::Electing(election) => {
+                // A store started with its campaign deferred campaigns on its first commit at the latest.
+                self.campaign();
+                match wait_blocking(|| election.wait(self.election_wait)) {
+                    Some(Ok(proposer)) => Ok(proposer),
+                    // The election's task failed the store with the reason.
+                    Some(Err(reason)) => Err(self.fail(reason)),
+                    None => Err(self.fail(format!(
+                        "the new branch's election did not end within {} ms",
+                        self.election_wait.as_millis()
+                    ))),
+                }
+            }
         }
     }
 }
