@@ -477,11 +477,11 @@ async fn a_corrupt_layer_file_fails_reads_naming_it_and_is_fetched_again_once_de
 
 /// The commit LSN a safekeeper control file holds (`magic | version | body_len | crc | JSON`).
 fn control_commit_lsn(control: &Path) -> u64 {
-    let bytes = std::fs::read(control).expect("read the control file");
-    let body: serde_json::Value = serde_json::from_slice(&bytes[20..]).expect("the control file's JSON");
-    let text = body["commit_lsn"].as_str().expect("commit_lsn");
-    let (high, low) = text.split_once('/').expect("X/Y");
-    (u64::from_str_radix(high, 16).expect("hex") << 32) | u64::from_str_radix(low, 16).expect("hex")
+    let dir = control.parent().expect("a timeline directory");
+    let state = safekeeper::filestore::FileControl::load(dir)
+        .expect("a readable control file")
+        .expect("a control file");
+    state.commit_lsn.0
 }
 
 /// The offset in `segment` of the body of the frame that holds `offset` (frames: `len u32 | crc u32 | body`).

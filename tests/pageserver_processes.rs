@@ -283,16 +283,13 @@ async fn pages_survive_restarts_branches_and_failover() {
         .await;
 }
 
-/// The `remote_consistent_lsn` a safekeeper's control file records (its JSON body holds `"X/Y"`).
+/// The `remote_consistent_lsn` a safekeeper's control file records (0 while it has none).
 fn safekeeper_remote_consistent_lsn(control: &std::path::Path) -> Lsn {
-    let Ok(bytes) = std::fs::read(control) else {
-        return Lsn(0);
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let field = "\"remote_consistent_lsn\":\"";
-    let start = text.find(field).expect("the control file names remote_consistent_lsn") + field.len();
-    let end = start + text[start..].find('"').expect("a closing quote");
-    text[start..end].parse().expect("an LSN")
+    let dir = control.parent().expect("a timeline directory");
+    match safekeeper::filestore::FileControl::load(dir).expect("a readable control file") {
+        Some(state) => state.remote_consistent_lsn,
+        None => Lsn(0),
+    }
 }
 
 impl Cluster {

@@ -18,11 +18,21 @@
 //! except one holding a single larger frame. The segments of a directory are contiguous: each one's length
 //! is exactly the distance to the next one's start.
 //!
-//! The control file, replaced atomically (temp file, fsync, rename, fsync of the directory):
+//! The control file is two slots of equal size (4 KiB, or the next power of two that holds the state), each
+//! empty (zeros) or one state:
 //!
 //! ```text
-//! magic "CMBSKCTL" | version u32 (= 1) | body_len u32 | crc32(body) u32 | body (JSON of ControlState)
+//! magic "CMBSKCTL" | version u32 (= 2) | seq u64 | body_len u32 | crc32(seq u64 | body_len u64 | body) u32
+//!   | body (JSON of ControlState) | zeros to the slot's end
 //! ```
+//!
+//! The state is the good slot with the higher sequence number. An update writes the *other* slot with the next
+//! sequence number, in place (one write, one fdatasync: the file's length never changes), so a timeline's
+//! control state costs no new inode, rename or directory fsync after its file is made. The whole file is
+//! written atomically (temp file, fsync, rename, fsync of the directory; the state in slot 0, slot 1 zeros)
+//! when it is made, when the state outgrows its slot, and on the first update of a file in the older format
+//! (version 1: `magic | version u32 (= 1) | body_len u32 | crc32(body) u32 | body`, one state, replaced whole),
+//! which is still read.
 //!
 //! # Crash argument
 //!
@@ -53,8 +63,14 @@
 //!   history).
 //! - **Removal** (`remove_below`) deletes the oldest segments first, fsyncing the directory after each, and
 //!   never the last one.
-//! - **The control file** is either the old or the new one after a crash (write-temp-fsync-rename-fsync-dir);
-//!   its magic, version, length and crc are checked on load.
+//! - **The control file**: an update writes only the slot that does not hold the newest state, and is
+//!   acknowledged after its fdatasync. A crash part way leaves that slot torn (its crc fails) or whole; the
+//!   other slot still holds the state before the update, which is then what loads: exactly what a crash before
+//!   an unacknowledged write may leave. The next update writes the torn slot again, never the good one. A
+//!   whole-file write is either the old file or the new one after a crash (write-temp-fsync-rename-fsync-dir).
+//!   A file that is not two slots long, or whose slots are both bad, is `Corrupt`. A damaged newest slot cannot
+//!   be told from a torn write and reads as the state before it (as damage to unsynced WAL reads as a torn
+//!   tail, below); each slot's magic, version, length and crc are checked on load.
 //! - **Errors**: after an I/O error in a write, sync, truncation or removal the store is poisoned and refuses
 //!   further changes with [`StoreError::Poisoned`]: a failed fsync is never retried as if the data were safe.
 //!   Reopening recovers from what is durable.
@@ -84,12 +100,19 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 pub const CONTROL_FILE_NAME: &str = "control";
 /// The first bytes of a control file.
 pub const CONTROL_MAGIC: &[u8; 8] = b"CMBSKCTL";
-/// The control file format version written and accepted.
-pub const CONTROL_FORMAT_VERSION: u32 = 1;
+/// The control file format version written (two slots) and accepted.
+pub const CONTROL_FORMAT_VERSION: u32 = 2;
+/// The older control file format (one state, replaced whole): read, and rewritten in the current one by the
+/// first update.
+pub const CONTROL_FORMAT_VERSION_WHOLE: u32 = 1;
+/// The smallest control file slot (the file is two).
+pub const CONTROL_SLOT_BYTES_MIN: u64 = 4096;
 /// Largest control file accepted on load (bounds the memory an untrusted file may claim).
 pub const CONTROL_FILE_BYTES_MAX: u64 = 16 * 1024 * 1024;
-/// magic | version | body_len | crc.
+/// magic | version | body_len | crc: the header of a version 1 control file.
 const CONTROL_HEADER_BYTES: usize = 8 + 4 + 4 + 4;
+/// magic | version | seq | body_len | crc: the header of a control file slot.
+const CONTROL_SLOT_HEADER_BYTES: usize = 8 + 4 + 8 + 4 + 4;
 /// How much of the last segment recovery reads at a time (plus, when needed, the rest of one frame).
 const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
 /// Read buffer of the frame-boundary walk in `truncate`.

@@ -551,8 +551,34 @@ fn sample_state() -> ControlState {
     }
 }
 
+/// A state whose term is `term` (its history ends in it), with `extra_terms` more switches below (a longer body).
+fn state_of_term(term: u64, extra_terms: u64) -> ControlState {
+    let mut switches: Vec<TermSwitch> = (0..extra_terms)
+        .map(|i| TermSwitch {
+            term: i + 1,
+            lsn: Lsn(START.0 + i * 0x10),
+        })
+        .collect();
+    switches.push(TermSwitch {
+        term: term.max(extra_terms + 1),
+        lsn: Lsn(START.0 + extra_terms * 0x10),
+    });
+    ControlState {
+        term: term.max(extra_terms + 1),
+        history: TermHistory(switches),
+        commit_lsn: START,
+        timeline_start_lsn: START,
+        remote_consistent_lsn: Lsn(0),
+    }
+}
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).expect("metadata").ino()
+}
+
 #[test]
-fn control_file_round_trip_and_corruption() {
+fn control_file_updates_alternate_slots_in_place() {
     let dir = tempfile::tempdir().expect("tempdir");
     assert!(FileControl::load(dir.path()).expect("load").is_none());
     let mut control = FileControl::new(dir.path(), Durability::Fsync);
@@ -561,47 +587,213 @@ fn control_file_round_trip_and_corruption() {
         FileControl::load(dir.path()).expect("load"),
         Some(ControlState::new(START))
     );
-    let state = sample_state();
-    control.persist(&state).expect("persist");
-    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state.clone()));
-    assert!(!fsio::temp_path(control.path()).exists());
+    let made = inode(control.path());
+    let file_bytes = fs::metadata(control.path()).expect("metadata").len();
+    assert_eq!(file_bytes, 2 * CONTROL_SLOT_BYTES_MIN);
+    for term in 1..=6 {
+        let state = state_of_term(term, 0);
+        control.persist(&state).expect("persist");
+        assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state.clone()));
+        let slots = control.slots().expect("known");
+        assert_eq!((slots.seq, slots.newest), (term + 1, term % 2), "term {term}");
+        assert_eq!(inode(control.path()), made, "an update made a new file");
+        assert_eq!(fs::metadata(control.path()).expect("metadata").len(), file_bytes);
+        assert!(!fsio::temp_path(control.path()).exists());
+    }
+    // Reopened, it goes on in place from the newest slot.
+    drop(control);
+    let (state, mut control) = FileControl::open(dir.path(), Durability::Fsync)
+        .expect("open")
+        .expect("exists");
+    assert_eq!(state, state_of_term(6, 0));
+    control.persist(&state_of_term(9, 0)).expect("persist");
+    assert_eq!(inode(control.path()), made);
+    assert_eq!(control.slots().expect("known").seq, 8);
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state_of_term(9, 0)));
+}
 
+#[test]
+fn a_damaged_slot_reads_as_the_other_and_two_are_corrupt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut control = FileControl::new(dir.path(), Durability::Fsync);
+    let (older, newer) = (ControlState::new(START), sample_state());
+    control.persist(&older).expect("persist");
+    control.persist(&newer).expect("persist");
+    assert_eq!(control.slots().expect("known").newest, 1);
     let good = fs::read(control.path()).expect("read");
-    assert_eq!(&good[..8], CONTROL_MAGIC);
-    for at in 0..good.len() {
+    let slot = CONTROL_SLOT_BYTES_MIN as usize;
+    let used = |at: usize| {
+        let base = at - at % slot;
+        let body_len = u32_at(&good, base + 20) as usize;
+        at % slot < CONTROL_SLOT_HEADER_BYTES + body_len
+    };
+    for at in (0..good.len()).filter(|&at| used(at)) {
         let mut bad = good.clone();
         bad[at] ^= 0x10;
         fs::write(control.path(), &bad).expect("write");
-        assert!(
-            matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })),
+        let expected = if at < slot { &newer } else { &older };
+        assert_eq!(
+            FileControl::load(dir.path()).expect("one good slot"),
+            Some(expected.clone()),
             "flipped byte {at}"
         );
+        // And damage in both slots is corrupt.
+        bad[(at + slot) % (2 * slot)] ^= 0x10;
+        if used((at + slot) % (2 * slot)) {
+            fs::write(control.path(), &bad).expect("write");
+            assert!(
+                matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })),
+                "flipped bytes {at} and its twin"
+            );
+        }
     }
-    for len in [0, 5, CONTROL_HEADER_BYTES, good.len() - 1] {
-        fs::write(control.path(), &good[..len]).expect("write");
+    // Padding is not checked.
+    let mut padded = good.clone();
+    padded[slot - 1] = 0xFF;
+    fs::write(control.path(), &padded).expect("write");
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(newer.clone()));
+    for len in [0, 5, CONTROL_HEADER_BYTES, slot, good.len() - 1, good.len() + 1] {
+        let mut cut = good.clone();
+        cut.resize(len, 0);
+        fs::write(control.path(), &cut).expect("write");
         assert!(
             matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })),
-            "truncated to {len}"
+            "length {len}"
         );
     }
-    let mut longer = good.clone();
-    longer.push(0);
-    fs::write(control.path(), &longer).expect("write");
+    // Two slots with the same sequence number are corrupt.
+    let mut twins = good.clone();
+    twins.copy_within(slot..2 * slot, 0);
+    fs::write(control.path(), &twins).expect("write");
     assert!(matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })));
-    // A valid frame around a malformed history is corrupt too.
-    let mut bad_state = state.clone();
+    // A well framed slot around a malformed history is bad too.
+    let mut bad_state = newer.clone();
     bad_state.history.0.reverse();
     let body = serde_json::to_vec(&bad_state).expect("json");
-    let mut framed = Vec::new();
-    framed.extend_from_slice(CONTROL_MAGIC);
-    framed.extend_from_slice(&CONTROL_FORMAT_VERSION.to_le_bytes());
-    framed.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    framed.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    framed.extend_from_slice(&body);
+    let mut framed = good.clone();
+    let mut slot_bytes = Vec::new();
+    slot_bytes.extend_from_slice(CONTROL_MAGIC);
+    slot_bytes.extend_from_slice(&CONTROL_FORMAT_VERSION.to_le_bytes());
+    slot_bytes.extend_from_slice(&9u64.to_le_bytes());
+    slot_bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&9u64.to_le_bytes());
+    hasher.update(&(body.len() as u64).to_le_bytes());
+    hasher.update(&body);
+    slot_bytes.extend_from_slice(&hasher.finalize().to_le_bytes());
+    slot_bytes.extend_from_slice(&body);
+    framed[..slot_bytes.len()].copy_from_slice(&slot_bytes);
     fs::write(control.path(), &framed).expect("write");
-    assert!(matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })));
+    assert_eq!(
+        FileControl::load(dir.path()).expect("the other slot"),
+        Some(newer.clone()),
+        "a slot with a malformed history is not the state"
+    );
     fs::write(control.path(), &good).expect("write");
-    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state));
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(newer));
+}
+
+#[test]
+fn an_older_whole_control_file_loads_and_its_first_update_rewrites_it_in_slots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(CONTROL_FILE_NAME);
+    let v1 = control::encode_whole_v1(&sample_state());
+    fs::write(&path, &v1).expect("write");
+    let (state, mut control) = FileControl::open(dir.path(), Durability::Fsync)
+        .expect("open")
+        .expect("exists");
+    assert_eq!(state, sample_state());
+    assert_eq!(control.slots(), None);
+    for at in 0..v1.len() {
+        let mut bad = v1.clone();
+        bad[at] ^= 0x10;
+        fs::write(&path, &bad).expect("write");
+        assert!(
+            matches!(FileControl::load(dir.path()), Err(StoreError::Corrupt { .. })),
+            "flipped byte {at} of a version 1 file"
+        );
+    }
+    fs::write(&path, &v1).expect("write");
+    let before = inode(&path);
+    let next = state_of_term(8, 2);
+    control.persist(&next).expect("persist");
+    assert_ne!(inode(&path), before, "the first update writes a new file");
+    assert_eq!(fs::metadata(&path).expect("metadata").len(), 2 * CONTROL_SLOT_BYTES_MIN);
+    assert_eq!(u32_at(&fs::read(&path).expect("read"), 8), CONTROL_FORMAT_VERSION);
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(next));
+    let after = inode(&path);
+    control.persist(&state_of_term(9, 2)).expect("persist");
+    assert_eq!(inode(&path), after, "then in place");
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(state_of_term(9, 2)));
+}
+
+#[test]
+fn a_state_that_outgrows_its_slot_gets_a_larger_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut control = FileControl::new(dir.path(), Durability::Fsync);
+    control.persist(&ControlState::new(START)).expect("persist");
+    // Each switch is ~30 bytes of JSON: 400 of them pass 4 KiB.
+    let big = state_of_term(500, 400);
+    control.persist(&big).expect("persist");
+    let slots = control.slots().expect("known");
+    assert!(slots.slot_bytes > CONTROL_SLOT_BYTES_MIN, "{slots:?}");
+    assert_eq!(
+        fs::metadata(control.path()).expect("metadata").len(),
+        2 * slots.slot_bytes
+    );
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(big));
+    let bigger = state_of_term(501, 400);
+    control.persist(&bigger).expect("persist");
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(bigger));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(model_cases()))]
+
+    /// A crash during any update leaves the slot it wrote with any prefix of its bytes (or garbage where they were
+    /// going): the file then loads as the update before it, or, if every byte landed, as the update itself; and
+    /// updates after the crash go on from what loaded.
+    #[test]
+    fn a_torn_update_loads_as_the_state_before_it(
+        terms in proptest::collection::vec((1u64..1_000, 0u64..20), 2..8),
+        tear_at in any::<prop::sample::Index>(),
+        garbage in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut control = FileControl::new(dir.path(), Durability::Fsync);
+        let states: Vec<ControlState> = terms.iter().map(|&(term, extra)| state_of_term(term, extra)).collect();
+        let (last, before) = states.split_last().expect("two or more");
+        for state in before {
+            control.persist(state).expect("persist");
+        }
+        let old = fs::read(control.path()).expect("read");
+        control.persist(last).expect("persist");
+        let new = fs::read(control.path()).expect("read");
+        drop(control);
+        if new.len() != old.len() {
+            // Outgrew its slot: a whole-file write, old or new after a crash, never torn.
+            return Ok(());
+        }
+        let changed: Vec<usize> = (0..new.len()).filter(|&i| old[i] != new[i]).collect();
+        prop_assume!(!changed.is_empty());
+        let (first, end) = (changed[0], changed[changed.len() - 1] + 1);
+        let landed = first + tear_at.index(end - first + 1);
+        let mut torn = old.clone();
+        torn[first..landed].copy_from_slice(&new[first..landed]);
+        if garbage {
+            for (i, byte) in torn[landed..end].iter_mut().enumerate() {
+                *byte = (i as u8).wrapping_mul(151).wrapping_add(7);
+            }
+        }
+        fs::write(dir.path().join(CONTROL_FILE_NAME), &torn).expect("write");
+        let (loaded, mut control) = FileControl::open(dir.path(), Durability::Fsync).expect("open").expect("exists");
+        // Every changed byte is in the slot's header or body (the write covers no padding), which its crc covers.
+        let expected = if landed == end { last } else { before.last().expect("one or more") };
+        prop_assert_eq!(&loaded, expected);
+        let after = state_of_term(2_000, 1);
+        control.persist(&after).expect("persist after the crash");
+        prop_assert_eq!(FileControl::load(dir.path()).expect("load"), Some(after));
+    }
 }
 
 /// Every state a crash may leave a creation in (the directory alone, with a temp control file, with the empty

@@ -16,11 +16,11 @@ pub fn open_timeline(
     dir: &Path,
     config: &FileStoreConfig,
 ) -> Result<Option<(ControlState, FileWal, FileControl)>, StoreError> {
-    let Some(state) = FileControl::load(dir)? else {
+    let Some((state, control)) = FileControl::open(dir, config.durability)? else {
         return Ok(None);
     };
     let wal = FileWal::open_committed(dir, state.timeline_start_lsn, state.commit_lsn, config)?;
-    Ok(Some((state, wal, FileControl::new(dir, config.durability))))
+    Ok(Some((state, wal, control)))
 }
 
 /// Writes a replica's timeline (`PullTimeline`) into an empty directory: its WAL from the source's oldest LSN,
