@@ -221,6 +221,51 @@ impl TestPostgres {
         self.url(name)
     }
 
+    /// Gives user `cambium` the password `password` and makes TCP connections authenticate with SCRAM-SHA-256
+    /// (PostgreSQL 15's default password method) instead of trust, as a real server's clients do: for benches
+    /// that compare what a connection costs. The server reloads its `pg_hba.conf` before this returns.
+    pub fn require_password(&self, password: &str) {
+        let port = self.port.to_string();
+        let host = self.listen_ip.clone();
+        let sql = format!("ALTER ROLE cambium PASSWORD '{}'", password.replace('\'', "''"));
+        self.run(
+            "psql",
+            &["-h", &host, "-p", &port, "-U", "cambium", "-d", "postgres", "-qc", &sql],
+        );
+        let hba = self.data_dir().join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        let rules: Vec<String> = rules
+            .lines()
+            .map(|line| match line.strip_suffix("trust") {
+                Some(rest) if line.starts_with("host") => format!("{rest}scram-sha-256"),
+                _ => line.to_owned(),
+            })
+            .collect();
+        std::fs::write(&hba, rules.join("\n") + "\n").expect("write pg_hba.conf");
+        let data = self.data_dir();
+        self.run("pg_ctl", &["-D", path_str(&data), "reload"]);
+        // A reload is a signal: wait until a connection without the password is refused.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let trusted = self
+                .command("psql")
+                .args([
+                    "-h", &host, "-p", &port, "-U", "cambium", "-d", "postgres", "-w", "-qc", "SELECT 1",
+                ])
+                .env_remove("PGPASSWORD")
+                .output()
+                .is_ok_and(|out| out.status.success());
+            if !trusted {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "PostgreSQL still trusts TCP connections 10 s after the reload"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

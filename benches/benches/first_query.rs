@@ -4,13 +4,23 @@
 //! A database with a table of 1000 short rows; then, `FIRST_QUERY_BRANCHES` times (default 30, after 3 untimed):
 //! the branch is made (timed to the `201`), a connection to it is opened (TCP, startup, SCRAM, the session: the
 //! compute host starts the branch's store here, the first session of the branch), a point read runs on it (timed),
-//! and then a second connection and its first read (the store already running), to tell the store's start
-//! from what every connection costs. The host's `/metrics` says how long the stores' starts spent electing and
-//! asking for the database size. Prints medians and p99s.
+//! then a one-row `UPDATE` on it (the branch's first commit, which waits for what is left of its election), and
+//! then a second connection with its first read and a commit (the store already running), to tell the store's
+//! start from what every connection costs. The host's `/metrics` says how long the stores' starts spent electing
+//! and asking for the database size. Prints medians and p99s.
+//!
+//! PostgreSQL 15 beside it, as the yardstick of what a connection costs (a throwaway server as the tests make one,
+//! `api/src/testing_postgres.rs`, with SCRAM-SHA-256 over TCP as a real server's clients authenticate, and the
+//! same client library and table): the same number of databases made by `CREATE DATABASE … TEMPLATE` (untimed:
+//! PostgreSQL's copy of a database; `fsync` on), each then connected to, read from and written as the branches
+//! are, then a second connection, read and commit. Skipped, saying so, where PostgreSQL 15 is not installed
+//! (`PG_BIN`).
 //!
 //! `cargo build --release --bin cambium && cargo bench -p cambium-benches --bench first_query` (`CAMBIUM_BIN`
 //! overrides the binary). In `cargo test`'s bench mode (`--bench` absent) it does nothing.
 
+#[path = "../../api/src/testing_postgres.rs"]
+mod postgres;
 #[path = "common/service.rs"]
 mod service;
 
@@ -22,6 +32,7 @@ use serde_json::{json, Value};
 const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); \
      INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g";
 const READ: &str = "SELECT v FROM t WHERE id = 500";
+const WRITE: &str = "UPDATE t SET v = 'row 1' WHERE id = 1";
 
 /// Connects to `branch` with the password of `database`'s connection string (a branch's string has none).
 async fn connect_branch(database: &Value, branch: &Value) -> tokio_postgres::Client {
@@ -64,10 +75,19 @@ async fn read(client: &tokio_postgres::Client) -> Duration {
     elapsed
 }
 
+/// One timed one-row autocommit `UPDATE` (it writes the value the row holds: reads stay as they were).
+async fn commit(client: &tokio_postgres::Client) -> Duration {
+    let started = Instant::now();
+    let rows = client.execute(WRITE, &[]).await.expect("commit");
+    let elapsed = started.elapsed();
+    assert_eq!(rows, 1);
+    elapsed
+}
+
 /// Branches, their connections and reads; the samples of each step.
 async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<(&'static str, Vec<Duration>)> {
     let id = database["id"].as_str().expect("id");
-    let mut steps: [Vec<Duration>; 6] = Default::default();
+    let mut steps: [Vec<Duration>; 8] = Default::default();
     let mut made = Vec::with_capacity(count + 3);
     let run = jiff::Timestamp::now().as_millisecond();
     for i in 0..count + 3 {
@@ -86,16 +106,24 @@ async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<
         let connect = opened.elapsed();
         let first_read = read(&first).await;
         let ready = started.elapsed() - post;
+        let first_commit = commit(&first).await;
         let opened = Instant::now();
         let second = connect_branch(database, branch).await;
         let connect_again = opened.elapsed();
         let second_read = read(&second).await;
+        let second_commit = commit(&second).await;
         drop((first, second));
         if i >= 3 {
-            for (step, sample) in steps
-                .iter_mut()
-                .zip([post, connect, first_read, ready, connect_again, second_read])
-            {
+            for (step, sample) in steps.iter_mut().zip([
+                post,
+                connect,
+                first_read,
+                ready,
+                first_commit,
+                connect_again,
+                second_read,
+                second_commit,
+            ]) {
                 step.push(sample);
             }
         }
@@ -108,10 +136,81 @@ async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<
         "first connection (the branch's store starts)",
         "its first read",
         "from the 201 to the first row",
+        "its first commit (one-row UPDATE, right after the read)",
         "a second connection (the store running)",
         "its first read",
+        "its commit",
     ];
     names.into_iter().zip(steps).collect()
+}
+
+/// PostgreSQL 15's databases made by `CREATE DATABASE … TEMPLATE`, their connections and reads, as [`run`]'s
+/// steps (the creation untimed); `None` without PostgreSQL 15.
+async fn run_postgres(count: usize) -> Option<Vec<(&'static str, Vec<Duration>)>> {
+    const PASSWORD: &str = "first-query";
+    // `fsync` on, as on a real server: the commits are compared.
+    let server = postgres::TestPostgres::start_durable()?;
+    let template = server.create_database("first");
+    let admin = service::connect(&server.url("postgres")).await;
+    let setup = service::connect(&template).await;
+    setup
+        .batch_execute(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); \
+             INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g",
+        )
+        .await
+        .expect("the table");
+    drop(setup);
+    server.require_password(PASSWORD);
+    let with_password = |database: &str| {
+        server
+            .url(database)
+            .replacen("cambium@", &format!("cambium:{PASSWORD}@"), 1)
+    };
+    let mut steps: [Vec<Duration>; 7] = Default::default();
+    for i in 0..count + 3 {
+        let name = format!("f{i}");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE first"))
+            .await
+            .expect("create database");
+        let url = with_password(&name);
+        let opened = Instant::now();
+        let first = service::connect(&url).await;
+        let connect = opened.elapsed();
+        let first_read = read(&first).await;
+        let ready = opened.elapsed();
+        let first_commit = commit(&first).await;
+        let opened = Instant::now();
+        let second = service::connect(&url).await;
+        let connect_again = opened.elapsed();
+        let second_read = read(&second).await;
+        let second_commit = commit(&second).await;
+        drop((first, second));
+        if i >= 3 {
+            for (step, sample) in steps.iter_mut().zip([
+                connect,
+                first_read,
+                ready,
+                first_commit,
+                connect_again,
+                second_read,
+                second_commit,
+            ]) {
+                step.push(sample);
+            }
+        }
+    }
+    let names = [
+        "first connection (SCRAM) to a database just made by CREATE DATABASE … TEMPLATE",
+        "its first read",
+        "from CREATE DATABASE's return to the first row",
+        "its first commit (one-row UPDATE, right after the read)",
+        "a second connection",
+        "its first read",
+        "its commit",
+    ];
+    Some(names.into_iter().zip(steps).collect())
 }
 
 fn main() {
@@ -149,5 +248,17 @@ fn main() {
             election_ms / starts.max(1.0),
             db_size_ms / starts.max(1.0)
         );
+        drop(service);
+        match run_postgres(count).await {
+            Some(steps) => {
+                println!("PostgreSQL 15 (fsync on, SCRAM-SHA-256 over TCP, same client), {count} new databases");
+                println!("| step | median | p99 |\n|---|---|---|");
+                for (step, samples) in steps {
+                    let (p50, p99) = summary(samples);
+                    println!("| {step} | {p50:.2} ms | {p99:.2} ms |");
+                }
+            }
+            None => println!("PostgreSQL 15: skipped (no binaries; set PG_BIN)"),
+        }
     });
 }
