@@ -404,11 +404,14 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
     scene
         .request_until_paused("POST", &path, r#"{"name":"early"}"#, "branch_timeline")
         .await;
-    // The row, its timeline's row (storage pending) and its audit entry are committed; no storage node holds it.
-    let branch_id = metadata_query(&scene.data_dir, "SELECT id FROM branches WHERE name = ?1", "early")
-        .into_iter()
-        .next()
-        .expect("the branch row, written at once with the storage");
+    // The row, its timeline's row (storage pending) and its audit entry are committed (the row's write runs at
+    // once with the storage call, so it may land just after the pause is logged); no storage node holds it.
+    let early = || metadata_query(&scene.data_dir, "SELECT id FROM branches WHERE name = ?1", "early");
+    wait_for("the branch row, written at once with the storage", || {
+        !early().is_empty()
+    })
+    .await;
+    let branch_id = early().into_iter().next().expect("the branch row");
     let timeline = metadata_query(
         &scene.data_dir,
         "SELECT timeline_id FROM branches WHERE id = ?1",
