@@ -73,9 +73,10 @@ pub const COMMIT_CACHED_PAGES_MAX: usize = 4096;
 /// is bounded by `get_page_timeout_ms`): 12 × 10 s by default, what applying a 4 GiB transaction may take.
 pub const GET_PAGE_ATTEMPTS_MAX: u32 = 12;
 
-/// New branches' elections run in the background at once in this process, at most (`start_new_branch`: their
-/// stores return before them, so the host's bound on background starts no longer bounds them); the rest wait
-/// their turn, first come first served. Each vote is two control-file writes on each safekeeper.
+/// New branches' elections run in the background at once in this process, at most (`start_new_branch`, and
+/// `campaign` after `start_new_branch_deferred`: their stores return before them, so the host's bound on
+/// background starts does not bound them); the rest wait their turn, first come first served. A new timeline's
+/// first vote makes its directory on each safekeeper, and `Elected` writes its control file again.
 pub const BACKGROUND_ELECTIONS_MAX: usize = 4;
 
 static BACKGROUND_ELECTIONS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BACKGROUND_ELECTIONS_MAX);
