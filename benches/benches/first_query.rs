@@ -84,6 +84,43 @@ async fn commit(client: &tokio_postgres::Client) -> Duration {
     elapsed
 }
 
+/// What a new database (a branch, or PostgreSQL's copy) costs a client, in the order the steps are named: a
+/// connection, its first read, both together (from the database's creation to the first row), its first commit,
+/// then a second connection, its read and its commit.
+async fn connection_round<F, Fut>(connect: F) -> [Duration; 7]
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = tokio_postgres::Client>,
+{
+    let opened = Instant::now();
+    let first = connect().await;
+    let connect_first = opened.elapsed();
+    let first_read = read(&first).await;
+    let ready = opened.elapsed();
+    let first_commit = commit(&first).await;
+    let opened = Instant::now();
+    let second = connect().await;
+    let connect_again = opened.elapsed();
+    let second_read = read(&second).await;
+    let second_commit = commit(&second).await;
+    [
+        connect_first,
+        first_read,
+        ready,
+        first_commit,
+        connect_again,
+        second_read,
+        second_commit,
+    ]
+}
+
+/// Records one round's samples (after the untimed first ones).
+fn record(steps: &mut [Vec<Duration>], samples: impl IntoIterator<Item = Duration>) {
+    for (step, sample) in steps.iter_mut().zip(samples) {
+        step.push(sample);
+    }
+}
+
 /// Branches, their connections and reads; the samples of each step.
 async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<(&'static str, Vec<Duration>)> {
     let id = database["id"].as_str().expect("id");
@@ -101,31 +138,9 @@ async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<
         let post = started.elapsed();
         let branch = &reply["branch"];
         made.push(branch["id"].as_str().expect("id").to_owned());
-        let opened = Instant::now();
-        let first = connect_branch(database, branch).await;
-        let connect = opened.elapsed();
-        let first_read = read(&first).await;
-        let ready = started.elapsed() - post;
-        let first_commit = commit(&first).await;
-        let opened = Instant::now();
-        let second = connect_branch(database, branch).await;
-        let connect_again = opened.elapsed();
-        let second_read = read(&second).await;
-        let second_commit = commit(&second).await;
-        drop((first, second));
+        let round = connection_round(|| connect_branch(database, branch)).await;
         if i >= 3 {
-            for (step, sample) in steps.iter_mut().zip([
-                post,
-                connect,
-                first_read,
-                ready,
-                first_commit,
-                connect_again,
-                second_read,
-                second_commit,
-            ]) {
-                step.push(sample);
-            }
+            record(&mut steps, std::iter::once(post).chain(round));
         }
     }
     for branch in made {
@@ -175,30 +190,9 @@ async fn run_postgres(count: usize) -> Option<Vec<(&'static str, Vec<Duration>)>
             .await
             .expect("create database");
         let url = with_password(&name);
-        let opened = Instant::now();
-        let first = service::connect(&url).await;
-        let connect = opened.elapsed();
-        let first_read = read(&first).await;
-        let ready = opened.elapsed();
-        let first_commit = commit(&first).await;
-        let opened = Instant::now();
-        let second = service::connect(&url).await;
-        let connect_again = opened.elapsed();
-        let second_read = read(&second).await;
-        let second_commit = commit(&second).await;
-        drop((first, second));
+        let round = connection_round(|| service::connect(&url)).await;
         if i >= 3 {
-            for (step, sample) in steps.iter_mut().zip([
-                connect,
-                first_read,
-                ready,
-                first_commit,
-                connect_again,
-                second_read,
-                second_commit,
-            ]) {
-                step.push(sample);
-            }
+            record(&mut steps, round);
         }
     }
     let names = [
