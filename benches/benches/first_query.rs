@@ -17,7 +17,8 @@
 //! (`PG_BIN`).
 //!
 //! `cargo build --release --bin cambium && cargo bench -p cambium-benches --bench first_query` (`CAMBIUM_BIN`
-//! overrides the binary). In `cargo test`'s bench mode (`--bench` absent) it does nothing.
+//! overrides the binary; `FIRST_QUERY_PAUSE_MS` waits that long between the `201` and the connection, to see what
+//! a branch's background work still costs its first query when the client comes later). In `cargo test`'s bench mode (`--bench` absent) it does nothing.
 
 #[path = "../../api/src/testing_postgres.rs"]
 mod postgres;
@@ -122,7 +123,12 @@ fn record(steps: &mut [Vec<Duration>], samples: impl IntoIterator<Item = Duratio
 }
 
 /// Branches, their connections and reads; the samples of each step.
-async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<(&'static str, Vec<Duration>)> {
+async fn run(
+    service: &service::Service,
+    database: &Value,
+    count: usize,
+    pause: Duration,
+) -> Vec<(&'static str, Vec<Duration>)> {
     let id = database["id"].as_str().expect("id");
     let mut steps: [Vec<Duration>; 8] = Default::default();
     let mut made = Vec::with_capacity(count + 3);
@@ -138,6 +144,9 @@ async fn run(service: &service::Service, database: &Value, count: usize) -> Vec<
         let post = started.elapsed();
         let branch = &reply["branch"];
         made.push(branch["id"].as_str().expect("id").to_owned());
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
         let round = connection_round(|| connect_branch(database, branch)).await;
         if i >= 3 {
             record(&mut steps, std::iter::once(post).chain(round));
@@ -218,7 +227,8 @@ fn main() {
         let service = service::start(&bin, data_dir.path());
         let project = service.project("first").await;
         let database = service.database(&project, "first", SCHEMA).await;
-        let steps = run(&service, &database, count).await;
+        let pause = Duration::from_millis(service::env_usize("FIRST_QUERY_PAUSE_MS", 0) as u64);
+        let steps = run(&service, &database, count, pause).await;
         let metrics = reqwest::Client::new()
             .get(format!("{}/metrics", service.url))
             .bearer_auth(&service.key)
