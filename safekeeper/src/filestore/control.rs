@@ -99,15 +99,19 @@ impl FileControl {
     /// segment: see `create_timeline`).
     pub(super) fn persist_first(&mut self, state: &ControlState) -> Result<(), StoreError> {
         assert!(!self.poisoned, "a new control file's store is not poisoned");
-        let (bytes, slots) = encode_whole(state, 1);
-        match fsio::write_then_rename(&self.path, &bytes, self.durability) {
-            Ok(()) => {
+        let written = encode_whole(state, 1, &self.path).and_then(|(bytes, slots)| {
+            fsio::write_then_rename(&self.path, &bytes, self.durability)
+                .map(|()| slots)
+                .map_err(from_fsio)
+        });
+        match written {
+            Ok(slots) => {
                 self.slots = Some(slots);
                 Ok(())
             }
             Err(error) => {
                 self.poisoned = true;
-                Err(from_fsio(error))
+                Err(error)
             }
         }
     }
@@ -116,7 +120,7 @@ impl FileControl {
     /// made durable after), `state` in slot 0 and slot 1 zeroed.
     fn write_whole(&mut self, state: &ControlState) -> Result<(), StoreError> {
         let seq = self.slots.map_or(1, |slots| slots.seq + 1);
-        let (bytes, slots) = encode_whole(state, seq);
+        let (bytes, slots) = encode_whole(state, seq, &self.path)?;
         let deferred = self.deferred.clone();
         // `write_atomic` fsyncs the control file's own directory: those above it follow.
         let durable = deferred
@@ -232,24 +236,33 @@ fn slot_crc(seq: u64, body: &[u8]) -> u32 {
 
 /// A whole two-slot file for `state` with sequence number `seq`: `state` in slot 0, slot 1 zeros; slots of
 /// [`CONTROL_SLOT_BYTES_MIN`], or the next power of two that holds the state.
-fn encode_whole(state: &ControlState, seq: u64) -> (Vec<u8>, Slots) {
+/// A state whose file would pass [`CONTROL_FILE_BYTES_MAX`] (which a load refuses) is an `InvalidInput` error,
+/// and nothing is written.
+fn encode_whole(state: &ControlState, seq: u64, path: &Path) -> Result<(Vec<u8>, Slots), StoreError> {
     let slot = encode_slot(state, seq);
     let slot_bytes = (slot.len() as u64).next_power_of_two().max(CONTROL_SLOT_BYTES_MIN);
-    assert!(
-        2 * slot_bytes <= CONTROL_FILE_BYTES_MAX,
-        "a control state of {} bytes",
-        slot.len()
-    );
+    if 2 * slot_bytes > CONTROL_FILE_BYTES_MAX {
+        return Err(StoreError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a control state of {} bytes needs a file over {CONTROL_FILE_BYTES_MAX} bytes",
+                    slot.len()
+                ),
+            ),
+        });
+    }
     let mut bytes = vec![0; usize::try_from(2 * slot_bytes).expect("at most CONTROL_FILE_BYTES_MAX")];
     bytes[..slot.len()].copy_from_slice(&slot);
-    (
+    Ok((
         bytes,
         Slots {
             slot_bytes,
             newest: 0,
             seq,
         },
-    )
+    ))
 }
 
 /// Parses and checks control file bytes (untrusted: every failure is `Corrupt`): a two-slot file, or one of the

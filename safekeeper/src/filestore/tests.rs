@@ -744,6 +744,11 @@ fn a_state_that_outgrows_its_slot_gets_a_larger_file() {
     assert_eq!(FileControl::load(dir.path()).expect("load"), Some(big));
     let bigger = state_of_term(501, 400);
     control.persist(&bigger).expect("persist");
+    assert_eq!(FileControl::load(dir.path()).expect("load"), Some(bigger.clone()));
+    // One whose file would pass the bound a load accepts is refused, and the file stays as it was.
+    let huge = state_of_term(400_000, 300_000);
+    let refused = control.persist(&huge).expect_err("a state over the file's bound");
+    assert!(refused.to_string().contains("needs a file over"), "{refused}");
     assert_eq!(FileControl::load(dir.path()).expect("load"), Some(bigger));
 }
 
