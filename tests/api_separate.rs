@@ -1,5 +1,6 @@
 //! `cambium api` alone, against three `cambium safekeeper`s and a `cambium pageserver` run as separate
-//! processes (as on separate hosts): a database is created, written through SQL, branched, and read back.
+//! processes (as on separate hosts): a database is created, written through SQL, branched, and read back; with
+//! one safekeeper frozen a branch is still created, without waiting for it.
 
 mod common;
 
@@ -79,4 +80,22 @@ async fn the_api_drives_storage_processes_of_its_own() {
         .expect("count")
         .get(0);
     assert_eq!(count, 3);
+
+    // One safekeeper frozen (SIGSTOP: its connections stay open, its calls hang until their 10 s timeout): a
+    // creation is done once a majority made the timeline, without waiting for the frozen one's timeout.
+    cluster.safekeepers[2].signal("-STOP");
+    let started = std::time::Instant::now();
+    let frozen = call(
+        "POST",
+        format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
+        Some(r#"{"name":"while-one-is-frozen"}"#),
+    )
+    .await;
+    let took = started.elapsed();
+    cluster.safekeepers[2].signal("-CONT");
+    assert_eq!(frozen.status, 201, "{}", frozen.body);
+    assert!(
+        took < std::time::Duration::from_secs(7),
+        "the creation waited {took:?} with one of three safekeepers frozen"
+    );
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use cambium_types::{Lsn, TenantId, TimelineId};
 use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
 use proto::pageserver as ps;
 use proto::pageserver::management_client::ManagementClient;
 use proto::pageserver::page_service_client::PageServiceClient;
@@ -614,6 +615,48 @@ impl Backend {
         set.len() / 2 + 1
     }
 
+    /// Calls `call` on every member of `set` at once, each call in a task of its own (bounded as every call is),
+    /// and returns as soon as a majority of them succeeded, or so many failed that a majority cannot: the
+    /// answers so far and the failures' messages (`address: message`). The calls still under way go on,
+    /// detached, to their end: a slow or frozen member never holds up what a majority decides.
+    async fn on_a_majority<T, F, Fut>(&self, set: &[String], call: F) -> (Vec<T>, Vec<String>)
+    where
+        T: Send + 'static,
+        F: Fn(String, SafekeeperClient<PeerService>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tonic::Status>> + Send + 'static,
+    {
+        let mut calls: FuturesUnordered<_> = set
+            .iter()
+            .map(|address| {
+                let called = self
+                    .client_of(address)
+                    .cloned()
+                    .map(|client| call(address.clone(), client));
+                let address = address.clone();
+                tokio::spawn(async move {
+                    let answer = match called {
+                        Some(called) => called.await,
+                        None => Err(tonic::Status::failed_precondition("not a configured safekeeper")),
+                    };
+                    answer.map_err(|status| format!("{address}: {}", status.message()))
+                })
+            })
+            .collect();
+        let quorum = Self::quorum(set);
+        let (mut answers, mut errors) = (Vec::new(), Vec::new());
+        while let Some(joined) = calls.next().await {
+            match joined {
+                Ok(Ok(answer)) => answers.push(answer),
+                Ok(Err(error)) => errors.push(error),
+                Err(error) => errors.push(format!("a safekeeper call failed: {error}")),
+            }
+            if answers.len() >= quorum || set.len() - errors.len() < quorum {
+                break;
+            }
+        }
+        (answers, errors)
+    }
+
     /// Creates `tenant` on its pageserver (success if it exists).
     pub async fn create_tenant(&self, tenant: TenantId) -> Result<(), BackendError> {
         let request = ps::TenantRequest {
@@ -712,9 +755,10 @@ impl Backend {
     /// existing timeline is success.
     ///
     /// If the pageserver refuses (a start LSN its ancestor does not have, an unknown ancestor), the safekeeper
-    /// copies just made are deleted again; whatever a crash, another failure or a failed deletion leaves is a
-    /// copy no metadata names, which the reconciler deletes (`reconcile`'s orphan copies), as it deletes a
-    /// pageserver timeline whose row was never written.
+    /// copies just made are deleted again; whatever a crash, another failure, a failed deletion or a copy's
+    /// creation still under way (one past the majority's) leaves is a copy no metadata names, which the
+    /// reconciler deletes (`reconcile`'s orphan copies), as it deletes a pageserver timeline whose row was never
+    /// written.
     pub async fn create_timeline(
         &self,
         tenant: TenantId,
@@ -781,8 +825,10 @@ impl Backend {
         }
     }
 
-    /// The safekeepers' half of [`Backend::create_timeline`]: every member of `set` asked at once, a majority of
-    /// it must answer.
+    /// The safekeepers' half of [`Backend::create_timeline`]: every member of `set` asked at once, and done as
+    /// soon as a majority made it (or can no longer). The others' calls go on in tasks of their own, each bounded
+    /// as every call is, and log their failure: the reply does not wait for the slowest copy's flush or for a
+    /// dead member's timeout, and a copy missing for good is the reconciler's to rebuild.
     async fn create_timeline_on_safekeepers(
         &self,
         tenant: TenantId,
@@ -796,34 +842,24 @@ impl Backend {
             }),
             start_lsn: timeline.start_lsn.0,
         };
-        let calls = set.iter().map(|address| {
-            let (client, request) = (self.client_of(address).cloned(), request.clone());
-            async move {
-                match client {
-                    Some(mut client) => (address, client.create_timeline(request).await.map(|_| ())),
-                    None => (
-                        address,
-                        Err(tonic::Status::failed_precondition("not a configured safekeeper")),
-                    ),
+        let timeline_id = timeline.timeline_id;
+        let (made, errors) = self
+            .on_a_majority(set, move |address, mut client| {
+                let request = request.clone();
+                async move {
+                    let made = client.create_timeline(request).await.map(|_| ());
+                    if let Err(status) = &made {
+                        tracing::warn!(safekeeper = %address, %tenant, timeline = %timeline_id, error = %status.message(), "a safekeeper missed a timeline creation");
+                    }
+                    made
                 }
-            }
-        });
-        let mut created = 0;
-        let mut errors = Vec::new();
-        for (address, result) in join_all(calls).await {
-            match result {
-                Ok(_) => created += 1,
-                Err(status) => errors.push(format!("{address}: {}", status.message())),
-            }
-        }
-        if created < Self::quorum(set) {
+            })
+            .await;
+        if made.len() < Self::quorum(set) {
             return Err(BackendError::Unavailable(format!(
                 "creating the timeline on the safekeepers: {}",
                 errors.join("; ")
             )));
-        }
-        if !errors.is_empty() {
-            tracing::warn!(errors = %errors.join("; "), "a safekeeper missed a timeline creation");
         }
         Ok(())
     }
@@ -1032,6 +1068,8 @@ impl Backend {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
         };
+        // Every member's answer is waited for (each bounded): a majority's answers alone could miss a commit
+        // LSN that only the slowest member has heard of yet.
         let calls = set.iter().map(|address| {
             let (client, request) = (self.client_of(address).cloned(), request.clone());
             async move {
