@@ -151,7 +151,7 @@ impl Control {
         // not one per read): the database, the parent, the quota's counts, the timelines and the parent's set.
         let (account_id, id, wanted_parent) = (account.clone(), database_id.to_owned(), new.parent_id.clone());
         let reads = self
-            .blocking(move |store| creation_reads(store, &account_id, &id, wanted_parent))
+            .read(move |store| creation_reads(store, &account_id, &id, wanted_parent.clone()))
             .await?
             .ok_or(ApiError::NotFound)?;
         stages::mark("read_metadata");

@@ -36,6 +36,7 @@ mod safekeepers;
 pub mod scale_to_zero;
 mod schema_diff;
 mod serving;
+pub mod store_calls;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -291,29 +292,23 @@ impl Control {
         Ok(true)
     }
 
-    /// Runs a store call on the blocking pool.
+    /// Runs a store call that only reads, on this thread when it can do so without waiting
+    /// ([`store_calls::read`]); `f` must not write.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: Fn(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        store_calls::read(&self.store, f).await
+    }
+
+    /// Runs a store call on the blocking pool ([`store_calls::blocking`]).
     pub async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     {
-        let store = Arc::clone(&self.store);
-        let call = move || {
-            let began = std::time::Instant::now();
-            let result = f(&store);
-            (result, began.elapsed())
-        };
-        match tokio::task::spawn_blocking(call).await {
-            Ok((result, took)) => {
-                // What the calls spent in the store itself (the rest of their stages is the hand-off).
-                crate::stages::record("store_calls_inside", took);
-                Ok(result?)
-            }
-            Err(error) => {
-                tracing::error!(%error, "metadata store task failed");
-                Err(ApiError::Internal)
-            }
-        }
+        store_calls::blocking(&self.store, f).await
     }
 
     /// Holds the lock of database or project `id` (ids are prefixed, so the two never share one) until the

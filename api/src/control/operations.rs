@@ -127,7 +127,7 @@ impl Control {
             let ended = self.operation_ended.notified();
             let (account_id, operation_id) = (account.clone(), id.to_owned());
             let operation = self
-                .blocking(move |store| store.get_operation(&account_id, &operation_id))
+                .read(move |store| store.get_operation(&account_id, &operation_id))
                 .await?
                 .ok_or(ApiError::NotFound)?;
             crate::stages::mark("read_operation");

@@ -47,7 +47,7 @@ impl Control {
         // The branch and what resolving its point reads, in one store call.
         let (account_id, branch_id) = (account.clone(), id.to_owned());
         let (branch, database, reads) = self
-            .blocking(move |store| {
+            .read(move |store| {
                 let Some((branch, database)) = store.get_branch(&account_id, &branch_id)? else {
                     return Ok(None);
                 };
@@ -110,7 +110,7 @@ impl Control {
         // checks again, in its transaction).
         let (account_id, branch_id) = (account.clone(), branch.id.clone());
         let (branch, database, counts) = self
-            .blocking(move |store| {
+            .read(move |store| {
                 let Some((branch, database)) = store.get_branch(&account_id, &branch_id)? else {
                     return Ok(None);
                 };
@@ -312,7 +312,7 @@ impl Control {
         }
         if kind == Move::Restore {
             let id = params.branch_id.clone();
-            match self.blocking(move |store| store.branch(&id)).await {
+            match self.read(move |store| store.branch(&id)).await {
                 Ok(Some(restored)) => {
                     self.emit_branch(WebhookEvent::BranchRestored, restored, &database)
                         .await

@@ -259,7 +259,7 @@ async fn authenticate(state: &AppState, secret: Option<String>) -> Result<Caller
     let secret = secret.ok_or(ApiError::Unauthenticated)?;
     let caller = state
         .control
-        .blocking(move |store| auth::authenticate(store, &secret))
+        .read(move |store| auth::authenticate(store, &secret))
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     state.limiter.check(&caller.account)?;
@@ -276,7 +276,7 @@ async fn authenticate_scoped(
     let secret = secret.ok_or(ApiError::Unauthenticated)?;
     let (caller, project) = state
         .control
-        .blocking(move |store| {
+        .read(move |store| {
             let Some(caller) = auth::authenticate(store, &secret)? else {
                 return Ok(None);
             };

@@ -361,6 +361,10 @@ pub enum StoreError {
     /// out of reach); retrying later may work.
     #[error("metadata unavailable: {0}")]
     Unavailable(String),
+    /// A call made without waiting ([`pool::without_waiting`]) found no idle connection; the caller runs it
+    /// again where it may wait. Never the outcome of a call that may wait.
+    #[error("metadata: no idle connection for a call that may not wait")]
+    WouldWait,
 }
 
 /// [`StoreError::QuotaExceeded`] unless `count` of `what` (plural) in `scope` is below `max`.

@@ -17,6 +17,7 @@
 //! **Invariant:** `open` counts the connections that exist, idle or lent, and never exceeds `connections_max`;
 //! a connection is lent to one caller at a time (the [`Pooled`] guard owns it).
 
+use std::cell::Cell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,26 @@ impl PoolConfig {
         connections_max: 1,
         connection_wait_ms: CONNECTION_WAIT_MS_DEFAULT,
     };
+}
+
+thread_local! {
+    /// Set while this thread runs a call that must not wait for a connection ([`without_waiting`]).
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every [`Pool::get`] on this thread refusing to wait: an idle connection is lent as always, but
+/// with none idle the call fails at once with [`StoreError::WouldWait`] instead of waiting for one or making
+/// one. For a store call run on a thread that must not block for long (an async worker), which then runs the
+/// call elsewhere. Nested calls stay in the mode; the mode ends with `f`, also if it panics.
+pub(crate) fn without_waiting<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NO_WAIT.with(|flag| flag.set(self.0));
+        }
+    }
+    let _reset = Reset(NO_WAIT.with(|flag| flag.replace(true)));
+    f()
 }
 
 /// What makes a new connection.
@@ -126,6 +147,9 @@ impl Pool {
                 // Closed while idle (the server restarted, or ended the session): replaced below.
                 state.open -= 1;
                 tracing::warn!("dropping a metadata connection that closed while idle");
+            }
+            if NO_WAIT.with(Cell::get) {
+                return Err(StoreError::WouldWait);
             }
             if state.open < self.connections_max {
                 state.open += 1;
@@ -277,6 +301,44 @@ mod tests {
         let again: Vec<Pooled<'_>> = (0..3).map(|_| pool.get().unwrap()).collect();
         assert_eq!((pool.open(), made.load(Ordering::SeqCst)), (3, 3));
         drop(again);
+    }
+
+    #[test]
+    fn a_call_that_may_not_wait_takes_an_idle_connection_or_gives_up_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = PoolConfig {
+            connections_max: 2,
+            connection_wait_ms: 5_000,
+        };
+        let (pool, made) = sqlite_pool(dir.path(), config);
+        // The idle one is lent as always, and given back.
+        let value: i64 = without_waiting(|| {
+            let conn = pool.get().unwrap();
+            conn.query_row("SELECT 7", [], |row| row.get(0)).unwrap()
+        });
+        assert_eq!(value, 7);
+        // None idle: it neither makes one (though under the maximum) nor waits.
+        let held = pool.get().unwrap();
+        let started = Instant::now();
+        assert!(matches!(
+            without_waiting(|| pool.get().map(drop)),
+            Err(StoreError::WouldWait)
+        ));
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        assert_eq!((pool.open(), made.load(Ordering::SeqCst)), (1, 1));
+        // Nested calls stay in the mode; it ends with the outer call, also when that panics.
+        without_waiting(|| {
+            without_waiting(|| {});
+            assert!(matches!(pool.get().map(drop), Err(StoreError::WouldWait)));
+        });
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            without_waiting(|| panic!("a call that panics"));
+        }));
+        assert!(unwound.is_err());
+        // Outside it a call makes a second connection rather than fail.
+        let second = pool.get().unwrap();
+        assert_eq!((pool.open(), made.load(Ordering::SeqCst)), (2, 2));
+        drop((held, second));
     }
 
     #[test]

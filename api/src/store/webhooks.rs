@@ -318,6 +318,20 @@ impl Store {
         Ok(deleted == 1)
     }
 
+    /// Whether project `project_id` has a webhook (subscribed to any event): a read, for skipping the write of
+    /// [`Store::enqueue_deliveries`] when nobody listens.
+    pub fn project_has_webhooks(&self, project_id: &str) -> Result<bool, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn
+            .query_row(
+                "SELECT 1 FROM webhooks WHERE project_id = ?1 LIMIT 1",
+                [project_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
     /// Queues a delivery of `body` to every webhook of `project_id` subscribed to `event`, due now, and drops
     /// each such webhook's deliveries past [`DELIVERIES_PER_WEBHOOK_MAX`]; one transaction. Returns how many were
     /// queued.
@@ -484,6 +498,7 @@ pub(crate) mod tests {
         let store = open();
         let account = store.create_account().unwrap();
         let project = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        assert!(!store.project_has_webhooks(&project.id).unwrap());
         let branches = store
             .create_webhook(
                 &account,
@@ -504,6 +519,9 @@ pub(crate) mod tests {
             )
             .unwrap()
             .unwrap();
+        assert!(store.project_has_webhooks(&project.id).unwrap());
+        let other = store.create_project(&account, "q", 10, &Labels::new()).unwrap();
+        assert!(!store.project_has_webhooks(&other.id).unwrap());
         let stranger = store.create_account().unwrap();
         assert_eq!(store.list_webhooks(&stranger, &project.id).unwrap(), None);
         assert_eq!(store.list_webhooks(&account, &project.id).unwrap().unwrap().len(), 2);
