@@ -121,6 +121,8 @@ pub(crate) fn takes_types(name: &str) -> bool {
 
 /// The typed form of a call: `pg_t_<name>('<types>', args…)`, keeping its `ORDER BY`, `FILTER` and `OVER`.
 pub(crate) fn typed_call(function: &Function, name: &str, types: &[Option<PgType>]) -> Expr {
+    // Only these names are registered in the typed form ([`define`]).
+    debug_assert!(takes_types(name), "a typed call of {name}, which is not registered typed");
     let text: Vec<String> = types
         .iter()
         .map(|t| t.map_or_else(String::new, PgType::catalog_text))
@@ -262,7 +264,8 @@ pub(super) enum Purity {
     Volatile,
 }
 
-/// Registers `body` as `name` and as its typed name `pg_t_<name>` with `arity` arguments (`-1`: any).
+/// Registers `body` as `name` with `arity` arguments (`-1`: any), and as its typed name `pg_t_<name>` (one more
+/// argument, the types) if the translator rewrites its calls to that ([`takes_types`]).
 pub(super) fn define(
     conn: &Connection,
     state: &Arc<SessionState>,
@@ -275,7 +278,10 @@ pub(super) fn define(
         Purity::Pure => super::flags_pure(),
         Purity::Volatile => FunctionFlags::SQLITE_UTF8,
     };
-    for typed in [false, true] {
+    // The typed name is called only for the names the translator rewrites ([`takes_types`]): registering it for
+    // the others would cost every session's start a function each (a connection registers ~500).
+    let forms: &[bool] = if takes_types(name) { &[false, true] } else { &[false] };
+    for &typed in forms {
         let s = state.clone();
         let n = if typed && arity >= 0 { arity + 1 } else { arity };
         let registered = if typed {
