@@ -122,7 +122,10 @@ pub(crate) fn takes_types(name: &str) -> bool {
 /// The typed form of a call: `pg_t_<name>('<types>', args…)`, keeping its `ORDER BY`, `FILTER` and `OVER`.
 pub(crate) fn typed_call(function: &Function, name: &str, types: &[Option<PgType>]) -> Expr {
     // Only these names are registered in the typed form ([`define`]).
-    debug_assert!(takes_types(name), "a typed call of {name}, which is not registered typed");
+    debug_assert!(
+        takes_types(name),
+        "a typed call of {name}, which is not registered typed"
+    );
     let text: Vec<String> = types
         .iter()
         .map(|t| t.map_or_else(String::new, PgType::catalog_text))
