@@ -401,11 +401,31 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
         )
         .len()
     };
+    // A webhook on `branch.created` (at an address nothing listens on: its deliveries stay in the log).
+    let project = text(&scene.database, "project_id");
+    let hook = scene
+        .up
+        .call(
+            "POST",
+            &format!("/v1/projects/{project}/webhooks"),
+            Some(r#"{"url":"http://127.0.0.1:9/hook","events":["branch.created"]}"#),
+        )
+        .await;
+    assert_eq!(hook.status, 201, "{}", hook.body);
+    let deliveries_of = |scene: &Scene, branch_id: &str| {
+        metadata_query(
+            &scene.data_dir,
+            "SELECT coalesce(held_for_timeline, 'released') FROM webhook_deliveries
+             WHERE instr(body, ?1) > 0",
+            branch_id,
+        )
+    };
     scene
         .request_until_paused("POST", &path, r#"{"name":"early"}"#, "branch_timeline")
         .await;
-    // The row, its timeline's row (storage pending) and its audit entry are committed (the row's write runs at
-    // once with the storage call, so it may land just after the pause is logged); no storage node holds it.
+    // The row, its timeline's row (storage pending), its audit entry and its event's delivery, held, are committed
+    // (the row's write runs at once with the storage call, so it may land just after the pause is logged); no
+    // storage node holds it.
     let early = || metadata_query(&scene.data_dir, "SELECT id FROM branches WHERE name = ?1", "early");
     wait_for("the branch row, written at once with the storage", || {
         !early().is_empty()
@@ -428,6 +448,7 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
     );
     assert_eq!(pending, std::slice::from_ref(&timeline));
     assert_eq!(created_audits(&scene), 1);
+    assert_eq!(deliveries_of(&scene, &branch_id), std::slice::from_ref(&timeline));
     assert!(!scene.on_pageserver().contains(&timeline));
     assert!((1..=3).all(|n| !scene.on_safekeeper(n).contains(&timeline)));
     scene.crash_and_restart();
@@ -443,9 +464,13 @@ async fn a_branch_creation_killed_after_its_row_before_its_storage_is_taken_back
     assert_eq!(listed["branches"].as_array().expect("branches").len(), 1, "{listed}");
     scene.wait_storage_is(&before).await;
     assert_eq!(created_audits(&scene), 0);
-    // And the same name can be created now, served at once.
+    // Its event went with it: never sent for a branch that was never made.
+    assert!(deliveries_of(&scene, &branch_id).is_empty());
+    // And the same name can be created now, served at once; its event is released with the reply.
     let again = scene.up.call("POST", &path, Some(r#"{"name":"early"}"#)).await;
     assert_eq!(again.status, 201, "{}", again.body);
+    let again_id = text(&again.json()["branch"], "id");
+    assert_eq!(deliveries_of(&scene, &again_id), ["released"]);
     let uri = scene.up.uri(&again.json()["branch"]);
     assert_eq!(ids(&uri).await.len(), 12);
 }

@@ -212,13 +212,18 @@ impl Control {
         // The call's audit entry (201) goes in the row's own transaction: one metadata flush, not two.
         let audit = audit::claim(201);
         let entry = audit.as_ref().map(|claim| claim.entry().clone());
+        // The `branch.created` deliveries go in the row's transaction, held until the storage is known to hold
+        // the timeline (`events`).
+        let event_body = self.branch_event_body(branch.clone(), database);
         let confirmed = std::mem::take(&mut *self.creations_confirmed.lock());
         let confirming = confirmed.clone();
         let write_row = async {
             faults::pause(self.config.faults.branch_row_pause_ms).await;
             let began = Instant::now();
             let inserted = self
-                .blocking(move |store| store.insert_branch(&row, &timeline_row, entry.as_ref(), &confirming))
+                .blocking(move |store| {
+                    store.insert_branch(&row, &timeline_row, entry.as_ref(), event_body.as_deref(), &confirming)
+                })
                 .await;
             stages::record("metadata_write", began.elapsed());
             inserted
@@ -251,7 +256,7 @@ impl Control {
                 // The row names a timeline the storage may lack: take the row back, then whatever the storage
                 // made. A crash before that leaves the row storage pending, settled before it is served.
                 let (branch_id, timeline_id) = (branch.id.clone(), timeline.timeline_id);
-                let audit_id = inserted.map(|entry| entry.id);
+                let audit_id = inserted.audit.map(|entry| entry.id);
                 match self
                     .blocking(move |store| store.undo_branch_creation(&branch_id, timeline_id, audit_id.as_deref()))
                     .await
@@ -272,8 +277,21 @@ impl Control {
                 return Err(error.into());
             }
         };
-        self.creations_confirmed.lock().push(timeline.timeline_id);
-        if let (Some(_), Some(audit)) = (inserted, audit) {
+        if inserted.held > 0 {
+            // Deliveries are held for this creation: it is confirmed now, which releases them. If that fails it is
+            // confirmed later (with the next creation, or before the branch is next served), and they with it.
+            let id = timeline.timeline_id;
+            match self.blocking(move |store| store.confirm_timelines(&[id])).await {
+                Ok(_) => self.webhook_wake.notify_one(),
+                Err(error) => {
+                    tracing::warn!(?error, branch = %branch.id, "a branch creation could not be confirmed yet; its events wait for that");
+                    self.creations_confirmed.lock().push(id);
+                }
+            }
+        } else {
+            self.creations_confirmed.lock().push(timeline.timeline_id);
+        }
+        if let (Some(_), Some(audit)) = (inserted.audit, audit) {
             audit.committed();
         }
         // The status cannot change under the lock (a wake from idleness can, but the names are served either way).
@@ -298,9 +316,6 @@ impl Control {
                 .refuse(&branch.id, &format!("database {} is not active", database.id));
         }
         stages::mark("define");
-        self.emit_branch(WebhookEvent::BranchCreated, branch.clone(), database)
-            .await;
-        stages::mark("webhook_event");
         Ok((branch, database.clone()))
     }
 
@@ -391,7 +406,10 @@ impl Control {
         }
         if !done.is_empty() {
             self.creations_confirmed.lock().retain(|id| !done.contains(id));
-            self.blocking(move |store| store.confirm_timelines(&done)).await?;
+            if self.blocking(move |store| store.confirm_timelines(&done)).await? > 0 {
+                // `branch.created` deliveries held for these creations are due now.
+                self.webhook_wake.notify_one();
+            }
         }
         Ok(failed)
     }

@@ -3,7 +3,10 @@
 //!
 //! Each body is the resource as the API returns it (`{"operation": …}`, `{"branch": …}`, the views of `GET`). An
 //! event is queued after the change it reports is committed; a crash in between loses the event, never the change,
-//! and a failure to queue is logged, never the change's error.
+//! and a failure to queue is logged, never the change's error. Except `branch.created`: its deliveries are queued
+//! in the branch row's own transaction, held until the storage is known to hold the branch's timeline and
+//! released in the transaction that records it, or taken back with the creation (`control::branches`), so a
+//! crash never loses one nor sends one for a branch that was never made.
 
 use super::Control;
 use crate::http::views::{BranchEnvelope, BranchView, OperationEnvelope, OperationView};
@@ -24,6 +27,16 @@ impl Control {
             operation: OperationView::from(operation),
         });
         self.emit(project_id, event, body).await;
+    }
+
+    /// The body of an event about `branch` of `database` (`{"branch": …}`); `None`, logged, if it cannot be
+    /// written.
+    pub(super) fn branch_event_body(&self, branch: Branch, database: &Database) -> Option<String> {
+        let body = serde_json::to_string(&BranchEnvelope {
+            branch: BranchView::new(self, branch, database),
+        });
+        body.map_err(|error| tracing::error!(%error, "an event body could not be written"))
+            .ok()
     }
 
     /// Queues `event` for `branch` of `database`, the branch as it is given (as it was, for a deletion).

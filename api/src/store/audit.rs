@@ -288,7 +288,7 @@ pub(crate) mod tests {
 
         // Committed together.
         store
-            .insert_branch(&child, &child_timeline(2), Some(&audit), &[])
+            .insert_branch(&child, &child_timeline(2), Some(&audit), None, &[])
             .unwrap();
         assert!(open().branch(&child.id).unwrap().is_some());
         assert_eq!(entries_with(open, &account, &project.id, 201), 1);
@@ -298,7 +298,7 @@ pub(crate) mod tests {
         twin.id.push('y');
         twin.timeline_id = TimelineId(3);
         assert!(matches!(
-            store.insert_branch(&twin, &child_timeline(3), Some(&audit), &[]),
+            store.insert_branch(&twin, &child_timeline(3), Some(&audit), None, &[]),
             Err(StoreError::Conflict(_))
         ));
         assert_eq!(entries_with(open, &account, &project.id, 201), 1);
@@ -322,7 +322,7 @@ pub(crate) mod tests {
         third.timeline_id = TimelineId(4);
         hide(true);
         assert!(store
-            .insert_branch(&third, &child_timeline(4), Some(&audit), &[])
+            .insert_branch(&third, &child_timeline(4), Some(&audit), None, &[])
             .is_err());
         hide(false);
         assert_eq!(open().branch(&third.id).unwrap(), None);

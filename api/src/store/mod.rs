@@ -327,6 +327,15 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE timelines ADD COLUMN retired INTEGER NOT NULL DEFAULT 0;
 ",
     ),
+    // Webhook deliveries queued in a branch creation's own transaction (issue 12): held (not due, not listed) for
+    // the creation's timeline until the storage is known to hold it, then released in the transaction that
+    // records that; taken back with the creation.
+    Migration::Sql(
+        "
+    ALTER TABLE webhook_deliveries ADD COLUMN held_for_timeline TEXT;
+    CREATE INDEX deliveries_held ON webhook_deliveries(held_for_timeline) WHERE held_for_timeline IS NOT NULL;
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.

@@ -15,6 +15,7 @@ use super::databases::{BranchUpdate, DatabaseStatus, NewDatabase, RestoreChange,
 use super::idempotency::StoredResponse;
 use super::labels::{LabelFilter, Labels};
 use super::operations::{Action, NewOperation, OperationStatus, RestoreParams};
+use super::webhooks::WebhookEvent;
 use super::{KeyScope, Store, StoreError};
 use crate::testing_postgres::TestPostgres;
 
@@ -257,11 +258,44 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     child.parent_branch_id = Some(created.branch.id.clone());
     child.parent_lsn = Some(child_timeline.start_lsn);
     child.timeline_id = child_timeline.timeline_id;
-    store.insert_branch(&child, &child_timeline, None, &[]).unwrap();
+    // A webhook on `branch.created`: a creation's delivery is queued with its row, held (neither due nor
+    // listed) until the creation is confirmed, and taken back with an undone creation.
+    let hook = store
+        .create_webhook(
+            account,
+            project_id,
+            "http://127.0.0.1:1/h",
+            &[WebhookEvent::BranchCreated],
+            "s",
+        )
+        .unwrap()
+        .unwrap();
+    let listed = |store: &Store| {
+        store
+            .list_deliveries(account, project_id, &hook.id, None, 10)
+            .unwrap()
+            .unwrap()
+            .items
+            .len()
+    };
+    let inserted = store
+        .insert_branch(&child, &child_timeline, None, Some("{\"branch\":{}}"), &[])
+        .unwrap();
+    assert_eq!(inserted.held, 1);
     // Written at once with its storage: pending until confirmed.
     assert_eq!(store.pending_timelines_of(&id).unwrap(), [child_timeline.timeline_id]);
-    store.confirm_timelines(&[child_timeline.timeline_id]).unwrap();
+    assert!(store.due_deliveries("9999", 10).unwrap().is_empty());
+    assert_eq!(listed(store), 0);
+    assert_eq!(store.confirm_timelines(&[child_timeline.timeline_id]).unwrap(), 1);
     assert!(store.pending_timelines_of(&id).unwrap().is_empty());
+    let due = store.due_deliveries("9999", 10).unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(
+        (due[0].delivery.event.as_str(), due[0].delivery.body.as_str()),
+        ("branch.created", "{\"branch\":{}}")
+    );
+    assert_eq!(listed(store), 1);
+    assert_eq!(store.confirm_timelines(&[child_timeline.timeline_id]).unwrap(), 0);
     let mut undone = child.clone();
     undone.id.push('u');
     undone.name = "undone".to_owned();
@@ -271,12 +305,22 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
         ..child_timeline
     };
     store
-        .insert_branch(&undone, &undone_timeline, None, &[child_timeline.timeline_id])
+        .insert_branch(
+            &undone,
+            &undone_timeline,
+            None,
+            Some("{}"),
+            &[child_timeline.timeline_id],
+        )
         .unwrap();
     assert_eq!(store.pending_timelines_of(&id).unwrap(), [undone.timeline_id]);
     store
         .undo_branch_creation(&undone.id, undone.timeline_id, None)
         .unwrap();
+    // Its held delivery went with it; the confirmed one stays.
+    assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 1);
+    assert_eq!(store.confirm_timelines(&[undone.timeline_id]).unwrap(), 0);
+    assert_eq!(listed(store), 1);
     assert_eq!(store.branch(&undone.id).unwrap(), None);
     assert!(store.pending_timelines_of(&id).unwrap().is_empty());
     assert_eq!(store.branch(&child.id).unwrap().unwrap(), child);
@@ -290,10 +334,14 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
                 ..child_timeline
             },
             None,
+            Some("{}"),
             &[]
         ),
         Err(StoreError::Conflict(_))
     ));
+    // A refused insertion holds nothing.
+    assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 1);
+    assert!(store.delete_webhook(account, project_id, &hook.id).unwrap());
     assert_eq!(store.branch_count(&id).unwrap(), 2);
     assert_eq!(store.branches_of(&id).unwrap().len(), 2);
     assert_eq!(

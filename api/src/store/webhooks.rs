@@ -11,6 +11,7 @@
 //! [`ATTEMPTS_PER_DELIVERY_MAX`] attempts. A webhook's deliveries go with it, and a project's webhooks with it.
 
 use crate::store::sql::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+use cambium_types::TimelineId;
 use serde::{Deserialize, Serialize};
 
 use super::{check_quota, has_project, new_id, now, AccountId, Page, Store, StoreError};
@@ -336,46 +337,9 @@ impl Store {
     /// each such webhook's deliveries past [`DELIVERIES_PER_WEBHOOK_MAX`]; one transaction. Returns how many were
     /// queued.
     pub fn enqueue_deliveries(&self, project_id: &str, event: WebhookEvent, body: &str) -> Result<usize, StoreError> {
-        if body.len() > DELIVERY_BODY_BYTES_MAX {
-            return Err(StoreError::Corrupt(format!(
-                "a {} event body of {} bytes is over {DELIVERY_BODY_BYTES_MAX}",
-                event.as_str(),
-                body.len()
-            )));
-        }
-        let (ms, at) = now();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let webhooks = {
-            let mut stmt = tx.prepare(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = ?1"))?;
-            let rows = stmt.query_map([project_id], webhook_row)?;
-            rows.collect::<Result<Vec<_>, _>>()?
-        };
-        let mut queued = 0;
-        for webhook in webhooks.iter().filter(|w| w.events.contains(&event)) {
-            tx.execute(
-                &format!(
-                    "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}, project_id)
-                          VALUES (?1, ?2, ?3, ?4, 'pending', '[]', ?5, ?5, ?5, ?6)"
-                ),
-                params![new_id("dlv_", ms), webhook.id, event.as_str(), body, at, project_id],
-            )?;
-            let dropped = tx.execute(
-                "DELETE FROM webhook_deliveries WHERE webhook_id = ?1 AND id <= (
-                     SELECT id FROM webhook_deliveries WHERE webhook_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
-                 AND status = 'pending'",
-                params![webhook.id, DELIVERIES_PER_WEBHOOK_MAX],
-            )?;
-            if dropped > 0 {
-                tracing::warn!(webhook = %webhook.id, dropped, "pending deliveries dropped: the webhook's log is full");
-            }
-            tx.execute(
-                "DELETE FROM webhook_deliveries WHERE webhook_id = ?1 AND id <= (
-                     SELECT id FROM webhook_deliveries WHERE webhook_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![webhook.id, DELIVERIES_PER_WEBHOOK_MAX],
-            )?;
-            queued += 1;
-        }
+        let queued = enqueue_on(&tx, project_id, event, body, None)?;
         tx.commit()?;
         Ok(queued)
     }
@@ -461,7 +425,8 @@ impl Store {
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(
-            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?1 AND id < ?2
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries
+             WHERE webhook_id = ?1 AND id < ?2 AND held_for_timeline IS NULL
              ORDER BY id DESC LIMIT ?3"
         ))?;
         // One extra row says whether another page follows; `~` sorts after every id character.
@@ -471,6 +436,88 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(Page::from_one_extra(items, limit, |d| d.id.clone())))
     }
+}
+
+/// [`Store::enqueue_deliveries`] on `tx`. With `held_for`, the deliveries are *held* for a branch creation on
+/// that timeline: not due (no next attempt) and not listed until [`release_held`] (the creation known made,
+/// in the transaction that records it) or gone with [`drop_held`] (the creation taken back).
+pub(crate) fn enqueue_on(
+    tx: &Transaction<'_>,
+    project_id: &str,
+    event: WebhookEvent,
+    body: &str,
+    held_for: Option<TimelineId>,
+) -> Result<usize, StoreError> {
+    if body.len() > DELIVERY_BODY_BYTES_MAX {
+        return Err(StoreError::Corrupt(format!(
+            "a {} event body of {} bytes is over {DELIVERY_BODY_BYTES_MAX}",
+            event.as_str(),
+            body.len()
+        )));
+    }
+    let (ms, at) = now();
+    let webhooks = {
+        let mut stmt = tx.prepare(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = ?1"))?;
+        let rows = stmt.query_map([project_id], webhook_row)?;
+        rows.collect::<Result<Vec<_>, _>>()?
+    };
+    let (next_attempt_at, held) = match held_for {
+        Some(timeline) => (None, Some(timeline.to_string())),
+        None => (Some(at.clone()), None),
+    };
+    let mut queued = 0;
+    for webhook in webhooks.iter().filter(|w| w.events.contains(&event)) {
+        tx.execute(
+            &format!(
+                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}, project_id, held_for_timeline)
+                      VALUES (?1, ?2, ?3, ?4, 'pending', '[]', ?5, ?6, ?6, ?7, ?8)"
+            ),
+            params![
+                new_id("dlv_", ms),
+                webhook.id,
+                event.as_str(),
+                body,
+                next_attempt_at,
+                at,
+                project_id,
+                held
+            ],
+        )?;
+        let dropped = tx.execute(
+            "DELETE FROM webhook_deliveries WHERE webhook_id = ?1 AND id <= (
+                 SELECT id FROM webhook_deliveries WHERE webhook_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
+             AND status = 'pending'",
+            params![webhook.id, DELIVERIES_PER_WEBHOOK_MAX],
+        )?;
+        if dropped > 0 {
+            tracing::warn!(webhook = %webhook.id, dropped, "pending deliveries dropped: the webhook's log is full");
+        }
+        tx.execute(
+            "DELETE FROM webhook_deliveries WHERE webhook_id = ?1 AND id <= (
+                 SELECT id FROM webhook_deliveries WHERE webhook_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            params![webhook.id, DELIVERIES_PER_WEBHOOK_MAX],
+        )?;
+        queued += 1;
+    }
+    Ok(queued)
+}
+
+/// Makes the deliveries held for the creation on `timeline` ([`enqueue_on`]) due now, on `tx`; how many.
+pub(crate) fn release_held(tx: &Transaction<'_>, timeline: TimelineId) -> Result<usize, StoreError> {
+    let (_, at) = now();
+    Ok(tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2, held_for_timeline = NULL
+         WHERE held_for_timeline = ?1",
+        params![timeline.to_string(), at],
+    )?)
+}
+
+/// Deletes the deliveries held for the creation on `timeline` ([`enqueue_on`]), on `tx`: it was taken back.
+pub(crate) fn drop_held(tx: &Transaction<'_>, timeline: TimelineId) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "DELETE FROM webhook_deliveries WHERE held_for_timeline = ?1",
+        [timeline.to_string()],
+    )?)
 }
 
 #[cfg(test)]

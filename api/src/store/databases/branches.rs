@@ -8,7 +8,7 @@ use super::timelines::{insert_timeline, TimelineRow};
 use super::{lsn_from_sql, lsn_to_sql, page, parse_column, Database};
 use crate::store::audit::{insert_audit, AuditEntry, NewAuditEntry};
 use crate::store::labels::{label_condition, labels_column, labels_to_sql, LabelFilter, Labels};
-use crate::store::{conflict_on_unique, AccountId, Page, Store, StoreError};
+use crate::store::{conflict_on_unique, webhooks, AccountId, Page, Store, StoreError};
 
 /// A branch row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +99,25 @@ pub fn protection_refuses(branch: &Branch, what: &str) -> String {
     )
 }
 
+/// What [`Store::insert_branch`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchInserted {
+    /// The creation's audit entry, if one was given.
+    pub audit: Option<AuditEntry>,
+    /// How many deliveries of the creation's event are held for its timeline (released when it is confirmed).
+    pub held: usize,
+}
+
+/// Records on `tx` that the storage holds `timeline` (no longer storage pending) and releases the deliveries
+/// held for its creation; how many were released.
+fn confirm_on(tx: &Transaction<'_>, timeline: TimelineId) -> Result<usize, StoreError> {
+    tx.execute(
+        "UPDATE timelines SET storage_pending = 0 WHERE timeline_id = ?1",
+        [timeline.to_string()],
+    )?;
+    webhooks::release_held(tx, timeline)
+}
+
 impl Store {
     /// Up to `limit` branches of `account`'s database `database_id` after `after` (and labels matching `filter`,
     /// if given), in creation order; `None` if there is no such database.
@@ -182,8 +201,10 @@ impl Store {
             .optional()?)
     }
 
-    /// Adds `branch` on its new `timeline`, and `audit` (the creation's audit entry) if given, in one transaction;
-    /// [`StoreError::Conflict`] for a duplicate name. Returns the audit entry written.
+    /// Adds `branch` on its new `timeline`, `audit` (the creation's audit entry) if given, and a delivery of
+    /// `event_body` (the `branch.created` event) to each of the project's webhooks subscribed to it, *held* for the
+    /// timeline (`webhooks::enqueue_on`), in one transaction; [`StoreError::Conflict`] for a duplicate name.
+    /// Returns the audit entry written and how many deliveries are held.
     ///
     /// The timeline is recorded *storage pending* (written at once with its creation on the storage, which may not
     /// have happened yet): [`Store::pending_timelines_of`] lists it until [`Store::confirm_timelines`] or a later
@@ -193,8 +214,9 @@ impl Store {
         branch: &Branch,
         timeline: &TimelineRow,
         audit: Option<&NewAuditEntry>,
+        event_body: Option<&str>,
         confirmed: &[TimelineId],
-    ) -> Result<Option<AuditEntry>, StoreError> {
+    ) -> Result<BranchInserted, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         insert_timeline(&tx, &branch.database_id, timeline)?;
@@ -204,14 +226,23 @@ impl Store {
         )?;
         insert_branch(&tx, branch)?;
         let entry = audit.map(|entry| insert_audit(&tx, entry)).transpose()?;
+        let held = match event_body {
+            Some(body) => {
+                let project_id: String = tx.query_row(
+                    "SELECT project_id FROM databases WHERE id = ?1",
+                    [&branch.database_id],
+                    |row| row.get(0),
+                )?;
+                let event = crate::store::webhooks::WebhookEvent::BranchCreated;
+                webhooks::enqueue_on(&tx, &project_id, event, body, Some(timeline.timeline_id))?
+            }
+            None => 0,
+        };
         for id in confirmed {
-            tx.execute(
-                "UPDATE timelines SET storage_pending = 0 WHERE timeline_id = ?1",
-                [id.to_string()],
-            )?;
+            confirm_on(&tx, *id)?;
         }
         tx.commit()?;
-        Ok(entry)
+        Ok(BranchInserted { audit: entry, held })
     }
 
     /// Takes back a branch creation whose storage failed: the branch (just made, so without children), its
@@ -226,6 +257,7 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM branches WHERE id = ?1", [branch_id])?;
         tx.execute("DELETE FROM timelines WHERE timeline_id = ?1", [timeline.to_string()])?;
+        webhooks::drop_held(&tx, timeline)?;
         if let Some(id) = audit_id {
             tx.execute("DELETE FROM audit_log WHERE id = ?1", [id])?;
         }
@@ -255,6 +287,7 @@ impl Store {
             "DELETE FROM timelines WHERE timeline_id = ?1",
             [branch.timeline_id.to_string()],
         )?;
+        webhooks::drop_held(&tx, branch.timeline_id)?;
         if let Some(id) = audit_id {
             tx.execute("DELETE FROM audit_log WHERE id = ?1", [id])?;
         }
@@ -279,17 +312,15 @@ impl Store {
     }
 
     /// Records `timelines` as on the storage (no longer storage pending).
-    pub fn confirm_timelines(&self, timelines: &[TimelineId]) -> Result<(), StoreError> {
+    pub fn confirm_timelines(&self, timelines: &[TimelineId]) -> Result<usize, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut released = 0;
         for id in timelines {
-            tx.execute(
-                "UPDATE timelines SET storage_pending = 0 WHERE timeline_id = ?1",
-                [id.to_string()],
-            )?;
+            released += confirm_on(&tx, *id)?;
         }
         tx.commit()?;
-        Ok(())
+        Ok(released)
     }
 
     /// Applies `update` to branch `id` in one transaction; [`StoreError::Conflict`] for a duplicate name.

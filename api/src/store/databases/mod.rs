@@ -30,7 +30,7 @@ use super::{check_quota, conflict_on_unique, has_project, new_id, now, AccountId
 use branches::insert_branch;
 use timelines::insert_timeline;
 
-pub use branches::{protection_refuses, Branch, BranchUpdate};
+pub use branches::{protection_refuses, Branch, BranchInserted, BranchUpdate};
 pub use restore::RestoreChange;
 pub use suspension::{SuspendReason, SUSPEND_TIMEOUT_SECONDS_DEFAULT, SUSPEND_TIMEOUT_SECONDS_MAX};
 pub use timelines::{LiveTimeline, TimelineRow};
