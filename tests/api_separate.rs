@@ -1,6 +1,6 @@
 //! `cambium api` alone, against three `cambium safekeeper`s and a `cambium pageserver` run as separate
 //! processes (as on separate hosts): a database is created, written through SQL, branched, and read back; with
-//! one safekeeper frozen a branch is still created, without waiting for it.
+//! one safekeeper frozen a branch is still created and deleted, without waiting for it.
 
 mod common;
 
@@ -92,10 +92,20 @@ async fn the_api_drives_storage_processes_of_its_own() {
     )
     .await;
     let took = started.elapsed();
-    cluster.safekeepers[2].signal("-CONT");
     assert_eq!(frozen.status, 201, "{}", frozen.body);
     assert!(
         took < std::time::Duration::from_secs(7),
         "the creation waited {took:?} with one of three safekeepers frozen"
+    );
+    // Nor does a deletion wait for it (the frozen copy is left for a later deletion or the reconciler).
+    let frozen_id = frozen.json()["branch"]["id"].as_str().expect("id").to_owned();
+    let started = std::time::Instant::now();
+    let deleted = call("DELETE", format!("/v1/branches/{frozen_id}"), None).await;
+    let took = started.elapsed();
+    cluster.safekeepers[2].signal("-CONT");
+    assert!((200..300).contains(&deleted.status), "{}", deleted.body);
+    assert!(
+        took < std::time::Duration::from_secs(7),
+        "the deletion waited {took:?} with one of three safekeepers frozen"
     );
 }

@@ -39,6 +39,10 @@ pub const PLACEMENT_CACHE_MS: u64 = 2_000;
 /// lost only after failing every probe for `--pageserver-dead-after-ms`.
 pub const PAGESERVER_PROBE_TIMEOUT_MS: u64 = 3_000;
 
+/// How long a deletion waits for every safekeeper's answer before it goes on without the slow ones
+/// (`Backend::on_every_safekeeper`): far above a deletion's few milliseconds, far below a call's timeout.
+pub const SAFEKEEPER_CLEANUP_WAIT_MS: u64 = 1_000;
+
 /// Where the storage services are and how long a call may take.
 #[derive(Debug, Clone)]
 pub struct BackendConfig {
@@ -657,6 +661,33 @@ impl Backend {
         (answers, errors)
     }
 
+    /// Calls `call` on every configured safekeeper at once, each call in a task of its own that reports its own
+    /// outcome, and waits for them all for at most [`SAFEKEEPER_CLEANUP_WAIT_MS`]: the calls still under way
+    /// then go on, detached, to their end (each bounded as every call is). For deletions, whose outcome on one
+    /// safekeeper decides nothing (a copy left behind is the reconciler's to delete): a frozen safekeeper does not
+    /// hold the request for its timeout.
+    async fn on_every_safekeeper<F, Fut>(&self, call: F)
+    where
+        F: Fn(String, SafekeeperClient<PeerService>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut calls: FuturesUnordered<_> = self
+            .safekeepers
+            .iter()
+            .map(|(address, client)| tokio::spawn(call(address.clone(), client.clone())))
+            .collect();
+        let all = async { while calls.next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_millis(SAFEKEEPER_CLEANUP_WAIT_MS), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                waiting = calls.len(),
+                "safekeepers have not answered a deletion in {SAFEKEEPER_CLEANUP_WAIT_MS} ms; it goes on without waiting"
+            );
+        }
+    }
+
     /// Creates `tenant` on its pageserver (success if it exists).
     pub async fn create_tenant(&self, tenant: TenantId) -> Result<(), BackendError> {
         let request = ps::TenantRequest {
@@ -732,21 +763,21 @@ impl Backend {
         let request = sk::DeleteTenantRequest {
             tenant_id: tenant.to_string(),
         };
-        let calls = self.safekeepers.iter().map(|(address, client)| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move { (address, client.delete_tenant(request).await) }
-        });
-        for (address, result) in join_all(calls).await {
-            if let Err(status) = result {
-                tracing::warn!(
-                    safekeeper = %address,
-                    %tenant,
-                    code = ?status.code(),
-                    error = %status.message(),
-                    "a safekeeper did not delete a tenant; it keeps its WAL"
-                );
+        self.on_every_safekeeper(move |address, mut client| {
+            let request = request.clone();
+            async move {
+                if let Err(status) = client.delete_tenant(request).await {
+                    tracing::warn!(
+                        safekeeper = %address,
+                        %tenant,
+                        code = ?status.code(),
+                        error = %status.message(),
+                        "a safekeeper did not delete a tenant; it keeps its WAL"
+                    );
+                }
             }
-        }
+        })
+        .await;
     }
 
     /// Creates `timeline` on the pageserver (a root, or a branch of its ancestor at its start LSN) and on the
@@ -919,22 +950,22 @@ impl Backend {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
         };
-        let calls = self.safekeepers.iter().map(|(address, client)| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move { (address, client.delete_timeline(request).await) }
-        });
-        for (address, result) in join_all(calls).await {
-            if let Err(status) = result {
-                tracing::warn!(
-                    safekeeper = %address,
-                    %tenant,
-                    %timeline,
-                    code = ?status.code(),
-                    error = %status.message(),
-                    "a safekeeper did not delete a timeline; it keeps its WAL"
-                );
+        self.on_every_safekeeper(move |address, mut client| {
+            let request = request.clone();
+            async move {
+                if let Err(status) = client.delete_timeline(request).await {
+                    tracing::warn!(
+                        safekeeper = %address,
+                        %tenant,
+                        %timeline,
+                        code = ?status.code(),
+                        error = %status.message(),
+                        "a safekeeper did not delete a timeline; it keeps its WAL"
+                    );
+                }
             }
-        }
+        })
+        .await;
     }
 
     /// The timelines the pageserver holds for `tenant`, each with its ancestor; [`BackendError::NotFound`] if it
