@@ -341,6 +341,26 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     ));
     // A refused insertion holds nothing.
     assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 1);
+    // A branch deleted while its event is held (its confirmation failed): the event is due then, before the
+    // deletion's own.
+    let mut gone = child.clone();
+    gone.id.push('g');
+    gone.name = "gone".to_owned();
+    gone.timeline_id = timeline('6');
+    let gone_timeline = TimelineRow {
+        timeline_id: gone.timeline_id,
+        ..child_timeline
+    };
+    store
+        .insert_branch(&gone, &gone_timeline, None, Some("{}"), &[])
+        .unwrap();
+    assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 1);
+    assert_eq!(store.delete_branch_subtree(&gone.id).unwrap().len(), 1);
+    assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 2);
+    assert_eq!(store.confirm_timelines(&[gone.timeline_id]).unwrap(), 0);
+    // Its timeline's row, now unreferenced, goes as the sweep takes it.
+    assert!(store.unreferenced_timelines(&id).unwrap().contains(&gone.timeline_id));
+    store.remove_timeline(gone.timeline_id).unwrap();
     assert!(store.delete_webhook(account, project_id, &hook.id).unwrap());
     assert_eq!(store.branch_count(&id).unwrap(), 2);
     assert_eq!(store.branches_of(&id).unwrap().len(), 2);

@@ -451,6 +451,9 @@ impl Store {
         }
         for branch in &subtree {
             tx.execute("DELETE FROM branches WHERE id = ?1", [&branch.id])?;
+            // A creation's event still held (its confirmation failed) is due now, before the deletion's event,
+            // which is queued after this transaction.
+            webhooks::release_held(&tx, branch.timeline_id)?;
         }
         tx.commit()?;
         Ok(subtree)

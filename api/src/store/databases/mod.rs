@@ -215,6 +215,13 @@ pub(crate) fn databases_of_project(tx: &Transaction<'_>, project_id: &str) -> Re
 
 /// Deletes every row of database `id` but its operations.
 pub(crate) fn delete_database_rows(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
+    // Creations' events still held (their confirmation failed) are due now: those branches were made.
+    let (_, at) = now();
+    tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2, held_for_timeline = NULL
+         WHERE held_for_timeline IN (SELECT timeline_id FROM timelines WHERE database_id = ?1)",
+        params![id, at],
+    )?;
     tx.execute("DELETE FROM branches WHERE database_id = ?1", [id])?;
     tx.execute("DELETE FROM timelines WHERE database_id = ?1", [id])?;
     tx.execute("DELETE FROM timeline_safekeepers WHERE database_id = ?1", [id])?;
