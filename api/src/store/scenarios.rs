@@ -296,14 +296,19 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     );
     assert_eq!(listed(store), 1);
     assert_eq!(store.confirm_timelines(&[child_timeline.timeline_id]).unwrap(), 0);
-    let mut undone = child.clone();
-    undone.id.push('u');
-    undone.name = "undone".to_owned();
-    undone.timeline_id = timeline('5');
-    let undone_timeline = TimelineRow {
-        timeline_id: undone.timeline_id,
-        ..child_timeline
+    // Another child of the same parent: its id suffixed, its own name and timeline.
+    let sibling = |suffix: char, name: &str, id: char| {
+        let mut branch = child.clone();
+        branch.id.push(suffix);
+        branch.name = name.to_owned();
+        branch.timeline_id = timeline(id);
+        let row = TimelineRow {
+            timeline_id: branch.timeline_id,
+            ..child_timeline
+        };
+        (branch, row)
     };
+    let (undone, undone_timeline) = sibling('u', "undone", '5');
     store
         .insert_branch(
             &undone,
@@ -343,14 +348,7 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 1);
     // A branch deleted while its event is held (its confirmation failed): the event is due then, before the
     // deletion's own.
-    let mut gone = child.clone();
-    gone.id.push('g');
-    gone.name = "gone".to_owned();
-    gone.timeline_id = timeline('6');
-    let gone_timeline = TimelineRow {
-        timeline_id: gone.timeline_id,
-        ..child_timeline
-    };
+    let (gone, gone_timeline) = sibling('g', "gone", '6');
     store
         .insert_branch(&gone, &gone_timeline, None, Some("{}"), &[])
         .unwrap();
