@@ -1,6 +1,7 @@
 //! `cambium api` alone, against three `cambium safekeeper`s and a `cambium pageserver` run as separate
 //! processes (as on separate hosts): a database is created, written through SQL, branched, and read back; with
-//! one safekeeper frozen a branch is still created and deleted, without waiting for it.
+//! one safekeeper frozen a branch is still created and deleted, and an idle branch (no running store: its head
+//! read from the safekeepers) branched, without waiting for the frozen one's timeout.
 
 mod common;
 
@@ -17,17 +18,21 @@ async fn the_api_drives_storage_processes_of_its_own() {
         .expect("storage processes");
     let root = tempfile::tempdir().expect("tempdir");
     let data_dir = root.path().join("api");
-    let api = Process::start(cluster.api_args(&data_dir));
+    let log = root.path().join("api.log");
+    let mut args = cluster.api_args(&data_dir);
+    // A branch's store stops 0.5 s after its last session (its head is then read from the safekeepers).
+    args.extend(["--idle-store-timeout-ms".into(), "500".into()]);
+    let api = Process::start_logged_with_env(args, &log, vec![("RUST_LOG".into(), "info".into())]);
     let key = std::fs::read_to_string(data_dir.join("api_key"))
         .expect("key")
         .trim()
         .to_owned();
-    let call = |method: &'static str, path: String, body: Option<&'static str>| {
+    let call = |method: &'static str, path: String, body: Option<String>| {
         let (address, key) = (api.address.clone(), key.clone());
-        async move { request(&address, method, &path, Some(&key), body, &[]).await }
+        async move { request(&address, method, &path, Some(&key), body.as_deref(), &[]).await }
     };
 
-    let project = call("POST", "/v1/projects".into(), Some(r#"{"name":"p"}"#))
+    let project = call("POST", "/v1/projects".into(), Some(r#"{"name":"p"}"#.to_owned()))
         .await
         .json()["project"]["id"]
         .as_str()
@@ -36,7 +41,7 @@ async fn the_api_drives_storage_processes_of_its_own() {
     let created = call(
         "POST",
         format!("/v1/projects/{project}/databases"),
-        Some(r#"{"name":"d"}"#),
+        Some(r#"{"name":"d"}"#.to_owned()),
     )
     .await;
     assert_eq!(created.status, 201, "{}", created.body);
@@ -56,7 +61,7 @@ async fn the_api_drives_storage_processes_of_its_own() {
     let branch = call(
         "POST",
         format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
-        Some(r#"{"name":"b"}"#),
+        Some(r#"{"name":"b"}"#.to_owned()),
     )
     .await;
     assert_eq!(branch.status, 201, "{}", branch.body);
@@ -88,7 +93,7 @@ async fn the_api_drives_storage_processes_of_its_own() {
     let frozen = call(
         "POST",
         format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
-        Some(r#"{"name":"while-one-is-frozen"}"#),
+        Some(r#"{"name":"while-one-is-frozen"}"#.to_owned()),
     )
     .await;
     let took = started.elapsed();
@@ -108,4 +113,61 @@ async fn the_api_drives_storage_processes_of_its_own() {
         took < std::time::Duration::from_secs(7),
         "the deletion waited {took:?} with one of three safekeepers frozen"
     );
+
+    // Branch `b` idle: its store stops, and its latest state is what the safekeepers hold as committed. With one
+    // of them frozen, a branch of it is made from a majority's answers (plus a short grace for the third), not
+    // after the frozen one's timeout, and holds every row of `b`.
+    drop(branch_client);
+    let b = branch.json()["branch"].clone();
+    let b_name = b["connection_uri"]
+        .as_str()
+        .and_then(|uri| uri.rsplit('/').next())
+        .and_then(|tail| tail.split('?').next())
+        .expect("the branch's database name")
+        .to_owned();
+    let stopped = |text: String| {
+        text.lines()
+            .any(|line| line.contains("stopped an idle branch's store") && line.contains(&b_name))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log).is_ok_and(stopped) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{b_name}'s store was not stopped for idleness"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A first branch of it (not timed) reads every safekeeper's state, so the connections are up when one freezes.
+    let b_id = b["id"].as_str().expect("id").to_owned();
+    let branch_of_b = |name: &str| {
+        call(
+            "POST",
+            format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
+            Some(format!(r#"{{"name":"{name}","parent_branch_id":"{b_id}"}}"#)),
+        )
+    };
+    let warm = branch_of_b("warm-up").await;
+    assert_eq!(warm.status, 201, "{}", warm.body);
+    cluster.safekeepers[2].signal("-STOP");
+    let started = std::time::Instant::now();
+    let child = branch_of_b("child-of-idle").await;
+    let took = started.elapsed();
+    cluster.safekeepers[2].signal("-CONT");
+    assert_eq!(child.status, 201, "{}", child.body);
+    assert!(
+        took < std::time::Duration::from_secs(7),
+        "a branch of an idle branch waited {took:?} with one of three safekeepers frozen"
+    );
+    let child_uri = with_password(
+        child.json()["branch"]["connection_uri"].as_str().expect("uri"),
+        &password,
+    );
+    let count: i64 = connect(&child_uri)
+        .await
+        .expect("connect to the child")
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 2, "the child holds every row of its idle parent");
 }

@@ -39,6 +39,10 @@ pub const PLACEMENT_CACHE_MS: u64 = 2_000;
 /// lost only after failing every probe for `--pageserver-dead-after-ms`.
 pub const PAGESERVER_PROBE_TIMEOUT_MS: u64 = 3_000;
 
+/// How long the committed-LSN read waits for the other safekeepers once a majority answered
+/// (`Backend::committed_lsn`): a few round trips on a live one.
+pub const COMMITTED_LSN_GRACE_MS: u64 = 200;
+
 /// How long a deletion waits for every safekeeper's answer before it goes on without the slow ones
 /// (`Backend::on_every_safekeeper`): far above a deletion's few milliseconds, far below a call's timeout.
 pub const SAFEKEEPER_CLEANUP_WAIT_MS: u64 = 1_000;
@@ -620,10 +624,11 @@ impl Backend {
     }
 
     /// Calls `call` on every member of `set` at once, each call in a task of its own (bounded as every call is),
-    /// and returns as soon as a majority of them succeeded, or so many failed that a majority cannot: the
-    /// answers so far and the failures' messages (`address: message`). The calls still under way go on,
-    /// detached, to their end: a slow or frozen member never holds up what a majority decides.
-    async fn on_a_majority<T, F, Fut>(&self, set: &[String], call: F) -> (Vec<T>, Vec<String>)
+    /// and returns once a majority of them succeeded and then `grace` passed or every call ended (at once for a
+    /// zero `grace`), or as soon as so many failed that a majority cannot succeed: the answers so far and the
+    /// failures' messages (`address: message`). The calls still under way go on, detached, to their end: a slow
+    /// or frozen member never holds up what a majority decides for more than `grace`.
+    async fn on_a_majority<T, F, Fut>(&self, set: &[String], grace: Duration, call: F) -> (Vec<T>, Vec<String>)
     where
         T: Send + 'static,
         F: Fn(String, SafekeeperClient<PeerService>) -> Fut,
@@ -657,6 +662,19 @@ impl Backend {
             if answers.len() >= quorum || set.len() - errors.len() < quorum {
                 break;
             }
+        }
+        if answers.len() >= quorum && !grace.is_zero() {
+            let rest = async {
+                while let Some(joined) = calls.next().await {
+                    match joined {
+                        Ok(Ok(answer)) => answers.push(answer),
+                        Ok(Err(error)) => errors.push(error),
+                        Err(error) => errors.push(format!("a safekeeper call failed: {error}")),
+                    }
+                }
+            };
+            // Past the grace the rest are left to their tasks.
+            let _ = tokio::time::timeout(grace, rest).await;
         }
         (answers, errors)
     }
@@ -875,7 +893,7 @@ impl Backend {
         };
         let timeline_id = timeline.timeline_id;
         let (made, errors) = self
-            .on_a_majority(set, move |address, mut client| {
+            .on_a_majority(set, Duration::ZERO, move |address, mut client| {
                 let request = request.clone();
                 async move {
                     let made = client.create_timeline(request).await.map(|_| ());
@@ -1099,33 +1117,25 @@ impl Backend {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
         };
-        // Every member's answer is waited for (each bounded): a majority's answers alone could miss a commit
-        // LSN that only the slowest member has heard of yet.
-        let calls = set.iter().map(|address| {
-            let (client, request) = (self.client_of(address).cloned(), request.clone());
-            async move {
-                match client {
-                    Some(mut client) => (address, client.get_state(request).await),
-                    None => (
-                        address,
-                        Err(tonic::Status::failed_precondition("not a configured safekeeper")),
-                    ),
-                }
-            }
-        });
-        let mut answers = 0;
-        let mut committed = Lsn(0);
-        let mut errors = Vec::new();
-        for (address, result) in join_all(calls).await {
-            match result {
-                Ok(state) => {
-                    let state = state.into_inner();
-                    answers += 1;
-                    committed = committed.max(Lsn(state.commit_lsn)).max(Lsn(state.timeline_start_lsn));
-                }
-                Err(status) => errors.push(format!("{address}: {}", status.message())),
-            }
-        }
+        // Once a majority answered, the others get [`COMMITTED_LSN_GRACE_MS`] more: the answer is the highest
+        // commit LSN any of them has heard of (the proposer tells every member of each commit right after it),
+        // and a member frozen or dead gives none either way, so waiting for its call's timeout adds nothing.
+        let (states, errors) = self
+            .on_a_majority(
+                set,
+                Duration::from_millis(COMMITTED_LSN_GRACE_MS),
+                move |_, mut client| {
+                    let request = request.clone();
+                    async move { client.get_state(request).await.map(tonic::Response::into_inner) }
+                },
+            )
+            .await;
+        let answers = states.len();
+        let committed = states
+            .iter()
+            .map(|state| Lsn(state.commit_lsn).max(Lsn(state.timeline_start_lsn)))
+            .max()
+            .unwrap_or(Lsn(0));
         if answers < Self::quorum(set) {
             return Err(BackendError::Unavailable(format!(
                 "reading the safekeepers: {}",
