@@ -34,6 +34,12 @@ pub(crate) fn new_ulid(now_ms: u64) -> String {
     encode(value)
 }
 
+/// The smallest ULID of millisecond `ms`: every ULID made at an earlier millisecond sorts below it, and one made
+/// at `ms` or later (by any process) not.
+pub(crate) fn ulid_floor(ms: u64) -> String {
+    encode(u128::from(ms & 0xFFFF_FFFF_FFFF) << 80)
+}
+
 fn encode(value: u128) -> String {
     (0..ULID_LEN)
         .rev()

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::store::sql::{params, Row, Transaction, TransactionBehavior};
 
-use super::{has_project, new_id, now, timestamp_text, AccountId, Page, Store, StoreError};
+use super::{has_project, new_id, now, AccountId, Page, Store, StoreError};
 
 /// Entries a project keeps, at most (the oldest go first).
 pub const AUDIT_ENTRIES_PER_PROJECT_MAX: u32 = 10_000;
@@ -149,10 +149,11 @@ pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &NewAuditEntry) -> Resul
         request_id: entry.request_id.clone(),
         created_at,
     };
-    let cutoff = jiff::Timestamp::now()
-        .checked_sub(jiff::SignedDuration::from_hours(AUDIT_RETENTION_DAYS * 24))
-        .map(timestamp_text)
-        .unwrap_or_default();
+    // Entries older than the retention, as ids: an id made at an earlier millisecond sorts below the floor of the
+    // cutoff's (ids are time-ordered), so the deletion is a range of the (project, id) index, not a read of every
+    // entry of the project (which took ~1.5 ms a write at 10 000 entries).
+    let retention_ms = u64::try_from(AUDIT_RETENTION_DAYS * 24 * 3_600_000).expect("a positive retention");
+    let cutoff = format!("aud_{}", crate::ids::ulid_floor(ms.saturating_sub(retention_ms)));
     tx.execute(
         &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
         params![
@@ -167,9 +168,14 @@ pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &NewAuditEntry) -> Resul
         ],
     )?;
     tx.execute(
-        "DELETE FROM audit_log WHERE project_id = ?1 AND (created_at < ?2 OR id <= (
-             SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?3))",
-        params![entry.project_id, cutoff, AUDIT_ENTRIES_PER_PROJECT_MAX],
+        "DELETE FROM audit_log WHERE project_id = ?1 AND id < ?2",
+        params![entry.project_id, cutoff],
+    )?;
+    // Past the count: the id `AUDIT_ENTRIES_PER_PROJECT_MAX` back from the newest, found by a walk of the index.
+    tx.execute(
+        "DELETE FROM audit_log WHERE project_id = ?1 AND id <= (
+             SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+        params![entry.project_id, AUDIT_ENTRIES_PER_PROJECT_MAX],
     )?;
     Ok(entry)
 }
@@ -400,19 +406,81 @@ pub(crate) mod tests {
         assert_eq!(rest.next_after, None);
         let stranger = store.create_account().unwrap();
         assert_eq!(store.list_audit(&stranger, &project.id, None, 3).unwrap(), None);
-        // An entry older than the retention goes with the next one added.
+        // An entry older than the retention goes with the next one added (made in 2000: its time and its id's).
+        let old_id = format!("aud_{}", crate::ids::ulid_floor(946_684_800_000));
         store
             .conn()
             .unwrap()
             .execute(
-                "UPDATE audit_log SET created_at = '2000-01-01T00:00:00.000Z' WHERE status = 200",
-                [],
+                "UPDATE audit_log SET created_at = '2000-01-01T00:00:00.000Z', id = ?1
+                 WHERE status = 200 AND project_id = ?2",
+                [&old_id, &project.id],
+            )
+            .unwrap();
+        // One made just inside the retention stays.
+        let recent_ms = now().0 - u64::try_from(AUDIT_RETENTION_DAYS - 1).unwrap() * 24 * 3_600_000;
+        let recent_id = format!("aud_{}", crate::ids::ulid_floor(recent_ms));
+        store
+            .conn()
+            .unwrap()
+            .execute(
+                "UPDATE audit_log SET id = ?1 WHERE status = 201 AND project_id = ?2",
+                [&recent_id, &project.id],
             )
             .unwrap();
         store.record_audit(&entry(&project.id, 205)).unwrap();
         let all = store.list_audit(&account, &project.id, None, 100).unwrap().unwrap();
         assert_eq!(all.items.len(), 5);
         assert!(all.items.iter().all(|e| e.status != 200));
+        // Past the count, the oldest go: the project filled to the bound (in one transaction, ids of a second ago
+        // and older), then one more entry.
+        let first_ms = now().0 - 1_001_000;
+        {
+            let mut conn = store.conn().unwrap();
+            let tx = conn.transaction().unwrap();
+            tx.execute("DELETE FROM audit_log WHERE project_id = ?1", [&project.id])
+                .unwrap();
+            for n in 0..u64::from(AUDIT_ENTRIES_PER_PROJECT_MAX) {
+                let id = format!("aud_{}", crate::ids::ulid_floor(first_ms + n));
+                tx.execute(
+                    &format!(
+                        "INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, 'k', 'POST', '/', 200, 'r', 'x')"
+                    ),
+                    params![id, project.id],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let oldest = format!("aud_{}", crate::ids::ulid_floor(first_ms));
+        store.record_audit(&entry(&project.id, 206)).unwrap();
+        let count = |store: &Store| -> i64 {
+            store
+                .conn()
+                .unwrap()
+                .query_row(
+                    "SELECT count(*) FROM audit_log WHERE project_id = ?1",
+                    [&project.id],
+                    |row| row.get(0),
+                )
+                .unwrap()
+        };
+        assert_eq!(count(&store), i64::from(AUDIT_ENTRIES_PER_PROJECT_MAX));
+        let first: String = store
+            .conn()
+            .unwrap()
+            .query_row(
+                "SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id LIMIT 1",
+                [&project.id],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            first,
+            format!("aud_{}", crate::ids::ulid_floor(first_ms + 1)),
+            "the oldest entry went, and only it"
+        );
+        assert!(first > oldest);
         // Deleting the project takes its entries.
         store.delete_project(&account, &project.id).unwrap();
         let left: i64 = store
