@@ -266,7 +266,9 @@ async fn metadata_with_plaintext_passwords_from_an_older_version_is_migrated() {
     {
         let conn = rusqlite::Connection::open(up.data_dir.join("metadata.sqlite")).expect("open the metadata");
         conn.execute_batch(
-            "DROP INDEX deliveries_held;
+            "DROP INDEX audit_by_project_seq;
+             ALTER TABLE audit_log DROP COLUMN seq;
+             DROP INDEX deliveries_held;
              ALTER TABLE webhook_deliveries DROP COLUMN held_for_timeline;
              ALTER TABLE timelines DROP COLUMN retired;
              DROP TABLE idempotency_reservations;

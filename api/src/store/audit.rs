@@ -154,8 +154,14 @@ pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &NewAuditEntry) -> Resul
     // entry of the project (which took ~1.5 ms a write at 10 000 entries).
     let retention_ms = u64::try_from(AUDIT_RETENTION_DAYS * 24 * 3_600_000).expect("a positive retention");
     let cutoff = format!("aud_{}", crate::ids::ulid_floor(ms.saturating_sub(retention_ms)));
+    // Its place in the project's log: one past the newest's (an index lookup).
+    let seq: i64 = tx.query_row(
+        "SELECT coalesce(max(seq), 0) + 1 FROM audit_log WHERE project_id = ?1",
+        [&entry.project_id],
+        |row| row.get(0),
+    )?;
     tx.execute(
-        &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        &format!("INSERT INTO audit_log ({AUDIT_COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
         params![
             entry.id,
             entry.project_id,
@@ -164,18 +170,19 @@ pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &NewAuditEntry) -> Resul
             entry.path,
             entry.status,
             entry.request_id,
-            entry.created_at
+            entry.created_at,
+            seq
         ],
     )?;
     tx.execute(
         "DELETE FROM audit_log WHERE project_id = ?1 AND id < ?2",
         params![entry.project_id, cutoff],
     )?;
-    // Past the count: the id `AUDIT_ENTRIES_PER_PROJECT_MAX` back from the newest, found by a walk of the index.
+    // Past the count: the places `AUDIT_ENTRIES_PER_PROJECT_MAX` or more behind this one (fewer are kept if
+    // entries were taken back in between: at most the bound, never more).
     tx.execute(
-        "DELETE FROM audit_log WHERE project_id = ?1 AND id <= (
-             SELECT id FROM audit_log WHERE project_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-        params![entry.project_id, AUDIT_ENTRIES_PER_PROJECT_MAX],
+        "DELETE FROM audit_log WHERE project_id = ?1 AND seq <= ?2",
+        params![entry.project_id, seq - i64::from(AUDIT_ENTRIES_PER_PROJECT_MAX)],
     )?;
     Ok(entry)
 }
@@ -444,9 +451,9 @@ pub(crate) mod tests {
                 let id = format!("aud_{}", crate::ids::ulid_floor(first_ms + n));
                 tx.execute(
                     &format!(
-                        "INSERT INTO audit_log ({AUDIT_COLUMNS}) VALUES (?1, ?2, 'k', 'POST', '/', 200, 'r', 'x')"
+                        "INSERT INTO audit_log ({AUDIT_COLUMNS}, seq) VALUES (?1, ?2, 'k', 'POST', '/', 200, 'r', 'x', ?3)"
                     ),
-                    params![id, project.id],
+                    params![id, project.id, i64::try_from(n + 1).unwrap()],
                 )
                 .unwrap();
             }

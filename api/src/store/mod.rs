@@ -336,6 +336,17 @@ const MIGRATIONS: &[Migration] = &[
     CREATE INDEX deliveries_held ON webhook_deliveries(held_for_timeline) WHERE held_for_timeline IS NOT NULL;
 ",
     ),
+    // The audit log's per-project sequence numbers (issue 12): an entry's place in its project's log, so the
+    // entries past the count bound are an index range, not a walk back through the newest 10 000.
+    Migration::Sql(
+        "
+    ALTER TABLE audit_log ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE audit_log SET seq = numbered.n FROM (
+        SELECT id, row_number() OVER (PARTITION BY project_id ORDER BY id) AS n FROM audit_log
+    ) AS numbered WHERE audit_log.id = numbered.id;
+    CREATE INDEX audit_by_project_seq ON audit_log(project_id, seq);
+",
+    ),
 ];
 
 /// The columns [`project_row`] reads.
@@ -908,6 +919,57 @@ pub(crate) mod tests {
         let store = open();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
         assert_eq!(store.get_project(&account, &project.id).unwrap(), Some(project));
+    }
+
+    #[test]
+    fn the_audit_sequence_migration_numbers_existing_entries() {
+        crate::store::scenarios::on_sqlite(the_audit_sequence_migration_numbers_existing_entries_on);
+    }
+
+    /// Entries written before the audit log's sequence numbers (migration 21) get their places in their project's
+    /// log, in id order, and the next entry follows them.
+    pub(crate) fn the_audit_sequence_migration_numbers_existing_entries_on(open: crate::store::scenarios::Open<'_>) {
+        let store = open();
+        let account = store.create_account().unwrap();
+        let p = store.create_project(&account, "p", 10, &Labels::new()).unwrap();
+        let q = store.create_project(&account, "q", 10, &Labels::new()).unwrap();
+        let entry = |project: &str, status: u16| audit::NewAuditEntry {
+            project_id: project.to_owned(),
+            key_id: "key_1".to_owned(),
+            method: "POST".to_owned(),
+            path: "/".to_owned(),
+            status,
+            request_id: format!("req_{status}"),
+        };
+        for (project, status) in [(&p.id, 200), (&q.id, 201), (&p.id, 202), (&p.id, 203), (&q.id, 204)] {
+            store.record_audit(&entry(project, status)).unwrap();
+        }
+        // As before the migration: no sequence column, the schema one version behind.
+        store
+            .conn()
+            .unwrap()
+            .execute_batch(
+                "DROP INDEX audit_by_project_seq;
+                 ALTER TABLE audit_log DROP COLUMN seq;
+                 UPDATE schema_version SET version = version - 1;",
+            )
+            .unwrap();
+        drop(store);
+        let store = open();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len());
+        store.record_audit(&entry(&p.id, 205)).unwrap();
+        let places = |project: &str| -> Vec<(i64, i64)> {
+            let conn = store.conn().unwrap();
+            let mut stmt = conn
+                .prepare("SELECT status, seq FROM audit_log WHERE project_id = ?1 ORDER BY id")
+                .unwrap();
+            stmt.query_map([project], |row| Ok((row.get(0)?, row.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(places(&p.id), [(200, 1), (202, 2), (203, 3), (205, 4)]);
+        assert_eq!(places(&q.id), [(201, 1), (204, 2)]);
     }
 
     #[test]

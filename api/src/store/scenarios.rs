@@ -47,6 +47,10 @@ const SCENARIOS: &[Scenario] = &[
         super::tests::migrations_apply_once_and_reopen_on,
     ),
     (
+        "the_audit_sequence_migration_numbers_existing_entries",
+        super::tests::the_audit_sequence_migration_numbers_existing_entries_on,
+    ),
+    (
         "a_set_is_recorded_once_and_moved_only_from_what_it_is",
         super::timeline_sets::tests::a_set_is_recorded_once_and_moved_only_from_what_it_is_on,
     ),
