@@ -1,11 +1,12 @@
 //! `cambium api` alone, against three `cambium safekeeper`s and a `cambium pageserver` run as separate
 //! processes (as on separate hosts): a database is created, written through SQL, branched, and read back; with
 //! one safekeeper frozen a branch is still created and deleted, and an idle branch (no running store: its head
-//! read from the safekeepers) branched, without waiting for the frozen one's timeout.
+//! read from the safekeepers) branched, without waiting for the frozen one's timeout; and a creation left
+//! unconfirmed by a kill -9 of the API is settled after the restart from a majority's answers.
 
 mod common;
 
-use common::api::{connect, password_of, request, with_password};
+use common::api::{connect, free_port, password_of, request, with_password};
 use common::cluster::Cluster;
 use common::Process;
 use storage::{Lsn, TenantId, TimelineId};
@@ -22,7 +23,13 @@ async fn the_api_drives_storage_processes_of_its_own() {
     let mut args = cluster.api_args(&data_dir);
     // A branch's store stops 0.5 s after its last session (its head is then read from the safekeepers).
     args.extend(["--idle-store-timeout-ms".into(), "500".into()]);
-    let api = Process::start_logged_with_env(args, &log, vec![("RUST_LOG".into(), "info".into())]);
+    // A fixed PostgreSQL port, so the connection strings hold across the restart below.
+    let pg_listen = args
+        .iter()
+        .position(|arg| arg == "--pg-listen")
+        .expect("the PostgreSQL listener's flag");
+    args[pg_listen + 1] = format!("127.0.0.1:{}", free_port());
+    let mut api = Process::start_logged_with_env(args, &log, vec![("RUST_LOG".into(), "info".into())]);
     let key = std::fs::read_to_string(data_dir.join("api_key"))
         .expect("key")
         .trim()
@@ -170,4 +177,55 @@ async fn the_api_drives_storage_processes_of_its_own() {
         .expect("count")
         .get(0);
     assert_eq!(count, 2, "the child holds every row of its idle parent");
+
+    // A creation's row stays *storage pending* until a later creation or the settling before its database is
+    // served confirms it (the project has no webhook). The API killed right after the 201 leaves it pending;
+    // after the restart, with one safekeeper frozen, the settling counts a majority's copies (and gives the
+    // third a short grace) rather than waiting for the frozen one's timeout, and the branch is served.
+    let pending = call(
+        "POST",
+        format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
+        Some(r#"{"name":"pending-at-crash"}"#.to_owned()),
+    )
+    .await;
+    assert_eq!(pending.status, 201, "{}", pending.body);
+    api.kill9();
+    let pending_uri = with_password(
+        pending.json()["branch"]["connection_uri"].as_str().expect("uri"),
+        &password,
+    );
+    cluster.safekeepers[2].signal("-STOP");
+    let started = std::time::Instant::now();
+    api.restart();
+    let deadline = started + std::time::Duration::from_secs(30);
+    let count = loop {
+        let tried = async {
+            let client = connect(&pending_uri).await.map_err(|e| e.to_string())?;
+            let row = client
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<i64, String>(row.get(0))
+        };
+        match tried.await {
+            Ok(count) => break count,
+            Err(error) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the pending branch was not served: {error}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let took = started.elapsed();
+    cluster.safekeepers[2].signal("-CONT");
+    assert_eq!(
+        count, 3,
+        "the settled branch holds its parent's rows at its branch point"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(7),
+        "the pending creation was settled after {took:?} with one of three safekeepers frozen"
+    );
 }

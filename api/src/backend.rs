@@ -401,19 +401,45 @@ impl Backend {
         join_all(calls)
             .await
             .into_iter()
-            .map(|result| match result {
-                Ok(state) => {
-                    let state = state.into_inner();
-                    CopyState::Served {
-                        flush_lsn: Lsn(state.flush_lsn),
-                        oldest_lsn: Lsn(state.oldest_lsn),
-                    }
-                }
-                Err(status) if status.code() == Code::NotFound => CopyState::Missing,
-                Err(status) if status.code() == Code::Internal => CopyState::Broken(status.message().to_owned()),
-                Err(status) => CopyState::Unknown(format!("{:?}: {}", status.code(), status.message())),
-            })
+            .map(|result| copy_state_of(result.map(tonic::Response::into_inner)))
             .collect()
+    }
+
+    /// What a majority of `set` holds of `timeline`, for deciding whether a creation reached a majority: each
+    /// member asked at once, and once a majority answered (a missing copy is an answer) the others get
+    /// [`COMMITTED_LSN_GRACE_MS`] more, so a frozen member never holds the caller for its call's timeout. One
+    /// state per member that answered, then one [`CopyState::Unknown`] per member that failed; members still
+    /// silent after the grace are left out (their calls go on, detached, to their end).
+    pub async fn copy_states_of_a_majority(
+        &self,
+        tenant: TenantId,
+        timeline: TimelineId,
+        set: &[String],
+    ) -> Vec<CopyState> {
+        let request = sk::TimelineRef {
+            tenant_id: tenant.to_string(),
+            timeline_id: timeline.to_string(),
+        };
+        let (mut states, errors) = self
+            .on_a_majority(
+                set,
+                Duration::from_millis(COMMITTED_LSN_GRACE_MS),
+                move |_, mut client| {
+                    let request = request.clone();
+                    async move {
+                        match client.get_state(request).await {
+                            Ok(state) => Ok(copy_state_of(Ok(state.into_inner()))),
+                            Err(status) if matches!(status.code(), Code::NotFound | Code::Internal) => {
+                                Ok(copy_state_of(Err(status)))
+                            }
+                            Err(status) => Err(status),
+                        }
+                    }
+                },
+            )
+            .await;
+        states.extend(errors.into_iter().map(CopyState::Unknown));
+        states
     }
 
     /// Fences the writers of `timeline` on `members` (the live members of its old set, a majority of it): asks
@@ -1143,6 +1169,19 @@ impl Backend {
             )));
         }
         Ok(committed)
+    }
+}
+
+/// A safekeeper's answer to `GetState` as what it says of its copy.
+fn copy_state_of(answer: Result<sk::AcceptorState, tonic::Status>) -> CopyState {
+    match answer {
+        Ok(state) => CopyState::Served {
+            flush_lsn: Lsn(state.flush_lsn),
+            oldest_lsn: Lsn(state.oldest_lsn),
+        },
+        Err(status) if status.code() == Code::NotFound => CopyState::Missing,
+        Err(status) if status.code() == Code::Internal => CopyState::Broken(status.message().to_owned()),
+        Err(status) => CopyState::Unknown(format!("{:?}: {}", status.code(), status.message())),
     }
 }
 

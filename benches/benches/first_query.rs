@@ -30,10 +30,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); \
-     INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g";
+const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL, n BIGINT NOT NULL DEFAULT 0); \
+     INSERT INTO t (id, v) SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g";
 const READ: &str = "SELECT v FROM t WHERE id = 500";
-const WRITE: &str = "UPDATE t SET v = 'row 1' WHERE id = 1";
+/// Changes the row's bytes: an `UPDATE` writing the value a row holds leaves SQLite's page clean, so its
+/// "commit" writes nothing (what this bench timed before 2026-12-07).
+const WRITE: &str = "UPDATE t SET n = n + 1 WHERE id = 1 RETURNING n";
 
 /// Connects to `branch` with the password of `database`'s connection string (a branch's string has none).
 async fn connect_branch(database: &Value, branch: &Value) -> tokio_postgres::Client {
@@ -76,12 +78,13 @@ async fn read(client: &tokio_postgres::Client) -> Duration {
     elapsed
 }
 
-/// One timed one-row autocommit `UPDATE` (it writes the value the row holds: reads stay as they were).
-async fn commit(client: &tokio_postgres::Client) -> Duration {
+/// One timed one-row autocommit `UPDATE` of a counter beside the row's value (reads stay as they were); its
+/// counter must be `expected` after it: a database's first commit makes it 1, the second 2.
+async fn commit(client: &tokio_postgres::Client, expected: i64) -> Duration {
     let started = Instant::now();
-    let rows = client.execute(WRITE, &[]).await.expect("commit");
+    let row = client.query_one(WRITE, &[]).await.expect("commit");
     let elapsed = started.elapsed();
-    assert_eq!(rows, 1);
+    assert_eq!(row.get::<_, i64>(0), expected, "the counter after the commit");
     elapsed
 }
 
@@ -98,12 +101,12 @@ where
     let connect_first = opened.elapsed();
     let first_read = read(&first).await;
     let ready = opened.elapsed();
-    let first_commit = commit(&first).await;
+    let first_commit = commit(&first, 1).await;
     let opened = Instant::now();
     let second = connect().await;
     let connect_again = opened.elapsed();
     let second_read = read(&second).await;
-    let second_commit = commit(&second).await;
+    let second_commit = commit(&second, 2).await;
     [
         connect_first,
         first_read,
@@ -179,8 +182,8 @@ async fn run_postgres(count: usize) -> Option<Vec<(&'static str, Vec<Duration>)>
     let setup = service::connect(&template).await;
     setup
         .batch_execute(
-            "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL); \
-             INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g",
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL, n BIGINT NOT NULL DEFAULT 0); \
+             INSERT INTO t (id, v) SELECT g, 'row ' || g FROM generate_series(1, 1000) AS g",
         )
         .await
         .expect("the table");
@@ -239,6 +242,13 @@ fn main() {
             .await
             .expect("metrics body");
         let starts = counter(&metrics, "cambium_compute_store_starts_total");
+        // Every branch's first commit waits for its election: fewer elections than branches would mean commits
+        // that wrote nothing.
+        assert!(
+            starts >= (count + 3) as f64,
+            "{starts} elections for {} branches",
+            count + 3
+        );
         let election_ms = counter(&metrics, "cambium_compute_store_start_election_microseconds_total") / 1e3;
         let db_size_ms = counter(&metrics, "cambium_compute_store_start_db_size_microseconds_total") / 1e3;
         println!("cambium up (release), {count} new branches of a database with 1000 rows, 2-core machine");

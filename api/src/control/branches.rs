@@ -277,6 +277,11 @@ impl Control {
                 return Err(error.into());
             }
         };
+        if inserted.released > 0 {
+            // Earlier creations confirmed with this row released their held deliveries: due now, not at the
+            // worker's next look.
+            self.webhook_wake.notify_one();
+        }
         if inserted.held > 0 {
             // Deliveries are held for this creation: it is confirmed now, which releases them. If that fails it is
             // confirmed later (with the next creation, or before the branch is next served), and they with it.
@@ -360,7 +365,12 @@ impl Control {
             // (not ingested yet after a restart) and refuse, and a refusal deletes the safekeepers' copies.
             let acknowledged = if held.contains(&id) {
                 let set = self.set_of(id).await?;
-                let states = self.backend.copy_states(database.tenant_id, id, &set).await;
+                // A majority decides: a frozen member is not waited for (its call's timeout would hold every
+                // session of the database meanwhile).
+                let states = self
+                    .backend
+                    .copy_states_of_a_majority(database.tenant_id, id, &set)
+                    .await;
                 let present = states
                     .iter()
                     .filter(|state| matches!(state, CopyState::Served { .. } | CopyState::Broken(_)))

@@ -363,6 +363,23 @@ fn databases_and_branches(store: &Store, account: &super::AccountId, project_id:
     // Its timeline's row, now unreferenced, goes as the sweep takes it.
     assert!(store.unreferenced_timelines(&id).unwrap().contains(&gone.timeline_id));
     store.remove_timeline(gone.timeline_id).unwrap();
+    // A held delivery released by a later creation's transaction, which confirms the earlier creation: it says
+    // how many it released (the caller wakes the webhook worker then).
+    let (earlier, earlier_timeline) = sibling('e', "earlier", '7');
+    let inserted = store
+        .insert_branch(&earlier, &earlier_timeline, None, Some("{}"), &[])
+        .unwrap();
+    assert_eq!((inserted.held, inserted.released), (1, 0));
+    let (later, later_timeline) = sibling('l', "later", '8');
+    let inserted = store
+        .insert_branch(&later, &later_timeline, None, Some("{}"), &[earlier.timeline_id])
+        .unwrap();
+    assert_eq!((inserted.held, inserted.released), (1, 1));
+    assert_eq!(store.due_deliveries("9999", 10).unwrap().len(), 3);
+    for branch in [&later, &earlier] {
+        assert_eq!(store.delete_branch_subtree(&branch.id).unwrap().len(), 1);
+        store.remove_timeline(branch.timeline_id).unwrap();
+    }
     assert!(store.delete_webhook(account, project_id, &hook.id).unwrap());
     assert_eq!(store.branch_count(&id).unwrap(), 2);
     assert_eq!(store.branches_of(&id).unwrap().len(), 2);

@@ -106,6 +106,8 @@ pub struct BranchInserted {
     pub audit: Option<AuditEntry>,
     /// How many deliveries of the creation's event are held for its timeline (released when it is confirmed).
     pub held: usize,
+    /// How many deliveries held for the earlier creations it confirmed (`confirmed`) it released: due now.
+    pub released: usize,
 }
 
 /// Records on `tx` that the storage holds `timeline` (no longer storage pending) and releases the deliveries
@@ -204,7 +206,8 @@ impl Store {
     /// Adds `branch` on its new `timeline`, `audit` (the creation's audit entry) if given, and a delivery of
     /// `event_body` (the `branch.created` event) to each of the project's webhooks subscribed to it, *held* for the
     /// timeline (`webhooks::enqueue_on`), in one transaction; [`StoreError::Conflict`] for a duplicate name.
-    /// Returns the audit entry written and how many deliveries are held.
+    /// Returns the audit entry written, how many deliveries are held, and how many held for the confirmed
+    /// creations it released.
     ///
     /// The timeline is recorded *storage pending* (written at once with its creation on the storage, which may not
     /// have happened yet): [`Store::pending_timelines_of`] lists it until [`Store::confirm_timelines`] or a later
@@ -238,11 +241,16 @@ impl Store {
             }
             None => 0,
         };
+        let mut released = 0;
         for id in confirmed {
-            confirm_on(&tx, *id)?;
+            released += confirm_on(&tx, *id)?;
         }
         tx.commit()?;
-        Ok(BranchInserted { audit: entry, held })
+        Ok(BranchInserted {
+            audit: entry,
+            held,
+            released,
+        })
     }
 
     /// Takes back a branch creation whose storage failed: the branch (just made, so without children), its
