@@ -741,3 +741,63 @@ async fn schema_diff_compares_each_side_at_its_point() {
     .await
     .assert_error(400, "invalid_request");
 }
+
+/// The PostgreSQL type names of `table`'s columns as a session on `uri` types a `SELECT *` of it (the catalog the
+/// session translates with, not only what `information_schema` reads).
+async fn column_types(uri: &str, table: &str) -> Vec<String> {
+    let client = connect(uri).await.expect("connect");
+    let statement = client
+        .prepare(&format!("SELECT * FROM {table}"))
+        .await
+        .expect("prepare");
+    statement
+        .columns()
+        .iter()
+        .map(|column| column.type_().name().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_starts_from_its_parents_catalog_only_at_the_same_schema() {
+    // A new branch's sessions start from the catalog its parent's sessions read (compute host, `define_from`),
+    // which is right only where the schema version at the branch point is the version of that catalog.
+    let root = tempfile::tempdir().expect("tempdir");
+    let up = Up::start_in(&root.path().join("cambium"), &[]);
+    let project = up.create_project("p").await;
+    let database = up.create_database(&project, "shop").await;
+    let (database_id, uri) = (text(&database, "id"), up.uri(&database));
+    let password = common::api::password_of(&uri).expect("the creation gives the password");
+    let branch_uri = |branch: &Value| common::api::with_password(&text(branch, "connection_uri"), &password);
+    let parent = connect(&uri).await.expect("connect");
+    parent
+        .batch_execute("CREATE TABLE m (a INT4, b TEXT); INSERT INTO m VALUES (1, 'x');")
+        .await
+        .expect("schema");
+    assert_eq!(column_types(&uri, "m").await, ["int4", "text"]);
+    let before = create_branch(&up, &database_id, r#"{"name":"before"}"#).await;
+    let lsn = text(&before, "parent_lsn");
+    // The parent's schema moves on, and its sessions share the newer catalog.
+    parent
+        .batch_execute("ALTER TABLE m ALTER COLUMN a TYPE INT8; ALTER TABLE m ADD COLUMN c BOOLEAN;")
+        .await
+        .expect("alter");
+    assert_eq!(column_types(&uri, "m").await, ["int8", "text", "bool"]);
+    // At the older point: the older schema, though the parent's catalog is newer.
+    let old = create_branch(&up, &database_id, &format!(r#"{{"name":"old","parent_lsn":"{lsn}"}}"#)).await;
+    assert_eq!(column_types(&branch_uri(&old), "m").await, ["int4", "text"]);
+    assert_eq!(column_types(&branch_uri(&before), "m").await, ["int4", "text"]);
+    // At the head: the newer one, in every session of it.
+    let head = create_branch(&up, &database_id, r#"{"name":"head"}"#).await;
+    for _ in 0..2 {
+        assert_eq!(column_types(&branch_uri(&head), "m").await, ["int8", "text", "bool"]);
+    }
+    // The branch's own schema change is its own: the parent's sessions keep theirs.
+    connect(&branch_uri(&head))
+        .await
+        .expect("connect")
+        .batch_execute("ALTER TABLE m DROP COLUMN c")
+        .await
+        .expect("drop");
+    assert_eq!(column_types(&branch_uri(&head), "m").await, ["int8", "text"]);
+    assert_eq!(column_types(&uri, "m").await, ["int8", "text", "bool"]);
+}

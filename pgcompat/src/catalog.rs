@@ -257,6 +257,15 @@ impl Catalog {
 
     /// Reads the catalog if `schema_version` moved since this snapshot; returns whether it did.
     pub fn refresh(&mut self, conn: &Connection) -> rusqlite::Result<bool> {
+        self.refresh_shared(conn, None)
+    }
+
+    /// [`Catalog::refresh`], taking the snapshot from `shared` (the catalog of the connection's database that
+    /// another session read) when it is of the version this connection sees, and leaving one there when it reads
+    /// its own. Only outside a transaction and with no TEMP object made on the connection: a snapshot read inside
+    /// a transaction may hold the transaction's own schema changes (gone if it rolls back), and a TEMP table
+    /// shadows the catalog's tables for this connection alone.
+    pub fn refresh_shared(&mut self, conn: &Connection, shared: Option<&SharedCatalog>) -> rusqlite::Result<bool> {
         let version: i64 = conn
             .prepare_cached("PRAGMA schema_version")?
             .query_row([], |row| row.get(0))?;
@@ -264,7 +273,31 @@ impl Catalog {
             return Ok(false);
         }
         let search_path = std::mem::take(&mut self.search_path);
-        *self = Catalog::load(conn, version)?;
+        let shared = match shared {
+            Some(shared) if version != 0 && conn.is_autocommit() && temp_schema_version(conn)? == 0 => Some(shared),
+            _ => None,
+        };
+        *self = match shared {
+            Some(shared) => match shared.get(version) {
+                Some(catalog) => catalog,
+                None => {
+                    // Read in one transaction, at one version: each query would otherwise see the database as
+                    // of its own start, and a schema change committed in between would leave a snapshot that
+                    // holds some of it under the older version, for every session that takes it.
+                    conn.execute_batch("BEGIN DEFERRED")?;
+                    let loaded = conn
+                        .prepare_cached("PRAGMA schema_version")
+                        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+                        .and_then(|version| Catalog::load(conn, version));
+                    let ended = conn.execute_batch(if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                    let catalog = loaded?;
+                    ended?;
+                    shared.put(&catalog);
+                    catalog
+                }
+            },
+            None => Catalog::load(conn, version)?,
+        };
         self.search_path = search_path;
         Ok(true)
     }
@@ -322,6 +355,61 @@ impl Catalog {
             search_path: None,
             sequence_defaults: Arc::default(),
         })
+    }
+}
+
+/// The schema version of the connection's TEMP schema: 0 while no TEMP object was ever made on it.
+fn temp_schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA temp.schema_version")?
+        .query_row([], |row| row.get(0))
+}
+
+/// The catalog snapshot of one database as its sessions last read it, for the next session to take instead of
+/// reading its own (a fresh connection's first statement read the whole catalog: 0.3-0.9 ms). One per database
+/// *and store*: versions are comparable only along one line of commits, so the compute makes a new one whenever a
+/// branch's store is replaced (a restore, a restart), and never shares one between branches, whose versions
+/// diverge after the branch point. Holds the newest version given; see [`Catalog::refresh_shared`] for when it
+/// is read and written.
+#[derive(Debug, Default)]
+pub struct SharedCatalog {
+    latest: parking_lot::Mutex<Option<Catalog>>,
+}
+
+impl SharedCatalog {
+    /// The snapshot of `version`, if that is the one held: a copy with the session's own parts empty (its
+    /// `search_path`, its memo of sequence defaults, which is keyed by the TEMP schema's version too).
+    fn get(&self, version: i64) -> Option<Catalog> {
+        let latest = self.latest.lock();
+        let catalog = latest.as_ref().filter(|catalog| catalog.schema_version == version)?;
+        Some(Catalog {
+            search_path: None,
+            sequence_defaults: Arc::default(),
+            ..catalog.clone()
+        })
+    }
+
+    /// A new shared catalog holding what this one holds, for a branch made from this one's database at a point
+    /// of the same line of commits: versions are comparable along it, so a snapshot of the version the branch
+    /// sees is the branch's catalog. The two are apart from then on.
+    pub fn copy_for_branch(&self) -> SharedCatalog {
+        SharedCatalog {
+            latest: parking_lot::Mutex::new(self.latest.lock().clone()),
+        }
+    }
+
+    /// Keeps `catalog` unless a newer version is held.
+    fn put(&self, catalog: &Catalog) {
+        let mut latest = self.latest.lock();
+        if latest
+            .as_ref()
+            .is_none_or(|held| held.schema_version <= catalog.schema_version)
+        {
+            *latest = Some(Catalog {
+                search_path: None,
+                sequence_defaults: Arc::default(),
+                ..catalog.clone()
+            });
+        }
     }
 }
 
@@ -400,4 +488,131 @@ pub fn quote_literal(text: &str) -> String {
 /// A SQL identifier, always quoted.
 pub fn quote_ident(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two connections to one fresh database file (removed when dropped).
+    struct Database {
+        path: std::path::PathBuf,
+    }
+
+    impl Database {
+        fn new(name: &str) -> Database {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos();
+            let path = std::env::temp_dir().join(format!("pgcompat-{name}-{}-{nanos}.db", std::process::id()));
+            let db = Database { path };
+            db.connect()
+                .execute_batch(&format!(
+                    "{CREATE_COLUMNS_TABLE}; CREATE TABLE t (a INTEGER); \
+                     INSERT INTO _cambium_columns VALUES ('t', 'a', 'int4');"
+                ))
+                .expect("schema");
+            db
+        }
+
+        fn connect(&self) -> Connection {
+            Connection::open(&self.path).expect("open")
+        }
+    }
+
+    impl Drop for Database {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn type_of(catalog: &Catalog) -> Option<String> {
+        catalog.column_type("t", "a").map(PgType::catalog_text)
+    }
+
+    /// Rewrites the recorded type behind the catalog's back (no schema version move, which the layer's DDL
+    /// never does): a session that then shows the old type took the shared snapshot, one that shows the new
+    /// type read its own.
+    fn retype_quietly(conn: &Connection, ty: &str) {
+        conn.execute("UPDATE _cambium_columns SET type = ?1", [ty])
+            .expect("retype");
+    }
+
+    #[test]
+    fn sessions_take_the_shared_snapshot_of_their_version_only() {
+        let db = Database::new("shared");
+        let shared = SharedCatalog::default();
+        let (first, second, third) = (db.connect(), db.connect(), db.connect());
+        let mut catalog = Catalog::default();
+        assert!(catalog.refresh_shared(&first, Some(&shared)).expect("refresh"));
+        assert_eq!(type_of(&catalog).as_deref(), Some("int4"));
+        retype_quietly(&first, "int8");
+        // Same version: the snapshot is taken, not read.
+        let mut taken = Catalog::default();
+        assert!(taken.refresh_shared(&second, Some(&shared)).expect("refresh"));
+        assert_eq!(type_of(&taken).as_deref(), Some("int4"));
+        // Without the shared one a session reads its own.
+        let mut own = Catalog::default();
+        own.refresh_shared(&third, None).expect("refresh");
+        assert_eq!(type_of(&own).as_deref(), Some("int8"));
+        // A schema change moves the version: the snapshot held is of the old one, so the next session reads
+        // (and leaves) its own.
+        first.execute_batch("CREATE TABLE u (b INTEGER)").expect("ddl");
+        let mut after = Catalog::default();
+        after.refresh_shared(&third, Some(&shared)).expect("refresh");
+        assert_eq!(type_of(&after).as_deref(), Some("int8"));
+        assert!(after.relation_exists("u"));
+        retype_quietly(&first, "text");
+        assert!(taken.refresh_shared(&second, Some(&shared)).expect("refresh"));
+        assert_eq!(type_of(&taken).as_deref(), Some("int8"));
+        assert!(taken.relation_exists("u"));
+        // An older version never replaces a newer one.
+        shared.put(&catalog);
+        assert_eq!(
+            shared.get(after.schema_version()).map(|c| type_of(&c)),
+            Some(Some("int8".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_transaction_or_a_temp_object_neither_takes_nor_leaves_a_snapshot() {
+        let db = Database::new("private");
+        let shared = SharedCatalog::default();
+        let (first, second) = (db.connect(), db.connect());
+        // Inside a transaction with its own schema change, rolled back: nothing of it is left for others.
+        first
+            .execute_batch(
+                "BEGIN; CREATE TABLE gone (x INTEGER); INSERT INTO _cambium_columns VALUES ('gone', 'x', 'int8');",
+            )
+            .expect("ddl");
+        let mut inside = Catalog::default();
+        inside.refresh_shared(&first, Some(&shared)).expect("refresh");
+        assert!(inside.relation_exists("gone"));
+        assert!(inside.table("gone").is_some());
+        first.execute_batch("ROLLBACK").expect("rollback");
+        assert!(
+            shared.latest.lock().is_none(),
+            "a snapshot read inside a transaction was shared"
+        );
+        // A connection with a TEMP object reads its own and leaves none.
+        second
+            .execute_batch("CREATE TEMP TABLE scratch (y INTEGER)")
+            .expect("temp");
+        let mut with_temp = Catalog::default();
+        with_temp.refresh_shared(&second, Some(&shared)).expect("refresh");
+        assert!(
+            shared.latest.lock().is_none(),
+            "a connection with TEMP objects shared its snapshot"
+        );
+        // Another connection outside a transaction leaves one, which the TEMP connection does not take.
+        let mut plain = Catalog::default();
+        plain.refresh_shared(&first, Some(&shared)).expect("refresh");
+        assert!(!plain.relation_exists("gone"));
+        assert!(shared.latest.lock().is_some());
+        retype_quietly(&first, "int8");
+        let mut again = Catalog::default();
+        again.refresh_shared(&second, Some(&shared)).expect("refresh");
+        assert_eq!(type_of(&again).as_deref(), Some("int8"));
+    }
 }

@@ -93,6 +93,8 @@ pub struct Dialect {
     /// The commit version at the catalog's last read outside a transaction; `None` after a read inside one
     /// (which may have seen the transaction's own schema changes, gone if it rolls back).
     catalog_read_at: Option<u64>,
+    /// The catalog this session's database shares among its sessions ([`Dialect::share_catalog`]).
+    shared_catalog: Option<Arc<catalog::SharedCatalog>>,
 }
 
 impl Dialect {
@@ -124,7 +126,15 @@ impl Dialect {
             cache_version: -1,
             commit_version: None,
             catalog_read_at: None,
+            shared_catalog: None,
         })
+    }
+
+    /// Takes catalog snapshots from `shared`, and leaves them there, from now on (see
+    /// [`catalog::Catalog::refresh_shared`]). The caller guarantees every connection given the same `shared`
+    /// reads the same database along one line of commits (one branch's store).
+    pub fn share_catalog(&mut self, shared: Arc<catalog::SharedCatalog>) {
+        self.shared_catalog = Some(shared);
     }
 
     /// What the session's functions read (its zone, its transaction timestamp).
@@ -172,7 +182,11 @@ impl Dialect {
         // next call sees. Noted once the catalog is read.
         self.catalog_read_at = None;
         let read_at = if autocommit { version } else { None };
-        if self.catalog.refresh(conn).map_err(TranslateError::Sqlite)? {
+        if self
+            .catalog
+            .refresh_shared(conn, self.shared_catalog.as_deref())
+            .map_err(TranslateError::Sqlite)?
+        {
             functions::enums::install_catalog(conn, &self.state, self.catalog.enums())
                 .map_err(TranslateError::Sqlite)?;
             self.state.set_catalog(&self.catalog);

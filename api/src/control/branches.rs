@@ -313,7 +313,12 @@ impl Control {
                 safekeepers: set,
             };
             // The timeline was made by this request: its store may read before its election ends.
-            if let Err(error) = self.host.define_new_branch(&branch.id, target) {
+            // Its sessions start from the parent's catalog while the parent is served on the timeline it was
+            // made from.
+            if let Err(error) = self
+                .host
+                .define_new_branch_of(&branch.id, target, &parent.id, holder.timeline_id)
+            {
                 tracing::error!(%error, branch = %branch.id, "the new branch could not be served");
             }
         } else {

@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use cambium_types::TimelineId;
 use parking_lot::Mutex;
 
 use super::{BranchTarget, HostShared, BACKGROUND_STARTS_MAX, IDLE_SCAN_INTERVAL_MAX_MS};
@@ -32,6 +33,12 @@ pub(super) struct Branch {
 pub(super) struct BranchState {
     /// The running store (registered with the VFS under the branch's name); `None` before the first start.
     pub(super) store: Option<Arc<RemotePageStore>>,
+    /// The catalog the sessions of `store` share: a new one with every new store, so sessions of different
+    /// stores (a restore's timeline, a failed store's successor) never share a snapshot; but for the first
+    /// store of a branch made from a running parent, which starts with a copy of the parent's (`seeded`).
+    pub(super) catalog: Arc<pgcompat::catalog::SharedCatalog>,
+    /// `catalog` is the parent's copy, kept for the branch's first store ([`HostShared::define`]).
+    pub(super) seeded: bool,
     /// Registered time-travel names and their stores, least recently used first; at most
     /// [`super::TIME_TRAVEL_STORES_MAX`].
     pub(super) time_travel: VecDeque<(String, Arc<RemotePageStore>)>,
@@ -96,6 +103,20 @@ impl HostShared {
         target: BranchTarget,
         new_timeline: bool,
     ) -> Result<Arc<Branch>, ComputeError> {
+        self.define_from(name, target, new_timeline, None)
+    }
+
+    /// [`HostShared::define`] of a branch made from `parent` = (its name here, the timeline the branch was made
+    /// from): if the parent is served on that timeline, the branch's first store starts with a copy of the
+    /// catalog the parent's sessions share (the branch point is on the line of commits the parent's store
+    /// reads, where a schema version names one catalog; see `pgcompat::catalog::SharedCatalog`).
+    pub(super) fn define_from(
+        &self,
+        name: &str,
+        target: BranchTarget,
+        new_timeline: bool,
+        parent: Option<(&str, TimelineId)>,
+    ) -> Result<Arc<Branch>, ComputeError> {
         validate_name(name)?;
         let mut names = self.names.write();
         if names.aliases.contains_key(name) {
@@ -107,12 +128,26 @@ impl HostShared {
                 return Ok(existing.clone());
             }
         }
+        let mut state = BranchState::default();
+        let parent = parent.and_then(|(parent, timeline)| {
+            names
+                .branches
+                .get(parent)
+                .filter(|parent| parent.target.timeline_id == timeline)
+        });
+        if let Some(parent) = parent {
+            let parent = parent.state.lock();
+            if parent.store.is_some() {
+                state.catalog = Arc::new(parent.catalog.copy_for_branch());
+                state.seeded = true;
+            }
+        }
         let branch = Arc::new(Branch {
             name: name.to_owned(),
             target,
             new_timeline: AtomicBool::new(new_timeline),
             starting: Mutex::new(()),
-            state: Mutex::new(BranchState::default()),
+            state: Mutex::new(state),
         });
         if let Some(old) = names.branches.insert(name.to_owned(), branch.clone()) {
             let reason = if old.target.timeline_id == branch.target.timeline_id {
@@ -293,6 +328,9 @@ impl HostShared {
             }
             vfs::register_database(&branch.name, fresh.clone())?;
             state.store = Some(fresh.clone());
+            if !std::mem::take(&mut state.seeded) {
+                state.catalog = Arc::default();
+            }
             state.idle_since = None;
         }
         // A store of a parked database runs again: it is awake (still under `starting`, so parking cannot

@@ -353,7 +353,7 @@ impl ComputeHost {
     /// branch starts on its first session only ([`ComputeHost::park`]). Replacing another target closes its
     /// store now, as attach does.
     pub fn define(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        self.define_with(name, target, false)
+        self.define_with(name, target, false, None)
     }
 
     /// [`ComputeHost::define`] for a branch made by the caller's request just now, whose timeline nothing has
@@ -362,11 +362,31 @@ impl ComputeHost {
     /// election ([`RemotePageStore::start_new_branch`]; issue 12 item 6). Any other target (a restart's, a
     /// restore resumed after a restart, a re-pointing) must use `define`.
     pub fn define_new_branch(&self, name: &str, target: BranchTarget) -> Result<(), ComputeError> {
-        self.define_with(name, target, true)
+        self.define_with(name, target, true, None)
     }
 
-    fn define_with(&self, name: &str, target: BranchTarget, new_timeline: bool) -> Result<(), ComputeError> {
-        let branch = self.shared.define(name, target, new_timeline)?;
+    /// [`ComputeHost::define_new_branch`] of a branch made from branch `parent` (its name here) of the same
+    /// database at a point of timeline `parent_timeline`: while `parent` is served on that timeline, the new
+    /// branch's sessions start from the catalog the parent's sessions read (a fresh connection's first statement
+    /// then skips reading it, 0.3-0.9 ms).
+    pub fn define_new_branch_of(
+        &self,
+        name: &str,
+        target: BranchTarget,
+        parent: &str,
+        parent_timeline: TimelineId,
+    ) -> Result<(), ComputeError> {
+        self.define_with(name, target, true, Some((parent, parent_timeline)))
+    }
+
+    fn define_with(
+        &self,
+        name: &str,
+        target: BranchTarget,
+        new_timeline: bool,
+        parent: Option<(&str, TimelineId)>,
+    ) -> Result<(), ComputeError> {
+        let branch = self.shared.define_from(name, target, new_timeline, parent)?;
         if self.shared.config.branch_stores == BranchStoreStart::WhenDefined {
             HostShared::start_in_background(&self.shared, branch);
         }

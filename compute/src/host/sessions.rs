@@ -104,6 +104,15 @@ impl SessionFactory for HostShared {
     }
 
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError> {
+        self.open_sharing(user, database).map(|(conn, _)| conn)
+    }
+
+    /// The branch's sessions share a catalog per store; a time-travel session reads its own.
+    fn open_sharing(
+        &self,
+        user: &str,
+        database: &str,
+    ) -> Result<(rusqlite::Connection, Option<Arc<pgcompat::catalog::SharedCatalog>>), SessionError> {
         let (requested, time_travel) = match database.split_once('@') {
             Some((requested, text)) => (requested, Some(text)),
             None => (database, None),
@@ -114,7 +123,9 @@ impl SessionFactory for HostShared {
             Resolved::Unknown => return Err(SessionError::InvalidDatabaseName(database.to_owned())),
         };
         if let Some(text) = time_travel {
-            return self.open_time_travel(user, database, &branch, text);
+            return self
+                .open_time_travel(user, database, &branch, text)
+                .map(|conn| (conn, None));
         }
         // Held until the connection has the database open, so the idle-store reaper cannot stop the store
         // between its start and this open.
@@ -124,6 +135,8 @@ impl SessionFactory for HostShared {
             .map_err(|e| cannot_open(format!("{database}: {e}")))?;
         // A new branch's election overlaps this session's first statements (its reads never wait for it).
         store.campaign();
+        // The store's, under `starting` as the store is: a store replaced later comes with a catalog of its own.
+        let catalog = Arc::clone(&branch.state.lock().catalog);
         // Opening reads page 1: if the store fails (or is closed) meanwhile, say why, not just "disk I/O error".
         vfs::clear_store_error();
         let opened = self
@@ -134,7 +147,7 @@ impl SessionFactory for HostShared {
                 None => error,
             });
         drop(starting);
-        opened
+        opened.map(|conn| (conn, Some(catalog)))
     }
 }
 

@@ -147,6 +147,16 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// async executor.
     fn open(&self, user: &str, database: &str) -> Result<rusqlite::Connection, SessionError>;
 
+    /// [`SessionFactory::open`], with the catalog the sessions of the store it opened share
+    /// ([`pgcompat::Dialect::share_catalog`]), if they share one. The default shares none.
+    fn open_sharing(
+        &self,
+        user: &str,
+        database: &str,
+    ) -> Result<(rusqlite::Connection, Option<Arc<pgcompat::catalog::SharedCatalog>>), SessionError> {
+        Ok((self.open(user, database)?, None))
+    }
+
     /// Admits one more session on `database` before it is opened, or refuses it
     /// ([`SessionError::TooManyConnections`], [`SessionError::TooManyConnectionsForAccount`]); the returned guard
     /// is held for the session's life and lets the place go when dropped. The default admits everyone.

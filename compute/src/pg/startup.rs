@@ -92,8 +92,8 @@ impl Startup {
         // store, bounded by the store's own deadlines).
         let opened = (|| {
             let admission = sessions.admit(&database)?;
-            let conn = sessions.open(&user, &database)?;
-            let mut session = Session::new(conn, &database, &user, defaults, &startup)?;
+            let (conn, catalog) = sessions.open_sharing(&user, &database)?;
+            let mut session = Session::new(conn, &database, &user, defaults, &startup)?.with_shared_catalog(catalog);
             if let Some((server, client)) = addresses {
                 session = session.with_addresses(server, client);
             }

@@ -202,6 +202,15 @@ impl Session {
         })
     }
 
+    /// The session, taking its catalog snapshots from `shared` (and leaving its own there) when given: see
+    /// [`pgcompat::Dialect::share_catalog`].
+    pub(crate) fn with_shared_catalog(mut self, shared: Option<Arc<pgcompat::catalog::SharedCatalog>>) -> Session {
+        if let Some(shared) = shared {
+            self.dialect.share_catalog(shared);
+        }
+        self
+    }
+
     /// The session, holding `admission` for its life.
     pub(crate) fn with_admission(mut self, admission: Option<super::Admission>) -> Session {
         self._admission = admission;
