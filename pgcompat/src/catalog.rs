@@ -575,6 +575,49 @@ mod tests {
         );
     }
 
+    /// Translates and runs `sql` on `conn` through `dialect`.
+    fn run(dialect: &mut crate::Dialect, conn: &Connection, sql: &str) {
+        let translated = dialect.translate(conn, sql).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {sql}");
+        };
+        for translation in list {
+            for step in &translation.steps {
+                conn.execute_batch(step).expect("runs");
+            }
+        }
+    }
+
+    #[test]
+    fn a_schema_change_is_shared_once_no_transaction_holds_it() {
+        let db = Database::new("after-ddl");
+        let shared = Arc::new(SharedCatalog::default());
+        let (first, second) = (db.connect(), db.connect());
+        let mut writer = crate::Dialect::new(&first, "db", "user", 1).expect("installs");
+        writer.share_catalog(Arc::clone(&shared));
+        let mut reader = crate::Dialect::new(&second, "db", "user", 2).expect("installs");
+        reader.share_catalog(Arc::clone(&shared));
+        run(&mut writer, &first, "BEGIN");
+        run(&mut writer, &first, "CREATE TABLE w (x BIGINT)");
+        // Inside the transaction: nothing is shared, nor is the hint spent.
+        writer.share_catalog_after_schema_change(&first).expect("share");
+        assert!(shared.latest.lock().is_none());
+        run(&mut writer, &first, "COMMIT");
+        // Once it committed, the session reads the catalog and leaves it for the others.
+        writer.share_catalog_after_schema_change(&first).expect("share");
+        let version = shared.latest.lock().as_ref().map(Catalog::schema_version);
+        assert_eq!(version, Some(writer.catalog().schema_version()));
+        retype_quietly(&first, "text");
+        reader.refresh(&second).expect("refresh");
+        let taken = reader.catalog().column_type("w", "x").map(PgType::catalog_text);
+        assert_eq!(taken.as_deref(), Some("int8"), "the reader took the shared snapshot");
+        // Without a schema change since, nothing is read again.
+        run(&mut writer, &first, "SELECT 1");
+        shared.latest.lock().take();
+        writer.share_catalog_after_schema_change(&first).expect("share");
+        assert!(shared.latest.lock().is_none());
+    }
+
     #[test]
     fn a_transaction_or_a_temp_object_neither_takes_nor_leaves_a_snapshot() {
         let db = Database::new("private");

@@ -95,6 +95,9 @@ pub struct Dialect {
     catalog_read_at: Option<u64>,
     /// The catalog this session's database shares among its sessions ([`Dialect::share_catalog`]).
     shared_catalog: Option<Arc<catalog::SharedCatalog>>,
+    /// A statement that may change the schema was translated since the last
+    /// [`Dialect::share_catalog_after_schema_change`] outside a transaction.
+    schema_may_have_changed: bool,
 }
 
 impl Dialect {
@@ -127,6 +130,7 @@ impl Dialect {
             commit_version: None,
             catalog_read_at: None,
             shared_catalog: None,
+            schema_may_have_changed: false,
         })
     }
 
@@ -135,6 +139,20 @@ impl Dialect {
     /// reads the same database along one line of commits (one branch's store).
     pub fn share_catalog(&mut self, shared: Arc<catalog::SharedCatalog>) {
         self.shared_catalog = Some(shared);
+    }
+
+    /// Call when the session holds no transaction (after a call outside a block, or a block's end): if a
+    /// statement translated since may have changed the schema, reads the catalog now and leaves it in the shared
+    /// catalog, so the next session of the database, or a branch made from it meanwhile, need not (a migration's
+    /// session usually ends right after its last DDL; the schema a multi-statement text makes inside its implicit
+    /// transaction is never shared from within it). Does nothing without a shared catalog; costs what the
+    /// session's next statement would have paid anyway.
+    pub fn share_catalog_after_schema_change(&mut self, conn: &Connection) -> Result<(), TranslateError> {
+        if self.shared_catalog.is_none() || !conn.is_autocommit() || !self.schema_may_have_changed {
+            return Ok(());
+        }
+        self.schema_may_have_changed = false;
+        self.refresh(conn)
     }
 
     /// What the session's functions read (its zone, its transaction timestamp).
@@ -203,6 +221,14 @@ impl Dialect {
 
     /// Translates a query text, from the cache when the same text was translated at this schema.
     pub fn translate(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, TranslateError> {
+        let translated = self.translate_text(conn, sql)?;
+        if translated.may_change_schema() {
+            self.schema_may_have_changed = true;
+        }
+        Ok(translated)
+    }
+
+    fn translate_text(&mut self, conn: &Connection, sql: &str) -> Result<Arc<Translated>, TranslateError> {
         let commit_version = self.commit_version.take();
         // Transaction control needs no catalog, and must work when the database cannot be read (a failed
         // transaction is ended with ROLLBACK even while reads fail).

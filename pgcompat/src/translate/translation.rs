@@ -193,3 +193,17 @@ pub enum Translated {
     /// the defensive policy allows). Errors then come from SQLite.
     Passthrough,
 }
+
+impl Translated {
+    /// Whether running it may change the schema (DDL by its command tag, or SQLite's own text): a hint for
+    /// when to read the catalog again, never needed for correctness (a changed schema version is seen anyway).
+    pub fn may_change_schema(&self) -> bool {
+        match self {
+            Translated::Passthrough => true,
+            Translated::Statements(statements) => statements.iter().any(|statement| match &statement.kind {
+                Kind::Other(tag) => ["CREATE", "ALTER", "DROP"].iter().any(|verb| tag.starts_with(verb)),
+                _ => false,
+            }),
+        }
+    }
+}

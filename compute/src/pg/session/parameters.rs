@@ -23,6 +23,10 @@ impl Session {
                 tracing::warn!(%error, database = %self.database, "storing sequence values again failed");
             }
             self.dialect.state().end_transaction(succeeded);
+            // What a migration's last DDL made is shared before the session goes (a hint: errors only delay it).
+            if let Err(error) = self.dialect.share_catalog_after_schema_change(&self.conn) {
+                tracing::debug!(%error, database = %self.database, "reading the changed catalog to share it failed");
+            }
             // Sequence values a rolled-back transaction took stay taken, as in PostgreSQL.
             if let Err(error) = self.dialect.settle_sequences(&self.conn) {
                 tracing::warn!(%error, database = %self.database, "storing sequence values again failed");
