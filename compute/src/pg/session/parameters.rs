@@ -27,10 +27,6 @@ impl Session {
             if let Err(error) = self.dialect.share_catalog_after_schema_change(&self.conn) {
                 tracing::debug!(%error, database = %self.database, "reading the changed catalog to share it failed");
             }
-            // Sequence values a rolled-back transaction took stay taken, as in PostgreSQL.
-            if let Err(error) = self.dialect.settle_sequences(&self.conn) {
-                tracing::warn!(%error, database = %self.database, "storing sequence values again failed");
-            }
         }
         let state = self.dialect.state();
         let (statement_timeout_ms, idle_timeout_ms) = state.update_settings(|settings| {
