@@ -290,6 +290,10 @@ impl Catalog {
                         .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
                         .and_then(|version| Catalog::load(conn, version));
                     let ended = conn.execute_batch(if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                    if ended.is_err() && !conn.is_autocommit() {
+                        // Never leave the session inside a transaction it did not begin.
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
                     let catalog = loaded?;
                     ended?;
                     shared.put(&catalog);
