@@ -18,6 +18,14 @@
 //! except one holding a single larger frame. The segments of a directory are contiguous: each one's length
 //! is exactly the distance to the next one's start.
 //!
+//! The open segment's file may be longer than its WAL: zeros are written ahead of its frames (at least
+//! `ZERO_AHEAD_BYTES_MIN`, as many as it holds, at most `ZERO_AHEAD_BYTES_MAX` at a time, never past
+//! `segment_size_bytes`), so that an append overwrites blocks already allocated inside the file's size and its
+//! fdatasync writes the data alone, not the inode and block map too (PostgreSQL zero-fills its WAL segments for
+//! the same reason). Zeros are never WAL: a frame header of zeros is an empty frame, which no writer makes and
+//! every scan refuses. A roll-over cuts the closed segment to its WAL before syncing it; recovery and a
+//! truncation cut the last segment to its valid frames.
+//!
 //! The control file is two slots of equal size (4 KiB, or the next power of two that holds the state), each
 //! empty (zeros) or one state:
 //!
@@ -39,7 +47,8 @@
 //! What `flush_lsn` reports is durable; everything else may be lost, and recovery ([`FileWal::open`]) finds
 //! the longest whole-frame prefix that survived.
 //!
-//! - **Appends** go to the open segment without fsync; [`WalStore::sync`] fdatasyncs it once (group commit)
+//! - **Appends** go to the open segment without fsync (with the next zeros when they pass the last ones);
+//!   [`WalStore::sync`] fdatasyncs it once (group commit)
 //!   and fsyncs the directory if a segment was created since the last sync, and only then moves
 //!   `flush_lsn`. A crash loses or tears only bytes past `flush_lsn`.
 //! - **A new segment** is created only after the previous one is fdatasynced and the previous one's
@@ -89,7 +98,7 @@ use cambium_types::Lsn;
 use safekeeper_core::protocol::StoreError;
 
 pub use control::FileControl;
-pub use segments::FileWal;
+pub use segments::{FileWal, ZERO_AHEAD_BYTES_MAX, ZERO_AHEAD_BYTES_MIN};
 pub use timeline::{create_timeline, create_timeline_deferred, open_timeline, ReplicaWriter};
 
 /// The default segment size: 16 MiB.

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use safekeeper_core::acceptor::Acceptor;
 use safekeeper_core::memstore::MemWal;
 use safekeeper_core::protocol::{AppendRequest, ElectedRequest, TermHistory, TermSwitch, VoteRequest};
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 
 const START: Lsn = Lsn(0x100);
 const SMALL_SEGMENT_BYTES: u64 = 4096;
@@ -143,17 +143,21 @@ fn write_sync_read_across_segments_and_reopen() {
     let names = segment_files(dir.path());
     assert!(names.len() > 5, "{names:?}");
     assert_eq!(names[0], segment_file_name(START));
+    let last_index = wal.segment_starts().len() - 1;
     for (index, &start) in wal.segment_starts().iter().enumerate() {
-        let len = fs::metadata(dir.path().join(segment_file_name(start)))
-            .expect("metadata")
-            .len();
-        assert_eq!(len, wal.segment_end(index).0 - start.0);
-        let (valid, error) = scan_frames(
-            &fs::read(dir.path().join(segment_file_name(start))).expect("read"),
-            start,
-        );
-        assert!(error.is_none(), "segments hold whole frames");
-        assert_eq!(valid as u64, len);
+        let bytes = fs::read(dir.path().join(segment_file_name(start))).expect("read");
+        let len = wal.segment_end(index).0 - start.0;
+        let (valid, error) = scan_frames(&bytes, start);
+        assert_eq!(valid as u64, len, "segment {start} holds its WAL's frames");
+        if index < last_index {
+            assert!(error.is_none(), "a closed segment holds whole frames and nothing else");
+            assert_eq!(bytes.len() as u64, len, "a closed segment is cut to its WAL");
+        } else {
+            assert!(
+                bytes[valid..].iter().all(|&byte| byte == 0),
+                "the open segment holds zeros after its frames"
+            );
+        }
         assert!(
             len <= SMALL_SEGMENT_BYTES || start == big_lsn,
             "segment {start} of {len} bytes"
@@ -230,10 +234,12 @@ fn torn_tail_is_cut_on_open() {
     let last = last_segment_path(&wal);
     let last_start = *wal.segment_starts().last().expect("a segment");
     drop(wal);
-    // A torn frame: a whole header and part of the body.
+    // A torn frame: a whole header and part of the body, where the next append would have gone (over the
+    // zeros written ahead).
     let partial = frame(500, 3);
-    let mut file = OpenOptions::new().append(true).open(&last).expect("open segment");
-    file.write_all(&partial[..100]).expect("append");
+    let file = OpenOptions::new().write(true).open(&last).expect("open segment");
+    file.write_all_at(&partial[..100], written_lsn.0 - last_start.0)
+        .expect("write the torn frame");
     drop(file);
 
     let mut wal = FileWal::open(dir.path(), START, &config(SMALL_SEGMENT_BYTES)).expect("reopen");
@@ -258,9 +264,11 @@ fn torn_tail_is_cut_on_open() {
     let end = wal.write_lsn();
     wal.write(end, &frame(10, 6)).expect("write");
     let end = wal.sync().expect("sync");
+    let last_start = *wal.segment_starts().last().expect("a segment");
     drop(wal);
-    let mut file = OpenOptions::new().append(true).open(&last).expect("open segment");
-    file.write_all(&garbage).expect("append");
+    let file = OpenOptions::new().write(true).open(&last).expect("open segment");
+    file.write_all_at(&garbage, end.0 - last_start.0)
+        .expect("write the garbage");
     drop(file);
     let wal = FileWal::open(dir.path(), START, &config(SMALL_SEGMENT_BYTES)).expect("reopen");
     assert_eq!(wal.flush_lsn(), end);
@@ -283,6 +291,84 @@ fn torn_tail_is_cut_on_open() {
     expected.extend_from_slice(&more);
     assert_bytes(&read_all(&wal, START, 1000), &expected);
     assert_eq!(*wal.segment_starts().last().expect("a segment"), end);
+}
+
+/// The open segment is zero-filled ahead of its frames, so that most appends overwrite allocated blocks inside
+/// the file's size (an fdatasync then writes no metadata); the zeros are never WAL: a roll-over cuts them from
+/// the closed segment, a reopen cuts them from the last one, and a truncation from the one it cuts.
+#[test]
+fn zeros_written_ahead_of_the_appends_are_never_wal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let segment_bytes = 1 << 20;
+    let mut wal = FileWal::open(dir.path(), START, &config(segment_bytes)).expect("open");
+    let mut expected = frames(2, 100, 1);
+    wal.write(START, &expected).expect("write");
+    let end = wal.sync().expect("sync");
+    let first = last_segment_path(&wal);
+    let file_len = |path: &Path| fs::metadata(path).expect("metadata").len();
+    let wal_len = end.0 - START.0;
+    assert_eq!(file_len(&first), (wal_len + ZERO_AHEAD_BYTES_MIN).div_ceil(4096) * 4096);
+    assert!(fs::read(&first).expect("read")[wal_len as usize..]
+        .iter()
+        .all(|&b| b == 0));
+
+    // Appends inside the zeros leave the file's length alone; one past them writes the next zeros.
+    let ahead = file_len(&first);
+    let small = frames(3, 50, 2);
+    wal.write(end, &small).expect("write");
+    expected.extend_from_slice(&small);
+    let end = wal.sync().expect("sync");
+    assert_eq!(file_len(&first), ahead, "inside the zeros");
+    while wal.write_lsn().0 - START.0 <= ahead {
+        let more = frames(4, 900, wal.write_lsn().0);
+        wal.write(wal.write_lsn(), &more).expect("write");
+        expected.extend_from_slice(&more);
+    }
+    let end = wal.sync().expect("sync").max(end);
+    let wal_len = end.0 - START.0;
+    assert!(file_len(&first) > wal_len, "zeros again after the frames");
+    assert!(file_len(&first) - wal_len <= ZERO_AHEAD_BYTES_MAX + 4096);
+
+    // A reopen cuts the zeros and goes on from the WAL's end.
+    drop(wal);
+    let mut wal = FileWal::open(dir.path(), START, &config(segment_bytes)).expect("reopen");
+    assert_eq!(wal.flush_lsn(), end);
+    assert_eq!(file_len(&first), wal_len, "the zeros cut at the reopen");
+    assert_bytes(&read_all(&wal, START, 1 << 20), &expected);
+
+    // A truncation inside zero-filled WAL leaves no old frame after the cut for a later recovery to find.
+    let more = frames(10, 300, 3);
+    wal.write(end, &more).expect("write");
+    let after = wal.sync().expect("sync");
+    assert!(file_len(&first) > after.0 - START.0);
+    wal.truncate(end).expect("truncate");
+    assert_eq!(file_len(&first), wal_len, "cut at the truncation point");
+    let other = frames(1, 20, 4);
+    wal.write(end, &other).expect("write");
+    expected.extend_from_slice(&other);
+    let end = wal.sync().expect("sync");
+    drop(wal);
+    let mut wal = FileWal::open(dir.path(), START, &config(segment_bytes)).expect("reopen");
+    assert_eq!(wal.flush_lsn(), end, "nothing of the truncated frames came back");
+    assert_bytes(&read_all(&wal, START, 1 << 20), &expected);
+
+    // Past the segment's size the next segment starts and the closed one holds exactly its WAL.
+    while wal.segment_starts().len() < 2 {
+        let more = frames(8, 4000, wal.write_lsn().0);
+        wal.write(wal.write_lsn(), &more).expect("write");
+        expected.extend_from_slice(&more);
+    }
+    let end = wal.sync().expect("sync");
+    assert_eq!(
+        file_len(&first),
+        wal.segment_end(0).0 - START.0,
+        "the closed segment is cut to its WAL"
+    );
+    assert!(file_len(&first) <= segment_bytes);
+    drop(wal);
+    let wal = FileWal::open(dir.path(), START, &config(segment_bytes)).expect("reopen");
+    assert_eq!(wal.flush_lsn(), end);
+    assert_bytes(&read_all(&wal, START, 1 << 20), &expected);
 }
 
 #[test]
