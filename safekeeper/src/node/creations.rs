@@ -26,7 +26,11 @@
 //!
 //! Records are appended one call at a time under the node's creation lock, each fdatasynced before the call
 //! returns, so only the last record can be torn by a crash: at open a short or crc-failing last record is cut
-//! off (set_len, fsync); a bad record before the last one is damage, and the open fails. The file itself is
+//! off (set_len, fsync); a bad record before the last one is damage, and the open fails. An append that passes
+//! the end of the file writes [`ZERO_AHEAD_BYTES`] of zeros after its records, so that the next appends overwrite
+//! blocks inside the file's size and their fdatasync writes the data alone (no inode, no block map); zeros are
+//! never a record (a record of zeros fails its crc), so "the last record" is the last before zeros only, and
+//! the open cuts the zeros with it. The file itself is
 //! created (header written, fsynced, its entry fsynced into the data directory) at open, so an append needs
 //! only the fdatasync. What each crash point leaves:
 //!
@@ -75,6 +79,9 @@ const RECORD_BYTES: usize = 4 + 1 + 16 + 16 + 8;
 const KIND_CREATED: u8 = 1;
 const KIND_DELETED: u8 = 2;
 const KIND_MATERIALIZED: u8 = 3;
+/// Zeros written after the records when an append passes the last ones (one fdatasync in this many bytes of
+/// records also writes the file's new size and blocks).
+pub const ZERO_AHEAD_BYTES: u64 = 64 * 1024;
 /// Records beyond three per logged timeline (its creation, its materialization, and one more) tolerated before
 /// the log is rewritten at open.
 pub const REWRITE_SLACK_RECORDS: usize = 1024;
@@ -130,7 +137,12 @@ impl Record {
 pub(super) struct CreationLog {
     path: PathBuf,
     file: File,
+    /// Where the records end.
     len_bytes: u64,
+    /// The file's length: `len_bytes` and the zeros written ahead of the records ([`ZERO_AHEAD_BYTES`]), so that
+    /// an append overwrites blocks allocated inside the file's size and its fdatasync writes no inode or block
+    /// map. **Invariant:** `len_bytes <= file_len_bytes`, every byte in between zero.
+    file_len_bytes: u64,
     durability: Durability,
     /// Every timeline whose last record is a creation, with its start LSN.
     logged: HashMap<TimelineKey, Lsn>,
@@ -217,11 +229,14 @@ fn parse(bytes: &[u8], path: &Path) -> Result<Parsed, NodeError> {
     let mut records = 0usize;
     let mut good_bytes = HEADER_BYTES;
     for (index, chunk) in body.chunks(RECORD_BYTES).enumerate() {
-        let last = (index + 1) * RECORD_BYTES >= body.len();
+        let after = &body[(index * RECORD_BYTES + chunk.len())..];
         let record = (chunk.len() == RECORD_BYTES).then(|| Record::decode(chunk)).flatten();
         match record {
             Some(record) => apply(record, &mut logged, &mut materialized),
-            None if last => {
+            // The zeros written ahead of the records (a record of zeros fails its crc).
+            None if chunk.iter().chain(after).all(|&byte| byte == 0) => break,
+            // The last record, or one followed by zeros only: an append cut short.
+            None if after.iter().all(|&byte| byte == 0) => {
                 tracing::warn!(
                     path = %path.display(),
                     offset = good_bytes,
@@ -304,6 +319,7 @@ impl CreationLog {
             path,
             file,
             len_bytes: good_bytes as u64,
+            file_len_bytes: good_bytes as u64,
             durability,
             logged,
             materialized,
@@ -345,6 +361,12 @@ impl CreationLog {
         for record in records {
             record.encode(&mut bytes);
         }
+        let end_bytes = self.len_bytes + bytes.len() as u64;
+        let zeros_to = end_bytes + ZERO_AHEAD_BYTES;
+        if end_bytes > self.file_len_bytes {
+            // Past the zeros: the next ones go with this append (one write), so later appends land inside them.
+            bytes.resize((zeros_to - self.len_bytes) as usize, 0);
+        }
         let written = self
             .file
             .write_all_at(&bytes, self.len_bytes)
@@ -355,7 +377,10 @@ impl CreationLog {
             self.poisoned = true;
             return Err(error);
         }
-        self.len_bytes += bytes.len() as u64;
+        if end_bytes > self.file_len_bytes {
+            self.file_len_bytes = zeros_to;
+        }
+        self.len_bytes = end_bytes;
         for record in records {
             apply(*record, &mut self.logged, &mut self.materialized);
         }
@@ -381,6 +406,7 @@ impl CreationLog {
             .open(&self.path)
             .map_err(io_error(&self.path))?;
         self.len_bytes = bytes.len() as u64;
+        self.file_len_bytes = self.len_bytes;
         tracing::info!(path = %self.path.display(), logged = self.logged.len(), "rewrote the timeline creation log");
         Ok(())
     }
@@ -437,8 +463,14 @@ mod tests {
         log.append(&[Record::Created(key(1, 2), Lsn(0x100))]).expect("append");
         drop(log);
         let path = dir.path().join(CREATION_LOG_FILE_NAME);
-        let whole = std::fs::read(&path).expect("read");
-        // Every torn form of a second record: a prefix of it, or all of it with a bit flipped.
+        let file = std::fs::read(&path).expect("read");
+        let whole = file[..HEADER_BYTES + RECORD_BYTES].to_vec();
+        assert!(
+            file[whole.len()..].iter().all(|&byte| byte == 0),
+            "zeros after the records"
+        );
+        // Every torn form of a second record, written where it goes (over the zeros): a prefix of it, or all of
+        // it with a bit flipped.
         let mut second = Vec::new();
         Record::Created(key(1, 3), Lsn(0x200)).encode(&mut second);
         let mut flipped = second.clone();
@@ -448,16 +480,55 @@ mod tests {
             .chain([flipped])
             .collect();
         for tail in tails {
-            std::fs::write(&path, [whole.as_slice(), tail.as_slice()].concat()).expect("write");
+            let zeros = vec![0u8; file.len() - whole.len() - tail.len()];
+            std::fs::write(&path, [whole.as_slice(), tail.as_slice(), &zeros].concat()).expect("write");
+            // A prefix whose missing bytes are zeros is the whole record (an unacknowledged append may survive).
+            let whole_record = tail.len() < RECORD_BYTES && second[tail.len()..].iter().all(|&byte| byte == 0);
             let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
-            assert_eq!(log.logged(), &HashMap::from([(key(1, 2), Lsn(0x100))]));
-            assert_eq!(std::fs::read(&path).expect("read"), whole, "the torn tail is cut");
+            let mut expected = HashMap::from([(key(1, 2), Lsn(0x100))]);
+            let mut kept = whole.clone();
+            if whole_record {
+                expected.insert(key(1, 3), Lsn(0x200));
+                kept.extend_from_slice(&second);
+            }
+            assert_eq!(log.logged(), &expected);
+            assert_eq!(std::fs::read(&path).expect("read"), kept, "the torn tail is cut");
             log.append(&[Record::Created(key(1, 4), Lsn(0x300))]).expect("append");
             drop(log);
             let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
-            assert_eq!(log.logged().len(), 2);
+            assert_eq!(log.logged().len(), expected.len() + 1);
             std::fs::write(&path, &whole).expect("reset");
         }
+    }
+
+    #[test]
+    fn appends_overwrite_the_zeros_written_ahead_and_a_reopen_cuts_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(CREATION_LOG_FILE_NAME);
+        let file_len = || std::fs::metadata(&path).expect("stat").len();
+        let mut log = CreationLog::open(dir.path(), Durability::Fsync).expect("open");
+        log.append(&[Record::Created(key(1, 0), Lsn(0x100))]).expect("append");
+        let records_end = (HEADER_BYTES + RECORD_BYTES) as u64;
+        assert_eq!(file_len(), records_end + ZERO_AHEAD_BYTES);
+        // Appends inside the zeros leave the file's length alone; the one past them writes the next zeros.
+        let first_len = file_len();
+        let inside = (ZERO_AHEAD_BYTES / RECORD_BYTES as u64) as u128;
+        for timeline in 1..=inside {
+            log.append(&[Record::Created(key(1, timeline), Lsn(0x100))])
+                .expect("append");
+        }
+        assert_eq!(file_len(), first_len, "inside the zeros");
+        log.append(&[Record::Created(key(1, inside + 1), Lsn(0x100))])
+            .expect("append");
+        let records_end = records_end + (inside as u64 + 1) * RECORD_BYTES as u64;
+        assert_eq!(file_len(), records_end + ZERO_AHEAD_BYTES, "past them: the next zeros");
+        let bytes = std::fs::read(&path).expect("read");
+        assert!(bytes[records_end as usize..].iter().all(|&byte| byte == 0));
+        assert_eq!(logged_timelines(dir.path()).expect("read").len(), inside as usize + 2);
+        drop(log);
+        let log = CreationLog::open(dir.path(), Durability::Fsync).expect("reopen");
+        assert_eq!(log.logged().len(), inside as usize + 2);
+        assert_eq!(file_len(), records_end, "the zeros cut at the open");
     }
 
     #[test]
