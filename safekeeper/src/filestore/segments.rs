@@ -29,8 +29,9 @@ pub const ZERO_AHEAD_BYTES_MAX: u64 = 1024 * 1024;
 /// before: as many as the segment holds, within [`ZERO_AHEAD_BYTES_MIN`, `ZERO_AHEAD_BYTES_MAX`] and rounded
 /// up to a 4 KiB block. An append that lands inside zeros (inside the file's size, on blocks allocated
 /// already) is synced by an fdatasync that writes only the data; one that extends the file also writes the
-/// inode and the block map (~1.4-1.7× the time here, the reason PostgreSQL zero-fills its WAL segments). A
-/// timeline written once keeps only a little; a busy one writes zeros once per MiB.
+/// inode and the block map (1.5-2.5× the time here: `scripts/bench-fsync-modes.py`; the reason PostgreSQL
+/// zero-fills its WAL segments). A timeline written once keeps only a little; a busy one writes zeros once per
+/// MiB.
 fn zero_ahead_bytes(len_bytes: u64) -> u64 {
     let ahead = len_bytes.clamp(ZERO_AHEAD_BYTES_MIN, ZERO_AHEAD_BYTES_MAX);
     let end = (len_bytes + ahead).div_ceil(4096) * 4096;
