@@ -537,7 +537,20 @@ impl FileWal {
         out: &mut Vec<u8>,
     ) -> Result<Option<Lsn>, StoreError> {
         let path = self.segment_path(start_lsn);
-        let file = File::open(&path).map_err(io_error(&path))?;
+        // The open segment's own descriptor when it holds one (a tailing reader reads there after every
+        // commit: no open and close each time); another segment, or a let-go one, is opened for this read.
+        let opened;
+        let file = match &self.open {
+            Some(OpenSegment {
+                start_lsn: open_start,
+                file: Some(file),
+                ..
+            }) if *open_start == start_lsn => file,
+            _ => {
+                opened = File::open(&path).map_err(io_error(&path))?;
+                &opened
+            }
+        };
         // One read for as much as the budget allows (at least a header); at most one frame more below.
         let budget_bytes = max_bytes.saturating_sub(out.len()).max(FRAME_HEADER_BYTES);
         let window_bytes = (limit_lsn.0 - lsn.0).min(budget_bytes as u64) as usize;
