@@ -218,6 +218,13 @@ impl Catalog {
         self.relations.contains_key(&sqlite_name.to_ascii_lowercase())
     }
 
+    /// SQLite's kind (`table`, `view`, `index`) of the relation of this SQLite name, if it exists.
+    pub fn relation_kind(&self, sqlite_name: &str) -> Option<&str> {
+        self.relations
+            .get(&sqlite_name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+
     /// This snapshot with one more relation (made by a statement before it in the same text); `kind` is
     /// SQLite's (`table`, `view`, `index`).
     pub fn add_relation(&mut self, sqlite_name: &str, kind: &str) {

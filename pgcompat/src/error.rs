@@ -139,6 +139,8 @@ pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 pub const QUERY_CANCELED: &str = "57014";
 /// deadlock_detected
 pub const DEADLOCK_DETECTED: &str = "40P01";
+/// active_sql_transaction (a statement that cannot run inside a transaction block)
+pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
 
 /// invalid_column_reference
 pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
@@ -193,6 +195,7 @@ const CODES: &[&str] = &[
     LOCK_NOT_AVAILABLE,
     QUERY_CANCELED,
     DEADLOCK_DETECTED,
+    ACTIVE_SQL_TRANSACTION,
     SUBSTRING_ERROR,
     INVALID_COLUMN_REFERENCE,
     CARDINALITY_VIOLATION,

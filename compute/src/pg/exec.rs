@@ -52,6 +52,7 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Update => Kind::Update,
             pgcompat::Kind::Delete => Kind::Delete,
             pgcompat::Kind::Lock { .. } => Kind::Other("LOCK TABLE".to_owned()),
+            pgcompat::Kind::Vacuum => Kind::Other("VACUUM".to_owned()),
             pgcompat::Kind::Begin { .. } => Kind::Begin,
             pgcompat::Kind::Commit => Kind::Commit,
             pgcompat::Kind::Rollback => Kind::Rollback,

@@ -84,8 +84,8 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
         }
     }
     if is("vacuum") || is("analyze") || is("analyse") {
-        if let Some(maintenance) = maintenance::parse(sql) {
-            return Ok(Translated::Statements(vec![maintenance]));
+        if let Some(maintenance) = maintenance::parse(conn, catalog, sql) {
+            return Ok(Translated::Statements(vec![maintenance?]));
         }
     }
     if is("lock") {
@@ -101,6 +101,9 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     let statements = match parsed {
         Ok(statements) => statements,
         Err(_) => {
+            if let Some(refused) = maintenance::refused_in_a_batch(sql) {
+                return Err(refused);
+            }
             if let Some(rewritten) = token_forms::rewrite(sql) {
                 return translate(conn, catalog, &rewritten);
             }
@@ -110,6 +113,10 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             });
         }
     };
+    if statements.len() > 1 && statements.iter().any(|s| matches!(s, Statement::Vacuum(_))) {
+        // One implicit transaction block, which VACUUM refuses (a lone one is read by `maintenance` above).
+        return Err(maintenance::in_a_transaction_block());
+    }
     let mut out = Vec::with_capacity(statements.len());
     // The catalog as the text's own DDL leaves it, for the statements after it (`CREATE TYPE` then a table
     // with a column of the type, in one text).
@@ -261,6 +268,11 @@ fn translate_statement(
 ) -> Result<Option<Translation>, PgError> {
     let translation = match &mut statement {
         Statement::Query(query) => select::translate_query(conn, catalog, query)?,
+        // `ANALYZE t (a)` among other statements of a text (a lone one is read by `maintenance` first).
+        Statement::Analyze(_) => match maintenance::parse(conn, catalog, &statement.to_string()) {
+            Some(translation) => translation?,
+            None => return Ok(None),
+        },
         Statement::Insert(insert) => {
             // OVERRIDING: checked against the identity columns, then SQLite takes the values as given.
             let overriding = insert.overriding.take();

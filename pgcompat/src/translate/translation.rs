@@ -13,6 +13,9 @@ pub enum Kind {
     Update,
     /// `DELETE`
     Delete,
+    /// `VACUUM …`: refused inside a transaction block (25001, by the session, which knows the block); its
+    /// steps are what it runs (none for a plain `VACUUM`, see `translate::maintenance`).
+    Vacuum,
     /// `LOCK TABLE …`.
     Lock {
         /// Its mode keeps other writers out: it takes the writer lock.

@@ -454,6 +454,17 @@ impl Session {
                 }
                 return Ok(Outcome::Command("DEALLOCATE".to_owned()));
             }
+            pgcompat::Kind::Vacuum => {
+                if self.tx == TxState::Failed {
+                    return Err(aborted());
+                }
+                if !self.conn.is_autocommit() {
+                    return self.fail(SqlError::new(
+                        ACTIVE_SQL_TRANSACTION,
+                        "VACUUM cannot run inside a transaction block",
+                    ));
+                }
+            }
             pgcompat::Kind::DiscardAll => {
                 if !self.conn.is_autocommit() {
                     return self.fail(SqlError::new(
