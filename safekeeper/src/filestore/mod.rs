@@ -20,7 +20,8 @@
 //!
 //! The open segment's file may be longer than its WAL: zeros are written ahead of its frames (at least
 //! `ZERO_AHEAD_BYTES_MIN`, as many as it holds, at most `ZERO_AHEAD_BYTES_MAX` at a time, never past
-//! `segment_size_bytes`), so that an append overwrites blocks already allocated inside the file's size and its
+//! `segment_size_bytes`; after writes of at most `ZERO_AHEAD_WRITE_BYTES_MAX`, a commit's, not a bulk load's), so
+//! that an append overwrites blocks already allocated inside the file's size and its
 //! fdatasync writes the data alone, not the inode and block map too (PostgreSQL zero-fills its WAL segments for
 //! the same reason). Zeros are never WAL: a frame header of zeros is an empty frame, which no writer makes and
 //! every scan refuses. A roll-over cuts the closed segment to its WAL before syncing it; recovery and a
@@ -98,7 +99,7 @@ use cambium_types::Lsn;
 use safekeeper_core::protocol::StoreError;
 
 pub use control::FileControl;
-pub use segments::{FileWal, ZERO_AHEAD_BYTES_MAX, ZERO_AHEAD_BYTES_MIN};
+pub use segments::{FileWal, ZERO_AHEAD_BYTES_MAX, ZERO_AHEAD_BYTES_MIN, ZERO_AHEAD_WRITE_BYTES_MAX};
 pub use timeline::{create_timeline, create_timeline_deferred, open_timeline, ReplicaWriter};
 
 /// The default segment size: 16 MiB.

@@ -24,6 +24,10 @@ use super::{
 pub const ZERO_AHEAD_BYTES_MIN: u64 = 16 * 1024;
 /// Most zeros written ahead of a segment's frames at a time.
 pub const ZERO_AHEAD_BYTES_MAX: u64 = 1024 * 1024;
+/// Largest write that is followed by zeros when it passes the last ones. A larger one (a bulk load's frames)
+/// extends the file without them: its data dwarfs the inode and block map its fdatasync also writes, and zeros
+/// would double what the disk takes.
+pub const ZERO_AHEAD_WRITE_BYTES_MAX: u64 = 64 * 1024;
 
 /// How many zeros to write after a segment's frames once its appends reach `len_bytes` past the zeros written
 /// before: as many as the segment holds, within [`ZERO_AHEAD_BYTES_MIN`, `ZERO_AHEAD_BYTES_MAX`] and rounded
@@ -390,8 +394,14 @@ impl FileWal {
                 .write_all_at(&frames[run_start..at], offset)
                 .map_err(io_error(&open.path))?;
             if len_bytes > open.file_len_bytes {
-                // Past the zeros: write the next ones now, so that the appends after this one stay inside them.
-                let zeros_to = (len_bytes + zero_ahead_bytes(len_bytes)).min(segment_size_bytes);
+                // Past the zeros: write the next ones now, so that the appends after this one stay inside them
+                // (after a small write only: see `ZERO_AHEAD_WRITE_BYTES_MAX`).
+                let small = (at - run_start) as u64 <= ZERO_AHEAD_WRITE_BYTES_MAX;
+                let zeros_to = if small {
+                    (len_bytes + zero_ahead_bytes(len_bytes)).min(segment_size_bytes)
+                } else {
+                    len_bytes
+                };
                 if zeros_to > len_bytes {
                     let zeros = vec![0u8; (zeros_to - len_bytes) as usize];
                     open.file()?

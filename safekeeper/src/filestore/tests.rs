@@ -328,6 +328,26 @@ fn zeros_written_ahead_of_the_appends_are_never_wal() {
     let wal_len = end.0 - START.0;
     assert!(file_len(&first) > wal_len, "zeros again after the frames");
     assert!(file_len(&first) - wal_len <= ZERO_AHEAD_BYTES_MAX + 4096);
+    // A large write past them (a bulk load's) extends the file without zeros; the next small one writes them.
+    let big = frame(ZERO_AHEAD_WRITE_BYTES_MAX as usize, 77);
+    assert!(
+        wal.write_lsn().0 - START.0 + big.len() as u64 > file_len(&first),
+        "passes the zeros"
+    );
+    wal.write(wal.write_lsn(), &big).expect("write");
+    expected.extend_from_slice(&big);
+    wal.sync().expect("sync");
+    assert_eq!(
+        file_len(&first),
+        wal.write_lsn().0 - START.0,
+        "no zeros after a large write"
+    );
+    let small = frames(1, 100, 78);
+    wal.write(wal.write_lsn(), &small).expect("write");
+    expected.extend_from_slice(&small);
+    let end = wal.sync().expect("sync");
+    let wal_len = end.0 - START.0;
+    assert!(file_len(&first) > wal_len, "zeros after a small write");
 
     // A reopen cuts the zeros and goes on from the WAL's end.
     drop(wal);
