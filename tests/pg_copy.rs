@@ -13,6 +13,86 @@ use futures::{SinkExt, StreamExt};
 
 use common::api::{connect, Up};
 
+/// A row per `CopyData` message, as psql and pgbench send them: the compute gathers messages into batches
+/// (`COPY_BATCH_BYTES`), so a copy of many messages must arrive whole, one that fails past several batches must
+/// leave nothing, and a copy the client abandons with data still gathered must leave none of it for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_a_row_per_message_is_whole_and_an_abandoned_one_leaves_nothing_behind() {
+    let up = Up::start();
+    let project = up.create_project("copy-rows").await;
+    let database = up.create_database(&project, "copy-rows-db").await;
+    let uri = database["connection_uri"].as_str().expect("uri").to_owned();
+    let client = connect(&uri).await.expect("connects");
+    client
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL)")
+        .await
+        .expect("table");
+    let count_between = |low: i64, high: i64| {
+        let client = &client;
+        async move {
+            client
+                .query_one("SELECT count(*) FROM t WHERE id BETWEEN $1 AND $2", &[&low, &high])
+                .await
+                .expect("count")
+                .get::<_, i64>(0)
+        }
+    };
+
+    // 30000 messages of ~45 bytes: past several batches.
+    let sink = client.copy_in("COPY t FROM STDIN").await.expect("copy starts");
+    futures::pin_mut!(sink);
+    for id in 1..=30_000i64 {
+        sink.send(Bytes::from(format!("{id}\trow number {id} of the copy\n")))
+            .await
+            .expect("data");
+    }
+    assert_eq!(sink.finish().await.expect("copy ends"), 30_000);
+    let row = client
+        .query_one("SELECT count(*), sum(id)::text, min(v) FROM t", &[])
+        .await
+        .expect("row");
+    assert_eq!(row.get::<_, i64>(0), 30_000);
+    assert_eq!(row.get::<_, String>(1), (30_000i64 * 30_001 / 2).to_string());
+    assert_eq!(row.get::<_, String>(2), "row number 1 of the copy");
+
+    // A bad row after 20000 good ones (several batches handed over already): the whole copy is undone.
+    let sink = client.copy_in("COPY t FROM STDIN").await.expect("copy starts");
+    futures::pin_mut!(sink);
+    for id in 40_001..=60_000i64 {
+        sink.send(Bytes::from(format!("{id}\tgood\n"))).await.expect("data");
+    }
+    sink.send(Bytes::from_static(b"not-a-number\tbad\n"))
+        .await
+        .expect("data");
+    for id in 60_001..=60_010i64 {
+        sink.send(Bytes::from(format!("{id}\tafter\n"))).await.expect("data");
+    }
+    let error = sink.finish().await.expect_err("a bad bigint");
+    assert_eq!(error.code().map(|c| c.code()), Some("22P02"), "{error}");
+    assert_eq!(count_between(40_001, 60_010).await, 0, "nothing of a failed copy stays");
+
+    // Rows gathered and never handed over, then the client gives up (CopyFail): none of them reach the next copy.
+    {
+        let sink = client.copy_in("COPY t FROM STDIN").await.expect("copy starts");
+        futures::pin_mut!(sink);
+        for id in 100_001..=100_100i64 {
+            sink.send(Bytes::from(format!("{id}\tabandoned\n")))
+                .await
+                .expect("data");
+        }
+        // Dropped without `finish`: tokio-postgres aborts the copy.
+    }
+    let sink = client.copy_in("COPY t FROM STDIN").await.expect("copy starts");
+    futures::pin_mut!(sink);
+    for id in 200_001..=200_005i64 {
+        sink.send(Bytes::from(format!("{id}\tnext\n"))).await.expect("data");
+    }
+    assert_eq!(sink.finish().await.expect("copy ends"), 5);
+    assert_eq!(count_between(100_001, 100_100).await, 0, "the abandoned rows are gone");
+    assert_eq!(count_between(200_001, 200_005).await, 5);
+    assert_eq!(count_between(1, 1_000_000).await, 30_005);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_in_and_out_through_tokio_postgres() {
     let up = Up::start();

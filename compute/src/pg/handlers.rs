@@ -2,10 +2,29 @@
 
 use super::*;
 
+/// Bytes of `CopyData` gathered before they are handed to the session in one call (and whatever is left at
+/// `CopyDone`). psql and pgbench send a row per message, and a session call (the statements' watchdog, the
+/// durability scope, the counters) cost more than parsing and inserting the row.
+pub(super) const COPY_BATCH_BYTES: usize = 256 * 1024;
+
 /// Simple and extended query handling over the connection's session.
 pub(super) struct QueryHandler {
     pub(super) connection: Arc<Connection>,
     pub(super) parser: Arc<NoopQueryParser>,
+    /// `CopyData` of the copy in progress not yet handed to the session (under [`COPY_BATCH_BYTES`] plus one
+    /// message); emptied when a copy starts, ends or fails.
+    pub(super) copy_pending: parking_lot::Mutex<Vec<u8>>,
+}
+
+impl QueryHandler {
+    /// The responses to `outcomes`; a copy starting among them starts with nothing pending (a copy the protocol
+    /// cut short leaves nothing for the next one).
+    fn responses(&self, outcomes: Vec<Outcome>) -> Vec<Response> {
+        if outcomes.iter().any(|o| matches!(o, Outcome::CopyIn { .. })) {
+            self.copy_pending.lock().clear();
+        }
+        outcomes.into_iter().map(outcome_response).collect()
+    }
 }
 
 pub(super) fn outcome_response(outcome: Outcome) -> Response {
@@ -38,8 +57,15 @@ impl CopyHandler for QueryHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let data = copy_data.data;
-        self.connection.run(move |s| s.copy_data(&data)).await?;
+        let batch = {
+            let mut pending = self.copy_pending.lock();
+            pending.extend_from_slice(&copy_data.data);
+            if pending.len() < COPY_BATCH_BYTES {
+                return Ok(());
+            }
+            std::mem::replace(&mut *pending, Vec::with_capacity(COPY_BATCH_BYTES + 1024))
+        };
+        self.connection.run(move |s| s.copy_data(&batch)).await?;
         Ok(())
     }
 
@@ -49,9 +75,15 @@ impl CopyHandler for QueryHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let rest = std::mem::take(&mut *self.copy_pending.lock());
         let rows = self
             .connection
-            .run(|s| s.copy_done())
+            .run(move |s| {
+                if !rest.is_empty() {
+                    s.copy_data(&rest);
+                }
+                s.copy_done()
+            })
             .await?
             .map_err(SqlError::into_pgwire)?;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
@@ -70,6 +102,7 @@ impl CopyHandler for QueryHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let message = fail.message;
+        self.copy_pending.lock().clear();
         match self.connection.run(move |s| s.copy_fail(&message)).await {
             Ok(error) => error.into_pgwire(),
             Err(error) => error,
@@ -86,7 +119,7 @@ impl SimpleQueryHandler for QueryHandler {
         check_query_size(query).map_err(SqlError::into_pgwire)?;
         let query = query.to_owned();
         let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
-        let mut responses: Vec<Response> = outcomes.into_iter().map(outcome_response).collect();
+        let mut responses = self.responses(outcomes);
         if let Some(error) = error {
             // An error response in the list (not an `Err`) keeps the results before it.
             responses.push(Response::Error(Box::new(error.into_info())));
@@ -122,7 +155,9 @@ impl ExtendedQueryHandler for QueryHandler {
         };
         let format = portal.result_column_format.clone();
         let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
-        outcome.map(outcome_response).map_err(SqlError::into_pgwire)
+        outcome
+            .map(|outcome| self.responses(vec![outcome]).pop().expect("one response per outcome"))
+            .map_err(SqlError::into_pgwire)
     }
 
     async fn do_describe_statement<C>(

@@ -710,6 +710,7 @@ impl ConnectionHandlers {
             query: Arc::new(QueryHandler {
                 connection,
                 parser: Arc::new(NoopQueryParser::new()),
+                copy_pending: parking_lot::Mutex::new(Vec::new()),
             }),
             cancel,
         }
