@@ -114,6 +114,22 @@ fn syntax(near: Option<&Token>) -> PgError {
     }
 }
 
+/// After an item of a parenthesized list: `true` past a comma (another item follows), `false` past the closing
+/// parenthesis, a syntax error at anything else.
+fn list_goes_on(tokens: &[Token], at: &mut usize) -> Result<bool, PgError> {
+    match tokens.get(*at) {
+        Some(Token::Comma) => {
+            *at += 1;
+            Ok(true)
+        }
+        Some(Token::RParen) => {
+            *at += 1;
+            Ok(false)
+        }
+        other => Err(syntax(other)),
+    }
+}
+
 /// A boolean option's value (`true`, `off`, `1`, …), `None` when it is not one.
 fn boolean(token: &Token) -> Option<bool> {
     let text = match token {
@@ -171,13 +187,8 @@ fn translate(
                 "analyze" | "analyse" => analyze = value,
                 _ => {}
             }
-            match tokens.get(at) {
-                Some(Token::Comma) => at += 1,
-                Some(Token::RParen) => {
-                    at += 1;
-                    break;
-                }
-                other => return Err(syntax(other)),
+            if !list_goes_on(tokens, &mut at)? {
+                break;
             }
         }
     } else {
@@ -232,13 +243,8 @@ fn translate(
                     other => return Err(syntax(other)),
                 }
                 at += 1;
-                match tokens.get(at) {
-                    Some(Token::Comma) => at += 1,
-                    Some(Token::RParen) => {
-                        at += 1;
-                        break;
-                    }
-                    other => return Err(syntax(other)),
+                if !list_goes_on(tokens, &mut at)? {
+                    break;
                 }
             }
         }
