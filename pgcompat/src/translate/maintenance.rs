@@ -130,6 +130,35 @@ fn list_goes_on(tokens: &[Token], at: &mut usize) -> Result<bool, PgError> {
     }
 }
 
+/// What an option of `VACUUM (…)` or `ANALYZE (…)` is set to (`true` for the options that are not on/off),
+/// or PostgreSQL's 42601 for a value it does not take: `parallel` an integer from 0 to 1024, `index_cleanup` a
+/// boolean or `auto`, every other option a boolean or nothing.
+fn option_value(option: &str, given: Option<&Token>) -> Result<bool, PgError> {
+    match option {
+        "parallel" => {
+            let workers = match given {
+                Some(Token::Number(n, _)) => n.parse::<u32>().ok(),
+                _ => None,
+            };
+            match workers {
+                Some(0..=1024) => Ok(true),
+                _ => Err(PgError::new(
+                    SYNTAX_ERROR,
+                    "parallel option requires a value between 0 and 1024",
+                )),
+            }
+        }
+        _ => match given {
+            None => Ok(true),
+            Some(token) => match boolean(token) {
+                Some(value) => Ok(value),
+                None if option == "index_cleanup" && is_word(token, "auto") => Ok(true),
+                None => Err(PgError::new(SYNTAX_ERROR, format!("{option} requires a Boolean value"))),
+            },
+        },
+    }
+}
+
 /// A boolean option's value (`true`, `off`, `1`, …), `None` when it is not one.
 fn boolean(token: &Token) -> Option<bool> {
     let text = match token {
@@ -177,11 +206,14 @@ fn translate(
                     format!("unrecognized {command} option \"{option}\""),
                 ));
             }
-            let mut value = true;
-            if !matches!(tokens.get(at), Some(Token::Comma | Token::RParen) | None) {
-                value = boolean(&tokens[at]).unwrap_or(true);
-                at += 1;
-            }
+            let given = match tokens.get(at) {
+                Some(Token::Comma | Token::RParen) | None => None,
+                Some(token) => {
+                    at += 1;
+                    Some(token)
+                }
+            };
+            let value = option_value(&option, given)?;
             match option.as_str() {
                 "full" => full = value,
                 "analyze" | "analyse" => analyze = value,
@@ -397,6 +429,14 @@ mod tests {
         assert_eq!(steps("vacuum t (a)"), err("0A000"));
         assert_eq!(steps("vacuum (bogus) t"), err("42601"));
         assert_eq!(steps("analyze (full) t"), err("42601"));
+        assert_eq!(steps("vacuum (full foo) t"), err("42601"));
+        assert_eq!(steps("vacuum (analyze 2) t"), err("42601"));
+        assert_eq!(steps("vacuum (parallel) t"), err("42601"));
+        assert_eq!(steps("vacuum (index_cleanup maybe) t"), err("42601"));
+        assert_eq!(
+            steps("vacuum (parallel 2, index_cleanup auto, truncate off, process_toast 'on', full 0) t"),
+            ok(&[], Kind::Vacuum)
+        );
         assert_eq!(steps("vacuum t u"), err("42601"));
         assert_eq!(steps("vacuum t ("), err("42601"));
     }
