@@ -132,12 +132,12 @@ mod tests {
 
         let log = std::fs::read(dir.path().join(BRANCH_LOG_FILE)).expect("read log");
         let (entries, len) = branch_log_prefix(&log).expect("log");
-        assert_eq!(len, log.len());
+        assert!(log[len..].iter().all(|&b| b == 0), "zeros after the frames");
         assert_eq!(entries.len(), 3);
         assert_eq!(live_timelines(&entries), vec![id]);
-        let (torn, torn_len) = branch_log_prefix(&log[..log.len() - 2]).expect("torn");
+        let (torn, torn_len) = branch_log_prefix(&log[..len - 2]).expect("torn");
         assert_eq!(torn.len(), 2);
-        assert!(torn_len < log.len());
+        assert!(torn_len < len);
         let mut damaged = log.clone();
         damaged[10] ^= 0xff;
         assert!(branch_log_prefix(&damaged).is_err());
