@@ -37,6 +37,7 @@ mod schema_move;
 mod select;
 pub(crate) mod sequence;
 mod set_all;
+pub(crate) mod split;
 pub(crate) mod srf;
 pub(crate) mod tables;
 mod tablesample;
@@ -66,6 +67,7 @@ use crate::error::PgError;
 use crate::types::PgType;
 use dml::{output_types, param_columns, translate_insert};
 use expr::{coerce_call, last_part, Rewriter, Scope, Typer};
+pub use split::split_statements;
 pub use translation::{Bound, Capture, Kind, Translated, Translation};
 
 /// Translates a query text (one or several statements) against the catalog.
@@ -88,7 +90,8 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             return Ok(Translated::Statements(vec![maintenance?]));
         }
     }
-    if is("lock") {
+    // (In a text of several statements LOCK is read by itself, each statement translated alone.)
+    if is("lock") && !tokens.as_ref().is_ok_and(|tokens| split::several_statements(tokens)) {
         if let Some(lock) = lock::parse(conn, catalog, sql) {
             return Ok(Translated::Statements(vec![lock?]));
         }

@@ -26,6 +26,7 @@ mod copy;
 mod cursors;
 mod describe;
 mod explain;
+mod implicit;
 mod parameters;
 mod passthrough;
 mod prepared;
@@ -47,6 +48,7 @@ use super::exec::{self, aborted, tx_after_error, Kind, TxState, Typing};
 use super::types::{self, RawParams};
 use crate::page_store::PageStoreError;
 use crate::vfs::{self, BusyReason};
+use implicit::Implicit;
 use pgcompat::settings::{self, Command, Scope, TxEnd};
 
 /// Most SQL-level prepared statements (`PREPARE`) a session keeps.
@@ -288,6 +290,9 @@ impl Session {
             .first()
             .is_some_and(|w| settings::is_setting_statement(w))
         {
+            if let Some(pieces) = pgcompat::translate::split_statements(sql).filter(|pieces| pieces.len() > 1) {
+                return self.run_pieces(&pieces);
+            }
             return match self.run_setting(sql, &Format::UnifiedText) {
                 Ok(outcome) => (vec![outcome], None),
                 Err(error) => (Vec::new(), Some(error)),
@@ -301,31 +306,129 @@ impl Session {
             Err(error) => return (Vec::new(), Some(error)),
         };
         let list = match &*translated {
-            Translated::Passthrough => return self.run_passthrough(sql),
+            Translated::Passthrough => {
+                // Several statements that do not parse as a whole: each one translated and run by itself, so
+                // that one the parser does not know leaves the others' translation alone.
+                return match pgcompat::translate::split_statements(sql) {
+                    Some(pieces) if pieces.len() > 1 => self.run_pieces(&pieces),
+                    _ => self.run_passthrough(sql),
+                };
+            }
             Translated::Statements(list) => list,
         };
+        let mut implicit = Implicit::for_statements(list);
         let mut outcomes = Vec::with_capacity(list.len());
         for translation in list {
-            if self.shared.stopped().is_some() {
-                // Stopped between two statements of the query: the rest is not run.
-                self.tx = tx_after_error(&self.conn, self.tx);
-                return (outcomes, Some(SqlError::new(QUERY_CANCELED, "")));
+            if let Err((error, keep)) = self.before_text_statement(&mut implicit) {
+                return (if keep { outcomes } else { Vec::new() }, Some(error));
             }
-            if self.copy_in.is_some() {
-                // PostgreSQL would run the rest after the copy; the protocol handler cannot, so it is refused.
-                self.abandon_copy();
-                let error = SqlError::new(
-                    FEATURE_NOT_SUPPORTED,
-                    "COPY FROM STDIN must be the last statement of a query text",
-                );
-                return (Vec::new(), Some(error));
-            }
-            match self.run_translation(translation, &[], &[], &Format::UnifiedText, None) {
+            match self.run_in_text(translation, &mut implicit) {
                 Ok(outcome) => outcomes.push(outcome),
-                Err(error) => return (outcomes, Some(error)),
+                Err(error) => {
+                    self.abandon_implicit(&mut implicit);
+                    return (outcomes, Some(error));
+                }
             }
         }
+        if let Err(error) = self.commit_implicit(&mut implicit) {
+            return (outcomes, Some(error));
+        }
         (outcomes, None)
+    }
+
+    /// The statements of a text that did not parse as a whole, each translated when its turn comes (so it sees
+    /// what the ones before it made) and run in the text's implicit block; one the parser does not know runs
+    /// as SQLite's own.
+    fn run_pieces(&mut self, pieces: &[&str]) -> (Vec<Outcome>, Option<SqlError>) {
+        let mut implicit = Implicit::for_pieces(pieces);
+        let mut outcomes = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            if let Err((error, keep)) = self.before_text_statement(&mut implicit) {
+                return (if keep { outcomes } else { Vec::new() }, Some(error));
+            }
+            if exec::leading_words(piece, 1)
+                .first()
+                .is_some_and(|w| settings::is_setting_statement(w))
+            {
+                let set = self
+                    .enter_implicit(&mut implicit, &pgcompat::Kind::Other(String::new()))
+                    .and_then(|_| self.run_setting(piece, &Format::UnifiedText));
+                match set {
+                    Ok(outcome) => outcomes.push(outcome),
+                    Err(error) => {
+                        self.abandon_implicit(&mut implicit);
+                        return (outcomes, Some(error));
+                    }
+                }
+                continue;
+            }
+            let translated = match self.translate(piece) {
+                Ok(translated) => translated,
+                Err(error) => {
+                    self.abandon_implicit(&mut implicit);
+                    return (outcomes, Some(error));
+                }
+            };
+            let list = match &*translated {
+                Translated::Passthrough => {
+                    let opened = self.enter_implicit(&mut implicit, &pgcompat::Kind::Other(String::new()));
+                    let (more, error) = match opened {
+                        Ok(_) => self.run_passthrough(piece),
+                        Err(error) => (Vec::new(), Some(error)),
+                    };
+                    outcomes.extend(more);
+                    if let Some(error) = error {
+                        self.abandon_implicit(&mut implicit);
+                        return (outcomes, Some(error));
+                    }
+                    self.note_implicit_end(&mut implicit);
+                    continue;
+                }
+                Translated::Statements(list) => list,
+            };
+            for translation in list {
+                let outside_only =
+                    translation.foreign_keys_off || matches!(translation.kind, pgcompat::Kind::CopyFrom { .. });
+                if outside_only {
+                    if let Err(error) = self.leave_implicit(&mut implicit) {
+                        return (outcomes, Some(error));
+                    }
+                }
+                match self.run_in_text(translation, &mut implicit) {
+                    Ok(outcome) => outcomes.push(outcome),
+                    Err(error) => {
+                        self.abandon_implicit(&mut implicit);
+                        return (outcomes, Some(error));
+                    }
+                }
+            }
+        }
+        if let Err(error) = self.commit_implicit(&mut implicit) {
+            return (outcomes, Some(error));
+        }
+        (outcomes, None)
+    }
+
+    /// Between two statements of a text: a stop ends the text (the rest is not run, the implicit block is
+    /// rolled back), and so does a `COPY FROM STDIN` that is not the text's last statement.
+    /// The error says whether the outcomes so far are still sent (not those of a copy that will not run).
+    fn before_text_statement(&mut self, implicit: &mut Implicit) -> Result<(), (SqlError, bool)> {
+        if self.shared.stopped().is_some() {
+            self.abandon_implicit(implicit);
+            self.tx = tx_after_error(&self.conn, self.tx);
+            return Err((SqlError::new(QUERY_CANCELED, ""), true));
+        }
+        if self.copy_in.is_some() {
+            // PostgreSQL would run the rest after the copy; the protocol handler cannot, so it is refused.
+            self.abandon_copy();
+            self.abandon_implicit(implicit);
+            let error = SqlError::new(
+                FEATURE_NOT_SUPPORTED,
+                "COPY FROM STDIN must be the last statement of a query text",
+            );
+            return Err((error, false));
+        }
+        Ok(())
     }
 
     /// Translates a query text; in a failed transaction a translation error is 25P02 like any other.
@@ -593,7 +696,9 @@ impl Session {
     /// order: a missing table there is still 25P01).
     fn check_lock_in_block(&self, sql: &str) -> Result<(), SqlError> {
         let is_lock = exec::leading_words(sql, 1).first().is_some_and(|w| w == "LOCK");
-        if is_lock && self.tx == TxState::Idle && self.conn.is_autocommit() {
+        // A text of several statements is an implicit block, where LOCK may run.
+        let alone = || pgcompat::translate::split_statements(sql).is_none_or(|statements| statements.len() < 2);
+        if is_lock && self.tx == TxState::Idle && self.conn.is_autocommit() && alone() {
             return Err(SqlError::new(
                 NO_ACTIVE_SQL_TRANSACTION,
                 "LOCK TABLE can only be used in transaction blocks",
