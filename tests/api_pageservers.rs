@@ -273,10 +273,14 @@ async fn databases_are_placed_on_both_pageservers_and_served_from_each() {
             .join("tenants")
             .join(tenant)
             .join("branches.log");
-        // Up to date: the remote branch log names every timeline (the restore's too).
-        while !owner.exists()
-            || std::fs::read(remote.join(tenant).join("branches.log")).ok() != std::fs::read(&local).ok()
-        {
+        // Up to date: the remote branch log names every timeline (the restore's too). It is the local log's
+        // frames, without the zeros the local one holds ahead of its appends.
+        let local_frames = || {
+            let bytes = std::fs::read(&local).ok()?;
+            let (_, frames_len) = storage::formats::branch_log_prefix(&bytes).ok()?;
+            Some(bytes[..frames_len].to_vec())
+        };
+        while !owner.exists() || std::fs::read(remote.join(tenant).join("branches.log")).ok() != local_frames() {
             assert!(std::time::Instant::now() < deadline, "{tenant} never uploaded");
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
