@@ -354,3 +354,40 @@ async fn psql_selects_one() {
     );
     assert_eq!(stdout.trim(), "1");
 }
+
+#[tokio::test]
+async fn explain_analyze_runs_the_statement_with_its_parameters() {
+    let server = start().await;
+    let client = connect(&server).await;
+    client
+        .batch_execute(
+            "CREATE TABLE x (id BIGINT PRIMARY KEY, v TEXT); INSERT INTO x VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        )
+        .await
+        .expect("setup");
+    // Extended protocol, a parameter: the plan, the rows the statement gave on its first line, the time last.
+    let lines: Vec<String> = client
+        .query("EXPLAIN ANALYZE SELECT * FROM x WHERE id < $1", &[&3i64])
+        .await
+        .expect("explain analyze")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(lines[0].ends_with("(actual rows=2 loops=1)"), "{lines:?}");
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("Execution Time: ")),
+        "{lines:?}"
+    );
+    // An analyzed UPDATE updates, as in PostgreSQL.
+    let lines = client
+        .query("EXPLAIN ANALYZE UPDATE x SET v = $1 WHERE id >= $2", &[&"z", &2i64])
+        .await
+        .expect("explain analyze update");
+    assert!(lines[0].get::<_, String>(0).ends_with("(actual rows=2 loops=1)"));
+    let updated: i64 = client
+        .query_one("SELECT count(*) FROM x WHERE v = 'z'", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(updated, 2);
+}

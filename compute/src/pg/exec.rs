@@ -69,6 +69,7 @@ impl From<&pgcompat::Kind> for Kind {
             pgcompat::Kind::Listen(_) => Kind::Other("LISTEN".to_owned()),
             pgcompat::Kind::Unlisten(_) => Kind::Other("UNLISTEN".to_owned()),
             pgcompat::Kind::Notify { .. } => Kind::Other("NOTIFY".to_owned()),
+            pgcompat::Kind::ExplainAnalyze { .. } => Kind::Other("EXPLAIN".to_owned()),
             pgcompat::Kind::Other(tag) => Kind::Other(tag.clone()),
         }
     }

@@ -4,8 +4,10 @@
 //! The steps are SQLite's (`SCAN t`, `SEARCH t USING INDEX t_c_idx (c=?)`, `USE TEMP B-TREE FOR ORDER BY`) over
 //! the SQLite names of the tables, never dressed up as PostgreSQL node types: what a user reads off them (which
 //! index a query uses, whether it scans) is true of what runs. No costs or row estimates (SQLite has none to
-//! show), so `COSTS`, `VERBOSE`, `SETTINGS` and `BUFFERS` change nothing. `ANALYZE` (which runs the statement)
-//! and the `JSON`, `XML` and `YAML` formats are refused with 0A000; options PostgreSQL does not know are 42601.
+//! show), so `COSTS`, `VERBOSE`, `SETTINGS` and `BUFFERS` change nothing. `ANALYZE` runs the statement (as
+//! PostgreSQL does: an analyzed `UPDATE` updates) and adds to the plan the rows it gave, on the first line, and
+//! the time it took (`Kind::ExplainAnalyze`, run by the caller); the `JSON`, `XML` and `YAML` formats are
+//! refused with 0A000; options PostgreSQL does not know are 42601.
 //! The plan is made at translation, so a cached translation keeps it until the schema changes (which clears the
 //! cache).
 
@@ -14,7 +16,7 @@ use sqlparser::ast::{AnalyzeFormat, AnalyzeFormatKind, Expr, Statement, UtilityO
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
-use super::{select, translate_statement, Catalog, Translation};
+use super::{select, translate_statement, Catalog, Kind, Translation};
 use crate::error::{PgError, SYNTAX_ERROR};
 
 /// Plan lines shown at most (SQLite's plans are a line per loop and subquery: far fewer in practice).
@@ -72,11 +74,6 @@ pub(super) fn explain(
             }
         }
     }
-    if analyze {
-        return Err(PgError::unsupported(
-            "EXPLAIN ANALYZE (plain EXPLAIN shows the plan without running the statement)",
-        ));
-    }
     if !text {
         return Err(PgError::unsupported("EXPLAIN in a format other than TEXT"));
     }
@@ -105,17 +102,55 @@ pub(super) fn explain(
     let Some(Statement::Query(mut plan)) = parsed.pop() else {
         return Err(PgError::new(crate::error::INTERNAL_ERROR, "the plan's query"));
     };
-    select::translate_query(conn, catalog, &mut plan)
+    let mut translation = select::translate_query(conn, catalog, &mut plan)?;
+    if analyze {
+        // The statement runs when the caller runs this: the plan's query is what a Describe sees.
+        translation.params = inner.params.clone();
+        translation.kind = Kind::ExplainAnalyze {
+            plan: lines,
+            inner: Box::new(inner),
+        };
+    }
+    Ok(translation)
+}
+
+/// The lines `EXPLAIN ANALYZE` answers: the plan's, its first line with the rows the statement gave (SQLite
+/// counts no rows per step), and the time it took to run.
+pub fn analyzed_plan(plan: &[String], rows: u64, elapsed: std::time::Duration) -> Vec<String> {
+    let mut lines = plan.to_vec();
+    if let Some(first) = lines.first_mut() {
+        first.push_str(&format!("  (actual rows={rows} loops=1)"));
+    }
+    lines.push(format!("Execution Time: {:.3} ms", elapsed.as_secs_f64() * 1e3));
+    lines
 }
 
 /// SQLite's plan of `sql`, a line per step, children under their parent.
 fn plan_lines(conn: &Connection, sql: &str) -> Result<Vec<String>, PgError> {
-    let sqlite_error = |e: rusqlite::Error| PgError::new(crate::error::INTERNAL_ERROR, format!("EXPLAIN: {e}"));
+    // SQLite finds what the translation did not check (a column the statement names that no table has): the
+    // error PostgreSQL gives for it, not an internal one.
+    let sqlite_error = |e: rusqlite::Error| {
+        let message = e.to_string();
+        let code = if message.starts_with("no such column") {
+            crate::error::UNDEFINED_COLUMN
+        } else if message.starts_with("no such table") {
+            crate::error::UNDEFINED_TABLE
+        } else if message.starts_with("no such function") {
+            crate::error::UNDEFINED_FUNCTION
+        } else {
+            crate::error::INTERNAL_ERROR
+        };
+        PgError::new(code, format!("EXPLAIN: {message}"))
+    };
     let mut statement = conn
         .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
         .map_err(sqlite_error)?;
+    // A plan is made without the statement's parameters: each bound as NULL (SQLite plans the same).
+    let nulls = vec![rusqlite::types::Null; statement.parameter_count()];
     let steps: Vec<(i64, i64, String)> = statement
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(3)?)))
+        .query_map(rusqlite::params_from_iter(nulls.iter()), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(3)?))
+        })
         .map_err(sqlite_error)?
         .take(PLAN_LINES_MAX)
         .collect::<Result<_, _>>()
@@ -148,7 +183,20 @@ fn render(steps: &[(i64, i64, String)]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{analyzed_plan, render};
+
+    #[test]
+    fn an_analyzed_plan_has_the_rows_on_its_first_line_and_the_time_last() {
+        let plan = vec!["SCAN t".to_owned(), "  ->  SEARCH u USING INDEX u_t (t=?)".to_owned()];
+        assert_eq!(
+            analyzed_plan(&plan, 7, std::time::Duration::from_micros(1250)),
+            vec![
+                "SCAN t  (actual rows=7 loops=1)".to_owned(),
+                "  ->  SEARCH u USING INDEX u_t (t=?)".to_owned(),
+                "Execution Time: 1.250 ms".to_owned(),
+            ]
+        );
+    }
 
     #[test]
     fn children_are_indented_under_their_parents() {

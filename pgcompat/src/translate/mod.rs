@@ -66,6 +66,7 @@ use crate::catalog::{quote_ident, Catalog};
 use crate::error::PgError;
 use crate::types::PgType;
 use dml::{output_types, param_columns, translate_insert};
+pub use explain::analyzed_plan;
 use expr::{coerce_call, last_part, Rewriter, Scope, Typer};
 pub use split::split_statements;
 pub use translation::{Bound, Capture, Kind, Translated, Translation};

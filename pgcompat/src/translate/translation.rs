@@ -106,12 +106,21 @@ pub enum Kind {
         /// Format and its options.
         options: crate::copy::Options,
     },
+    /// `EXPLAIN ANALYZE statement`: the caller runs `inner` (the statement's own translation: it really runs,
+    /// as in PostgreSQL), and answers the plan's lines with the rows it gave and the time it took. The
+    /// translation's steps are the plan's query without them, for a Describe.
+    ExplainAnalyze {
+        /// The plan's lines, as `EXPLAIN` shows them.
+        plan: Vec<String>,
+        /// The statement's translation.
+        inner: Box<Translation>,
+    },
     /// Any other statement, with its command tag (`CREATE TABLE`, `SAVEPOINT`, `TRUNCATE TABLE`).
     Other(String),
 }
 
 /// One PostgreSQL statement as SQLite runs it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Translation {
     /// The SQLite statements, in order; more than one only for DDL that also records types (run them in
     /// one savepoint).

@@ -206,3 +206,20 @@ SELECT x AS k, y FROM bag_a EXCEPT ALL SELECT x, y FROM bag_b ORDER BY k, y;
 SELECT x FROM bag_b EXCEPT ALL SELECT x FROM bag_a ORDER BY 1;
 SELECT x FROM bag_a EXCEPT ALL SELECT x FROM bag_b UNION ALL SELECT 9 ORDER BY 1;
 SELECT 1 INTERSECT ALL SELECT 1;
+-- EXPLAIN ANALYZE runs the statement (an analyzed UPDATE updates, an analyzed INSERT in a rolled-back block
+-- leaves nothing); only the plan's shape is compared.
+CREATE TABLE analyzed (id int PRIMARY KEY, v text);
+INSERT INTO analyzed SELECT g, 'v' || g FROM generate_series(1, 50) AS g;
+EXPLAIN ANALYZE SELECT * FROM analyzed WHERE id < 10;
+EXPLAIN (ANALYZE, COSTS off, TIMING off) SELECT count(*) FROM analyzed;
+EXPLAIN ANALYZE UPDATE analyzed SET v = 'x' WHERE id <= 3;
+SELECT count(*) FROM analyzed WHERE v = 'x';
+EXPLAIN ANALYZE DELETE FROM analyzed WHERE id = 50 RETURNING id;
+SELECT count(*) FROM analyzed;
+BEGIN;
+EXPLAIN ANALYZE INSERT INTO analyzed VALUES (500, 'y');
+SELECT count(*) FROM analyzed WHERE id = 500;
+ROLLBACK;
+SELECT count(*) FROM analyzed WHERE id = 500;
+EXPLAIN (ANALYZE, FORMAT JSON) SELECT 1;
+EXPLAIN (ANALYZE) SELECT nosuch FROM analyzed;

@@ -83,11 +83,17 @@ impl Session {
             None => 0,
         };
         let mut stmt = self.conn.prepare(&step)?;
+        // `EXPLAIN ANALYZE`'s step is its plan's query: the parameters are the statement's it runs.
+        let analyzed_count = match translation.map(|t| &t.kind) {
+            Some(pgcompat::Kind::ExplainAnalyze { .. }) => learned.len(),
+            _ => 0,
+        };
         let count = exec::parameter_numbers(&stmt)?
             .into_iter()
             .max()
             .unwrap_or(0)
-            .max(captured_count);
+            .max(captured_count)
+            .max(analyzed_count);
         let raw = RawParams {
             values: Vec::new(),
             formats: Format::UnifiedText,

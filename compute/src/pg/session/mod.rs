@@ -457,6 +457,9 @@ impl Session {
         format: &Format,
         hints: Option<&[PgType]>,
     ) -> Result<Outcome, SqlError> {
+        if let pgcompat::Kind::ExplainAnalyze { plan, inner } = &translation.kind {
+            return self.explain_analyze(plan, inner, params, param_types, format);
+        }
         let kind = Kind::from(&translation.kind);
         if self.tx == TxState::Failed
             && matches!(
@@ -662,6 +665,44 @@ impl Session {
             self.block_fresh = kind == Kind::Begin && self.tx == TxState::InBlock;
         }
         outcome
+    }
+
+    /// `EXPLAIN ANALYZE`: runs the statement (its rows counted, not sent), then answers the plan's lines with
+    /// the rows and the time.
+    fn explain_analyze(
+        &mut self,
+        plan: &[String],
+        inner: &Translation,
+        params: &[Value],
+        param_types: &[Option<PgType>],
+        format: &Format,
+    ) -> Result<Outcome, SqlError> {
+        let started = std::time::Instant::now();
+        let outcome = self.run_translation(inner, params, param_types, &Format::UnifiedText, None)?;
+        let elapsed = started.elapsed();
+        let rows = match &outcome {
+            Outcome::Rows { rows, .. } => rows.len() as u64,
+            // `INSERT 0 3`, `UPDATE 3`, `DELETE 3`: the count is the tag's last word.
+            Outcome::Command(tag) => tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0),
+            _ => 0,
+        };
+        let lines = pgcompat::translate::analyzed_plan(plan, rows, elapsed);
+        let rows: Vec<Vec<Value>> = lines.into_iter().map(|line| vec![Value::Text(line)]).collect();
+        let outcome = exec::rows_outcome(
+            vec![("QUERY PLAN".to_owned(), PgType::TEXT)],
+            &rows,
+            format,
+            &Kind::Other("EXPLAIN".to_owned()),
+            &self.dialect.state().output_style(),
+        )?;
+        Ok(match outcome {
+            Outcome::Rows { fields, rows, .. } => Outcome::Rows {
+                fields,
+                rows,
+                tag: "EXPLAIN".to_owned(),
+            },
+            other => other,
+        })
     }
 
     /// The first write of a transaction block in which nothing ran yet: the block's SQLite transaction
