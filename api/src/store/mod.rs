@@ -705,7 +705,11 @@ impl Store {
             }
             file.sync_data()
         })();
-        conn.execute_batch("COMMIT")?;
+        if let Err(error) = conn.execute_batch("COMMIT") {
+            // An empty transaction's commit failing leaves it open: the connection goes back to the pool without it.
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(error.into());
+        }
         Ok(extended?)
     }
 

@@ -39,8 +39,7 @@ pub(super) enum Implicit {
 impl Implicit {
     /// The block of a text translated whole into `list`.
     pub(super) fn for_statements(list: &[Translation]) -> Implicit {
-        let outside_only = |t: &Translation| t.foreign_keys_off || matches!(t.kind, pgcompat::Kind::CopyFrom { .. });
-        if list.len() < 2 || list.iter().any(outside_only) {
+        if list.len() < 2 || list.iter().any(runs_outside_a_block) {
             return Implicit::Off;
         }
         Implicit::Closed {
@@ -87,6 +86,12 @@ const READING_WORDS: &[&str] = &[
     "PREPARE",
 ];
 
+/// Whether a statement must run outside a transaction block: a `COPY FROM STDIN` (its rows come after the
+/// text), a rebuild that turns foreign keys off (SQLite does that only outside a transaction).
+pub(super) fn runs_outside_a_block(translation: &Translation) -> bool {
+    translation.foreign_keys_off || matches!(translation.kind, pgcompat::Kind::CopyFrom { .. })
+}
+
 /// Whether a statement only reads (or ends or begins a transaction, or acts on the session's own objects).
 fn reads_only(translation: &Translation) -> bool {
     use pgcompat::Kind;
@@ -109,19 +114,30 @@ fn reads_only(translation: &Translation) -> bool {
 
 impl Session {
     /// Runs one statement of a text of several inside the text's implicit block (`implicit`), see
-    /// [`Session::enter_implicit`] and [`Session::note_implicit_end`]. On an error the caller abandons the
-    /// block ([`Session::abandon_implicit`]).
+    /// [`Session::enter_implicit`] and [`Session::note_implicit_end`], and keeps its outcome; on an error the
+    /// block is abandoned ([`Session::abandon_implicit`]).
     pub(super) fn run_in_text(
         &mut self,
         translation: &Translation,
         implicit: &mut Implicit,
-    ) -> Result<Outcome, SqlError> {
-        if let Some(done) = self.enter_implicit(implicit, &translation.kind)? {
-            return Ok(done);
+        outcomes: &mut Vec<Outcome>,
+    ) -> Result<(), SqlError> {
+        let ran = match self.enter_implicit(implicit, &translation.kind) {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => self.run_translation(translation, &[], &[], &pgwire::api::portal::Format::UnifiedText, None),
+            Err(error) => Err(error),
+        };
+        match ran {
+            Ok(outcome) => {
+                self.note_implicit_end(implicit);
+                outcomes.push(outcome);
+                Ok(())
+            }
+            Err(error) => {
+                self.abandon_implicit(implicit);
+                Err(error)
+            }
         }
-        let outcome = self.run_translation(translation, &[], &[], &pgwire::api::portal::Format::UnifiedText, None)?;
-        self.note_implicit_end(implicit);
-        Ok(outcome)
     }
 
     /// Before a statement of kind `kind` of the text: opens the block if the session is outside any

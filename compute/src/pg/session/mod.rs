@@ -322,12 +322,8 @@ impl Session {
             if let Err((error, keep)) = self.before_text_statement(&mut implicit) {
                 return (if keep { outcomes } else { Vec::new() }, Some(error));
             }
-            match self.run_in_text(translation, &mut implicit) {
-                Ok(outcome) => outcomes.push(outcome),
-                Err(error) => {
-                    self.abandon_implicit(&mut implicit);
-                    return (outcomes, Some(error));
-                }
+            if let Err(error) = self.run_in_text(translation, &mut implicit, &mut outcomes) {
+                return (outcomes, Some(error));
             }
         }
         if let Err(error) = self.commit_implicit(&mut implicit) {
@@ -387,19 +383,13 @@ impl Session {
                 Translated::Statements(list) => list,
             };
             for translation in list {
-                let outside_only =
-                    translation.foreign_keys_off || matches!(translation.kind, pgcompat::Kind::CopyFrom { .. });
-                if outside_only {
+                if implicit::runs_outside_a_block(translation) {
                     if let Err(error) = self.leave_implicit(&mut implicit) {
                         return (outcomes, Some(error));
                     }
                 }
-                match self.run_in_text(translation, &mut implicit) {
-                    Ok(outcome) => outcomes.push(outcome),
-                    Err(error) => {
-                        self.abandon_implicit(&mut implicit);
-                        return (outcomes, Some(error));
-                    }
+                if let Err(error) = self.run_in_text(translation, &mut implicit, &mut outcomes) {
+                    return (outcomes, Some(error));
                 }
             }
         }
