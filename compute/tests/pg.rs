@@ -390,4 +390,10 @@ async fn explain_analyze_runs_the_statement_with_its_parameters() {
         .expect("count")
         .get(0);
     assert_eq!(updated, 2);
+    // A plain EXPLAIN with a parameter: described with it, planned without running.
+    let plan = client
+        .query("EXPLAIN SELECT * FROM x WHERE id = $1", &[&1i64])
+        .await
+        .expect("explain");
+    assert!(!plan.is_empty());
 }

@@ -103,9 +103,10 @@ pub(super) fn explain(
         return Err(PgError::new(crate::error::INTERNAL_ERROR, "the plan's query"));
     };
     let mut translation = select::translate_query(conn, catalog, &mut plan)?;
+    // The statement's parameters, which a client binds (the plan's query uses none of them).
+    translation.params = inner.params.clone();
     if analyze {
         // The statement runs when the caller runs this: the plan's query is what a Describe sees.
-        translation.params = inner.params.clone();
         translation.kind = Kind::ExplainAnalyze {
             plan: lines,
             inner: Box::new(inner),

@@ -83,17 +83,14 @@ impl Session {
             None => 0,
         };
         let mut stmt = self.conn.prepare(&step)?;
-        // `EXPLAIN ANALYZE`'s step is its plan's query: the parameters are the statement's it runs.
-        let analyzed_count = match translation.map(|t| &t.kind) {
-            Some(pgcompat::Kind::ExplainAnalyze { .. }) => learned.len(),
-            _ => 0,
-        };
+        // Every `$n` of the PostgreSQL text counts, also where the step has none: `EXPLAIN`'s step is its plan's
+        // query, the parameters are the explained statement's (bound to nothing there, see `exec::bind`).
         let count = exec::parameter_numbers(&stmt)?
             .into_iter()
             .max()
             .unwrap_or(0)
             .max(captured_count)
-            .max(analyzed_count);
+            .max(learned.len());
         let raw = RawParams {
             values: Vec::new(),
             formats: Format::UnifiedText,
