@@ -99,6 +99,34 @@ impl LineOffsets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text a client sends: no panic, and every statement is a slice of the text itself (the cuts
+        /// land on character boundaries whatever the characters, quotes and line breaks).
+        #[test]
+        fn any_text_splits_into_slices_of_itself(
+            text in proptest::collection::vec(
+                prop_oneof![
+                    Just(";".to_owned()), Just("'".to_owned()), Just("\"".to_owned()), Just("$$".to_owned()),
+                    Just("--".to_owned()), Just("/*".to_owned()), Just("*/".to_owned()), Just("\n".to_owned()),
+                    Just("\r\n".to_owned()), Just("\t".to_owned()), Just("(".to_owned()), Just(")".to_owned()),
+                    Just("é€😀".to_owned()), Just("SELECT 1".to_owned()), Just("BEGIN".to_owned()),
+                    Just("ATOMIC".to_owned()), "[a-z ]{0,6}",
+                ],
+                0..40,
+            ).prop_map(|parts| parts.concat())
+        ) {
+            if let Some(statements) = split_statements(&text) {
+                let range = text.as_ptr() as usize..=text.as_ptr() as usize + text.len();
+                for statement in statements {
+                    prop_assert!(!statement.is_empty());
+                    prop_assert!(range.contains(&(statement.as_ptr() as usize)));
+                    prop_assert!(range.contains(&(statement.as_ptr() as usize + statement.len())));
+                }
+            }
+        }
+    }
 
     #[test]
     fn statements_are_cut_at_semicolons_outside_strings_comments_and_parentheses() {
@@ -114,6 +142,10 @@ mod tests {
             ])
         );
         assert_eq!(split_statements("SELECT 1; -- the end"), Some(vec!["SELECT 1"]));
+        assert_eq!(
+            split_statements("SELECT 1;\r\nSELECT\t2;\rSELECT 'a\nb'; SELECT 3"),
+            Some(vec!["SELECT 1", "SELECT\t2", "SELECT 'a\nb'", "SELECT 3"])
+        );
         assert_eq!(split_statements("  "), Some(vec![]));
     }
 
