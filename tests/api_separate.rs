@@ -9,12 +9,13 @@ mod common;
 use common::api::{connect, free_port, password_of, request, with_password};
 use common::cluster::Cluster;
 use common::Process;
+use proto::safekeeper as sk;
 use storage::{Lsn, TenantId, TimelineId};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_drives_storage_processes_of_its_own() {
     // The cluster's own tenant is unused: the API creates its databases' tenants itself.
-    let cluster = Cluster::start(TenantId(0xA1), TimelineId(0xA2), Lsn(0x100_0000))
+    let mut cluster = Cluster::start(TenantId(0xA1), TimelineId(0xA2), Lsn(0x100_0000))
         .await
         .expect("storage processes");
     let root = tempfile::tempdir().expect("tempdir");
@@ -34,8 +35,9 @@ async fn the_api_drives_storage_processes_of_its_own() {
         .expect("key")
         .trim()
         .to_owned();
+    let api_address = api.address.clone();
     let call = |method: &'static str, path: String, body: Option<String>| {
-        let (address, key) = (api.address.clone(), key.clone());
+        let (address, key) = (api_address.clone(), key.clone());
         async move { request(&address, method, &path, Some(&key), body.as_deref(), &[]).await }
     };
 
@@ -182,6 +184,25 @@ async fn the_api_drives_storage_processes_of_its_own() {
     // served confirms it (the project has no webhook). The API killed right after the 201 leaves it pending;
     // after the restart, with one safekeeper frozen, the settling counts a majority's copies (and gives the
     // third a short grace) rather than waiting for the frozen one's timeout, and the branch is served.
+    // The 201 comes once a majority of safekeepers made the timeline, so the kill may cut the third's creation
+    // before it reached that safekeeper: here it always does (the copy made on safekeeper 1 is deleted before the
+    // restart), so the settling finds one copy, one safekeeper without it and one frozen, and finishes the
+    // creation on the one without it.
+    let timelines_on = |index: usize| {
+        let address = cluster.safekeepers[index].address.clone();
+        async move {
+            let mut client = sk::safekeeper_client::SafekeeperClient::connect(format!("http://{address}"))
+                .await
+                .expect("a safekeeper client");
+            client
+                .list_timelines(sk::ListTimelinesRequest {})
+                .await
+                .expect("the safekeeper's timelines")
+                .into_inner()
+                .timelines
+        }
+    };
+    let before = timelines_on(0).await;
     let pending = call(
         "POST",
         format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
@@ -190,6 +211,31 @@ async fn the_api_drives_storage_processes_of_its_own() {
     .await;
     assert_eq!(pending.status, 201, "{}", pending.body);
     api.kill9();
+    let made = timelines_on(0).await;
+    let cut = made
+        .iter()
+        .find(|timeline| !before.contains(timeline))
+        .expect("the pending creation's timeline on a majority, so on safekeeper 0 or 2")
+        .clone();
+    let mut one =
+        sk::safekeeper_client::SafekeeperClient::connect(format!("http://{}", cluster.safekeepers[1].address))
+            .await
+            .expect("a client of safekeeper 1");
+    // The third creation call may still be under way there: wait for it (it runs to its end once received)
+    // for a while, then take the copy away as if the kill had come before the call.
+    let wait_for_it = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while one.get_state(cut.clone()).await.is_err() && std::time::Instant::now() < wait_for_it {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    one.delete_timeline(cut.clone())
+        .await
+        .expect("safekeeper 1's copy deleted");
+    let status = one.get_state(cut.clone()).await.err().map(|status| status.code());
+    assert_eq!(
+        status,
+        Some(tonic::Code::NotFound),
+        "safekeeper 1 lacks the cut creation's copy"
+    );
     let pending_uri = with_password(
         pending.json()["branch"]["connection_uri"].as_str().expect("uri"),
         &password,
@@ -200,20 +246,24 @@ async fn the_api_drives_storage_processes_of_its_own() {
     let deadline = started + std::time::Duration::from_secs(30);
     let count = loop {
         let tried = async {
-            let client = connect(&pending_uri).await.map_err(|e| e.to_string())?;
+            let client = connect(&pending_uri).await.map_err(|e| described(&e))?;
             let row = client
                 .query_one("SELECT count(*) FROM t", &[])
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| described(&e))?;
             Ok::<i64, String>(row.get(0))
         };
         match tried.await {
             Ok(count) => break count,
             Err(error) => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the pending branch was not served: {error}"
-                );
+                if std::time::Instant::now() >= deadline {
+                    let log = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                    panic!(
+                        "the pending branch was not served: {error}\nthe API's log, last lines first:\n{}",
+                        tail.join("\n")
+                    );
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
@@ -225,7 +275,83 @@ async fn the_api_drives_storage_processes_of_its_own() {
         "the settled branch holds its parent's rows at its branch point"
     );
     assert!(
+        one.get_state(cut.clone()).await.is_ok(),
+        "the settling finished the cut creation on safekeeper 1"
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        log_text.contains("finished a branch creation a crash cut before it reached this safekeeper"),
+        "the settling says it finished the creation"
+    );
+    assert!(
         took < std::time::Duration::from_secs(7),
         "the pending creation was settled after {took:?} with one of three safekeepers frozen"
     );
+
+    // A pending creation that cannot be settled when its database is served (two of three safekeepers down:
+    // neither a majority with the copy nor one without it answers) refuses sessions saying why, not with a
+    // password error, and is settled and served once they are back, without another restart of the API.
+    let unsettled = call(
+        "POST",
+        format!("/v1/databases/{}/branches", database["id"].as_str().expect("id")),
+        Some(r#"{"name":"unsettled-at-start"}"#.to_owned()),
+    )
+    .await;
+    assert_eq!(unsettled.status, 201, "{}", unsettled.body);
+    api.kill9();
+    let unsettled_uri = with_password(
+        unsettled.json()["branch"]["connection_uri"].as_str().expect("uri"),
+        &password,
+    );
+    cluster.safekeepers[1].kill9();
+    cluster.safekeepers[2].kill9();
+    api.restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let refusal = loop {
+        match connect(&unsettled_uri).await {
+            Err(error) => {
+                let text = described(&error);
+                if text.contains("is being created") {
+                    break text;
+                }
+                // Until the API listens, or serves the database.
+                assert!(std::time::Instant::now() < deadline, "no refusal came: {text}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok(_) => panic!("a branch whose creation is not settled was served"),
+        }
+    };
+    assert!(!refusal.contains("assword"), "{refusal}");
+    cluster.safekeepers[1].restart();
+    cluster.safekeepers[2].restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let count: i64 = loop {
+        let tried = async {
+            let client = connect(&unsettled_uri).await.map_err(|e| described(&e))?;
+            let row = client
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .map_err(|e| described(&e))?;
+            Ok::<i64, String>(row.get(0))
+        };
+        match tried.await {
+            Ok(count) => break count,
+            Err(error) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the unsettled branch was not served once the safekeepers were back: {error}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(count, 3, "the branch settled late holds its parent's rows");
+}
+
+/// A client error with the server's message and SQLSTATE, when the server sent one (`Display` says "db error").
+fn described(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{}: {} ({:?})", db.severity(), db.message(), db.code()),
+        None => format!("{error:?}"),
+    }
 }

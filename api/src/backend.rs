@@ -408,14 +408,15 @@ impl Backend {
     /// What a majority of `set` holds of `timeline`, for deciding whether a creation reached a majority: each
     /// member asked at once, and once a majority answered (a missing copy is an answer) the others get
     /// [`COMMITTED_LSN_GRACE_MS`] more, so a frozen member never holds the caller for its call's timeout. One
-    /// state per member that answered, then one [`CopyState::Unknown`] per member that failed; members still
-    /// silent after the grace are left out (their calls go on, detached, to their end).
+    /// `(address, state)` per member that answered, then one [`CopyState::Unknown`] per member that failed (its
+    /// address empty: the message names it); members still silent after the grace are left out (their calls go
+    /// on, detached, to their end).
     pub async fn copy_states_of_a_majority(
         &self,
         tenant: TenantId,
         timeline: TimelineId,
         set: &[String],
-    ) -> Vec<CopyState> {
+    ) -> Vec<(String, CopyState)> {
         let request = sk::TimelineRef {
             tenant_id: tenant.to_string(),
             timeline_id: timeline.to_string(),
@@ -424,13 +425,13 @@ impl Backend {
             .on_a_majority(
                 set,
                 Duration::from_millis(COMMITTED_LSN_GRACE_MS),
-                move |_, mut client| {
+                move |address, mut client| {
                     let request = request.clone();
                     async move {
                         match client.get_state(request).await {
-                            Ok(state) => Ok(copy_state_of(Ok(state.into_inner()))),
+                            Ok(state) => Ok((address, copy_state_of(Ok(state.into_inner())))),
                             Err(status) if matches!(status.code(), Code::NotFound | Code::Internal) => {
-                                Ok(copy_state_of(Err(status)))
+                                Ok((address, copy_state_of(Err(status))))
                             }
                             Err(status) => Err(status),
                         }
@@ -438,7 +439,11 @@ impl Backend {
                 },
             )
             .await;
-        states.extend(errors.into_iter().map(CopyState::Unknown));
+        states.extend(
+            errors
+                .into_iter()
+                .map(|error| (String::new(), CopyState::Unknown(error))),
+        );
         states
     }
 
@@ -937,6 +942,33 @@ impl Backend {
             )));
         }
         Ok(())
+    }
+
+    /// Makes `timeline`'s copy on the one safekeeper `address` (a member of its set), as
+    /// [`Backend::create_timeline`] does on each: an existing copy with the same start LSN is success. For
+    /// finishing a creation a crash cut before it reached that member (`control`'s settling of pending
+    /// creations).
+    pub async fn create_timeline_copy_on(
+        &self,
+        address: &str,
+        tenant: TenantId,
+        timeline: &TimelineRow,
+    ) -> Result<(), BackendError> {
+        let mut client = self
+            .client_of(address)
+            .cloned()
+            .ok_or_else(|| BackendError::Unavailable(format!("{address} is not a configured safekeeper")))?;
+        client
+            .create_timeline(sk::CreateTimelineRequest {
+                timeline: Some(sk::TimelineRef {
+                    tenant_id: tenant.to_string(),
+                    timeline_id: timeline.timeline_id.to_string(),
+                }),
+                start_lsn: timeline.start_lsn.0,
+            })
+            .await
+            .map(|_| ())
+            .map_err(|status| unavailable(&format!("creating the timeline's copy on {address}"), &status))
     }
 
     /// Deletes `timeline` from the pageserver (success if it is gone), then from every safekeeper at once. The

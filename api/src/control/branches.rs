@@ -376,14 +376,46 @@ impl Control {
                     .backend
                     .copy_states_of_a_majority(database.tenant_id, id, &set)
                     .await;
-                let present = states
+                let mut present = states
                     .iter()
-                    .filter(|state| matches!(state, CopyState::Served { .. } | CopyState::Broken(_)))
+                    .filter(|(_, state)| matches!(state, CopyState::Served { .. } | CopyState::Broken(_)))
                     .count();
-                let missing = states
+                let lacking: Vec<&String> = states
                     .iter()
-                    .filter(|state| matches!(state, CopyState::Missing))
-                    .count();
+                    .filter(|(_, state)| matches!(state, CopyState::Missing))
+                    .map(|(address, _)| address)
+                    .collect();
+                let mut missing = lacking.len();
+                if present * 2 <= set.len() && missing * 2 < set.len() && present > 0 && missing > 0 {
+                    // Undecided: the creation reached some members, and those that answered without a copy
+                    // are no majority. The crash cut the creation's calls before they reached those members:
+                    // with at most one member of three failed (the silent one), a member that answers never
+                    // lost a copy, and nothing else deletes a copy while its row names it. Finishing the
+                    // creation there is what the cut call would have done, and safe though the branch may have
+                    // been served and written meanwhile: a fresh copy never voted (it contradicts no promise),
+                    // and every commit made while it lacked the timeline is on each member that has it (a
+                    // commit needed all of them), from which an election's recovery brings it.
+                    let row = rows
+                        .iter()
+                        .find(|row| row.timeline_id == id)
+                        .expect("pending timelines without a row are skipped above");
+                    for address in lacking {
+                        match self
+                            .backend
+                            .create_timeline_copy_on(address, database.tenant_id, row)
+                            .await
+                        {
+                            Ok(()) => {
+                                tracing::info!(database = %database.id, timeline = %id, safekeeper = %address, "finished a branch creation a crash cut before it reached this safekeeper");
+                                present += 1;
+                                missing -= 1;
+                            }
+                            Err(error) => {
+                                tracing::warn!(database = %database.id, timeline = %id, safekeeper = %address, %error, "a cut branch creation could not be finished on this safekeeper");
+                            }
+                        }
+                    }
+                }
                 if present * 2 > set.len() {
                     Some(true)
                 } else if missing * 2 >= set.len() {

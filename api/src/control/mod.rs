@@ -179,6 +179,9 @@ pub struct Control {
     single_host: bool,
     /// Held while a database's pageserver is read and its computes re-pointed (`repoint`).
     repoint: tokio::sync::Mutex<()>,
+    /// Databases with a task settling branch creations the storage did not confirm (`Control::settle_later`):
+    /// one task per database at a time, with the branches it settles.
+    settling: parking_lot::Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl std::fmt::Debug for Control {
@@ -221,6 +224,7 @@ impl Control {
             creations_confirmed: parking_lot::Mutex::new(Vec::new()),
             restore_storage_made: parking_lot::Mutex::new(HashSet::new()),
             repoint: tokio::sync::Mutex::new(()),
+            settling: parking_lot::Mutex::new(HashMap::new()),
         })
     }
 
