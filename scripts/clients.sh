@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, SQLAlchemy 2 (on both), Alembic,
+# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on both), Alembic,
 # Django, node-postgres, drizzle (kit and ORM), pg_dump + restore, pgbench and pgcli, each check printed PASS or
 # FAIL with its error, on three targets: a database's default branch (`main`), a branch of it (`branch`), and the
 # default branch after a restore to a time before any check wrote (`restored`).
@@ -23,7 +23,7 @@
 #                            under $CARGO_TARGET_DIR when set)
 #   CLIENTS_PGBENCH_SECONDS  pgbench's -T (default 30), CLIENTS_PGBENCH_SCALE its -s (default 10)
 #   CLIENTS_UPDATE=1         rewrite expected_failures.txt from this run instead of comparing
-#   CLIENTS_ONLY="a b"       run only these programs (psql psycopg3 psycopg2 sqlalchemy_psycopg sqlalchemy_psycopg2
+#   CLIENTS_ONLY="a b"       run only these programs (psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2
 #                            alembic django node_pg drizzle pg_dump pgbench pgcli); the ratchet then ignores the rest
 #   CLIENTS_TARGETS="a b"    run only these targets (main branch restored; default all three)
 #   CLIENTS_POSTGRES=1       run every program against a throwaway PostgreSQL 15 instead (PG_BIN, default
@@ -39,10 +39,10 @@ venv=$clients_dir/venv
 node_dir=$clients_dir/node
 logs=$clients_dir/logs
 expected=$here/expected_failures.txt
-PROGRAMS=(psql psycopg3 psycopg2 sqlalchemy_psycopg sqlalchemy_psycopg2 alembic django node_pg drizzle pg_dump pgbench pgcli)
+PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 alembic django node_pg drizzle pg_dump pgbench pgcli)
 # The databases each program uses, in the order it takes them (CLIENTS_URI, CLIENTS_URI2, …).
 declare -A SLOTS=(
-    [psql]="psql" [psycopg3]="psycopg3" [psycopg2]="psycopg2" [sqlalchemy_psycopg]="sqlalchemy_psycopg"
+    [psql]="psql" [psycopg3]="psycopg3" [psycopg2]="psycopg2" [asyncpg]="asyncpg" [sqlalchemy_psycopg]="sqlalchemy_psycopg"
     [sqlalchemy_psycopg2]="sqlalchemy_psycopg2" [alembic]="alembic" [django]="django" [node_pg]="node_pg"
     [drizzle]="drizzle drizzle_migrate" [pg_dump]="dump_src dump_dst dump_dst_inserts dump_dst_pg15"
     [pgbench]="pgbench pgbench_fallback" [pgcli]="pgcli"
@@ -166,6 +166,7 @@ program_command() {
     pgcli) echo "$here/pgcli.sh" ;;
     psycopg3) echo "$PYTHON $here/py/psycopg3_check.py" ;;
     psycopg2) echo "$PYTHON $here/py/psycopg2_check.py" ;;
+    asyncpg) echo "$PYTHON $here/py/asyncpg_check.py" ;;
     sqlalchemy_psycopg) echo "$PYTHON $here/py/sqlalchemy_check.py psycopg" ;;
     sqlalchemy_psycopg2) echo "$PYTHON $here/py/sqlalchemy_check.py psycopg2" ;;
     alembic) echo "$PYTHON $here/py/alembic_check.py" ;;

@@ -1,6 +1,8 @@
 //! The pgwire query handlers of a connection (simple and extended query, COPY), over its session.
 
 use super::*;
+use pgwire::api::store::PortalStore;
+use pgwire::api::ClientPortalStore;
 
 /// Bytes of `CopyData` gathered before they are handed to the session in one call (and whatever is left at
 /// `CopyDone`). psql and pgbench send a row per message, and a session call (the statements' watchdog, the
@@ -112,11 +114,17 @@ impl CopyHandler for QueryHandler {
 
 #[async_trait]
 impl SimpleQueryHandler for QueryHandler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
-        C: ClientInfo + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         check_query_size(query).map_err(SqlError::into_pgwire)?;
+        if let Some(moved) = self.move_in_portal(client, query).await? {
+            return Ok(vec![moved]);
+        }
         let query = query.to_owned();
         let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
         let mut responses = self.responses(outcomes);
@@ -188,6 +196,52 @@ impl ExtendedQueryHandler for QueryHandler {
 }
 
 impl QueryHandler {
+    /// `MOVE [FORWARD] [n | ALL] name` on the protocol-level portal `name` (bound and executed with a row limit:
+    /// PostgreSQL's portals are cursors, and asyncpg's cursors skip rows so), when no SQL cursor has the name:
+    /// its next rows passed over, `MOVE <count>`. `None` for any other text, and for a portal not executed yet
+    /// (the session answers, 34000 as before).
+    async fn move_in_portal<C>(&self, client: &mut C, query: &str) -> PgWireResult<Option<Response>>
+    where
+        C: ClientPortalStore + Send,
+        C::PortalStore: PortalStore,
+    {
+        let Some((name, count)) = pgcompat::translate::cursor::move_forward(query) else {
+            return Ok(None);
+        };
+        // The connection's portals are pgwire's store of this handler's statements (texts).
+        let Some(store) = client
+            .portal_store()
+            .as_any()
+            .downcast_ref::<pgwire::api::store::MemPortalStore<String>>()
+        else {
+            return Ok(None);
+        };
+        let Some(pgwire::api::store::Entry::Value(portal)) = store.get_portal(&name) else {
+            return Ok(None);
+        };
+        let cursor = name.clone();
+        if self.connection.run(move |s| s.has_cursor(&cursor)).await? {
+            return Ok(None);
+        }
+        // `ALL` is pgwire's 0 (no limit); a count past `usize` is as good as `ALL`.
+        let limit = count.map_or(0, |count| usize::try_from(count).unwrap_or(0));
+        if limit == 0 && count == Some(0) {
+            return Ok(Some(Response::Execution(Tag::new("MOVE 0"))));
+        }
+        let fetched = match portal.fetch(limit).await {
+            Ok(fetched) => fetched,
+            Err(PgWireError::PortalNotStarted) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut rows = fetched.response;
+        let mut moved: u64 = 0;
+        while let Some(row) = rows.data_rows().next().await {
+            row?;
+            moved += 1;
+        }
+        Ok(Some(Response::Execution(Tag::new(&format!("MOVE {moved}")))))
+    }
+
     pub(super) async fn describe<C: ClientInfo>(
         &self,
         _client: &C,

@@ -59,13 +59,26 @@ pub(crate) fn check(state: &SessionState, target: PgType, value: &Value) -> Resu
     let Base::Enum(oid) = target.base() else {
         return Ok(());
     };
-    if target.is_array() {
-        return Ok(());
-    }
     let enums = state.enums.read();
     let Some(ty) = enums.by_oid(oid) else {
         return Ok(());
     };
+    if target.is_array() {
+        // An array of the type: each element a label (the array's own syntax is the cast's to check).
+        let Value::Text(text) = value else {
+            return Ok(());
+        };
+        let Some(elements) = crate::value::array::parse(text) else {
+            return Ok(());
+        };
+        return match elements.iter().flatten().find(|label| !ty.has(label)) {
+            Some(label) => Err(PgError::new(
+                INVALID_TEXT_REPRESENTATION,
+                format!("invalid input value for enum {}: \"{label}\"", ty.name),
+            )),
+            None => Ok(()),
+        };
+    }
     match value {
         Value::Null => Ok(()),
         Value::Text(text) if ty.has(text) => Ok(()),

@@ -50,6 +50,25 @@ pub(super) fn close(cursor: &CloseCursor) -> Translation {
     }))
 }
 
+/// The cursor name and the count of `MOVE [FORWARD | NEXT] [count | ALL] [FROM | IN] name` (`None` for `ALL`),
+/// or `None` for any other text (a `FETCH`, another direction, several statements). PostgreSQL's protocol-level
+/// portals are cursors too: asyncpg's cursors skip rows with `MOVE FORWARD n portal` on a portal it bound, which
+/// the compute answers from that portal when no SQL cursor has the name.
+pub fn move_forward(sql: &str) -> Option<(String, Option<u64>)> {
+    let translation = parse_fetch(sql)?.ok()?;
+    match translation.kind {
+        Kind::Fetch {
+            name,
+            direction: CursorMove::Forward(count),
+            move_only: true,
+        } => match count {
+            None => Some((name, None)),
+            Some(count) => u64::try_from(count).ok().map(|count| (name, Some(count))),
+        },
+        _ => None,
+    }
+}
+
 /// `FETCH [direction] [FROM | IN] name` or `MOVE …` (`None` if `sql` is neither), read with sqlparser's
 /// tokenizer: its parser knows neither `MOVE`, a bare `FETCH name`, nor signed counts (`RELATIVE -1`).
 pub(super) fn parse_fetch(sql: &str) -> Option<Result<Translation, PgError>> {

@@ -431,7 +431,85 @@ pub(super) fn item_types(typer: &Typer<'_>, items: &[SelectItem]) -> Vec<Option<
         .collect()
 }
 
-/// The statically known types of a query's result columns.
+/// The types of a SELECT list with wildcards (`*`, `q.*`), where every relation a wildcard covers has known
+/// columns: a CTE's or a derived table's as the rewrite typed them, a `pg_catalog` view's. `None` if a wildcard
+/// covers anything else (a table: SQLite's column metadata types its columns), a join with `USING` or
+/// `NATURAL` (its `*` merges columns), or a relation of unknown width. The caller checks the width against the
+/// prepared statement's.
+fn wildcard_item_types(typer: &Typer<'_>, select: &sqlparser::ast::Select) -> Option<Vec<Option<PgType>>> {
+    use sqlparser::ast::{JoinConstraint, JoinOperator, SelectItemQualifiedWildcardKind};
+    // Each relation of the FROM list in order: the name a qualifier uses, and its columns' types.
+    let mut relations: Vec<(String, Vec<Option<PgType>>)> = Vec::new();
+    for from in &select.from {
+        for (factor, join) in
+            std::iter::once((&from.relation, None)).chain(from.joins.iter().map(|j| (&j.relation, Some(j))))
+        {
+            if let Some(join) = join {
+                let constraint = match &join.join_operator {
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::Left(c)
+                    | JoinOperator::LeftOuter(c)
+                    | JoinOperator::Right(c)
+                    | JoinOperator::RightOuter(c)
+                    | JoinOperator::FullOuter(c) => Some(c),
+                    JoinOperator::CrossJoin(_) => None,
+                    _ => return None,
+                };
+                if matches!(constraint, Some(JoinConstraint::Using(_) | JoinConstraint::Natural)) {
+                    return None;
+                }
+            }
+            let (key, columns) = match factor {
+                TableFactor::Table {
+                    name,
+                    alias,
+                    args: None,
+                    ..
+                } => {
+                    let table = last_part(name);
+                    let columns = match typer.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(&table)) {
+                        Some(cte) => cte.columns.iter().map(|(_, ty)| *ty).collect(),
+                        None => crate::pg_catalog::column_types(&table)?,
+                    };
+                    (alias.as_ref().map_or(table, |a| a.name.value.clone()), columns)
+                }
+                TableFactor::Derived { alias: Some(alias), .. } => {
+                    let derived = typer
+                        .ctes
+                        .iter()
+                        .rev()
+                        .find(|c| c.name.eq_ignore_ascii_case(&alias.name.value))?;
+                    (
+                        alias.name.value.clone(),
+                        derived.columns.iter().map(|(_, ty)| *ty).collect(),
+                    )
+                }
+                _ => return None,
+            };
+            relations.push((key, columns));
+        }
+    }
+    let mut types = Vec::new();
+    for item in &select.projection {
+        match item {
+            SelectItem::Wildcard(_) => {
+                for (_, columns) in &relations {
+                    types.extend(columns.iter().copied());
+                }
+            }
+            SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                let key = last_part(name);
+                let (_, columns) = relations.iter().find(|(k, _)| k.eq_ignore_ascii_case(&key))?;
+                types.extend(columns.iter().copied());
+            }
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => types.push(typer.infer(e)),
+            _ => return None,
+        }
+    }
+    Some(types)
+}
+
 /// The result columns of a query that are a bare `$n` (of its first branch, which names and types a set
 /// operation's columns), with the parameter's index from 0.
 pub(super) fn param_columns(query: &Query) -> Vec<(usize, usize)> {
@@ -493,19 +571,19 @@ pub(super) fn output_types(
                         return crate::pg_catalog::column_types(&last_part(name));
                     }
                 }
-                if select
-                    .projection
-                    .iter()
-                    .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
-                {
-                    return None;
-                }
                 let typer = Typer {
                     catalog,
                     scopes: vec![Scope::of_select(select)],
                     ctes: ctes.to_vec(),
                     rewritten: rewritten.to_vec(),
                 };
+                if select
+                    .projection
+                    .iter()
+                    .any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+                {
+                    return wildcard_item_types(&typer, select);
+                }
                 return Some(item_types(&typer, &select.projection));
             }
             SetExpr::SetOperation { left, right, .. } => {

@@ -57,6 +57,19 @@ fn steps_translation(tag: &str, steps: Vec<String>) -> Translation {
 
 /// What a written type is, the database's enum types included: `Custom` names that are none stay `Custom`.
 pub(crate) fn resolve(catalog: &Catalog, data_type: &DataType) -> Written {
+    // An array of an enum type (`mood[]`, asyncpg's `= any($1::mood[])`): the element resolved as a type.
+    if let DataType::Array(
+        sqlparser::ast::ArrayElemTypeDef::AngleBracket(element)
+        | sqlparser::ast::ArrayElemTypeDef::SquareBracket(element, _)
+        | sqlparser::ast::ArrayElemTypeDef::Parenthesis(element),
+    ) = data_type
+    {
+        if let Written::Type(ty) = resolve(catalog, element) {
+            if matches!(ty.base(), Base::Enum(_)) {
+                return Written::Type(if ty.is_array() { ty } else { ty.array() });
+            }
+        }
+    }
     match types::from_data_type(data_type) {
         Written::Custom(name) => {
             let stored = match name.split_once('.') {

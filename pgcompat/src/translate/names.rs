@@ -150,8 +150,16 @@ fn cast_name(data_type: &sqlparser::ast::DataType) -> Option<String> {
         .ok()
         .map(|t| t.element().internal_name())
         .or_else(|| {
-            // A type of the database's (an enum): PostgreSQL names the column by it.
-            match crate::types::from_data_type(data_type) {
+            // A type of the database's (an enum), or an array of one: PostgreSQL names the column by it.
+            let element = match data_type {
+                sqlparser::ast::DataType::Array(
+                    sqlparser::ast::ArrayElemTypeDef::AngleBracket(element)
+                    | sqlparser::ast::ArrayElemTypeDef::SquareBracket(element, _)
+                    | sqlparser::ast::ArrayElemTypeDef::Parenthesis(element),
+                ) => element.as_ref(),
+                _ => data_type,
+            };
+            match crate::types::from_data_type(element) {
                 crate::types::Written::Custom(name) => Some(name.rsplit('.').next().unwrap_or(&name).to_owned()),
                 _ => None,
             }

@@ -1,7 +1,9 @@
 //! The rewrites checked end to end: a PostgreSQL statement through the layer over an in-memory SQLite
 //! database, its first row printed as PostgreSQL prints it, against PostgreSQL 15's answer.
 
+use super::Translation;
 use crate::functions::testing::{check, check_errors, row_after};
+use crate::types::PgType;
 
 #[test]
 fn columns_are_named_as_postgres_names_them() {
@@ -693,4 +695,129 @@ fn regtype_arrays_hold_oids_and_print_names() {
             Some("{integer,\"character varying\"}"),
         ),
     ]);
+}
+
+/// The translation of `sql` after `setup` (each setup statement translated and run first).
+fn translation_after(setup: &[&str], sql: &str) -> Translation {
+    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
+    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
+    for statement in setup {
+        let translated = dialect.translate(&conn, statement).expect("translates");
+        let crate::Translated::Statements(list) = &*translated else {
+            panic!("not a statement: {statement}");
+        };
+        for t in list {
+            for step in &t.steps {
+                conn.execute_batch(step).expect("runs");
+            }
+        }
+    }
+    let translated = dialect.translate(&conn, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let crate::Translated::Statements(list) = &*translated else {
+        panic!("not a statement: {sql}");
+    };
+    list[0].clone()
+}
+
+#[test]
+fn a_wildcard_over_ctes_and_catalog_views_is_typed_without_running_the_query() {
+    // asyncpg's type introspection, in short: `*` over a recursive CTE of pg_type columns, with a `$1`. A
+    // Describe cannot run it to look at values, so its columns were all text before.
+    let t = translation_after(
+        &[],
+        "WITH RECURSIVE tree(oid, name, elem, depth) AS ( \
+           SELECT t.oid, t.typname, t.typelem, 0 FROM pg_type t WHERE t.oid = any($1::oid[]) \
+           UNION ALL SELECT t.oid, t.typname, t.typelem, tree.depth + 1 FROM pg_type t, tree WHERE t.oid = tree.elem) \
+         SELECT DISTINCT *, elem::regtype::text AS elem_name FROM tree ORDER BY depth DESC",
+    );
+    assert_eq!(
+        t.columns,
+        Some(vec![
+            Some(PgType::OID),
+            Some(PgType::NAME),
+            Some(PgType::OID),
+            Some(PgType::INT4),
+            Some(PgType::TEXT)
+        ])
+    );
+    assert_eq!(t.params, vec![Some(PgType::OID.array())]);
+    // `q.*` of one relation, beside a column of another.
+    let t = translation_after(
+        &["CREATE TABLE items (id bigint PRIMARY KEY, name text)"],
+        "WITH w AS (SELECT id, name FROM items) SELECT w.*, n.nspname FROM w, pg_namespace n",
+    );
+    assert_eq!(
+        t.columns,
+        Some(vec![Some(PgType::INT8), Some(PgType::TEXT), Some(PgType::NAME)])
+    );
+    // A wildcard over a table is left to SQLite's column metadata; one over a join with USING is not typed.
+    let t = translation_after(
+        &["CREATE TABLE items (id bigint PRIMARY KEY, name text)"],
+        "SELECT * FROM items, pg_am",
+    );
+    assert_eq!(t.columns, None);
+    let t = translation_after(
+        &[],
+        "WITH a AS (SELECT 1 AS k), b AS (SELECT 1 AS k, 'x' AS v) SELECT * FROM a JOIN b USING (k)",
+    );
+    assert_eq!(t.columns, None);
+}
+
+#[test]
+fn a_parameter_of_the_containment_and_key_operators_takes_postgresqls_type() {
+    let setup = ["CREATE TABLE docs (id int PRIMARY KEY, doc jsonb, tags text[])"];
+    for (sql, want) in [
+        (
+            "SELECT id FROM docs WHERE doc @> $1",
+            PgType::new(crate::types::Base::Jsonb),
+        ),
+        (
+            "SELECT id FROM docs WHERE $1 <@ doc",
+            PgType::new(crate::types::Base::Jsonb),
+        ),
+        ("SELECT id FROM docs WHERE tags && $1", PgType::TEXT.array()),
+        ("SELECT id FROM docs WHERE tags @> $1", PgType::TEXT.array()),
+        ("SELECT id FROM docs WHERE doc ? $1", PgType::TEXT),
+        ("SELECT id FROM docs WHERE doc ?| $1", PgType::TEXT.array()),
+        ("SELECT doc #>> $1 FROM docs", PgType::TEXT.array()),
+    ] {
+        assert_eq!(translation_after(&setup, sql).params, vec![Some(want)], "{sql}");
+    }
+}
+
+#[test]
+fn enum_arrays_are_types_whose_elements_are_labels() {
+    let setup = ["CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')"];
+    let t = translation_after(&setup, "SELECT $1::mood[]");
+    assert!(t.params[0].is_some_and(|ty| ty.is_array()), "{:?}", t.params);
+    let rows = rows_after(
+        &setup,
+        "SELECT '{ok,happy}'::mood[] AS m, 'ok' = ANY('{sad,ok}'::mood[]) AS has",
+    );
+    assert_eq!(rows, [[Some("{ok,happy}".to_owned()), Some("t".to_owned())]]);
+}
+
+#[test]
+fn move_forward_reads_the_portal_name_and_count() {
+    use super::cursor::move_forward;
+    assert_eq!(
+        move_forward("MOVE FORWARD 10 __asyncpg_portal_4a__"),
+        Some(("__asyncpg_portal_4a__".to_owned(), Some(10)))
+    );
+    assert_eq!(move_forward("move 3 in c"), Some(("c".to_owned(), Some(3))));
+    assert_eq!(
+        move_forward("MOVE FORWARD ALL FROM \"C\""),
+        Some(("C".to_owned(), None))
+    );
+    assert_eq!(move_forward("MOVE NEXT c"), Some(("c".to_owned(), Some(1))));
+    for other in [
+        "MOVE BACKWARD 2 c",
+        "MOVE -1 c",
+        "FETCH 2 c",
+        "MOVE ABSOLUTE 3 c",
+        "MOVE 1 c; MOVE 1 c",
+        "SELECT 1",
+    ] {
+        assert_eq!(move_forward(other), None, "{other}");
+    }
 }

@@ -9,6 +9,11 @@ impl Session {
         Ok(self.cursors.get(name)?.columns.clone())
     }
 
+    /// Whether the session has an open SQL cursor `name`.
+    pub(crate) fn has_cursor(&mut self, name: &str) -> bool {
+        self.cursors.get(name).is_ok()
+    }
+
     /// `DECLARE name CURSOR FOR query`: the query runs now, in the transaction's snapshot, and the cursor
     /// keeps its rows (see `cursor`).
     pub(super) fn declare_cursor(

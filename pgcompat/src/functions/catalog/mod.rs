@@ -251,6 +251,10 @@ fn session_format_type(s: &SessionState, oid: i64, typmod: i64) -> String {
 }
 
 pub(crate) fn format_type(oid: i64, typmod: i64) -> String {
+    // No type (`format_type(0, NULL)`, `0::regtype`): PostgreSQL prints a dash.
+    if oid == 0 {
+        return "-".to_owned();
+    }
     if oid == 18 {
         return "\"char\"".to_owned();
     }

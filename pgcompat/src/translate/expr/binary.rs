@@ -36,6 +36,21 @@ impl Rewriter<'_> {
         use BinaryOperator as B;
         let lt = self.typer.infer(left);
         let rt = self.typer.infer(right);
+        // A `$n` operand of the containment and key operators is typed as PostgreSQL resolves it: the other
+        // side's type for `@>`, `<@` and `&&` (`doc @> $1` takes a jsonb, `tags && $1` an array), text for `?`,
+        // text[] for `?|`, `?&`, `#>`, `#>>` and `#-`. A driver that sends typed values (asyncpg encodes a
+        // parameter by its described type) needs it.
+        match op {
+            B::AtArrow | B::ArrowAt | B::PGOverlap => {
+                self.learn_param(right, lt);
+                self.learn_param(left, rt);
+            }
+            B::Question => self.learn_param(right, Some(PgType::TEXT)),
+            B::QuestionPipe | B::QuestionAnd | B::HashArrow | B::HashLongArrow | B::HashMinus => {
+                self.learn_param(right, Some(PgType::TEXT.array()));
+            }
+            _ => {}
+        }
         Ok(match op {
             B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq
                 if lt.is_some_and(|t| t.base() == Base::Interval) && rt.is_some_and(|t| t.base() == Base::Interval) =>
