@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on both), Alembic,
-# Django, node-postgres, drizzle (kit and ORM), pg_dump + restore, pgbench and pgcli, each check printed PASS or
-# FAIL with its error, on three targets: a database's default branch (`main`), a branch of it (`branch`), and the
-# default branch after a restore to a time before any check wrote (`restored`).
+# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on both),
+# Alembic, Django, node-postgres, postgres.js, drizzle (kit and ORM), pg_dump + restore, pgbench and pgcli, each check
+# printed PASS or FAIL with its error, on three targets: a database's default branch (`main`), a branch of it
+# (`branch`), and the default branch after a restore to a time before any check wrote (`restored`).
 #
 # 1. Installs the clients into target/clients only (pinned: scripts/clients/requirements.txt + constraints.txt
 #    into a venv from PyPI, scripts/clients/node/package.json + package-lock.json with npm ci), skipping what is
@@ -24,7 +24,7 @@
 #   CLIENTS_PGBENCH_SECONDS  pgbench's -T (default 30), CLIENTS_PGBENCH_SCALE its -s (default 10)
 #   CLIENTS_UPDATE=1         rewrite expected_failures.txt from this run instead of comparing
 #   CLIENTS_ONLY="a b"       run only these programs (psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2
-#                            alembic django node_pg drizzle pg_dump pgbench pgcli); the ratchet then ignores the rest
+#                            alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli); the ratchet then ignores the rest
 #   CLIENTS_TARGETS="a b"    run only these targets (main branch restored; default all three)
 #   CLIENTS_POSTGRES=1       run every program against a throwaway PostgreSQL 15 instead (PG_BIN, default
 #                            /usr/lib/postgresql/15/bin), to check the checks: every one must pass there. With
@@ -39,11 +39,12 @@ venv=$clients_dir/venv
 node_dir=$clients_dir/node
 logs=$clients_dir/logs
 expected=$here/expected_failures.txt
-PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 alembic django node_pg drizzle pg_dump pgbench pgcli)
+PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli)
 # The databases each program uses, in the order it takes them (CLIENTS_URI, CLIENTS_URI2, …).
 declare -A SLOTS=(
     [psql]="psql" [psycopg3]="psycopg3" [psycopg2]="psycopg2" [asyncpg]="asyncpg" [sqlalchemy_psycopg]="sqlalchemy_psycopg"
     [sqlalchemy_psycopg2]="sqlalchemy_psycopg2" [alembic]="alembic" [django]="django" [node_pg]="node_pg"
+    [postgresjs]="postgresjs"
     [drizzle]="drizzle drizzle_migrate" [pg_dump]="dump_src dump_dst dump_dst_inserts dump_dst_pg15"
     [pgbench]="pgbench pgbench_fallback" [pgcli]="pgcli"
 )
@@ -172,6 +173,7 @@ program_command() {
     alembic) echo "$PYTHON $here/py/alembic_check.py" ;;
     django) echo "$PYTHON $here/py/django_check.py" ;;
     node_pg) echo "node $dir/pg_check.mjs" ;;
+    postgresjs) echo "node $dir/postgresjs_check.mjs" ;;
     drizzle) echo "node $dir/drizzle_check.mjs" ;;
     esac
 }
@@ -193,7 +195,7 @@ run_program() {
     # The CA certificate of the server's TLS, as a user is given it (node-postgres verifies by default).
     env+=("CLIENTS_PG_ROOT_CERT=$pg_root_cert")
     mkdir -p "$dir" "$logs/$target"
-    [[ $program == node_pg || $program == drizzle ]] && node_work "$dir"
+    [[ $program == node_pg || $program == postgresjs || $program == drizzle ]] && node_work "$dir"
     [ "$program" = pgbench ] && timeout_s=$((PROGRAM_TIMEOUT_S + ${CLIENTS_PGBENCH_SECONDS:-30} + 60 * ${CLIENTS_PGBENCH_SCALE:-10}))
     set +e
     (cd "$dir" && env "${env[@]}" timeout "$timeout_s" "${command[@]}") \
