@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on both),
+# Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on all three),
 # Alembic, Django, node-postgres, postgres.js, drizzle (kit and ORM), pg_dump + restore, pgbench and pgcli, each check
 # printed PASS or FAIL with its error, on three targets: a database's default branch (`main`), a branch of it
 # (`branch`), and the default branch after a restore to a time before any check wrote (`restored`).
@@ -24,7 +24,8 @@
 #   CLIENTS_PGBENCH_SECONDS  pgbench's -T (default 30), CLIENTS_PGBENCH_SCALE its -s (default 10)
 #   CLIENTS_UPDATE=1         rewrite expected_failures.txt from this run instead of comparing
 #   CLIENTS_ONLY="a b"       run only these programs (psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2
-#                            alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli); the ratchet then ignores the rest
+#                            sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli); the
+#                            ratchet then ignores the rest
 #   CLIENTS_TARGETS="a b"    run only these targets (main branch restored; default all three)
 #   CLIENTS_POSTGRES=1       run every program against a throwaway PostgreSQL 15 instead (PG_BIN, default
 #                            /usr/lib/postgresql/15/bin), to check the checks: every one must pass there. With
@@ -39,12 +40,12 @@ venv=$clients_dir/venv
 node_dir=$clients_dir/node
 logs=$clients_dir/logs
 expected=$here/expected_failures.txt
-PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli)
+PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli)
 # The databases each program uses, in the order it takes them (CLIENTS_URI, CLIENTS_URI2, …).
 declare -A SLOTS=(
     [psql]="psql" [psycopg3]="psycopg3" [psycopg2]="psycopg2" [asyncpg]="asyncpg" [sqlalchemy_psycopg]="sqlalchemy_psycopg"
     [sqlalchemy_psycopg2]="sqlalchemy_psycopg2" [alembic]="alembic" [django]="django" [node_pg]="node_pg"
-    [postgresjs]="postgresjs"
+    [postgresjs]="postgresjs" [sqlalchemy_asyncpg]="sqlalchemy_asyncpg"
     [drizzle]="drizzle drizzle_migrate" [pg_dump]="dump_src dump_dst dump_dst_inserts dump_dst_pg15"
     [pgbench]="pgbench pgbench_fallback" [pgcli]="pgcli"
 )
@@ -170,6 +171,7 @@ program_command() {
     asyncpg) echo "$PYTHON $here/py/asyncpg_check.py" ;;
     sqlalchemy_psycopg) echo "$PYTHON $here/py/sqlalchemy_check.py psycopg" ;;
     sqlalchemy_psycopg2) echo "$PYTHON $here/py/sqlalchemy_check.py psycopg2" ;;
+    sqlalchemy_asyncpg) echo "$PYTHON $here/py/sqlalchemy_asyncpg_check.py" ;;
     alembic) echo "$PYTHON $here/py/alembic_check.py" ;;
     django) echo "$PYTHON $here/py/django_check.py" ;;
     node_pg) echo "node $dir/pg_check.mjs" ;;
