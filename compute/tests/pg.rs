@@ -397,3 +397,132 @@ async fn explain_analyze_runs_the_statement_with_its_parameters() {
         .expect("explain");
     assert!(!plan.is_empty());
 }
+
+/// A connection whose NOTICE and WARNING messages are collected, as (severity, SQLSTATE, message).
+async fn connect_with_notices(
+    server: &Server,
+) -> (
+    Client,
+    futures::channel::mpsc::UnboundedReceiver<(String, String, String)>,
+) {
+    use futures::StreamExt;
+    let config = format!(
+        "host=127.0.0.1 port={} user=alice password=secret dbname=test",
+        server.addr.port()
+    );
+    let (client, mut connection) = tokio_postgres::connect(&config, NoTls).await.expect("connect");
+    let (sender, received) = futures::channel::mpsc::unbounded();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notice(notice) = message {
+                let _ = sender.unbounded_send((
+                    notice.severity().to_owned(),
+                    notice.code().code().to_owned(),
+                    notice.message().to_owned(),
+                ));
+            }
+        }
+    });
+    (client, received)
+}
+
+/// The notices that arrived so far (the query that sent them has answered, so they came before it).
+fn notices_so_far(
+    received: &mut futures::channel::mpsc::UnboundedReceiver<(String, String, String)>,
+) -> Vec<(String, String, String)> {
+    let mut got = Vec::new();
+    while let Ok(Some(notice)) = received.try_next() {
+        got.push(notice);
+    }
+    got
+}
+
+#[tokio::test]
+async fn notices_and_warnings_reach_the_client_as_postgresql_sends_them() {
+    let server = start().await;
+    let (client, mut received) = connect_with_notices(&server).await;
+    let notice = |message: &str| ("NOTICE".to_owned(), "00000".to_owned(), message.to_owned());
+    let warning = |code: &str, message: &str| ("WARNING".to_owned(), code.to_owned(), message.to_owned());
+    client
+        .batch_execute("DROP TABLE IF EXISTS nothere")
+        .await
+        .expect("drop");
+    client.batch_execute("CREATE TABLE t (id int)").await.expect("create");
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS t (id int)")
+        .await
+        .expect("create again");
+    client
+        .batch_execute("DROP INDEX IF EXISTS nix; DROP TABLE IF EXISTS t, gone")
+        .await
+        .expect("drops");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [
+            notice("table \"nothere\" does not exist, skipping"),
+            notice("relation \"t\" already exists, skipping"),
+            notice("index \"nix\" does not exist, skipping"),
+            notice("table \"gone\" does not exist, skipping"),
+        ]
+    );
+    // The same text again, with the table gone now: translated again (DDL is never cached), so it notices.
+    client
+        .batch_execute("DROP TABLE IF EXISTS t, gone")
+        .await
+        .expect("drops again");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [
+            notice("table \"t\" does not exist, skipping"),
+            notice("table \"gone\" does not exist, skipping")
+        ]
+    );
+    client.batch_execute("COMMIT").await.expect("commit outside a block");
+    client.batch_execute("BEGIN").await.expect("begin");
+    client.batch_execute("BEGIN").await.expect("begin again");
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    client
+        .batch_execute("SELECT 1; COMMIT")
+        .await
+        .expect("commit of an implicit block");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [
+            warning("25P01", "there is no transaction in progress"),
+            warning("25001", "there is already a transaction in progress"),
+            warning("25P01", "there is no transaction in progress"),
+        ]
+    );
+    // Through the extended protocol too.
+    client
+        .execute("DROP TABLE IF EXISTS nothere", &[])
+        .await
+        .expect("drop, extended");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [notice("table \"nothere\" does not exist, skipping")]
+    );
+    // `client_min_messages` filters them: `warning` keeps warnings only, `error` none.
+    client
+        .batch_execute("SET client_min_messages = warning")
+        .await
+        .expect("set");
+    client
+        .batch_execute("DROP TABLE IF EXISTS nothere; COMMIT")
+        .await
+        .expect("quiet drop");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [warning("25P01", "there is no transaction in progress")]
+    );
+    client
+        .batch_execute("SET client_min_messages = error")
+        .await
+        .expect("set");
+    client
+        .batch_execute("DROP TABLE IF EXISTS nothere; COMMIT")
+        .await
+        .expect("silent");
+    assert_eq!(notices_so_far(&mut received), []);
+}

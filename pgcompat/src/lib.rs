@@ -310,7 +310,9 @@ impl Dialect {
                 }
             }
         }
-        if sql.len() <= CACHED_SQL_BYTES_MAX {
+        // DDL is not kept: what it does depends on objects the cache's key does not see (a TEMP table made or
+        // dropped leaves the database's schema version as it was), and a DDL text is rarely run twice.
+        if sql.len() <= CACHED_SQL_BYTES_MAX && !translated.may_change_schema() {
             if self.order.len() >= TRANSLATIONS_MAX {
                 if let Some((oldest_path, oldest)) = self.order.pop_front() {
                     if let Some(by_text) = self.cache.get_mut(&oldest_path) {

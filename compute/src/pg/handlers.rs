@@ -29,6 +29,19 @@ impl QueryHandler {
     }
 }
 
+/// Sends a call's notices (NoticeResponse messages), before its results as PostgreSQL sends them.
+async fn send_notices<C>(client: &mut C, notices: Vec<super::session::Notice>) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for notice in notices {
+        let info = pgwire::error::ErrorInfo::new(notice.severity.to_owned(), notice.code.to_owned(), notice.message);
+        client.feed(PgWireBackendMessage::NoticeResponse(info.into())).await?;
+    }
+    Ok(())
+}
+
 pub(super) fn outcome_response(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Rows { fields, rows, tag } => {
@@ -126,7 +139,14 @@ impl SimpleQueryHandler for QueryHandler {
             return Ok(vec![moved]);
         }
         let query = query.to_owned();
-        let (outcomes, error) = self.connection.run(move |s| s.simple_query(&query)).await?;
+        let ((outcomes, error), notices) = self
+            .connection
+            .run(move |s| {
+                let ran = s.simple_query(&query);
+                (ran, s.take_notices())
+            })
+            .await?;
+        send_notices(client, notices).await?;
         let mut responses = self.responses(outcomes);
         if let Some(error) = error {
             // An error response in the list (not an `Err`) keeps the results before it.
@@ -147,12 +167,15 @@ impl ExtendedQueryHandler for QueryHandler {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let sql = portal.statement.statement.clone();
         check_query_size(&sql).map_err(SqlError::into_pgwire)?;
@@ -162,7 +185,14 @@ impl ExtendedQueryHandler for QueryHandler {
             client_types: portal.statement.parameter_types.clone(),
         };
         let format = portal.result_column_format.clone();
-        let outcome = self.connection.run(move |s| s.execute(&sql, &params, &format)).await?;
+        let (outcome, notices) = self
+            .connection
+            .run(move |s| {
+                let ran = s.execute(&sql, &params, &format);
+                (ran, s.take_notices())
+            })
+            .await?;
+        send_notices(client, notices).await?;
         outcome
             .map(|outcome| self.responses(vec![outcome]).pop().expect("one response per outcome"))
             .map_err(SqlError::into_pgwire)

@@ -45,6 +45,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         param_columns: Vec::new(),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     }
 }
 
@@ -339,7 +340,14 @@ pub(crate) fn create_table(
     );
     let mut steps = vec![sql];
     if exists {
-        return Ok(ddl("CREATE TABLE", steps));
+        let mut translation = ddl("CREATE TABLE", steps);
+        let shown = crate::schemas::split_sqlite_name(&table, catalog.schemas())
+            .1
+            .to_owned();
+        translation
+            .notices
+            .push(format!("relation \"{shown}\" already exists, skipping"));
+        return Ok(translation);
     }
     steps.extend(records);
     steps.extend(sequence_steps);
@@ -427,6 +435,28 @@ pub(super) fn refuse_shadowing(conn: &Connection, table: &str, temporary: bool) 
     } else {
         format!("a table named as the temporary table \"{table}\"")
     }))
+}
+
+/// The NOTICE of a `DROP … IF EXISTS` for each of `names` that names nothing of `what` kind (`table`, `view`,
+/// `index`, `sequence`): a relation of that SQLite name in the database or among the session's temporary
+/// ones, looked up through `conn`. A name that cannot be resolved, or a lookup that fails, makes no notice.
+pub(super) fn missing_notices(conn: &Connection, catalog: &Catalog, what: &str, names: &[ObjectName]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|written| {
+            let name = table_name(catalog, written).ok()?;
+            let exists: bool = conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?1 COLLATE NOCASE) \
+                     OR EXISTS (SELECT 1 FROM temp.sqlite_schema WHERE name = ?1 COLLATE NOCASE)",
+                    [&name],
+                    |row| row.get(0),
+                )
+                .unwrap_or(true);
+            let shown = crate::schemas::split_sqlite_name(&name, catalog.schemas()).1.to_owned();
+            (!exists).then(|| format!("{what} \"{shown}\" does not exist, skipping"))
+        })
+        .collect()
 }
 
 pub(super) fn table_exists(conn: &Connection, table: &str) -> bool {
@@ -585,5 +615,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         param_columns: Vec::new(),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     })
 }

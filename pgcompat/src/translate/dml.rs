@@ -25,6 +25,7 @@ impl DmlRewrite {
             param_columns: Vec::new(),
             captures: Vec::new(),
             bound: None,
+            notices: Vec::new(),
         }
     }
 }
@@ -250,6 +251,7 @@ pub(super) fn translate_insert(
         param_columns: Vec::new(),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     })
 }
 

@@ -238,7 +238,14 @@ pub(crate) fn create_index(catalog: &Catalog, index: &mut CreateIndex) -> Result
         rewriter.rewrite_expr(predicate)?;
         sql.push_str(&format!(" WHERE {predicate}"));
     }
-    Ok(Translation::single(sql, Kind::Other("CREATE INDEX".to_owned())))
+    let mut translation = Translation::single(sql, Kind::Other("CREATE INDEX".to_owned()));
+    if index.if_not_exists && catalog.relation_exists(&name) {
+        let shown = crate::schemas::split_sqlite_name(&name, catalog.schemas()).1.to_owned();
+        translation
+            .notices
+            .push(format!("relation \"{shown}\" already exists, skipping"));
+    }
+    Ok(translation)
 }
 
 /// An index's keys as SQLite takes them: columns by name, expressions (`lower(email)`) rewritten as any

@@ -113,6 +113,7 @@ pub(super) fn refresh(
         param_columns: Vec::new(),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     })
 }
 

@@ -431,6 +431,32 @@ fn drop_statement(
     names: &[sqlparser::ast::ObjectName],
     cascade: bool,
 ) -> Result<Translation, PgError> {
+    let what = match object_type {
+        ObjectType::Table => Some("table"),
+        ObjectType::View => Some("view"),
+        ObjectType::Index => Some("index"),
+        ObjectType::Sequence => Some("sequence"),
+        ObjectType::MaterializedView => Some("materialized view"),
+        _ => None,
+    };
+    let notices = match what {
+        Some(what) if if_exists => ddl::missing_notices(conn, catalog, what, names),
+        _ => Vec::new(),
+    };
+    let mut translation = drop_objects(conn, catalog, object_type, if_exists, names, cascade)?;
+    translation.notices.extend(notices);
+    Ok(translation)
+}
+
+/// [`drop_statement`] but for its notices.
+fn drop_objects(
+    conn: &Connection,
+    catalog: &Catalog,
+    object_type: ObjectType,
+    if_exists: bool,
+    names: &[sqlparser::ast::ObjectName],
+    cascade: bool,
+) -> Result<Translation, PgError> {
     match object_type {
         ObjectType::Schema => schema::drop(catalog, names, if_exists, cascade),
         ObjectType::MaterializedView => matview::drop(conn, catalog, if_exists, names, cascade),

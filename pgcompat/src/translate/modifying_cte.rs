@@ -123,6 +123,7 @@ pub(super) fn translate(conn: &Connection, catalog: &Catalog, mut query: Query) 
         param_columns: outer.param_columns,
         captures,
         bound: None,
+        notices: Vec::new(),
     })
 }
 

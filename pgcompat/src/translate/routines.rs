@@ -40,6 +40,7 @@ fn steps(tag: &str, steps: Vec<String>) -> Translation {
         param_columns: Vec::new(),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     }
 }
 

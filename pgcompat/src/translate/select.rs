@@ -50,6 +50,7 @@ pub(super) fn translate_query(
         param_columns: param_columns(query),
         captures: Vec::new(),
         bound: None,
+        notices: Vec::new(),
     })
 }
 

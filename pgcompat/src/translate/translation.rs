@@ -151,6 +151,10 @@ pub struct Translation {
     /// learned shape then has the same SQLite text, which SQLite's statement cache serves without compiling
     /// it again (`shapes::Template::bind`). `None` for every translation not filled from a shape's template.
     pub bound: Option<Bound>,
+    /// The NOTICE messages PostgreSQL sends with this statement, in order: an `IF EXISTS` that finds nothing
+    /// (`table "t" does not exist, skipping`), an `IF NOT EXISTS` that finds the object. They follow from the
+    /// catalog the statement was translated against, as the rest of the translation does.
+    pub notices: Vec<String>,
 }
 
 /// A step with integer literals moved out of its text into parameters (see [`Translation::bound`]).
@@ -192,6 +196,7 @@ impl Translation {
             param_columns: Vec::new(),
             captures: Vec::new(),
             bound: None,
+            notices: Vec::new(),
         }
     }
 }

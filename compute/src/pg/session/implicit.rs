@@ -122,6 +122,9 @@ impl Session {
         implicit: &mut Implicit,
         outcomes: &mut Vec<Outcome>,
     ) -> Result<(), SqlError> {
+        // A COMMIT or ROLLBACK that ends the implicit block: PostgreSQL says no transaction was in progress.
+        let ends_implicit = matches!(*implicit, Implicit::Open { .. })
+            && matches!(translation.kind, pgcompat::Kind::Commit | pgcompat::Kind::Rollback);
         let ran = match self.enter_implicit(implicit, &translation.kind) {
             Ok(Some(done)) => Ok(done),
             Ok(None) => self.run_translation(translation, &[], &[], &pgwire::api::portal::Format::UnifiedText, None),
@@ -129,6 +132,9 @@ impl Session {
         };
         match ran {
             Ok(outcome) => {
+                if ends_implicit {
+                    self.notice("WARNING", "25P01", "there is no transaction in progress".to_owned());
+                }
                 self.note_implicit_end(implicit);
                 outcomes.push(outcome);
                 Ok(())

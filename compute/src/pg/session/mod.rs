@@ -120,7 +120,23 @@ pub(crate) struct Session {
     store_gone: Option<PageStoreError>,
     /// The session's place among its database's sessions, let go with it.
     _admission: Option<super::Admission>,
+    /// NOTICE and WARNING messages of the call under way, sent before its results (at most [`NOTICES_MAX`]).
+    notices: Vec<Notice>,
 }
+
+/// A NOTICE or WARNING for the client, as PostgreSQL sends one beside a statement's outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Notice {
+    /// `NOTICE` or `WARNING`.
+    pub(crate) severity: &'static str,
+    /// Its SQLSTATE.
+    pub(crate) code: &'static str,
+    /// Its message.
+    pub(crate) message: String,
+}
+
+/// Most notices one call keeps for its client; the rest are dropped (a text of many `DROP … IF EXISTS`).
+const NOTICES_MAX: usize = 64;
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -201,6 +217,7 @@ impl Session {
             copy_in: None,
             store_gone: None,
             _admission: None,
+            notices: Vec::new(),
         })
     }
 
@@ -439,7 +456,71 @@ impl Session {
     }
 
     /// Runs one translated statement.
+    /// Runs one translated statement; its notices (an `IF EXISTS` that found nothing) go to the client
+    /// with its outcome.
     fn run_translation(
+        &mut self,
+        translation: &Translation,
+        params: &[Value],
+        param_types: &[Option<PgType>],
+        format: &Format,
+        hints: Option<&[PgType]>,
+    ) -> Result<Outcome, SqlError> {
+        // PostgreSQL warns of a BEGIN inside a block and of a COMMIT or ROLLBACK outside one (also inside a
+        // text's implicit block, where the session is not in a block either), and goes on.
+        let warning = match translation.kind {
+            pgcompat::Kind::Begin { .. } if self.tx == TxState::InBlock => {
+                Some(("25001", "there is already a transaction in progress"))
+            }
+            pgcompat::Kind::Commit | pgcompat::Kind::Rollback if self.tx == TxState::Idle => {
+                Some(("25P01", "there is no transaction in progress"))
+            }
+            _ => None,
+        };
+        let outcome = self.run_translation_inner(translation, params, param_types, format, hints)?;
+        if let Some((code, message)) = warning {
+            self.notice("WARNING", code, message.to_owned());
+        }
+        for message in &translation.notices {
+            self.notice("NOTICE", "00000", message.clone());
+        }
+        Ok(outcome)
+    }
+
+    /// Keeps a notice for the client of the call under way (past [`NOTICES_MAX`] it is dropped).
+    pub(crate) fn notice(&mut self, severity: &'static str, code: &'static str, message: String) {
+        if self.notices.len() < NOTICES_MAX {
+            self.notices.push(Notice {
+                severity,
+                code,
+                message,
+            });
+        }
+    }
+
+    /// The notices of the last call that `client_min_messages` lets through (`notice` by default; `warning`
+    /// keeps only warnings; `error` and above none), emptied.
+    pub(crate) fn take_notices(&mut self) -> Vec<Notice> {
+        if self.notices.is_empty() {
+            return Vec::new();
+        }
+        let level = self
+            .dialect
+            .state()
+            .read_settings(|settings| settings.raw("client_min_messages").map(str::to_ascii_lowercase))
+            .unwrap_or_else(|| "notice".to_owned());
+        let (notices, warnings) = match level.as_str() {
+            "error" => (false, false),
+            "warning" => (false, true),
+            _ => (true, true),
+        };
+        std::mem::take(&mut self.notices)
+            .into_iter()
+            .filter(|n| if n.severity == "WARNING" { warnings } else { notices })
+            .collect()
+    }
+
+    fn run_translation_inner(
         &mut self,
         translation: &Translation,
         params: &[Value],
