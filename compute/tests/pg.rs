@@ -432,7 +432,7 @@ fn notices_so_far(
     received: &mut futures::channel::mpsc::UnboundedReceiver<(String, String, String)>,
 ) -> Vec<(String, String, String)> {
     let mut got = Vec::new();
-    while let Ok(Some(notice)) = received.try_next() {
+    while let Ok(notice) = received.try_recv() {
         got.push(notice);
     }
     got
