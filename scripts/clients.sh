@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Real PostgreSQL clients against Cambium (issue 11): psql, psycopg 3, psycopg2, asyncpg, SQLAlchemy 2 (on all three),
-# Alembic, Django, node-postgres, postgres.js, drizzle (kit and ORM), pg_dump + restore, pgbench and pgcli, each check
-# printed PASS or FAIL with its error, on three targets: a database's default branch (`main`), a branch of it
+# Alembic, Django, node-postgres, postgres.js, drizzle (kit and ORM), pg_dump + restore, pgbench, pgcli and pgjdbc, each
+# check printed PASS or FAIL with its error, on three targets: a database's default branch (`main`), a branch of it
 # (`branch`), and the default branch after a restore to a time before any check wrote (`restored`).
 #
 # 1. Installs the clients into target/clients only (pinned: scripts/clients/requirements.txt + constraints.txt
-#    into a venv from PyPI, scripts/clients/node/package.json + package-lock.json with npm ci), skipping what is
-#    installed already. Needs Python 3.11 + pip, Node 20 + npm, and psql, pg_dump and pgbench 15.
+#    into a venv from PyPI, scripts/clients/node/package.json + package-lock.json with npm ci, Debian's pgjdbc
+#    package with apt-get download and dpkg -x), skipping what is installed already. Needs Python 3.11 + pip,
+#    Node 20 + npm, a Java 17 JDK (single-file source launch), apt-get and dpkg, and psql, pg_dump and pgbench 15.
 # 2. Starts `cambium up` on free ports in a temporary data directory (stopped on exit), creates a project and,
 #    with curl, one empty database per check program (and the extra ones pg_dump and pgbench restore into or fall
 #    back on), notes a time, makes a branch of each, runs every program on the main branches, then on the
@@ -24,7 +25,7 @@
 #   CLIENTS_PGBENCH_SECONDS  pgbench's -T (default 30), CLIENTS_PGBENCH_SCALE its -s (default 10)
 #   CLIENTS_UPDATE=1         rewrite expected_failures.txt from this run instead of comparing
 #   CLIENTS_ONLY="a b"       run only these programs (psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2
-#                            sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli); the
+#                            sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli jdbc); the
 #                            ratchet then ignores the rest
 #   CLIENTS_TARGETS="a b"    run only these targets (main branch restored; default all three)
 #   CLIENTS_POSTGRES=1       run every program against a throwaway PostgreSQL 15 instead (PG_BIN, default
@@ -40,12 +41,12 @@ venv=$clients_dir/venv
 node_dir=$clients_dir/node
 logs=$clients_dir/logs
 expected=$here/expected_failures.txt
-PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli)
+PROGRAMS=(psql psycopg3 psycopg2 asyncpg sqlalchemy_psycopg sqlalchemy_psycopg2 sqlalchemy_asyncpg alembic django node_pg postgresjs drizzle pg_dump pgbench pgcli jdbc)
 # The databases each program uses, in the order it takes them (CLIENTS_URI, CLIENTS_URI2, …).
 declare -A SLOTS=(
     [psql]="psql" [psycopg3]="psycopg3" [psycopg2]="psycopg2" [asyncpg]="asyncpg" [sqlalchemy_psycopg]="sqlalchemy_psycopg"
     [sqlalchemy_psycopg2]="sqlalchemy_psycopg2" [alembic]="alembic" [django]="django" [node_pg]="node_pg"
-    [postgresjs]="postgresjs" [sqlalchemy_asyncpg]="sqlalchemy_asyncpg"
+    [postgresjs]="postgresjs" [sqlalchemy_asyncpg]="sqlalchemy_asyncpg" [jdbc]="jdbc"
     [drizzle]="drizzle drizzle_migrate" [pg_dump]="dump_src dump_dst dump_dst_inserts dump_dst_pg15"
     [pgbench]="pgbench pgbench_fallback" [pgcli]="pgcli"
 )
@@ -88,7 +89,26 @@ install_node() {
     echo "$digest" >"$stamp"
 }
 
-for tool in psql pg_dump pgbench python3 node npm curl; do
+# pgjdbc, Debian's package of it (pinned), its jar extracted into target/clients/jdbc: no system install.
+JDBC_PACKAGE=libpostgresql-jdbc-java=42.5.5-0+deb12u1
+jdbc_dir=$clients_dir/jdbc
+jdbc_jar=$jdbc_dir/usr/share/java/postgresql.jar
+install_jdbc() {
+    local stamp=$jdbc_dir/.clients-installed
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$JDBC_PACKAGE" ] && [ -f "$jdbc_jar" ]; then
+        return
+    fi
+    say "installing pgjdbc ($JDBC_PACKAGE) into $jdbc_dir"
+    rm -rf "$jdbc_dir"
+    mkdir -p "$jdbc_dir/deb"
+    (cd "$jdbc_dir/deb" && apt-get download "$JDBC_PACKAGE" >/dev/null 2>&1) ||
+        die "apt-get download $JDBC_PACKAGE failed"
+    dpkg -x "$jdbc_dir"/deb/*.deb "$jdbc_dir"
+    [ -f "$jdbc_jar" ] || die "no $jdbc_jar in $JDBC_PACKAGE"
+    echo "$JDBC_PACKAGE" >"$stamp"
+}
+
+for tool in psql pg_dump pgbench python3 node npm curl java apt-get dpkg; do
     command -v "$tool" >/dev/null || die "no $tool on PATH (see the header of $0 for what this script needs)"
 done
 for tool in psql pg_dump pgbench; do
@@ -99,6 +119,7 @@ mkdir -p "$clients_dir"
 export PIP_CACHE_DIR=$clients_dir/cache/pip npm_config_cache=$clients_dir/cache/npm
 install_python
 install_node
+install_jdbc
 
 # ---- 2. the server: cambium up (or PostgreSQL 15 with CLIENTS_POSTGRES=1) and its databases ----
 
@@ -177,6 +198,7 @@ program_command() {
     node_pg) echo "node $dir/pg_check.mjs" ;;
     postgresjs) echo "node $dir/postgresjs_check.mjs" ;;
     drizzle) echo "node $dir/drizzle_check.mjs" ;;
+    jdbc) echo "java -cp $jdbc_jar $here/jdbc/JdbcCheck.java" ;;
     esac
 }
 
