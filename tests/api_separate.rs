@@ -243,31 +243,13 @@ async fn the_api_drives_storage_processes_of_its_own() {
     cluster.safekeepers[2].signal("-STOP");
     let started = std::time::Instant::now();
     api.restart();
-    let deadline = started + std::time::Duration::from_secs(30);
-    let count = loop {
-        let tried = async {
-            let client = connect(&pending_uri).await.map_err(|e| described(&e))?;
-            let row = client
-                .query_one("SELECT count(*) FROM t", &[])
-                .await
-                .map_err(|e| described(&e))?;
-            Ok::<i64, String>(row.get(0))
-        };
-        match tried.await {
-            Ok(count) => break count,
-            Err(error) => {
-                if std::time::Instant::now() >= deadline {
-                    let log = std::fs::read_to_string(&log).unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                    panic!(
-                        "the pending branch was not served: {error}\nthe API's log, last lines first:\n{}",
-                        tail.join("\n")
-                    );
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    };
+    let count = count_once_served(
+        &pending_uri,
+        started + std::time::Duration::from_secs(30),
+        &log,
+        "the pending branch was not served",
+    )
+    .await;
     let took = started.elapsed();
     cluster.safekeepers[2].signal("-CONT");
     assert_eq!(
@@ -324,27 +306,13 @@ async fn the_api_drives_storage_processes_of_its_own() {
     assert!(!refusal.contains("assword"), "{refusal}");
     cluster.safekeepers[1].restart();
     cluster.safekeepers[2].restart();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let count: i64 = loop {
-        let tried = async {
-            let client = connect(&unsettled_uri).await.map_err(|e| described(&e))?;
-            let row = client
-                .query_one("SELECT count(*) FROM t", &[])
-                .await
-                .map_err(|e| described(&e))?;
-            Ok::<i64, String>(row.get(0))
-        };
-        match tried.await {
-            Ok(count) => break count,
-            Err(error) => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the unsettled branch was not served once the safekeepers were back: {error}"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let count = count_once_served(
+        &unsettled_uri,
+        std::time::Instant::now() + std::time::Duration::from_secs(30),
+        &log,
+        "the unsettled branch was not served once the safekeepers were back",
+    )
+    .await;
     assert_eq!(count, 3, "the branch settled late holds its parent's rows");
 }
 
@@ -353,5 +321,31 @@ fn described(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{}: {} ({:?})", db.severity(), db.message(), db.code()),
         None => format!("{error:?}"),
+    }
+}
+
+/// `SELECT count(*) FROM t` on `uri`, tried every 50 ms until it answers; past `deadline` the test fails with
+/// `what`, the last error and the API's log (`log`), last lines first.
+async fn count_once_served(uri: &str, deadline: std::time::Instant, log: &std::path::Path, what: &str) -> i64 {
+    loop {
+        let tried = async {
+            let client = connect(uri).await.map_err(|e| described(&e))?;
+            let row = client
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .map_err(|e| described(&e))?;
+            Ok::<i64, String>(row.get(0))
+        };
+        match tried.await {
+            Ok(count) => return count,
+            Err(error) => {
+                if std::time::Instant::now() >= deadline {
+                    let log = std::fs::read_to_string(log).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                    panic!("{what}: {error}\nthe API's log, last lines first:\n{}", tail.join("\n"));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
     }
 }

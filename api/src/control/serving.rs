@@ -82,9 +82,8 @@ impl Control {
     /// here (deleted, suspended, placed elsewhere: whatever serves it next settles again); after the last try the
     /// branches wait for the next serve (a restart, a resume).
     fn settle_later(&self, database_id: &str, unsettled: Vec<String>) {
-        let Some(control) = self.me.upgrade() else {
-            return;
-        };
+        // The task holds the control plane only while it tries, so a shutdown is not held up by its waits.
+        let me = self.me.clone();
         let database_id = database_id.to_owned();
         {
             let mut settling = self.settling.lock();
@@ -99,6 +98,9 @@ impl Control {
             for _ in 0..SETTLE_RETRY_ATTEMPTS {
                 tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
                 wait_ms = (wait_ms * 2).min(SETTLE_RETRY_MAX_MS);
+                let Some(control) = me.upgrade() else {
+                    return;
+                };
                 let tried: Vec<String> = control
                     .settling
                     .lock()
@@ -128,6 +130,9 @@ impl Control {
                     }
                 }
             }
+            let Some(control) = me.upgrade() else {
+                return;
+            };
             let left = control.settling.lock().remove(&database_id);
             tracing::warn!(database = %database_id, branches = ?left, "branches whose creation could not be settled are not served until the database is served again");
         });

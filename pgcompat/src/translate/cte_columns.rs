@@ -221,7 +221,8 @@ fn relations_of<'a>(
         .then_some(relations)
 }
 
-fn merges_columns(operator: &JoinOperator) -> bool {
+/// Whether a join's `*` merges columns of its two sides (`USING`, `NATURAL`): its width is not theirs summed.
+pub(super) fn merges_columns(operator: &JoinOperator) -> bool {
     let constraint = match operator {
         JoinOperator::Join(c)
         | JoinOperator::Inner(c)

@@ -439,28 +439,15 @@ pub(super) fn item_types(typer: &Typer<'_>, items: &[SelectItem]) -> Vec<Option<
 /// `NATURAL` (its `*` merges columns), or a relation of unknown width. The caller checks the width against the
 /// prepared statement's.
 fn wildcard_item_types(typer: &Typer<'_>, select: &sqlparser::ast::Select) -> Option<Vec<Option<PgType>>> {
-    use sqlparser::ast::{JoinConstraint, JoinOperator, SelectItemQualifiedWildcardKind};
+    use sqlparser::ast::SelectItemQualifiedWildcardKind;
     // Each relation of the FROM list in order: the name a qualifier uses, and its columns' types.
     let mut relations: Vec<(String, Vec<Option<PgType>>)> = Vec::new();
     for from in &select.from {
         for (factor, join) in
             std::iter::once((&from.relation, None)).chain(from.joins.iter().map(|j| (&j.relation, Some(j))))
         {
-            if let Some(join) = join {
-                let constraint = match &join.join_operator {
-                    JoinOperator::Join(c)
-                    | JoinOperator::Inner(c)
-                    | JoinOperator::Left(c)
-                    | JoinOperator::LeftOuter(c)
-                    | JoinOperator::Right(c)
-                    | JoinOperator::RightOuter(c)
-                    | JoinOperator::FullOuter(c) => Some(c),
-                    JoinOperator::CrossJoin(_) => None,
-                    _ => return None,
-                };
-                if matches!(constraint, Some(JoinConstraint::Using(_) | JoinConstraint::Natural)) {
-                    return None;
-                }
+            if join.is_some_and(|join| super::cte_columns::merges_columns(&join.join_operator)) {
+                return None;
             }
             let (key, columns) = match factor {
                 TableFactor::Table {

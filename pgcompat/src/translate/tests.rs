@@ -98,8 +98,9 @@ fn pg_typeof_keeps_an_aggregate_query_one_row() {
     assert_eq!(row, [Some("bigint".to_owned()), Some("2".to_owned())]);
 }
 
-/// Every row of `sql` after `setup`, each column printed as PostgreSQL prints it.
-fn rows_after(setup: &[&str], sql: &str) -> Vec<Vec<Option<String>>> {
+/// A memory database and its dialect after `setup` (each statement translated and run), and the translation
+/// of `sql` there.
+fn translated_after(setup: &[&str], sql: &str) -> (rusqlite::Connection, crate::Dialect, Translation) {
     let conn = rusqlite::Connection::open_in_memory().expect("memory database");
     let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
     for statement in setup {
@@ -117,7 +118,14 @@ fn rows_after(setup: &[&str], sql: &str) -> Vec<Vec<Option<String>>> {
     let crate::Translated::Statements(list) = &*translated else {
         panic!("not a statement: {sql}");
     };
-    let t = &list[0];
+    let translation = list[0].clone();
+    (conn, dialect, translation)
+}
+
+/// Every row of `sql` after `setup`, each column printed as PostgreSQL prints it.
+fn rows_after(setup: &[&str], sql: &str) -> Vec<Vec<Option<String>>> {
+    let (conn, dialect, translation) = translated_after(setup, sql);
+    let t = &translation;
     let mut stmt = conn
         .prepare(&t.steps[0])
         .unwrap_or_else(|e| panic!("{}: {e}", t.steps[0]));
@@ -699,24 +707,7 @@ fn regtype_arrays_hold_oids_and_print_names() {
 
 /// The translation of `sql` after `setup` (each setup statement translated and run first).
 fn translation_after(setup: &[&str], sql: &str) -> Translation {
-    let conn = rusqlite::Connection::open_in_memory().expect("memory database");
-    let mut dialect = crate::Dialect::new(&conn, "db", "user", 1).expect("installs");
-    for statement in setup {
-        let translated = dialect.translate(&conn, statement).expect("translates");
-        let crate::Translated::Statements(list) = &*translated else {
-            panic!("not a statement: {statement}");
-        };
-        for t in list {
-            for step in &t.steps {
-                conn.execute_batch(step).expect("runs");
-            }
-        }
-    }
-    let translated = dialect.translate(&conn, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let crate::Translated::Statements(list) = &*translated else {
-        panic!("not a statement: {sql}");
-    };
-    list[0].clone()
+    translated_after(setup, sql).2
 }
 
 #[test]
