@@ -42,6 +42,9 @@ pub fn is_internal_table(name: &str) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct TableTypes {
     columns: Vec<(String, PgType)>,
+    /// Each recorded column's PostgreSQL column number (SQLite's `cid + 1`), `None` if the table has no such
+    /// column now (a row of the type catalog left behind).
+    attnums: Vec<Option<i16>>,
 }
 
 impl TableTypes {
@@ -57,6 +60,22 @@ impl TableTypes {
     pub fn columns(&self) -> &[(String, PgType)] {
         &self.columns
     }
+
+    /// The PostgreSQL column number (`pg_attribute.attnum`, from 1) of a recorded column.
+    pub fn attnum(&self, name: &str) -> Option<i16> {
+        let index = self.columns.iter().position(|(c, _)| c.eq_ignore_ascii_case(name))?;
+        self.attnums.get(index).copied().flatten()
+    }
+}
+
+/// Where a result column comes from in PostgreSQL's terms: the OID of its table (`pg_class.oid`) and its
+/// column number (`pg_attribute.attnum`), what a RowDescription carries for a column that is a table's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnOrigin {
+    /// The table's OID, as `pg_class` shows it.
+    pub table_oid: u32,
+    /// The column's number, from 1.
+    pub attnum: i16,
 }
 
 /// What the translator needs to know of a sequence (its state is read where it is used).
@@ -85,6 +104,9 @@ pub struct Catalog {
     schemas: Arc<Vec<crate::schemas::SchemaEntry>>,
     /// The SQLite names (lower case) of every table, view and index, with SQLite's type of each.
     relations: Arc<HashMap<String, String>>,
+    /// The `sqlite_schema` rowid of every table, by SQLite name (lower case): its OID's source (see
+    /// `pg_catalog`'s module doc).
+    table_rowids: Arc<HashMap<String, i64>>,
     /// The session's effective `search_path` (existing schemas, in order), set before each translation;
     /// `None`: never set, PostgreSQL's default (`public`).
     search_path: Option<Arc<Vec<String>>>,
@@ -144,6 +166,21 @@ impl Catalog {
     /// The type of `table.column`, if recorded.
     pub fn column_type(&self, table: &str, column: &str) -> Option<PgType> {
         self.table(table).and_then(|t| t.column(column))
+    }
+
+    /// The OID and column number `pg_class` and `pg_attribute` show for `table.column` (SQLite names of the
+    /// main database), if it is a recorded column of a table of the client's (not the layer's).
+    pub fn column_origin(&self, table: &str, column: &str) -> Option<ColumnOrigin> {
+        if is_internal_table(table) {
+            return None;
+        }
+        let rowid = *self.table_rowids.get(&table.to_ascii_lowercase())?;
+        let attnum = self.table(table)?.attnum(column)?;
+        let oid = crate::pg_catalog::RELATION_OID_BASE.checked_add(rowid.checked_mul(64)?)?;
+        Some(ColumnOrigin {
+            table_oid: u32::try_from(oid).ok()?,
+            attnum,
+        })
     }
 
     /// The sequence of this name (compared as SQLite compares names, ASCII case-insensitively).
@@ -322,7 +359,7 @@ impl Catalog {
         if exists.is_some() {
             // In each table's own column order (`SELECT *`'s, and PostgreSQL's attnum order), not the key's.
             let mut stmt = conn.prepare_cached(
-                "SELECT c.table_name, c.column_name, c.type FROM _cambium_columns AS c \
+                "SELECT c.table_name, c.column_name, c.type, p.cid FROM _cambium_columns AS c \
                  LEFT JOIN pragma_table_info(c.table_name) AS p ON p.name = c.column_name COLLATE NOCASE \
                  ORDER BY c.table_name, p.cid",
             )?;
@@ -331,13 +368,12 @@ impl Catalog {
                 let table: String = row.get(0)?;
                 let column: String = row.get(1)?;
                 let text: String = row.get(2)?;
+                let cid: Option<i64> = row.get(3)?;
                 // A type this version does not know is left untyped (its values decide), never an error.
                 if let Some(ty) = PgType::from_catalog(&text) {
-                    tables
-                        .entry(table.to_ascii_lowercase())
-                        .or_default()
-                        .columns
-                        .push((column, ty));
+                    let entry = tables.entry(table.to_ascii_lowercase()).or_default();
+                    entry.columns.push((column, ty));
+                    entry.attnums.push(cid.and_then(|cid| i16::try_from(cid + 1).ok()));
                 }
             }
         }
@@ -347,12 +383,18 @@ impl Catalog {
         let enums = Arc::new(EnumCatalog::load(conn)?);
         let schemas = Arc::new(crate::schemas::load(conn)?);
         let mut relations = HashMap::new();
-        let mut stmt =
-            conn.prepare_cached("SELECT name, type FROM main.sqlite_schema WHERE type IN ('table', 'view', 'index')")?;
+        let mut table_rowids = HashMap::new();
+        let mut stmt = conn.prepare_cached(
+            "SELECT name, type, rowid FROM main.sqlite_schema WHERE type IN ('table', 'view', 'index')",
+        )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let name: String = row.get(0)?;
-            relations.insert(name.to_ascii_lowercase(), row.get::<_, String>(1)?);
+            let name = row.get::<_, String>(0)?.to_ascii_lowercase();
+            let kind: String = row.get(1)?;
+            if kind == "table" {
+                table_rowids.insert(name.clone(), row.get::<_, i64>(2)?);
+            }
+            relations.insert(name, kind);
         }
         Ok(Catalog {
             schema_version,
@@ -363,6 +405,7 @@ impl Catalog {
             enums,
             schemas,
             relations: Arc::new(relations),
+            table_rowids: Arc::new(table_rowids),
             search_path: None,
             sequence_defaults: Arc::default(),
         })

@@ -440,6 +440,32 @@ impl Dialect {
             })
             .collect()
     }
+
+    /// Each result column's table OID and column number as PostgreSQL's RowDescription gives them, `None` where
+    /// it gives zeros: only for a translated plain query of tables ([`Translation::column_origins`]), and only
+    /// for a column that is a column of a table of the main database (not an expression, not a TEMP table's,
+    /// not the layer's own), which SQLite's column metadata traces through subqueries and CTEs as PostgreSQL
+    /// does. The catalog must be the one the statement was translated against.
+    pub fn column_origins(
+        &self,
+        stmt: &Statement<'_>,
+        translation: Option<&Translation>,
+    ) -> Vec<Option<catalog::ColumnOrigin>> {
+        let count = stmt.column_count();
+        if !translation.is_some_and(|t| t.column_origins) {
+            return vec![None; count];
+        }
+        // The names SQLite gives are those of the schema, made from the layer's UTF-8 statements.
+        stmt.columns_with_metadata()
+            .iter()
+            .map(|meta| {
+                if meta.database_name()? != "main" {
+                    return None;
+                }
+                self.catalog.column_origin(meta.table_name()?, meta.origin_name()?)
+            })
+            .collect()
+    }
 }
 
 /// Whether a statement text is only transaction control (`BEGIN`, `COMMIT`, `ROLLBACK`, savepoints), which

@@ -207,6 +207,36 @@ impl PgType {
         self.modifier
     }
 
+    /// PostgreSQL's `pg_type.typlen`: the width of a fixed-width type in bytes, -1 for a variable-width
+    /// one (every array).
+    pub fn type_length(self) -> i16 {
+        if self.array {
+            return -1;
+        }
+        match self.base {
+            Base::Bool | Base::Char => 1,
+            Base::Int2 => 2,
+            Base::Int4 | Base::Oid | Base::Regclass | Base::Float4 | Base::Date | Base::Enum(_) => 4,
+            Base::Int8 | Base::Float8 | Base::Time | Base::Timestamp | Base::Timestamptz => 8,
+            Base::Timetz => 12,
+            Base::Interval | Base::Uuid => 16,
+            Base::Name => 64,
+            Base::Numeric | Base::Text | Base::Varchar | Base::Bpchar | Base::Bytea | Base::Json | Base::Jsonb => -1,
+        }
+    }
+
+    /// PostgreSQL's type modifier (`atttypmod`) of the type: -1 without one, `n + 4` for `varchar(n)` and
+    /// `char(n)`, `(precision << 16 | scale) + 4` for `numeric(p, s)`, the precision of a time type.
+    pub fn type_modifier(self) -> i32 {
+        let packed = match (self.base, self.modifier) {
+            (Base::Varchar | Base::Bpchar, Modifier::Length(n)) => i64::from(n) + 4,
+            (_, Modifier::Length(n)) => i64::from(n),
+            (_, Modifier::Numeric { precision, scale }) => ((i64::from(precision) << 16) | i64::from(scale)) + 4,
+            (_, Modifier::None) => -1,
+        };
+        i32::try_from(packed).unwrap_or(-1)
+    }
+
     /// PostgreSQL's OID of the type (arrays: the array type's OID).
     pub fn oid(self) -> u32 {
         let (scalar, array) = match self.base {

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 
 use pgcompat::translate::cursor::CursorMove;
-use pgcompat::PgType;
 use rusqlite::types::Value;
 
 use super::error::{SqlError, OBJECT_NOT_IN_PREREQUISITE_STATE, PROGRAM_LIMIT_EXCEEDED};
+use super::exec::Columns;
 
 /// Most cursors one session keeps open.
 pub(crate) const CURSORS_MAX: usize = 256;
@@ -24,7 +24,7 @@ const DUPLICATE_CURSOR: &str = "42P03";
 
 /// One open cursor.
 pub(crate) struct Cursor {
-    pub(crate) columns: Vec<(String, PgType)>,
+    pub(crate) columns: Columns,
     rows: Vec<Vec<Value>>,
     /// 0 before the first row, `rows.len() + 1` after the last.
     position: usize,
@@ -42,12 +42,7 @@ pub(crate) struct Cursor {
 
 impl Cursor {
     /// A cursor over `rows`, before its first row.
-    pub(crate) fn new(
-        columns: Vec<(String, PgType)>,
-        rows: Vec<Vec<Value>>,
-        scroll: Option<bool>,
-        hold: bool,
-    ) -> Cursor {
+    pub(crate) fn new(columns: Columns, rows: Vec<Vec<Value>>, scroll: Option<bool>, hold: bool) -> Cursor {
         assert!(
             rows.iter().all(|row| row.len() == columns.len()),
             "every row has one value per column ({})",
@@ -228,7 +223,12 @@ mod tests {
 
     fn numbers(count: i64, scroll: Option<bool>) -> Cursor {
         let rows = (1..=count).map(|n| vec![Value::Integer(n)]).collect();
-        Cursor::new(vec![("n".to_owned(), PgType::INT8)], rows, scroll, false)
+        Cursor::new(
+            vec![super::super::exec::Column::computed("n", pgcompat::PgType::INT8)],
+            rows,
+            scroll,
+            false,
+        )
     }
 
     fn fetch(cursor: &mut Cursor, direction: CursorMove) -> Vec<i64> {

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use pgcompat::catalog::ColumnOrigin;
 use pgcompat::value::OutputStyle;
 use pgcompat::PgType;
 use pgwire::api::portal::Format;
@@ -82,6 +83,8 @@ pub(crate) struct Typing<'a> {
     pub(crate) known: Vec<Option<PgType>>,
     /// The types a Describe gave the client, so execution agrees.
     pub(crate) hints: Option<&'a [PgType]>,
+    /// Per column, the table column it is (`Dialect::column_origins`); empty: none known.
+    pub(crate) origins: Vec<Option<ColumnOrigin>>,
     /// The session's zone and display parameters, for printing.
     pub(crate) style: &'a OutputStyle,
 }
@@ -235,8 +238,30 @@ pub(crate) fn execute(
     rows_outcome(columns, &values, format, kind, typing.style)
 }
 
-/// Result columns: each one's name and PostgreSQL type.
-pub(crate) type Columns = Vec<(String, PgType)>;
+/// One result column as a RowDescription describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Column {
+    /// Its name.
+    pub(crate) name: String,
+    /// Its PostgreSQL type.
+    pub(crate) ty: PgType,
+    /// The table column it is (table OID, column number), `None` where PostgreSQL sends zeros.
+    pub(crate) origin: Option<ColumnOrigin>,
+}
+
+impl Column {
+    /// A column that is no table's (an expression, a command's own output).
+    pub(crate) fn computed(name: impl Into<String>, ty: PgType) -> Column {
+        Column {
+            name: name.into(),
+            ty,
+            origin: None,
+        }
+    }
+}
+
+/// Result columns, in order.
+pub(crate) type Columns = Vec<Column>;
 
 /// Runs a bound statement that returns rows: its columns, typed as `typing` says (else by the declared
 /// type, else by the values), and every row (bounded by [`RESULT_ROWS_MAX`] and [`RESULT_BYTES_MAX`]).
@@ -247,7 +272,7 @@ pub(crate) fn query_values(
     let names = names(stmt);
     let declared = declared_types(stmt);
     let values = collect_rows(stmt, names.len())?;
-    let columns: Vec<(String, PgType)> = names
+    let columns: Columns = names
         .into_iter()
         .zip(declared)
         .enumerate()
@@ -260,7 +285,11 @@ pub(crate) fn query_values(
                 .or_else(|| typing.hints.and_then(|h| h.get(i).copied()))
                 .or(declared)
                 .unwrap_or_else(|| types::type_of_values(values.iter().map(|row| &row[i])));
-            (name, ty)
+            Column {
+                name,
+                ty,
+                origin: typing.origins.get(i).copied().flatten(),
+            }
         })
         .collect();
     Ok((columns, values))
@@ -268,14 +297,14 @@ pub(crate) fn query_values(
 
 /// Rows of the given columns as an outcome with its tag.
 pub(crate) fn rows_outcome(
-    columns: Vec<(String, PgType)>,
+    columns: Columns,
     values: &[Vec<Value>],
     format: &Format,
     kind: &Kind,
     style: &OutputStyle,
 ) -> Result<Outcome, SqlError> {
     let fields = Arc::new(types::fields(&columns, format));
-    let column_types: Vec<PgType> = columns.iter().map(|(_, t)| *t).collect();
+    let column_types: Vec<PgType> = columns.iter().map(|column| column.ty).collect();
     let formats: Vec<FieldFormat> = (0..columns.len()).map(|i| format.format_for(i)).collect();
     let rows = values
         .iter()

@@ -16,6 +16,7 @@ use pgwire::messages::data::DataRow;
 use rusqlite::types::Value;
 
 use super::error::{SqlError, INVALID_TEXT_REPRESENTATION};
+use super::exec::Column;
 
 /// The type for a declared SQLite column type, by SQLite's affinity rules
 /// (<https://sqlite.org/datatype3.html#determination_of_column_affinity>). `None` for NUMERIC affinity
@@ -71,12 +72,30 @@ pub(crate) fn wire_type(ty: PgType) -> Type {
     })
 }
 
-/// Field descriptions for result columns of the given types, in the client's requested formats.
-pub(crate) fn fields(columns: &[(String, PgType)], format: &Format) -> Vec<FieldInfo> {
+/// Field descriptions for result columns, in the client's requested formats: each one's name, type (its OID,
+/// `typlen` and modifier), and the table OID and column number of the table column it is (zeros for an
+/// expression, as PostgreSQL sends).
+pub(crate) fn fields(columns: &[Column], format: &Format) -> Vec<FieldInfo> {
     columns
         .iter()
         .enumerate()
-        .map(|(index, (name, ty))| FieldInfo::new(name.clone(), None, None, wire_type(*ty), format.format_for(index)))
+        .map(|(index, column)| {
+            // An OID travels as the 32 bits of an unsigned integer; pgwire's field is signed.
+            let table = column.origin.map(|o| i32::from_ne_bytes(o.table_oid.to_ne_bytes()));
+            let number = column.origin.map(|o| o.attnum);
+            FieldInfo::new(
+                column.name.clone(),
+                table,
+                number,
+                wire_type(column.ty),
+                format.format_for(index),
+            )
+            .with_type_size(column.ty.type_length())
+            // A table column's modifier (`varchar(20)`) is its attribute's, as PostgreSQL sends it. An
+            // expression's follows rules of its own in PostgreSQL (a `coalesce` of a `varchar(20)` and a literal
+            // has none), which the types here do not model: -1, "none", as before.
+            .with_type_modifier(column.origin.map_or(-1, |_| column.ty.type_modifier()))
+        })
         .collect()
 }
 

@@ -98,7 +98,7 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
         "SELECT x.*, 'CREATE ' || CASE WHEN x.isunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || _pgc_ident(x.bare) || \
          ' ON ' || _pgc_ident(x.nsp) || '.' || _pgc_ident(x.tblbare) || ' USING btree (' || \
          coalesce(_pgc_index_keys(x.sql), (SELECT group_concat(_pgc_ident(e.value), ', ') FROM json_each(x.cols) e) || ')') AS indexdef, \
-         (SELECT group_concat(c.attnum, ' ' ORDER BY e.key) FROM json_each(x.cols) e JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey, \
+         (SELECT group_concat(coalesce(c.attnum, 0), ' ' ORDER BY e.key) FROM json_each(x.cols) e LEFT JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indkey, \
          (SELECT group_concat(_pgc_key_opclass(c.typid), ' ' ORDER BY e.key) FROM json_each(x.cols) e LEFT JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indclass, \
          (SELECT group_concat(CASE WHEN c.typid IN (25, 1042, 1043) THEN 100 WHEN c.typid = 19 THEN 950 ELSE 0 END, ' ' ORDER BY e.key) FROM json_each(x.cols) e LEFT JOIN _pgc_cols c ON c.rid = x.rid AND c.attname = e.value COLLATE NOCASE) AS indcollation, \
          coalesce((SELECT group_concat(CASE WHEN xi.\"desc\" THEN 3 ELSE 0 END, ' ' ORDER BY xi.seqno) FROM pragma_index_xinfo(x.name, 'main') xi WHERE xi.key), \
@@ -136,7 +136,9 @@ pub(super) const LOOKUPS: &[(&str, &str)] = &[
     ),
     (
         "indexdefs",
-        "SELECT oid AS _pgc_oid, indexdef AS _pgc_def FROM _pgc_idx2",
+        // `_pgc_keys`: the key columns' names (a JSON array, null for an expression key); `_pgc_sql` the
+        // `CREATE INDEX` text of an index made by one (not a constraint's).
+        "SELECT oid AS _pgc_oid, indexdef AS _pgc_def, cols AS _pgc_keys, sql AS _pgc_sql FROM _pgc_idx2",
     ),
     (
         "condefs",

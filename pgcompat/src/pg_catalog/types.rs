@@ -15,25 +15,19 @@ pub(super) fn type_rows() -> String {
     for base in Base::ALL {
         let scalar = PgType::new(base);
         let array = scalar.array();
-        let (len, byval, category) = match base {
-            Base::Bool => (1, 1, 'B'),
-            Base::Int2 => (2, 1, 'N'),
-            Base::Int4 | Base::Oid | Base::Regclass => (4, 1, 'N'),
-            Base::Int8 => (8, 1, 'N'),
-            Base::Float4 => (4, 1, 'N'),
-            Base::Float8 => (8, 1, 'N'),
-            Base::Numeric => (-1, 0, 'N'),
-            Base::Text | Base::Varchar | Base::Bpchar => (-1, 0, 'S'),
-            Base::Name => (64, 0, 'S'),
-            Base::Date => (4, 1, 'D'),
-            Base::Time | Base::Timestamp | Base::Timestamptz => (8, 1, 'D'),
-            Base::Timetz => (12, 0, 'D'),
-            Base::Interval => (16, 0, 'T'),
-            Base::Uuid => (16, 0, 'U'),
-            Base::Bytea | Base::Json | Base::Jsonb => (-1, 0, 'U'),
-            Base::Char => (1, 1, 'Z'),
+        let len = scalar.type_length();
+        let (byval, category) = match base {
+            Base::Bool => (1, 'B'),
+            Base::Int2 | Base::Int4 | Base::Oid | Base::Regclass | Base::Int8 | Base::Float4 | Base::Float8 => (1, 'N'),
+            Base::Numeric => (0, 'N'),
+            Base::Text | Base::Varchar | Base::Bpchar | Base::Name => (0, 'S'),
+            Base::Date | Base::Time | Base::Timestamp | Base::Timestamptz => (1, 'D'),
+            Base::Timetz => (0, 'D'),
+            Base::Interval => (0, 'T'),
+            Base::Uuid | Base::Bytea | Base::Json | Base::Jsonb => (0, 'U'),
+            Base::Char => (1, 'Z'),
             // Not among `Base::ALL`: enum types' rows come from the database's enums.
-            Base::Enum(_) => (4, 1, 'E'),
+            Base::Enum(_) => (1, 'E'),
         };
         let collation = if matches!(base, Base::Text | Base::Varchar | Base::Bpchar | Base::Name) {
             100

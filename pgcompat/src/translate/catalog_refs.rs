@@ -231,8 +231,14 @@ pub(crate) fn name_as_text(expr: &Expr) -> Option<Expr> {
 pub(crate) fn rewrite_call(name: &str, args: &[&Expr]) -> Option<Expr> {
     let sql = match (name, args) {
         ("pg_get_indexdef", [oid]) => format!("(SELECT _pgc_def FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"),
-        ("pg_get_indexdef", [oid, column, _pretty]) => format!(
-            "(SELECT CASE WHEN {column} = 0 THEN replace(_pgc_def, ' ON public.', ' ON ') END \
+        // Column k > 0: that key, a column's name as an identifier or an expression's text; '' past the last.
+        // Pretty, names are as the search path shows them (the table without `public.`).
+        ("pg_get_indexdef", [oid, column, pretty]) => format!(
+            "(SELECT CASE WHEN {column} = 0 THEN CASE WHEN {pretty} THEN replace(_pgc_def, ' ON public.', ' ON ') \
+             ELSE _pgc_def END \
+             WHEN {column} BETWEEN 1 AND json_array_length(_pgc_keys) \
+             THEN coalesce(_pgc_ident(json_extract(_pgc_keys, '$[' || ({column} - 1) || ']')), \
+             _pgc_index_key(_pgc_sql, {column})) ELSE '' END \
              FROM _pgc_indexdefs WHERE _pgc_oid = {oid})"
         ),
         ("pg_get_function_result", [oid]) => format!("(SELECT _pgc_result FROM _pgc_fnlookups WHERE _pgc_oid = {oid})"),

@@ -46,6 +46,7 @@ pub(crate) fn ddl(tag: &str, mut steps: Vec<String>) -> Translation {
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: false,
     }
 }
 
@@ -616,5 +617,6 @@ pub(crate) fn create_view(catalog: &Catalog, view: &mut CreateView) -> Result<Tr
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: false,
     })
 }

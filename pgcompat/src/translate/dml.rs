@@ -9,6 +9,8 @@ pub(super) struct DmlRewrite {
     columns: Option<Vec<Option<PgType>>>,
     params: Vec<Option<PgType>>,
     uses_now: bool,
+    /// See [`Translation::column_origins`].
+    column_origins: bool,
 }
 
 impl DmlRewrite {
@@ -26,6 +28,7 @@ impl DmlRewrite {
             captures: Vec::new(),
             bound: None,
             notices: Vec::new(),
+            column_origins: self.column_origins,
         }
     }
 }
@@ -82,6 +85,7 @@ pub(super) fn rewrite_update_statement(
         columns,
         params: rewriter.params,
         uses_now: rewriter.uses_now,
+        column_origins: from.is_empty() && returning_origins(catalog, &table, update.returning.as_deref()),
     })
 }
 
@@ -132,6 +136,8 @@ pub(super) fn rewrite_delete_statement(
         columns,
         params: rewriter.params,
         uses_now: rewriter.uses_now,
+        // `USING` became a subquery of the condition: the RETURNING list reads the target alone.
+        column_origins: returning_origins(catalog, &table, delete.returning.as_deref()),
     })
 }
 
@@ -252,7 +258,15 @@ pub(super) fn translate_insert(
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: returning_origins(catalog, &table, insert.returning.as_deref()),
     })
+}
+
+/// Whether SQLite's origins of a RETURNING list's columns are PostgreSQL's: the list of a statement on a table
+/// (not a view) without scalar subqueries (PostgreSQL gives those none).
+fn returning_origins(catalog: &Catalog, table: &str, returning: Option<&[SelectItem]>) -> bool {
+    returning.is_some_and(|items| !super::select::items_select_subquery(items))
+        && catalog.relation_kind(table) == Some("table")
 }
 
 /// 42601 for VALUES rows wider than the target columns, or narrower than a column list given.

@@ -114,6 +114,7 @@ pub(super) fn refresh(
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: false,
     })
 }
 

@@ -14,6 +14,7 @@ pub(crate) mod dependents;
 pub(crate) mod distinct_on;
 mod dml;
 pub(crate) mod enums;
+mod expand_array;
 mod explain;
 pub(crate) mod expr;
 pub(crate) mod grouping_sets;
@@ -80,6 +81,11 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
     let dialect = PostgreSqlDialect {};
     let tokens = Tokenizer::new(&dialect, sql).tokenize_with_location();
     let first_word = tokens.as_ref().ok().and_then(|tokens| first_word(tokens));
+    let expands_arrays = tokens.as_ref().is_ok_and(|tokens| {
+        tokens
+            .iter()
+            .any(|t| matches!(&t.token, Token::Word(w) if w.value.eq_ignore_ascii_case("_pg_expandarray")))
+    });
     let is = |word: &str| first_word.is_some_and(|first| first.eq_ignore_ascii_case(word));
     if is("fetch") || is("move") {
         if let Some(fetch) = cursor::parse_fetch(sql) {
@@ -102,7 +108,7 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             .with_tokens_with_locations(tokens)
             .parse_statements()
     });
-    let statements = match parsed {
+    let mut statements = match parsed {
         Ok(statements) => statements,
         Err(_) => {
             if let Some(refused) = maintenance::refused_in_a_batch(sql) {
@@ -117,6 +123,13 @@ pub fn translate(conn: &Connection, catalog: &Catalog, sql: &str) -> Result<Tran
             });
         }
     };
+    if expands_arrays {
+        for statement in &mut statements {
+            if let Statement::Query(query) = statement {
+                expand_array::rewrite(query)?;
+            }
+        }
+    }
     if statements.len() > 1 && statements.iter().any(|s| matches!(s, Statement::Vacuum(_))) {
         // One implicit transaction block, which VACUUM refuses (a lone one is read by `maintenance` above).
         return Err(maintenance::in_a_transaction_block());

@@ -124,6 +124,7 @@ pub(super) fn translate(conn: &Connection, catalog: &Catalog, mut query: Query) 
         captures,
         bound: None,
         notices: Vec::new(),
+        column_origins: false,
     })
 }
 

@@ -41,6 +41,7 @@ fn steps(tag: &str, steps: Vec<String>) -> Translation {
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: false,
     }
 }
 

@@ -15,6 +15,9 @@ pub(super) fn translate_query(
     if let Some(translation) = statement_with_queries(conn, catalog, query)? {
         return Ok(translation);
     }
+    // Before the passes, which may make a set operation of a plain query (grouping sets) or the other way round.
+    let is_set_operation = is_set_operation(query.body.as_ref());
+    let selects_subquery = selects_subquery(query.body.as_ref());
     expand_table_form(query)?;
     tablesample::rewrite(query)?;
     // Row locks: SQLite transactions are serializable and a writer excludes every other writer, so
@@ -51,7 +54,42 @@ pub(super) fn translate_query(
         captures: Vec::new(),
         bound: None,
         notices: Vec::new(),
+        column_origins: !is_set_operation && !selects_subquery && !rewriter.reads_view,
     })
+}
+
+/// Whether a query's SELECT list holds a scalar subquery (see [`items_select_subquery`]).
+fn selects_subquery(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::Select(select) => items_select_subquery(&select.projection),
+        SetExpr::Query(inner) => selects_subquery(inner.body.as_ref()),
+        _ => false,
+    }
+}
+
+/// Whether a SELECT or RETURNING list holds a scalar subquery: PostgreSQL gives such a column no origin,
+/// SQLite the subquery's column's.
+pub(super) fn items_select_subquery(items: &[SelectItem]) -> bool {
+    fn is_subquery(expr: &Expr) -> bool {
+        match expr {
+            Expr::Subquery(_) => true,
+            Expr::Nested(inner) => is_subquery(inner),
+            _ => false,
+        }
+    }
+    items.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => is_subquery(expr),
+        _ => false,
+    })
+}
+
+/// Whether a query's body is a set operation (`UNION`, `INTERSECT`, `EXCEPT`), through parentheses.
+fn is_set_operation(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::SetOperation { .. } => true,
+        SetExpr::Query(inner) => is_set_operation(inner.body.as_ref()),
+        _ => false,
+    }
 }
 
 /// `WITH q AS (…) INSERT|UPDATE|DELETE …` (its WITH plain queries): the statement translated as it is alone,

@@ -429,6 +429,17 @@ fn json_each_item(
         "SELECT * FROM json_each({source}) AS {}",
         quote_ident(&sqlite_alias)
     ))?;
+    // A column's expression stands where its references were: an operator's in parentheses, so that an
+    // operator around the reference binds as written (`ordinality || 'x'` is not `key + (1 || 'x')`).
+    let columns = columns
+        .into_iter()
+        .map(|mut column| {
+            if matches!(column.expr, Expr::BinaryOp { .. } | Expr::UnaryOp { .. }) {
+                column.expr = Expr::Nested(Box::new(column.expr));
+            }
+            column
+        })
+        .collect();
     Ok((
         factor,
         FunctionTable {

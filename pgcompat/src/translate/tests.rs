@@ -812,3 +812,36 @@ fn move_forward_reads_the_portal_name_and_count() {
         assert_eq!(move_forward(other), None, "{other}");
     }
 }
+
+#[test]
+fn the_origins_of_result_columns_are_offered_only_where_postgresql_gives_them() {
+    let setup = [
+        "CREATE TABLE t (id int PRIMARY KEY, v varchar(20))",
+        "CREATE TABLE u (id int PRIMARY KEY)",
+        "CREATE VIEW tv AS SELECT id, v FROM t",
+    ];
+    for (sql, offered) in [
+        ("SELECT id, v FROM t", true),
+        ("SELECT s.v FROM (SELECT v FROM t) s", true),
+        ("WITH q AS (SELECT v FROM t) SELECT v FROM q", true),
+        ("SELECT id FROM t UNION SELECT id FROM u", false),
+        ("(SELECT id FROM t) EXCEPT (SELECT id FROM u)", false),
+        ("SELECT (SELECT v FROM t LIMIT 1)", false),
+        ("SELECT v FROM tv", false),
+        ("SELECT t.v FROM t JOIN (SELECT id FROM tv) w ON w.id = t.id", false),
+        ("INSERT INTO u VALUES (1) RETURNING id", true),
+        ("INSERT INTO u VALUES (1) RETURNING (SELECT max(v) FROM t)", false),
+        ("UPDATE t SET v = 'x' RETURNING v", true),
+        ("UPDATE t SET v = 'x' FROM u WHERE u.id = t.id RETURNING t.v", false),
+        ("DELETE FROM t RETURNING id", true),
+        ("DELETE FROM t", false),
+    ] {
+        assert_eq!(translation_after(&setup, sql).column_origins, offered, "{sql}");
+    }
+    // PostgreSQL has no max(varchar): the aggregate is max(text).
+    let t = translation_after(&setup, "SELECT max(v), min(v), max(id) FROM t");
+    assert_eq!(
+        t.columns,
+        Some(vec![Some(PgType::TEXT), Some(PgType::TEXT), Some(PgType::INT4)])
+    );
+}

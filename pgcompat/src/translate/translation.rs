@@ -155,6 +155,11 @@ pub struct Translation {
     /// (`table "t" does not exist, skipping`), an `IF NOT EXISTS` that finds the object. They follow from the
     /// catalog the statement was translated against, as the rest of the translation does.
     pub notices: Vec<String>,
+    /// Whether the result columns' origins SQLite reports (`sqlite3_column_table_name`, through subqueries and
+    /// CTEs) are the ones PostgreSQL's RowDescription gives: a plain query of tables. Not for a set operation
+    /// (PostgreSQL gives none; SQLite its first branch's) or a query that reads a view (PostgreSQL gives the
+    /// view's; SQLite its table's), nor for any other statement.
+    pub column_origins: bool,
 }
 
 /// A step with integer literals moved out of its text into parameters (see [`Translation::bound`]).
@@ -197,6 +202,7 @@ impl Translation {
             captures: Vec::new(),
             bound: None,
             notices: Vec::new(),
+            column_origins: false,
         }
     }
 }

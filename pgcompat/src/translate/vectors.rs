@@ -36,6 +36,10 @@ pub(crate) fn is_vector(typer: &Typer<'_>, expr: &Expr) -> bool {
     let Some(table) = typer.table_named(qualifier) else {
         return false;
     };
+    // A derived table or CTE that passes one through.
+    if let Some(cte) = typer.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(table)) {
+        return cte.vectors.iter().any(|v| v.eq_ignore_ascii_case(&column.value));
+    }
     let table = table.strip_prefix(crate::pg_catalog::VIEW_PREFIX).unwrap_or(table);
     VECTOR_COLUMNS
         .iter()

@@ -182,6 +182,17 @@ public class JdbcCheck {
                     }
                     expect("column types", names, List.of("serial", "int4", "int8", "float8", "text", "bytea", "bool",
                             "timestamp", "timestamptz", "date", "time", "numeric", "uuid", "_int4", "_text", "jsonb"));
+                    // From the RowDescription's table OID, column number and type modifier.
+                    expect("serial is auto-increment", md.isAutoIncrement(1), true);
+                    expect("int is not", md.isAutoIncrement(2), false);
+                    expect("numeric(12,4) precision", md.getPrecision(12), 12);
+                    expect("numeric(12,4) scale", md.getScale(12), 4);
+                    expect("table name", md.getTableName(2), "jdbc_types");
+                    expect("nullable", md.isNullable(1), ResultSetMetaData.columnNoNulls);
+                }
+                try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("SELECT i + 1 AS j FROM jdbc_types")) {
+                    ResultSetMetaData md = rs.getMetaData();
+                    expect("an expression's table", md.getTableName(1), "");
                 }
             }
         }, "connect");
@@ -320,6 +331,16 @@ public class JdbcCheck {
                     rs.next();
                     expect("primary key", rs.getString("COLUMN_NAME"), "id");
                 }
+                // A key of two columns, in the key's order (not the table's).
+                exec(conn, "DROP TABLE IF EXISTS jdbc_pair");
+                exec(conn, "CREATE TABLE jdbc_pair (a int, b int, c text, PRIMARY KEY (b, a))");
+                List<String> keys = new ArrayList<>();
+                try (ResultSet rs = conn.getMetaData().getPrimaryKeys(null, "public", "jdbc_pair")) {
+                    while (rs.next()) {
+                        keys.add(rs.getString("COLUMN_NAME") + rs.getShort("KEY_SEQ") + " " + rs.getString("PK_NAME"));
+                    }
+                }
+                expect("composite primary key", keys, List.of("b1 jdbc_pair_pkey", "a2 jdbc_pair_pkey"));
             }
         }, "metadata_tables");
 
@@ -342,6 +363,19 @@ public class JdbcCheck {
                     }
                 }
                 expect("indexes", indexes, Set.of("jdbc_child_pkey", "jdbc_child_note"));
+                // Each key of an index: its position, column (or expression) and direction.
+                exec(conn, "DROP TABLE IF EXISTS jdbc_keys");
+                exec(conn, "CREATE TABLE jdbc_keys (a int, b text)");
+                exec(conn, "CREATE UNIQUE INDEX jdbc_keys_i ON jdbc_keys (b DESC, a, lower(b))");
+                List<String> keys = new ArrayList<>();
+                try (ResultSet rs = conn.getMetaData().getIndexInfo(null, "public", "jdbc_keys", false, false)) {
+                    while (rs.next()) {
+                        keys.add(rs.getString("INDEX_NAME") + " " + rs.getShort("ORDINAL_POSITION") + " "
+                                + rs.getString("COLUMN_NAME") + " " + rs.getString("ASC_OR_DESC") + " " + rs.getBoolean("NON_UNIQUE"));
+                    }
+                }
+                expect("index keys", keys, List.of("jdbc_keys_i 1 b D false", "jdbc_keys_i 2 a A false",
+                        "jdbc_keys_i 3 lower(b) A false"));
             }
         }, "metadata_tables");
 

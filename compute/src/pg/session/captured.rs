@@ -86,6 +86,7 @@ impl Session {
                     known: self.dialect.column_types(&stmt, Some(translation)),
                     hints,
                     style: &style,
+                    origins: self.dialect.column_origins(&stmt, Some(translation)),
                 };
                 outcome = Some(exec::execute(&mut stmt, params, format, kind, &typing)?);
             } else {

@@ -268,6 +268,7 @@ impl Session {
                     known: self.dialect.column_types(&stmt, Some(&translation)),
                     hints: None,
                     style: &style,
+                    origins: Vec::new(),
                 };
                 exec::query_values(&mut stmt, &typing)
             });
@@ -289,14 +290,14 @@ impl Session {
         }
         let mut data: Vec<Bytes> = Vec::with_capacity(rows.len() + 1);
         let mut header = options.header.then(|| {
-            let names: Vec<String> = columns.iter().map(|(name, _)| name.clone()).collect();
+            let names: Vec<String> = columns.iter().map(|column| column.name.clone()).collect();
             copy::header_line(&names, options)
         });
         for row in &rows {
             let fields: Vec<Option<String>> = row
                 .iter()
                 .zip(&columns)
-                .map(|(value, (_, ty))| match value {
+                .map(|(value, exec::Column { ty, .. })| match value {
                     Value::Null => None,
                     value => Some(pgcompat::value::output_styled(*ty, value, &style).unwrap_or_default()),
                 })
@@ -384,18 +385,14 @@ fn next_values(
 
 /// A query's rows in the binary format: the header with the first row (or alone), one chunk per row; the
 /// end marker is pgwire's (`CopyResponse` in binary appends it).
-fn binary_rows(
-    columns: &[(String, PgType)],
-    rows: &[Vec<Value>],
-    tz: &jiff::tz::TimeZone,
-) -> Result<Vec<Bytes>, SqlError> {
+fn binary_rows(columns: &[exec::Column], rows: &[Vec<Value>], tz: &jiff::tz::TimeZone) -> Result<Vec<Bytes>, SqlError> {
     let mut data: Vec<Bytes> = Vec::with_capacity(rows.len() + 1);
     let mut header = Some(copy::binary::header());
     for row in rows {
         let fields = row
             .iter()
             .zip(columns)
-            .map(|(value, (_, ty))| match value {
+            .map(|(value, exec::Column { ty, .. })| match value {
                 Value::Null => Ok(None),
                 value => pgcompat::value::encode_binary(*ty, value, tz).map(Some),
             })

@@ -5,7 +5,7 @@ use super::*;
 impl Session {
     /// The columns of the SQL cursor `name` (34000 if there is none): what a protocol-level Describe of the
     /// portal of that name answers (PostgreSQL's cursors are portals; psycopg's server-side cursors ask).
-    pub(crate) fn cursor_columns(&mut self, name: &str) -> Result<Vec<(String, PgType)>, SqlError> {
+    pub(crate) fn cursor_columns(&mut self, name: &str) -> Result<exec::Columns, SqlError> {
         Ok(self.cursors.get(name)?.columns.clone())
     }
 
@@ -57,6 +57,7 @@ impl Session {
                     known: self.dialect.column_types(&stmt, Some(&translation)),
                     hints: None,
                     style: &style,
+                    origins: self.dialect.column_origins(&stmt, Some(&translation)),
                 };
                 exec::query_values(&mut stmt, &typing)
             });

@@ -22,10 +22,10 @@ impl Session {
             let columns = match (word.as_str(), settings::parse(sql)?) {
                 ("SHOW", Command::Show(name)) => {
                     let (name, _) = self.dialect.state().read_settings(|settings| settings.show(&name))?;
-                    vec![(name, PgType::TEXT)]
+                    vec![exec::Column::computed(name, PgType::TEXT)]
                 }
                 ("SHOW", Command::ShowAll) => ["name", "setting", "description"]
-                    .map(|name| (name.to_owned(), PgType::TEXT))
+                    .map(|name| exec::Column::computed(name, PgType::TEXT))
                     .to_vec(),
                 _ => Vec::new(),
             };
@@ -130,7 +130,8 @@ impl Session {
         } else {
             Vec::new()
         };
-        let columns: Vec<(String, PgType)> = exec::names(&stmt)
+        let origins = self.dialect.column_origins(&stmt, translation);
+        let columns: exec::Columns = exec::names(&stmt)
             .into_iter()
             .zip(known.into_iter().zip(declared))
             .enumerate()
@@ -138,7 +139,11 @@ impl Session {
                 let ty = known
                     .or(declared)
                     .unwrap_or_else(|| types::type_of_values(probe.get(i).into_iter()));
-                (name, ty)
+                exec::Column {
+                    name,
+                    ty,
+                    origin: origins.get(i).copied().flatten(),
+                }
             })
             .collect();
         drop(stmt);
@@ -160,11 +165,11 @@ impl Session {
     }
 
     /// Keeps the column types a describe gave the client, for the text's executions.
-    fn note_described(&mut self, sql: &str, columns: &[(String, PgType)]) {
+    fn note_described(&mut self, sql: &str, columns: &[exec::Column]) {
         if self.described.len() >= DESCRIBED_STATEMENTS_MAX && !self.described.contains_key(sql) {
             self.described.clear();
         }
         self.described
-            .insert(sql.to_owned(), columns.iter().map(|(_, ty)| *ty).collect());
+            .insert(sql.to_owned(), columns.iter().map(|column| column.ty).collect());
     }
 }

@@ -85,7 +85,7 @@ pub(crate) enum Outcome {
 #[derive(Clone)]
 pub(crate) struct Described {
     pub(crate) params: Vec<Type>,
-    pub(crate) columns: Vec<(String, PgType)>,
+    pub(crate) columns: exec::Columns,
 }
 
 /// A client's session: a SQLite connection with PostgreSQL transaction semantics on top.
@@ -722,6 +722,7 @@ impl Session {
             known,
             hints,
             style: &style,
+            origins: self.dialect.column_origins(&stmt, Some(translation)),
         };
         let was_failed = self.tx == TxState::Failed;
         if kind == Kind::Commit && self.tx == TxState::InBlock && !self.conn.is_autocommit() {
@@ -760,7 +761,7 @@ impl Session {
         let lines = pgcompat::translate::analyzed_plan(plan, rows, elapsed);
         let rows: Vec<Vec<Value>> = lines.into_iter().map(|line| vec![Value::Text(line)]).collect();
         let outcome = exec::rows_outcome(
-            vec![("QUERY PLAN".to_owned(), PgType::TEXT)],
+            vec![exec::Column::computed("QUERY PLAN", PgType::TEXT)],
             &rows,
             format,
             &Kind::Other("EXPLAIN".to_owned()),

@@ -193,7 +193,10 @@ pub(super) fn show_outcome(names: Vec<String>, rows: Vec<Vec<String>>, format: &
         .into_iter()
         .map(|row| row.into_iter().map(Value::Text).collect())
         .collect();
-    let columns = names.into_iter().map(|name| (name, PgType::TEXT)).collect();
+    let columns = names
+        .into_iter()
+        .map(|name| exec::Column::computed(name, PgType::TEXT))
+        .collect();
     let outcome = exec::rows_outcome(
         columns,
         &rows,

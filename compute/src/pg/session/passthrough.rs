@@ -36,6 +36,7 @@ impl Session {
                 known: self.dialect.column_types(&stmt, None),
                 hints: None,
                 style: &style,
+                origins: Vec::new(),
             };
             match exec::run(
                 &self.conn,
@@ -85,6 +86,7 @@ impl Session {
             known: self.dialect.column_types(&stmt, None),
             hints,
             style: &style,
+            origins: Vec::new(),
         };
         exec::run(&self.conn, &mut self.tx, &mut stmt, &values, format, &kind, &typing)
     }

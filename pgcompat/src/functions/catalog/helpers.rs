@@ -121,6 +121,14 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
     conn.create_scalar_function("_pgc_index_keys", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.and_then(|sql| index_keys(&sql)))
     })?;
+    // The n-th key (from 1) of a `CREATE INDEX` text, as `pg_get_indexdef(oid, n, …)` prints it (no DESC).
+    conn.create_scalar_function("_pgc_index_key", 2, flags, |ctx| {
+        let (Some(sql), Some(n)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<i64>>(1)?) else {
+            return Ok(None);
+        };
+        let index = usize::try_from(n).ok().and_then(|n| n.checked_sub(1));
+        Ok(index.and_then(|i| index_key_texts(&sql)?.0.into_iter().nth(i).map(|(text, _)| text)))
+    })?;
     // A view's definition as PostgreSQL prints it: its SQLite text, whether pretty, the columns' JSON.
     let s = state.clone();
     conn.create_scalar_function("_pgc_viewdef", 3, flags_session(), move |ctx| {
@@ -442,12 +450,30 @@ fn catalog_relation_oid(name: &str) -> Option<i64> {
 /// a function call, any other expression in parentheses; `DESC` where given), `)`, and its `WHERE`.
 /// `None` if the text does not parse.
 fn index_keys(sql: &str) -> Option<String> {
+    let (keys, predicate) = index_key_texts(sql)?;
+    let keys: Vec<String> = keys
+        .into_iter()
+        .map(|(text, descending)| if descending { format!("{text} DESC") } else { text })
+        .collect();
+    let mut out = format!("{})", keys.join(", "));
+    if let Some(predicate) = predicate {
+        out.push_str(&format!(" WHERE ({predicate})"));
+    }
+    Some(out)
+}
+
+/// Each key of an index as PostgreSQL prints it (a column as an identifier, an expression deparsed), and
+/// whether it is descending.
+type IndexKeys = Vec<(String, bool)>;
+
+/// The keys of a `CREATE INDEX` text ([`IndexKeys`]) and its predicate's text.
+fn index_key_texts(sql: &str) -> Option<(IndexKeys, Option<String>)> {
     use sqlparser::ast::{Expr, OrderBySort, Statement};
     let mut parsed = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sql).ok()?;
     let Some(Statement::CreateIndex(index)) = parsed.pop() else {
         return None;
     };
-    let keys: Vec<String> = index
+    let keys = index
         .columns
         .iter()
         .map(|key| {
@@ -460,17 +486,14 @@ fn index_keys(sql: &str) -> Option<String> {
                 Expr::Function(_) => super::deparse::expression_text(expr, &[]),
                 other => format!("({})", super::deparse::expression_text(other, &[])),
             };
-            match key.column.options.sort {
-                Some(OrderBySort::Desc) => format!("{text} DESC"),
-                _ => text,
-            }
+            (text, key.column.options.sort == Some(OrderBySort::Desc))
         })
         .collect();
-    let mut out = format!("{})", keys.join(", "));
-    if let Some(predicate) = &index.predicate {
-        out.push_str(&format!(" WHERE ({})", super::deparse::expression_text(predicate, &[])));
-    }
-    Some(out)
+    let predicate = index
+        .predicate
+        .as_ref()
+        .map(|predicate| super::deparse::expression_text(predicate, &[]));
+    Some((keys, predicate))
 }
 
 /// PostgreSQL 15's default b-tree operator class for keys of the type `oid` (the rows of `pg_opclass`).

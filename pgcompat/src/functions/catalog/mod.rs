@@ -206,12 +206,7 @@ fn column_type(recorded: Option<&str>, declared: &str) -> PgType {
 
 /// PostgreSQL's `atttypmod` of a type.
 fn typmod(ty: PgType) -> i64 {
-    match (ty.base(), ty.modifier()) {
-        (Base::Varchar | Base::Bpchar, Modifier::Length(n)) => i64::from(n) + 4,
-        (_, Modifier::Length(n)) => i64::from(n),
-        (_, Modifier::Numeric { precision, scale }) => ((i64::from(precision) << 16) | i64::from(scale)) + 4,
-        (_, Modifier::None) => -1,
-    }
+    i64::from(ty.type_modifier())
 }
 
 /// The modifier a typmod stands for, for a type of `base`.

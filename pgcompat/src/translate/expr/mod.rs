@@ -33,6 +33,8 @@ pub(crate) struct Rewriter<'a> {
     pub(crate) uses_now: bool,
     /// Whether the statement reads the catalog views (`pg_class`, `information_schema.tables`, `::regclass`).
     pub(crate) uses_catalog: bool,
+    /// Whether a FROM reads a view of the database (by its SQLite name after the schema's rewrite).
+    pub(crate) reads_view: bool,
     /// Set-returning functions rewritten in a FROM whose SELECT has not been entered yet.
     pending_functions: Vec<crate::translate::srf::FunctionTable>,
     /// The scope of the SELECT last left (for its query's ORDER BY).
@@ -53,6 +55,7 @@ impl<'a> Rewriter<'a> {
             params: Vec::new(),
             uses_now: false,
             uses_catalog: false,
+            reads_view: false,
             pending_functions: Vec::new(),
             left_scope: None,
             returning_target: None,
@@ -115,6 +118,39 @@ impl<'a> Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
+    /// The result columns of a (rewritten) derived table's or CTE's SELECT that pass a catalog's vector column
+    /// through unchanged (see [`typer::CteTable::vectors`]).
+    fn derived_vectors(&self, query: &Query) -> Vec<String> {
+        let sqlparser::ast::SetExpr::Select(select) = query.body.as_ref() else {
+            return Vec::new();
+        };
+        let typer = Typer {
+            rewritten: self.typer.rewritten.clone(),
+            catalog: self.typer.catalog,
+            scopes: {
+                let mut scopes = self.typer.scopes.clone();
+                scopes.push(Scope::of_select(select));
+                scopes
+            },
+            ctes: self.typer.ctes.clone(),
+        };
+        select
+            .projection
+            .iter()
+            .filter_map(|item| match item {
+                SelectItem::ExprWithAlias { expr, alias } if super::vectors::is_vector(&typer, expr) => {
+                    Some(alias.value.clone())
+                }
+                SelectItem::UnnamedExpr(expr) if super::vectors::is_vector(&typer, expr) => match expr {
+                    Expr::Identifier(i) => Some(i.value.clone()),
+                    Expr::CompoundIdentifier(parts) => parts.last().map(|p| p.value.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The columns of a (rewritten) derived table's query, by name and type: a SELECT's list, a VALUES's
     /// first row, or the CTE a `SELECT *` over one reads (how `tables` spells a derived table's aliases).
     fn derived_columns(&self, query: &Query) -> Option<Vec<(String, Option<PgType>)>> {
@@ -165,7 +201,8 @@ impl Rewriter<'_> {
                         }
                         let name = cte.alias.name.value.clone();
                         ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
-                        ctes.push(typer::CteTable { name, columns });
+                        let vectors = self.derived_vectors(&cte.query);
+                        ctes.push(typer::CteTable { name, columns, vectors });
                     }
                 }
                 let typer = Typer {
@@ -249,8 +286,9 @@ impl super::walk::Hooks for Rewriter<'_> {
                         column.0 = given.name.value.clone();
                     }
                     let name = alias.name.value.clone();
+                    let vectors = self.derived_vectors(subquery);
                     self.typer.ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
-                    self.typer.ctes.push(typer::CteTable { name, columns });
+                    self.typer.ctes.push(typer::CteTable { name, columns, vectors });
                 }
             }
         }
@@ -326,8 +364,11 @@ impl super::walk::Hooks for Rewriter<'_> {
             columns.push((name, ty));
         }
         let name = cte.alias.name.value.clone();
+        let vectors = self.derived_vectors(&cte.query);
         self.typer.ctes.retain(|c| !c.name.eq_ignore_ascii_case(&name));
-        self.typer.ctes.push(super::expr::typer::CteTable { name, columns });
+        self.typer
+            .ctes
+            .push(super::expr::typer::CteTable { name, columns, vectors });
     }
 
     fn finish_select(&mut self, select: &mut Select) -> Result<(), PgError> {
@@ -388,6 +429,9 @@ impl super::walk::Hooks for Rewriter<'_> {
             if args.is_none() {
                 let ctes: Vec<String> = self.typer.ctes.iter().map(|c| c.name.clone()).collect();
                 super::schema::rewrite_relation(self.typer.catalog, name, alias, &ctes)?;
+                if self.typer.catalog.relation_kind(&last_part(name)) == Some("view") {
+                    self.reads_view = true;
+                }
             } else {
                 strip_public(name)?;
             }

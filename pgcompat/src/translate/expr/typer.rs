@@ -88,6 +88,9 @@ pub(crate) fn last_part(name: &ObjectName) -> String {
 pub(crate) struct CteTable {
     pub(crate) name: String,
     pub(crate) columns: Vec<(String, Option<PgType>)>,
+    /// Its columns that are a catalog's vector column passed through (`i.indoption AS opts`), which stay
+    /// vectors to the query around it (`crate::translate::vectors`).
+    pub(crate) vectors: Vec<String>,
 }
 
 /// Types expressions from the catalog and the scopes of the SELECTs around them.
@@ -481,6 +484,10 @@ impl Typer<'_> {
                 _ => PgType::NUMERIC,
             },
             "pg_numeric_avg" => PgType::NUMERIC,
+            // PostgreSQL has no `max(varchar)`: the aggregate over a varchar is `max(text)`, text.
+            "min" | "max" if args.len() == 1 && first.is_some_and(|t| t.base() == Base::Varchar && !t.is_array()) => {
+                PgType::TEXT
+            }
             "min" | "max" | "abs" | "coalesce" | "nullif" | "greatest" | "least" => {
                 return args.iter().find_map(|a| self.infer(a));
             }
