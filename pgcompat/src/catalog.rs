@@ -360,7 +360,7 @@ impl Catalog {
             // In each table's own column order (`SELECT *`'s, and PostgreSQL's attnum order), not the key's.
             let mut stmt = conn.prepare_cached(
                 "SELECT c.table_name, c.column_name, c.type, p.cid FROM _cambium_columns AS c \
-                 LEFT JOIN pragma_table_info(c.table_name) AS p ON p.name = c.column_name COLLATE NOCASE \
+                 LEFT JOIN pragma_table_xinfo(c.table_name) AS p ON p.name = c.column_name COLLATE NOCASE \
                  ORDER BY c.table_name, p.cid",
             )?;
             let mut rows = stmt.query([])?;

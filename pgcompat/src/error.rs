@@ -62,6 +62,10 @@ pub const UNDEFINED_COLUMN: &str = "42703";
 pub const DUPLICATE_OBJECT: &str = "42710";
 /// duplicate_table
 pub const DUPLICATE_TABLE: &str = "42P07";
+/// duplicate_column
+pub const DUPLICATE_COLUMN: &str = "42701";
+/// external_routine_exception (pgcrypto's code for an argument out of its range)
+pub const EXTERNAL_ROUTINE_EXCEPTION: &str = "39000";
 /// datatype_mismatch
 pub const DATATYPE_MISMATCH: &str = "42804";
 /// invalid_text_representation
@@ -161,6 +165,8 @@ const CODES: &[&str] = &[
     UNDEFINED_COLUMN,
     DUPLICATE_OBJECT,
     DUPLICATE_TABLE,
+    DUPLICATE_COLUMN,
+    EXTERNAL_ROUTINE_EXCEPTION,
     DATATYPE_MISMATCH,
     INVALID_TEXT_REPRESENTATION,
     INVALID_DATETIME_FORMAT,

@@ -19,6 +19,8 @@ const UNDEFINED_COLUMN: &str = "42703";
 const DUPLICATE_TABLE: &str = "42P07";
 /// unique_violation
 const UNIQUE_VIOLATION: &str = "23505";
+/// generated_always: a value given for a generated column.
+const GENERATED_ALWAYS: &str = "428C9";
 /// not_null_violation
 const NOT_NULL_VIOLATION: &str = "23502";
 /// foreign_key_violation
@@ -120,6 +122,16 @@ impl From<rusqlite::Error> for SqlError {
             rusqlite::Error::InvalidParameterCount(..) => PROTOCOL_VIOLATION,
             _ => INTERNAL_ERROR,
         };
+        if code == GENERATED_ALWAYS {
+            // PostgreSQL's words: `cannot INSERT into generated column "b"` names the column the same way.
+            if let Some(column) = message.rsplit_once(" column ").map(|(_, c)| c.to_owned()) {
+                message = if message.starts_with("cannot UPDATE") {
+                    format!("column {column} can only be updated to DEFAULT")
+                } else {
+                    format!("cannot insert a non-DEFAULT value into column {column}")
+                };
+            }
+        }
         SqlError { code, message }
     }
 }
@@ -156,6 +168,10 @@ fn sqlstate_of(failure: &ffi::Error, message: &str) -> &'static str {
                 UNDEFINED_COLUMN
             } else if message.starts_with("duplicate column name") {
                 DUPLICATE_COLUMN
+            } else if message.starts_with("cannot INSERT into generated column")
+                || message.starts_with("cannot UPDATE generated column")
+            {
+                GENERATED_ALWAYS
             } else if message.starts_with("ambiguous column name") {
                 AMBIGUOUS_COLUMN
             } else if message.contains("syntax error")

@@ -22,10 +22,11 @@ pub(super) const HELPERS: &[(&str, &str)] = &[
          coalesce(p.name = _pgc_serial(r.name, r.sql), 0) AS serial, _pgc_type_oid(ct.type, p.type) AS typid, _pgc_typmod(ct.type) AS typmod, \
          coalesce((SELECT q.identity FROM _pgc_seqdefs q WHERE q.owner_table = r.name COLLATE NOCASE \
          AND q.owner_column = p.name COLLATE NOCASE AND q.identity <> ''), \
-         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END) AS identity \
-         FROM _pgc_rel r JOIN pragma_table_info(r.name, 'main') p \
+         CASE WHEN p.name = _pgc_serial(r.name, r.sql) THEN _pgc_identity(r.sql) ELSE '' END) AS identity, \
+         p.hidden IN (2, 3) AS gen, CASE WHEN p.hidden IN (2, 3) THEN _pgc_generated(r.sql, p.name) END AS genexpr \
+         FROM _pgc_rel r JOIN pragma_table_xinfo(r.name, 'main') p \
          LEFT JOIN _pgc_coltypes ct ON ct.table_name = lower(r.name) AND ct.column_name = p.name COLLATE NOCASE \
-         WHERE r.type IN ('table', 'view')",
+         WHERE r.type IN ('table', 'view') AND p.hidden <> 1",
     ),
     (
         // Every sequence: the ones kept in `_cambium_sequences` (with their views' OIDs), and the implicit

@@ -30,7 +30,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                   identity_start:text, identity_increment:text, identity_maximum:text, identity_minimum:text, \
                   identity_cycle:text, is_generated:text, generation_expression:text, is_updatable:text",
         select: "SELECT pg_current_database(), c.nsp, c.bare, c.attname, c.attnum, \
-                 (SELECT d.adbin FROM _pgc_pg_attrdef d WHERE d.adrelid = c.relid AND d.adnum = c.attnum), \
+                 CASE WHEN NOT c.gen THEN (SELECT d.adbin FROM _pgc_pg_attrdef d WHERE d.adrelid = c.relid AND d.adnum = c.attnum) END, \
                  CASE WHEN c.nn OR c.pk > 0 THEN 'NO' ELSE 'YES' END, _pgc_column_info(c.typid, c.typmod, 'data_type'), \
                  _pgc_column_info(c.typid, c.typmod, 'character_maximum_length'), \
                  _pgc_column_info(c.typid, c.typmod, 'character_octet_length'), \
@@ -43,7 +43,7 @@ pub(super) const INFORMATION_SCHEMA_VIEWS: &[View] = &[
                  CASE WHEN c.identity = '' THEN 'NO' ELSE 'YES' END, \
                  CASE c.identity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END, \
                  CAST(s.start AS TEXT), CAST(s.inc AS TEXT), CAST(s.maxv AS TEXT), CAST(s.minv AS TEXT), \
-                 CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END, 'NEVER', NULL, \
+                 CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END, CASE WHEN c.gen THEN 'ALWAYS' ELSE 'NEVER' END, c.genexpr, \
                  CASE c.reltype WHEN 'table' THEN 'YES' ELSE 'NO' END FROM _pgc_cols c \
                  LEFT JOIN _pgc_seq s ON c.identity <> '' AND s.relid = c.relid AND s.attnum = c.attnum",
     },

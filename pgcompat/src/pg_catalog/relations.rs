@@ -43,7 +43,8 @@ pub(super) const RELATIONS: &[View] = &[
                   attgenerated:char, attisdropped:bool, attislocal:bool, attinhcount:int4, attcollation:oid, \
                   attacl:text, attoptions:text[], attfdwoptions:text[], attmissingval:text",
         select: "SELECT c.relid, c.attname, c.typid, -1, coalesce(t.typlen, -1), c.attnum, t.typcategory = 'A', -1, c.typmod, \
-                 coalesce(t.typbyval, 0), 'i', CASE WHEN coalesce(t.typlen, -1) = -1 THEN 'x' ELSE 'p' END, '', c.nn OR c.pk > 0, (c.dflt IS NOT NULL OR c.serial) AND c.identity = '', 0, c.identity, '', 0, 1, 0, \
+                 coalesce(t.typbyval, 0), 'i', CASE WHEN coalesce(t.typlen, -1) = -1 THEN 'x' ELSE 'p' END, '', c.nn OR c.pk > 0, (c.dflt IS NOT NULL OR c.serial OR c.gen) AND c.identity = '', 0, c.identity, \
+                 CASE WHEN c.gen THEN 's' ELSE '' END, 0, 1, 0, \
                  coalesce(t.typcollation, 0), NULL, NULL, NULL, NULL \
                  FROM _pgc_cols c LEFT JOIN _pgc_types t ON t.oid = c.typid \
                  UNION ALL SELECT r.oid, s.name, s.typid, 0, s.len, s.num, 0, -1, -1, s.len > 0, 'i', 'p', '', 1, 0, 0, '', '', 0, 1, 0, 0, \
@@ -91,10 +92,11 @@ pub(super) const RELATIONS: &[View] = &[
     View {
         name: "pg_attrdef",
         columns: "oid:oid, adrelid:oid, adnum:int2, adbin:text",
-        select: "SELECT 1073741824 + c.rid * 2048 + c.attnum, c.relid, c.attnum, CASE WHEN c.serial THEN \
+        select: "SELECT 1073741824 + c.rid * 2048 + c.attnum, c.relid, c.attnum, CASE WHEN c.gen THEN c.genexpr \
+                 WHEN c.serial THEN \
                  'nextval(' || quote(_pgc_shown_rel(c.relname || '_' || c.attname || '_seq')) || '::regclass)' \
                  ELSE _pgc_default(c.dflt, c.pgtype) END FROM _pgc_cols c \
-                 WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR c.serial) AND c.identity = ''",
+                 WHERE c.reltype = 'table' AND (c.dflt IS NOT NULL OR c.serial OR c.gen) AND c.identity = ''",
     },
     View {
         name: "pg_tables",

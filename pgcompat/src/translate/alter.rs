@@ -41,7 +41,11 @@ pub(crate) fn alter_table(
         return Ok(ddl("ALTER TABLE", steps?));
     }
     if alter.operations.iter().any(super::rebuild::needs_rebuild) {
-        if !alter.operations.iter().all(super::rebuild::needs_rebuild) {
+        // A rebuild adds any column too (its new table has it).
+        let rebuilt = |o: &AlterTableOperation| {
+            super::rebuild::needs_rebuild(o) || matches!(o, AlterTableOperation::AddColumn { .. })
+        };
+        if !alter.operations.iter().all(rebuilt) {
             return Err(PgError::unsupported(
                 "ALTER TABLE mixing ALTER COLUMN or constraints with other changes (run them as separate statements)",
             ));

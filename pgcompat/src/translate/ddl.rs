@@ -188,7 +188,9 @@ pub(super) fn render_column(
                 ..
             } => {
                 rewriter.rewrite_expr(expr)?;
-                out.push_str(&format!(" GENERATED ALWAYS AS ({expr}) STORED"));
+                // Stored in the column's type, as an assignment would store it (`numeric(8,2)` rounds).
+                let value = coerce_call(expr.clone(), column.ty);
+                out.push_str(&format!(" GENERATED ALWAYS AS ({value}) STORED"));
             }
             ColumnOption::Generated { .. } => {}
             ColumnOption::Collation(name) => {

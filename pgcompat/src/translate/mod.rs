@@ -358,7 +358,7 @@ fn translate_statement(
             ..
         } => schema::create(catalog, schema_name, *if_not_exists)?,
         Statement::AlterSchema(alter) => schema::alter(conn, catalog, alter)?,
-        Statement::CreateExtension(ext) => create_extension(&ext.name.value)?,
+        Statement::CreateExtension(ext) => create_extension(&ext.name.value, ext.if_not_exists)?,
         Statement::Prepare {
             name,
             data_types,
@@ -428,8 +428,8 @@ fn translate_statement(
         }
         Statement::AlterType(alter) => enums::alter(catalog, alter)?,
         // One role exists, owning everything: privileges change nothing.
-        Statement::Grant(_) => Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("GRANT".to_owned())),
-        Statement::Revoke(_) => Translation::single("SELECT NULL WHERE 0".to_owned(), Kind::Other("REVOKE".to_owned())),
+        Statement::Grant(_) => bare(Kind::Other("GRANT".to_owned())),
+        Statement::Revoke(_) => bare(Kind::Other("REVOKE".to_owned())),
         _ => return Ok(None),
     };
     Ok(Some(translation))
@@ -494,17 +494,27 @@ fn rollback(savepoint: Option<&sqlparser::ast::Ident>) -> Translation {
     }
 }
 
-/// `CREATE EXTENSION name`: a no-op for the extensions whose functions exist (`gen_random_uuid`,
-/// `uuid_generate_v4`), refused with 0A000 for any other.
-fn create_extension(name: &str) -> Result<Translation, PgError> {
+/// `CREATE EXTENSION name`: for an extension whose functions exist (pgcrypto's `gen_random_uuid`, `digest`,
+/// `hmac`, `gen_random_bytes`; uuid-ossp's `uuid_generate_v4`), a command that does nothing, as on a fresh
+/// PostgreSQL database where it was not made yet (nothing records it: made twice, it does not say it exists);
+/// `plpgsql` exists in every PostgreSQL database (`pg_extension` lists it): 42710, or a NOTICE with
+/// `IF NOT EXISTS`. Any other is refused with 0A000.
+fn create_extension(name: &str, if_not_exists: bool) -> Result<Translation, PgError> {
     let name = name.to_ascii_lowercase();
-    if matches!(name.as_str(), "pgcrypto" | "uuid-ossp" | "plpgsql") {
-        Ok(Translation::single(
-            "SELECT NULL WHERE 0".to_owned(),
-            Kind::Other("CREATE EXTENSION".to_owned()),
-        ))
-    } else {
-        Err(PgError::unsupported(format!("the extension {name}")))
+    match name.as_str() {
+        "plpgsql" if if_not_exists => {
+            let mut translation = bare(Kind::Other("CREATE EXTENSION".to_owned()));
+            translation
+                .notices
+                .push(format!("extension \"{name}\" already exists, skipping"));
+            Ok(translation)
+        }
+        "plpgsql" => Err(PgError::new(
+            crate::error::DUPLICATE_OBJECT,
+            format!("extension \"{name}\" already exists"),
+        )),
+        "pgcrypto" | "uuid-ossp" => Ok(bare(Kind::Other("CREATE EXTENSION".to_owned()))),
+        _ => Err(PgError::unsupported(format!("the extension {name}"))),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `ALTER TABLE` forms SQLite cannot do in place (ALTER COLUMN TYPE / SET|DROP DEFAULT / SET|DROP NOT NULL,
-//! ADD|DROP CONSTRAINT), done the way SQLite documents: a new table with the changed definition, the rows
+//! ADD|DROP CONSTRAINT, an ADD COLUMN SQLite's own refuses: see [`adds_what_sqlite_cannot`]), done the way SQLite
+//! documents: a new table with the changed definition, the rows
 //! copied (converted to a new type where one changes), the old table dropped, the new one renamed, its
 //! indexes and triggers made again — all in the one savepoint the compute runs the steps in.
 //!
@@ -30,7 +31,41 @@ pub(crate) fn needs_rebuild(operation: &AlterTableOperation) -> bool {
             | AlterTableOperation::AddConstraint { .. }
             | AlterTableOperation::DropConstraint { .. }
             | AlterTableOperation::ValidateConstraint { .. }
-    )
+    ) || adds_what_sqlite_cannot(operation)
+}
+
+/// Whether an `ADD COLUMN` is one SQLite's `ALTER TABLE … ADD COLUMN` refuses (<https://sqlite.org/lang_altertable.html>):
+/// a default that is not a literal (`now()`, `gen_random_uuid()`: PostgreSQL evaluates it for each existing row),
+/// a generated column (stored), `PRIMARY KEY` or `UNIQUE`, `NOT NULL` without a non-NULL literal default. The
+/// rebuild's new table has the column, and its copy of the rows leaves it out, so SQLite evaluates its default
+/// (or its expression) for each row as PostgreSQL does.
+pub(crate) fn adds_what_sqlite_cannot(operation: &AlterTableOperation) -> bool {
+    let AlterTableOperation::AddColumn { column_def, .. } = operation else {
+        return false;
+    };
+    let literal = |e: &Expr| match e {
+        Expr::Value(_) => true,
+        Expr::UnaryOp { expr, .. } | Expr::Cast { expr, .. } => matches!(expr.as_ref(), Expr::Value(_)),
+        _ => false,
+    };
+    let null = |e: &Expr| {
+        matches!(e, Expr::Value(v) if v.value == sqlparser::ast::Value::Null)
+            || matches!(e, Expr::Cast { expr, .. } if matches!(expr.as_ref(), Expr::Value(v) if v.value == sqlparser::ast::Value::Null))
+    };
+    let options = || column_def.options.iter().map(|o| &o.option);
+    let default = options().find_map(|o| match o {
+        ColumnOption::Default(e) => Some(e),
+        _ => None,
+    });
+    let not_null = options().any(|o| matches!(o, ColumnOption::NotNull));
+    default.is_some_and(|e| !literal(e))
+        || (not_null && default.is_none_or(null))
+        || options().any(|o| {
+            matches!(
+                o,
+                ColumnOption::Generated { .. } | ColumnOption::PrimaryKey(_) | ColumnOption::Unique(_)
+            )
+        })
 }
 
 /// The rebuild of `table` with `operations` applied: its SQLite steps, and whether other tables reference it.
@@ -146,6 +181,20 @@ fn plan(conn: &Connection, catalog: &Catalog, table: &str, edit: Edit<'_>) -> Re
         }
         Edit::DropReferencesTo(referenced) => drop_references_to(&mut create, referenced),
     }
+    // A generated column is computed by the new table, never copied (SQLite refuses a value for one); a column
+    // added by the edit is not among `columns`, so its default fills it.
+    let (columns, copies): (Vec<String>, Vec<String>) = columns
+        .into_iter()
+        .zip(copies)
+        .filter(|(name, _)| {
+            !create.columns.iter().any(|c| {
+                c.name.value.eq_ignore_ascii_case(name)
+                    && c.options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::Generated { .. }))
+            })
+        })
+        .unzip();
     let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
     let again = indexes_and_triggers(conn, table)?;
     let referenced = Referenced::of(conn, table);
@@ -417,6 +466,39 @@ fn apply(
         }
         // Constraints are checked when added; there is nothing left to validate.
         AlterTableOperation::ValidateConstraint { .. } => {}
+        AlterTableOperation::AddColumn {
+            if_not_exists,
+            column_def,
+            ..
+        } => {
+            let name = fold(&column_def.name);
+            let present = create.columns.iter().any(|c| c.name.value.eq_ignore_ascii_case(&name));
+            if present && *if_not_exists {
+                return Ok(());
+            }
+            if present {
+                return Err(PgError::new(
+                    crate::error::DUPLICATE_COLUMN,
+                    format!("column \"{name}\" of relation \"{table}\" already exists"),
+                ));
+            }
+            let column = super::ddl::column_type(catalog, column_def)?;
+            if column.generator.is_some() {
+                return Err(PgError::unsupported("adding a serial or identity column"));
+            }
+            let rendered = super::ddl::render_column(rewriter, table, column_def, &column, false, None)?;
+            let mut parsed =
+                Parser::parse_sql(&SQLiteDialect {}, &format!("CREATE TABLE x ({rendered})")).map_err(internal)?;
+            let Some(Statement::CreateTable(mut made)) = parsed.pop() else {
+                return Err(internal("the new column's definition"));
+            };
+            let Some(def) = made.columns.pop() else {
+                return Err(internal("the new column's definition"));
+            };
+            // Not among the copied columns: the new table's default (or expression) fills it row by row.
+            create.columns.push(def);
+            records.push(catalog::record_column(table, &name, column.ty));
+        }
         other => return Err(PgError::unsupported(format!("ALTER TABLE … {other}"))),
     }
     Ok(())

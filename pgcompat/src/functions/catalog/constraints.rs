@@ -18,6 +18,43 @@ fn parse_create_table(sql: &str) -> Option<CreateTable> {
     }
 }
 
+/// The numeric columns of a table: DDL gives them the `pg_numeric` collation, which is how the text tells them.
+fn numeric_columns(create: &CreateTable) -> Vec<String> {
+    create
+        .columns
+        .iter()
+        .filter(|c| {
+            c.options.iter().any(|o| {
+                matches!(&o.option, ColumnOption::Collation(name) if name.to_string().eq_ignore_ascii_case("pg_numeric"))
+            })
+        })
+        .map(|c| ident_text(&c.name))
+        .collect()
+}
+
+/// The expression of a generated column of a `CREATE TABLE` text, as PostgreSQL prints it (`pg_get_expr` of its
+/// `pg_attrdef` row: `(id * 2)`).
+pub(super) fn generation_expression(sql: &str, column: &str) -> Option<String> {
+    let create = parse_create_table(sql)?;
+    let numeric = numeric_columns(&create);
+    let def = create
+        .columns
+        .iter()
+        .find(|c| c.name.value.eq_ignore_ascii_case(column))?;
+    def.options.iter().find_map(|option| match &option.option {
+        ColumnOption::Generated {
+            generation_expr: Some(expr),
+            ..
+        } => Some(match expr {
+            Expr::Nested(_) | Expr::Function(_) | Expr::Identifier(_) | Expr::Value(_) => {
+                expression_text(expr, &numeric)
+            }
+            other => format!("({})", expression_text(other, &numeric)),
+        }),
+        _ => None,
+    })
+}
+
 /// The column of a `CREATE TABLE` text that is `AUTOINCREMENT` (a serial or identity key).
 pub(super) fn serial_column(sql: &str) -> Option<String> {
     if !sql.to_ascii_uppercase().contains("AUTOINCREMENT") {
@@ -95,17 +132,7 @@ pub(super) fn constraints(table: &str, sql: &str) -> String {
     let Some(create) = parse_create_table(sql) else {
         return "[]".to_owned();
     };
-    // DDL gives numeric columns the `pg_numeric` collation: how the text tells them.
-    let numeric: Vec<String> = create
-        .columns
-        .iter()
-        .filter(|c| {
-            c.options.iter().any(|o| {
-                matches!(&o.option, ColumnOption::Collation(name) if name.to_string().eq_ignore_ascii_case("pg_numeric"))
-            })
-        })
-        .map(|c| ident_text(&c.name))
-        .collect();
+    let numeric = numeric_columns(&create);
     let expression_text = |expr: &Expr| expression_text(expr, &numeric);
     let mut list: Vec<Constraint> = Vec::new();
     for column in &create.columns {

@@ -181,6 +181,27 @@ fn undo(expr: &mut Expr, names: &Names<'_>) {
             }
             match name.as_str() {
                 "pg_coerce" if !args.is_empty() => Some(args.swap_remove(0)),
+                // Checked arithmetic (`translate::expr::binary`): the operator it checks.
+                "pg_int" if args.len() == 2 => Some(args.swap_remove(0)),
+                "pg_div" | "pg_mod" | "pg_numeric_add" | "pg_numeric_sub" | "pg_numeric_mul" | "pg_numeric_div"
+                    if args.len() >= 2 =>
+                {
+                    use sqlparser::ast::BinaryOperator as B;
+                    let op = match name.as_str() {
+                        "pg_div" | "pg_numeric_div" => B::Divide,
+                        "pg_mod" => B::Modulo,
+                        "pg_numeric_add" => B::Plus,
+                        "pg_numeric_sub" => B::Minus,
+                        _ => B::Multiply,
+                    };
+                    let right = args.swap_remove(1);
+                    let left = args.swap_remove(0);
+                    Some(Expr::Nested(Box::new(Expr::BinaryOp {
+                        left: Box::new(left),
+                        op,
+                        right: Box::new(right),
+                    })))
+                }
                 "pg_nextval" if args.len() == 1 => {
                     // The stored name is the sequence's SQLite name (`"app.s"`): shown as PostgreSQL
                     // qualifies it (`app.s`).

@@ -7,7 +7,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::constraints::{constraints, serial_column};
+use super::constraints::{constraints, generation_expression, serial_column};
 use super::deparse::{default_text, quote_ident, Names};
 use super::names::Namer;
 use super::{column_info, column_type, typmod};
@@ -48,6 +48,13 @@ pub(super) fn install(conn: &Connection, state: Arc<crate::functions::SessionSta
         Ok(ctx
             .get::<Option<String>>(1)?
             .and_then(|sql| parsed_table(&table, &sql).1.clone()))
+    })?;
+    // A generated column's expression (`pg_attrdef.adbin`): (the table's `CREATE TABLE` text, the column).
+    conn.create_scalar_function("_pgc_generated", 2, flags, |ctx| {
+        let (Some(sql), Some(column)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?) else {
+            return Ok(None);
+        };
+        Ok(generation_expression(&sql, &column))
     })?;
     conn.create_scalar_function("_pgc_identity", 1, flags, |ctx| {
         let sql = ctx.get::<Option<String>>(0)?.unwrap_or_default();

@@ -118,11 +118,20 @@ pub(crate) fn install(conn: &Connection, state: Arc<SessionState>) -> rusqlite::
         }
         Ok(Some(serde_json::Value::Object(object).to_string()))
     })?;
-    for name in ["pg_get_expr"] {
-        for n in [2, 3] {
-            conn.create_scalar_function(name, n, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
-        }
-    }
+    // The stored text is PostgreSQL's (see `deparse`); pretty, without the parentheses around the whole
+    // expression, as PostgreSQL prints it (psql's `\d` asks so: `generated always as (a * 2) stored`).
+    conn.create_scalar_function("pg_get_expr", 2, flags_pure(), |ctx| ctx.get::<Option<String>>(0))?;
+    conn.create_scalar_function("pg_get_expr", 3, flags_pure(), |ctx| {
+        let text = ctx.get::<Option<String>>(0)?;
+        let pretty = ctx.get::<Option<bool>>(2)?.unwrap_or(false);
+        Ok(text.map(|text| {
+            if pretty {
+                strip_outer_parentheses(&text).to_owned()
+            } else {
+                text
+            }
+        }))
+    })?;
     // `pg_table_is_visible(oid)` is rewritten to this call on the relation's visibility (`catalog_refs`).
     conn.create_scalar_function("pg_table_is_visible", 1, flags_pure(), |ctx| {
         Ok(ctx.get::<Option<i64>>(0)?.map(|visible| visible != 0))
@@ -354,4 +363,33 @@ fn default_acl(kind: &str, owner: &str) -> Option<String> {
         "c" => "{}".to_owned(),
         _ => return None,
     })
+}
+
+/// `text` without one pair of parentheses that encloses all of it (`(a * 2)` → `a * 2`; `(a) + (b)` stays),
+/// outside quotes.
+fn strip_outer_parentheses(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'(') || bytes.last() != Some(&b')') {
+        return text;
+    }
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None => match b {
+                b'\'' | b'"' => quote = Some(b),
+                b'(' => depth += 1,
+                b')' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 && i + 1 < bytes.len() {
+                        return text;
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    &text[1..text.len() - 1]
 }

@@ -73,3 +73,36 @@ fn identifiers_quote_as_postgresql_does() {
     assert_eq!(relation_name("public.\"Post\""), "Post");
     assert_eq!(relation_name("public.Items"), "items");
 }
+
+#[test]
+fn pretty_expressions_lose_only_parentheses_around_all_of_them() {
+    use super::strip_outer_parentheses as strip;
+    assert_eq!(strip("(a * 2)"), "a * 2");
+    assert_eq!(strip("((a * 2))"), "(a * 2)");
+    assert_eq!(strip("(a) + (b)"), "(a) + (b)");
+    assert_eq!(strip("upper(c)"), "upper(c)");
+    assert_eq!(strip("('(' || x || ')')"), "'(' || x || ')'");
+    assert_eq!(strip("(')' || x)"), "')' || x");
+    assert_eq!(strip("()"), "");
+    assert_eq!(strip("("), "(");
+}
+
+#[test]
+fn a_generated_columns_expression_reads_as_postgresql_prints_it() {
+    let sql = "CREATE TABLE \"g\" (\"a\" INTEGER, \"b\" INTEGER GENERATED ALWAYS AS (pg_coerce(pg_int((\"a\" * 2), 32), 'int4')) STORED, \
+               \"d\" TEXT GENERATED ALWAYS AS (pg_coerce(pg_div(\"a\", 3.0, 'any'), 'numeric(8,2)')) STORED, \
+               \"e\" TEXT GENERATED ALWAYS AS (upper(\"c\")) STORED)";
+    assert_eq!(
+        super::constraints::generation_expression(sql, "b").as_deref(),
+        Some("(a * 2)")
+    );
+    assert_eq!(
+        super::constraints::generation_expression(sql, "d").as_deref(),
+        Some("(a / 3.0)")
+    );
+    assert_eq!(
+        super::constraints::generation_expression(sql, "e").as_deref(),
+        Some("upper(c)")
+    );
+    assert_eq!(super::constraints::generation_expression(sql, "a"), None);
+}

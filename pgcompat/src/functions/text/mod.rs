@@ -2,6 +2,7 @@
 //! PostgreSQL would), `md5`, regular expressions with PostgreSQL's replacement syntax (`\1`, `\&`) and flags,
 //! splitting to and joining from arrays, `encode`/`decode`, `concat`, `format` and `to_hex`.
 
+mod crypto;
 mod encoding;
 mod formatting;
 mod patterns;
@@ -74,6 +75,7 @@ pub(super) fn install(conn: &Connection, state: &Arc<SessionState>) -> rusqlite:
     define(conn, state, "sha512", 1, Purity::Pure, |a, _| {
         Ok(digest::<sha2::Sha512>(a))
     })?;
+    crypto::install(conn, state)?;
     for n in [3, 4] {
         define(conn, state, "regexp_replace", n, Purity::Pure, regexp_replace)?;
     }
@@ -126,7 +128,9 @@ pub(super) fn result_type(name: &str, _args: &[Option<PgType>]) -> Option<PgType
         "regexp_match" | "regexp_split_to_array" | "string_to_array" => PgType::TEXT.array(),
         "pg_similar" => PgType::BOOL,
         "pg_regexp_substring" | "convert_from" => PgType::TEXT,
-        "convert_to" | "sha224" | "sha256" | "sha384" | "sha512" => PgType::BYTEA,
+        "convert_to" | "sha224" | "sha256" | "sha384" | "sha512" | "digest" | "hmac" | "gen_random_bytes" => {
+            PgType::BYTEA
+        }
         "decode" => PgType::BYTEA,
         _ => return None,
     })
