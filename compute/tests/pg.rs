@@ -478,6 +478,23 @@ async fn notices_and_warnings_reach_the_client_as_postgresql_sends_them() {
             notice("table \"gone\" does not exist, skipping")
         ]
     );
+    // An ADD COLUMN IF NOT EXISTS of a column the table has (a generated one too), and plpgsql, which every
+    // database has.
+    client
+        .batch_execute(
+            "CREATE TABLE g (a int, b int GENERATED ALWAYS AS (a * 2) STORED); \
+             ALTER TABLE g ADD COLUMN IF NOT EXISTS b int; ALTER TABLE g ADD COLUMN IF NOT EXISTS c int; \
+             CREATE EXTENSION IF NOT EXISTS plpgsql; CREATE EXTENSION IF NOT EXISTS pgcrypto",
+        )
+        .await
+        .expect("add columns, extensions");
+    assert_eq!(
+        notices_so_far(&mut received),
+        [
+            notice("column \"b\" of relation \"g\" already exists, skipping"),
+            notice("extension \"plpgsql\" already exists, skipping"),
+        ]
+    );
     client.batch_execute("COMMIT").await.expect("commit outside a block");
     client.batch_execute("BEGIN").await.expect("begin");
     client.batch_execute("BEGIN").await.expect("begin again");
@@ -654,4 +671,30 @@ async fn row_descriptions_name_the_table_column_as_postgresql_does() {
         named(&[("qty", of("rd_b", "qty"))])
     );
     assert_eq!(after.columns()[0].column_id(), Some(1));
+}
+
+#[tokio::test]
+async fn a_statement_of_a_text_reads_what_one_before_it_made() {
+    let server = start().await;
+    let client = connect(&server).await;
+    // The ALTER needs the table's definition, which exists only once the CREATE ran.
+    client
+        .batch_execute(
+            "CREATE TABLE made (a int); ALTER TABLE made ADD COLUMN b int DEFAULT 7; INSERT INTO made (a) VALUES (1)",
+        )
+        .await
+        .expect("one text");
+    let row = client.query_one("SELECT a, b FROM made", &[]).await.expect("read");
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (1, 7));
+    // An error in a later statement rolls the whole text back, as PostgreSQL's implicit block does.
+    let error = client
+        .batch_execute("CREATE TABLE gone (a int); ALTER TABLE gone ADD COLUMN b int; SELECT nosuch FROM gone")
+        .await
+        .expect_err("the last statement fails");
+    assert_eq!(error.code(), Some(&SqlState::UNDEFINED_COLUMN));
+    let missing = client
+        .query("SELECT 1 FROM gone", &[])
+        .await
+        .expect_err("the text was rolled back");
+    assert_eq!(missing.code(), Some(&SqlState::UNDEFINED_TABLE));
 }

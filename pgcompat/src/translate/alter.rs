@@ -40,6 +40,23 @@ pub(crate) fn alter_table(
     if let Some(steps) = super::deferrable::alter(catalog, &table, &alter.operations) {
         return Ok(ddl("ALTER TABLE", steps?));
     }
+    // `ADD COLUMN IF NOT EXISTS` of a column the table has: PostgreSQL's NOTICE (the operation is skipped).
+    let (_, own) = super::schema::schema_of(catalog, &table);
+    let notices: Vec<String> = alter
+        .operations
+        .iter()
+        .filter_map(|operation| match operation {
+            AlterTableOperation::AddColumn {
+                if_not_exists: true,
+                column_def,
+                ..
+            } if has_column(conn, &table, &fold(&column_def.name)) => Some(format!(
+                "column \"{}\" of relation \"{own}\" already exists, skipping",
+                fold(&column_def.name)
+            )),
+            _ => None,
+        })
+        .collect();
     if alter.operations.iter().any(super::rebuild::needs_rebuild) {
         // A rebuild adds any column too (its new table has it).
         let rebuilt = |o: &AlterTableOperation| {
@@ -64,13 +81,23 @@ pub(crate) fn alter_table(
         steps.extend(plan.steps);
         let mut translation = ddl("ALTER TABLE", steps);
         translation.foreign_keys_off = plan.referenced;
+        translation.notices = notices;
         return Ok(translation);
     }
     let mut steps = alter_in_place(conn, catalog, &table, &mut alter.operations)?;
     if steps.is_empty() {
         steps.push("SELECT NULL WHERE 0".to_owned());
     }
-    Ok(ddl("ALTER TABLE", steps))
+    let mut translation = ddl("ALTER TABLE", steps);
+    translation.notices = notices;
+    Ok(translation)
+}
+
+/// Whether `table` has a column of this name (a generated one too, which `pragma_table_info` hides).
+fn has_column(conn: &Connection, table: &str, column: &str) -> bool {
+    conn.prepare_cached("SELECT 1 FROM pragma_table_xinfo(?1) WHERE name = ?2 COLLATE NOCASE")
+        .and_then(|mut s| s.exists([table, column]))
+        .unwrap_or(false)
 }
 
 /// Whether a relation of any kind has this name.
@@ -171,7 +198,7 @@ fn alter_in_place(
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(Scope::of_table(table));
     let exists = |column: &str| -> bool {
-        conn.prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE")
+        conn.prepare_cached("SELECT 1 FROM pragma_table_xinfo(?1) WHERE name = ?2 COLLATE NOCASE")
             .and_then(|mut s| s.exists([table, column]))
             .unwrap_or(false)
     };

@@ -59,8 +59,8 @@ pub(super) struct ColumnType {
 /// How a serial or identity column is filled: its sequence's options and kind.
 pub(super) struct Generator {
     /// `a` (GENERATED ALWAYS AS IDENTITY), `d` (BY DEFAULT), empty for serial.
-    identity: &'static str,
-    options: Vec<sqlparser::ast::SequenceOptions>,
+    pub(super) identity: &'static str,
+    pub(super) options: Vec<sqlparser::ast::SequenceOptions>,
 }
 
 pub(super) fn column_type(catalog: &Catalog, def: &ColumnDef) -> Result<ColumnType, PgError> {

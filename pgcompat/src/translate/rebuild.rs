@@ -53,12 +53,17 @@ pub(crate) fn adds_what_sqlite_cannot(operation: &AlterTableOperation) -> bool {
             || matches!(e, Expr::Cast { expr, .. } if matches!(expr.as_ref(), Expr::Value(v) if v.value == sqlparser::ast::Value::Null))
     };
     let options = || column_def.options.iter().map(|o| &o.option);
+    let serial = matches!(
+        column_def.data_type.to_string().to_ascii_lowercase().as_str(),
+        "serial" | "serial4" | "bigserial" | "serial8" | "smallserial" | "serial2"
+    );
     let default = options().find_map(|o| match o {
         ColumnOption::Default(e) => Some(e),
         _ => None,
     });
     let not_null = options().any(|o| matches!(o, ColumnOption::NotNull));
-    default.is_some_and(|e| !literal(e))
+    serial
+        || default.is_some_and(|e| !literal(e))
         || (not_null && default.is_none_or(null))
         || options().any(|o| {
             matches!(
@@ -162,13 +167,20 @@ fn plan(conn: &Connection, catalog: &Catalog, table: &str, edit: Edit<'_>) -> Re
     let columns: Vec<String> = create.columns.iter().map(|c| c.name.value.clone()).collect();
     let mut copies: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
     let mut records = Vec::new();
+    // Steps before the swap: the sequence of a serial column being added, which its default reads.
+    let mut prelude = Vec::new();
+    // Columns added with a value the copy computes for each row (a serial column's `nextval`, which SQLite
+    // would not evaluate as a default: the layer's INSERTs write it themselves).
+    let mut added: Vec<(String, String)> = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(super::expr::Scope::of_table(table));
     match edit {
         Edit::Operations(operations) => {
             for operation in operations.iter_mut() {
                 apply(
+                    conn,
                     &mut rewriter,
+                    (&mut prelude, &mut added),
                     catalog,
                     table,
                     &mut create,
@@ -195,14 +207,22 @@ fn plan(conn: &Connection, catalog: &Catalog, table: &str, edit: Edit<'_>) -> Re
             })
         })
         .unzip();
+    let (columns, copies): (Vec<String>, Vec<String>) = (
+        columns
+            .into_iter()
+            .chain(added.iter().map(|(c, _)| c.clone()))
+            .collect(),
+        copies.into_iter().chain(added.into_iter().map(|(_, v)| v)).collect(),
+    );
     let temporary = format!("_cambium_rebuild_{}", table.to_ascii_lowercase());
     let again = indexes_and_triggers(conn, table)?;
     let referenced = Referenced::of(conn, table);
-    let mut steps = if referenced == Referenced::WithoutActions {
+    let mut steps = prelude;
+    steps.extend(if referenced == Referenced::WithoutActions {
         swap_deferred(create, table, &temporary, &columns, &copies)
     } else {
         swap_renamed(create, table, &temporary, &columns, &copies)
-    };
+    });
     steps.extend(again);
     steps.extend(records);
     Ok(Rebuild {
@@ -331,7 +351,9 @@ fn swap_deferred(
 
 #[allow(clippy::too_many_arguments)]
 fn apply(
+    conn: &Connection,
     rewriter: &mut Rewriter<'_>,
+    (prelude, added): (&mut Vec<String>, &mut Vec<(String, String)>),
     catalog: &Catalog,
     table: &str,
     create: &mut CreateTable,
@@ -483,10 +505,19 @@ fn apply(
                 ));
             }
             let column = super::ddl::column_type(catalog, column_def)?;
-            if column.generator.is_some() {
-                return Err(PgError::unsupported("adding a serial or identity column"));
-            }
-            let rendered = super::ddl::render_column(rewriter, table, column_def, &column, false, None)?;
+            // A serial column: its sequence made first; the copy fills the existing rows from it in order.
+            let sequence = match &column.generator {
+                None => None,
+                Some(generator) if generator.identity.is_empty() => {
+                    let (sequence, steps) =
+                        super::sequence::column_sequence(conn, table, &name, column.ty, &generator.options, None, "")?;
+                    prelude.extend(steps);
+                    added.push((name.clone(), super::sequence::nextval_default(&sequence).to_string()));
+                    Some(sequence)
+                }
+                Some(_) => return Err(PgError::unsupported("adding an identity column")),
+            };
+            let rendered = super::ddl::render_column(rewriter, table, column_def, &column, false, sequence.as_deref())?;
             let mut parsed =
                 Parser::parse_sql(&SQLiteDialect {}, &format!("CREATE TABLE x ({rendered})")).map_err(internal)?;
             let Some(Statement::CreateTable(mut made)) = parsed.pop() else {

@@ -41,3 +41,12 @@ SELECT a.attname, a.attnum, a.attgenerated, a.atthasdef, pg_get_expr(d.adbin, d.
 SELECT column_name, ordinal_position, is_generated, generation_expression FROM information_schema.columns WHERE table_name = 'adc_gen' AND column_name <> 'd' ORDER BY ordinal_position;
 INSERT INTO adc_gen (a, b) VALUES (1, 2);
 UPDATE adc_gen SET a = 8 RETURNING b, d, e;
+ALTER TABLE adc ADD COLUMN seq serial;
+SELECT id, seq FROM adc ORDER BY id;
+INSERT INTO adc (id, v) VALUES (9, 'z') RETURNING id, seq;
+SELECT pg_get_serial_sequence('adc', 'seq'), currval('adc_seq_seq');
+ALTER TABLE adc ADD COLUMN IF NOT EXISTS seq serial;
+ALTER TABLE adc ADD COLUMN IF NOT EXISTS twice int;
+ALTER TABLE adc ADD COLUMN IF NOT EXISTS fresh int DEFAULT 3;
+ALTER TABLE adc ADD COLUMN seq int;
+SELECT count(*), sum(fresh) FROM adc;

@@ -320,7 +320,16 @@ impl Session {
         }
         let translated = match self.translate(sql) {
             Ok(translated) => translated,
-            Err(error) => return (Vec::new(), Some(error)),
+            Err(error) => {
+                // A statement may read what one before it in the text makes (`CREATE TABLE t …; ALTER TABLE t
+                // …`), which translating them all first cannot see: each one translated when its turn comes, as
+                // PostgreSQL analyzes each in turn. A real error then comes at its statement, the ones before it
+                // rolled back with the text's implicit block.
+                return match pgcompat::translate::split_statements(sql) {
+                    Some(pieces) if pieces.len() > 1 => self.run_pieces(&pieces),
+                    _ => (Vec::new(), Some(error)),
+                };
+            }
         };
         let list = match &*translated {
             Translated::Passthrough => {
