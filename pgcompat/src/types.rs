@@ -703,7 +703,20 @@ pub fn from_data_type(data_type: &DataType) -> Written {
                         ty.with_modifier(modifier)
                     }
                     None if UNSUPPORTED_BUILTINS.contains(&text.as_str()) => return Written::Unsupported(text),
-                    None => return Written::Custom(text),
+                    // A type of the database (an enum): its name folded as PostgreSQL folds names, a quoted
+                    // part kept as written (Prisma's `"Role"`).
+                    None => {
+                        let folded: Vec<String> = name
+                            .0
+                            .iter()
+                            .map(|part| match part.as_ident() {
+                                Some(ident) if ident.quote_style.is_some() => ident.value.clone(),
+                                Some(ident) => ident.value.to_ascii_lowercase(),
+                                None => part.to_string().to_ascii_lowercase(),
+                            })
+                            .collect();
+                        return Written::Custom(folded.join("."));
+                    }
                 },
             }
         }

@@ -197,11 +197,7 @@ fn alter_in_place(
     let mut steps = Vec::new();
     let mut rewriter = Rewriter::new(catalog);
     rewriter.typer.scopes.push(Scope::of_table(table));
-    let exists = |column: &str| -> bool {
-        conn.prepare_cached("SELECT 1 FROM pragma_table_xinfo(?1) WHERE name = ?2 COLLATE NOCASE")
-            .and_then(|mut s| s.exists([table, column]))
-            .unwrap_or(false)
-    };
+    let exists = |column: &str| has_column(conn, table, column);
     for operation in operations {
         match operation {
             AlterTableOperation::AddColumn {
