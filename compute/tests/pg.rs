@@ -698,3 +698,21 @@ async fn a_statement_of_a_text_reads_what_one_before_it_made() {
         .expect_err("the text was rolled back");
     assert_eq!(missing.code(), Some(&SqlState::UNDEFINED_TABLE));
 }
+
+#[tokio::test]
+async fn create_table_as_is_tagged_with_its_row_count() {
+    let server = start().await;
+    let client = connect(&server).await;
+    assert_eq!(
+        tags(&client, "CREATE TABLE ca AS SELECT 1 AS x UNION SELECT 2").await,
+        [2]
+    );
+    assert_eq!(
+        tags(&client, "CREATE TABLE cb AS SELECT x FROM ca WHERE x > 5").await,
+        [0]
+    );
+    assert_eq!(
+        tags(&client, "CREATE MATERIALIZED VIEW cm AS SELECT x FROM ca").await,
+        [2]
+    );
+}

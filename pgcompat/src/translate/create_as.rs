@@ -84,6 +84,8 @@ pub(crate) fn create_table_as(
         quote_ident(&table),
         columns.join(", ")
     ));
+    // The INSERT's count is the statement's (`SELECT 3`, PostgreSQL's tag).
+    translation.primary = translation.steps.len() - 1;
     translation.params = select.params;
     translation.uses_now |= select.uses_now;
     translation.kind = Kind::Other("SELECT".to_owned());

@@ -67,6 +67,17 @@ pub(super) fn rewrite_update_statement(
             | sqlparser::ast::UpdateTableFromKind::BeforeSet(tables),
         ) => {
             schema::rewrite_from_items(catalog, tables)?;
+            // FROM items SQLite lacks (`(VALUES …) AS v(a, b)`, the bulk update's form; `generate_series`), as a
+            // query's FROM has them rewritten.
+            let rewriter = Rewriter::new(catalog);
+            for from in tables.iter_mut() {
+                for factor in std::iter::once(&mut from.relation).chain(from.joins.iter_mut().map(|j| &mut j.relation))
+                {
+                    if let Some(replacement) = super::tables::rewrite_factor(&rewriter, factor)? {
+                        *factor = replacement;
+                    }
+                }
+            }
             tables.clone()
         }
         None => Vec::new(),

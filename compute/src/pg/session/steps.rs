@@ -31,12 +31,21 @@ impl Session {
             // Outside a transaction (checked above), where SQLite lets foreign keys be switched.
             self.conn.execute_batch("PRAGMA foreign_keys = OFF")?;
         }
+        // `CREATE TABLE … AS` and `CREATE MATERIALIZED VIEW`: tagged `SELECT n`, the rows the primary step wrote.
+        let mut rows = None;
         let result = self.conn.execute_batch("SAVEPOINT pgcompat_statement").and_then(|()| {
-            for step in &translation.steps {
+            for (index, step) in translation.steps.iter().enumerate() {
                 self.conn.execute_batch(step)?;
+                if index == translation.primary && tag == "SELECT" {
+                    rows = Some(self.conn.changes());
+                }
             }
             self.conn.execute_batch("RELEASE pgcompat_statement")
         });
+        let tag = match rows {
+            Some(rows) => format!("{tag} {rows}"),
+            None => tag,
+        };
         if foreign_keys_off {
             if let Err(error) = self.conn.execute_batch("PRAGMA foreign_keys = ON") {
                 tracing::warn!(%error, "turning foreign keys back on failed");

@@ -1,0 +1,41 @@
+-- What applications run every day, in one file: the bulk update from a VALUES list with column aliases, an upsert
+-- with a WHERE on its update, a DELETE in a CTE, keyset pagination by a row comparison, LATERAL joins, JSON
+-- aggregation, arrays, FOR UPDATE SKIP LOCKED, a materialized view, LIKE … INCLUDING ALL.
+CREATE TABLE items (id bigserial PRIMARY KEY, sku text UNIQUE NOT NULL, qty int NOT NULL DEFAULT 0, price numeric(10,2), tags text[] NOT NULL DEFAULT '{}', updated_at timestamptz);
+INSERT INTO items (sku, qty, price, tags) VALUES ('a', 1, 1.50, '{x}'), ('b', 2, 2.25, '{x,y}'), ('c', 3, NULL, '{}');
+UPDATE items AS i SET qty = v.qty FROM (VALUES ('a', 10), ('b', 20)) AS v(sku, qty) WHERE i.sku = v.sku RETURNING i.sku, i.qty;
+INSERT INTO items (sku, qty) SELECT 'd' || g, g FROM generate_series(1, 3) g ON CONFLICT (sku) DO UPDATE SET qty = items.qty + EXCLUDED.qty WHERE items.qty < 100 RETURNING sku, qty;
+WITH moved AS (DELETE FROM items WHERE sku = 'd3' RETURNING *) SELECT count(*) FROM moved;
+SELECT sku FROM items WHERE sku ILIKE ANY (ARRAY['A%', 'b%']) ORDER BY sku;
+SELECT DISTINCT ON (qty > 5) sku, qty FROM items ORDER BY qty > 5, sku;
+SELECT sku, row_number() OVER (PARTITION BY array_length(tags, 1) ORDER BY sku) FROM items ORDER BY sku;
+SELECT i.sku, t.tag FROM items i CROSS JOIN LATERAL unnest(i.tags) AS t(tag) ORDER BY 1, 2;
+SELECT i.sku, x.n FROM items i LEFT JOIN LATERAL (SELECT count(*) AS n FROM items j WHERE j.qty < i.qty) x ON true ORDER BY 1;
+SELECT json_agg(json_build_object('sku', sku, 'qty', qty) ORDER BY sku) FROM items WHERE qty > 2;
+SELECT to_jsonb(i) - 'updated_at' - 'id' FROM items i WHERE sku = 'a';
+SELECT string_agg(DISTINCT t, ',' ORDER BY t) FROM items, unnest(tags) t;
+SELECT array_remove(ARRAY[1,2,1], 1), array_replace(ARRAY[1,2], 2, 3), array_cat(ARRAY[1], ARRAY[2]);
+SELECT * FROM unnest(ARRAY[1,2], ARRAY['a','b']) AS u(n, s);
+SELECT sku FROM items WHERE id = ANY('{1,2}'::bigint[]) ORDER BY sku;
+SELECT sku FROM items ORDER BY qty DESC NULLS LAST, sku LIMIT 2 OFFSET 1;
+SELECT sku FROM items WHERE (qty, sku) > (2, 'b') ORDER BY qty, sku LIMIT 2;
+SELECT date_trunc('day', timestamptz '2024-03-10 15:00+00') AS d, count(*) FROM items GROUP BY 1;
+SELECT extract(epoch FROM interval '1 day 1 hour'), justify_hours(interval '27 hours');
+SELECT coalesce(sum(price), 0), avg(qty)::numeric(10,2), max(price) FILTER (WHERE qty > 1) FROM items;
+SELECT sku, CASE WHEN qty > 5 THEN 'big' WHEN qty > 1 THEN 'mid' ELSE 'small' END FROM items ORDER BY sku;
+SELECT * FROM items WHERE tags @> ARRAY['x'] AND NOT tags && ARRAY['z'] ORDER BY id;
+SELECT sku FROM items WHERE sku IN (SELECT sku FROM items WHERE qty > 2) AND EXISTS (SELECT 1 FROM items WHERE qty = 10) ORDER BY sku;
+SELECT id FROM items ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+CREATE MATERIALIZED VIEW item_totals AS SELECT count(*) AS n, sum(qty) AS q FROM items;
+REFRESH MATERIALIZED VIEW item_totals;
+SELECT * FROM item_totals;
+CREATE TABLE items_copy (LIKE items INCLUDING ALL);
+INSERT INTO items_copy SELECT * FROM items;
+SELECT count(*) FROM items_copy;
+SELECT format('%s has %s', sku, qty) FROM items WHERE sku = 'a';
+SELECT regexp_matches('a1b22c333', '\d+', 'g');
+SELECT substring('hello world' from 'w(or)'), left('abc', 2), right('abc', 2), btrim('  x  ');
+SELECT now()::date = current_date, current_time IS NOT NULL, clock_timestamp() >= now();
+SELECT 5 / 2, 5.0 / 2, 5 % 3, -5 / 2, 2 ^ 3, |/ 16, @ -3;
+SELECT 'a' || NULL, concat('a', NULL, 'b'), NULL::int IS DISTINCT FROM 1;
+SELECT generate_series(timestamp '2024-01-01', timestamp '2024-01-01 02:00', interval '1 hour');
