@@ -484,6 +484,7 @@ async fn notices_and_warnings_reach_the_client_as_postgresql_sends_them() {
         .batch_execute(
             "CREATE TABLE g (a int, b int GENERATED ALWAYS AS (a * 2) STORED); \
              ALTER TABLE g ADD COLUMN IF NOT EXISTS b int; ALTER TABLE g ADD COLUMN IF NOT EXISTS c int; \
+             ALTER TABLE g DROP COLUMN IF EXISTS nothere; \
              CREATE EXTENSION IF NOT EXISTS plpgsql; CREATE EXTENSION IF NOT EXISTS pgcrypto",
         )
         .await
@@ -492,6 +493,7 @@ async fn notices_and_warnings_reach_the_client_as_postgresql_sends_them() {
         notices_so_far(&mut received),
         [
             notice("column \"b\" of relation \"g\" already exists, skipping"),
+            notice("column \"nothere\" of relation \"g\" does not exist, skipping"),
             notice("extension \"plpgsql\" already exists, skipping"),
         ]
     );

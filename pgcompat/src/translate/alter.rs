@@ -40,7 +40,8 @@ pub(crate) fn alter_table(
     if let Some(steps) = super::deferrable::alter(catalog, &table, &alter.operations) {
         return Ok(ddl("ALTER TABLE", steps?));
     }
-    // `ADD COLUMN IF NOT EXISTS` of a column the table has: PostgreSQL's NOTICE (the operation is skipped).
+    // `ADD COLUMN IF NOT EXISTS` of a column the table has, `DROP COLUMN IF EXISTS` of one it lacks: PostgreSQL's
+    // NOTICEs (the operation is skipped).
     let (_, own) = super::schema::schema_of(catalog, &table);
     let notices: Vec<String> = alter
         .operations
@@ -50,12 +51,25 @@ pub(crate) fn alter_table(
                 if_not_exists: true,
                 column_def,
                 ..
-            } if has_column(conn, &table, &fold(&column_def.name)) => Some(format!(
+            } if has_column(conn, &table, &fold(&column_def.name)) => Some(vec![format!(
                 "column \"{}\" of relation \"{own}\" already exists, skipping",
                 fold(&column_def.name)
-            )),
+            )]),
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists: true,
+                ..
+            } => Some(
+                column_names
+                    .iter()
+                    .map(fold)
+                    .filter(|name| !has_column(conn, &table, name))
+                    .map(|name| format!("column \"{name}\" of relation \"{own}\" does not exist, skipping"))
+                    .collect(),
+            ),
             _ => None,
         })
+        .flatten()
         .collect();
     if alter.operations.iter().any(super::rebuild::needs_rebuild) {
         // A rebuild adds any column too (its new table has it).

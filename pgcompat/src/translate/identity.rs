@@ -83,6 +83,10 @@ pub(crate) fn check_identity(
 ) -> Result<(), PgError> {
     use sqlparser::ast::InsertOverriding;
     let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    if insert.source.is_none() {
+        // `DEFAULT VALUES` gives no value to any column.
+        return Ok(());
+    }
     for entry in catalog.owned_sequences(table, None).filter(|s| !s.identity.is_empty()) {
         let Some((_, column)) = &entry.owner else {
             continue;
