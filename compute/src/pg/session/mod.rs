@@ -464,7 +464,6 @@ impl Session {
         }
     }
 
-    /// Runs one translated statement.
     /// Runs one translated statement; its notices (an `IF EXISTS` that found nothing) go to the client
     /// with its outcome.
     fn run_translation(

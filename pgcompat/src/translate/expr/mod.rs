@@ -118,22 +118,26 @@ impl<'a> Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
+    /// A typer for the expressions of `select` (a derived table's or CTE's, already rewritten): the scopes around
+    /// it and its own, with `ctes`.
+    fn typer_inside(&self, select: &Select, ctes: Vec<typer::CteTable>) -> Typer<'_> {
+        let mut scopes = self.typer.scopes.clone();
+        scopes.push(Scope::of_select(select));
+        Typer {
+            rewritten: self.typer.rewritten.clone(),
+            catalog: self.typer.catalog,
+            scopes,
+            ctes,
+        }
+    }
+
     /// The result columns of a (rewritten) derived table's or CTE's SELECT that pass a catalog's vector column
     /// through unchanged (see [`typer::CteTable::vectors`]).
     fn derived_vectors(&self, query: &Query) -> Vec<String> {
         let sqlparser::ast::SetExpr::Select(select) = query.body.as_ref() else {
             return Vec::new();
         };
-        let typer = Typer {
-            rewritten: self.typer.rewritten.clone(),
-            catalog: self.typer.catalog,
-            scopes: {
-                let mut scopes = self.typer.scopes.clone();
-                scopes.push(Scope::of_select(select));
-                scopes
-            },
-            ctes: self.typer.ctes.clone(),
-        };
+        let typer = self.typer_inside(select, self.typer.ctes.clone());
         select
             .projection
             .iter()
@@ -205,16 +209,7 @@ impl Rewriter<'_> {
                         ctes.push(typer::CteTable { name, columns, vectors });
                     }
                 }
-                let typer = Typer {
-                    rewritten: self.typer.rewritten.clone(),
-                    catalog: self.typer.catalog,
-                    scopes: {
-                        let mut scopes = self.typer.scopes.clone();
-                        scopes.push(Scope::of_select(select));
-                        scopes
-                    },
-                    ctes,
-                };
+                let typer = self.typer_inside(select, ctes);
                 select
                     .projection
                     .iter()
@@ -338,16 +333,7 @@ impl super::walk::Hooks for Rewriter<'_> {
         let Some(select) = select else {
             return;
         };
-        let typer = Typer {
-            rewritten: self.typer.rewritten.clone(),
-            catalog: self.typer.catalog,
-            scopes: {
-                let mut scopes = self.typer.scopes.clone();
-                scopes.push(Scope::of_select(select));
-                scopes
-            },
-            ctes: self.typer.ctes.clone(),
-        };
+        let typer = self.typer_inside(select, self.typer.ctes.clone());
         let mut columns = Vec::with_capacity(select.projection.len());
         for (i, item) in select.projection.iter().enumerate() {
             let (name, ty) = match item {
